@@ -1,0 +1,33 @@
+"""The one error hierarchy: every failure a user can cause says what, where and what to do."""
+
+
+class TilegradError(Exception):
+    """Base of all errors tilegrad raises on purpose."""
+
+
+class ExprError(TilegradError):
+    """An ill-formed expression (mismatched dtypes, an unknown variable, a bad operator)."""
+
+
+class ShapeError(TilegradError):
+    """Tensors whose shapes or dtypes do not fit the operation."""
+
+
+class ScheduleError(TilegradError):
+    """An illegal schedule step; the message names the step index, primitive and loops."""
+
+
+class LoweringError(TilegradError):
+    """A schedule that cannot be lowered to loop IR."""
+
+
+class BuildError(TilegradError):
+    """The C compiler is missing or rejected the generated source."""
+
+
+class KernelCallError(TilegradError):
+    """Arrays passed to a kernel that do not match its parameters."""
+
+
+class MeasureError(TilegradError):
+    """A timing that could not be taken (crash, timeout, bad result)."""

@@ -1,0 +1,126 @@
+"""Loop IR: the imperative program a schedule lowers to, and every backend renders.
+
+Statements are immutable. Loops run from 0 to `extent` (an expression) with a kind; buffers have a scope
+("global": a kernel parameter or a heap temporary; "local": an array inside the loop nest). Reads are expression
+`Load`s of a `Buffer`, writes are `Store`s; multi-dimensional indices stay until rendering.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..te import expr as E
+
+# Room for GPU bindings later ("block.x", "thread.x", ...): a kind is just a name the renderer must know.
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Buffer:
+    """A named array. Identity is the object; two buffers never share a name inside one kernel."""
+
+    name: str
+    shape: tuple[E.Expr, ...]
+    dtype: str
+    scope: str = "global"
+
+    __hash__ = object.__hash__
+
+    def size(self) -> E.Expr:
+        out: E.Expr = E.Const(1, E.INDEX)
+        for s in self.shape:
+            out = out * s
+        return out
+
+
+class Stmt:
+    __slots__ = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class For(Stmt):
+    var: E.Var
+    extent: E.Expr
+    kind: str
+    body: Stmt
+    unroll: int = 0  # an explicit unroll count hint (0: none); kind "unrolled" unrolls fully
+
+
+@dataclasses.dataclass(frozen=True)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple[E.Expr, ...]
+    value: E.Expr
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class IfThenElse(Stmt):
+    cond: E.Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One function: parameters in call order (inputs, then outputs) and a body."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    body: Stmt
+
+
+def seq(stmts) -> Stmt:
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def walk(s: Stmt):
+    """Every statement, parents before children."""
+    yield s
+    if isinstance(s, (For, Allocate)):
+        yield from walk(s.body)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk(x)
+    elif isinstance(s, IfThenElse):
+        yield from walk(s.then)
+        if s.orelse is not None:
+            yield from walk(s.orelse)
+
+
+def map_stmt(s: Stmt, stmt_fn, expr_fn) -> Stmt:
+    """Rebuild `s` bottom-up: `expr_fn` on every expression, then `stmt_fn` on every rebuilt statement."""
+    def go(x: Stmt) -> Stmt:
+        if isinstance(x, For):
+            new = For(expr_fn(x.var), expr_fn(x.extent), x.kind, go(x.body), x.unroll)
+        elif isinstance(x, Store):
+            new = Store(x.buffer, tuple(expr_fn(i) for i in x.indices), expr_fn(x.value))
+        elif isinstance(x, Seq):
+            new = seq(go(k) for k in x.stmts)
+        elif isinstance(x, IfThenElse):
+            new = IfThenElse(expr_fn(x.cond), go(x.then), None if x.orelse is None else go(x.orelse))
+        elif isinstance(x, Allocate):
+            new = Allocate(x.buffer, go(x.body))
+        else:
+            raise TypeError(f"unknown statement {type(x).__name__}")
+        return stmt_fn(new)
+
+    return go(s)

@@ -1,0 +1,296 @@
+"""Lowering: a scheduled loop state becomes one loop-IR kernel.
+
+Stages are visited consumers first, so that when a producer is computed at a loop of its consumer, the region
+the consumer reads in one iteration of that loop is known (bound inference). Every loop extent is recomputed here
+from the root extents (a compute_at stage's roots span only its region), and every axis is expressed in the leaf
+loops by reading the split/fuse relations backwards. Non-divisible splits and partial regions get guards, placed
+just inside the innermost loop they depend on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from ..errors import LoweringError
+from ..schedule.state import LoopState, SplitRel, Stage
+from ..te import expr as E
+from ..te.simplify import prove_nonneg, simplify
+from ..te.tensor import Tensor, combine, reduce_identity
+from .bounds import bounds
+from .ir import Allocate, Buffer, For, IfThenElse, Kernel, Store, seq
+
+_TRUE = E.Const(True, "bool")
+
+
+@dataclasses.dataclass
+class _StageInfo:
+    stage: Stage
+    leaf_vars: list[E.Var]
+    kinds: list[str]
+    local_index: tuple[E.Expr, ...]  # store index into the stage's own buffer
+    source: E.Expr  # the body (reduction source) with axes replaced, inline stages expanded, reading Tensors
+    guards: list[E.Expr]
+    enclosing: list[E.Var]  # loops around this stage's nest, outermost first
+    offsets: tuple[E.Expr, ...] | None = None  # region minimum per dimension (compute_at stages)
+
+
+def lower(st: LoopState, name: str = "kernel", args: Sequence[Tensor] | None = None) -> Kernel:
+    """Lower the scheduled state to a kernel whose parameters are `args` (default: inputs, then outputs)."""
+    return _Lowering(st, name, args).run()
+
+
+class _Lowering:
+    def __init__(self, st: LoopState, name: str, args: Sequence[Tensor] | None):
+        self.st = st
+        self.name = name
+        self.inline = {s.name: s for s in st.stages if s.attach == "inline"}
+        self.active = [s for s in st.stages if s.attach != "inline"]
+        params = list(args) if args is not None else list(st.placeholders) + list(st.outputs)
+        self._check_params(params)
+        self.buffers: dict[str, Buffer] = {}
+        for t in params:
+            self.buffers[t.name] = Buffer(t.name, tuple(E.Const(d, E.INDEX) for d in t.shape), t.dtype)
+        self.params = tuple(self.buffers[t.name] for t in params)
+        self.used_names = {t.name for t in params} | {s.name for s in st.stages}
+        self.info: dict[str, _StageInfo] = {}
+        self.attached: dict[tuple[str, str], list[Stage]] = {}
+        for s in self.active:
+            if isinstance(s.attach, tuple):
+                self.attached.setdefault(s.attach, []).append(s)
+
+    def _check_params(self, params: list[Tensor]) -> None:
+        names = {t.name for t in params}
+        missing = [t.name for t in list(self.st.placeholders) + list(self.st.outputs) if t.name not in names]
+        if missing:
+            raise LoweringError(f"kernel arguments must include every input and output; missing {missing}")
+
+    def run(self) -> Kernel:
+        for s in reversed(self.active):
+            self._analyse(s)
+        body = seq(self._emit(s) for s in self.active if s.attach is None)
+        for s in reversed(self.active):
+            if s.attach is None and s.name not in {b.name for b in self.params}:
+                body = Allocate(self.buffers[s.name], body)
+        return Kernel(self.name, self.params, body)
+
+    # -- analysis: extents, axis values, regions --------------------------------------------------------------
+    def _expand(self, e: E.Expr) -> E.Expr:
+        """Substitute inline stages' bodies for their reads."""
+        def go(x: E.Expr) -> E.Expr:
+            if type(x) is E.Load and x.buffer.name in self.inline:
+                op = self.inline[x.buffer.name].op
+                idx = [go(i) for i in x.indices]
+                return go(E.substitute(op.body, {a: i for a, i in zip(op.axes, idx)}))
+            return E.map_children(x, go)
+        return go(e)
+
+    def _loop_var(self, s: Stage, leaf: str, extent: E.Expr) -> E.Var:
+        name = leaf if leaf not in self.used_names else f"{s.name}_{leaf}"
+        n = 1
+        while name in self.used_names:
+            name, n = f"{s.name}_{leaf}_{n}", n + 1
+        self.used_names.add(name)
+        hi = extent.hi - 1 if extent.hi < E.INF else None
+        return E.Var(name, E.INDEX, 0, hi, extent)
+
+    def _enclosing(self, s: Stage) -> list[E.Var]:
+        if not isinstance(s.attach, tuple):
+            return []
+        target, loop = s.attach
+        t_info = self.info.get(target)
+        if t_info is None:
+            raise LoweringError(f"{s.name} is computed at {target}.{loop}, but {target} is not lowered")
+        pos = t_info.stage.leaves.index(loop)
+        return t_info.enclosing + t_info.leaf_vars[:pos + 1]
+
+    def _analyse(self, s: Stage) -> None:
+        op = s.op
+        enclosing = self._enclosing(s)
+        offsets = None
+        if isinstance(s.attach, tuple):
+            offsets, root_extents = self._region(s, enclosing)
+        else:
+            root_extents = [E.Const(d, E.INDEX) for d in s.tensor.shape]
+        root_extents += [a.upper for a in op.reduce_axes]
+        roots = s.roots
+        extents = dict(zip(roots, root_extents))
+        for rel in s.relations:
+            if type(rel) is SplitRel:
+                parent = extents[rel.parent]
+                if rel.factor is not None:
+                    inner, outer = rel.factor, simplify(E.ceildiv(parent, rel.factor))
+                else:
+                    outer, inner = rel.nparts, simplify(E.ceildiv(parent, rel.nparts))
+                extents[rel.outer], extents[rel.inner] = outer, inner
+            else:
+                extents[rel.fused] = simplify(extents[rel.outer] * extents[rel.inner])
+        leaf_vars = [self._loop_var(s, leaf, extents[leaf]) for leaf in s.leaves]
+        values: dict[str, E.Expr] = {leaf: v for leaf, v in zip(s.leaves, leaf_vars)}
+        guards: list[E.Expr] = []
+        for rel in reversed(s.relations):
+            if type(rel) is SplitRel:
+                value = values[rel.outer] * extents[rel.inner] + values[rel.inner]
+                values[rel.parent] = simplify(value)
+                guards.append(simplify(value < extents[rel.parent]))
+            else:
+                inner_ext = extents[rel.inner]
+                values[rel.outer] = simplify(values[rel.fused] // inner_ext)
+                values[rel.inner] = simplify(values[rel.fused] % inner_ext)
+        local_index = tuple(values[a.name] for a in op.axes)
+        global_index = local_index
+        if offsets is not None:
+            global_index = tuple(simplify(o + i) for o, i in zip(offsets, local_index))
+            for g, d in zip(global_index, s.tensor.shape):
+                if not prove_nonneg(g):
+                    guards.append(simplify(g >= 0))
+                guards.append(simplify(g < d))
+        body = op.body.source if type(op.body) is E.Reduce else op.body
+        mapping = {a.name: v for a, v in zip(op.axes, global_index)}
+        mapping.update({a.name: values[a.name] for a in op.reduce_axes})
+        source = self._expand(E.substitute(self._expand(body), mapping))
+        guards = [g for g in guards if g != _TRUE]
+        kinds = self._kinds(s, extents)
+        self.info[s.name] = _StageInfo(s, leaf_vars, kinds, local_index, source, guards, enclosing, offsets)
+        if s.name not in self.buffers:
+            shape = tuple(self._alloc_extent(e, s) for e in root_extents[:len(op.axes)])
+            scope = s.scope if offsets is not None else "global"
+            self.buffers[s.name] = Buffer(s.name, shape, s.tensor.dtype, scope)
+
+    def _alloc_extent(self, e: E.Expr, s: Stage) -> E.Expr:
+        """A region extent that varies with the enclosing loops is allocated at its largest value."""
+        loop_vars = {v.name for info in self.info.values() for v in info.leaf_vars}
+        if not {v.name for v in E.free_vars(e)} & loop_vars:
+            return e
+        if e.hi < E.INF:
+            return E.Const(int(e.hi), E.INDEX)
+        raise LoweringError(f"cannot bound the size of the region of {s.name} ({e})")
+
+    def _kinds(self, s: Stage, extents: dict[str, E.Expr]) -> list[str]:
+        kinds = [s.loops[leaf].kind for leaf in s.leaves]
+        budget = s.auto_unroll_max_step
+        if budget:
+            trips = 1
+            for i in range(len(kinds) - 1, -1, -1):
+                ext = extents[s.leaves[i]]
+                if type(ext) is not E.Const or kinds[i] not in ("serial", "unrolled"):
+                    break
+                trips *= ext.value
+                if trips > budget:
+                    break
+                kinds[i] = "unrolled"
+        return kinds
+
+    def _region(self, s: Stage, enclosing: list[E.Var]) -> tuple[tuple[E.Expr, ...], list[E.Expr]]:
+        """Per dimension of `s`: the least index its readers in the attach scope read, and the extent read."""
+        attach_var = enclosing[-1]
+        reads: list[tuple[E.Expr, ...]] = []
+        frees: list[dict[str, E.Expr]] = []
+        for r_info in self.info.values():
+            loads = [x for x in _loads(r_info.source) if x.buffer.name == s.name]
+            if not loads:
+                continue
+            chain = r_info.enclosing + r_info.leaf_vars
+            if attach_var not in chain:
+                raise LoweringError(f"{s.name} is computed at {s.attach[0]}.{s.attach[1]} but "
+                                    f"{r_info.stage.name} reads it outside that loop")
+            inner = chain[chain.index(attach_var) + 1:]
+            free = {v.name: v.upper for v in inner}
+            for ld in loads:
+                reads.append(ld.indices)
+                frees.append(free)
+        if not reads:
+            raise LoweringError(f"{s.name} is computed at {s.attach[0]}.{s.attach[1]}, where nothing reads it")
+        offsets, extents = [], []
+        for d, size in enumerate(s.tensor.shape):
+            lo = hi = None
+            for idx, free in zip(reads, frees):
+                b = bounds(idx[d], free) or (E.Const(0, E.INDEX), E.Const(size - 1, E.INDEX))
+                lo = b[0] if lo is None else E.minimum(lo, b[0])
+                hi = b[1] if hi is None else E.maximum(hi, b[1])
+            lo, hi = simplify(lo), simplify(hi)
+            offsets.append(lo)
+            extents.append(simplify(hi - lo + 1))
+        return tuple(offsets), extents
+
+    # -- emission ---------------------------------------------------------------------------------------------
+    def _buffer_expr(self, e: E.Expr) -> E.Expr:
+        """Tensor reads become buffer reads; a compute_at buffer is indexed relative to its region."""
+        def go(x: E.Expr) -> E.Expr:
+            if type(x) is E.Load and isinstance(x.buffer, Tensor):
+                idx = tuple(go(i) for i in x.indices)
+                info = self.info.get(x.buffer.name)
+                if info is not None and info.offsets is not None:
+                    idx = tuple(simplify(i - o) for i, o in zip(idx, info.offsets))
+                return E.Load(self.buffers[x.buffer.name], idx)
+            return E.map_children(x, go)
+        return simplify(go(e))
+
+    def _emit(self, s: Stage) -> object:
+        info = self.info[s.name]
+        buf = self.buffers[s.name]
+        op = s.op
+        n = len(info.leaf_vars)
+        depth = {v.name: i for i, v in enumerate(info.leaf_vars)}
+
+        def dep(g: E.Expr) -> int:
+            return max((depth[v.name] for v in E.free_vars(g) if v.name in depth), default=-1)
+
+        value = self._buffer_expr(info.source)
+        idx = info.local_index
+        init_stmt = None
+        first_reduce = n
+        if type(op.body) is E.Reduce:
+            comb = op.body.combiner
+            main = Store(buf, idx, combine(comb, E.Load(buf, idx), value))
+            first_reduce = next(i for i, leaf in enumerate(s.leaves) if s.loops[leaf].is_reduce)
+            spatial_after = [i for i in range(first_reduce, n) if not s.loops[s.leaves[i]].is_reduce]
+            init_guards = [g for g in info.guards
+                           if first_reduce - 1 <= dep(g) and all(not s.loops[s.leaves[depth[v.name]]].is_reduce
+                                                             for v in E.free_vars(g) if v.name in depth)]
+            init_stmt = _guard(Store(buf, idx, reduce_identity(comb, buf.dtype)), init_guards)
+            for i in reversed(spatial_after):
+                init_stmt = For(info.leaf_vars[i], info.leaf_vars[i].upper, info.kinds[i], init_stmt)
+        else:
+            main = Store(buf, idx, value)
+        by_depth: dict[int, list[E.Expr]] = {}
+        for g in info.guards:
+            by_depth.setdefault(dep(g), []).append(g)
+        body = _guard(main, by_depth.get(n - 1, []))
+        for d in range(n - 1, -1, -1):
+            content = [self._emit_attached(s, s.leaves[d])]
+            if d == first_reduce - 1:
+                content.append(init_stmt)
+            inner = seq(content + [body])
+            inner = self._wrap_allocs(s, s.leaves[d], inner)
+            loop = For(info.leaf_vars[d], info.leaf_vars[d].upper, info.kinds[d], inner)
+            body = _guard(loop, by_depth.get(d - 1, []))
+        if first_reduce == 0:
+            body = seq([init_stmt, body])
+        return body
+
+    def _emit_attached(self, s: Stage, leaf: str):
+        stages = self.attached.get((s.name, leaf), [])
+        return seq(self._emit(p) for p in stages) if stages else None
+
+    def _wrap_allocs(self, s: Stage, leaf: str, body):
+        for p in reversed(self.attached.get((s.name, leaf), [])):
+            body = Allocate(self.buffers[p.name], body)
+        return body
+
+
+def _guard(stmt, conds: list[E.Expr]):
+    cond = E.all_of(conds)
+    if cond == _TRUE:
+        return stmt
+    return IfThenElse(cond, stmt)
+
+
+def _loads(e: E.Expr) -> list[E.Load]:
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load:
+            out.append(x)
+        stack.extend(x.children())
+    return out

@@ -1,0 +1,170 @@
+"""Compiler driver and build cache: C source in, a shared library on disk out, each source compiled once.
+
+A library lives at `cache_dir/<key[:2]>/<key>.so`, where the key hashes the source, the flags and the compiler's
+identity (plus the host CPU when a flag says "native"), so a path always names the same bytes. Builds happen under
+a per-key file lock and finish with an atomic rename, so concurrent builders and killed processes never leave a
+partial library behind. The source is kept next to the library as `<key>.c` for debugging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .. import config, metrics
+from ..config import Config
+from ..errors import BuildError
+
+_log = logging.getLogger(__name__)
+
+_CANDIDATES = ("gcc", "clang", "cc")
+_INSTALL_HINT = (
+    "install gcc (Debian/Ubuntu: apt install gcc; Fedora: dnf install gcc; macOS: xcode-select --install) "
+    "or clang, or set TILEGRAD_CC to the path of a C compiler"
+)
+_LIBS = ("-lm",)  # after the source: generated code may call expf, tanhf, erff, ...
+_MAX_DIAGNOSTIC_CHARS = 4000
+
+
+def find_compiler(cfg: Config | None = None) -> str:
+    """The absolute path of the C compiler to use: `cfg.cc` if set, else the first of gcc, clang, cc on PATH."""
+    cfg = cfg or config.get()
+    if cfg.cc:
+        path = shutil.which(cfg.cc)
+        if path is None:
+            raise BuildError(f"C compiler {cfg.cc!r} (config cc / TILEGRAD_CC) not found: {_INSTALL_HINT}")
+        return path
+    for name in _CANDIDATES:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    raise BuildError(f"no C compiler found (looked for {', '.join(_CANDIDATES)} on PATH): {_INSTALL_HINT}")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    """The first line of `cc --version`; part of the cache key, so upgrading the compiler rebuilds everything."""
+    try:
+        proc = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"cannot run C compiler {cc}: {e}; {_INSTALL_HINT}") from e
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise BuildError(f"{cc} --version failed (exit {proc.returncode}): {_trim(proc.stderr)}")
+    return lines[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _host_identity() -> str:
+    """The CPU model and ISA flags: `-march=native` code from one machine may not run on another sharing the cache."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features", "CPU part"))]
+    except OSError:
+        lines = []
+    return "\n".join([platform.machine(), platform.processor(), *sorted(set(lines))])
+
+
+def _key(source: str, flags: Sequence[str], cc: str) -> str:
+    h = hashlib.sha256()
+    parts = [source, *flags, *_LIBS, compiler_identity(cc)]
+    if any("native" in flag for flag in flags):
+        parts.append(_host_identity())
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def build(source: str, *, cfg: Config | None = None) -> Path:
+    """Compile C `source` into a shared library (or find it in the cache) and return the library's path."""
+    cfg = cfg or config.get()
+    cc = find_compiler(cfg)
+    key = _key(source, cfg.cflags, cc)
+    shard = Path(cfg.cache_dir) / key[:2]
+    library = shard / f"{key}.so"
+    if library.exists():
+        metrics.bump("build.cache_hit")
+        return library
+    shard.mkdir(parents=True, exist_ok=True)
+    with _locked(shard / f"{key}.lock"):
+        if library.exists():  # another process finished it while we waited for the lock
+            metrics.bump("build.cache_hit")
+            return library
+        c_file = shard / f"{key}.c"
+        c_file.write_text(source)
+        _compile(cc, cfg, c_file, library)
+    metrics.bump("build.compiled")
+    return library
+
+
+def assemble(source: str, *, cfg: Config | None = None) -> str:
+    """The assembly the compiler emits for `source` with the build flags; lets tests check vectorisation (zmm)."""
+    cfg = cfg or config.get()
+    cc = find_compiler(cfg)
+    flags = [flag for flag in cfg.cflags if flag != "-shared"]
+    cmd = [cc, *flags, "-S", "-o", "-", "-x", "c", "-"]
+    proc = _run(cmd, cfg, stdin=source)
+    if proc.returncode != 0:
+        raise BuildError(_failure(cmd, proc, "<stdin>"))
+    return proc.stdout
+
+
+def _compile(cc: str, cfg: Config, c_file: Path, library: Path) -> None:
+    """Compile into a temporary file beside `library`, then rename it into place (atomic on POSIX)."""
+    fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=f"{library.stem}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        cmd = [cc, *cfg.cflags, "-o", tmp, str(c_file), *_LIBS]
+        proc = _run(cmd, cfg)
+        if proc.returncode != 0:
+            raise BuildError(_failure(cmd, proc, str(c_file)))
+        os.replace(tmp, library)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _run(cmd: list[str], cfg: Config, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    if cfg.debug >= 4:
+        _log.info("compile: %s", shlex.join(cmd))
+    try:
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True)
+    except OSError as e:
+        raise BuildError(f"cannot run C compiler {cmd[0]}: {e}; {_INSTALL_HINT}") from e
+
+
+def _failure(cmd: list[str], proc: subprocess.CompletedProcess[str], source: str) -> str:
+    return (
+        f"C compiler failed (exit {proc.returncode}) on {source}\n"
+        f"command: {shlex.join(cmd)}\n"
+        f"{_trim(proc.stderr)}"
+    )
+
+
+def _trim(text: str) -> str:
+    """Keep the head of compiler output: the first errors are the ones that explain the rest."""
+    text = text.strip()
+    if len(text) <= _MAX_DIAGNOSTIC_CHARS:
+        return text
+    rest = text[_MAX_DIAGNOSTIC_CHARS:].count("\n") + 1
+    return f"{text[:_MAX_DIAGNOSTIC_CHARS]}\n... ({rest} more lines)"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path`; the OS releases it if the holder dies, so no stale locks."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield

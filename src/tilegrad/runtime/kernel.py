@@ -1,0 +1,185 @@
+"""Loading a compiled kernel and calling it with NumPy arrays.
+
+The kernel ABI is `void NAME(void** args)`: args[i] is the data pointer of buffer i, shapes are compiled in. A
+kernel therefore cannot check its arguments, so `Kernel.__call__` does, and says which parameter is wrong.
+
+Threads: every call goes through a tiny C trampoline (built once per configuration with the kernel's compiler and
+flags, so it shares the kernel's OpenMP runtime) that calls `omp_set_num_threads(cfg.num_threads)` on the calling
+thread before the kernel. Setting OMP_NUM_THREADS instead would only work before the OpenMP runtime is first loaded
+(which NumPy, PyTorch or an earlier kernel may already have done) and could not follow `config.override`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import numpy as np
+
+from .. import config
+from ..config import Config
+from ..errors import BuildError, KernelCallError, ShapeError
+from .build import build
+
+DTYPES = ("float32", "float16", "int8", "int32", "int64", "bool")
+_ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
+
+_TRAMPOLINE = r"""
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+typedef void (*tg_kernel)(void **);
+
+void tg_call(tg_kernel fn, void **args, int num_threads) {
+#ifdef _OPENMP
+    if (omp_get_max_threads() != num_threads) omp_set_num_threads(num_threads);
+#endif
+    fn(args);
+}
+"""
+
+_libraries: dict[str, ctypes.CDLL] = {}  # loaded once per path; never unloaded (dlclose under OpenMP is unsafe)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One kernel parameter: a dense C-contiguous buffer of a static shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ShapeError(f"buffer {self.name!r}: dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if not isinstance(self.shape, tuple) or any(not isinstance(d, int) or d < 0 for d in self.shape):
+            raise ShapeError(f"buffer {self.name!r}: shape must be a tuple of non-negative ints, got {self.shape!r}")
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+    def describe(self) -> str:
+        """`(64, 32) float32`: how error messages name what a parameter expects."""
+        return f"{self.shape} {self.dtype}"
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    """The loaded library at `path`, loading it on first use."""
+    key = str(Path(path).resolve())
+    lib = _libraries.get(key)
+    if lib is None:
+        try:
+            lib = ctypes.CDLL(key)
+        except OSError as e:
+            raise BuildError(f"cannot load kernel library {path}: {e}") from e
+        _libraries[key] = lib
+    return lib
+
+
+def kernel_address(library: Path, name: str) -> int:
+    """The address of kernel `name` in the library at `library` (what the timing harness calls)."""
+    lib = load_library(library)
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        raise BuildError(
+            f"library {library} defines no kernel {name!r}; was it built from the source that defines it?"
+        ) from None
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+class Kernel:
+    """A compiled kernel that checks its arguments; call it with one NumPy array per parameter."""
+
+    def __init__(self, library: Path, name: str, params: Sequence[BufferSpec], *, cfg: Config | None = None):
+        cfg = cfg or config.get()
+        self.cfg = cfg  # timing builds its harness with the same compiler, hence the same OpenMP runtime
+        self.library = Path(library)
+        self.name = name
+        self.params = tuple(params)
+        self.num_threads = cfg.num_threads
+        self.function_address = kernel_address(self.library, name)
+        self._dtypes = tuple(np.dtype(p.dtype) for p in self.params)
+        self._pointers = ctypes.c_void_p * len(self.params)
+        self._call = _trampoline(cfg)
+        self._fn = ctypes.c_void_p(self.function_address)
+        self._threads = ctypes.c_int(cfg.num_threads)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.describe()}" for p in self.params)
+        return f"Kernel({self.name}({params}) from {self.library})"
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self._call(self._fn, self.pack(arrays), self._threads)
+
+    def pack(self, arrays: Sequence[np.ndarray]) -> ctypes.Array:
+        """Check `arrays` against the parameters and return the `void*` array the kernel takes.
+
+        The result holds the arrays' addresses only: keep the arrays alive while it is in use.
+        """
+        self.check(arrays)
+        return self._pointers(*map(_address, arrays))
+
+    def check(self, arrays: Sequence[np.ndarray]) -> None:
+        """Raise KernelCallError naming the first parameter that `arrays` does not fit."""
+        if len(arrays) != len(self.params):
+            names = ", ".join(p.name for p in self.params)
+            raise KernelCallError(
+                f"kernel {self.name!r} takes {len(self.params)} arrays ({names}), got {len(arrays)}"
+            )
+        for a, spec, dtype in zip(arrays, self.params, self._dtypes):
+            if not isinstance(a, np.ndarray):
+                self._fail(spec, f"expected a numpy.ndarray of {spec.describe()}, got {type(a).__name__}")
+            if a.shape != spec.shape or a.dtype != dtype:
+                self._fail(spec, f"expected shape {spec.describe()}, got {a.shape} {a.dtype}")
+            if not a.flags.c_contiguous:
+                self._fail(spec, f"array {spec.describe()} is not C-contiguous; pass np.ascontiguousarray(x)")
+
+    def _fail(self, spec: BufferSpec, problem: str) -> NoReturn:
+        raise KernelCallError(f"kernel {self.name!r}, parameter {spec.name!r}: {problem}")
+
+
+def _trampoline(cfg: Config) -> ctypes._CFuncPtr:
+    fn = load_library(build(_TRAMPOLINE, cfg=cfg)).tg_call
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    fn.restype = None
+    return fn
+
+
+def _address(a: np.ndarray) -> int:
+    """The data pointer of `a`; `from_buffer` is ~4x faster than `a.ctypes.data` but needs a writable array."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError):  # read-only or empty
+        return a.__array_interface__["data"][0]
+
+
+def random_arguments(params: Sequence[BufferSpec], rng: np.random.Generator) -> list[np.ndarray]:
+    """One 64-byte-aligned array per parameter, for timing and tuning.
+
+    Floats are uniform in [-1, 1) before rounding to the dtype, ints in [0, 8), bools fair. Ints are small and non-negative so that index buffers stay in range; alignment keeps timings from depending on
+    where the allocator happened to put a buffer.
+    """
+    arrays = []
+    for spec in params:
+        out = _aligned_empty(spec.shape, np.dtype(spec.dtype))
+        if out.dtype.kind == "f":
+            out[...] = rng.uniform(-1.0, 1.0, spec.shape)
+        elif out.dtype.kind == "b":
+            out[...] = rng.random(spec.shape) < 0.5
+        else:
+            out[...] = rng.integers(0, 8, spec.shape)
+        arrays.append(out)
+    return arrays
+
+
+def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + _ALIGNMENT, dtype=np.uint8)
+    offset = -raw.ctypes.data % _ALIGNMENT
+    return raw[offset : offset + nbytes].view(dtype).reshape(shape)

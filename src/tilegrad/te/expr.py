@@ -1,0 +1,848 @@
+"""The one expression system: integer, float and boolean expressions over variables.
+
+Tensor indices, loop bounds, program features and Felix's formulas are all built from these nodes. Nodes are
+immutable with structural equality and a cached hash. `==` is structural equality (so nodes work as dict keys);
+comparisons that *build* expressions are `<`, `<=`, `>`, `>=` and the methods `eq` / `ne`.
+
+Constructors fold constants and drop identities (x + 0, x * 1) as they build, which keeps lowered index
+expressions small without a full simplifier pass; `simplify` does the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from ..errors import ExprError
+
+INDEX = "int64"
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
+INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
+DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+
+INF = math.inf
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INT_DTYPES
+
+
+class Expr:
+    """Base of all expression nodes. Subclasses list their fields in `_fields`."""
+
+    __slots__ = ("dtype", "_hash", "_lo", "_hi")
+    _fields: tuple[str, ...] = ()
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((type(self).__name__, self.dtype, self._key()))
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(self) is not type(other) or hash(self) != hash(other):
+            return False
+        return self.dtype == other.dtype and self._key() == other._key()
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def children(self) -> tuple["Expr", ...]:
+        return tuple(getattr(self, f) for f in self._fields if isinstance(getattr(self, f), Expr))
+
+    def __repr__(self) -> str:
+        from .printer import format_expr
+
+        return format_expr(self)
+
+    __str__ = __repr__
+
+    # -- bounds: numeric intervals from the variables' declared ranges (inclusive; +-inf when unknown) --
+    @property
+    def lo(self):
+        if self._lo is None:
+            self._lo, self._hi = _interval(self)
+        return self._lo
+
+    @property
+    def hi(self):
+        if self._hi is None:
+            self._lo, self._hi = _interval(self)
+        return self._hi
+
+    # -- arithmetic builders --
+    def __add__(self, o):
+        return add(self, o)
+
+    def __radd__(self, o):
+        return add(o, self)
+
+    def __sub__(self, o):
+        return sub(self, o)
+
+    def __rsub__(self, o):
+        return sub(o, self)
+
+    def __mul__(self, o):
+        return mul(self, o)
+
+    def __rmul__(self, o):
+        return mul(o, self)
+
+    def __truediv__(self, o):
+        return div(self, o)
+
+    def __rtruediv__(self, o):
+        return div(o, self)
+
+    def __floordiv__(self, o):
+        return floordiv(self, o)
+
+    def __rfloordiv__(self, o):
+        return floordiv(o, self)
+
+    def __mod__(self, o):
+        return floormod(self, o)
+
+    def __rmod__(self, o):
+        return floormod(o, self)
+
+    def __neg__(self):
+        return sub(const(0, self.dtype), self)
+
+    def __lt__(self, o):
+        return _compare(LT, self, o)
+
+    def __le__(self, o):
+        return _compare(LE, self, o)
+
+    def __gt__(self, o):
+        return _compare(LT, o, self)
+
+    def __ge__(self, o):
+        return _compare(LE, o, self)
+
+    def eq(self, o):
+        return _compare(EQ, self, o)
+
+    def ne(self, o):
+        return _compare(NE, self, o)
+
+    def __and__(self, o):
+        return logical_and(self, o)
+
+    def __rand__(self, o):
+        return logical_and(o, self)
+
+    def __or__(self, o):
+        return logical_or(self, o)
+
+    def __ror__(self, o):
+        return logical_or(o, self)
+
+    def __invert__(self):
+        return logical_not(self)
+
+    def __bool__(self):
+        raise ExprError(f"the truth value of the expression {self} is unknown; use te.select or simplify it first")
+
+    def astype(self, dtype: str) -> "Expr":
+        return cast(dtype, self)
+
+
+def _init(node: Expr, dtype: str) -> None:
+    node.dtype = dtype
+    node._hash = None
+    node._lo = None
+    node._hi = None
+
+
+class Const(Expr):
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, value, dtype: str):
+        _init(self, dtype)
+        if dtype == "bool":
+            value = bool(value)
+        elif is_int(dtype):
+            value = int(value)
+        else:
+            value = float(value)
+        self.value = value
+
+
+class Var(Expr):
+    """A variable: a loop index, an index of a compute, or a schedule parameter.
+
+    Identity is the name and dtype; `lo`/`hi` (inclusive) and `upper` (a symbolic exclusive upper bound, e.g. the
+    extent of the loop it indexes) are facts about it that the simplifier may use.
+    """
+
+    __slots__ = ("name", "upper")
+    _fields = ("name",)
+
+    def __init__(self, name: str, dtype: str = INDEX, lo=None, hi=None, upper: Expr | None = None):
+        _init(self, dtype)
+        self.name = name
+        self.upper = upper
+        self._lo = -INF if lo is None else lo
+        self._hi = INF if hi is None else hi
+
+
+class Binary(Expr):
+    __slots__ = ("a", "b")
+    _fields = ("a", "b")
+    op = ""
+
+    def __init__(self, a: Expr, b: Expr, dtype: str | None = None):
+        _init(self, a.dtype if dtype is None else dtype)
+        self.a = a
+        self.b = b
+
+
+class Add(Binary):
+    __slots__ = ()
+    op = "+"
+
+
+class Sub(Binary):
+    __slots__ = ()
+    op = "-"
+
+
+class Mul(Binary):
+    __slots__ = ()
+    op = "*"
+
+
+class Div(Binary):
+    """True division of floats."""
+
+    __slots__ = ()
+    op = "/"
+
+
+class FloorDiv(Binary):
+    __slots__ = ()
+    op = "//"
+
+
+class FloorMod(Binary):
+    __slots__ = ()
+    op = "%"
+
+
+class Min(Binary):
+    __slots__ = ()
+
+
+class Max(Binary):
+    __slots__ = ()
+
+
+class Compare(Binary):
+    __slots__ = ()
+
+    def __init__(self, a: Expr, b: Expr):
+        Binary.__init__(self, a, b, "bool")
+
+
+class EQ(Compare):
+    __slots__ = ()
+    op = "=="
+
+
+class NE(Compare):
+    __slots__ = ()
+    op = "!="
+
+
+class LT(Compare):
+    __slots__ = ()
+    op = "<"
+
+
+class LE(Compare):
+    __slots__ = ()
+    op = "<="
+
+
+class And(Binary):
+    __slots__ = ()
+    op = "&&"
+
+
+class Or(Binary):
+    __slots__ = ()
+    op = "||"
+
+
+class Not(Expr):
+    __slots__ = ("a",)
+    _fields = ("a",)
+
+    def __init__(self, a: Expr):
+        _init(self, "bool")
+        self.a = a
+
+
+class Select(Expr):
+    __slots__ = ("cond", "t", "f")
+    _fields = ("cond", "t", "f")
+
+    def __init__(self, cond: Expr, t: Expr, f: Expr):
+        _init(self, t.dtype)
+        self.cond = cond
+        self.t = t
+        self.f = f
+
+
+class Cast(Expr):
+    __slots__ = ("a",)
+    _fields = ("a",)
+
+    def __init__(self, dtype: str, a: Expr):
+        _init(self, dtype)
+        self.a = a
+
+
+class Call(Expr):
+    """A math function of one or two float arguments; subclasses name the function."""
+
+    __slots__ = ("args",)
+    _fields = ("args",)
+    fn = ""
+    arity = 1
+
+    def __init__(self, *args: Expr):
+        _init(self, args[0].dtype)
+        self.args = tuple(args)
+
+    def children(self):
+        return self.args
+
+
+def _math(cls_name: str, fn: str, arity: int = 1) -> type[Call]:
+    return type(cls_name, (Call,), {"__slots__": (), "fn": fn, "arity": arity})
+
+
+Exp = _math("Exp", "exp")
+Log = _math("Log", "log")
+Sqrt = _math("Sqrt", "sqrt")
+Rsqrt = _math("Rsqrt", "rsqrt")
+Tanh = _math("Tanh", "tanh")
+Erf = _math("Erf", "erf")
+Sigmoid = _math("Sigmoid", "sigmoid")
+Abs = _math("Abs", "abs")
+Sin = _math("Sin", "sin")
+Cos = _math("Cos", "cos")
+Floor = _math("Floor", "floor")
+Ceil = _math("Ceil", "ceil")
+Round = _math("Round", "round")
+Pow = _math("Pow", "pow", 2)
+MATH_CALLS: tuple[type[Call], ...] = (Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Abs, Sin, Cos, Floor, Ceil, Round, Pow)
+
+
+class Load(Expr):
+    """A read of `buffer[indices]`; `buffer` is a te Tensor or a loop-IR Buffer (anything with name/shape/dtype)."""
+
+    __slots__ = ("buffer", "indices")
+    _fields = ("buffer", "indices")
+
+    def __init__(self, buffer: Any, indices: tuple[Expr, ...]):
+        _init(self, buffer.dtype)
+        self.buffer = buffer
+        self.indices = tuple(indices)
+
+    def children(self):
+        return self.indices
+
+
+class Reduce(Expr):
+    """`combiner` ("sum", "max", "min") of `source` over the reduction variables `axes` (te computes only)."""
+
+    __slots__ = ("combiner", "source", "axes")
+    _fields = ("combiner", "source", "axes")
+
+    def __init__(self, combiner: str, source: Expr, axes: tuple[Var, ...]):
+        _init(self, source.dtype)
+        self.combiner = combiner
+        self.source = source
+        self.axes = tuple(axes)
+
+    def children(self):
+        return (self.source,)
+
+
+NODE_CLASSES: tuple[type[Expr], ...] = (
+    Const, Var, Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, And, Or, Not, Select, Cast,
+    Load, Reduce,
+) + MATH_CALLS
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# construction with folding
+
+
+def const(value, dtype: str | None = None) -> Const:
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else INDEX if isinstance(value, int) else "float32"
+    return Const(value, dtype)
+
+
+def as_expr(value, like: str | None = None) -> Expr:
+    """Lift a Python number to a constant; `like` is the dtype of the other operand, which a literal adopts."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool):
+        return Const(value, "bool")
+    if isinstance(value, int):
+        return Const(value, like if like is not None and like != "bool" else INDEX)
+    if isinstance(value, float):
+        return Const(value, like if like is not None and is_float(like) else "float32")
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return as_expr(value.item(), like)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    raise ExprError(f"cannot use {value!r} ({type(value).__name__}) in an expression")
+
+
+def _operands(a, b) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr):
+        b = as_expr(b, a.dtype)
+    elif isinstance(b, Expr):
+        a = as_expr(a, b.dtype)
+    else:
+        a, b = as_expr(a), as_expr(b)
+    if a.dtype != b.dtype:
+        if is_int(a.dtype) and is_int(b.dtype):
+            wide = INDEX if INDEX in (a.dtype, b.dtype) else max(a.dtype, b.dtype, key=_int_width)
+            a, b = cast(wide, a), cast(wide, b)
+        else:
+            raise ExprError(f"dtype mismatch: {a} is {a.dtype} but {b} is {b.dtype}; cast one of them explicitly")
+    return a, b
+
+
+def _int_width(dtype: str) -> int:
+    return int("".join(ch for ch in dtype if ch.isdigit()) or 64)
+
+
+def _is_const(e: Expr, value=None) -> bool:
+    return type(e) is Const and (value is None or e.value == value)
+
+
+def add(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value + b.value, a.dtype)
+    if _is_const(b, 0):
+        return a
+    if _is_const(a, 0):
+        return b
+    return Add(a, b)
+
+
+def sub(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value - b.value, a.dtype)
+    if _is_const(b, 0):
+        return a
+    if a == b and not is_float(a.dtype):
+        return Const(0, a.dtype)
+    return Sub(a, b)
+
+
+def mul(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value * b.value, a.dtype)
+    if _is_const(b, 1):
+        return a
+    if _is_const(a, 1):
+        return b
+    if not is_float(a.dtype) and (_is_const(a, 0) or _is_const(b, 0)):
+        return Const(0, a.dtype)
+    return Mul(a, b)
+
+
+def div(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if not is_float(a.dtype):
+        raise ExprError(f"true division of integers ({a} / {b}); use // for floor division")
+    if type(a) is Const and type(b) is Const and b.value != 0:
+        return Const(a.value / b.value, a.dtype)
+    if _is_const(b, 1):
+        return a
+    return Div(a, b)
+
+
+def floordiv(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if is_float(a.dtype):
+        raise ExprError(f"floor division of floats ({a} // {b}); use te.floor(a / b)")
+    if type(b) is Const:
+        if b.value == 0:
+            raise ExprError(f"division by zero in {a} // 0")
+        if type(a) is Const:
+            return Const(a.value // b.value, a.dtype)
+        if b.value == 1:
+            return a
+    return FloorDiv(a, b)
+
+
+def floormod(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if is_float(a.dtype):
+        raise ExprError(f"floor modulo of floats ({a} % {b})")
+    if type(b) is Const:
+        if b.value == 0:
+            raise ExprError(f"modulo by zero in {a} % 0")
+        if type(a) is Const:
+            return Const(a.value % b.value, a.dtype)
+        if b.value == 1:
+            return Const(0, a.dtype)
+    return FloorMod(a, b)
+
+
+def minimum(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(min(a.value, b.value), a.dtype)
+    if a == b:
+        return a
+    return Min(a, b)
+
+
+def maximum(a, b) -> Expr:
+    a, b = _operands(a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(max(a.value, b.value), a.dtype)
+    if a == b:
+        return a
+    return Max(a, b)
+
+
+_COMPARE_FOLD = {
+    "EQ": lambda x, y: x == y,
+    "NE": lambda x, y: x != y,
+    "LT": lambda x, y: x < y,
+    "LE": lambda x, y: x <= y,
+}
+
+
+def _compare(cls, a, b) -> Expr:
+    a, b = _operands(a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(_COMPARE_FOLD[cls.__name__](a.value, b.value), "bool")
+    return cls(a, b)
+
+
+def _as_bool(e) -> Expr:
+    e = as_expr(e)
+    if e.dtype != "bool":
+        raise ExprError(f"expected a boolean expression, got {e} of dtype {e.dtype}")
+    return e
+
+
+def logical_and(a, b) -> Expr:
+    a, b = _as_bool(a), _as_bool(b)
+    if type(a) is Const:
+        return b if a.value else a
+    if type(b) is Const:
+        return a if b.value else b
+    return And(a, b, "bool")
+
+
+def logical_or(a, b) -> Expr:
+    a, b = _as_bool(a), _as_bool(b)
+    if type(a) is Const:
+        return a if a.value else b
+    if type(b) is Const:
+        return b if b.value else a
+    return Or(a, b, "bool")
+
+
+def logical_not(a) -> Expr:
+    a = _as_bool(a)
+    if type(a) is Const:
+        return Const(not a.value, "bool")
+    if type(a) is Not:
+        return a.a
+    return Not(a)
+
+
+def all_of(conds: Iterable) -> Expr:
+    out: Expr = Const(True, "bool")
+    for c in conds:
+        out = logical_and(out, c)
+    return out
+
+
+def select(cond, t, f) -> Expr:
+    cond = _as_bool(cond)
+    t, f = _operands(t, f)
+    if type(cond) is Const:
+        return t if cond.value else f
+    if t == f:
+        return t
+    return Select(cond, t, f)
+
+
+def cast(dtype: str, a) -> Expr:
+    if dtype not in DTYPES:
+        raise ExprError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
+    a = as_expr(a)
+    if a.dtype == dtype:
+        return a
+    if type(a) is Const:
+        return Const(a.value, dtype)
+    return Cast(dtype, a)
+
+
+def _call(cls: type[Call], *args) -> Expr:
+    first = as_expr(args[0])
+    exprs = [first] + [as_expr(x, first.dtype) for x in args[1:]]
+    if not is_float(first.dtype) and cls is not Abs:
+        raise ExprError(f"{cls.fn} needs a float argument, got {first} of dtype {first.dtype}")
+    return cls(*exprs)
+
+
+def exp(x):
+    return _call(Exp, x)
+
+
+def log(x):
+    return _call(Log, x)
+
+
+def sqrt(x):
+    return _call(Sqrt, x)
+
+
+def rsqrt(x):
+    return _call(Rsqrt, x)
+
+
+def tanh(x):
+    return _call(Tanh, x)
+
+
+def erf(x):
+    return _call(Erf, x)
+
+
+def sigmoid(x):
+    return _call(Sigmoid, x)
+
+
+def abs_(x):
+    return _call(Abs, x)
+
+
+def sin(x):
+    return _call(Sin, x)
+
+
+def cos(x):
+    return _call(Cos, x)
+
+
+def floor(x):
+    return _call(Floor, x)
+
+
+def ceil(x):
+    return _call(Ceil, x)
+
+
+def round_(x):
+    return _call(Round, x)
+
+
+def power(x, y):
+    return _call(Pow, x, y)
+
+
+def ceildiv(a, b) -> Expr:
+    """ceil(a / b) for positive b."""
+    return floordiv(add(a, sub(b, 1)), b)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# traversal
+
+
+def rebuild(e: Expr, children: tuple[Expr, ...]) -> Expr:
+    """`e` with its expression children replaced, through the folding constructors."""
+    t = type(e)
+    builder = _REBUILD.get(t)
+    if builder is not None:
+        return builder(e, children)
+    if issubclass(t, Call):
+        return t(*children)
+    raise ExprError(f"cannot rebuild {t.__name__}")
+
+
+_REBUILD = {
+    Add: lambda e, c: add(*c),
+    Sub: lambda e, c: sub(*c),
+    Mul: lambda e, c: mul(*c),
+    Div: lambda e, c: div(*c),
+    FloorDiv: lambda e, c: floordiv(*c),
+    FloorMod: lambda e, c: floormod(*c),
+    Min: lambda e, c: minimum(*c),
+    Max: lambda e, c: maximum(*c),
+    EQ: lambda e, c: _compare(EQ, *c),
+    NE: lambda e, c: _compare(NE, *c),
+    LT: lambda e, c: _compare(LT, *c),
+    LE: lambda e, c: _compare(LE, *c),
+    And: lambda e, c: logical_and(*c),
+    Or: lambda e, c: logical_or(*c),
+    Not: lambda e, c: logical_not(*c),
+    Select: lambda e, c: select(*c),
+    Cast: lambda e, c: cast(e.dtype, *c),
+    Load: lambda e, c: Load(e.buffer, c),
+    Reduce: lambda e, c: Reduce(e.combiner, c[0], e.axes),
+}
+
+
+def map_children(e: Expr, fn) -> Expr:
+    """Apply `fn` to each child; return `e` itself when nothing changed."""
+    kids = e.children()
+    if not kids:
+        return e
+    new = tuple(fn(k) for k in kids)
+    if all(n is k for n, k in zip(new, kids)):
+        return e
+    return rebuild(e, new)
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace variables (keys: Var or name) by expressions or numbers."""
+    if not mapping:
+        return e
+    by_name = {(k.name if isinstance(k, Var) else k): as_expr(v) for k, v in mapping.items()}
+    memo: dict[int, Expr] = {}
+
+    def go(x: Expr) -> Expr:
+        if type(x) is Var:
+            return by_name.get(x.name, x)
+        if type(x) is Const:
+            return x
+        key = id(x)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = map_children(x, go)
+        return out
+
+    return go(e)
+
+
+def free_vars(e: Expr) -> set[Var]:
+    """The variables `e` reads (reduction axes of a Reduce are bound, not free)."""
+    out: set[Var] = set()
+    stack = [e]
+    bound: set[Var] = set()
+    while stack:
+        x = stack.pop()
+        if type(x) is Var:
+            out.add(x)
+        elif type(x) is Reduce:
+            bound.update(x.axes)
+            stack.append(x.source)
+        else:
+            stack.extend(x.children())
+    return out - bound
+
+
+def count_nodes(e: Expr) -> int:
+    return 1 + sum(count_nodes(k) for k in e.children())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# numeric intervals
+
+
+def _interval(e: Expr):
+    t = type(e)
+    if t is Const:
+        v = e.value
+        return (v, v) if not isinstance(v, bool) else (int(v), int(v))
+    rule = _INTERVALS.get(t)
+    if rule is None:
+        if e.dtype == "bool":
+            return 0, 1
+        return -INF, INF
+    return rule(e)
+
+
+def _mul_interval(a_lo, a_hi, b_lo, b_hi):
+    products = []
+    for x in (a_lo, a_hi):
+        for y in (b_lo, b_hi):
+            if (x == 0 and math.isinf(y)) or (y == 0 and math.isinf(x)):
+                products.append(0)
+            else:
+                products.append(x * y)
+    return min(products), max(products)
+
+
+def _floordiv_interval(e):
+    a, b = e.a, e.b
+    if b.lo > 0:
+        cands = []
+        for x in (a.lo, a.hi):
+            for y in (b.lo, b.hi):
+                if math.isinf(x) or math.isinf(y):
+                    cands.append(x / y if not (math.isinf(x) and math.isinf(y)) else INF)
+                else:
+                    cands.append(x // y)
+        lo, hi = min(cands), max(cands)
+        return lo, hi
+    return -INF, INF
+
+
+def _floormod_interval(e):
+    a, b = e.a, e.b
+    if b.lo > 0:
+        if a.lo >= 0 and a.hi < b.lo:
+            return a.lo, a.hi
+        return 0, b.hi - 1
+    return -INF, INF
+
+
+def _select_interval(e):
+    return min(e.t.lo, e.f.lo), max(e.t.hi, e.f.hi)
+
+
+def _cast_interval(e):
+    if is_int(e.dtype) and is_int(e.a.dtype):
+        return e.a.lo, e.a.hi
+    return -INF, INF
+
+
+_INTERVALS = {
+    Add: lambda e: (e.a.lo + e.b.lo, e.a.hi + e.b.hi),
+    Sub: lambda e: (e.a.lo - e.b.hi, e.a.hi - e.b.lo),
+    Mul: lambda e: _mul_interval(e.a.lo, e.a.hi, e.b.lo, e.b.hi),
+    FloorDiv: _floordiv_interval,
+    FloorMod: _floormod_interval,
+    Min: lambda e: (min(e.a.lo, e.b.lo), min(e.a.hi, e.b.hi)),
+    Max: lambda e: (max(e.a.lo, e.b.lo), max(e.a.hi, e.b.hi)),
+    Select: _select_interval,
+    Cast: _cast_interval,
+}

@@ -1,0 +1,176 @@
+"""Convolutions in channels-first layouts (NCW, NCHW, NCDHW): forward, grouped, depthwise and transposed.
+
+One N-d core per direction builds the body from the output's batch, channel and spatial indices; `conv1d`,
+`conv2d` and `conv3d` (and their transposes) only give the index variables their names. Weights use the PyTorch and
+ONNX layouts: (out_channels, in_channels / groups, *kernel) forward, (in_channels, out_channels / groups, *kernel)
+transposed. Padding reads go through a select, so no out-of-range element is ever read.
+"""
+
+from __future__ import annotations
+
+from ...errors import ShapeError
+from .. import expr as E
+from .. import tensor as te
+from ._arguments import check_rank, check_same_dtype, int_tuple, side_pads
+from ._window import LAYOUTS, SPATIAL_NAMES, guarded_load, in_bounds, output_extents, window_coords
+
+
+def conv1d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
+           name: str = "conv1d") -> te.Tensor:
+    """1-D convolution of x (N, C, W) with weight (O, C / groups, KW)."""
+    shape, body, tag, attrs = _convolution("conv1d", x, weight, 1, stride, padding, dilation, groups)
+    return te.compute(shape, lambda n, c, w: body(n, c, (w,)), name=name, tag=tag, attrs=attrs)
+
+
+def conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
+           name: str = "conv2d") -> te.Tensor:
+    """2-D convolution of x (N, C, H, W) with weight (O, C / groups, KH, KW).
+
+    A grouped convolution with one input channel per group is a depthwise convolution and is tagged
+    "depthwise_conv2d", since it wants a different schedule.
+    """
+    shape, body, tag, attrs = _convolution("conv2d", x, weight, 2, stride, padding, dilation, groups)
+    return te.compute(shape, lambda n, c, h, w: body(n, c, (h, w)), name=name, tag=tag, attrs=attrs)
+
+
+def conv3d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
+           name: str = "conv3d") -> te.Tensor:
+    """3-D convolution of x (N, C, D, H, W) with weight (O, C / groups, KD, KH, KW)."""
+    shape, body, tag, attrs = _convolution("conv3d", x, weight, 3, stride, padding, dilation, groups)
+    return te.compute(shape, lambda n, c, d, h, w: body(n, c, (d, h, w)), name=name, tag=tag, attrs=attrs)
+
+
+def depthwise_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1,
+                     name: str = "depthwise_conv2d") -> te.Tensor:
+    """Depthwise 2-D convolution of x (N, C, H, W) with weight (C * multiplier, 1, KH, KW).
+
+    Output channel `c` reads only input channel `c // multiplier`, as a conv2d with groups = C does.
+    """
+    check_rank(weight, 4, "depthwise_conv2d", "C * multiplier, 1, KH, KW")
+    check_rank(x, 4, "depthwise_conv2d", "NCHW")
+    channels = x.shape[1]
+    if weight.shape[1] != 1 or weight.shape[0] % channels:
+        raise ShapeError(f"depthwise_conv2d: {weight.name} must have shape (C * multiplier, 1, KH, KW) with "
+                         f"C = {channels}, got {weight.shape}")
+    return conv2d(x, weight, stride, padding, dilation, groups=channels, name=name)
+
+
+def conv1d_transpose(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups: int = 1, name: str = "conv1d_transpose") -> te.Tensor:
+    """Transposed 1-D convolution of x (N, C, W) with weight (C, O / groups, KW)."""
+    shape, body, attrs = _transposed("conv1d_transpose", x, weight, 1, stride, padding, output_padding, dilation,
+                                     groups)
+    return te.compute(shape, lambda n, c, w: body(n, c, (w,)), name=name, tag="conv1d_transpose", attrs=attrs)
+
+
+def conv2d_transpose(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups: int = 1, name: str = "conv2d_transpose") -> te.Tensor:
+    """Transposed 2-D convolution (the gradient of conv2d by its input) of x (N, C, H, W) with weight
+    (C, O / groups, KH, KW)."""
+    shape, body, attrs = _transposed("conv2d_transpose", x, weight, 2, stride, padding, output_padding, dilation,
+                                     groups)
+    return te.compute(shape, lambda n, c, h, w: body(n, c, (h, w)), name=name, tag="conv2d_transpose",
+                      attrs=attrs)
+
+
+def conv3d_transpose(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups: int = 1, name: str = "conv3d_transpose") -> te.Tensor:
+    """Transposed 3-D convolution of x (N, C, D, H, W) with weight (C, O / groups, KD, KH, KW)."""
+    shape, body, attrs = _transposed("conv3d_transpose", x, weight, 3, stride, padding, output_padding, dilation,
+                                     groups)
+    return te.compute(shape, lambda n, c, d, h, w: body(n, c, (d, h, w)), name=name, tag="conv3d_transpose",
+                      attrs=attrs)
+
+
+def _check_operands(op: str, x: te.Tensor, weight: te.Tensor, nd: int, weight_layout: str) -> None:
+    check_rank(x, nd + 2, op, LAYOUTS[nd])
+    check_rank(weight, nd + 2, op, weight_layout)
+    check_same_dtype([x, weight], op)
+
+
+def _check_groups(op: str, groups: int, in_channels: int, out_channels: int) -> None:
+    if not isinstance(groups, int) or groups < 1:
+        raise ShapeError(f"{op}: groups must be a positive integer, got {groups!r}")
+    if in_channels % groups:
+        raise ShapeError(f"{op}: {in_channels} input channels are not divisible by groups={groups}")
+    if out_channels % groups:
+        raise ShapeError(f"{op}: {out_channels} output channels are not divisible by groups={groups}")
+
+
+def _channel_axis(per_group: int) -> E.Var | None:
+    """The reduction over a group's input channels; none when a group has one channel (depthwise)."""
+    return te.reduce_axis(per_group, "rc") if per_group > 1 else None
+
+
+def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padding, dilation, groups: int):
+    """Output shape, body(n, c, spatial), tag and attrs of a forward convolution."""
+    _check_operands(op, x, weight, nd, "O, C / groups, *kernel")
+    _, channels, *sizes = x.shape
+    out_channels, group_in, *kernel = weight.shape
+    _check_groups(op, groups, channels, out_channels)
+    if group_in * groups != channels:
+        raise ShapeError(f"{op}: {weight.name} has {group_in} input channels per group, but {x.name} has "
+                         f"{channels} channels in {groups} group(s)")
+    stride = int_tuple(stride, nd, "stride", op)
+    dilation = int_tuple(dilation, nd, "dilation", op)
+    pads = side_pads(padding, nd, op)
+    out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation)
+    rc = _channel_axis(group_in)
+    taps = [te.reduce_axis(k, f"k{s}") for k, s in zip(kernel, SPATIAL_NAMES[nd])]
+    group_out = out_channels // groups
+
+    def body(n, c, out):
+        first = (c // group_out) * group_in if groups > 1 else 0
+        ic, wc = (first + rc, rc) if rc is not None else (first, 0)
+        data = guarded_load(x, (n, ic), window_coords(out, taps, stride, pads, dilation), 0)
+        return te.sum(data * weight[(c, wc, *taps)], axis=[rc, *taps] if rc is not None else taps)
+
+    depthwise = nd == 2 and groups == channels and groups > 1
+    attrs = {"stride": stride, "padding": pads, "dilation": dilation, "groups": groups, "kernel": tuple(kernel),
+             "layout": LAYOUTS[nd]}
+    return (x.shape[0], out_channels, *out_sizes), body, "depthwise_conv2d" if depthwise else op, attrs
+
+
+def _transposed(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padding, output_padding, dilation,
+                groups: int):
+    """Output shape, body(n, c, spatial) and attrs of a transposed convolution.
+
+    Output position `o` takes input position `i` through tap `k` when `i * stride + k * dilation - pad = o`, so
+    the body reads `i = (o + pad - k * dilation) / stride` where that division is exact and `i` is in range.
+    """
+    _check_operands(op, x, weight, nd, "C, O / groups, *kernel")
+    _, channels, *sizes = x.shape
+    in_channels, group_out, *kernel = weight.shape
+    if in_channels != channels:
+        raise ShapeError(f"{op}: {weight.name} has {in_channels} input channels (dimension 0) but {x.name} has "
+                         f"{channels}")
+    _check_groups(op, groups, channels, group_out * groups)
+    stride = int_tuple(stride, nd, "stride", op)
+    dilation = int_tuple(dilation, nd, "dilation", op)
+    pads = side_pads(padding, nd, op)
+    extra = int_tuple(output_padding, nd, "output_padding", op, minimum=0)
+    for e, s, d in zip(extra, stride, dilation):
+        if e >= max(s, d):
+            raise ShapeError(f"{op}: output_padding {extra} must be smaller than the stride {stride} or the "
+                             f"dilation {dilation} in each dimension")
+    out_sizes = tuple((n - 1) * s - p[0] - p[1] + d * (k - 1) + e + 1
+                      for n, s, p, d, k, e in zip(sizes, stride, pads, dilation, kernel, extra))
+    if min(out_sizes) <= 0:
+        raise ShapeError(f"{op}: padding {pads} leaves no output (output size {out_sizes})")
+    group_in = channels // groups
+    rc = _channel_axis(group_in)
+    taps = [te.reduce_axis(k, f"k{s}") for k, s in zip(kernel, SPATIAL_NAMES[nd])]
+
+    def body(n, c, out):
+        first = (c // group_out) * group_in if groups > 1 else 0
+        ic = first + rc if rc is not None else first
+        oc = c % group_out if groups > 1 else c
+        shifted = [o + p[0] - k * d for o, k, p, d in zip(out, taps, pads, dilation)]
+        coords = [t // s for t, s in zip(shifted, stride)]
+        exact = E.all_of((t % s).eq(0) for t, s in zip(shifted, stride) if s > 1)
+        data = E.select(exact & in_bounds(coords, sizes), x[(n, ic, *coords)], E.as_expr(0, x.dtype))
+        return te.sum(data * weight[(ic, oc, *taps)], axis=[rc, *taps] if rc is not None else taps)
+
+    attrs = {"stride": stride, "padding": pads, "output_padding": extra, "dilation": dilation, "groups": groups,
+             "kernel": tuple(kernel), "layout": LAYOUTS[nd]}
+    return (x.shape[0], group_out * groups, *out_sizes), body, attrs

@@ -1,0 +1,55 @@
+"""A readable infix printer for expressions: minimal parentheses, Python-like operators."""
+
+from __future__ import annotations
+
+from . import expr as E
+
+# Higher binds tighter.
+_PRECEDENCE = {
+    E.Or: 1, E.And: 2, E.EQ: 4, E.NE: 4, E.LT: 4, E.LE: 4,
+    E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.FloorDiv: 6, E.FloorMod: 6,
+}
+
+
+def _prec(e: E.Expr) -> int:
+    return _PRECEDENCE.get(type(e), 10)
+
+
+def format_expr(e: E.Expr) -> str:
+    t = type(e)
+    if t is E.Const:
+        if e.dtype == "bool":
+            return "True" if e.value else "False"
+        if E.is_float(e.dtype):
+            text = repr(e.value)
+            return text if e.dtype == "float32" else f"{e.dtype}({text})"
+        return str(e.value)
+    if t is E.Var:
+        return e.name
+    if t in _PRECEDENCE:
+        p = _prec(e)
+        left = format_expr(e.a)
+        right = format_expr(e.b)
+        if _prec(e.a) < p:
+            left = f"({left})"
+        # Right operand: equal precedence needs parentheses for non-associative operators.
+        if _prec(e.b) < p or (_prec(e.b) == p and t not in (E.Add, E.Mul, E.And, E.Or)):
+            right = f"({right})"
+        return f"{left} {e.op} {right}"
+    if t is E.Min or t is E.Max:
+        return f"{t.__name__.lower()}({format_expr(e.a)}, {format_expr(e.b)})"
+    if t is E.Not:
+        inner = format_expr(e.a)
+        return f"!({inner})" if _prec(e.a) < 10 else f"!{inner}"
+    if t is E.Select:
+        return f"select({format_expr(e.cond)}, {format_expr(e.t)}, {format_expr(e.f)})"
+    if t is E.Cast:
+        return f"{e.dtype}({format_expr(e.a)})"
+    if t is E.Load:
+        return f"{e.buffer.name}[{', '.join(format_expr(i) for i in e.indices)}]"
+    if t is E.Reduce:
+        axes = ", ".join(a.name for a in e.axes)
+        return f"{e.combiner}({format_expr(e.source)}, axis=[{axes}])"
+    if isinstance(e, E.Call):
+        return f"{e.fn}({', '.join(format_expr(a) for a in e.args)})"
+    raise TypeError(f"no printer for {t.__name__}")

@@ -1,0 +1,98 @@
+import math
+import time
+
+import numpy as np
+import pytest
+
+from tilegrad.errors import KernelCallError, MeasureError
+from tilegrad.runtime import BufferSpec, Kernel, TimingResult, build, random_arguments, time_in_subprocess, time_kernel
+
+ADD = """
+void tg_add(void **args) {
+    const float *a = args[0], *b = args[1];
+    float *c = args[2];
+    #pragma omp parallel for
+    for (int i = 0; i < 4096; ++i) c[i] = a[i] + b[i];
+}
+"""
+ADD_PARAMS = [BufferSpec(name, (4096,), "float32") for name in "ABC"]
+
+CRASH = """
+void tg_crash(void **args) {
+    volatile float *nowhere = 0;
+    *nowhere = 1.0f;
+}
+"""
+
+HANG = """
+void tg_hang(void **args) {
+    volatile int spin = 1;
+    while (spin) {}
+}
+"""
+
+CHATTY = """
+#include <stdio.h>
+void tg_chatty(void **args) {
+    float *x = args[0];
+    printf("{not json}\\n");
+    x[0] += 1.0f;
+}
+"""
+
+QUICK = dict(repeats=3, min_repeat_s=0.001)
+
+
+def test_time_kernel_gives_positive_finite_costs():
+    kernel = Kernel(build(ADD), "tg_add", ADD_PARAMS)
+    result = time_kernel(kernel, random_arguments(ADD_PARAMS, np.random.default_rng(0)), **QUICK)
+    assert result.ok and len(result.costs) == 3
+    assert all(0 < c < math.inf for c in result.costs)
+    assert result.min <= result.median
+
+
+def test_time_kernel_checks_its_arrays():
+    kernel = Kernel(build(ADD), "tg_add", ADD_PARAMS)
+    with pytest.raises(KernelCallError, match="takes 3 arrays"):
+        time_kernel(kernel, [], **QUICK)
+
+
+def test_bad_budget_is_refused():
+    with pytest.raises(MeasureError, match="repeats >= 1"):
+        time_in_subprocess(build(ADD), "tg_add", ADD_PARAMS, repeats=0)
+
+
+def test_error_results_sort_last():
+    failed = TimingResult((), error="timeout after 1.0 s")
+    assert not failed.ok and failed.median == math.inf and failed.min == math.inf
+    assert TimingResult((3.0, 1.0, 2.0)).median == 2.0
+
+
+def test_subprocess_times_a_good_kernel():
+    result = time_in_subprocess(build(ADD), "tg_add", ADD_PARAMS, **QUICK)
+    assert result.ok, result.error
+    assert len(result.costs) == 3 and all(0 < c < math.inf for c in result.costs)
+
+
+def test_subprocess_survives_a_crashing_kernel():
+    result = time_in_subprocess(build(CRASH), "tg_crash", [], **QUICK)
+    assert not result.ok and result.costs == ()
+    assert result.error.startswith("kernel crashed: SIGSEGV")
+
+
+def test_subprocess_times_out_a_hanging_kernel():
+    start = time.monotonic()
+    result = time_in_subprocess(build(HANG), "tg_hang", [], timeout_s=1.0, **QUICK)
+    assert time.monotonic() - start < 2.0
+    assert result.error == "timeout after 1.0 s"
+    assert time_in_subprocess(build(ADD), "tg_add", ADD_PARAMS, **QUICK).ok  # the caller carries on
+
+
+def test_subprocess_reports_worker_exceptions():
+    result = time_in_subprocess(build(ADD), "tg_missing", ADD_PARAMS, **QUICK)
+    assert "BuildError" in result.error and "defines no kernel 'tg_missing'" in result.error
+
+
+def test_kernel_output_does_not_corrupt_the_reply():
+    result = time_in_subprocess(build(CHATTY), "tg_chatty", [BufferSpec("x", (1,), "float32")], **QUICK)
+    assert result.ok, result.error
