@@ -7,7 +7,7 @@ declared ranges), so a side that cannot go out of range gets no test and an unpa
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ...errors import ShapeError
 from .. import expr as E
@@ -15,6 +15,15 @@ from ..tensor import Tensor
 
 SPATIAL_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+
+
+def named_indices(nd: int, body: Callable) -> Callable:
+    """`body(n, c, spatial)` as a compute lambda whose parameters, hence loops, are named n, c, (d,) (h,) w."""
+    if nd == 1:
+        return lambda n, c, w: body(n, c, (w,))
+    if nd == 2:
+        return lambda n, c, h, w: body(n, c, (h, w))
+    return lambda n, c, d, h, w: body(n, c, (d, h, w))
 
 
 def output_extents(op: str, sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int],

@@ -1,7 +1,7 @@
 """Convolutions in channels-first layouts (NCW, NCHW, NCDHW): forward, grouped, depthwise and transposed.
 
-One N-d core per direction builds the body from the output's batch, channel and spatial indices; `conv1d`,
-`conv2d` and `conv3d` (and their transposes) only give the index variables their names. Weights use the PyTorch and
+One N-d core per direction builds the compute; `conv1d`, `conv2d` and `conv3d` (and their transposes) only fix the
+number of spatial dimensions, which also names the index variables (n, c, d, h, w). Weights use the PyTorch and
 ONNX layouts: (out_channels, in_channels / groups, *kernel) forward, (in_channels, out_channels / groups, *kernel)
 transposed. Padding reads go through a select, so no out-of-range element is ever read.
 """
@@ -12,14 +12,15 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank, check_same_dtype, int_tuple, side_pads
-from ._window import LAYOUTS, SPATIAL_NAMES, guarded_load, in_bounds, output_extents, window_coords
+from ._window import (
+    LAYOUTS, SPATIAL_NAMES, guarded_load, in_bounds, named_indices, output_extents, window_coords,
+)
 
 
 def conv1d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
            name: str = "conv1d") -> te.Tensor:
     """1-D convolution of x (N, C, W) with weight (O, C / groups, KW)."""
-    shape, body, tag, attrs = _convolution("conv1d", x, weight, 1, stride, padding, dilation, groups)
-    return te.compute(shape, lambda n, c, w: body(n, c, (w,)), name=name, tag=tag, attrs=attrs)
+    return _convolution("conv1d", x, weight, 1, stride, padding, dilation, groups, name)
 
 
 def conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
@@ -29,15 +30,13 @@ def conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, gro
     A grouped convolution with one input channel per group is a depthwise convolution and is tagged
     "depthwise_conv2d", since it wants a different schedule.
     """
-    shape, body, tag, attrs = _convolution("conv2d", x, weight, 2, stride, padding, dilation, groups)
-    return te.compute(shape, lambda n, c, h, w: body(n, c, (h, w)), name=name, tag=tag, attrs=attrs)
+    return _convolution("conv2d", x, weight, 2, stride, padding, dilation, groups, name)
 
 
 def conv3d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
            name: str = "conv3d") -> te.Tensor:
     """3-D convolution of x (N, C, D, H, W) with weight (O, C / groups, KD, KH, KW)."""
-    shape, body, tag, attrs = _convolution("conv3d", x, weight, 3, stride, padding, dilation, groups)
-    return te.compute(shape, lambda n, c, d, h, w: body(n, c, (d, h, w)), name=name, tag=tag, attrs=attrs)
+    return _convolution("conv3d", x, weight, 3, stride, padding, dilation, groups, name)
 
 
 def depthwise_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1,
@@ -46,8 +45,7 @@ def depthwise_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilat
 
     Output channel `c` reads only input channel `c // multiplier`, as a conv2d with groups = C does.
     """
-    check_rank(weight, 4, "depthwise_conv2d", "C * multiplier, 1, KH, KW")
-    check_rank(x, 4, "depthwise_conv2d", "NCHW")
+    _check_operands("depthwise_conv2d", x, weight, 2, "C * multiplier, 1, KH, KW")
     channels = x.shape[1]
     if weight.shape[1] != 1 or weight.shape[0] % channels:
         raise ShapeError(f"depthwise_conv2d: {weight.name} must have shape (C * multiplier, 1, KH, KW) with "
@@ -58,28 +56,24 @@ def depthwise_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilat
 def conv1d_transpose(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, output_padding=0, dilation=1,
                      groups: int = 1, name: str = "conv1d_transpose") -> te.Tensor:
     """Transposed 1-D convolution of x (N, C, W) with weight (C, O / groups, KW)."""
-    shape, body, attrs = _transposed("conv1d_transpose", x, weight, 1, stride, padding, output_padding, dilation,
-                                     groups)
-    return te.compute(shape, lambda n, c, w: body(n, c, (w,)), name=name, tag="conv1d_transpose", attrs=attrs)
+    return _transposed("conv1d_transpose", x, weight, 1, stride, padding, output_padding, dilation, groups, name)
 
 
 def conv2d_transpose(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, output_padding=0, dilation=1,
                      groups: int = 1, name: str = "conv2d_transpose") -> te.Tensor:
-    """Transposed 2-D convolution (the gradient of conv2d by its input) of x (N, C, H, W) with weight
-    (C, O / groups, KH, KW)."""
-    shape, body, attrs = _transposed("conv2d_transpose", x, weight, 2, stride, padding, output_padding, dilation,
-                                     groups)
-    return te.compute(shape, lambda n, c, h, w: body(n, c, (h, w)), name=name, tag="conv2d_transpose",
-                      attrs=attrs)
+    """Transposed 2-D convolution of x (N, C, H, W) with weight (C, O / groups, KH, KW).
+
+    It is the gradient of conv2d by its input: each input element scatters a scaled kernel into the output.
+    `output_padding` adds rows and columns at the end, to pick one of the input sizes a strided conv2d maps
+    to the same output size.
+    """
+    return _transposed("conv2d_transpose", x, weight, 2, stride, padding, output_padding, dilation, groups, name)
 
 
 def conv3d_transpose(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, output_padding=0, dilation=1,
                      groups: int = 1, name: str = "conv3d_transpose") -> te.Tensor:
     """Transposed 3-D convolution of x (N, C, D, H, W) with weight (C, O / groups, KD, KH, KW)."""
-    shape, body, attrs = _transposed("conv3d_transpose", x, weight, 3, stride, padding, output_padding, dilation,
-                                     groups)
-    return te.compute(shape, lambda n, c, d, h, w: body(n, c, (d, h, w)), name=name, tag="conv3d_transpose",
-                      attrs=attrs)
+    return _transposed("conv3d_transpose", x, weight, 3, stride, padding, output_padding, dilation, groups, name)
 
 
 def _check_operands(op: str, x: te.Tensor, weight: te.Tensor, nd: int, weight_layout: str) -> None:
@@ -102,8 +96,9 @@ def _channel_axis(per_group: int) -> E.Var | None:
     return te.reduce_axis(per_group, "rc") if per_group > 1 else None
 
 
-def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padding, dilation, groups: int):
-    """Output shape, body(n, c, spatial), tag and attrs of a forward convolution."""
+def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padding, dilation, groups: int,
+                 name: str) -> te.Tensor:
+    """The forward convolution over `nd` spatial dimensions."""
     _check_operands(op, x, weight, nd, "O, C / groups, *kernel")
     _, channels, *sizes = x.shape
     out_channels, group_in, *kernel = weight.shape
@@ -128,12 +123,13 @@ def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padd
     depthwise = nd == 2 and groups == channels and groups > 1
     attrs = {"stride": stride, "padding": pads, "dilation": dilation, "groups": groups, "kernel": tuple(kernel),
              "layout": LAYOUTS[nd]}
-    return (x.shape[0], out_channels, *out_sizes), body, "depthwise_conv2d" if depthwise else op, attrs
+    return te.compute((x.shape[0], out_channels, *out_sizes), named_indices(nd, body), name=name,
+                      tag="depthwise_conv2d" if depthwise else op, attrs=attrs)
 
 
 def _transposed(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padding, output_padding, dilation,
-                groups: int):
-    """Output shape, body(n, c, spatial) and attrs of a transposed convolution.
+                groups: int, name: str) -> te.Tensor:
+    """The transposed convolution over `nd` spatial dimensions.
 
     Output position `o` takes input position `i` through tap `k` when `i * stride + k * dilation - pad = o`, so
     the body reads `i = (o + pad - k * dilation) / stride` where that division is exact and `i` is in range.
@@ -173,4 +169,5 @@ def _transposed(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, paddi
 
     attrs = {"stride": stride, "padding": pads, "output_padding": extra, "dilation": dilation, "groups": groups,
              "kernel": tuple(kernel), "layout": LAYOUTS[nd]}
-    return (x.shape[0], group_out * groups, *out_sizes), body, attrs
+    return te.compute((x.shape[0], group_out * groups, *out_sizes), named_indices(nd, body), name=name, tag=op,
+                      attrs=attrs)
