@@ -154,7 +154,7 @@ class _Lowering:
         self.info[s.name] = _StageInfo(s, leaf_vars, kinds, local_index, source, guards, enclosing, offsets)
         if s.name not in self.buffers:
             shape = tuple(self._alloc_extent(e, s) for e in root_extents[:len(op.axes)])
-            scope = s.scope if offsets is not None else "global"
+            scope = ("local" if s.scope == "global" else s.scope) if offsets is not None else "global"
             self.buffers[s.name] = Buffer(s.name, shape, s.tensor.dtype, scope)
 
     def _alloc_extent(self, e: E.Expr, s: Stage) -> E.Expr:

@@ -13,3 +13,5 @@ from .tensor import (
     Tensor as Tensor, ComputeOp as ComputeOp, PlaceholderOp as PlaceholderOp, placeholder as placeholder,
     compute as compute, reduce_axis as reduce_axis, sum as sum, max as max, min as min,
 )
+from .interpret import interpret as interpret
+from . import nn as nn

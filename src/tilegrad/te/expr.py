@@ -43,7 +43,7 @@ class Expr:
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = self._hash = hash((type(self).__name__, self.dtype, self._key()))
+            h = self._hash = hash((type(self), self.dtype, self._key()))
         return h
 
     def __eq__(self, other: object) -> bool:
@@ -208,6 +208,12 @@ class Binary(Expr):
         _init(self, a.dtype if dtype is None else dtype)
         self.a = a
         self.b = b
+
+    def _key(self) -> tuple:
+        return (self.a, self.b)
+
+    def children(self):
+        return (self.a, self.b)
 
 
 class Add(Binary):

@@ -156,16 +156,16 @@ class Rewriter:
         t = type(e)
         if t is E.Const or t is E.Var:
             return e
-        out = memo.get(e)
-        if out is not None:
-            return out
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
         cur = E.map_children(e, lambda k: self._go(k, memo))
         for _ in range(self.max_steps):
             new = self._apply_once(cur)
             if new is None:
                 break
             cur = E.map_children(new, lambda k: self._go(k, memo)) if new.children() else new
-        memo[e] = cur
+        memo[id(e)] = (e, cur)  # holding `e` keeps its id from being reused during this call
         return cur
 
     def _apply_once(self, e: E.Expr) -> E.Expr | None:

@@ -1,0 +1,33 @@
+"""The op library: computes for the usual neural-network operators, grouped by family.
+
+Each op returns a Tensor whose compute carries a `tag` naming its family, by which default schedules are chosen,
+and `attrs` recording its parameters. Tags used: "matmul", "batch_matmul", "dense", "conv1d", "conv2d", "conv3d",
+"depthwise_conv2d", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
+"broadcast", "injective", and for the final stage of multi-stage ops "softmax", "log_softmax" and "layer_norm".
+"""
+
+from .conv import (
+    conv1d as conv1d, conv2d as conv2d, conv3d as conv3d, depthwise_conv2d as depthwise_conv2d,
+    conv1d_transpose as conv1d_transpose, conv2d_transpose as conv2d_transpose, conv3d_transpose as conv3d_transpose,
+)
+from .elementwise import (
+    broadcast_shape as broadcast_shape, broadcast_index as broadcast_index, add as add, sub as sub, mul as mul,
+    div as div, maximum as maximum, minimum as minimum, power as power, equal as equal, not_equal as not_equal,
+    less as less, less_equal as less_equal, greater as greater, greater_equal as greater_equal, where as where,
+    relu as relu, leaky_relu as leaky_relu, sigmoid as sigmoid, tanh as tanh, exp as exp, log as log, sqrt as sqrt,
+    erf as erf, gelu as gelu, clip as clip, cast as cast,
+)
+from .linalg import matmul as matmul, batch_matmul as batch_matmul, dense as dense
+from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm
+from .pool import (
+    max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,
+    avg_pool2d as avg_pool2d, avg_pool3d as avg_pool3d, global_avg_pool as global_avg_pool,
+    global_max_pool as global_max_pool,
+)
+from .reduction import (
+    reduce_sum as reduce_sum, reduce_mean as reduce_mean, reduce_max as reduce_max, reduce_min as reduce_min,
+)
+from .transform import (
+    transpose as transpose, reshape as reshape, flatten as flatten, pad as pad, concat as concat, slice_ as slice,
+    gather as gather, broadcast_to as broadcast_to, expand as expand,
+)

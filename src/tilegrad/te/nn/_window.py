@@ -27,7 +27,8 @@ def named_indices(nd: int, body: Callable) -> Callable:
 
 
 def output_extents(op: str, sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
-                   pads: Sequence[tuple[int, int]], dilation: Sequence[int], ceil_mode: bool = False) -> tuple[int, ...]:
+                   pads: Sequence[tuple[int, int]], dilation: Sequence[int],
+                   ceil_mode: bool = False) -> tuple[int, ...]:
     """The number of window positions along each spatial dimension; a ShapeError if a window does not fit."""
     out = []
     for d, (size, k, s, p, dl) in enumerate(zip(sizes, kernel, stride, pads, dilation)):
@@ -40,8 +41,8 @@ def output_extents(op: str, sizes: Sequence[int], kernel: Sequence[int], stride:
 
 
 def _extent(size: int, kernel: int, stride: int, pad: tuple[int, int], dilation: int, ceil_mode: bool) -> int:
-    """With `ceil_mode` a last, partial window is kept only if it starts inside the input or its leading padding,
-    as PyTorch and ONNX define it."""
+    """The number of windows; with `ceil_mode` a last, partial window counts if it starts inside the input or its
+    leading padding, as PyTorch and ONNX define it."""
     room = size + pad[0] + pad[1] - (dilation * (kernel - 1) + 1)
     if room < 0:
         return 0

@@ -33,10 +33,10 @@ def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def broadcast_index(t: te.Tensor, index: Sequence) -> tuple:
-    """The index into `t` that output `index` (of a broadcast shape at least `t`'s rank) reads."""
-    lead = len(index) - t.ndim
-    return tuple(0 if n == 1 else i for n, i in zip(t.shape, index[lead:]))
+def broadcast_index(shape: Sequence[int], index: Sequence) -> tuple:
+    """The index into an operand of `shape` that `index`, into a broadcast shape of at least that rank, reads."""
+    lead = len(index) - len(shape)
+    return tuple(0 if n == 1 else i for n, i in zip(shape, index[lead:]))
 
 
 def add(a: Operand, b: Operand, name: str = "add") -> te.Tensor:
@@ -177,7 +177,7 @@ def _map(op: str, operands: list, fn: Callable, name: str, floats: bool = False,
     exprs = operands[:skip] + [v if isinstance(v, te.Tensor) else _scalar(op, v, dtype) for v in operands[skip:]]
 
     def body(*i):
-        return fn(*(v[broadcast_index(v, i)] if isinstance(v, te.Tensor) else v for v in exprs))
+        return fn(*(v[broadcast_index(v.shape, i)] if isinstance(v, te.Tensor) else v for v in exprs))
 
     tag = "elemwise" if all(t.shape == shape for t in tensors) else "broadcast"
     return te.compute(shape, body, name=name, tag=tag, attrs=attrs)

@@ -60,9 +60,9 @@ def layer_norm(x: te.Tensor, gamma: te.Tensor | None = None, beta: te.Tensor | N
     def normalised(*i):
         out = (x[i] - mean[i[:a]]) * E.rsqrt(var[i[:a]] + epsilon)
         if gamma is not None:
-            out = out * gamma[broadcast_index(gamma, i[a:])]
+            out = out * gamma[broadcast_index(gamma.shape, i[a:])]
         if beta is not None:
-            out = out + beta[broadcast_index(beta, i[a:])]
+            out = out + beta[broadcast_index(beta.shape, i[a:])]
         return out
 
     return te.compute(x.shape, normalised, name=name, tag="layer_norm", attrs={"axis": a, "epsilon": epsilon})

@@ -1,0 +1,202 @@
+"""Default schedules: decent untuned kernels, chosen by each compute's tag.
+
+Rules, in the spirit of TVM's x86 schedules: parallelise the outermost spatial loops, vectorise the innermost
+contiguous loop, tile matmul and convolution around a register-sized accumulator (cache_write, then compute_at),
+and keep row-wise chains (softmax, layer norm) in one parallel loop over rows with their reductions computed per
+row. Cheap injective producers are inlined; a padding stage feeding a convolution is materialised, so the
+convolution's inner loop reads without bounds checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from ..te.tensor import Tensor
+from .schedule import Schedule
+from .state import Stage
+
+INJECTIVE_TAGS = {"elemwise", "broadcast", "injective", "pad", ""}
+CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
+WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
+MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}
+ROW_TAGS = {"softmax", "log_softmax", "layer_norm"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuTarget:
+    """What the default rules need to know about the CPU."""
+
+    vector_lanes: int = 16  # float32 lanes of the widest vector
+    min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
+
+
+def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget = CpuTarget()) -> Schedule:
+    sch = Schedule(outputs)
+    out_names = {t.name for t in sch.state.outputs}
+    for s in list(reversed(sch.state.stages)):
+        if s.name in out_names:
+            continue
+        readers = sch.state.readers(s.tensor)
+        if not s.op.reduce_axes and s.op.tag in INJECTIVE_TAGS and not _feeds_conv(readers):
+            sch.compute_inline(s.name)
+    for name in out_names:
+        s = sch.state.stage(name)
+        tag = s.op.tag
+        if tag in MATMUL_TAGS:
+            _schedule_matmul(sch, s, target)
+        elif tag in CONV_TAGS and s.op.attrs.get("groups", 1) == 1:
+            _schedule_conv(sch, s, target)
+        elif tag in ROW_TAGS:
+            _schedule_rows(sch, s, target)
+        else:
+            _schedule_generic(sch, s, target)
+    for s in list(sch.state.stages):
+        if s.attach is None and s.name not in out_names and not s.relations:
+            _schedule_generic(sch, s, target)
+    return sch
+
+
+def _feeds_conv(readers: list[Stage]) -> bool:
+    return any(r.op.tag in CONV_TAGS | WINDOW_TAGS for r in readers)
+
+
+def _extent(s: Stage, loop: str) -> int:
+    return s.loops[loop].extent.value
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def _parallel_outer(sch: Schedule, s: Stage, loops: list[str], target: CpuTarget, work_inside: int) -> None:
+    """Fuse the leading `loops` and run them in parallel when there is enough work."""
+    if not loops:
+        return
+    total = math.prod(_extent(s, lp) for lp in loops)
+    if total * work_inside < target.min_parallel_work or total < 2:
+        return
+    fused = sch.fuse(s.name, *loops) if len(loops) > 1 else loops[0]
+    sch.parallel(s.name, fused)
+
+
+def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+    """Element-wise, injective and reductions: parallel outer spatial loops and a vectorised innermost spatial
+    loop. A reduction along the inputs' contiguous axis keeps its reduction innermost instead."""
+    spatial = [lp for lp in s.leaves if not s.loops[lp].is_reduce]
+    reduce = [lp for lp in s.leaves if s.loops[lp].is_reduce]
+    reduce_work = math.prod(_extent(s, lp) for lp in reduce)
+    if not spatial:
+        return
+    if reduce and _reduces_contiguous_axis(s):
+        _parallel_outer(sch, s, spatial, target, reduce_work)
+        return
+    inner = spatial[-1]
+    lanes = target.vector_lanes
+    vec_outer, vec_inner = sch.split(s.name, inner, lanes) if _extent(s, inner) > lanes else (None, inner)
+    outer = spatial[:-1] + ([vec_outer] if vec_outer else [])
+    if reduce:
+        sch.reorder(s.name, *outer, *reduce, vec_inner)
+    _parallel_outer(sch, s, outer, target, reduce_work * _extent(s, vec_inner))
+    if _extent(s, vec_inner) > 1:
+        sch.vectorize(s.name, vec_inner)
+
+
+def _reduces_contiguous_axis(s: Stage) -> bool:
+    """Whether some read's innermost index moves with a reduction variable."""
+    from ..te import expr as E
+
+    reduce_names = {a.name for a in s.op.reduce_axes}
+    stack = [s.op.body]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load and {v.name for v in E.free_vars(x.indices[-1])} & reduce_names:
+            return True
+        stack.extend(x.children())
+    return False
+
+
+def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+    """Register tile of mr rows x nr columns accumulated over k; the batch and row blocks run in parallel."""
+    lanes = target.vector_lanes
+    *batch, i, j = [a.name for a in s.op.axes]
+    m, n = _extent(s, i), _extent(s, j)
+    nr = lanes * 2 if n % (lanes * 2) == 0 else lanes if n >= lanes else n
+    mr = _largest_divisor(m, 4) if m % 4 == 0 or m < 4 else 4
+    local = sch.cache_write(s.name)
+    s = sch.state.stage(s.name)
+    mb = 64 if m > 64 else m
+    i0, i1 = sch.split(s.name, i, mb)
+    i10, i11 = sch.split(s.name, i1, mr)
+    j0, j1 = sch.split(s.name, j, nr)
+    sch.reorder(s.name, *batch, i0, j0, i10, i11, j1)
+    _parallel_outer(sch, s, [*batch, i0, j0], target, mb * nr)
+    sch.vectorize(s.name, j1)
+    attach = i10
+    sch.compute_at(local, s.name, attach)
+    lst = sch.state.stage(local)
+    k = lst.leaves[-1]
+    kb = 256 if _extent(lst, k) > 256 else _extent(lst, k)
+    k0, k1 = sch.split(local, k, kb)
+    li, lj = [a.name for a in lst.op.axes][-2:]
+    sch.reorder(local, k0, k1, li, lj)
+    sch.unroll(local, li)
+    sch.vectorize(local, lj)
+
+
+def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+    """Direct convolution: a tile of output channels x output columns accumulated in registers over the input
+    channels and taps; batch, channel blocks and rows run in parallel."""
+    lanes = target.vector_lanes
+    n, c, *spatial = [a.name for a in s.op.axes]
+    w = spatial[-1]
+    wext = _extent(s, w)
+    cr = _largest_divisor(_extent(s, c), 8)
+    wr = lanes if wext >= lanes else wext
+    local = sch.cache_write(s.name)
+    s = sch.state.stage(s.name)
+    c0, c1 = sch.split(s.name, c, cr)
+    w0, w1 = sch.split(s.name, w, wr)
+    sch.reorder(s.name, n, c0, *spatial[:-1], w0, c1, w1)
+    _parallel_outer(sch, s, [n, c0, *spatial[:-1]], target, wext * cr)
+    sch.compute_at(local, s.name, w0)
+    lst = sch.state.stage(local)
+    ln, lc, *lsp = [a.name for a in lst.op.axes]
+    reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
+    sch.reorder(local, ln, *lsp[:-1], *reduce, lc, lsp[-1])
+    sch.unroll(local, lc)
+    sch.vectorize(local, lsp[-1])
+    sch.vectorize(s.name, w1)
+
+
+def _schedule_rows(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+    """Softmax and layer norm: one parallel loop over rows; each row's reductions are computed inside it, split
+    into vector lanes of partial results (rfactor) so that they vectorise too."""
+    axis = s.op.attrs.get("axis", len(s.op.axes) - 1)
+    names = [a.name for a in s.op.axes]
+    rows, inner = names[:axis], names[axis:]
+    tail = sch.fuse(s.name, *inner) if len(inner) > 1 else inner[0]
+    if not rows:
+        sch.vectorize(s.name, tail)
+        return
+    row = sch.fuse(s.name, *rows) if len(rows) > 1 else rows[0]
+    _parallel_outer(sch, s, [row], target, _extent(s, tail))
+    producers = [p for p in sch.state.stages if p.op.reduce_axes and p.attach is None and p.name != s.name]
+    for p in producers:
+        _vectorised_row_reduction(sch, p, s.name, row, target)
+    sch.vectorize(s.name, tail)
+
+
+def _vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, target: CpuTarget) -> None:
+    lanes = target.vector_lanes
+    reduce = [lp for lp in p.leaves if p.loops[lp].is_reduce]
+    if len(reduce) == 1 and _extent(p, reduce[0]) % lanes == 0 and _extent(p, reduce[0]) >= 2 * lanes:
+        _, k1 = sch.split(p.name, reduce[0], lanes)
+        rf = sch.rfactor(p.name, k1)
+        rst = sch.state.stage(rf)
+        lane, *spatial_and_reduce = rst.leaves
+        sch.reorder(rf, *spatial_and_reduce, lane)
+        sch.vectorize(rf, lane)
+        sch.compute_at(rf, consumer, row)
+    sch.compute_at(p.name, consumer, row)

@@ -1,0 +1,87 @@
+"""Matrix products: matmul, batch_matmul with broadcast batch dimensions, and dense (a fully connected layer).
+
+Transposes are folded into the indexing rather than materialised, so `matmul(a, b, transpose_b=True)` reads `b`
+in place; the tag and the transpose flags in the attrs tell a schedule which operand is contiguous along the
+reduction.
+"""
+
+from __future__ import annotations
+
+from ...errors import ShapeError
+from .. import tensor as te
+from ._arguments import check_rank, check_same_dtype
+from .elementwise import add, broadcast_index, broadcast_shape
+
+
+def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
+           name: str = "matmul") -> te.Tensor:
+    """The matrix product of 2-D `a` (M, K) and `b` (K, N), either given transposed."""
+    check_rank(a, 2, "matmul", "K, M" if transpose_a else "M, K")
+    check_rank(b, 2, "matmul", "N, K" if transpose_b else "K, N")
+    check_same_dtype([a, b], "matmul")
+    (m, ka), (kb, n) = _rows_cols(a, transpose_a), _rows_cols(b, transpose_b)
+    _check_inner("matmul", a, b, ka, kb)
+    k = te.reduce_axis(ka, "k")
+
+    def body(i, j):
+        left = a[k, i] if transpose_a else a[i, k]
+        right = b[j, k] if transpose_b else b[k, j]
+        return te.sum(left * right, axis=k)
+
+    return te.compute((m, n), body, name=name, tag="matmul",
+                      attrs={"transpose_a": transpose_a, "transpose_b": transpose_b})
+
+
+def batch_matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
+                 name: str = "batch_matmul") -> te.Tensor:
+    """Matrix products over the last two axes of `a` (..., M, K) and `b` (..., K, N).
+
+    The leading (batch) axes broadcast as in NumPy's matmul; an operand of rank 2 is shared by every batch.
+    """
+    for t in (a, b):
+        if t.ndim < 2:
+            raise ShapeError(f"batch_matmul: {t.name} needs at least 2 dimensions, got shape {t.shape}")
+    check_same_dtype([a, b], "batch_matmul")
+    (m, ka), (kb, n) = _rows_cols(a, transpose_a), _rows_cols(b, transpose_b)
+    _check_inner("batch_matmul", a, b, ka, kb)
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    k = te.reduce_axis(ka, "k")
+
+    def body(*idx):
+        lead, i, j = idx[:-2], idx[-2], idx[-1]
+        left = a[(*broadcast_index(a.shape[:-2], lead), *((k, i) if transpose_a else (i, k)))]
+        right = b[(*broadcast_index(b.shape[:-2], lead), *((j, k) if transpose_b else (k, j)))]
+        return te.sum(left * right, axis=k)
+
+    return te.compute((*batch, m, n), body, name=name, tag="batch_matmul",
+                      attrs={"transpose_a": transpose_a, "transpose_b": transpose_b})
+
+
+def dense(x: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None, name: str = "dense") -> te.Tensor:
+    """x (batch, in) times the transpose of weight (out, in), plus bias (out,) if given.
+
+    With a bias the product is a stage `{name}_matmul` (tag "dense") and the sum is a broadcast add named `name`.
+    """
+    check_rank(x, 2, "dense", "batch, in")
+    check_rank(weight, 2, "dense", "out, in")
+    check_same_dtype([x, weight], "dense")
+    _check_inner("dense", x, weight, x.shape[1], weight.shape[1])
+    k = te.reduce_axis(x.shape[1], "k")
+    product = te.compute((x.shape[0], weight.shape[0]), lambda i, j: te.sum(x[i, k] * weight[j, k], axis=k),
+                         name=name if bias is None else f"{name}_matmul", tag="dense")
+    if bias is None:
+        return product
+    if bias.shape != (weight.shape[0],):
+        raise ShapeError(f"dense: bias {bias.name} must have shape ({weight.shape[0]},), got {bias.shape}")
+    return add(product, bias, name=name)
+
+
+def _rows_cols(t: te.Tensor, transposed: bool) -> tuple[int, int]:
+    rows, cols = t.shape[-2:]
+    return (cols, rows) if transposed else (rows, cols)
+
+
+def _check_inner(op: str, a: te.Tensor, b: te.Tensor, ka: int, kb: int) -> None:
+    if ka != kb:
+        raise ShapeError(f"{op}: the reduction extents differ: {a.name} {a.shape} gives {ka}, {b.name} {b.shape} "
+                         f"gives {kb}")

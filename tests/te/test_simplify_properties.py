@@ -1,0 +1,117 @@
+"""Property tests of the simplifier: sound at every point of the declared ranges, idempotent, and with sound
+numeric intervals. Expressions are random bounded integer and boolean trees over a few of the variables below."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tilegrad.te import expr as E
+from tilegrad.te.evaluate import evaluate
+from tilegrad.te.simplify import simplify
+
+# A loop extent `T`, two loop indices bounded symbolically by it (i_0, i_1 < T), a small index, a signed value and
+# a positive divisor.
+T = E.Var("T", lo=1, hi=16)
+P = E.Var("p", lo=1, hi=5)
+I0 = E.Var("i_0", lo=0, hi=T.hi - 1, upper=T)
+I1 = E.Var("i_1", lo=0, hi=T.hi - 1, upper=T)
+J = E.Var("j", lo=0, hi=7)
+N = E.Var("n", lo=-6, hi=6)
+VARS = (T, P, I0, I1, J, N)
+
+_INT_BINARY = [E.add, E.sub, E.mul, E.minimum, E.maximum]
+_COMPARE = [
+    lambda a, b: a < b, lambda a, b: a <= b, lambda a, b: a > b, lambda a, b: a >= b,
+    lambda a, b: a.eq(b), lambda a, b: a.ne(b),
+]
+
+
+def _int_exprs(leaves: st.SearchStrategy) -> st.SearchStrategy:
+    def extend(kids):
+        conds = st.builds(lambda f, a, b: f(a, b), st.sampled_from(_COMPARE), kids, kids)
+        return st.one_of(
+            st.builds(lambda f, a, b: f(a, b), st.sampled_from(_INT_BINARY), kids, kids),
+            st.builds(lambda a, c: a // c, kids, st.integers(1, 9)),
+            st.builds(lambda a, c: a % c, kids, st.integers(1, 9)),
+            st.builds(lambda a, v: a // v, kids, st.sampled_from([T, P])),
+            st.builds(lambda a, v: a % v, kids, st.sampled_from([T, P])),
+            st.builds(E.select, conds, kids, kids),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=10)
+
+
+def _bool_exprs(ints: st.SearchStrategy) -> st.SearchStrategy:
+    base = st.builds(lambda f, a, b: f(a, b), st.sampled_from(_COMPARE), ints, ints)
+    return st.recursive(base, lambda kids: st.one_of(
+        st.builds(E.logical_and, kids, kids),
+        st.builds(E.logical_or, kids, kids),
+        st.builds(E.logical_not, kids),
+    ), max_leaves=4)
+
+
+@st.composite
+def points(draw) -> dict:
+    """A point in the declared ranges where every loop index is below its symbolic extent."""
+    t = draw(st.integers(1, 16))
+    return {
+        "T": t, "p": draw(st.integers(1, 5)), "i_0": draw(st.integers(0, t - 1)), "i_1": draw(st.integers(0, t - 1)),
+        "j": draw(st.integers(0, 7)), "n": draw(st.integers(-6, 6)),
+    }
+
+
+@st.composite
+def scenarios(draw, kind: str = "int"):
+    """(expression over 2-4 of the variables, a few points in range)."""
+    chosen = draw(st.lists(st.sampled_from(VARS), min_size=2, max_size=4, unique_by=lambda v: v.name))
+    leaves = st.one_of(st.sampled_from(chosen), st.integers(-4, 8).map(E.const))
+    ints = _int_exprs(leaves)
+    e = draw(_bool_exprs(ints) if kind == "bool" else ints)
+    return e, draw(st.lists(points(), min_size=1, max_size=6))
+
+
+def _subexpressions(e: E.Expr):
+    yield e
+    for k in e.children():
+        yield from _subexpressions(k)
+
+
+@given(scenarios())
+def test_simplify_is_sound_on_integer_expressions(case):
+    e, envs = case
+    s = simplify(e)
+    for env in envs:
+        assert evaluate(s, env) == evaluate(e, env), f"{e}  ->  {s}  at {env}"
+
+
+@given(scenarios("bool"))
+def test_simplify_is_sound_on_boolean_expressions(case):
+    e, envs = case
+    s = simplify(e)
+    for env in envs:
+        assert bool(evaluate(s, env)) == bool(evaluate(e, env)), f"{e}  ->  {s}  at {env}"
+
+
+@given(scenarios())
+def test_simplify_is_idempotent(case):
+    e, _ = case
+    s = simplify(e)
+    assert simplify(s) == s, f"{e}  ->  {s}  ->  {simplify(s)}"
+
+
+@given(scenarios("bool"))
+def test_simplify_is_idempotent_on_booleans(case):
+    e, _ = case
+    s = simplify(e)
+    assert simplify(s) == s, f"{e}  ->  {s}  ->  {simplify(s)}"
+
+
+@given(scenarios())
+def test_intervals_contain_every_value(case):
+    e, envs = case
+    for root in (e, simplify(e)):
+        for sub in _subexpressions(root):
+            for env in envs:
+                v = evaluate(sub, env)
+                assert sub.lo <= v <= sub.hi, f"{sub} = {v} outside [{sub.lo}, {sub.hi}] at {env}"
