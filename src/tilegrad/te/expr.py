@@ -34,7 +34,9 @@ def is_int(dtype: str) -> bool:
 class Expr:
     """Base of all expression nodes. Subclasses list their fields in `_fields`."""
 
-    __slots__ = ("dtype", "_hash", "_lo", "_hi")
+    # _simple: the node's simplified form, once known (nodes are immutable, so it never goes stale);
+    # _text: its printed form, used as a deterministic sort key by canonicalisation.
+    __slots__ = ("dtype", "_hash", "_lo", "_hi", "_simple", "_text")
     _fields: tuple[str, ...] = ()
 
     def _key(self) -> tuple:
@@ -60,9 +62,12 @@ class Expr:
         return tuple(getattr(self, f) for f in self._fields if isinstance(getattr(self, f), Expr))
 
     def __repr__(self) -> str:
-        from .printer import format_expr
+        text = self._text
+        if text is None:
+            from .printer import format_expr
 
-        return format_expr(self)
+            text = self._text = format_expr(self)
+        return text
 
     __str__ = __repr__
 
@@ -164,6 +169,8 @@ def _init(node: Expr, dtype: str) -> None:
     node._hash = None
     node._lo = None
     node._hi = None
+    node._simple = None
+    node._text = None
 
 
 class Const(Expr):

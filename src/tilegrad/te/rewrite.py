@@ -143,11 +143,16 @@ class Rules:
 
 
 class Rewriter:
-    """Bottom-up rewriting to a fixpoint with a table of rules; memoised per call."""
+    """Bottom-up rewriting to a fixpoint with a table of rules; memoised per call.
 
-    def __init__(self, rules: Rules, max_steps: int = 64):
+    With `cache_on_nodes`, each node remembers its result (in its `_simple` slot), so rewriting an expression
+    built from already-rewritten parts skips them. Only one rewriter (the simplifier) may use that slot.
+    """
+
+    def __init__(self, rules: Rules, max_steps: int = 64, cache_on_nodes: bool = False):
         self.rules = rules
         self.max_steps = max_steps
+        self.cache_on_nodes = cache_on_nodes
 
     def __call__(self, e: E.Expr) -> E.Expr:
         return self._go(e, {})
@@ -156,6 +161,8 @@ class Rewriter:
         t = type(e)
         if t is E.Const or t is E.Var:
             return e
+        if self.cache_on_nodes and e._simple is not None:
+            return e._simple
         hit = memo.get(id(e))
         if hit is not None:
             return hit[1]
@@ -166,6 +173,9 @@ class Rewriter:
                 break
             cur = E.map_children(new, lambda k: self._go(k, memo)) if new.children() else new
         memo[id(e)] = (e, cur)  # holding `e` keeps its id from being reused during this call
+        if self.cache_on_nodes:
+            e._simple = cur
+            cur._simple = cur
         return cur
 
     def _apply_once(self, e: E.Expr) -> E.Expr | None:

@@ -281,4 +281,4 @@ comparison_rules = Rules("comparison_rules", [
     (P.node(E.NE, x, y), lambda x, y: E.logical_not(r) if type(r := _eq_rule(x, y)) is E.Const else None),
 ])
 
-simplify = Rewriter(canonical_forms + divmod_rules + minmax_rules + comparison_rules)
+simplify = Rewriter(canonical_forms + divmod_rules + minmax_rules + comparison_rules, cache_on_nodes=True)
