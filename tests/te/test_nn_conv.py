@@ -36,7 +36,8 @@ def conv_transpose_ref(x, w, stride, pads, output_padding, dilation, groups):
     for g in range(groups):
         xs = x[:, g * group_in:(g + 1) * group_in].astype(np.float64)
         for taps in np.ndindex(*kernel):
-            target = tuple(slice(t * d, t * d + s * (n - 1) + 1, s) for t, d, s, n in zip(taps, dilation, stride, sizes))
+            target = tuple(slice(t * d, t * d + s * (n - 1) + 1, s)
+                           for t, d, s, n in zip(taps, dilation, stride, sizes))
             buf[(slice(None), slice(g * group_out, (g + 1) * group_out), *target)] += np.einsum(
                 "nc...,co->no...", xs, w[(slice(g * group_in, (g + 1) * group_in), slice(None), *taps)])
     crop = tuple(slice(lo, n - hi) for (lo, hi), n in zip(pads, full))

@@ -24,7 +24,8 @@ def test_broadcast_shape(shapes, expected):
 
 
 def test_broadcast_shape_names_the_bad_dimension():
-    with pytest.raises(ShapeError, match=r"shapes \(2, 3\), \(4, 3\) do not broadcast: dimension -2 has extents \[2, 4\]"):
+    message = r"shapes \(2, 3\), \(4, 3\) do not broadcast: dimension -2 has extents \[2, 4\]"
+    with pytest.raises(ShapeError, match=message):
         nn.broadcast_shape((2, 3), (4, 3))
 
 
@@ -123,7 +124,8 @@ def test_cast_truncates_like_c():
 
 
 def test_where_broadcasts_all_three(randn):
-    cond, a, b = te.placeholder((3, 1), "bool", name="cond"), te.placeholder((4,), name="a"), te.placeholder((3, 4), name="b")
+    cond = te.placeholder((3, 1), "bool", name="cond")
+    a, b = te.placeholder((4,), name="a"), te.placeholder((3, 4), name="b")
     cv, av, bv = np.array([[True], [False], [True]]), randn(4), randn(3, 4)
     out = nn.where(cond, a, b)
     assert out.shape == (3, 4) and out.op.tag == "broadcast"

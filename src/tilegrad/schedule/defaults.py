@@ -28,11 +28,22 @@ ROW_TAGS = {"softmax", "log_softmax", "layer_norm"}
 class CpuTarget:
     """What the default rules need to know about the CPU."""
 
-    vector_lanes: int = 16  # float32 lanes of the widest vector
+    vector_lanes: int = 8  # float32 lanes of the widest vector
     min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
 
+    @staticmethod
+    def host() -> "CpuTarget":
+        """This machine: 16 lanes with AVX-512, else 8 (AVX2)."""
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((line for line in f if line.startswith("flags")), "")
+        except OSError:
+            flags = ""
+        return CpuTarget(vector_lanes=16 if " avx512f" in flags else 8)
 
-def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget = CpuTarget()) -> Schedule:
+
+def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | None = None) -> Schedule:
+    target = target or CpuTarget.host()
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
     for s in list(reversed(sch.state.stages)):
@@ -71,26 +82,36 @@ def _largest_divisor(n: int, at_most: int) -> int:
 
 
 def _parallel_outer(sch: Schedule, s: Stage, loops: list[str], target: CpuTarget, work_inside: int) -> None:
-    """Fuse the leading `loops` and run them in parallel when there is enough work."""
-    if not loops:
-        return
+    """Run the leading `loops` in parallel when there is enough work, fusing only as many as it takes to give
+    every thread several chunks (fusing more would only add index arithmetic)."""
     total = math.prod(_extent(s, lp) for lp in loops)
-    if total * work_inside < target.min_parallel_work or total < 2:
+    if total < 2 or total * work_inside < target.min_parallel_work:
         return
-    fused = sch.fuse(s.name, *loops) if len(loops) > 1 else loops[0]
+    prefix, chunks = [], 1
+    for lp in loops:
+        prefix.append(lp)
+        chunks *= _extent(s, lp)
+        if chunks >= 64:
+            break
+    fused = sch.fuse(s.name, *prefix) if len(prefix) > 1 else prefix[0]
     sch.parallel(s.name, fused)
 
 
 def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     """Element-wise, injective and reductions: parallel outer spatial loops and a vectorised innermost spatial
-    loop. A reduction along the inputs' contiguous axis keeps its reduction innermost instead."""
+    loop. A reduction along the inputs' contiguous axis keeps its reduction innermost instead; a sliding window
+    (pooling, depthwise convolution) accumulates a vector of outputs in registers."""
     spatial = [lp for lp in s.leaves if not s.loops[lp].is_reduce]
     reduce = [lp for lp in s.leaves if s.loops[lp].is_reduce]
     reduce_work = math.prod(_extent(s, lp) for lp in reduce)
     if not spatial:
         return
-    if reduce and _reduces_contiguous_axis(s):
+    contiguous = _contiguous_reduction(s)
+    if reduce and contiguous == "reduce":
         _parallel_outer(sch, s, spatial, target, reduce_work)
+        return
+    if reduce and contiguous == "window" and s.name in {t.name for t in sch.state.outputs}:
+        _schedule_window(sch, s, target)
         return
     inner = spatial[-1]
     lanes = target.vector_lanes
@@ -103,18 +124,39 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
         sch.vectorize(s.name, vec_inner)
 
 
-def _reduces_contiguous_axis(s: Stage) -> bool:
-    """Whether some read's innermost index moves with a reduction variable."""
+def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+    lanes = target.vector_lanes
+    *outer, w = [a.name for a in s.op.axes]
+    wext = _extent(s, w)
+    wr = next((d for d in (2 * lanes, lanes) if wext % d == 0), min(wext, lanes))
+    local = sch.cache_write(s.name)
+    w0, w1 = sch.split(s.name, w, wr)
+    _parallel_outer(sch, s, outer, target, wext)
+    sch.vectorize(s.name, w1)
+    sch.compute_at(local, s.name, w0)
+    lst = sch.state.stage(local)
+    reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
+    sch.reorder(local, *[a.name for a in lst.op.axes][:-1], *reduce, w)
+    sch.vectorize(local, w)
+
+
+def _contiguous_reduction(s: Stage) -> str | None:
+    """How the reads' innermost index moves: "reduce" with a reduction variable only (a row reduction),
+    "window" with both a reduction variable and the innermost spatial one (a sliding window), else None."""
     from ..te import expr as E
 
     reduce_names = {a.name for a in s.op.reduce_axes}
+    inner = s.op.axes[-1].name if s.op.axes else None
+    kinds = set()
     stack = [s.op.body]
     while stack:
         x = stack.pop()
-        if type(x) is E.Load and {v.name for v in E.free_vars(x.indices[-1])} & reduce_names:
-            return True
+        if type(x) is E.Load:
+            names = {v.name for v in E.free_vars(x.indices[-1])}
+            if names & reduce_names:
+                kinds.add("window" if inner in names else "reduce")
         stack.extend(x.children())
-    return False
+    return "window" if "window" in kinds else "reduce" if kinds else None
 
 
 def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget) -> None:
@@ -152,8 +194,8 @@ def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     n, c, *spatial = [a.name for a in s.op.axes]
     w = spatial[-1]
     wext = _extent(s, w)
-    cr = _largest_divisor(_extent(s, c), 8)
-    wr = lanes if wext >= lanes else wext
+    wr = next((d for d in (2 * lanes, lanes) if wext % d == 0), min(wext, lanes))
+    cr = _largest_divisor(_extent(s, c), 12 // max(1, wr // lanes))
     local = sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     c0, c1 = sch.split(s.name, c, cr)

@@ -12,6 +12,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank, check_same_dtype, int_tuple, side_pads
+from .transform import pad
 from ._window import (
     LAYOUTS, SPATIAL_NAMES, guarded_load, in_bounds, named_indices, output_extents, window_coords,
 )
@@ -110,6 +111,12 @@ def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padd
     dilation = int_tuple(dilation, nd, "dilation", op)
     pads = side_pads(padding, nd, op)
     out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation)
+    attrs = {"stride": stride, "padding": pads, "dilation": dilation, "groups": groups, "kernel": tuple(kernel),
+             "layout": LAYOUTS[nd]}
+    if any(lo or hi for lo, hi in pads):
+        # A separate padding stage: the schedule may materialise it, so the inner loop reads without guards.
+        x = pad(x, ((0, 0), (0, 0), *pads), name=f"{name}_pad")
+        pads = tuple((0, 0) for _ in pads)
     rc = _channel_axis(group_in)
     taps = [te.reduce_axis(k, f"k{s}") for k, s in zip(kernel, SPATIAL_NAMES[nd])]
     group_out = out_channels // groups
@@ -121,8 +128,6 @@ def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padd
         return te.sum(data * weight[(c, wc, *taps)], axis=[rc, *taps] if rc is not None else taps)
 
     depthwise = nd == 2 and groups == channels and groups > 1
-    attrs = {"stride": stride, "padding": pads, "dilation": dilation, "groups": groups, "kernel": tuple(kernel),
-             "layout": LAYOUTS[nd]}
     return te.compute((x.shape[0], out_channels, *out_sizes), named_indices(nd, body), name=name,
                       tag="depthwise_conv2d" if depthwise else op, attrs=attrs)
 

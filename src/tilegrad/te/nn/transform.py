@@ -115,10 +115,10 @@ def slice_(x: te.Tensor, starts: Sequence[int], stops: Sequence[int], axes: Sequ
         if s <= 0:
             raise ShapeError(f"slice: steps must be positive, got {s} for axis {a}")
         n = x.shape[a]
-        start, stop = (min(max(v + n if v < 0 else v, 0), n) for v in (start, stop))
-        if stop <= start:
+        lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (start, stop))
+        if hi <= lo:
             raise ShapeError(f"slice: axis {a} of {x.name} (extent {n}) sliced to nothing by [{start}:{stop}]")
-        begin[a], step[a], shape[a] = start, s, -(-(stop - start) // s)
+        begin[a], step[a], shape[a] = lo, s, -(-(hi - lo) // s)
     return te.compute(shape, lambda *i: x[tuple(b + v * s for v, b, s in zip(i, begin, step))], name=name,
                       tag="injective", attrs={"begin": tuple(begin), "step": tuple(step)})
 
