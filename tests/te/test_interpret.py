@@ -1,3 +1,5 @@
+import importlib
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,13 @@ def test_a_reduction_below_the_root_is_rejected():
     c = te.compute((3,), lambda i: te.sum(a[i, k], axis=k) * 2.0, name="c")
     with pytest.raises(ExprError, match="must be the root"):
         interpret(c, {"a": np.zeros((3, 4), np.float32)})
+
+
+def test_large_grids_are_evaluated_in_blocks(randn, monkeypatch):
+    module = importlib.import_module("tilegrad.te.interpret")  # te.interpret is the function, not the module
+    monkeypatch.setattr(module, "_BLOCK_ELEMENTS", 10)  # a block of 1 row: 9 * 8 grid points per row
+    a, b = te.placeholder((7, 8), name="a"), te.placeholder((8, 9), name="b")
+    k = te.reduce_axis(8, "k")
+    c = te.compute((7, 9), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+    x, y = randn(7, 8), randn(8, 9)
+    np.testing.assert_allclose(interpret(c, {"a": x, "b": y}), x @ y, rtol=1e-5, atol=1e-5)

@@ -1,9 +1,9 @@
 """A reference interpreter for computes: NumPy over whole index grids, independent of schedules and codegen.
 
-Every compute is evaluated at once: axis `d` of its output is an `np.arange` varying along grid dimension `d`, each
-reduce axis varies along one extra trailing dimension, the body is evaluated by broadcasting, and the trailing
-dimensions are then summed (or max/min-ed) away. That is slow and memory-hungry but short enough to trust, which
-is what a correctness oracle for the compiler needs.
+Every compute is evaluated over a whole index grid: axis `d` of its output is an `np.arange` varying along grid
+dimension `d`, each reduce axis varies along one extra trailing dimension, the body is evaluated by broadcasting,
+and the trailing dimensions are then summed (or max/min-ed) away. Large grids go in blocks of the outermost axis.
+That is slow but short enough to trust, which is what a correctness oracle for the compiler needs.
 
 Two choices differ from `evaluate_numpy`:
 
@@ -15,6 +15,7 @@ Two choices differ from `evaluate_numpy`:
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -67,22 +68,37 @@ def _bind_input(t: Tensor, inputs: dict) -> np.ndarray:
     return arr
 
 
+_BLOCK_ELEMENTS = 1 << 22  # grid points evaluated at once, which bounds memory on large computes
+
+
 def _run_compute(t: Tensor, values: dict[Tensor, np.ndarray]) -> np.ndarray:
+    """The compute's value, evaluated in blocks of its outermost axis."""
     op = t.op
     axes = op.axes + op.reduce_axes
+    ranges = [(int(v.lo), int(v.hi) + 1) for v in axes]
+    if not op.axes:
+        return _run_block(op, values, ranges).astype(t.dtype)
+    lo, hi = ranges[0]
+    rows = max(1, _BLOCK_ELEMENTS // math.prod(b - a for a, b in ranges[1:]))
+    blocks = [_run_block(op, values, [(start, min(start + rows, hi)), *ranges[1:]]) for start in range(lo, hi, rows)]
+    return np.concatenate(blocks).astype(t.dtype)
+
+
+def _run_block(op: ComputeOp, values: dict[Tensor, np.ndarray], ranges: list[tuple[int, int]]) -> np.ndarray:
+    """The compute over the grid `ranges` of its axes then reduce axes; the reduce dimensions are reduced away."""
+    axes = op.axes + op.reduce_axes
     env = {}
-    for d, v in enumerate(axes):
+    for d, (v, (lo, hi)) in enumerate(zip(axes, ranges)):
         grid = [1] * len(axes)
-        grid[d] = int(v.hi) - int(v.lo) + 1
-        env[v.name] = np.arange(int(v.lo), int(v.hi) + 1, dtype=np.int64).reshape(grid)
+        grid[d] = hi - lo
+        env[v.name] = np.arange(lo, hi, dtype=np.int64).reshape(grid)
     reduce = op.body if type(op.body) is E.Reduce else None
     source = reduce.source if reduce is not None else op.body
     with np.errstate(all="ignore"):  # the untaken branch of a select may overflow or divide by zero
-        value = _evaluate(source, env, values, op.name)
-        value = np.broadcast_to(value, tuple(int(v.hi) - int(v.lo) + 1 for v in axes))
+        value = np.broadcast_to(_evaluate(source, env, values, op.name), tuple(hi - lo for lo, hi in ranges))
         if reduce is not None:
             value = _reduce(reduce.combiner, value, tuple(range(len(op.axes), len(axes))))
-    return np.asarray(value).astype(t.dtype)
+    return np.asarray(value)
 
 
 def _reduce(combiner: str, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
