@@ -144,10 +144,11 @@ def clip(x: te.Tensor, min_value: float | None = None, max_value: float | None =
     """`x` limited to [min_value, max_value]; a bound given as None is not applied."""
     if min_value is not None and max_value is not None and min_value > max_value:
         raise ShapeError(f"clip: min_value {min_value} is greater than max_value {max_value}")
+    lo, hi = (None if v is None else _scalar("clip", v, x.dtype) for v in (min_value, max_value))
 
     def limit(v):
-        v = v if min_value is None else E.maximum(v, min_value)
-        return v if max_value is None else E.minimum(v, max_value)
+        v = v if lo is None else E.maximum(v, lo)
+        return v if hi is None else E.minimum(v, hi)
 
     return _map("clip", [x], limit, name, attrs={"min_value": min_value, "max_value": max_value})
 
