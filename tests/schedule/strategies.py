@@ -26,6 +26,11 @@ def valid_schedules(draw, make_outputs, *, max_loop_steps: int = 6) -> Schedule:
     out_stage = sch.state.stage(out.name)
     if out_stage.op.reduce_axes and draw(st.booleans()):
         sch.cache_write(out.name)
+    if draw(st.booleans()):
+        reader = sch.state.stages[-2] if len(sch.state.stages) > 1 else sch.state.stages[-1]
+        inputs = [t for t in reader.op.inputs if t in sch.state.placeholders]
+        if inputs:
+            sch.cache_read(draw(st.sampled_from(inputs)).name, "local", [reader.name])
     stage_names = [s.name for s in sch.state.stages]
     for name in stage_names:
         _shuffle_loops(draw, sch, name, max_loop_steps)
@@ -33,7 +38,9 @@ def valid_schedules(draw, make_outputs, *, max_loop_steps: int = 6) -> Schedule:
         s = sch.state.stage(name)
         consumer = _consumer_of(sch, name)
         choice = draw(st.sampled_from(["root", "inline", "at"]))
-        if choice == "inline" and not s.op.reduce_axes and not s.relations and \
+        if choice == "root":
+            sch.compute_root(name)
+        elif choice == "inline" and not s.op.reduce_axes and not s.relations and \
                 all(lp.kind == "serial" for lp in s.loops.values()):
             sch.compute_inline(name)
         elif consumer is not None and (choice == "at" or name.endswith("_local")):

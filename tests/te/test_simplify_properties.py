@@ -27,28 +27,45 @@ _COMPARE = [
 ]
 
 
-def _int_exprs(leaves: st.SearchStrategy) -> st.SearchStrategy:
-    def extend(kids):
-        conds = st.builds(lambda f, a, b: f(a, b), st.sampled_from(_COMPARE), kids, kids)
-        return st.one_of(
-            st.builds(lambda f, a, b: f(a, b), st.sampled_from(_INT_BINARY), kids, kids),
-            st.builds(lambda a, c: a // c, kids, st.integers(1, 9)),
-            st.builds(lambda a, c: a % c, kids, st.integers(1, 9)),
-            st.builds(lambda a, v: a // v, kids, st.sampled_from([T, P])),
-            st.builds(lambda a, v: a % v, kids, st.sampled_from([T, P])),
-            st.builds(E.select, conds, kids, kids),
-        )
-
-    return st.recursive(leaves, extend, max_leaves=10)
+# Strategies draw *builders* (functions of the chosen variables) so that they are made once, at import.
 
 
-def _bool_exprs(ints: st.SearchStrategy) -> st.SearchStrategy:
-    base = st.builds(lambda f, a, b: f(a, b), st.sampled_from(_COMPARE), ints, ints)
-    return st.recursive(base, lambda kids: st.one_of(
-        st.builds(E.logical_and, kids, kids),
-        st.builds(E.logical_or, kids, kids),
-        st.builds(E.logical_not, kids),
-    ), max_leaves=4)
+def _apply(f, *kids):
+    return lambda vs: f(*(k(vs) for k in kids))
+
+
+def _with(f, value):
+    return lambda vs: f(vs, value)
+
+
+_LEAVES = st.one_of(
+    st.integers(0, 3).map(lambda k: lambda vs: vs[k % len(vs)]),
+    st.integers(-4, 8).map(lambda c: lambda vs: E.const(c)),
+)
+
+
+def _int_extend(kids):
+    conds = st.builds(_apply, st.sampled_from(_COMPARE), kids, kids)
+    return st.one_of(
+        st.builds(_apply, st.sampled_from(_INT_BINARY), kids, kids),
+        st.builds(lambda a, c: _with(lambda vs, c: a(vs) // c, c), kids, st.integers(1, 9)),
+        st.builds(lambda a, c: _with(lambda vs, c: a(vs) % c, c), kids, st.integers(1, 9)),
+        st.builds(lambda a, v: _with(lambda vs, v: a(vs) // v, v), kids, st.sampled_from([T, P])),
+        st.builds(lambda a, v: _with(lambda vs, v: a(vs) % v, v), kids, st.sampled_from([T, P])),
+        st.builds(lambda cond, a, b: _apply(E.select, cond, a, b), conds, kids, kids),
+    )
+
+
+_INTS = st.recursive(_LEAVES, _int_extend, max_leaves=10)
+_BOOLS = st.recursive(
+    st.builds(_apply, st.sampled_from(_COMPARE), _INTS, _INTS),
+    lambda kids: st.one_of(
+        st.builds(lambda a, b: _apply(E.logical_and, a, b), kids, kids),
+        st.builds(lambda a, b: _apply(E.logical_or, a, b), kids, kids),
+        st.builds(lambda a: _apply(E.logical_not, a), kids),
+    ),
+    max_leaves=4,
+)
 
 
 @st.composite
@@ -65,10 +82,8 @@ def points(draw) -> dict:
 def scenarios(draw, kind: str = "int"):
     """(expression over 2-4 of the variables, a few points in range)."""
     chosen = draw(st.lists(st.sampled_from(VARS), min_size=2, max_size=4, unique_by=lambda v: v.name))
-    leaves = st.one_of(st.sampled_from(chosen), st.integers(-4, 8).map(E.const))
-    ints = _int_exprs(leaves)
-    e = draw(_bool_exprs(ints) if kind == "bool" else ints)
-    return e, draw(st.lists(points(), min_size=1, max_size=6))
+    build = draw(_BOOLS if kind == "bool" else _INTS)
+    return build(chosen), draw(st.lists(points(), min_size=1, max_size=6))
 
 
 def _subexpressions(e: E.Expr):

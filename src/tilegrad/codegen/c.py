@@ -104,20 +104,20 @@ class CRenderer:
 
     def _for(self, s: For, ind: int) -> None:
         v = s.var.name
-        nested_parallel = False
-        if s.kind == "parallel":
-            if self._parallel_depth == 0:
-                self._emit(ind, self.parallel_for)
-            nested_parallel = True
+        # OpenMP allows no parallel region inside another one's loop body or inside a simd loop: such loops run
+        # serially (one pragma for the outermost), as does a simd loop inside a simd loop.
+        if s.kind == "parallel" and self._parallel_depth == 0:
+            self._emit(ind, self.parallel_for)
         elif s.kind == "vectorized":
             self._emit(ind, self.simd)
         elif s.kind == "unrolled":
             n = s.extent.value if type(s.extent) is E.Const else 8
             self._emit(ind, self.unroll.format(n=n))
         self._emit(ind, f"for (int64_t {v} = 0; {v} < {self.expr(s.extent)}; ++{v}) {{")
-        self._parallel_depth += nested_parallel
+        blocks_parallel = s.kind in ("parallel", "vectorized")
+        self._parallel_depth += blocks_parallel
         self._stmt(s.body, ind + 1)
-        self._parallel_depth -= nested_parallel
+        self._parallel_depth -= blocks_parallel
         self._emit(ind, "}")
 
     def _allocate(self, s: Allocate, ind: int) -> None:

@@ -99,21 +99,15 @@ class LoopState:
     """All stages of a kernel, producers before consumers; the thing primitives mutate during replay."""
 
     def __init__(self, outputs: Sequence[Tensor]):
-        self.outputs = list(outputs)
+        tensors = _unique_names(topo_order(outputs))
+        self.outputs = [tensors[id(t)] for t in outputs]
         self.placeholders: list[Tensor] = []
         self.stages: list[Stage] = []
-        for t in topo_order(self.outputs):
+        for t in tensors.values():
             if isinstance(t.op, ComputeOp):
                 self.stages.append(make_stage(t))
             else:
                 self.placeholders.append(t)
-        self._check_names()
-
-    def _check_names(self):
-        names = [t.name for t in self.placeholders] + [s.name for s in self.stages]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ScheduleError(f"tensor names must be unique within a kernel; repeated: {sorted(dup)}")
 
     def stage(self, name) -> Stage:
         if isinstance(name, Tensor):
@@ -152,3 +146,26 @@ class LoopState:
 
     def readers(self, t: Tensor) -> list[Stage]:
         return [s for s in self.stages if any(inp.name == t.name for inp in s.op.inputs)]
+
+
+def _unique_names(order: list[Tensor]) -> dict[int, Tensor]:
+    """Stages and buffers are named by their tensors, so a repeated name (two `add`s) gets a suffix, in
+    topological order so that traces stay replayable: {id(original): tensor as scheduled}."""
+    from ..te.tensor import PlaceholderOp, replace_reads
+
+    taken: set[str] = set()
+    out: dict[int, Tensor] = {}
+    for t in order:
+        name, n = t.name, 1
+        while name in taken:
+            name, n = f"{t.name}_{n}", n + 1
+        taken.add(name)
+        stale = {old: out[id(old)] for old in (t.op.inputs if isinstance(t.op, ComputeOp) else ())
+                 if out[id(old)] is not old}
+        new = replace_reads(t, stale) if stale else t
+        if name != t.name:
+            op = new.op
+            new = Tensor(name, t.shape, t.dtype, PlaceholderOp(name) if isinstance(op, PlaceholderOp) else
+                         ComputeOp(name, op.axes, op.body, op.tag, op.attrs))
+        out[id(t)] = new
+    return out

@@ -39,8 +39,12 @@ class Step:
 
     def __str__(self) -> str:
         args = dict(self.args)
-        positional = [_fmt_target(args)]
-        rest = [f"{k}={_fmt(v)}" for k, v in self.args if k not in ("stage", "loop", "tensor")]
+        if "target" in args:  # compute_at(stage, target.loop)
+            positional = [args["stage"], f"{args['target']}.{args['loop']}"]
+            rest = []
+        else:
+            positional = [_fmt_target(args)]
+            rest = [f"{k}={_fmt(v)}" for k, v in self.args if k not in ("stage", "loop", "tensor")]
         call = f"{self.kind}({', '.join(positional + rest)})"
         return f"{', '.join(self.outputs)} = {call}" if self.outputs else call
 

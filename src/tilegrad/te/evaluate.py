@@ -56,7 +56,7 @@ EVAL_PY = {
     E.Floor: lambda v: float(math.floor(v)),
     E.Ceil: lambda v: float(math.ceil(v)),
     E.Round: _py_round,
-    E.Pow: lambda a, b: a**b,
+    E.Pow: math.pow,  # a float or a domain error, like math.log; `**` would return a complex number
     E.Cast: None,  # handled in `evaluate` (needs the target dtype)
     E.Const: None,
     E.Var: None,
@@ -70,7 +70,8 @@ def _np_floordiv(a, b):
 
 
 def _np_sigmoid(v):
-    return 1.0 / (1.0 + np.exp(-v))
+    with np.errstate(over="ignore"):  # exp(-v) = inf for very negative v gives the right limit, 0
+        return 1.0 / (1.0 + np.exp(-v))
 
 
 EVAL_NUMPY = {

@@ -22,6 +22,12 @@ DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
 
 INF = math.inf
 
+# The values of each integer dtype (inclusive); a cast to a narrower type wraps around outside them.
+INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1), "uint8": (0, 2**8 - 1),
+}
+
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
@@ -621,14 +627,26 @@ def cast(dtype: str, a) -> Expr:
     a = as_expr(a)
     if a.dtype == dtype:
         return a
-    if type(a) is Const:
+    if type(a) is Const and (not is_int(dtype) or _fits(a.value, dtype)):
         return Const(a.value, dtype)
     return Cast(dtype, a)
+
+
+def _fits(value, dtype: str) -> bool:
+    """Whether casting the number `value` to integer `dtype` needs no wrap-around (so folding it is exact)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    lo, hi = INT_RANGES[dtype]
+    return lo <= int(value) <= hi
 
 
 def _call(cls: type[Call], *args) -> Expr:
     first = as_expr(args[0])
     exprs = [first] + [as_expr(x, first.dtype) for x in args[1:]]
+    for other in exprs[1:]:
+        if other.dtype != first.dtype:
+            raise ExprError(f"dtype mismatch in {cls.fn}: {first} is {first.dtype} but {other} is {other.dtype}; "
+                            "cast one of them explicitly")
     if not is_float(first.dtype) and cls is not Abs:
         raise ExprError(f"{cls.fn} needs a float argument, got {first} of dtype {first.dtype}")
     return cls(*exprs)
@@ -745,15 +763,15 @@ def map_children(e: Expr, fn) -> Expr:
 
 
 def substitute(e: Expr, mapping: dict) -> Expr:
-    """Replace variables (keys: Var or name) by expressions or numbers."""
+    """Replace variables (keys: Var or name) by expressions or numbers; a number takes the variable's dtype."""
     if not mapping:
         return e
-    by_name = {(k.name if isinstance(k, Var) else k): as_expr(v) for k, v in mapping.items()}
+    by_name = {(k.name if isinstance(k, Var) else k): v for k, v in mapping.items()}
     memo: dict[int, Expr] = {}
 
     def go(x: Expr) -> Expr:
         if type(x) is Var:
-            return by_name.get(x.name, x)
+            return as_expr(by_name[x.name], x.dtype) if x.name in by_name else x
         if type(x) is Const:
             return x
         key = id(x)
@@ -843,8 +861,11 @@ def _select_interval(e):
 
 
 def _cast_interval(e):
-    if is_int(e.dtype) and is_int(e.a.dtype):
-        return e.a.lo, e.a.hi
+    if is_int(e.dtype) and (is_int(e.a.dtype) or e.a.dtype == "bool"):
+        lo, hi = INT_RANGES[e.dtype]
+        if lo <= e.a.lo and e.a.hi <= hi:
+            return e.a.lo, e.a.hi
+        return lo, hi
     return -INF, INF
 
 

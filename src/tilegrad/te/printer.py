@@ -10,6 +10,9 @@ _PRECEDENCE = {
     E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.FloorDiv: 6, E.FloorMod: 6,
 }
 
+_COMPARE_PREC = 4
+_ASSOCIATIVE = (E.Add, E.Mul, E.And, E.Or)
+
 
 def _prec(e: E.Expr) -> int:
     return _PRECEDENCE.get(type(e), 10)
@@ -30,10 +33,12 @@ def format_expr(e: E.Expr) -> str:
         p = _prec(e)
         left = format_expr(e.a)
         right = format_expr(e.b)
-        if _prec(e.a) < p:
+        # Left operand: equal precedence reads left to right, except comparisons (`a < b == c` would chain).
+        if _prec(e.a) < p or (_prec(e.a) == p and p == _COMPARE_PREC):
             left = f"({left})"
-        # Right operand: equal precedence needs parentheses for non-associative operators.
-        if _prec(e.b) < p or (_prec(e.b) == p and t not in (E.Add, E.Mul, E.And, E.Or)):
+        # Right operand: equal precedence needs parentheses unless it is the same associative operator, so that
+        # `a * (b // c)` and `a + (b - c)` keep theirs.
+        if _prec(e.b) < p or (_prec(e.b) == p and not (type(e.b) is t and t in _ASSOCIATIVE)):
             right = f"({right})"
         return f"{left} {e.op} {right}"
     if t is E.Min or t is E.Max:
