@@ -193,6 +193,9 @@ class Const(Expr):
             value = float(value)
         self.value = value
 
+    def __bool__(self):  # a constant's truth value is known (e.g. a condition that simplified to True)
+        return bool(self.value)
+
 
 class Var(Expr):
     """A variable: a loop index, an index of a compute, or a schedule parameter.
