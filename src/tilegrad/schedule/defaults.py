@@ -46,11 +46,13 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
     target = target or CpuTarget.host()
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
+    row_chain = any(t.op.tag in ROW_TAGS for t in sch.state.outputs)
     for s in list(reversed(sch.state.stages)):
         if s.name in out_names:
             continue
         readers = sch.state.readers(s.tensor)
-        if not s.op.reduce_axes and s.op.tag in INJECTIVE_TAGS and not _feeds_conv(readers):
+        shared_in_row = row_chain and len(readers) > 1  # kept per row by _schedule_rows, computed once
+        if not s.op.reduce_axes and s.op.tag in INJECTIVE_TAGS and not _feeds_conv(readers) and not shared_in_row:
             sch.compute_inline(s.name)
     for name in out_names:
         s = sch.state.stage(name)
@@ -224,9 +226,13 @@ def _schedule_rows(sch: Schedule, s: Stage, target: CpuTarget) -> None:
         return
     row = sch.fuse(s.name, *rows) if len(rows) > 1 else rows[0]
     _parallel_outer(sch, s, [row], target, _extent(s, tail))
-    producers = [p for p in sch.state.stages if p.op.reduce_axes and p.attach is None and p.name != s.name]
+    producers = [p for p in sch.state.stages if p.attach is None and p.name != s.name]
     for p in producers:
-        _vectorised_row_reduction(sch, p, s.name, row, target)
+        if p.op.reduce_axes:
+            _vectorised_row_reduction(sch, p, s.name, row, target)
+        else:
+            sch.compute_at(p.name, s.name, row)
+            sch.vectorize(p.name, sch.loops(p.name)[-1])
     sch.vectorize(s.name, tail)
 
 

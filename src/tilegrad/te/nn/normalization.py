@@ -1,8 +1,9 @@
 """Softmax, log-softmax and layer normalisation, each a short chain of computes.
 
 Softmax subtracts the maximum before exponentiating so that no exponential overflows: stages `{name}_max`,
-`{name}_expsum` (the sum of exp(x - max)) and the normalised output, which recomputes exp(x - max) rather than
-storing it. Layer norm takes the mean and the (biased) variance as reductions, `{name}_mean` and `{name}_var`, and
+`{name}_exp` (exp(x - max), kept per row by the default schedule so each element is exponentiated once),
+`{name}_expsum` and the output, which multiplies by the reciprocal of the sum. Log-softmax recomputes exp(x - max)
+inside its sum. Layer norm takes the mean and the (biased) variance as reductions, `{name}_mean` and `{name}_var`, and
 the output normalises, scales and shifts. The final stage of each is tagged with the op's name, which lets a
 schedule recognise the whole chain; the reductions are tagged "reduce".
 """
@@ -20,10 +21,19 @@ from .reduction import reduce_max
 
 
 def softmax(x: te.Tensor, axis: int = -1, name: str = "softmax") -> te.Tensor:
-    """exp(x) / sum(exp(x)) along `axis`, computed stably."""
-    a, maxes, expsum = _exp_sums("softmax", x, axis, name)
-    return te.compute(x.shape, lambda *i: E.exp(x[i] - maxes[_drop(i, a)]) / expsum[_drop(i, a)], name=name,
-                      tag="softmax", attrs={"axis": a})
+    """exp(x) / sum(exp(x)) along `axis`, computed stably. The exponentials are a stage of their own
+    (`{name}_exp`), so a schedule can keep a row of them and exponentiate once; the output multiplies by the
+    reciprocal of the sum, one division per row."""
+    check_float(x, "softmax")
+    a = normalize_axis(axis, x.ndim, "softmax")
+    maxes = reduce_max(x, a, name=f"{name}_max")
+    exps = te.compute(x.shape, lambda *i: E.exp(x[i] - maxes[_drop(i, a)]), name=f"{name}_exp", tag="elemwise")
+    k = te.reduce_axis(x.shape[a], f"r{a}")
+    sums = te.compute(maxes.shape, lambda *i: te.sum(exps[(*i[:a], k, *i[a:])], axis=k), name=f"{name}_expsum",
+                      tag="reduce", attrs={"axis": (a,)})
+    one = E.const(1.0, x.dtype)
+    return te.compute(x.shape, lambda *i: exps[i] * (one / sums[_drop(i, a)]), name=name, tag="softmax",
+                      attrs={"axis": a})
 
 
 def log_softmax(x: te.Tensor, axis: int = -1, name: str = "log_softmax") -> te.Tensor:
