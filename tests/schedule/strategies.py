@@ -17,15 +17,21 @@ def _consumer_of(sch: Schedule, name: str):
 
 @st.composite
 def valid_schedules(draw, make_outputs, *, max_loop_steps: int = 6) -> Schedule:
-    """A schedule of the computation built by `make_outputs()`: random placement of every producer stage
-    (root, inline, or at a random loop of its consumer), optional cache_write of the output, random non-divisible
-    splits, fuses, reorders, and parallel/vectorize/unroll/auto_unroll annotations."""
+    """A schedule of the computation built by `make_outputs()`: optional cache_write or rfactor of the output
+    and cache_read of an input, random placement of every producer stage (root, inline, or at a random loop of
+    its consumer), random non-divisible splits, fuses, reorders, and parallel/vectorize/unroll/auto_unroll."""
     outputs = make_outputs()
     sch = Schedule(outputs)
     out = sch.state.outputs[0]
     out_stage = sch.state.stage(out.name)
-    if out_stage.op.reduce_axes and draw(st.booleans()):
-        sch.cache_write(out.name)
+    if out_stage.op.reduce_axes:
+        choice = draw(st.sampled_from(["none", "cache_write", "rfactor"]))
+        if choice == "cache_write":
+            sch.cache_write(out.name)
+        elif choice == "rfactor":
+            axis = draw(st.sampled_from(out_stage.op.reduce_axes))
+            _, inner = sch.split(out.name, axis.name, draw(st.integers(1, axis.upper.value + 1)))
+            sch.rfactor(out.name, inner)
     if draw(st.booleans()):
         reader = sch.state.stages[-2] if len(sch.state.stages) > 1 else sch.state.stages[-1]
         inputs = [t for t in reader.op.inputs if t in sch.state.placeholders]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 
 from tilegrad import te
 from tilegrad.build import build
@@ -72,25 +72,21 @@ def _conv_ref(x, w):
     return out
 
 
-@settings(max_examples=25)
 @given(valid_schedules(matmul))
 def test_matmul(sch):
     _check(sch, matmul, lambda a, b: a @ b)
 
 
-@settings(max_examples=25)
 @given(valid_schedules(conv2d))
 def test_conv2d(sch):
     _check(sch, conv2d, _conv_ref)
 
 
-@settings(max_examples=20)
 @given(valid_schedules(row_max))
 def test_reduction(sch):
     _check(sch, row_max, lambda a: a.max(axis=1))
 
 
-@settings(max_examples=20)
 @given(valid_schedules(elementwise_chain))
 def test_elementwise_chain(sch):
     def ref(a, b):

@@ -11,9 +11,6 @@ import dataclasses
 
 from ..te import expr as E
 
-# Room for GPU bindings later ("block.x", "thread.x", ...): a kind is just a name the renderer must know.
-LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Buffer:
@@ -39,11 +36,13 @@ class Stmt:
 
 @dataclasses.dataclass(frozen=True)
 class For(Stmt):
+    """`for var in 0..extent`. `kind` is "serial", "parallel", "vectorized" or "unrolled"; GPU thread bindings
+    will be further kinds, a name each renderer must know."""
+
     var: E.Var
     extent: E.Expr
     kind: str
     body: Stmt
-    unroll: int = 0  # an explicit unroll count hint (0: none); kind "unrolled" unrolls fully
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,23 +103,3 @@ def walk(s: Stmt):
         yield from walk(s.then)
         if s.orelse is not None:
             yield from walk(s.orelse)
-
-
-def map_stmt(s: Stmt, stmt_fn, expr_fn) -> Stmt:
-    """Rebuild `s` bottom-up: `expr_fn` on every expression, then `stmt_fn` on every rebuilt statement."""
-    def go(x: Stmt) -> Stmt:
-        if isinstance(x, For):
-            new = For(expr_fn(x.var), expr_fn(x.extent), x.kind, go(x.body), x.unroll)
-        elif isinstance(x, Store):
-            new = Store(x.buffer, tuple(expr_fn(i) for i in x.indices), expr_fn(x.value))
-        elif isinstance(x, Seq):
-            new = seq(go(k) for k in x.stmts)
-        elif isinstance(x, IfThenElse):
-            new = IfThenElse(expr_fn(x.cond), go(x.then), None if x.orelse is None else go(x.orelse))
-        elif isinstance(x, Allocate):
-            new = Allocate(x.buffer, go(x.body))
-        else:
-            raise TypeError(f"unknown statement {type(x).__name__}")
-        return stmt_fn(new)
-
-    return go(s)

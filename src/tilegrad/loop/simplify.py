@@ -66,7 +66,7 @@ class _Rewrite:
                 del self.env[var.name]
             else:
                 self.env[var.name] = saved
-            return None if body is None else For(var, extent, s.kind, body, s.unroll)
+            return None if body is None else For(var, extent, s.kind, body)
         if isinstance(s, Store):
             return Store(self._buffer(s.buffer), tuple(self.expr(i) for i in s.indices), self.expr(s.value))
         if isinstance(s, Seq):

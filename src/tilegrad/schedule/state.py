@@ -14,11 +14,10 @@ from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.tensor import ComputeOp, Tensor, topo_order
 
-LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
-
-
 @dataclasses.dataclass
 class Loop:
+    """A loop of a stage; `kind` is "serial", "parallel", "vectorized" or "unrolled"."""
+
     name: str
     extent: E.Expr
     is_reduce: bool
