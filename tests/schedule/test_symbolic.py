@@ -66,3 +66,47 @@ def test_bound_symbolic_equals_concrete(ti, tj, tk):
     specs = [BufferSpec(p.name, tuple(int(d.value) for d in p.shape), p.dtype) for p in bound.params]
     Kernel(build(render_c(bound)), "mm", specs)(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def conv2d():
+    from tilegrad.te import nn
+
+    x = te.placeholder((1, 3, 13, 11), name="X")
+    w = te.placeholder((5, 3, 3, 3), name="W")
+    return nn.conv2d(x, w, padding=1, name="Y")
+
+
+def conv_trace():
+    tile_c, tile_w = te.Var("tile_c", lo=1, hi=8), te.Var("tile_w", lo=1, hi=16)
+    sch = Schedule(conv2d())
+    local = sch.cache_write("Y")
+    c0, c1 = sch.split("Y", "c", tile_c)
+    w0, w1 = sch.split("Y", "w", tile_w)
+    sch.reorder("Y", "n", c0, "h", w0, c1, w1)
+    sch.compute_at(local, "Y", w0)
+    sch.compute_at("Y_pad", local, "h")
+    sch.parallel("Y", c0)
+    return sch.trace
+
+
+@settings(max_examples=10)
+@given(st.integers(1, 7), st.integers(1, 14))
+def test_bound_symbolic_conv_with_compute_at_regions(tc, tw):
+    """Regions of compute_at stages (the padded input inside the output tile) are inferred symbolically too."""
+    from tilegrad.te.interpret import interpret
+
+    trace = conv_trace()
+    params = {"tile_c": tc, "tile_w": tw}
+    bound = bind(lower(apply_trace(conv2d(), trace), "conv"), params)
+    concrete = simplify_kernel(lower(apply_trace(conv2d(), trace.bind(params)), "conv"))
+    assert extents(bound) == extents(concrete)
+    assert format_kernel(bound) == format_kernel(concrete)
+    rng = np.random.default_rng(tc * 100 + tw)
+    x = rng.standard_normal((1, 3, 13, 11)).astype("float32")
+    w = rng.standard_normal((5, 3, 3, 3)).astype("float32")
+    y = np.empty((1, 5, 13, 11), "float32")
+    specs = [BufferSpec(p.name, tuple(int(d.value) for d in p.shape), p.dtype) for p in bound.params]
+    Kernel(build(render_c(bound)), "conv", specs)(x, w, y)
+    out = conv2d()
+    want = interpret(out, {"X": x, "W": w})
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
