@@ -127,14 +127,22 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
 
 
 def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+    """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
+    this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy."""
     lanes = target.vector_lanes
     *outer, w = [a.name for a in s.op.axes]
     wext = _extent(s, w)
     wr = next((d for d in (2 * lanes, lanes) if wext % d == 0), min(wext, lanes))
+    pads = [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
+            and [r.name for r in sch.state.readers(p.tensor)] == [s.name]]
     local = sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
     _parallel_outer(sch, s, outer, target, wext)
     sch.vectorize(s.name, w1)
+    row = sch.loops(s.name)[-3]
+    for p in pads:
+        sch.compute_at(p.name, s.name, row)
+        sch.vectorize(p.name, sch.loops(p.name)[-1])
     sch.compute_at(local, s.name, w0)
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
