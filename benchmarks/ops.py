@@ -43,44 +43,17 @@ class Case:
     numpy_fn: Callable | None
 
 
-def matmul_schedule(m: int, n: int, k: int, *, mr: int = 6, tiles_per_block: int = 9) -> Case:
-    """Packed GEMM, the way BLAS kernels work, written as computes plus a schedule:
-    A is packed into row panels of mr rows (zero-padded to a multiple of mr), B into column panels of nr = two
-    vectors; an mr x nr register tile accumulates over all of k (mr * 2 vector accumulators: 12 on AVX2); blocks
-    of output rows and column panels run in parallel. Padding A keeps every register tile free of bounds checks,
-    the copy-out to C alone is guarded. Packing is part of the timed kernel."""
+def matmul_case(m: int, n: int, k: int, *, mr: int = 6) -> Case:
+    """The packed GEMM: te.nn.packed_matmul (A and B packed into panels, A zero-padded so that every mr x nr
+    register tile runs without bounds checks) under its schedule rule in schedule/defaults.py: an mr x nr tile
+    (nr = two vectors) accumulated over all of k, row blocks and column panels in parallel. Packing is part of
+    the timed kernel."""
     nr = 2 * CpuTarget.host().vector_lanes
-    if n % nr:
-        raise ValueError(f"n={n} must be a multiple of {nr}")
-    mp = -(-m // mr) * mr
     a = te.placeholder((m, k), name="A")
     b = te.placeholder((k, n), name="B")
-    bp = te.compute((n // nr, k, nr), lambda jo, kk, ji: b[kk, jo * nr + ji], name="Bp")
-    ap = te.compute((mp // mr, k, mr), lambda io, kk, ii: te.select(
-        io * mr + ii < m, a[te.minimum(io * mr + ii, m - 1), kk], 0.0), name="Ap")
-    r = te.reduce_axis(k, "k")
-    cp = te.compute((mp, n), lambda i, j: te.sum(ap[i // mr, r, i % mr] * bp[j // nr, r, j % nr], axis=r),
-                    name="Cp")
-    c = te.compute((m, n), lambda i, j: cp[i, j], name="C")
-    sch = Schedule(c)
-    jo, _, ji = sch.loops("Bp")
-    sch.parallel("Bp", jo)
-    sch.vectorize("Bp", ji)
-    sch.parallel("Ap", sch.loops("Ap")[0])
-    panels = mp // mr
-    mb = mr * max(d for d in range(1, tiles_per_block + 1) if panels % d == 0)
-    j0, j1 = sch.split("C", "j", nr)
-    i0, i1 = sch.split("C", "i", mb)
-    i10, i11 = sch.split("C", i1, mr)
-    sch.reorder("C", j0, i0, i10, i11, j1)
-    sch.parallel("C", sch.fuse("C", j0, i0))
-    sch.vectorize("C", j1)
-    sch.compute_at("Cp", "C", i10)
-    sch.reorder("Cp", "k", "i", "j")
-    sch.unroll("Cp", "i")
-    sch.vectorize("Cp", "j")
-    return Case("matmul", f"{m}x{n}x{k}", [a, b], sch, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n),
-                lambda x, y: x @ y, lambda x, y: x @ y)
+    c = nn.packed_matmul(a, b, mr=mr, nr=nr, name="C")
+    return Case("matmul", f"{m}x{n}x{k}", [a, b], default_schedule(c), 2.0 * m * n * k,
+                4.0 * (m * k + k * n + m * n), lambda x, y: x @ y, lambda x, y: x @ y)
 
 
 def conv2d_case() -> Case:
@@ -134,7 +107,7 @@ def softmax_case() -> Case:
 
 
 def cases() -> list[Case]:
-    return [matmul_schedule(512, 512, 512), matmul_schedule(1024, 1024, 1024), matmul_schedule(128, 768, 768),
+    return [matmul_case(512, 512, 512), matmul_case(1024, 1024, 1024), matmul_case(128, 768, 768),
             conv2d_case(), depthwise_case(), layernorm_case(), softmax_case()]
 
 

@@ -23,6 +23,11 @@ def _matmul():
     return [a, b], nn.matmul(a, b, name="C")
 
 
+def _packed_matmul():
+    a, b = _p((37, 13), "A"), _p((29, 13), "B")
+    return [a, b], nn.packed_matmul(a, b, transpose_b=True, mr=6, nr=8, name="C")
+
+
 def _batch_matmul():
     a, b = _p((3, 17, 12), "A"), _p((3, 12, 9), "B")
     return [a, b], nn.batch_matmul(a, b, name="C")
@@ -136,6 +141,7 @@ def _gather():
 
 WORKLOADS: dict[str, Workload] = {
     "matmul_64x48x40": _matmul,
+    "packed_matmul_37x29x13_bt": _packed_matmul,
     "batch_matmul_3x17x12x9": _batch_matmul,
     "dense_5x24x10": _dense,
     "conv1d_c4_19_stride2": _conv(1, stride=2, padding=1),

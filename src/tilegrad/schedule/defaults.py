@@ -20,7 +20,7 @@ from .state import Stage
 INJECTIVE_TAGS = {"elemwise", "broadcast", "injective", "pad", ""}
 CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
 WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
-MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}
+MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule
 ROW_TAGS = {"softmax", "log_softmax", "layer_norm"}
 
 
@@ -57,7 +57,9 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
     for name in out_names:
         s = sch.state.stage(name)
         tag = s.op.tag
-        if tag in MATMUL_TAGS:
+        if tag == "packed_matmul":
+            _schedule_packed_matmul(sch, s, target)
+        elif tag in MATMUL_TAGS:
             _schedule_matmul(sch, s, target)
         elif tag in CONV_TAGS and s.op.attrs.get("groups", 1) == 1:
             _schedule_conv(sch, s, target)
@@ -195,6 +197,32 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     sch.reorder(local, k0, k1, li, lj)
     sch.unroll(local, li)
     sch.vectorize(local, lj)
+
+
+def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, tiles_per_block: int = 9) -> None:
+    """The packed GEMM (te.nn.packed_matmul): each mr x nr register tile of the padded product accumulates over
+    all of k inside the output's loops and is copied out (the only guarded part); blocks of output rows and column
+    panels run in parallel; the packing stages run in parallel at the root."""
+    mr, nr = s.op.attrs["mr"], s.op.attrs["nr"]
+    padded = next(t.name for t in s.op.inputs)
+    tiles = sch.state.stage(padded).tensor.shape[0] // mr
+    mb = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
+    i, j = [a.name for a in s.op.axes]
+    j0, j1 = sch.split(s.name, j, nr)
+    i0, i1 = sch.split(s.name, i, mb)
+    i10, i11 = sch.split(s.name, i1, mr)
+    sch.reorder(s.name, j0, i0, i10, i11, j1)
+    _parallel_outer(sch, s, [j0, i0], target, mb * nr)
+    sch.vectorize(s.name, j1)
+    sch.compute_at(padded, s.name, i10)
+    pi, pj, pk = sch.loops(padded)
+    sch.reorder(padded, pk, pi, pj)
+    sch.unroll(padded, pi)
+    sch.vectorize(padded, pj)
+    for pack in [t.name for t in sch.state.stage(padded).op.inputs]:
+        outer, _, inner = sch.loops(pack)
+        _parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
+        sch.vectorize(pack, inner)
 
 
 def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:

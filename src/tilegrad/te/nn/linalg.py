@@ -8,6 +8,7 @@ reduction.
 from __future__ import annotations
 
 from ...errors import ShapeError
+from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank, check_same_dtype
 from .elementwise import add, broadcast_index, broadcast_shape
@@ -74,6 +75,42 @@ def dense(x: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None, name: 
     if bias.shape != (weight.shape[0],):
         raise ShapeError(f"dense: bias {bias.name} must have shape ({weight.shape[0]},), got {bias.shape}")
     return add(product, bias, name=name)
+
+
+def packed_matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
+                  mr: int = 6, nr: int = 16, name: str = "matmul") -> te.Tensor:
+    """matmul through packed panels, the way BLAS kernels run: `{name}_apack` holds A as panels of `mr` rows
+    (M padded with zeros to a multiple of mr), `{name}_bpack` holds B as panels of `nr` columns (likewise),
+    `{name}_padded` multiplies the panels, and the output (tag "packed_matmul") crops the padding. The padding
+    lets a schedule run every mr x nr register tile without bounds checks; a constant B can be packed once,
+    ahead of time."""
+    check_rank(a, 2, "packed_matmul", "K, M" if transpose_a else "M, K")
+    check_rank(b, 2, "packed_matmul", "N, K" if transpose_b else "K, N")
+    dtype = check_same_dtype([a, b], "packed_matmul")
+    (m, ka), (kb, n) = _rows_cols(a, transpose_a), _rows_cols(b, transpose_b)
+    _check_inner("packed_matmul", a, b, ka, kb)
+    if mr < 1 or nr < 1:
+        raise ShapeError(f"packed_matmul: panel sizes must be positive, got mr={mr}, nr={nr}")
+    mp, np_ = -(-m // mr) * mr, -(-n // nr) * nr
+    zero = E.const(0, dtype)
+
+    def a_panel(io, k, ii):
+        row = io * mr + ii
+        safe = E.minimum(row, m - 1)
+        return E.select(row < m, a[k, safe] if transpose_a else a[safe, k], zero)
+
+    def b_panel(jo, k, ji):
+        col = jo * nr + ji
+        safe = E.minimum(col, n - 1)
+        return E.select(col < n, b[safe, k] if transpose_b else b[k, safe], zero)
+
+    attrs = {"mr": mr, "nr": nr, "transpose_a": transpose_a, "transpose_b": transpose_b}
+    ap = te.compute((mp // mr, ka, mr), a_panel, name=f"{name}_apack", tag="pack")
+    bp = te.compute((np_ // nr, ka, nr), b_panel, name=f"{name}_bpack", tag="pack")
+    k = te.reduce_axis(ka, "k")
+    padded = te.compute((mp, np_), lambda i, j: te.sum(ap[i // mr, k, i % mr] * bp[j // nr, k, j % nr], axis=k),
+                        name=f"{name}_padded", tag="packed_matmul_tiles", attrs=attrs)
+    return te.compute((m, n), lambda i, j: padded[i, j], name=name, tag="packed_matmul", attrs=attrs)
 
 
 def _rows_cols(t: te.Tensor, transposed: bool) -> tuple[int, int]:
