@@ -54,8 +54,10 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
         shared_in_row = row_chain and len(readers) > 1  # kept per row by _schedule_rows, computed once
         if not s.op.reduce_axes and s.op.tag in INJECTIVE_TAGS and not _feeds_conv(readers) and not shared_in_row:
             sch.compute_inline(s.name)
-    for name in out_names:
+    for name in [st.name for st in reversed(sch.state.stages)]:  # consumers first; rules may attach producers
         s = sch.state.stage(name)
+        if s.attach is not None or s.relations:
+            continue
         tag = s.op.tag
         if tag == "packed_matmul":
             _schedule_packed_matmul(sch, s, target)
@@ -63,12 +65,9 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
             _schedule_matmul(sch, s, target)
         elif tag in CONV_TAGS and s.op.attrs.get("groups", 1) == 1:
             _schedule_conv(sch, s, target)
-        elif tag in ROW_TAGS:
+        elif tag in ROW_TAGS and name in out_names:
             _schedule_rows(sch, s, target)
         else:
-            _schedule_generic(sch, s, target)
-    for s in list(sch.state.stages):
-        if s.attach is None and s.name not in out_names and not s.relations:
             _schedule_generic(sch, s, target)
     return sch
 
@@ -114,7 +113,7 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     if reduce and contiguous == "reduce":
         _parallel_outer(sch, s, spatial, target, reduce_work)
         return
-    if reduce and contiguous == "window" and s.name in {t.name for t in sch.state.outputs}:
+    if reduce and contiguous == "window":
         _schedule_window(sch, s, target)
         return
     inner = spatial[-1]
