@@ -113,30 +113,9 @@ class _Lowering:
         else:
             root_extents = [E.Const(d, E.INDEX) for d in s.tensor.shape]
         root_extents += [a.upper for a in op.reduce_axes]
-        roots = s.roots
-        extents = dict(zip(roots, root_extents))
-        for rel in s.relations:
-            if type(rel) is SplitRel:
-                parent = extents[rel.parent]
-                if rel.factor is not None:
-                    inner, outer = rel.factor, simplify(E.ceildiv(parent, rel.factor))
-                else:
-                    outer, inner = rel.nparts, simplify(E.ceildiv(parent, rel.nparts))
-                extents[rel.outer], extents[rel.inner] = outer, inner
-            else:
-                extents[rel.fused] = simplify(extents[rel.outer] * extents[rel.inner])
+        extents = _loop_extents(s, root_extents)
         leaf_vars = [self._loop_var(s, leaf, extents[leaf]) for leaf in s.leaves]
-        values: dict[str, E.Expr] = {leaf: v for leaf, v in zip(s.leaves, leaf_vars)}
-        guards: list[E.Expr] = []
-        for rel in reversed(s.relations):
-            if type(rel) is SplitRel:
-                value = values[rel.outer] * extents[rel.inner] + values[rel.inner]
-                values[rel.parent] = simplify(value)
-                guards.append(simplify(value < extents[rel.parent]))
-            else:
-                inner_ext = extents[rel.inner]
-                values[rel.outer] = simplify(values[rel.fused] // inner_ext)
-                values[rel.inner] = simplify(values[rel.fused] % inner_ext)
+        values, guards = _axis_values(s, leaf_vars, extents)
         local_index = tuple(values[a.name] for a in op.axes)
         global_index = local_index
         if offsets is not None:
@@ -277,6 +256,39 @@ class _Lowering:
         for p in reversed(self.attached.get((s.name, leaf), [])):
             body = Allocate(self.buffers[p.name], body)
         return body
+
+
+def _loop_extents(s: Stage, root_extents: list[E.Expr]) -> dict[str, E.Expr]:
+    """Every loop's extent, derived forward through the splits and fuses from the extents of the roots."""
+    extents = dict(zip(s.roots, root_extents))
+    for rel in s.relations:
+        if type(rel) is SplitRel:
+            parent = extents[rel.parent]
+            if rel.factor is not None:
+                inner, outer = rel.factor, simplify(E.ceildiv(parent, rel.factor))
+            else:
+                outer, inner = rel.nparts, simplify(E.ceildiv(parent, rel.nparts))
+            extents[rel.outer], extents[rel.inner] = outer, inner
+        else:
+            extents[rel.fused] = simplify(extents[rel.outer] * extents[rel.inner])
+    return extents
+
+
+def _axis_values(s: Stage, leaf_vars: list[E.Var], extents: dict[str, E.Expr]):
+    """Every loop's value in terms of the leaf loops (relations read backwards), and the guards that splits whose
+    parts overshoot their parent need."""
+    values: dict[str, E.Expr] = {leaf: v for leaf, v in zip(s.leaves, leaf_vars)}
+    guards: list[E.Expr] = []
+    for rel in reversed(s.relations):
+        if type(rel) is SplitRel:
+            value = simplify(values[rel.outer] * extents[rel.inner] + values[rel.inner])
+            values[rel.parent] = value
+            guards.append(simplify(value < extents[rel.parent]))
+        else:
+            inner_ext = extents[rel.inner]
+            values[rel.outer] = simplify(values[rel.fused] // inner_ext)
+            values[rel.inner] = simplify(values[rel.fused] % inner_ext)
+    return values, guards
 
 
 def _guard(stmt, conds: list[E.Expr]):
