@@ -1,0 +1,29 @@
+"""Codegen snapshot: the C of every catalogue workload under its default schedule (AVX-512 rules, so the files do
+not depend on the machine) equals the file in tests/golden/. A pure refactor leaves them unchanged; an intended
+change rewrites them with `pytest --update-golden`, and the diff is reviewed in the same commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tilegrad.codegen.c import render_c
+from tilegrad.loop import lower
+from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.workloads import WORKLOADS
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_generated_c_matches_golden(name, request):
+    inputs, output = WORKLOADS[name]()
+    sch = default_schedule(output, CpuTarget(vector_lanes=16))
+    source = render_c(lower(sch.state, name, inputs + [sch.state.outputs[0]]))
+    path = GOLDEN / f"{name}.c"
+    if request.config.getoption("--update-golden"):
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(source)
+    assert path.exists(), f"no golden file {path.name}; run pytest --update-golden and review it"
+    assert source == path.read_text(), f"generated C for {name} changed; if intended, run pytest --update-golden"

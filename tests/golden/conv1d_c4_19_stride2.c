@@ -1,0 +1,87 @@
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <math.h>
+static inline int64_t tg_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t tg_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+#include <string.h>
+/* exp for float32 that gcc can vectorise (libm's expf is a scalar call): Cody-Waite range reduction to
+   [-ln2/2, ln2/2], a degree-6 polynomial (Cephes), and 2^n built in the exponent bits. About 1 ulp; results below
+   2^-126 flush to zero. Rounding to nearest uses the 1.5 * 2^23 trick, which vectorises where floorf does not. */
+static inline float tg_expf(float x) {
+  float c = x < 88.7228390520683f ? x : 88.7228390520683f;
+  c = c > -87.0f ? c : -87.0f;
+  float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  int32_t bits = ((int32_t)n + 126) << 23;
+  float half_scale;
+  memcpy(&half_scale, &bits, sizeof half_scale);
+  float out = (y * half_scale) * 2.0f;
+  out = x < -87.0f ? 0.0f : out;
+  return x != x ? x : out;
+}
+#define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y ? _x : _y; })
+#define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y ? _x : _y; })
+void conv1d_c4_19_stride2(void** args) {
+  float* restrict X = (float*)args[0];
+  float* restrict W = (float*)args[1];
+  float* restrict Y = (float*)args[2];
+  float* restrict Y_pad = (float*)aligned_alloc(64, 384);
+  for (int64_t i0 = 0; i0 < 1; ++i0) {
+    for (int64_t i1 = 0; i1 < 4; ++i1) {
+      for (int64_t i2_0 = 0; i2_0 < 2; ++i2_0) {
+        #pragma omp simd
+        for (int64_t i2_1 = 0; i2_1 < 16; ++i2_1) {
+          if ((((i2_0 * 16) + i2_1) < 21)) {
+            Y_pad[((((i0 * 84) + (i1 * 21)) + (i2_0 * 16)) + i2_1)] = (((0 <= (((i2_0 * 16) + i2_1) - 1)) && ((((i2_0 * 16) + i2_1) - 1) < 19)) ? X[(((((i0 * 76) + (i1 * 19)) + (i2_0 * 16)) + i2_1) - 1)] : 0.0f);
+          }
+        }
+      }
+    }
+  }
+  for (int64_t n = 0; n < 1; ++n) {
+    for (int64_t c_0 = 0; c_0 < 1; ++c_0) {
+      for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+        float Y_local[80] __attribute__((aligned(64)));
+        for (int64_t Y_local_n = 0; Y_local_n < 1; ++Y_local_n) {
+          #pragma GCC unroll 8
+          for (int64_t c = 0; c < 8; ++c) {
+            #pragma omp simd
+            for (int64_t w = 0; w < 10; ++w) {
+              Y_local[(((Y_local_n * 80) + (c * 10)) + w)] = 0.0f;
+            }
+          }
+          for (int64_t rc = 0; rc < 4; ++rc) {
+            for (int64_t kw = 0; kw < 3; ++kw) {
+              #pragma GCC unroll 8
+              for (int64_t c = 0; c < 8; ++c) {
+                #pragma omp simd
+                for (int64_t w = 0; w < 10; ++w) {
+                  Y_local[(((Y_local_n * 80) + (c * 10)) + w)] = (Y_local[(((Y_local_n * 80) + (c * 10)) + w)] + (Y_pad[((((((Y_local_n * 84) + kw) + (n * 84)) + (rc * 21)) + (w * 2)) + (w_0 * 20))] * W[((((c * 12) + (c_0 * 96)) + kw) + (rc * 3))]));
+                }
+              }
+            }
+          }
+        }
+        for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+          #pragma omp simd
+          for (int64_t w_1 = 0; w_1 < 10; ++w_1) {
+            Y[(((((c_0 * 80) + (c_1 * 10)) + (n * 80)) + (w_0 * 10)) + w_1)] = Y_local[((c_1 * 10) + w_1)];
+          }
+        }
+      }
+    }
+  }
+  free(Y_pad);
+}

@@ -1,0 +1,91 @@
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <math.h>
+static inline int64_t tg_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t tg_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+#include <string.h>
+/* exp for float32 that gcc can vectorise (libm's expf is a scalar call): Cody-Waite range reduction to
+   [-ln2/2, ln2/2], a degree-6 polynomial (Cephes), and 2^n built in the exponent bits. About 1 ulp; results below
+   2^-126 flush to zero. Rounding to nearest uses the 1.5 * 2^23 trick, which vectorises where floorf does not. */
+static inline float tg_expf(float x) {
+  float c = x < 88.7228390520683f ? x : 88.7228390520683f;
+  c = c > -87.0f ? c : -87.0f;
+  float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  int32_t bits = ((int32_t)n + 126) << 23;
+  float half_scale;
+  memcpy(&half_scale, &bits, sizeof half_scale);
+  float out = (y * half_scale) * 2.0f;
+  out = x < -87.0f ? 0.0f : out;
+  return x != x ? x : out;
+}
+#define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y ? _x : _y; })
+#define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y ? _x : _y; })
+void conv2d_3x3_c4_14x14(void** args) {
+  float* restrict X = (float*)args[0];
+  float* restrict W = (float*)args[1];
+  float* restrict Y = (float*)args[2];
+  float* restrict Y_pad = (float*)aligned_alloc(64, 4096);
+  for (int64_t i0 = 0; i0 < 1; ++i0) {
+    for (int64_t i1 = 0; i1 < 4; ++i1) {
+      for (int64_t i2 = 0; i2 < 16; ++i2) {
+        #pragma omp simd
+        for (int64_t i3 = 0; i3 < 16; ++i3) {
+          Y_pad[((((i0 * 1024) + (i1 * 256)) + (i2 * 16)) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 14)) && (0 <= (i3 - 1))) && ((i3 - 1) < 14)) ? X[(((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) - 15)] : 0.0f);
+        }
+      }
+    }
+  }
+  for (int64_t n = 0; n < 1; ++n) {
+    for (int64_t c_0 = 0; c_0 < 1; ++c_0) {
+      for (int64_t h = 0; h < 14; ++h) {
+        for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+          float Y_local[112] __attribute__((aligned(64)));
+          for (int64_t Y_local_n = 0; Y_local_n < 1; ++Y_local_n) {
+            for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
+              #pragma GCC unroll 8
+              for (int64_t c = 0; c < 8; ++c) {
+                #pragma omp simd
+                for (int64_t w = 0; w < 14; ++w) {
+                  Y_local[((((Y_local_h * 14) + (Y_local_n * 112)) + (c * 14)) + w)] = 0.0f;
+                }
+              }
+              for (int64_t rc = 0; rc < 4; ++rc) {
+                for (int64_t kh = 0; kh < 3; ++kh) {
+                  for (int64_t kw = 0; kw < 3; ++kw) {
+                    #pragma GCC unroll 8
+                    for (int64_t c = 0; c < 8; ++c) {
+                      #pragma omp simd
+                      for (int64_t w = 0; w < 14; ++w) {
+                        Y_local[((((Y_local_h * 14) + (Y_local_n * 112)) + (c * 14)) + w)] = (Y_local[((((Y_local_h * 14) + (Y_local_n * 112)) + (c * 14)) + w)] + (Y_pad[(((((((((Y_local_h * 16) + (Y_local_n * 1024)) + (h * 16)) + (kh * 16)) + kw) + (n * 1024)) + (rc * 256)) + w) + (w_0 * 14))] * W[(((((c * 36) + (c_0 * 288)) + (kh * 3)) + kw) + (rc * 9))]));
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+          for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+            #pragma omp simd
+            for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
+              Y[((((((c_0 * 1568) + (c_1 * 196)) + (h * 14)) + (n * 1568)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
+            }
+          }
+        }
+      }
+    }
+  }
+  free(Y_pad);
+}
