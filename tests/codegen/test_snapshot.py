@@ -1,4 +1,4 @@
-"""Codegen snapshot: the C of every catalogue workload under its default schedule (AVX-512 rules, so the files do
+"""Codegen snapshot: the C (after the shared prelude) of every catalogue workload under its default schedule (AVX-512 rules, so the files do
 not depend on the machine) equals the file in tests/golden/. A pure refactor leaves them unchanged; an intended
 change rewrites them with `pytest --update-golden`, and the diff is reviewed in the same commit."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegrad.codegen.c import render_c
+from tilegrad.codegen.c import PRELUDE, render_c
 from tilegrad.loop import lower
 from tilegrad.schedule.defaults import CpuTarget, default_schedule
 from tilegrad.workloads import WORKLOADS
@@ -21,6 +21,8 @@ def test_generated_c_matches_golden(name, request):
     inputs, output = WORKLOADS[name]()
     sch = default_schedule(output, CpuTarget(vector_lanes=16))
     source = render_c(lower(sch.state, name, inputs + [sch.state.outputs[0]]))
+    assert source.startswith(PRELUDE)
+    source = source[len(PRELUDE):]  # the shared prelude is checked once, by the math tests, not in every file
     path = GOLDEN / f"{name}.c"
     if request.config.getoption("--update-golden"):
         GOLDEN.mkdir(exist_ok=True)
