@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..te import expr as E
+from ..te.simplify import simplify
 from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
 
 PRELUDE = """\
@@ -142,8 +143,6 @@ class CRenderer:
         for idx, dim in zip(reversed(indices), reversed(b.shape)):
             flat = flat + idx * stride
             stride = stride * dim
-        from ..te.simplify import simplify
-
         return self.expr(simplify(flat))
 
     # -- expressions ------------------------------------------------------------------------------------------

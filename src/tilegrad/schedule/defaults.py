@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Sequence
 
+from ..te import expr as E
 from ..te.tensor import Tensor
 from .schedule import Schedule
 from .state import Stage
@@ -154,8 +155,6 @@ def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget) -> None:
 def _contiguous_reduction(s: Stage) -> str | None:
     """How the reads' innermost index moves: "reduce" with a reduction variable only (a row reduction),
     "window" with both a reduction variable and the innermost spatial one (a sliding window), else None."""
-    from ..te import expr as E
-
     reduce_names = {a.name for a in s.op.reduce_axes}
     inner = s.op.axes[-1].name if s.op.axes else None
     kinds = set()

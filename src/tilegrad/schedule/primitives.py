@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.simplify import simplify
-from ..te.tensor import ComputeOp, Tensor, axis_var, compute
+from ..te.tensor import ComputeOp, Tensor, axis_var, compute, reduce_identity
 from .state import FuseRel, Loop, LoopState, SplitRel, Stage, make_stage
 
 PRIMITIVES: dict[str, Callable] = {}
@@ -238,8 +238,6 @@ def rfactor(st: LoopState, stage: str, loop: str) -> str:
     value = ko * f + ki
     source = E.substitute(op.body.source, {k: value})
     if outer_extent * f != k.upper.value:
-        from ..te.tensor import reduce_identity
-
         source = E.select(value < k.upper, source, reduce_identity(op.body.combiner, source.dtype))
     other = tuple(a for a in op.reduce_axes if a is not k)
     name = _fresh_stage_name(st, f"{stage}_rf")

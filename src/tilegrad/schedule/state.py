@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from ..te import expr as E
-from ..te.tensor import ComputeOp, Tensor, topo_order
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, replace_reads, topo_order
 
 @dataclasses.dataclass
 class Loop:
@@ -121,8 +121,6 @@ class LoopState:
 
     def replace_tensor(self, old: Tensor, new: Tensor, readers: Sequence[Stage] | None = None) -> None:
         """Make `readers` (default: all stages) read `new` where they read `old`; outputs follow too."""
-        from ..te.tensor import replace_reads
-
         for s in (self.stages if readers is None else readers):
             if s.tensor is new:
                 continue
@@ -132,8 +130,6 @@ class LoopState:
 
     def _relink(self) -> None:
         """Rebuilt tensors keep their names; point every read at the current tensor of that name."""
-        from ..te.tensor import replace_reads
-
         current = {s.name: s.tensor for s in self.stages}
         for s in self.stages:
             stale = {inp: current[inp.name] for inp in s.op.inputs
@@ -150,8 +146,6 @@ class LoopState:
 def _unique_names(order: list[Tensor]) -> dict[int, Tensor]:
     """Stages and buffers are named by their tensors, so a repeated name (two `add`s) gets a suffix, in
     topological order so that traces stay replayable: {id(original): tensor as scheduled}."""
-    from ..te.tensor import PlaceholderOp, replace_reads
-
     taken: set[str] = set()
     out: dict[int, Tensor] = {}
     for t in order:
