@@ -56,15 +56,23 @@ def matmul_case(m: int, n: int, k: int, *, mr: int = 6) -> Case:
                 4.0 * (m * k + k * n + m * n), lambda x, y: x @ y, lambda x, y: x @ y)
 
 
-def conv2d_case() -> Case:
-    x = te.placeholder((1, 64, 56, 56), name="X")
-    w = te.placeholder((64, 64, 3, 3), name="W")
-    y = nn.conv2d(x, w, padding=1, name="Y")
+def conv2d_case(channels: int = 64, size: int = 56, kernel: int = 3) -> Case:
+    pad = kernel // 2
+    x = te.placeholder((1, channels, size, size), name="X")
+    w = te.placeholder((channels, channels, kernel, kernel), name="W")
+    y = nn.conv2d(x, w, padding=pad, name="Y")
     import torch.nn.functional as F
 
-    flops = 2.0 * 64 * 56 * 56 * 64 * 9
-    return Case("conv2d", "1x64x56x56 -> 64, 3x3 pad 1", [x, w], default_schedule(y), flops,
-                4.0 * (64 * 56 * 56 * 2 + 64 * 64 * 9), lambda a, b: F.conv2d(a, b, padding=1), None)
+    flops = 2.0 * channels * size * size * channels * kernel * kernel
+    shape = f"1x{channels}x{size}x{size} -> {channels}, {kernel}x{kernel} pad {pad}"
+    return Case("conv2d", shape, [x, w], default_schedule(y), flops,
+                4.0 * (channels * size * size * 2 + channels * channels * kernel * kernel),
+                lambda a, b: F.conv2d(a, b, padding=pad), None)
+
+
+def resnet_conv_cases() -> list[Case]:
+    """The 3x3 and 1x1 convolution shapes of ResNet's stages (batch 1), under the default schedule."""
+    return [conv2d_case(c, s, k) for c, s in ((64, 56), (128, 28), (256, 14), (512, 7)) for k in (3, 1)]
 
 
 def depthwise_case() -> Case:
@@ -182,9 +190,11 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per op (median taken)")
     parser.add_argument("--only", default=None, help="run only ops whose name contains this")
+    parser.add_argument("--set", choices=("issue", "resnet-convs"), default="issue",
+                        help="the issue's operator list, or ResNet's convolution shapes")
     args = parser.parse_args(argv)
     rows = []
-    for case in cases():
+    for case in cases() if args.set == "issue" else resnet_conv_cases():
         if args.only and args.only not in case.name:
             continue
         rows.append(measure(case, args.rounds))

@@ -223,6 +223,20 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, tiles_pe
         sch.vectorize(pack, inner)
 
 
+def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:
+    """(columns, channels) of the register tile: whole vectors of output columns where the width allows, else a
+    divisor of the width (a tile that overshoots the row would need bounds checks in the innermost loop), and as
+    many channels as fill the accumulator registers."""
+    if width % (2 * lanes) == 0:
+        wr = 2 * lanes
+    elif width % lanes == 0:
+        wr = lanes
+    else:
+        wr = _largest_divisor(width, 2 * lanes)
+    vectors = -(-wr // lanes)
+    return wr, _largest_divisor(channels, max(1, accumulators // vectors))
+
+
 def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     """Direct convolution: a tile of output channels x output columns accumulated in registers over the input
     channels and taps; batch, channel blocks and rows run in parallel."""
@@ -230,8 +244,7 @@ def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     n, c, *spatial = [a.name for a in s.op.axes]
     w = spatial[-1]
     wext = _extent(s, w)
-    wr = next((d for d in (2 * lanes, lanes) if wext % d == 0), min(wext, lanes))
-    cr = _largest_divisor(_extent(s, c), 12 // max(1, wr // lanes))
+    wr, cr = conv_tile(_extent(s, c), wext, lanes)
     local = sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     c0, c1 = sch.split(s.name, c, cr)
