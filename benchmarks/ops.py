@@ -56,23 +56,28 @@ def matmul_case(m: int, n: int, k: int, *, mr: int = 6) -> Case:
                 4.0 * (m * k + k * n + m * n), lambda x, y: x @ y, lambda x, y: x @ y)
 
 
-def conv2d_case(channels: int = 64, size: int = 56, kernel: int = 3) -> Case:
+def conv2d_case(channels: int = 64, size: int = 56, kernel: int = 3, packed: bool = False) -> Case:
+    """Direct conv2d (vectors along the output row), or te.nn.packed_conv2d (vectors across a block of output
+    channels; the weight packing is inside the timed kernel)."""
     pad = kernel // 2
     x = te.placeholder((1, channels, size, size), name="X")
     w = te.placeholder((channels, channels, kernel, kernel), name="W")
-    y = nn.conv2d(x, w, padding=pad, name="Y")
+    block = 2 * CpuTarget.host().vector_lanes
+    y = nn.packed_conv2d(x, w, padding=pad, block=block, name="Y") if packed else nn.conv2d(x, w, padding=pad,
+                                                                                             name="Y")
     import torch.nn.functional as F
 
     flops = 2.0 * channels * size * size * channels * kernel * kernel
     shape = f"1x{channels}x{size}x{size} -> {channels}, {kernel}x{kernel} pad {pad}"
-    return Case("conv2d", shape, [x, w], default_schedule(y), flops,
+    return Case("packed_conv2d" if packed else "conv2d", shape, [x, w], default_schedule(y), flops,
                 4.0 * (channels * size * size * 2 + channels * channels * kernel * kernel),
                 lambda a, b: F.conv2d(a, b, padding=pad), None)
 
 
 def resnet_conv_cases() -> list[Case]:
-    """The 3x3 and 1x1 convolution shapes of ResNet's stages (batch 1), under the default schedule."""
-    return [conv2d_case(c, s, k) for c, s in ((64, 56), (128, 28), (256, 14), (512, 7)) for k in (3, 1)]
+    """The 3x3 and 1x1 convolution shapes of ResNet's stages (batch 1), direct and packed, default schedules."""
+    return [conv2d_case(c, s, k, packed) for c, s in ((64, 56), (128, 28), (256, 14), (512, 7)) for k in (3, 1)
+            for packed in (False, True)]
 
 
 def depthwise_case() -> Case:

@@ -49,6 +49,11 @@ def _conv(nd, **kw):
     return make
 
 
+def _packed_conv():
+    x, w = _p((1, 5, 9, 10), "X"), _p((11, 5, 3, 3), "W")
+    return [x, w], nn.packed_conv2d(x, w, stride=(1, 2), padding=1, block=8, name="Y")
+
+
 def _depthwise():
     x, w = _p((1, 8, 13, 15), "X"), _p((8, 1, 3, 3), "W")
     return [x, w], nn.depthwise_conv2d(x, w, stride=2, padding=1, name="Y")
@@ -148,6 +153,7 @@ WORKLOADS: dict[str, Workload] = {
     "conv2d_3x3_c4_14x14": _conv(2, padding=1),
     "conv2d_groups2_dilation2": _conv(2, padding=2, dilation=2, groups=2),
     "conv3d_c4_6x7x5": _conv(3, padding=(1, 0, 1)),
+    "packed_conv2d_o11_block8": _packed_conv,
     "depthwise_conv2d_c8_stride2": _depthwise,
     "conv2d_transpose_stride2": _conv_transpose,
     "max_pool2d_3x3_stride2": _max_pool,

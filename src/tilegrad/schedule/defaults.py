@@ -20,6 +20,7 @@ from .state import Stage
 
 INJECTIVE_TAGS = {"elemwise", "broadcast", "injective", "pad", ""}
 CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
+PACKED_TAGS = {"packed_conv2d_tiles", "packed_matmul_tiles"}
 WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
 MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule
 ROW_TAGS = {"softmax", "log_softmax", "layer_norm"}
@@ -62,6 +63,8 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
         tag = s.op.tag
         if tag == "packed_matmul":
             _schedule_packed_matmul(sch, s, target)
+        elif tag == "packed_conv2d":
+            _schedule_packed_conv(sch, s, target)
         elif tag in MATMUL_TAGS:
             _schedule_matmul(sch, s, target)
         elif tag in CONV_TAGS and s.op.attrs.get("groups", 1) == 1:
@@ -74,7 +77,7 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
 
 
 def _feeds_conv(readers: list[Stage]) -> bool:
-    return any(r.op.tag in CONV_TAGS | WINDOW_TAGS for r in readers)
+    return any(r.op.tag in CONV_TAGS | WINDOW_TAGS | PACKED_TAGS for r in readers)
 
 
 def _extent(s: Stage, loop: str) -> int:
@@ -221,6 +224,26 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, tiles_pe
         outer, _, inner = sch.loops(pack)
         _parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
         sch.vectorize(pack, inner)
+
+
+def _schedule_packed_conv(sch: Schedule, s: Stage, target: CpuTarget, accumulators: int = 14) -> None:
+    """te.nn.packed_conv2d: a register tile of wr output columns x one block of output channels (vectorised)
+    accumulates over input channels and taps; images, channel blocks and rows run in parallel; the tile is copied
+    out to NCHW."""
+    block = s.op.attrs["block"]
+    blocked = next(t.name for t in s.op.inputs)
+    n, c, h, w = [a.name for a in s.op.axes]
+    vectors = -(-block // target.vector_lanes)
+    wr = _largest_divisor(_extent(s, w), max(1, accumulators // vectors))
+    c0, c1 = sch.split(s.name, c, block)
+    w0, w1 = sch.split(s.name, w, wr)
+    sch.reorder(s.name, n, c0, h, w0, c1, w1)
+    _parallel_outer(sch, s, [n, c0, h], target, _extent(s, w) * block)
+    sch.compute_at(blocked, s.name, w0)
+    bn, bc, bh, bw, bb, *reduce = sch.loops(blocked)
+    sch.reorder(blocked, bn, bc, bh, *reduce, bw, bb)
+    sch.unroll(blocked, bw)
+    sch.vectorize(blocked, bb)
 
 
 def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 Each op returns a Tensor whose compute carries a `tag` naming its family, by which default schedules are chosen,
 and `attrs` recording its parameters. Tags used: "matmul", "batch_matmul", "dense", "conv1d", "conv2d", "conv3d",
-"depthwise_conv2d", "packed_matmul", "pack", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
+"depthwise_conv2d", "packed_matmul", "packed_conv2d", "pack", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
 "broadcast", "injective", and for the final stage of multi-stage ops "softmax", "log_softmax" and "layer_norm".
 """
 
@@ -18,6 +18,7 @@ from .elementwise import (
     erf as erf, gelu as gelu, clip as clip, cast as cast,
 )
 from .linalg import matmul as matmul, batch_matmul as batch_matmul, dense as dense, packed_matmul as packed_matmul
+from .packed_conv import packed_conv2d as packed_conv2d
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm
 from .pool import (
     max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,
