@@ -137,7 +137,7 @@ def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     lanes = target.vector_lanes
     *outer, w = [a.name for a in s.op.axes]
     wext = _extent(s, w)
-    wr = next((d for d in (2 * lanes, lanes) if wext % d == 0), min(wext, lanes))
+    wr, _ = conv_tile(1, wext, lanes)
     pads = [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
             and [r.name for r in sch.state.readers(p.tensor)] == [s.name]]
     local = sch.cache_write(s.name)
