@@ -124,6 +124,33 @@ def cases() -> list[Case]:
             conv2d_case(), depthwise_case(), layernorm_case(), softmax_case()]
 
 
+def model_op_cases() -> list[Case]:
+    """Shapes from BERT-base (attention batch matmuls, the 768 -> 3072 dense layer, plain and packed) and
+    MobileNetV2 (depthwise 3x3, stride 1 and 2), under default schedules."""
+    import torch.nn.functional as F
+
+    out = []
+    for m, k, n in ((128, 64, 128), (128, 128, 64)):
+        a, b = te.placeholder((12, m, k), name="A"), te.placeholder((12, k, n), name="B")
+        out.append(Case("batch_matmul", f"12x{m}x{k} @ 12x{k}x{n}", [a, b],
+                        default_schedule(nn.batch_matmul(a, b, name="C")), 2.0 * 12 * m * n * k,
+                        4.0 * 12 * (m * k + k * n + m * n), lambda x, y: x @ y, lambda x, y: x @ y))
+    x, w = te.placeholder((128, 768), name="X"), te.placeholder((3072, 768), name="W")
+    for label, y in (("dense", nn.dense(x, w, name="Y")),
+                     ("packed_dense", nn.packed_matmul(x, w, transpose_b=True, nr=2 * CpuTarget.host().vector_lanes,
+                                                       name="Y"))):
+        out.append(Case(label, "128x768 -> 3072", [x, w], default_schedule(y), 2.0 * 128 * 768 * 3072,
+                        4.0 * (128 * 768 + 3072 * 768 + 128 * 3072), lambda p, q: p @ q.T, lambda p, q: p @ q.T))
+    for c, size, stride in ((32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (384, 14, 1), (960, 7, 1)):
+        xi, wi = te.placeholder((1, c, size, size), name="X"), te.placeholder((c, 1, 3, 3), name="W")
+        y = nn.depthwise_conv2d(xi, wi, stride=stride, padding=1, name="Y")
+        o = y.shape[-1]
+        out.append(Case("depthwise_conv2d", f"1x{c}x{size}x{size}, 3x3 stride {stride}", [xi, wi],
+                        default_schedule(y), 2.0 * c * o * o * 9, 4.0 * c * (size * size + o * o),
+                        lambda p, q, s=stride, g=c: F.conv2d(p, q, stride=s, padding=1, groups=g), None))
+    return out
+
+
 def _time_python(fn: Callable, min_s: float = 0.05, repeats: int = 5) -> float:
     fn()
     number, t = 1, 0.0
@@ -195,11 +222,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per op (median taken)")
     parser.add_argument("--only", default=None, help="run only ops whose name contains this")
-    parser.add_argument("--set", choices=("issue", "resnet-convs"), default="issue",
-                        help="the issue's operator list, or ResNet's convolution shapes")
+    parser.add_argument("--set", choices=("issue", "resnet-convs", "model-ops"), default="issue",
+                        help="the issue's operator list, ResNet's convolution shapes, or BERT/MobileNet shapes")
     args = parser.parse_args(argv)
     rows = []
-    for case in cases() if args.set == "issue" else resnet_conv_cases():
+    sets = {"issue": cases, "resnet-convs": resnet_conv_cases, "model-ops": model_op_cases}
+    for case in sets[args.set]():
         if args.only and args.only not in case.name:
             continue
         rows.append(measure(case, args.rounds))
