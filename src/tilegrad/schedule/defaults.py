@@ -115,7 +115,18 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
         return
     contiguous = _contiguous_reduction(s)
     if reduce and contiguous == "reduce":
-        _parallel_outer(sch, s, spatial, target, reduce_work)
+        lanes = target.vector_lanes
+        if len(reduce) == 1 and reduce_work % lanes == 0 and reduce_work >= 2 * lanes:
+            _, k1 = sch.split(s.name, reduce[0], lanes)
+            rf = sch.rfactor(s.name, k1)
+            _parallel_outer(sch, s, spatial, target, reduce_work)
+            row = sch.loops(s.name)[-2]
+            lane, *rest = sch.loops(rf)
+            sch.reorder(rf, *rest, lane)
+            sch.vectorize(rf, lane)
+            sch.compute_at(rf, s.name, row)
+        else:
+            _parallel_outer(sch, s, spatial, target, reduce_work)
         return
     if reduce and contiguous == "window":
         _schedule_window(sch, s, target)
