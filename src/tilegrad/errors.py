@@ -13,6 +13,14 @@ class ShapeError(TilegradError):
     """Tensors whose shapes or dtypes do not fit the operation."""
 
 
+class UnsupportedOpError(TilegradError):
+    """An op the registry or a frontend does not know; the message names every such op and node."""
+
+
+class UnknownAttributeError(TilegradError):
+    """An attribute an op does not declare."""
+
+
 class ScheduleError(TilegradError):
     """An illegal schedule step; the message names the step index, primitive and loops."""
 

@@ -1,0 +1,156 @@
+"""Graph IR: values with tensor types, nodes applying registered ops, and graphs in topological order.
+
+Values and nodes are immutable and compared by identity (two nodes that compute the same thing are still two
+nodes until a pass merges them). A `GraphBuilder` runs each op's type rule as nodes are added, so a graph is typed
+by construction and a mismatch names the node and the shapes at the point it happens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ShapeError
+from .registry import TensorType, lookup
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Value:
+    """A tensor flowing through the graph: a graph input, a constant (`data` set), or a node's output."""
+
+    name: str
+    type: TensorType
+    data: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Node:
+    name: str
+    op: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    attrs: dict
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Graph:
+    """Inputs, outputs and nodes in topological order; constants are the inputs of nodes that carry `data`."""
+
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    nodes: tuple[Node, ...]
+
+    @property
+    def constants(self) -> list[Value]:
+        seen: dict[int, Value] = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                if v.is_constant:
+                    seen.setdefault(id(v), v)
+        return list(seen.values())
+
+    def producers(self) -> dict[int, Node]:
+        """id(value) -> the node that produces it."""
+        return {id(v): n for n in self.nodes for v in n.outputs}
+
+    def consumers(self) -> dict[int, list[Node]]:
+        """id(value) -> the nodes that read it, in order."""
+        out: dict[int, list[Node]] = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                out.setdefault(id(v), []).append(n)
+        return out
+
+    def verify(self) -> None:
+        """Check that every value is defined before use and that every node's types follow its op's rule."""
+        defined = {id(v) for v in self.inputs} | {id(c) for c in self.constants}
+        names: set[str] = set()
+        for n in self.nodes:
+            for v in n.inputs:
+                if id(v) not in defined:
+                    raise ShapeError(f"node {n.name!r} ({n.op}) reads {v.name!r} before it is defined")
+            want = infer_types(n.op, [v.type for v in n.inputs], n.attrs, n.name)
+            got = [v.type for v in n.outputs]
+            if want != got:
+                raise ShapeError(f"node {n.name!r} ({n.op}): outputs typed {_types(got)} but the op gives "
+                                 f"{_types(want)}")
+            for v in n.outputs:
+                if v.name in names:
+                    raise ShapeError(f"value name {v.name!r} is defined twice (again by node {n.name!r})")
+                names.add(v.name)
+                defined.add(id(v))
+        for v in self.outputs:
+            if id(v) not in defined:
+                raise ShapeError(f"graph output {v.name!r} is never computed")
+
+    def __str__(self) -> str:
+        from .printer import format_graph
+
+        return format_graph(self)
+
+
+def _types(types: Sequence[TensorType]) -> str:
+    return ", ".join(str(t) for t in types)
+
+
+def infer_types(op: str, types: Sequence[TensorType], attrs: dict, where: str) -> list[TensorType]:
+    """The output types of `op` applied to inputs of `types`; errors name the node and the input shapes."""
+    opdef = lookup(op)
+    opdef.check_arity(len(types), f"node {where!r}")
+    bound = opdef.bind_attrs(attrs, f"node {where!r}")
+    try:
+        return list(opdef.infer(*types, **bound))
+    except ShapeError as exc:
+        raise ShapeError(f"node {where!r} ({op}) with inputs {_types(types)}: {exc}") from None
+
+
+class GraphBuilder:
+    """Adds typed nodes in order; `build` returns the graph."""
+
+    def __init__(self):
+        self._inputs: list[Value] = []
+        self._nodes: list[Node] = []
+        self._names: dict[str, int] = {}
+
+    def _fresh(self, base: str) -> str:
+        n = self._names.get(base, 0)
+        self._names[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
+        v = Value(self._fresh(name), TensorType(tuple(int(d) for d in shape), dtype))
+        self._inputs.append(v)
+        return v
+
+    def const(self, data, name: str = "const") -> Value:
+        arr = np.ascontiguousarray(data)
+        return Value(self._fresh(name), TensorType(arr.shape, str(arr.dtype)), arr)
+
+    def op(self, op: str, *inputs: Value, name: str | None = None, **attrs) -> Value | tuple[Value, ...]:
+        """Add a node; returns its output (or outputs, for an op with several)."""
+        node_name = self._fresh(name or op)
+        types = infer_types(op, [v.type for v in inputs], attrs, node_name)
+        bound = lookup(op).bind_attrs(attrs, f"node {node_name!r}")
+        outs = tuple(Value(node_name if len(types) == 1 else self._fresh(f"{node_name}_out"), t) for t in types)
+        self._nodes.append(Node(node_name, op, tuple(inputs), outs, bound))
+        return outs[0] if len(outs) == 1 else outs
+
+    def build(self, outputs: Value | Sequence[Value]) -> Graph:
+        outs = (outputs,) if isinstance(outputs, Value) else tuple(outputs)
+        g = Graph(tuple(self._inputs), outs, tuple(self._nodes))
+        g.verify()
+        return g

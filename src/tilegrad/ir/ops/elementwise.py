@@ -1,0 +1,101 @@
+"""Element-wise ops: unary maps and binary (and ternary) ops with NumPy-style broadcasting."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...te import expr as E
+from ...te import nn
+from ...te import tensor as te
+from ..registry import BROADCAST, ELEMWISE, Sample, TensorType, declare, same_as_input
+
+_UNARY_SAMPLES = (Sample((((4, 33), "float32"),)), Sample((((1, 8, 5, 7), "float32"),)))
+_BINARY_SAMPLES = (Sample((((4, 33), "float32"), ((33,), "float32"))),
+                   Sample((((2, 1, 5), "float32"), ((3, 1), "float32"))))
+
+
+def broadcast(*types: TensorType, **_) -> list[TensorType]:
+    """The type rule of broadcasting ops: NumPy's shape rule, one dtype."""
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) != 1:
+        raise ShapeError(f"operands have different dtypes {sorted(dtypes)}; insert a Cast")
+    return [TensorType(nn.broadcast_shape(*(t.shape for t in types)), types[0].dtype)]
+
+
+def _comparison(*types: TensorType, **_) -> list[TensorType]:
+    return [TensorType(broadcast(*types)[0].shape, "bool")]
+
+
+def _where(cond: TensorType, a: TensorType, b: TensorType, **_) -> list[TensorType]:
+    if cond.dtype != "bool":
+        raise ShapeError(f"the condition must be bool, got {cond.dtype}")
+    out = broadcast(a, b)[0]
+    return [TensorType(nn.broadcast_shape(cond.shape, out.shape), out.dtype)]
+
+
+def _unary(name: str, compute, reference) -> None:
+    declare(name, kind=ELEMWISE, infer=same_as_input, reference=reference, compute=compute, samples=_UNARY_SAMPLES)
+
+
+def _binary(name: str, compute, reference, infer=broadcast, samples=_BINARY_SAMPLES) -> None:
+    declare(name, kind=BROADCAST, infer=infer, reference=reference, compute=compute, samples=samples, num_inputs=2)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _map(fn):
+    """A unary op's compute from an expression builder."""
+    return lambda x: te.compute(x.shape, lambda *i: fn(x[i]), name="map", tag="elemwise")
+
+
+_unary("relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0))
+_unary("sigmoid", lambda x: nn.sigmoid(x), lambda x: 1 / (1 + np.exp(-x)))
+_unary("tanh", lambda x: nn.tanh(x), np.tanh)
+_unary("exp", lambda x: nn.exp(x), np.exp)
+_unary("log", lambda x: nn.log(x), np.log)
+_unary("sqrt", lambda x: nn.sqrt(x), np.sqrt)
+_unary("erf", lambda x: nn.erf(x), lambda x: _erf(x).astype(x.dtype))
+_unary("gelu", lambda x: nn.gelu(x), lambda x: (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype))
+_unary("abs", _map(E.abs_), np.abs)
+_unary("neg", _map(lambda v: -v), np.negative)
+_unary("reciprocal", _map(lambda v: 1.0 / v), np.reciprocal)
+
+declare("leaky_relu", kind=ELEMWISE, attrs={"alpha": 0.01}, infer=same_as_input,
+        reference=lambda x, alpha: np.where(x > 0, x, alpha * x),
+        compute=lambda x, alpha: nn.leaky_relu(x, alpha), samples=_UNARY_SAMPLES)
+declare("clip", kind=ELEMWISE, attrs={"min": -math.inf, "max": math.inf}, infer=same_as_input,
+        reference=lambda x, min, max: np.clip(x, min, max),
+        compute=lambda x, min, max: nn.clip(x, None if math.isinf(min) else min, None if math.isinf(max) else max),
+        samples=(Sample((((4, 33), "float32"),), {"min": 0.0, "max": 6.0}),))
+declare("hard_sigmoid", kind=ELEMWISE, attrs={"alpha": 0.2, "beta": 0.5}, infer=same_as_input,
+        reference=lambda x, alpha, beta: np.clip(alpha * x + beta, 0, 1),
+        compute=lambda x, alpha, beta: _map(lambda v: E.minimum(E.maximum(v * alpha + beta, 0.0), 1.0))(x),
+        samples=_UNARY_SAMPLES)
+declare("hard_swish", kind=ELEMWISE, infer=same_as_input,
+        reference=lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+        compute=_map(lambda v: v * E.minimum(E.maximum(v * (1.0 / 6.0) + 0.5, 0.0), 1.0)),
+        samples=_UNARY_SAMPLES)
+declare("cast", kind=ELEMWISE, attrs={"to": "float32"},
+        infer=lambda x, to: [TensorType(x.shape, to)],
+        reference=lambda x, to: x.astype(to),
+        compute=lambda x, to: nn.cast(x, to),
+        samples=(Sample((((4, 33), "float32"),), {"to": "int32"}),))
+
+_binary("add", nn.add, np.add)
+_binary("sub", nn.sub, np.subtract)
+_binary("mul", nn.mul, np.multiply)
+_binary("div", nn.div, np.divide)
+_binary("pow", nn.power, np.power, samples=(Sample((((4, 33), "float32"), ((1,), "float32"))),))
+_binary("maximum", nn.maximum, np.maximum)
+_binary("minimum", nn.minimum, np.minimum)
+_binary("equal", nn.equal, np.equal, infer=_comparison)
+_binary("less", nn.less, np.less, infer=_comparison)
+_binary("greater", nn.greater, np.greater, infer=_comparison)
+declare("not", kind=ELEMWISE, infer=same_as_input, reference=np.logical_not, compute=_map(E.logical_not),
+        samples=(Sample((((4, 33), "bool"),)),))
+declare("where", kind=BROADCAST, infer=_where, reference=np.where, compute=nn.where, num_inputs=3,
+        samples=(Sample((((4, 1), "bool"), ((4, 5), "float32"), ((5,), "float32"))),))
