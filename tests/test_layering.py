@@ -14,6 +14,8 @@ FORBIDDEN = {
     "loop": {"codegen", "runtime", "tune", "ir", "passes", "frontend"},
     "codegen": {"schedule", "tune", "runtime", "ir", "passes", "frontend"},
     "runtime": {"te", "schedule", "loop", "codegen", "tune", "ir", "passes", "frontend"},
+    "ir": {"schedule", "loop", "codegen", "runtime", "passes", "frontend", "tune"},
+    "frontend": {"schedule", "loop", "codegen", "runtime", "passes", "tune"},
 }
 
 

@@ -1,6 +1,17 @@
-"""tilegrad: a deep-learning compiler. Subpackages: `te` (expressions and tensor expressions), `schedule`
-(schedules as traces), `loop` (loop IR), `codegen` (C), `runtime` (build, call, time); `tilegrad.build.build`
-compiles a schedule into a callable kernel.
+"""tilegrad: a deep-learning compiler.
 
-Kept free of imports on purpose: timing workers import this package, and each import costs them start-up time.
+    mod = tilegrad.compile("model.onnx")      # a native Module; mod(x) -> outputs
+    mod.save("out/"); mod = tilegrad.load("out/")
+
+Subpackages: `te` (expressions and tensor expressions), `schedule` (schedules as traces), `loop` (loop IR),
+`codegen` (C), `runtime` (build, call, time), `ir` (graph IR and op registry), `frontend` (ONNX).
+The package imports nothing until used: timing workers import it, and every import costs them start-up time.
 """
+
+
+def __getattr__(name):
+    if name in ("compile", "load"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'tilegrad' has no attribute {name!r}")

@@ -94,7 +94,7 @@ class Graph:
                 names.add(v.name)
                 defined.add(id(v))
         for v in self.outputs:
-            if id(v) not in defined:
+            if id(v) not in defined and not v.is_constant:
                 raise ShapeError(f"graph output {v.name!r} is never computed")
 
     def __str__(self) -> str:
@@ -137,7 +137,9 @@ class GraphBuilder:
         return v
 
     def const(self, data, name: str = "const") -> Value:
-        arr = np.ascontiguousarray(data)
+        arr = np.asarray(data)
+        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would also turn a scalar into shape (1,))
+            arr = arr.copy(order="C")
         return Value(self._fresh(name), TensorType(arr.shape, str(arr.dtype)), arr)
 
     def op(self, op: str, *inputs: Value, name: str | None = None, **attrs) -> Value | tuple[Value, ...]:

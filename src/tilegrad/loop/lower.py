@@ -222,7 +222,7 @@ class _Lowering:
         if type(op.body) is E.Reduce:
             comb = op.body.combiner
             main = Store(buf, idx, combine(comb, E.Load(buf, idx), value))
-            first_reduce = next(i for i, leaf in enumerate(s.leaves) if s.loops[leaf].is_reduce)
+            first_reduce = next((i for i, leaf in enumerate(s.leaves) if s.loops[leaf].is_reduce), n)
             spatial_after = [i for i in range(first_reduce, n) if not s.loops[s.leaves[i]].is_reduce]
             init_guards = [g for g in info.guards
                            if first_reduce - 1 <= dep(g) and all(not s.loops[s.leaves[depth[v.name]]].is_reduce

@@ -23,7 +23,7 @@ CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
 PACKED_TAGS = {"packed_conv2d_tiles", "packed_matmul_tiles"}
 WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
 MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule
-ROW_TAGS = {"softmax", "log_softmax", "layer_norm"}
+ROW_TAGS = {"softmax", "log_softmax", "layer_norm", "instance_norm"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ def _contiguous_reduction(s: Stage) -> str | None:
     stack = [s.op.body]
     while stack:
         x = stack.pop()
-        if type(x) is E.Load:
+        if type(x) is E.Load and x.indices:
             names = {v.name for v in E.free_vars(x.indices[-1])}
             if names & reduce_names:
                 kinds.add("window" if inner in names else "reduce")

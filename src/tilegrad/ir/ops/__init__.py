@@ -1,3 +1,6 @@
 """The op families; importing this package declares every op in the registry."""
 
-from . import elementwise as elementwise  # noqa: F401
+from . import elementwise as elementwise
+from . import nn as nn
+from . import reduce as reduce
+from . import shape as shape

@@ -1,0 +1,1 @@
+"""Frontends: ONNX (and, later, PyTorch) models onto the op registry."""

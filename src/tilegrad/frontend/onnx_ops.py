@@ -1,0 +1,336 @@
+"""ONNX op types mapped onto the registry: one small function each, ONNX attributes as keyword parameters with
+ONNX's defaults. Inputs that ONNX passes as tensors but the registry takes as attributes (shapes, axes, pads) must
+be constants; constant folding during import makes them so when shapes are static."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from .onnx import OnnxBuilder as B
+from .onnx import constant_input, onnx_op
+
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
+          "Erf": "erf", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal", "Not": "not",
+          "HardSwish": "hard_swish", "GlobalAveragePool": "global_avg_pool", "GlobalMaxPool": "global_max_pool"}
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "equal", "Less": "less",
+           "Greater": "greater"}
+
+
+def _unary(op):
+    return lambda b, name, x: b.op(op, x, name=name)
+
+
+def _binary(op):
+    return lambda b, name, x, y: b.op(op, x, y, name=name)
+
+
+for _onnx, _op in _UNARY.items():
+    onnx_op(_onnx)(_unary(_op))
+for _onnx, _op in _BINARY.items():
+    onnx_op(_onnx)(_binary(_op))
+
+
+def _extreme(op):
+    def convert(b: B, name, *xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = b.op(op, out, x, name=name)
+        return out
+    return convert
+
+
+onnx_op("Max")(_extreme("maximum"))
+onnx_op("Min")(_extreme("minimum"))
+
+
+@onnx_op("Identity", "Dropout")
+def _identity(b: B, name, x, *_, **__):
+    return b.op("identity", x, name=name)
+
+
+@onnx_op("LeakyRelu")
+def _leaky_relu(b: B, name, x, *, alpha=0.01):
+    return b.op("leaky_relu", x, name=name, alpha=alpha)
+
+
+@onnx_op("HardSigmoid")
+def _hard_sigmoid(b: B, name, x, *, alpha=0.2, beta=0.5):
+    return b.op("hard_sigmoid", x, name=name, alpha=alpha, beta=beta)
+
+
+@onnx_op("Gelu")
+def _gelu(b: B, name, x, *, approximate="none"):
+    if approximate != "none":
+        raise ShapeError(f"node {name!r}: Gelu approximate={approximate!r} is not supported (only 'none')")
+    return b.op("gelu", x, name=name)
+
+
+@onnx_op("Clip")
+def _clip(b: B, name, x, lo=None, hi=None, *, min=-math.inf, max=math.inf):
+    if b.opset >= 11:
+        lo_v, hi_v = constant_input(lo, "min", name), constant_input(hi, "max", name)
+        min = -math.inf if lo_v is None else float(lo_v)
+        max = math.inf if hi_v is None else float(hi_v)
+    return b.op("clip", x, name=name, min=float(min), max=float(max))
+
+
+@onnx_op("Cast")
+def _cast(b: B, name, x, *, to, saturate=1):
+    from onnx import helper
+
+    return b.op("cast", x, name=name, to=str(helper.tensor_dtype_to_np_dtype(to)))
+
+
+@onnx_op("Where")
+def _where(b: B, name, cond, x, y):
+    return b.op("where", cond, x, y, name=name)
+
+
+def _pads_for_auto(auto_pad, sizes, kernel, strides, dilations):
+    """Explicit ONNX pads (begins then ends) for auto_pad SAME_UPPER / SAME_LOWER / VALID."""
+    if auto_pad in ("NOTSET", "VALID"):
+        return None if auto_pad == "NOTSET" else (0,) * (2 * len(sizes))
+    begins, ends = [], []
+    for n, k, s, d in zip(sizes, kernel, strides, dilations):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
+        small, large = total // 2, total - total // 2
+        begins.append(small if auto_pad == "SAME_UPPER" else large)
+        ends.append(large if auto_pad == "SAME_UPPER" else small)
+    return tuple(begins + ends)
+
+
+def _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad):
+    nd = len(kernel)
+    strides = tuple(strides) if strides else (1,) * nd
+    dilations = tuple(dilations) if dilations else (1,) * nd
+    auto = _pads_for_auto(auto_pad, x.shape[2:], kernel, strides, dilations)
+    pads = auto if auto is not None else (tuple(pads) if pads else (0,) * (2 * nd))
+    return strides, dilations, pads
+
+
+@onnx_op("Conv")
+def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+          strides=None):
+    kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
+    strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    inputs = (x, w) if bias is None else (x, w, bias)
+    return b.op("conv", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=group)
+
+
+@onnx_op("ConvTranspose")
+def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                    output_padding=None, output_shape=None, pads=None, strides=None):
+    if output_shape is not None or auto_pad not in ("NOTSET", "VALID"):
+        raise ShapeError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} is not supported")
+    nd = len(x.shape) - 2
+    inputs = (x, w) if bias is None else (x, w, bias)
+    return b.op("conv_transpose", *inputs, name=name, strides=tuple(strides) if strides else (1,) * nd,
+                pads=tuple(pads) if pads else (0,) * (2 * nd), dilations=tuple(dilations) if dilations else (1,) * nd,
+                group=group, output_padding=tuple(output_padding) if output_padding else (0,) * nd)
+
+
+@onnx_op("MatMul")
+def _matmul(b: B, name, x, y):
+    return b.op("matmul", x, y, name=name)
+
+
+@onnx_op("Gemm")
+def _gemm(b: B, name, a, w, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+    inputs = (a, w) if c is None else (a, w, c)
+    return b.op("gemm", *inputs, name=name, alpha=float(alpha), beta=float(beta), trans_a=transA, trans_b=transB)
+
+
+@onnx_op("BatchNormalization")
+def _batch_norm(b: B, name, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1):
+    if training_mode:
+        raise ShapeError(f"node {name!r}: BatchNormalization in training mode is not supported (inference only)")
+    return b.op("batch_norm", x, scale, bias, mean, var, name=name, epsilon=float(epsilon))
+
+
+def _pool(op):
+    def convert(b: B, name, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                kernel_shape, pads=None, storage_order=0, strides=None):
+        kernel = tuple(kernel_shape)
+        strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+        extra = {"count_include_pad": count_include_pad} if op == "avg_pool" else {}
+        return b.op(op, x, name=name, kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
+                    ceil_mode=ceil_mode, **extra)
+    return convert
+
+
+onnx_op("MaxPool")(_pool("max_pool"))
+onnx_op("AveragePool")(_pool("avg_pool"))
+
+
+def _softmax(op):
+    def convert(b: B, name, x, *, axis=None):
+        rank = len(x.shape)
+        if b.opset >= 13:
+            return b.op(op, x, name=name, axis=-1 if axis is None else axis)
+        axis = 1 if axis is None else axis % rank
+        if axis == rank - 1:
+            return b.op(op, x, name=name, axis=-1)
+        # Before opset 13 the op normalises over all axes from `axis` on, as one flattened axis.
+        rows = int(np.prod(x.shape[:axis]))
+        flat = b.op("reshape", x, name=f"{name}_flatten", shape=(rows, -1))
+        return b.op("reshape", b.op(op, flat, name=name, axis=-1), name=f"{name}_unflatten", shape=x.shape)
+    return convert
+
+
+onnx_op("Softmax")(_softmax("softmax"))
+onnx_op("LogSoftmax")(_softmax("log_softmax"))
+
+
+@onnx_op("LayerNormalization")
+def _layer_norm(b: B, name, x, scale=None, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+    inputs = tuple(v for v in (x, scale, bias) if v is not None)
+    return b.op("layer_norm", *inputs, name=name, axis=axis, epsilon=float(epsilon))
+
+
+@onnx_op("InstanceNormalization")
+def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
+    return b.op("instance_norm", x, scale, bias, name=name, epsilon=float(epsilon))
+
+
+@onnx_op("Reshape")
+def _reshape(b: B, name, x, shape, *, allowzero=0):
+    if allowzero:
+        raise ShapeError(f"node {name!r}: Reshape with allowzero=1 is not supported")
+    target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
+    return b.op("reshape", x, name=name, shape=target)
+
+
+@onnx_op("Transpose")
+def _transpose(b: B, name, x, *, perm=None):
+    return b.op("transpose", x, name=name, perm=None if perm is None else tuple(perm))
+
+
+@onnx_op("Flatten")
+def _flatten(b: B, name, x, *, axis=1):
+    return b.op("flatten", x, name=name, axis=axis)
+
+
+def _axes(b: B, name, axes_input, axes_attr):
+    if axes_input is not None:
+        return tuple(int(a) for a in constant_input(axes_input, "axes", name))
+    return None if axes_attr is None else tuple(axes_attr)
+
+
+@onnx_op("Squeeze")
+def _squeeze(b: B, name, x, axes=None, **attrs):
+    return b.op("squeeze", x, name=name, axes=_axes(b, name, axes, attrs.get("axes")))
+
+
+@onnx_op("Unsqueeze")
+def _unsqueeze(b: B, name, x, axes=None, **attrs):
+    return b.op("unsqueeze", x, name=name, axes=_axes(b, name, axes, attrs.get("axes")))
+
+
+@onnx_op("Concat")
+def _concat(b: B, name, *xs, axis):
+    return b.op("concat", *xs, name=name, axis=axis)
+
+
+@onnx_op("Slice")
+def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs):
+    def ints(v, what):
+        data = constant_input(v, what, name)
+        return None if data is None else tuple(int(d) for d in data)
+    if b.opset < 10:
+        return b.op("slice", x, name=name, starts=tuple(attrs["starts"]), ends=tuple(attrs["ends"]),
+                    axes=None if "axes" not in attrs else tuple(attrs["axes"]))
+    return b.op("slice", x, name=name, starts=ints(starts, "starts"), ends=ints(ends, "ends"),
+                axes=ints(axes, "axes"), steps=ints(steps, "steps"))
+
+
+@onnx_op("Gather")
+def _gather(b: B, name, x, indices, *, axis=0):
+    return b.op("gather", x, indices, name=name, axis=axis)
+
+
+@onnx_op("Expand")
+def _expand(b: B, name, x, shape):
+    return b.op("expand", x, name=name, shape=tuple(int(d) for d in constant_input(shape, "the shape", name)))
+
+
+@onnx_op("Tile")
+def _tile(b: B, name, x, repeats):
+    return b.op("tile", x, name=name, repeats=tuple(int(d) for d in constant_input(repeats, "repeats", name)))
+
+
+@onnx_op("Pad")
+def _pad(b: B, name, x, pads=None, value=None, axes=None, *, mode="constant", **attrs):
+    if b.opset < 11:
+        pad_list, fill = tuple(attrs["pads"]), float(attrs.get("value", 0.0))
+    else:
+        pad_list = tuple(int(p) for p in constant_input(pads, "pads", name))
+        data = constant_input(value, "the pad value", name)
+        fill = 0.0 if data is None else float(np.asarray(data).reshape(-1)[0])
+        if axes is not None:
+            raise ShapeError(f"node {name!r}: Pad with an axes input is not supported")
+    return b.op("pad", x, name=name, pads=pad_list, value=fill, mode=mode)
+
+
+def _reduce(op):
+    def convert(b: B, name, x, axes=None, *, keepdims=1, noop_with_empty_axes=0, **attrs):
+        chosen = _axes(b, name, axes, attrs.get("axes"))
+        if chosen == () and noop_with_empty_axes:
+            return b.op("identity", x, name=name)
+        return b.op(op, x, name=name, axes=chosen or None, keepdims=keepdims)
+    return convert
+
+
+for _onnx, _op in {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
+                   "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod", "ReduceL2": "reduce_l2"}.items():
+    onnx_op(_onnx)(_reduce(_op))
+
+
+@onnx_op("ArgMax")
+def _argmax(b: B, name, x, *, axis=0, keepdims=1, select_last_index=0):
+    if select_last_index:
+        raise ShapeError(f"node {name!r}: ArgMax with select_last_index=1 is not supported")
+    return b.op("argmax", x, name=name, axis=axis, keepdims=keepdims)
+
+
+@onnx_op("Constant")
+def _constant(b: B, name, **attrs):
+    from onnx import numpy_helper
+
+    if "value" in attrs:
+        return b.const(numpy_helper.to_array(attrs["value"]), name)
+    for key, dtype in (("value_float", "float32"), ("value_int", "int64")):
+        if key in attrs:
+            return b.const(np.array(attrs[key], dtype), name)
+    for key, dtype in (("value_floats", "float32"), ("value_ints", "int64")):
+        if key in attrs:
+            return b.const(np.array(attrs[key], dtype), name)
+    raise ShapeError(f"node {name!r}: Constant with attributes {sorted(attrs)} is not supported")
+
+
+@onnx_op("Shape")
+def _shape(b: B, name, x, *, start=0, end=None):
+    return b.const(np.array(x.shape[start:end], "int64"), name)
+
+
+@onnx_op("Size")
+def _size(b: B, name, x):
+    return b.const(np.array(int(np.prod(x.shape)), "int64"), name)
+
+
+@onnx_op("ConstantOfShape")
+def _constant_of_shape(b: B, name, shape, *, value=None):
+    from onnx import numpy_helper
+
+    dims = tuple(int(d) for d in constant_input(shape, "the shape", name))
+    fill = np.zeros(1, "float32") if value is None else numpy_helper.to_array(value).reshape(-1)
+    return b.const(np.full(dims, fill[0], fill.dtype), name)
+
+
+@onnx_op("Range")
+def _range(b: B, name, start, limit, delta):
+    args = [constant_input(v, "Range's inputs", name) for v in (start, limit, delta)]
+    return b.const(np.arange(*[np.asarray(a).item() for a in args]).astype(np.asarray(args[0]).dtype), name)

@@ -1,0 +1,97 @@
+"""Reductions over a set of axes (sum, mean, max, min, L2 norm) and argmax, with ONNX's axes and keepdims.
+
+Sums, means, maxima and minima are `te.nn.reduction`'s; the L2 norm is the square root of a sum of squares; argmax
+takes two stages, the maximum and then the least index holding it. There is no product: the te reducers are sum,
+max and min only, and exp(sum(log|x|)) would lose signs and zeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...te import expr as E
+from ...te import nn
+from ...te import tensor as te
+from ..registry import REDUCTION, Sample, TensorType, declare
+from .shape import ints, normalize_axes, normalize_axis
+
+_SAMPLES = (Sample((((3, 4, 5), "float32"),), {"keepdims": 0}),
+            Sample((((3, 4, 5), "float32"),), {"axes": (-1, 0), "keepdims": 0}),
+            Sample((((2, 6, 5), "float32"),), {"axes": (1,)}))
+
+
+def _axes(ndim: int, axes) -> tuple[int, ...]:
+    """Sorted reduced axes; None or an empty list means all of them (ONNX noop_with_empty_axes=0)."""
+    axes = () if axes is None else ints(axes, "axes")
+    return tuple(sorted(normalize_axes(axes, ndim))) if axes else tuple(range(ndim))
+
+
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims) -> tuple[int, ...]:
+    if keepdims not in (0, 1):
+        raise ShapeError(f"keepdims must be 0 or 1, got {keepdims!r}")
+    return tuple(1 if d in axes else n for d, n in enumerate(shape) if keepdims or d not in axes)
+
+
+def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> None:
+    """Declare `name` with the te compute `te_reduce(x, axes, keepdims)` and the reference `np_reduce(x, axes,
+    keepdims)`, which accumulates in float64 for floats."""
+    def infer(x: TensorType, axes, keepdims) -> list[TensorType]:
+        if x.dtype == "bool" or (floats_only and not E.is_float(x.dtype)):
+            raise ShapeError(f"{name} needs a {'float' if floats_only else 'numeric'} input, got {x.dtype}; "
+                             f"insert a Cast")
+        if not x.shape:
+            raise ShapeError(f"{name} of a rank-0 tensor reduces nothing; use identity")
+        return [TensorType(_reduced_shape(x.shape, _axes(len(x.shape), axes), keepdims), x.dtype)]
+
+    def reference(x, axes, keepdims):
+        wide = x.astype(np.float64) if x.dtype.kind == "f" else x
+        return np.asarray(np_reduce(wide, _axes(x.ndim, axes), bool(keepdims))).astype(x.dtype)
+
+    def compute(x, axes, keepdims):
+        return te_reduce(x, _axes(x.ndim, axes), bool(keepdims))
+
+    declare(name, kind=REDUCTION, attrs={"axes": None, "keepdims": 1}, infer=infer, reference=reference,
+            compute=compute, samples=_SAMPLES)
+
+
+def _l2_te(x, axes, keepdims):
+    return nn.sqrt(nn.reduce_sum(nn.mul(x, x, name="reduce_l2_square"), axes, keepdims, name="reduce_l2_sum"),
+                   name="reduce_l2")
+
+
+_reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dtype, keepdims=k))
+_reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True)
+_reduction("reduce_max", nn.reduce_max, lambda x, a, k: np.max(x, a, keepdims=k))
+_reduction("reduce_min", nn.reduce_min, lambda x, a, k: np.min(x, a, keepdims=k))
+_reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True)
+
+
+# --- argmax: the maximum, then the least index that holds it ---
+
+def _argmax(x: TensorType, axis, keepdims) -> list[TensorType]:
+    if x.dtype == "bool":
+        raise ShapeError("argmax needs a numeric input, got bool; insert a Cast")
+    a = normalize_axis(axis, len(x.shape))
+    return [TensorType(_reduced_shape(x.shape, (a,), keepdims), "int64")]
+
+
+def _argmax_te(x: te.Tensor, axis, keepdims) -> te.Tensor:
+    a = normalize_axis(axis, x.ndim)
+    maxes = nn.reduce_max(x, a, keepdims=True, name="argmax_max")
+    k = te.reduce_axis(x.shape[a], f"r{a}")
+
+    def body(*i):
+        row = (*i[:a], 0, *i[a + 1:]) if keepdims else (*i[:a], 0, *i[a:])  # the index into maxes
+        at_max = x[(*row[:a], k, *row[a + 1:])].eq(maxes[row])
+        return te.min(E.select(at_max, k, E.const(x.shape[a], E.INDEX)), axis=k)
+
+    shape = _reduced_shape(x.shape, (a,), keepdims)
+    return te.compute(shape, body, name="argmax", tag="reduce", attrs={"axis": a, "keepdims": bool(keepdims)})
+
+
+declare("argmax", kind=REDUCTION, attrs={"axis": 0, "keepdims": 1}, infer=_argmax,
+        reference=lambda x, axis, keepdims: np.argmax(x, axis, keepdims=bool(keepdims)).astype(np.int64),
+        compute=_argmax_te,
+        samples=(Sample((((3, 4, 5), "float32"),)), Sample((((3, 4, 5), "float32"),), {"axis": -1, "keepdims": 0}),
+                 Sample((((4, 7), "int32"),), {"axis": 1})))

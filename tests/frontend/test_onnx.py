@@ -1,0 +1,118 @@
+"""ONNX import: models built with onnx.helper and exported from PyTorch, run by the reference interpreter,
+against ONNX Runtime; and the error paths (unsupported ops, malformed files, symbolic dimensions)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tilegrad.errors import ShapeError, UnsupportedOpError
+from tilegrad.frontend.onnx import ModelFormatError, import_onnx
+from tilegrad.ir.interpret import run_reference
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _ort(model, feeds):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _vi(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def test_elementwise_model_matches_onnxruntime():
+    w = numpy_helper.from_array(np.linspace(-1, 1, 5).astype("float32"), "w")
+    lo = numpy_helper.from_array(np.array(0.0, "float32"), "lo")
+    hi = numpy_helper.from_array(np.array(0.7, "float32"), "hi")
+    nodes = [helper.make_node("Add", ["x", "w"], ["s"], name="add"),
+             helper.make_node("Tanh", ["s"], ["t"], name="tanh"),
+             helper.make_node("Clip", ["t", "lo", "hi"], ["c"], name="clip"),
+             helper.make_node("Max", ["c", "x", "s"], ["y"], name="max")]
+    model = _model(nodes, [_vi("x", [3, 5])], [_vi("y", [3, 5])], [w, lo, hi])
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype("float32")
+    g = import_onnx(model.SerializeToString())
+    assert [n.op for n in g.nodes] == ["add", "tanh", "clip", "maximum", "maximum"]
+    np.testing.assert_allclose(run_reference(g, [x])[0], _ort(model, {"x": x})[0], rtol=1e-6, atol=1e-6)
+
+
+def test_unsupported_ops_are_reported_together():
+    nodes = [helper.make_node("NonMaxSuppression", ["x"], ["a"], name="nms_0"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("Frobnicate", ["b"], ["y"], name="frob")]
+    model = _model(nodes, [_vi("x", [2])], [_vi("y", [2])])
+    with pytest.raises(UnsupportedOpError) as info:
+        import_onnx(model)
+    text = str(info.value)
+    assert "2 op(s) not supported" in text and "NonMaxSuppression (node 'nms_0')" in text and "'frob'" in text
+
+
+def test_malformed_and_missing_files_give_clear_errors(tmp_path):
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [_vi("y", [2])])
+    data = model.SerializeToString()
+    with pytest.raises(ModelFormatError, match="not a valid ONNX model"):
+        import_onnx(data[: len(data) // 2])
+    with pytest.raises(ModelFormatError, match="no ONNX file"):
+        import_onnx(tmp_path / "missing.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not protobuf at all \xff\xff")
+    with pytest.raises(ModelFormatError):
+        import_onnx(bad)
+
+
+def test_symbolic_dimensions_need_input_shapes():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["batch", 4])], [_vi("y", ["batch", 4])])
+    with pytest.raises(ShapeError, match="symbolic dimension 'batch'.*input_shapes"):
+        import_onnx(model)
+    g = import_onnx(model, input_shapes={"x": (3, 4)})
+    assert g.inputs[0].shape == (3, 4)
+    with pytest.raises(ShapeError, match="not inputs of the model"):
+        import_onnx(model, input_shapes={"x": (3, 4), "z": (1,)})
+
+
+def test_shape_subcomputation_folds_to_a_constant():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "zero1"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0, "int64"), "zero"),
+             numpy_helper.from_array(np.array([0], "int64"), "zero1"),
+             numpy_helper.from_array(np.array([-1], "int64"), "minus1")]
+    model = _model(nodes, [_vi("x", [2, 3, 4])], [_vi("y", [2, 12])], inits)
+    g = import_onnx(model)
+    assert [n.op for n in g.nodes] == ["reshape"]
+    x = np.arange(24, dtype="float32").reshape(2, 3, 4)
+    np.testing.assert_array_equal(run_reference(g, [x])[0], _ort(model, {"x": x})[0])
+
+
+def test_pytorch_cnn_matches_onnxruntime():
+    torch = pytest.importorskip("torch")
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 3, stride=2, groups=2), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(8, 4), torch.nn.Softmax(-1)).eval()
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-1, 1)
+        m[1].running_var.uniform_(0.5, 2)
+    f = io.BytesIO()
+    x = torch.randn(1, 3, 12, 12)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (x,), f, dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load_from_string(f.getvalue())
+    g = import_onnx(model)
+    want = _ort(model, {"x": x.numpy()})[0]
+    np.testing.assert_allclose(run_reference(g, [x.numpy()])[0], want, rtol=1e-4, atol=1e-5)

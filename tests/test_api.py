@@ -1,0 +1,104 @@
+"""tilegrad.compile end to end: ONNX models against ONNX Runtime, one native call per inference, save/load in a
+fresh process, and the errors a user meets (missing input, wrong shape, tampered directory)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+import tilegrad
+from tilegrad.errors import KernelCallError, TilegradError
+from tilegrad.runtime.module import ModuleFormatError
+
+
+def _ort(model, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _export(module, *args, names=("x",)):
+    torch = pytest.importorskip("torch")
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), args, f, dynamo=False, opset_version=17, input_names=list(names))
+    return onnx.load_from_string(f.getvalue())
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    import torch
+
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(8)
+            self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            self.fc = torch.nn.Linear(8, 5)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.conv1(x)))
+            y = torch.nn.functional.max_pool2d(y + self.conv2(y), 2)
+            return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+    m = Block()
+    with torch.no_grad():
+        m.bn.running_mean.uniform_(-1, 1)
+        m.bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 16, 16)
+    return _export(m, x), x.numpy()
+
+
+def test_cnn_matches_onnxruntime(cnn):
+    model, x = cnn
+    mod = tilegrad.compile(model)
+    assert mod.input_names == ["x"] and mod.input_shapes == {"x": (2, 3, 16, 16)}
+    np.testing.assert_allclose(mod(x), _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mod(x=x), mod(x))
+    assert mod.benchmark(repeats=3, min_repeat_s=0.001) > 0
+
+
+def test_save_and_load_in_a_fresh_process(cnn, tmp_path):
+    model, x = cnn
+    mod = tilegrad.compile(model)
+    mod.save(tmp_path / "m")
+    np.save(tmp_path / "x.npy", x)
+    code = (f"import numpy as np, tilegrad; m = tilegrad.load({str(tmp_path / 'm')!r}); "
+            f"np.save({str(tmp_path / 'y.npy')!r}, m(np.load({str(tmp_path / 'x.npy')!r})))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), mod(x), rtol=1e-6)
+
+
+def test_tampered_or_incomplete_directories_are_refused(cnn, tmp_path):
+    model, _ = cnn
+    out = tilegrad.compile(model).save(tmp_path / "m")
+    weights = out / "weights.npz"
+    weights.write_bytes(weights.read_bytes()[:-8] + b"tampered")
+    with pytest.raises(ModuleFormatError, match="checksum"):
+        tilegrad.load(out)
+    weights.unlink()
+    with pytest.raises(ModuleFormatError, match="weights.npz is missing"):
+        tilegrad.load(out)
+
+
+def test_call_errors_say_what_is_wrong(cnn):
+    model, x = cnn
+    mod = tilegrad.compile(model)
+    with pytest.raises(KernelCallError, match="missing input"):
+        mod()
+    with pytest.raises(KernelCallError, match="expected shape"):
+        mod(x[:1])
+    with pytest.raises(KernelCallError, match="no input 'y'"):
+        mod(y=x)
+    with pytest.raises(TilegradError, match="target 'cuda' is not supported"):
+        tilegrad.compile(model, target="cuda")
