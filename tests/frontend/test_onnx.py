@@ -116,3 +116,14 @@ def test_pytorch_cnn_matches_onnxruntime():
     g = import_onnx(model)
     want = _ort(model, {"x": x.numpy()})[0]
     np.testing.assert_allclose(run_reference(g, [x.numpy()])[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_outputs_keep_the_model_names():
+    nodes = [helper.make_node("Relu", ["x"], ["logits"], name="/fc/Relu"),
+             helper.make_node("Neg", ["logits"], ["second"], name="neg")]
+    model = _model(nodes, [_vi("x", [2, 3])], [_vi("logits", [2, 3]), _vi("second", [2, 3]), _vi("x", [2, 3])])
+    g = import_onnx(model)
+    assert [v.name for v in g.outputs] == ["logits", "second", "x"]
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype("float32")
+    for got, want in zip(run_reference(g, [x]), _ort(model, {"x": x})):
+        np.testing.assert_allclose(got, want)

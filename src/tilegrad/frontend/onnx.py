@@ -39,6 +39,7 @@ class OnnxBuilder(GraphBuilder):
     def __init__(self, opset: int):
         super().__init__()
         self.opset = opset
+        self.node_outputs = 1  # how many outputs the ONNX node being converted declares (Split needs it)
 
     def op(self, op: str, *inputs: Value, name: str | None = None, **attrs):
         if inputs and all(v.is_constant for v in inputs):
@@ -157,6 +158,7 @@ def import_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = Non
             args = [values[x] if x else None for x in node.input]
         except KeyError as exc:
             raise ShapeError(f"node {name!r} reads {exc.args[0]!r}, which nothing defines") from None
+        b.node_outputs = len(node.output)
         out = ONNX_OPS[node.op_type](b, name, *args, **_attributes(node))
         outs = out if isinstance(out, tuple) else (out,)
         for onnx_name, v in zip(node.output, outs):
@@ -167,4 +169,4 @@ def import_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = Non
         if vo.name not in values:
             raise ShapeError(f"graph output {vo.name!r} is never computed")
         outputs.append(values[vo.name])
-    return b.build(outputs)
+    return b.build(outputs, names=[vo.name for vo in g.output])

@@ -16,7 +16,8 @@ _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "L
           "Erf": "erf", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal", "Not": "not",
           "HardSwish": "hard_swish", "GlobalAveragePool": "global_avg_pool", "GlobalMaxPool": "global_max_pool"}
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "equal", "Less": "less",
-           "Greater": "greater"}
+           "Greater": "greater", "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal",
+           "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
 
 
 def _unary(op):
@@ -285,7 +286,7 @@ def _reduce(op):
 
 
 for _onnx, _op in {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
-                   "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod", "ReduceL2": "reduce_l2"}.items():
+                   "ReduceMin": "reduce_min", "ReduceL2": "reduce_l2"}.items():
     onnx_op(_onnx)(_reduce(_op))
 
 
@@ -334,3 +335,41 @@ def _constant_of_shape(b: B, name, shape, *, value=None):
 def _range(b: B, name, start, limit, delta):
     args = [constant_input(v, "Range's inputs", name) for v in (start, limit, delta)]
     return b.const(np.arange(*[np.asarray(a).item() for a in args]).astype(np.asarray(args[0]).dtype), name)
+
+
+@onnx_op("Split")
+def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
+    """One slice per output; the sizes come from the input (opset 13+) or the `split` attribute (before), or the
+    axis is cut into equal parts, the last one smaller if need be."""
+    a = axis % len(x.shape)
+    n = x.shape[a]
+    if sizes is not None:
+        split = [int(s) for s in constant_input(sizes, "split", name)]
+    if split is None:
+        parts = num_outputs or b.node_outputs
+        step = -(-n // parts)
+        split = [min(step, n - i * step) for i in range(parts)]
+    split = [int(s) for s in split]
+    if sum(split) != n or min(split) <= 0:
+        raise ShapeError(f"node {name!r}: split sizes {split} must be positive and add up to the extent {n} of "
+                         f"axis {axis}")
+    starts = np.cumsum([0] + split[:-1])
+    return tuple(b.op("slice", x, name=f"{name}_{i}", starts=(int(s),), ends=(int(s) + k,), axes=(a,))
+                 for i, (s, k) in enumerate(zip(starts, split)))
+
+
+@onnx_op("Trilu")
+def _trilu(b: B, name, x, k=None, *, upper=1):
+    shift = constant_input(k, "k", name)
+    return b.op("trilu", x, name=name, upper=int(upper), k=0 if shift is None else int(np.asarray(shift).item()))
+
+
+@onnx_op("CumSum")
+def _cumsum(b: B, name, x, axis, *, exclusive=0, reverse=0):
+    a = int(np.asarray(constant_input(axis, "axis", name)).item())
+    return b.op("cumsum", x, name=name, axis=a, exclusive=int(exclusive), reverse=int(reverse))
+
+
+@onnx_op("Einsum")
+def _einsum(b: B, name, *xs, equation):
+    return b.op("einsum", *xs, name=name, equation=equation)

@@ -151,8 +151,23 @@ class GraphBuilder:
         self._nodes.append(Node(node_name, op, tuple(inputs), outs, bound))
         return outs[0] if len(outs) == 1 else outs
 
-    def build(self, outputs: Value | Sequence[Value]) -> Graph:
+    def build(self, outputs: Value | Sequence[Value], names: Sequence[str] | None = None) -> Graph:
+        """The graph; `names` renames the outputs (a frontend keeps the model's output names)."""
         outs = (outputs,) if isinstance(outputs, Value) else tuple(outputs)
-        g = Graph(tuple(self._inputs), outs, tuple(self._nodes))
+        nodes = tuple(self._nodes)
+        if names is not None:
+            produced = {id(v) for node in nodes for v in node.outputs}  # inputs and constants keep their names
+            renamed = {id(v): dataclasses.replace(v, name=n) for v, n in zip(outs, names)
+                       if v.name != n and id(v) in produced}
+            nodes = tuple(_rename(node, renamed) for node in nodes)
+            outs = tuple(renamed.get(id(v), v) for v in outs)
+        g = Graph(tuple(self._inputs), outs, nodes)
         g.verify()
         return g
+
+
+def _rename(node: Node, renamed: dict[int, Value]) -> Node:
+    if not any(id(v) in renamed for v in node.inputs + node.outputs):
+        return node
+    return dataclasses.replace(node, inputs=tuple(renamed.get(id(v), v) for v in node.inputs),
+                               outputs=tuple(renamed.get(id(v), v) for v in node.outputs))

@@ -1,5 +1,6 @@
 """The op families; importing this package declares every op in the registry."""
 
+from . import einsum as einsum
 from . import elementwise as elementwise
 from . import nn as nn
 from . import reduce as reduce

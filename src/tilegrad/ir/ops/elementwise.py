@@ -83,19 +83,97 @@ declare("cast", kind=ELEMWISE, attrs={"to": "float32"},
         infer=lambda x, to: [TensorType(x.shape, to)],
         reference=lambda x, to: x.astype(to),
         compute=lambda x, to: nn.cast(x, to),
-        samples=(Sample((((4, 33), "float32"),), {"to": "int32"}),))
+        samples=(Sample((((4, 33), "float32"),), {"to": "int32"}), Sample((((4, 33), "bool"),), {"to": "float32"})))
+
+
+def _div_ref(a, b):
+    """True division of floats; integers divide as ONNX Runtime (C) does, truncating toward zero, and a zero
+    divisor gives 0 rather than a trap."""
+    if a.dtype.kind == "f":
+        return np.divide(a, b)
+    with np.errstate(all="ignore"):
+        q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+    return np.where(b == 0, 0, np.where((a < 0) != (b < 0), -q, q)).astype(a.dtype)
+
+
+def _div_te(a, b):
+    if E.is_float(a.dtype):
+        return nn.div(a, b)
+
+    def body(*i):
+        u, v = a[nn.broadcast_index(a.shape, i)], b[nn.broadcast_index(b.shape, i)]
+        safe = E.select(v.eq(0), E.const(1, v.dtype), v)
+        q = E.floordiv(u, safe)
+        inexact = E.logical_and((q * safe).ne(u), (u < 0).ne(v < 0))
+        return E.select(v.eq(0), E.const(0, a.dtype), E.select(inexact, q + 1, q))
+
+    return te.compute(nn.broadcast_shape(a.shape, b.shape), body, name="div", tag="broadcast")
+
 
 _binary("add", nn.add, np.add)
 _binary("sub", nn.sub, np.subtract)
 _binary("mul", nn.mul, np.multiply)
-_binary("div", nn.div, np.divide)
+_binary("div", _div_te, _div_ref, samples=_BINARY_SAMPLES + (Sample((((4, 9), "int32"), ((9,), "int32"))),))
 _binary("pow", nn.power, np.power, samples=(Sample((((4, 33), "float32"), ((1,), "float32"))),))
 _binary("maximum", nn.maximum, np.maximum)
 _binary("minimum", nn.minimum, np.minimum)
 _binary("equal", nn.equal, np.equal, infer=_comparison)
 _binary("less", nn.less, np.less, infer=_comparison)
 _binary("greater", nn.greater, np.greater, infer=_comparison)
+_binary("less_equal", nn.less_equal, np.less_equal, infer=_comparison)
+_binary("greater_equal", nn.greater_equal, np.greater_equal, infer=_comparison)
 declare("not", kind=ELEMWISE, infer=same_as_input, reference=np.logical_not, compute=_map(E.logical_not),
         samples=(Sample((((4, 33), "bool"),)),))
 declare("where", kind=BROADCAST, infer=_where, reference=np.where, compute=nn.where, num_inputs=3,
         samples=(Sample((((4, 1), "bool"), ((4, 5), "float32"), ((5,), "float32"))),))
+
+
+# --- logical ops on bool tensors, and triangular masking ---
+
+def _logical(fn):
+    def compute(a, b):
+        shape = nn.broadcast_shape(a.shape, b.shape)
+        return te.compute(shape, lambda *i: fn(a[nn.broadcast_index(a.shape, i)], b[nn.broadcast_index(b.shape, i)]),
+                          name="logical", tag="broadcast")
+    return compute
+
+
+def _logical_type(a: TensorType, b: TensorType, **_) -> list[TensorType]:
+    if a.dtype != "bool" or b.dtype != "bool":
+        raise ShapeError(f"logical ops need bool operands, got {a.dtype} and {b.dtype}; insert a Cast")
+    return broadcast(a, b)
+
+
+_LOGICAL_SAMPLES = (Sample((((4, 33), "bool"), ((33,), "bool"))), Sample((((2, 1, 5), "bool"), ((3, 1), "bool"))))
+_binary("logical_and", _logical(E.logical_and), np.logical_and, infer=_logical_type, samples=_LOGICAL_SAMPLES)
+_binary("logical_or", _logical(E.logical_or), np.logical_or, infer=_logical_type, samples=_LOGICAL_SAMPLES)
+_binary("logical_xor", _logical(lambda u, v: E.logical_and(E.logical_or(u, v), E.logical_not(E.logical_and(u, v)))),
+        np.logical_xor, infer=_logical_type, samples=_LOGICAL_SAMPLES)
+
+
+def _trilu_type(x: TensorType, *, upper, k) -> list[TensorType]:
+    if len(x.shape) < 2:
+        raise ShapeError(f"trilu needs a matrix or a batch of matrices, got shape {x.shape}")
+    return [x]
+
+
+def _trilu_ref(x, *, upper, k):
+    return np.triu(x, k) if upper else np.tril(x, k)
+
+
+def _trilu_te(x, *, upper, k):
+    """ONNX Trilu: the upper (j >= i + k) or lower (j <= i + k) triangle of the last two axes; zeros elsewhere."""
+    zero = E.const(False, "bool") if x.dtype == "bool" else E.const(0, x.dtype)
+
+    def body(*i):
+        row, col = i[-2], i[-1]
+        keep = col >= row + k if upper else col <= row + k
+        return E.select(keep, x[i], zero)
+
+    return te.compute(x.shape, body, name="trilu", tag="elemwise", attrs={"upper": bool(upper), "k": int(k)})
+
+
+declare("trilu", kind=ELEMWISE, attrs={"upper": 1, "k": 0}, infer=_trilu_type, reference=_trilu_ref,
+        compute=_trilu_te, samples=(Sample((((5, 7), "float32"),)),
+                                    Sample((((2, 6, 4), "float32"),), {"upper": 0, "k": -1}),
+                                    Sample((((4, 4), "bool"),), {"k": 1})))

@@ -1,4 +1,5 @@
-"""Reductions over a set of axes (sum, mean, max, min, L2 norm) and argmax, with ONNX's axes and keepdims.
+"""Reductions over a set of axes (sum, mean, max, min, L2 norm) and argmax, with ONNX's axes and keepdims, and
+the cumulative sum along one axis.
 
 Sums, means, maxima and minima are `te.nn.reduction`'s; the L2 norm is the square root of a sum of squares; argmax
 takes two stages, the maximum and then the least index holding it. There is no product: the te reducers are sum,
@@ -95,3 +96,45 @@ declare("argmax", kind=REDUCTION, attrs={"axis": 0, "keepdims": 1}, infer=_argma
         compute=_argmax_te,
         samples=(Sample((((3, 4, 5), "float32"),)), Sample((((3, 4, 5), "float32"),), {"axis": -1, "keepdims": 0}),
                  Sample((((4, 7), "int32"),), {"axis": 1})))
+
+
+# --- cumulative sum: each output sums the input up to (or, reversed, from) its position ---
+
+def _cumsum_type(x: TensorType, *, axis, exclusive, reverse) -> list[TensorType]:
+    if x.dtype == "bool":
+        raise ShapeError("cumsum needs a numeric input, got bool; insert a Cast")
+    normalize_axis(axis, len(x.shape))
+    return [x]
+
+
+def _cumsum_ref(x, *, axis, exclusive, reverse):
+    a = normalize_axis(axis, x.ndim)
+    wide = x.astype(np.float64) if x.dtype.kind == "f" else x
+    y = np.flip(wide, a) if reverse else wide
+    y = np.cumsum(y, a)
+    if exclusive:
+        y = np.concatenate([np.zeros_like(np.take(y, [0], a)), np.take(y, range(x.shape[a] - 1), a)], a)
+    return (np.flip(y, a) if reverse else y).astype(x.dtype)
+
+
+def _cumsum_te(x, *, axis, exclusive, reverse):
+    """A sum over the whole axis of the elements selected by position: k <= i (k < i when exclusive), or k >= i
+    (k > i) when reversed."""
+    a = normalize_axis(axis, x.ndim)
+    k = te.reduce_axis(x.shape[a], f"r{a}")
+
+    def body(*i):
+        if reverse:
+            chosen = k > i[a] if exclusive else k >= i[a]
+        else:
+            chosen = k < i[a] if exclusive else k <= i[a]
+        return te.sum(E.select(chosen, x[(*i[:a], k, *i[a + 1:])], E.const(0, x.dtype)), axis=k)
+
+    return te.compute(x.shape, body, name="cumsum", tag="reduce", attrs={"axis": a})
+
+
+declare("cumsum", kind=REDUCTION, attrs={"axis": 0, "exclusive": 0, "reverse": 0}, infer=_cumsum_type,
+        reference=_cumsum_ref, compute=_cumsum_te,
+        samples=(Sample((((3, 7), "float32"),), {"axis": 1}),
+                 Sample((((4, 3, 5), "float32"),), {"axis": 0, "exclusive": 1, "reverse": 1}),
+                 Sample((((6, 4), "int64"),), {"axis": -2, "reverse": 1})))

@@ -1,0 +1,446 @@
+"""The `tilegrad` command: compile, run, bench and info for ONNX models and saved modules.
+
+Every subcommand prints a short human report and exits 0; a mistake the user can fix (a bad file, an unsupported
+op, a missing or misshapen input) is one line `tilegrad: error: ...` on stderr and exit status 2. `--debug`
+re-raises instead, for the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TilegradError
+
+USER_ERROR = 2
+PEERS = ("onnxruntime", "torch")
+TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
+                 "(converting one needs onnx2torch, which tilegrad does not depend on)")
+
+
+class UsageError(TilegradError):
+    """Arguments that parse but make no sense (an unknown input name, a malformed shape)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]); returns the exit status."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or an argparse usage error (already reported on stderr)
+        return int(exc.code or 0)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
+    try:
+        args.command(args)
+    except (TilegradError, OSError) as exc:
+        if args.debug:
+            raise
+        message = " ".join(str(exc).split())  # one line, whatever the exception's text
+        print(f"tilegrad: error: {message}", file=sys.stderr)
+        return USER_ERROR
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("tilegrad: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show debug logging and raise errors with their traceback")
+    shapes = argparse.ArgumentParser(add_help=False)
+    shapes.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                        help="fix the shape of an input with symbolic dimensions (repeatable)")
+
+    p = argparse.ArgumentParser(prog="tilegrad", description="A deep-learning compiler for ONNX models.")
+    p.add_argument("--debug", action="store_true", help="show debug logging and raise errors with their traceback")
+    sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    c = sub.add_parser("compile", parents=[common, shapes], help="compile an ONNX model into a module directory",
+                       description="Compile an ONNX model and save the native module to a directory.")
+    c.add_argument("model", help="the .onnx file")
+    c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to save the module to")
+    c.set_defaults(command=_compile)
+
+    r = sub.add_parser("run", parents=[common, shapes], help="run a module directory or an ONNX model",
+                       description="Run a saved module (or compile and run an .onnx file) on inputs from .npy files.")
+    r.add_argument("model", help="a module directory saved by `tilegrad compile`, or an .onnx file")
+    r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input array (repeatable); the name may be left out when the model has one input")
+    r.add_argument("-o", "--output", metavar="FILE.npz", help="save the outputs here, keyed by output name")
+    r.set_defaults(command=_run)
+
+    b = sub.add_parser("bench", parents=[common, shapes], help="median latency, against other runtimes",
+                       description="Median latency of the compiled model on random inputs, beside other runtimes.")
+    b.add_argument("model", help="the .onnx file")
+    b.add_argument("--against", default="", metavar="PEER[,PEER]",
+                   help=f"runtimes to compare with, comma-separated: {', '.join(PEERS)}")
+    b.add_argument("--repeats", type=int, default=10, metavar="N", help="timed repeats (default 10)")
+    b.set_defaults(command=_bench)
+
+    i = sub.add_parser("info", parents=[common, shapes], help="inputs, outputs, ops, FLOPs and unsupported ops",
+                       description="Describe an ONNX model: its inputs and outputs, op histogram, FLOPs estimate "
+                                   "and the ops tilegrad does not support.")
+    i.add_argument("model", help="the .onnx file")
+    i.set_defaults(command=_info)
+    return p
+
+
+# ---- compile ----
+
+def _compile(args) -> None:
+    from . import api
+
+    proto, shapes = _load(args.model, args.input_shape)
+    t0 = time.perf_counter()
+    mod = api.compile(proto, input_shapes=shapes)
+    elapsed = time.perf_counter() - t0
+    try:
+        out = mod.save(args.output)
+    except OSError as exc:
+        raise UsageError(f"cannot save the module to {args.output}: {exc.strerror or exc}") from None
+    spec = mod.spec
+    print(f"compiled {args.model} in {elapsed:.2f} s -> {out}")
+    _print_buffers("inputs", spec.inputs)
+    _print_buffers("outputs", spec.outputs)
+    print(f"  weights    {len(spec.weights)} ({_bytes(sum(s.nbytes for s in spec.weights))})")
+    saved = 1 - spec.workspace_bytes / spec.unshared_bytes if spec.unshared_bytes else 0.0
+    print(f"  workspace  {_bytes(spec.workspace_bytes)} (without reuse {_bytes(spec.unshared_bytes)}, "
+          f"{saved:.0%} saved)")
+
+
+def _print_buffers(title: str, specs) -> None:
+    print(f"  {title:<10} {len(specs)}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in specs))
+
+
+# ---- run ----
+
+def _run(args) -> None:
+    from . import api
+
+    source = Path(args.model)
+    if source.is_dir():
+        if args.input_shape:
+            raise UsageError(f"--input-shape applies only when compiling an .onnx file; the module in {source} "
+                             f"was compiled for fixed shapes")
+        mod = api.load(source)
+    else:
+        proto, shapes = _load(args.model, args.input_shape)
+        mod = api.compile(proto, input_shapes=shapes)
+    inputs = _read_inputs(args.input, mod.spec.inputs)
+    outputs = mod(**inputs)
+    outputs = dict(zip(mod.output_names, outputs if isinstance(outputs, list) else [outputs]))
+    if args.output:
+        path = Path(args.output)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(path, **outputs)
+        except OSError as exc:
+            raise UsageError(f"cannot write the outputs to {path}: {exc.strerror or exc}") from None
+        print(f"wrote {len(outputs)} output(s) to {path}: {', '.join(outputs)}")
+        return
+    for name, y in outputs.items():
+        print(f"{name}: {_type(y.shape, str(y.dtype))}  {_statistics(y)}")
+
+
+def _read_inputs(items: Sequence[str], specs) -> dict[str, np.ndarray]:
+    """The arrays named by `--input NAME=FILE` items, checked against the module's inputs."""
+    names = [s.name for s in specs]
+    files: dict[str, str] = {}
+    for item in items:
+        name, eq, file = item.partition("=")
+        if not eq:
+            if len(names) != 1:
+                raise UsageError(f"--input {item!r} has no name and the model takes {len(names)} inputs "
+                                 f"({', '.join(names)}); write --input NAME=FILE.npy")
+            name, file = names[0], item
+        if name not in names:
+            raise UsageError(f"--input {item!r}: the model has no input {name!r}; its inputs are {', '.join(names)}")
+        if name in files:
+            raise UsageError(f"input {name!r} is given twice (--input)")
+        files[name] = file
+    missing = [s for s in specs if s.name not in files]
+    if missing:
+        wanted = ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in missing)
+        raise UsageError(f"missing input(s): {wanted}; pass --input NAME=FILE.npy for each")
+    arrays = {}
+    for s in specs:
+        path = Path(files[s.name])
+        if not path.is_file():
+            raise UsageError(f"input {s.name!r}: no file at {path}")
+        try:
+            a = np.load(path, allow_pickle=False)
+        except (ValueError, EOFError):
+            problem = f"{path} is not a readable .npy file; write one with numpy.save"
+            raise UsageError(f"input {s.name!r}: {problem}") from None
+        if not isinstance(a, np.ndarray):
+            raise UsageError(f"input {s.name!r}: {path} holds several arrays (.npz); save one array with np.save")
+        if a.shape != s.shape or str(a.dtype) != s.dtype:
+            raise UsageError(f"input {s.name!r}: expected {_type(s.shape, s.dtype)}, got "
+                             f"{_type(a.shape, str(a.dtype))} from {path}")
+        arrays[s.name] = np.ascontiguousarray(a)
+    return arrays
+
+
+def _statistics(y: np.ndarray) -> str:
+    if y.size == 0:
+        return "(empty)"
+    if y.dtype == bool:
+        return f"true {int(y.sum())}/{y.size}"
+    finite = y[np.isfinite(y)] if np.issubdtype(y.dtype, np.floating) else y
+    bad = y.size - finite.size
+    note = f"  non-finite {bad}" if bad else ""
+    if finite.size == 0:
+        return f"all {y.size} values non-finite"
+    f64 = finite.astype(np.float64)
+    return f"min {f64.min():.4g}  max {f64.max():.4g}  mean {f64.mean():.4g}  std {f64.std():.4g}{note}"
+
+
+# ---- bench ----
+
+def _bench(args) -> None:
+    from . import api
+
+    peers = [p.strip() for p in args.against.split(",") if p.strip()]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise UsageError(f"--against {args.against!r}: unknown runtime(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(PEERS)}")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    proto, shapes = _load(args.model, args.input_shape)
+    t0 = time.perf_counter()
+    mod = api.compile(proto, input_shapes=shapes)
+    compile_s = time.perf_counter() - t0
+    print(f"{args.model}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in mod.spec.inputs)
+          + f"; compiled in {compile_s:.2f} s; median of {args.repeats} repeats")
+    ours = mod.benchmark(repeats=args.repeats)
+    rows = [("tilegrad", ours, "")]
+    for peer in peers:
+        if peer == "onnxruntime":
+            rows.append(("onnxruntime", *_time_onnxruntime(proto, mod.spec.inputs, args.repeats)))
+        else:
+            rows.append(("torch", None, TORCH_SKIPPED))
+    print(f"{'runtime':<12} {'median':>11}  {'tilegrad speed-up':>17}")
+    for name, seconds, note in rows:
+        if seconds is None:
+            print(f"{name:<12} {'-':>11}  {'-':>17}  {note}")
+        else:
+            print(f"{name:<12} {_seconds(seconds):>11}  {seconds / ours:>16.2f}x")
+
+
+def _time_onnxruntime(proto, specs, repeats: int, min_repeat_s: float = 0.05) -> tuple[float | None, str]:
+    """ONNX Runtime's median seconds per run on the inputs Module.benchmark uses; (None, why) if it cannot run."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, "unavailable: onnxruntime is not installed (pip install onnxruntime)"
+    try:
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001  (a peer failing is a row of the report, not an error of ours)
+        return None, "failed: " + " ".join(str(exc).split())[:200]
+    rng = np.random.default_rng(0)  # the same seed and order as Module.benchmark
+    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
+             else np.zeros(s.shape, s.dtype) for s in specs}
+    session.run(None, feeds)  # warm-up
+    number = 1
+    while True:  # calibrate: calls per repeat so that a repeat lasts at least min_repeat_s
+        t0 = time.perf_counter()
+        for _ in range(number):
+            session.run(None, feeds)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_repeat_s or number >= 1 << 20:
+            break
+        number *= 2 if elapsed <= 0 else max(2, min(10, math.ceil(min_repeat_s / elapsed)))
+    costs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            session.run(None, feeds)
+        costs.append((time.perf_counter() - t0) / number)
+    return statistics.median(costs), ""
+
+
+# ---- info ----
+
+def _info(args) -> None:
+    from .frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
+    from .frontend.onnx import ONNX_OPS, import_onnx, load_model
+
+    proto = load_model(_model_path(args.model))
+    shapes = _input_shapes(args.input_shape)
+    _check_shape_names(proto, shapes)
+    g = proto.graph
+    initializers = {t.name for t in g.initializer}
+    unsupported = [n for n in g.node if n.op_type not in ONNX_OPS or n.domain not in ("", "ai.onnx")]
+    graph, why = None, _symbolic_inputs(proto, shapes)
+    if not unsupported and why is None:
+        try:
+            graph = import_onnx(proto, input_shapes=shapes)
+        except TilegradError as exc:
+            why = " ".join(str(exc).split())
+    opset = next((i.version for i in proto.opset_import if i.domain in ("", "ai.onnx")), None)
+    params = sum(math.prod(t.dims) for t in g.initializer)
+    print(f"{args.model}: opset {opset}, {len(g.node)} nodes, {params:,} parameters in {len(initializers)} "
+          f"initializers")
+    if graph is not None:
+        print("inputs:  " + ", ".join(f"{v.name} {_type(v.shape, v.dtype)}" for v in graph.inputs))
+        print("outputs: " + ", ".join(f"{v.name} {_type(v.shape, v.dtype)}" for v in graph.outputs))
+    else:
+        print("inputs:  " + ", ".join(_declared(vi) for vi in g.input if vi.name not in initializers))
+        print("outputs: " + ", ".join(_declared(vi) for vi in g.output))
+    histogram = collections.Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                                    for n in g.node)
+    print("ops:     " + ", ".join(f"{op} {count}" for op, count in histogram.most_common()))
+    if unsupported:
+        print(f"unsupported: {len(unsupported)} node(s)")
+        for n in unsupported:
+            domain = f" (domain {n.domain!r})" if n.domain not in ("", "ai.onnx") else ""
+            print(f"  {n.op_type}{domain}: node {n.name!r}")
+        print("FLOPs:   unavailable (the model cannot be imported while it has unsupported ops)")
+        return
+    print("unsupported: none")
+    if graph is None:
+        print(f"FLOPs:   unavailable: {why}")
+        return
+    by_op = collections.Counter()
+    for node in graph.nodes:
+        by_op[node.op] += _flops(node)
+    total = sum(by_op.values())
+    detail = ", ".join(f"{op} {_count(f)}" for op, f in by_op.most_common() if f)
+    print(f"FLOPs:   {total:,} ({_count(total)}; 2 x multiply-adds of conv/conv_transpose/matmul/gemm"
+          + (f": {detail})" if detail else ")"))
+
+
+def _flops(node) -> int:
+    """2 x the multiply-adds of a conv, transposed conv, matmul or gemm node; 0 for any other op."""
+    if node.op == "conv":  # w: (M, C / group, *kernel); one dot product of prod(w[1:]) per output element
+        return 2 * math.prod(node.outputs[0].shape) * math.prod(node.inputs[1].shape[1:])
+    if node.op == "conv_transpose":  # w: (C, M / group, *kernel); each input element meets prod(w[1:]) weights
+        return 2 * math.prod(node.inputs[0].shape) * math.prod(node.inputs[1].shape[1:])
+    if node.op in ("matmul", "gemm"):
+        a = node.inputs[0].shape
+        inner = a[0] if node.op == "gemm" and node.attrs.get("trans_a") else a[-1]
+        return 2 * math.prod(node.outputs[0].shape) * inner
+    return 0
+
+
+def _declared(vi) -> str:
+    """`name float32[N, 3, 224, 224]` from an ONNX ValueInfo, symbolic dimensions by their names."""
+    from onnx import helper
+
+    tt = vi.type.tensor_type
+    try:
+        dtype = str(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    except (KeyError, ValueError):
+        dtype = "?"
+    if not tt.HasField("shape"):
+        return f"{vi.name} {dtype}[?]"
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    return f"{vi.name} {dtype}[{', '.join(dims)}]"
+
+
+# ---- shared parsing and formatting ----
+
+def _load(model: str, shape_items: Sequence[str]):
+    """The ModelProto at `model` and the `--input-shape` items, checked to make every input's shape static."""
+    from .frontend.onnx import load_model
+
+    proto = load_model(_model_path(model))
+    shapes = _input_shapes(shape_items)
+    _check_shape_names(proto, shapes)
+    problem = _symbolic_inputs(proto, shapes)
+    if problem:
+        raise UsageError(problem)
+    return proto, shapes
+
+
+def _graph_inputs(proto) -> list:
+    initializers = {t.name for t in proto.graph.initializer}
+    return [vi for vi in proto.graph.input if vi.name not in initializers]
+
+
+def _check_shape_names(proto, shapes) -> None:
+    names = [vi.name for vi in _graph_inputs(proto)]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise UsageError(f"--input-shape names {', '.join(map(repr, unknown))}, which the model does not take as "
+                         f"input; its inputs are {', '.join(names)}")
+
+
+def _symbolic_inputs(proto, shapes) -> str | None:
+    """Why the inputs' shapes are not all static (naming the flag that fixes it), or None when they are."""
+    problems = []
+    for vi in _graph_inputs(proto):
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in shapes or all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
+            continue
+        example = ",".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
+                           else f"<{d.dim_param or '?'}>" for d in dims)
+        problems.append(f"input {_declared(vi)} has symbolic dimensions; fix them with --input-shape "
+                        f"{vi.name}={example}")
+    return "; ".join(problems) or None
+
+
+def _model_path(text: str) -> Path:
+    path = Path(text)
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; this command takes an .onnx file")
+    if not path.is_file():
+        raise UsageError(f"no ONNX file at {path}")
+    return path
+
+
+def _input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """`NAME=D0,D1,...` items as {name: shape}."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        name, eq, dims = item.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            shape = None
+        if not eq or not name or shape is None or any(d <= 0 for d in shape):
+            raise UsageError(f"--input-shape {item!r} is not NAME=D0,D1,... with positive integer dimensions "
+                             f"(for example x=1,3,224,224)")
+        if name in shapes:
+            raise UsageError(f"--input-shape gives input {name!r} twice")
+        shapes[name] = shape
+    return shapes
+
+
+def _type(shape, dtype: str) -> str:
+    return f"{dtype}[{', '.join(map(str, shape))}]"
+
+
+def _bytes(n: int) -> str:
+    size, unit = float(n), 0
+    while size >= 1024 and unit < 3:
+        size, unit = size / 1024, unit + 1
+    return f"{n} B" if unit == 0 else f"{size:.1f} {('KiB', 'MiB', 'GiB')[unit - 1]}"
+
+
+def _seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _count(n: float) -> str:
+    size, unit = float(n), 0
+    while abs(size) >= 1000 and unit < 4:
+        size, unit = size / 1000, unit + 1
+    return f"{n:.0f}" if unit == 0 else f"{size:.3g} {'KMGT'[unit - 1]}"

@@ -1,0 +1,199 @@
+"""The `tilegrad` command in-process (`main([...])`): every subcommand's report, and the user errors that must be
+one line on stderr with exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tilegrad.cli import main
+from tilegrad.errors import UnsupportedOpError
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)  # conv: 3 -> 4 channels, 3x3, pads 1
+B = RNG.standard_normal(4).astype(np.float32)
+M = RNG.standard_normal((256, 10)).astype(np.float32)  # matmul on the flattened (1, 4 * 8 * 8) features
+
+
+def _save(tmp_path, nodes, inputs, outputs, initializers=(), name="model.onnx"):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    path = tmp_path / name
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.fixture
+def convnet(tmp_path):
+    """x (N, 3, 8, 8) -> Conv(pads 1) -> Relu -> Reshape(N, 256) -> MatMul -> y (N, 10); N symbolic."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv_0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu_0"),
+             helper.make_node("Reshape", ["r", "shape"], ["f"], name="flatten_0"),
+             helper.make_node("MatMul", ["f", "m"], ["y"], name="y")]  # graph outputs take their node's name
+    inits = [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b"), numpy_helper.from_array(M, "m"),
+             numpy_helper.from_array(np.array([-1, 256], np.int64), "shape")]
+    return _save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
+
+
+def _convnet_reference(x):
+    n = x.shape[0]
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # (n, 3, 8, 8, 3, 3)
+    c = np.einsum("nchwij,ocij->nohw", windows, W) + B[:, None, None]
+    return np.maximum(c, 0).reshape(n, 256) @ M
+
+
+@pytest.fixture
+def adder(tmp_path):
+    """z = x + y, both (2, 3) float32: two inputs, static shapes."""
+    nodes = [helper.make_node("Add", ["x", "y"], ["z"], name="z")]  # (see convnet)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("x", "y")]
+    return _save(tmp_path, nodes, inputs, [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+
+
+@pytest.fixture
+def unsupported(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
+             helper.make_node("FrobnicateTensor", ["r"], ["y"], name="weird_0")]
+    return _save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+
+
+def _npy(tmp_path, name, array):
+    path = tmp_path / name
+    np.save(path, array)
+    return str(path)
+
+
+def _user_error(capsys, argv, *fragments):
+    """Run argv, expect exit 2 and one `tilegrad: error:` line on stderr containing every fragment."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tilegrad: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+def test_help_runs_as_a_module():
+    done = subprocess.run([sys.executable, "-m", "tilegrad", "--help"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    for command in ("compile", "run", "bench", "info"):
+        assert command in done.stdout
+
+
+def test_compile_saves_into_a_new_directory_then_run_writes_npz(convnet, tmp_path, capsys):
+    out = tmp_path / "not" / "yet" / "there"
+    assert main(["compile", convnet, "-o", str(out), "--input-shape", "x=2,3,8,8"]) == 0
+    report = capsys.readouterr().out
+    assert (out / "manifest.json").is_file()
+    assert "inputs     1: x float32[2, 3, 8, 8]" in report and "outputs    1: y float32[2, 10]" in report
+    assert "weights    3" in report and "workspace" in report and "without reuse" in report
+
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    result = tmp_path / "results" / "y.npz"
+    assert main(["run", str(out), "--input", "x=" + _npy(tmp_path, "x.npy", x), "-o", str(result)]) == 0
+    assert "wrote 1 output(s)" in capsys.readouterr().out
+    with np.load(result) as saved:
+        assert list(saved) == ["y"]
+        np.testing.assert_allclose(saved["y"], _convnet_reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_run_compiles_an_onnx_file_and_prints_statistics(adder, tmp_path, capsys):
+    x, y = np.ones((2, 3), np.float32), np.full((2, 3), 2, np.float32)
+    argv = ["run", adder, "--input", "x=" + _npy(tmp_path, "x.npy", x), "--input", "y=" + _npy(tmp_path, "y.npy", y)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip() == "z: float32[2, 3]  min 3  max 3  mean 3  std 0"
+
+
+def test_run_takes_an_unnamed_input_for_a_one_input_model(convnet, tmp_path, capsys):
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    assert main(["run", convnet, "--input-shape", "x=1,3,8,8", "--input", _npy(tmp_path, "x.npy", x)]) == 0
+    assert capsys.readouterr().out.startswith("y: float32[1, 10]")
+
+
+@pytest.mark.parametrize("case", ["missing file", "unknown name", "wrong shape", "wrong dtype", "missing input",
+                                  "unnamed", "not npy"])
+def test_run_input_errors_name_the_input(adder, tmp_path, capsys, case):
+    good = _npy(tmp_path, "good.npy", np.zeros((2, 3), np.float32))
+    given, fragments = {
+        "missing file": (["x=" + str(tmp_path / "nope.npy"), "y=" + good], ["input 'x'", "no file at", "nope.npy"]),
+        "unknown name": (["x=" + good, "w=" + good], ["no input 'w'", "its inputs are x, y"]),
+        "wrong shape": (["x=" + _npy(tmp_path, "b.npy", np.zeros((3, 2), np.float32)), "y=" + good],
+                        ["input 'x'", "expected float32[2, 3], got float32[3, 2]"]),
+        "wrong dtype": (["x=" + good, "y=" + _npy(tmp_path, "d.npy", np.zeros((2, 3)))],
+                        ["input 'y'", "expected float32[2, 3], got float64[2, 3]"]),
+        "missing input": (["x=" + good], ["missing input(s): y float32[2, 3]"]),
+        "unnamed": ([good], ["has no name", "NAME=FILE.npy"]),
+        "not npy": (["x=" + good, "y=" + _save(tmp_path, [], [], [], name="y.onnx")], ["input 'y'", "not a readable"]),
+    }[case]
+    _user_error(capsys, ["run", adder, *[a for g in given for a in ("--input", g)]], *fragments)
+
+
+def test_unsupported_op_names_the_op_and_the_node(unsupported, tmp_path, capsys):
+    _user_error(capsys, ["compile", unsupported, "-o", str(tmp_path / "out")], "FrobnicateTensor", "weird_0")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(UnsupportedOpError):
+        main(["--debug", "compile", unsupported, "-o", str(tmp_path / "out")])
+
+
+def test_malformed_and_missing_models_are_user_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07 this is not a protobuf \xff\xff")
+    for command in (["compile", str(bad), "-o", str(tmp_path / "o")], ["info", str(bad)], ["bench", str(bad)],
+                    ["run", str(bad)]):
+        _user_error(capsys, command, "bad.onnx", "not")
+    _user_error(capsys, ["info", str(tmp_path / "missing.onnx")], "no ONNX file at", "missing.onnx")
+    _user_error(capsys, ["run", str(tmp_path), "--input-shape", "x=1"], "--input-shape applies only")
+    _user_error(capsys, ["run", str(tmp_path)], "not a complete tilegrad module")
+
+
+def test_symbolic_dimensions_need_an_input_shape(convnet, tmp_path, capsys):
+    _user_error(capsys, ["compile", convnet, "-o", str(tmp_path / "o")], "input x float32[N, 3, 8, 8] has symbolic dimensions",
+                "--input-shape x=<N>,3,8,8")
+    _user_error(capsys, ["compile", convnet, "-o", str(tmp_path / "o"), "--input-shape", "x=1,three"],
+                "x=1,three", "positive integer")
+    _user_error(capsys, ["info", convnet, "--input-shape", "z=1"], "names 'z'", "its inputs are x")
+    assert main(["compile"]) == 2 and "required" in capsys.readouterr().err  # argparse's own usage error
+
+
+def test_info_reports_types_ops_and_flops(convnet, capsys):
+    assert main(["info", convnet, "--input-shape", "x=1,3,8,8"]) == 0
+    out = capsys.readouterr().out
+    assert "opset 17, 4 nodes" in out and "inputs:  x float32[1, 3, 8, 8]" in out
+    assert "ops:     Conv 1, Relu 1, Reshape 1, MatMul 1" in out and "unsupported: none" in out
+    conv, matmul = 2 * (4 * 8 * 8) * (3 * 3 * 3), 2 * 10 * 256
+    assert f"FLOPs:   {conv + matmul:,} " in out
+
+
+def test_info_without_shapes_shows_declared_types_and_why_flops_are_missing(convnet, capsys):
+    assert main(["info", convnet]) == 0
+    out = capsys.readouterr().out
+    assert "inputs:  x float32[N, 3, 8, 8]" in out and "outputs: y float32[N, 10]" in out
+    assert "FLOPs:   unavailable" in out and "--input-shape x=<N>,3,8,8" in out
+
+
+def test_info_lists_unsupported_ops_instead_of_failing(unsupported, capsys):
+    assert main(["info", unsupported]) == 0
+    out = capsys.readouterr().out
+    assert "unsupported: 1 node(s)" in out and "FrobnicateTensor: node 'weird_0'" in out
+
+
+def test_bench_against_peers(adder, capsys, monkeypatch):
+    assert main(["bench", adder, "--against", "onnxruntime,torch", "--repeats", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert rows["tilegrad"].endswith("1.00x") and rows["onnxruntime"].endswith("x")
+    assert "skipped" in rows["torch"]
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if it were not installed
+    assert main(["bench", adder, "--against", "onnxruntime", "--repeats", "1"]) == 0
+    assert "unavailable: onnxruntime is not installed" in capsys.readouterr().out
+    _user_error(capsys, ["bench", adder, "--against", "tvm"], "unknown runtime(s) tvm")
