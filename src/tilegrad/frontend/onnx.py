@@ -119,7 +119,10 @@ def _input_type(vi, input_shapes: Mapping[str, Sequence[int]]) -> tuple[tuple[in
         return tuple(int(d) for d in input_shapes[vi.name]), dtype
     dims = []
     for d in tt.shape.dim:
-        if d.HasField("dim_value") and d.dim_value > 0:
+        if d.HasField("dim_value"):
+            if d.dim_value <= 0:
+                raise ShapeError(f"input {vi.name!r} has a dimension of size {d.dim_value}; empty tensors are not "
+                                 f"supported")
             dims.append(d.dim_value)
         else:
             label = d.dim_param or "?"
@@ -161,6 +164,10 @@ def import_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = Non
         b.node_outputs = len(node.output)
         out = ONNX_OPS[node.op_type](b, name, *args, **_attributes(node))
         outs = out if isinstance(out, tuple) else (out,)
+        extra = [x for x in node.output[len(outs):] if x]
+        if extra:
+            raise UnsupportedOpError(f"{node.op_type} (node {name!r}) with its optional output(s) {extra}: only "
+                                     f"the first {len(outs)} output(s) are supported")
         for onnx_name, v in zip(node.output, outs):
             if onnx_name:
                 values[onnx_name] = v

@@ -47,8 +47,17 @@ onnx_op("Max")(_extreme("maximum"))
 onnx_op("Min")(_extreme("minimum"))
 
 
-@onnx_op("Identity", "Dropout")
-def _identity(b: B, name, x, *_, **__):
+@onnx_op("Identity")
+def _identity(b: B, name, x):
+    return b.op("identity", x, name=name)
+
+
+@onnx_op("Dropout")
+def _dropout(b: B, name, x, ratio=None, training_mode=None, *, seed=None, is_test=1, **legacy):
+    """Inference only: the identity. Training mode (which drops at random) is refused, not silently ignored."""
+    training = constant_input(training_mode, "training_mode", name) if training_mode is not None else False
+    if bool(np.asarray(training)) or not is_test:
+        raise ShapeError(f"node {name!r}: Dropout in training mode is not supported (inference only)")
     return b.op("identity", x, name=name)
 
 
@@ -222,13 +231,13 @@ def _axes(b: B, name, axes_input, axes_attr):
 
 
 @onnx_op("Squeeze")
-def _squeeze(b: B, name, x, axes=None, **attrs):
-    return b.op("squeeze", x, name=name, axes=_axes(b, name, axes, attrs.get("axes")))
+def _squeeze(b: B, name, x, axes_input=None, *, axes=None):
+    return b.op("squeeze", x, name=name, axes=_axes(b, name, axes_input, axes))
 
 
 @onnx_op("Unsqueeze")
-def _unsqueeze(b: B, name, x, axes=None, **attrs):
-    return b.op("unsqueeze", x, name=name, axes=_axes(b, name, axes, attrs.get("axes")))
+def _unsqueeze(b: B, name, x, axes_input=None, *, axes=None):
+    return b.op("unsqueeze", x, name=name, axes=_axes(b, name, axes_input, axes))
 
 
 @onnx_op("Concat")
@@ -277,8 +286,8 @@ def _pad(b: B, name, x, pads=None, value=None, axes=None, *, mode="constant", **
 
 
 def _reduce(op):
-    def convert(b: B, name, x, axes=None, *, keepdims=1, noop_with_empty_axes=0, **attrs):
-        chosen = _axes(b, name, axes, attrs.get("axes"))
+    def convert(b: B, name, x, axes_input=None, *, keepdims=1, noop_with_empty_axes=0, axes=None):
+        chosen = _axes(b, name, axes_input, axes)
         if chosen == () and noop_with_empty_axes:
             return b.op("identity", x, name=name)
         return b.op(op, x, name=name, axes=chosen or None, keepdims=keepdims)
