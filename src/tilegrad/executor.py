@@ -1,9 +1,10 @@
 """Compile a whole graph into one native library with one entry point over a static memory plan.
 
 Every node becomes a kernel (its op's compute under the default schedule; the fusion pass will group nodes
-later). All kernels go into one C file with an entry `tg_run(void** args)`, args being the model's inputs, its
-outputs, its weights and one workspace buffer; intermediate values live at fixed offsets in the workspace,
-reusing the space of values that are dead (lifetime-based first fit). One native call per inference.
+later). The kernels go into a few C files, compiled in parallel and linked into one library with an entry
+`tg_run(void** args)`, args being the model's inputs, its outputs, its weights and one workspace buffer;
+intermediate values live at fixed offsets in the workspace, reusing the space of values that are dead
+(lifetime-based first fit). One native call per inference.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .errors import ShapeError
 from .ir.graph import Graph, Node, Value
 from .ir.registry import lookup
 from .loop.lower import lower
-from .runtime.build import build as build_library
+from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .schedule.defaults import default_schedule
 from .te.tensor import Tensor, placeholder
@@ -90,7 +91,7 @@ def _kernel_source(node: Node, index: int, renderer: CRenderer) -> tuple[str, st
                          f"{len(node.outputs)} output(s)")
     sch = default_schedule(outs)
     kernel = lower(sch.state, fname, holders + list(sch.state.outputs))
-    return fname, renderer.render_function(kernel, storage="static ")
+    return fname, renderer.render_function(kernel)
 
 
 def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
@@ -115,16 +116,19 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
     for vid, off in plan.offsets.items():
         slots[vid] = f"(void*)({workspace} + {off})"
 
-    functions, calls = [], []
+    functions, calls, declarations = [], [], []
     for t, node in enumerate(g.nodes):
         fname, source = _kernel_source(node, t, renderer)
         functions.append(source)
+        declarations.append(f"void {fname}(void** args);")
         ptrs = ", ".join(slots[id(v)] for v in list(node.inputs) + list(node.outputs))
         calls.append(f"  {{ void* a[] = {{{ptrs}}}; {fname}(a); }}")
     copies = _output_copies(g, slots, base)
-    entry = "void tg_run(void** args) {\n" + "\n".join(calls + copies) + "\n}\n"
-    source = PRELUDE + "#include <string.h>\n" + "\n".join(functions) + entry
-    library = build_library(source, cfg=cfg)
+    entry = ("#include <string.h>\n" + "\n".join(declarations) + "\nvoid tg_run(void** args) {\n"
+             + "\n".join(calls + copies) + "\n}\n")
+    per_unit = -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16)))
+    units = [PRELUDE + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
+    library = build_many(units + [entry], cfg=cfg)
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes)
     return Module(library, spec, [w.data for w in weights], cfg=cfg)
 

@@ -132,3 +132,24 @@ def test_assemble_shows_avx512_vectorisation():
     assert "tg_scale:" in asm
     assert "zmm" in asm
 
+
+
+def test_build_many_links_units_compiled_in_parallel():
+    import importlib
+
+    import numpy as np
+
+    from tilegrad import metrics
+    from tilegrad.runtime import BufferSpec, Kernel
+
+    build_mod = importlib.import_module("tilegrad.runtime.build")
+    helper = "void twice(float* x, int n) { for (int i = 0; i < n; ++i) x[i] *= 2.0f; }\n"
+    entry = "void twice(float* x, int n);\nvoid run(void** args) { twice((float*)args[0], 4); }\n"
+    metrics.reset()
+    library = build_mod.build_many([helper, entry])
+    assert build_mod.build_many([helper, entry]) == library and metrics.counters["build.cache_hit"] == 1
+    x = np.ones(4, "float32")
+    Kernel(library, "run", [BufferSpec("x", (4,), "float32")])(x)
+    assert (x == 2).all()
+    with pytest.raises(BuildError, match=r"\.1\.c"):
+        build_mod.build_many([helper, "void broken( {"])

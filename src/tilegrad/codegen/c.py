@@ -93,11 +93,11 @@ class CRenderer:
     def render(self, k: Kernel) -> str:
         return PRELUDE + self.render_function(k)
 
-    def render_function(self, k: Kernel, storage: str = "") -> str:
-        """The kernel's function alone (`storage` may be "static " when many share one file and prelude)."""
+    def render_function(self, k: Kernel) -> str:
+        """The kernel's function alone, for files that hold many kernels after one prelude."""
         self._lines: list[str] = []
         self._parallel_depth = 0
-        self._emit(0, storage + self.signature.format(name=k.name) + " {")
+        self._emit(0, self.signature.format(name=k.name) + " {")
         for i, b in enumerate(k.params):
             t = self.types[b.dtype]
             self._emit(1, f"{t}* restrict {b.name} = ({t}*)args[{i}];")

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import config, metrics
@@ -107,6 +108,58 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
         _compile(cc, cfg, c_file, library)
     metrics.bump("build.compiled")
     return library
+
+
+def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
+    """One shared library from several C translation units, compiled in parallel and linked (a whole model's
+    kernels: one file per chunk keeps each gcc process small and uses every core)."""
+    cfg = cfg or config.get()
+    cc = find_compiler(cfg)
+    key = _key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.cflags, cc)
+    shard = Path(cfg.cache_dir) / key[:2]
+    library = shard / f"{key}.so"
+    if library.exists():
+        metrics.bump("build.cache_hit")
+        return library
+    shard.mkdir(parents=True, exist_ok=True)
+    with _locked(shard / f"{key}.lock"):
+        if library.exists():
+            metrics.bump("build.cache_hit")
+            return library
+        c_files = []
+        for i, source in enumerate(sources):
+            c_files.append(shard / f"{key}.{i}.c")
+            c_files[-1].write_text(source)
+        objects = [c.with_suffix(".o") for c in c_files]
+        compile_flags = [flag for flag in cfg.cflags if flag != "-shared"]
+        with ThreadPoolExecutor(max_workers=max(1, cfg.num_threads)) as pool:
+            procs = list(pool.map(lambda co: (co, _run([cc, *compile_flags, "-c", "-o", str(co[1]), str(co[0])],
+                                                       cfg)), zip(c_files, objects)))
+        try:
+            for (c_file, _), proc in procs:
+                if proc.returncode != 0:
+                    raise BuildError(_failure(proc.args, proc, str(c_file)))
+            _link(cc, cfg, objects, library)
+        finally:
+            for o in objects:
+                with contextlib.suppress(FileNotFoundError):
+                    o.unlink()
+    metrics.bump("build.compiled")
+    return library
+
+
+def _link(cc: str, cfg: Config, objects: Sequence[Path], library: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=f"{library.stem}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        cmd = [cc, *cfg.cflags, "-o", tmp, *map(str, objects), *_LIBS]
+        proc = _run(cmd, cfg)
+        if proc.returncode != 0:
+            raise BuildError(_failure(cmd, proc, str(library)))
+        os.replace(tmp, library)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def assemble(source: str, *, cfg: Config | None = None) -> str:
