@@ -327,6 +327,8 @@ def _flops(node) -> int:
     """2 x the multiply-adds of a conv, transposed conv, matmul or gemm node; 0 for any other op."""
     if node.op == "conv":  # w: (M, C / group, *kernel); one dot product of prod(w[1:]) per output element
         return 2 * math.prod(node.outputs[0].shape) * math.prod(node.inputs[1].shape[1:])
+    if node.op == "blocked_conv":  # packed w: (M / b, C, KH, KW, b); a dot product of C * KH * KW per output
+        return 2 * math.prod(node.outputs[0].shape) * math.prod(node.inputs[1].shape[1:4])
     if node.op == "conv_transpose":  # w: (C, M / group, *kernel); each input element meets prod(w[1:]) weights
         return 2 * math.prod(node.inputs[0].shape) * math.prod(node.inputs[1].shape[1:])
     if node.op in ("matmul", "gemm"):

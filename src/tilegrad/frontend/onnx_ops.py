@@ -99,6 +99,9 @@ def _where(b: B, name, cond, x, y):
     return b.op("where", cond, x, y, name=name)
 
 
+CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
+
+
 def _pads_for_auto(auto_pad, sizes, kernel, strides, dilations):
     """Explicit ONNX pads (begins then ends) for auto_pad SAME_UPPER / SAME_LOWER / VALID."""
     if auto_pad in ("NOTSET", "VALID"):
@@ -127,6 +130,12 @@ def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, gro
           strides=None):
     kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
     strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    if len(x.shape) == 4 and group == 1 and w.is_constant and x.dtype == "float32":
+        # Constant weights are packed once, here (the pack node folds), for the channel-blocked convolution.
+        wpack = b.op("conv_weight_pack", w, name=f"{name}_wpack", block=CONV_BLOCK)
+        inputs = (x, wpack) if bias is None else (x, wpack, bias)
+        return b.op("blocked_conv", *inputs, name=name, out_channels=w.shape[0], strides=strides, pads=pads,
+                    dilations=dilations)
     inputs = (x, w) if bias is None else (x, w, bias)
     return b.op("conv", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=group)
 

@@ -5,3 +5,4 @@ from . import elementwise as elementwise
 from . import nn as nn
 from . import reduce as reduce
 from . import shape as shape
+from . import packed as packed

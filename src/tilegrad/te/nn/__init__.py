@@ -18,7 +18,9 @@ from .elementwise import (
     erf as erf, gelu as gelu, clip as clip, cast as cast,
 )
 from .linalg import matmul as matmul, batch_matmul as batch_matmul, dense as dense, packed_matmul as packed_matmul
-from .packed_conv import packed_conv2d as packed_conv2d
+from .packed_conv import (
+    blocked_conv2d as blocked_conv2d, pack_conv_weight as pack_conv_weight, packed_conv2d as packed_conv2d,
+)
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm
 from .pool import (
     max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,

@@ -22,32 +22,50 @@ def packed_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation
                   name: str = "conv2d") -> te.Tensor:
     """conv2d (groups = 1) of x (N, C, H, W) with weight (O, C, KH, KW), computed in blocks of `block` output
     channels."""
-    if x.ndim != 4 or weight.ndim != 4:
-        raise ShapeError(f"packed_conv2d: expected x (N, C, H, W) and weight (O, C, KH, KW), got {x.shape} and "
-                         f"{weight.shape}")
-    dtype = check_same_dtype([x, weight], "packed_conv2d")
-    n, channels, height, width = x.shape
-    out_channels, in_channels, kh, kw = weight.shape
-    if in_channels != channels:
-        raise ShapeError(f"packed_conv2d: {weight.name} has {in_channels} input channels but {x.name} has "
-                         f"{channels}; grouped convolutions use conv2d")
+    if weight.ndim != 4:
+        raise ShapeError(f"packed_conv2d: expected weight (O, C, KH, KW), got {weight.shape}")
+    return blocked_conv2d(x, pack_conv_weight(weight, block, name=f"{name}_wpack"), weight.shape[0], stride,
+                          padding, dilation, name=name)
+
+
+def pack_conv_weight(weight: te.Tensor, block: int = 16, name: str = "wpack") -> te.Tensor:
+    """weight (O, C, KH, KW) as (ceil(O / block), C, KH, KW, block), output channels zero-padded."""
+    if weight.ndim != 4:
+        raise ShapeError(f"pack_conv_weight: expected weight (O, C, KH, KW), got {weight.shape}")
     if block < 1:
-        raise ShapeError(f"packed_conv2d: block must be positive, got {block}")
-    stride = int_tuple(stride, 2, "stride", "packed_conv2d")
-    dilation = int_tuple(dilation, 2, "dilation", "packed_conv2d")
-    pads = side_pads(padding, 2, "packed_conv2d")
-    oh, ow = output_extents("packed_conv2d", (height, width), (kh, kw), stride, pads, dilation)
-    attrs = {"stride": stride, "padding": pads, "dilation": dilation, "kernel": (kh, kw), "block": block}
-    if any(lo or hi for lo, hi in pads):
-        x = pad(x, ((0, 0), (0, 0), *pads), name=f"{name}_pad")
-    blocks = -(-out_channels // block)
-    zero = E.const(0, dtype)
+        raise ShapeError(f"pack_conv_weight: block must be positive, got {block}")
+    out_channels, channels, kh, kw = weight.shape
+    zero = E.const(0, weight.dtype)
 
     def packed_weight(co, c, y, z, cb):
         o = co * block + cb
         return E.select(o < out_channels, weight[E.minimum(o, out_channels - 1), c, y, z], zero)
 
-    wpack = te.compute((blocks, channels, kh, kw, block), packed_weight, name=f"{name}_wpack", tag="pack")
+    return te.compute((-(-out_channels // block), channels, kh, kw, block), packed_weight, name=name, tag="pack")
+
+
+def blocked_conv2d(x: te.Tensor, wpack: te.Tensor, out_channels: int, stride=1, padding=0, dilation=1,
+                   bias: te.Tensor | None = None, name: str = "conv2d") -> te.Tensor:
+    """conv2d of x (N, C, H, W) with weights already packed by `pack_conv_weight`, plus an optional per-channel
+    bias added as the blocks are unpacked to NCHW."""
+    if x.ndim != 4 or wpack.ndim != 5:
+        raise ShapeError(f"blocked_conv2d: expected x (N, C, H, W) and packed weights (O / b, C, KH, KW, b), got "
+                         f"{x.shape} and {wpack.shape}")
+    check_same_dtype([x, wpack], "blocked_conv2d")
+    n, channels, height, width = x.shape
+    blocks, in_channels, kh, kw, block = wpack.shape
+    if in_channels != channels:
+        raise ShapeError(f"blocked_conv2d: the weights have {in_channels} input channels but {x.name} has "
+                         f"{channels}; grouped convolutions use conv2d")
+    if not (blocks - 1) * block < out_channels <= blocks * block:
+        raise ShapeError(f"blocked_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
+    stride = int_tuple(stride, 2, "stride", "blocked_conv2d")
+    dilation = int_tuple(dilation, 2, "dilation", "blocked_conv2d")
+    pads = side_pads(padding, 2, "blocked_conv2d")
+    oh, ow = output_extents("blocked_conv2d", (height, width), (kh, kw), stride, pads, dilation)
+    attrs = {"stride": stride, "padding": pads, "dilation": dilation, "kernel": (kh, kw), "block": block}
+    if any(lo or hi for lo, hi in pads):
+        x = pad(x, ((0, 0), (0, 0), *pads), name=f"{name}_pad")
     rc, ry, rx = te.reduce_axis(channels, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     (sh, sw), (dh, dw) = stride, dilation
 
@@ -57,5 +75,9 @@ def packed_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation
 
     blocked = te.compute((n, blocks, oh, ow, block), blocked_body, name=f"{name}_blocked",
                          tag="packed_conv2d_tiles", attrs=attrs)
-    return te.compute((n, out_channels, oh, ow), lambda b, c, h, w: blocked[b, c // block, h, w, c % block],
-                      name=name, tag="packed_conv2d", attrs=attrs)
+
+    def unpacked(b, c, h, w):
+        value = blocked[b, c // block, h, w, c % block]
+        return value if bias is None else value + bias[c]
+
+    return te.compute((n, out_channels, oh, ow), unpacked, name=name, tag="packed_conv2d", attrs=attrs)

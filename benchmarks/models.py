@@ -1,0 +1,259 @@
+"""Whole-model benchmark: tilegrad (untuned, default schedules) against ONNX Runtime and PyTorch eager.
+
+The models are defined here in PyTorch with random weights (no downloads), exported to ONNX once, and each
+runtime is timed on the same input: medians over interleaved rounds, with a pause between runtimes. Run:
+
+    python benchmarks/models.py                     # table
+    python benchmarks/models.py --json              # [{"model", "tilegrad_ms", "onnxruntime_ms", "torch_ms"}, ...]
+    python benchmarks/models.py --only resnet50
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+THREADS = os.cpu_count() or 1
+IDLE_S = 0.5
+
+
+# -- models ------------------------------------------------------------------------------------------------------
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * 4
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.skip = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.skip(x))
+
+
+def resnet50():
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for b in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if b == 0 else 1))
+            cin = width * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)]
+    return nn.Sequential(*layers), (torch.randn(1, 3, 224, 224),)
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6()]
+        layers += [nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden),
+                   nn.ReLU6(), nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+def mobilenet_v2():
+    layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()]
+    cin = 32
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1)):
+        for i in range(n):
+            layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+            cin = c
+    layers += [nn.Conv2d(320, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6(), nn.AdaptiveAvgPool2d(1),
+               nn.Flatten(), nn.Linear(1280, 1000)]
+    return nn.Sequential(*layers), (torch.randn(1, 3, 224, 224),)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d, heads, causal=False):
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
+        if self.causal:
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+            scores = scores.masked_fill(mask, float("-inf"))
+        att = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
+        x = self.ln1(x + self.out(att))
+        return self.ln2(x + self.ff(x))
+
+
+class Bert(nn.Module):
+    def __init__(self, layers=12, d=768, heads=12, vocab=30522, seq=128):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(1, seq, d) * 0.02)
+        self.layers = nn.Sequential(*[EncoderLayer(d, heads) for _ in range(layers)])
+
+    def forward(self, ids):
+        return self.layers(self.tok(ids) + self.pos)
+
+
+def bert_base():
+    return Bert(), (torch.randint(0, 30522, (1, 128)),)
+
+
+class Gpt2(nn.Module):
+    def __init__(self, layers=12, d=768, heads=12, vocab=50257, seq=128):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(1, seq, d) * 0.02)
+        self.layers = nn.Sequential(*[EncoderLayer(d, heads, causal=True) for _ in range(layers)])
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        return self.head(self.layers(self.tok(ids) + self.pos))
+
+
+def gpt2_small():
+    return Gpt2(), (torch.randint(0, 50257, (1, 128)),)
+
+
+class Vit(nn.Module):
+    def __init__(self, layers=12, d=768, heads=12, patch=16, image=224):
+        super().__init__()
+        self.embed = nn.Conv2d(3, d, patch, patch)
+        tokens = (image // patch) ** 2 + 1
+        self.cls, self.pos = nn.Parameter(torch.zeros(1, 1, d)), nn.Parameter(torch.randn(1, tokens, d) * 0.02)
+        self.layers = nn.Sequential(*[EncoderLayer(d, heads) for _ in range(layers)])
+        self.head = nn.Linear(d, 1000)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        return self.head(self.layers(x)[:, 0])
+
+
+def vit_b16():
+    return Vit(), (torch.randn(1, 3, 224, 224),)
+
+
+def dcgan_generator():
+    layers, cin = [nn.ConvTranspose2d(100, 512, 4, 1, 0, bias=False), nn.BatchNorm2d(512), nn.ReLU()], 512
+    for cout in (256, 128, 64):
+        layers += [nn.ConvTranspose2d(cin, cout, 4, 2, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+        cin = cout
+    layers += [nn.ConvTranspose2d(64, 3, 4, 2, 1, bias=False), nn.Tanh()]
+    return nn.Sequential(*layers), (torch.randn(1, 100, 1, 1),)
+
+
+MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_base": bert_base, "vit_b16": vit_b16,
+          "gpt2_small": gpt2_small, "dcgan_generator": dcgan_generator}
+
+
+# -- measurement ---------------------------------------------------------------------------------------------------
+
+
+def _export(module, args) -> bytes:
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, f, dynamo=False, opset_version=17,
+                          input_names=[f"in{i}" for i in range(len(args))])
+    return f.getvalue()
+
+
+def _median_time(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(name: str, rounds: int, repeats: int) -> dict:
+    import onnxruntime as ort
+
+    import tilegrad
+
+    torch.manual_seed(0)
+    module, args = MODELS[name]()
+    module.eval()
+    model = _export(module, args)
+    feeds = {f"in{i}": a.numpy() for i, a in enumerate(args)}
+    start = time.perf_counter()
+    mod = tilegrad.compile(model)
+    compile_s = time.perf_counter() - start
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    ours = mod(**feeds)
+    want = session.run(None, feeds)[0]
+    ours = ours[0] if isinstance(ours, list) else ours
+    error = float(np.max(np.abs(ours - want)) / (np.max(np.abs(want)) + 1e-12))
+    torch.set_num_threads(THREADS)
+    times = {"tilegrad": [], "onnxruntime": [], "torch": []}
+    with torch.no_grad():
+        for _ in range(rounds):
+            times["tilegrad"].append(_median_time(lambda: mod(**feeds), repeats))
+            time.sleep(IDLE_S)
+            times["onnxruntime"].append(_median_time(lambda: session.run(None, feeds), repeats))
+            time.sleep(IDLE_S)
+            times["torch"].append(_median_time(lambda: module(*args), repeats))
+            time.sleep(IDLE_S)
+    row = {"model": name}
+    for runtime, values in times.items():
+        row[f"{runtime}_ms"] = statistics.median(values) * 1e3
+    row["compile_s"] = compile_s
+    row["max_rel_error"] = error
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", default=None, help="comma-separated model names")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    names = args.only.split(",") if args.only else list(MODELS)
+    rows = []
+    for name in names:
+        rows.append(measure(name, args.rounds, args.repeats))
+        if not args.json:
+            print(f"  measured {name}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([{k: r[k] for k in ("model", "tilegrad_ms", "onnxruntime_ms", "torch_ms")} for r in rows],
+                         indent=1))
+        return 0
+    print(f"threads: {THREADS}; untuned tilegrad (one kernel per op, default schedules)")
+    print(f"{'model':<18}{'tilegrad ms':>12}{'ORT ms':>10}{'torch ms':>10}{'vs ORT':>8}{'vs torch':>9}"
+          f"{'compile s':>10}{'rel err':>9}")
+    for r in rows:
+        print(f"{r['model']:<18}{r['tilegrad_ms']:>12.2f}{r['onnxruntime_ms']:>10.2f}{r['torch_ms']:>10.2f}"
+              f"{r['onnxruntime_ms'] / r['tilegrad_ms']:>7.2f}x{r['torch_ms'] / r['tilegrad_ms']:>8.2f}x"
+              f"{r['compile_s']:>10.1f}{r['max_rel_error']:>9.1e}")
+    ratios = [r["tilegrad_ms"] / r["onnxruntime_ms"] for r in rows]
+    print(f"geometric mean of tilegrad / ONNX Runtime latency: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
