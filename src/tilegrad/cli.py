@@ -331,6 +331,8 @@ def _flops(node) -> int:
         return 2 * math.prod(node.outputs[0].shape) * math.prod(node.inputs[1].shape[1:4])
     if node.op == "conv_transpose":  # w: (C, M / group, *kernel); each input element meets prod(w[1:]) weights
         return 2 * math.prod(node.inputs[0].shape) * math.prod(node.inputs[1].shape[1:])
+    if node.op == "panel_matmul":  # A (M, K) x packed B (N / nr, K, nr)
+        return 2 * math.prod(node.outputs[0].shape) * node.inputs[0].shape[1]
     if node.op in ("matmul", "gemm"):
         a = node.inputs[0].shape
         inner = a[0] if node.op == "gemm" and node.attrs.get("trans_a") else a[-1]

@@ -13,10 +13,10 @@ void packed_matmul_37x29x13_bt(void** args) {
     }
   }
   for (int64_t jo = 0; jo < 4; ++jo) {
-    for (int64_t C_bpack_k = 0; C_bpack_k < 13; ++C_bpack_k) {
+    for (int64_t kk = 0; kk < 13; ++kk) {
       #pragma omp simd
       for (int64_t ji = 0; ji < 8; ++ji) {
-        C_bpack[(((C_bpack_k * 8) + ji) + (jo * 104))] = (((ji + (jo * 8)) < 29) ? B[(C_bpack_k + (TG_MIN((ji + (jo * 8)), 28) * 13))] : 0.0f);
+        C_bpack[((ji + (jo * 104)) + (kk * 8))] = (((ji + (jo * 8)) < 29) ? B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))] : 0.0f);
       }
     }
   }

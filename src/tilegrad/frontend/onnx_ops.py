@@ -100,6 +100,7 @@ def _where(b: B, name, cond, x, y):
 
 
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
+MATMUL_PANEL = 16  # columns per panel of a packed constant matmul operand
 
 
 def _pads_for_auto(auto_pad, sizes, kernel, strides, dilations):
@@ -152,13 +153,35 @@ def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations
                 group=group, output_padding=tuple(output_padding) if output_padding else (0,) * nd)
 
 
+def _panel_matmul(b: B, name, a, w, bias=None, *, transpose_b=0, alpha=1.0, beta=1.0):
+    """A @ W for a constant 2-D W: W packed into column panels once (the pack folds), A's leading axes flattened
+    into rows for the packed GEMM and restored after."""
+    n = w.shape[0] if transpose_b else w.shape[1]
+    wpack = b.op("matmul_weight_pack", w, name=f"{name}_wpack", transpose=int(transpose_b), nr=MATMUL_PANEL)
+    lead = a.shape[:-1]
+    rows = a if len(a.shape) == 2 else b.op("reshape", a, name=f"{name}_rows", shape=(-1, a.shape[-1]))
+    inputs = (rows, wpack) if bias is None else (rows, wpack, bias)
+    out = b.op("panel_matmul", *inputs, name=name, n=n, alpha=float(alpha), beta=float(beta))
+    return out if len(a.shape) == 2 else b.op("reshape", out, name=f"{name}_unrows", shape=(*lead, n))
+
+
+def _packable(a, w) -> bool:
+    return w.is_constant and len(w.shape) == 2 and len(a.shape) >= 2 and a.dtype == w.dtype == "float32"
+
+
 @onnx_op("MatMul")
 def _matmul(b: B, name, x, y):
+    if _packable(x, y):
+        return _panel_matmul(b, name, x, y)
     return b.op("matmul", x, y, name=name)
 
 
 @onnx_op("Gemm")
 def _gemm(b: B, name, a, w, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+    bias_fits = c is None or c.shape in ((w.shape[0] if transB else w.shape[1],), (1, w.shape[0] if transB else
+                                                                                    w.shape[1]), (1,), ())
+    if _packable(a, w) and not transA and bias_fits:
+        return _panel_matmul(b, name, a, w, c, transpose_b=transB, alpha=alpha, beta=beta)
     inputs = (a, w) if c is None else (a, w, c)
     return b.op("gemm", *inputs, name=name, alpha=float(alpha), beta=float(beta), trans_a=transA, trans_b=transB)
 

@@ -234,7 +234,8 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, tiles_pe
     sch.reorder(padded, pk, pi, pj)
     sch.unroll(padded, pi)
     sch.vectorize(padded, pj)
-    for pack in [t.name for t in sch.state.stage(padded).op.inputs]:
+    stages = {st.name for st in sch.state.stages}
+    for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
         outer, _, inner = sch.loops(pack)
         _parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
         sch.vectorize(pack, inner)

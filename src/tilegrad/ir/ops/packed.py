@@ -63,3 +63,52 @@ declare("blocked_conv", kind=OUT_FUSABLE, num_inputs=(2, 3),
                    {"out_channels": 10, "strides": [2, 1], "pads": [1, 0, 1, 2]}),
             Sample((((2, 5, 7, 7), "float32"), ((2, 5, 1, 1, 8), "float32")), {"out_channels": 16}),
         ))
+
+
+def _rhs_pack_type(b: TensorType, *, transpose: int, nr: int) -> list[TensorType]:
+    if len(b.shape) != 2:
+        raise ShapeError(f"expected a 2-D matrix, got {b.shape}")
+    if nr < 1:
+        raise ShapeError(f"nr must be positive, got {nr}")
+    n, k = b.shape if transpose else b.shape[::-1]
+    return [TensorType((-(-n // nr), k, nr), b.dtype)]
+
+
+def _rhs_pack_ref(b, *, transpose, nr):
+    cols = b if transpose else b.T  # (N, K)
+    n = cols.shape[0]
+    padded = np.zeros((-(-n // nr) * nr, cols.shape[1]), b.dtype)
+    padded[:n] = cols
+    return np.ascontiguousarray(padded.reshape(-1, nr, cols.shape[1]).transpose(0, 2, 1))
+
+
+def _panel_type(a: TensorType, bpack: TensorType, bias: TensorType | None = None, *, n, mr, alpha, beta):
+    if len(a.shape) != 2 or len(bpack.shape) != 3:
+        raise ShapeError(f"expected A (M, K) and packed B (N / nr, K, nr), got {a.shape} and {bpack.shape}")
+    if a.shape[1] != bpack.shape[1]:
+        raise ShapeError(f"A has {a.shape[1]} columns but packed B has {bpack.shape[1]} rows")
+    if a.dtype != bpack.dtype:
+        raise ShapeError(f"operands have different dtypes {a.dtype} and {bpack.dtype}")
+    if bias is not None and bias.shape not in ((n,), (1, n), (1,), ()):
+        raise ShapeError(f"the bias must broadcast along the {n} columns, got shape {bias.shape}")
+    return [TensorType((a.shape[0], n), a.dtype)]
+
+
+def _panel_ref(a, bpack, bias=None, *, n, mr, alpha, beta):
+    b = bpack.transpose(0, 2, 1).reshape(-1, bpack.shape[1])[:n]  # (N, K)
+    out = alpha * (a.astype(np.float64) @ b.T.astype(np.float64))
+    if bias is not None:
+        out = out + beta * bias.astype(np.float64)
+    return out.astype(a.dtype)
+
+
+declare("matmul_weight_pack", kind=INJECTIVE, attrs={"transpose": 0, "nr": 16}, infer=_rhs_pack_type,
+        reference=_rhs_pack_ref, compute=lambda b, transpose, nr: nn.pack_matmul_rhs(b, bool(transpose), nr, "bpack"),
+        samples=(Sample((((7, 10), "float32"),), {"nr": 4}), Sample((((10, 7), "float32"),), {"transpose": 1})))
+declare("panel_matmul", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={"n": None, "mr": 6, "alpha": 1.0, "beta": 1.0},
+        infer=_panel_type, reference=_panel_ref,
+        compute=lambda a, bpack, bias=None, *, n, mr, alpha, beta: nn.panel_matmul(
+            a, bpack, n, mr=mr, bias=bias, alpha=alpha, beta=beta, name="gemm"),
+        samples=(Sample((((13, 7), "float32"), ((3, 7, 4), "float32"), ((10,), "float32")),
+                        {"n": 10, "alpha": 0.5, "beta": 2.0}),
+                 Sample((((5, 9), "float32"), ((1, 9, 16), "float32")), {"n": 16})))

@@ -17,7 +17,10 @@ from .elementwise import (
     relu as relu, leaky_relu as leaky_relu, sigmoid as sigmoid, tanh as tanh, exp as exp, log as log, sqrt as sqrt,
     erf as erf, gelu as gelu, clip as clip, cast as cast,
 )
-from .linalg import matmul as matmul, batch_matmul as batch_matmul, dense as dense, packed_matmul as packed_matmul
+from .linalg import (
+    matmul as matmul, batch_matmul as batch_matmul, dense as dense, packed_matmul as packed_matmul,
+    pack_matmul_rhs as pack_matmul_rhs, panel_matmul as panel_matmul,
+)
 from .packed_conv import (
     blocked_conv2d as blocked_conv2d, pack_conv_weight as pack_conv_weight, packed_conv2d as packed_conv2d,
 )

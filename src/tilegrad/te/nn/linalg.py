@@ -79,19 +79,51 @@ def dense(x: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None, name: 
 
 def packed_matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
                   mr: int = 6, nr: int = 16, name: str = "matmul") -> te.Tensor:
-    """matmul through packed panels, the way BLAS kernels run: `{name}_apack` holds A as panels of `mr` rows
-    (M padded with zeros to a multiple of mr), `{name}_bpack` holds B as panels of `nr` columns (likewise),
-    `{name}_padded` multiplies the panels, and the output (tag "packed_matmul") crops the padding. The padding
-    lets a schedule run every mr x nr register tile without bounds checks; a constant B can be packed once,
-    ahead of time."""
-    check_rank(a, 2, "packed_matmul", "K, M" if transpose_a else "M, K")
+    """matmul through packed panels, the way BLAS kernels run: `{name}_bpack` holds B as panels of `nr` columns
+    (`pack_matmul_rhs`; a constant B can be packed once, ahead of time) and `panel_matmul` does the rest."""
     check_rank(b, 2, "packed_matmul", "N, K" if transpose_b else "K, N")
-    dtype = check_same_dtype([a, b], "packed_matmul")
-    (m, ka), (kb, n) = _rows_cols(a, transpose_a), _rows_cols(b, transpose_b)
-    _check_inner("packed_matmul", a, b, ka, kb)
-    if mr < 1 or nr < 1:
-        raise ShapeError(f"packed_matmul: panel sizes must be positive, got mr={mr}, nr={nr}")
-    mp, np_ = -(-m // mr) * mr, -(-n // nr) * nr
+    n = _rows_cols(b, transpose_b)[1]
+    bpack = pack_matmul_rhs(b, transpose_b, nr, name=f"{name}_bpack")
+    return panel_matmul(a, bpack, n, transpose_a, mr, name=name)
+
+
+def pack_matmul_rhs(b: te.Tensor, transpose_b: bool = False, nr: int = 16, name: str = "bpack") -> te.Tensor:
+    """B (K, N) (or (N, K) transposed) as (ceil(N / nr), K, nr) column panels, N padded with zeros."""
+    check_rank(b, 2, "pack_matmul_rhs", "N, K" if transpose_b else "K, N")
+    if nr < 1:
+        raise ShapeError(f"packed_matmul: panel sizes must be positive, got nr={nr}")
+    k, n = _rows_cols(b, transpose_b)
+    zero = E.const(0, b.dtype)
+
+    def b_panel(jo, kk, ji):
+        col = jo * nr + ji
+        safe = E.minimum(col, n - 1)
+        return E.select(col < n, b[safe, kk] if transpose_b else b[kk, safe], zero)
+
+    return te.compute((-(-n // nr), k, nr), b_panel, name=name, tag="pack")
+
+
+def panel_matmul(a: te.Tensor, bpack: te.Tensor, n: int, transpose_a: bool = False, mr: int = 6,
+                 bias: te.Tensor | None = None, alpha: float = 1.0, beta: float = 1.0,
+                 name: str = "matmul") -> te.Tensor:
+    """alpha * A @ B (+ beta * bias over the columns) with B packed by `pack_matmul_rhs`: `{name}_apack` holds A
+    as panels of `mr` rows (M padded with zeros), `{name}_padded` multiplies the panels, and the output (tag
+    "packed_matmul") crops the padding. The padding lets a schedule run every mr x nr register tile without
+    bounds checks."""
+    check_rank(a, 2, "packed_matmul", "K, M" if transpose_a else "M, K")
+    if bpack.ndim != 3:
+        raise ShapeError(f"panel_matmul: packed B must be (N / nr, K, nr), got {bpack.shape}")
+    dtype = check_same_dtype([a, bpack], "packed_matmul")
+    m, ka = _rows_cols(a, transpose_a)
+    panels, kb, nr = bpack.shape
+    _check_inner("packed_matmul", a, bpack, ka, kb)
+    if mr < 1:
+        raise ShapeError(f"packed_matmul: panel sizes must be positive, got mr={mr}")
+    if not (panels - 1) * nr < n <= panels * nr:
+        raise ShapeError(f"panel_matmul: {n} columns do not fit {panels} panels of {nr}")
+    if bias is not None and bias.shape not in ((n,), (1, n), (1,), ()):
+        raise ShapeError(f"panel_matmul: the bias must broadcast along the columns, got shape {bias.shape}")
+    mp = -(-m // mr) * mr
     zero = E.const(0, dtype)
 
     def a_panel(io, k, ii):
@@ -99,18 +131,21 @@ def packed_matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpo
         safe = E.minimum(row, m - 1)
         return E.select(row < m, a[k, safe] if transpose_a else a[safe, k], zero)
 
-    def b_panel(jo, k, ji):
-        col = jo * nr + ji
-        safe = E.minimum(col, n - 1)
-        return E.select(col < n, b[safe, k] if transpose_b else b[k, safe], zero)
-
-    attrs = {"mr": mr, "nr": nr, "transpose_a": transpose_a, "transpose_b": transpose_b}
+    attrs = {"mr": mr, "nr": nr, "transpose_a": transpose_a}
     ap = te.compute((mp // mr, ka, mr), a_panel, name=f"{name}_apack", tag="pack")
-    bp = te.compute((np_ // nr, ka, nr), b_panel, name=f"{name}_bpack", tag="pack")
     k = te.reduce_axis(ka, "k")
-    padded = te.compute((mp, np_), lambda i, j: te.sum(ap[i // mr, k, i % mr] * bp[j // nr, k, j % nr], axis=k),
+    padded = te.compute((mp, panels * nr),
+                        lambda i, j: te.sum(ap[i // mr, k, i % mr] * bpack[j // nr, k, j % nr], axis=k),
                         name=f"{name}_padded", tag="packed_matmul_tiles", attrs=attrs)
-    return te.compute((m, n), lambda i, j: padded[i, j], name=name, tag="packed_matmul", attrs=attrs)
+
+    def output(i, j):
+        value = padded[i, j] if alpha == 1.0 else padded[i, j] * E.const(alpha, dtype)
+        if bias is None:
+            return value
+        term = bias[(j,) if bias.shape == (n,) else (0, j) if bias.ndim == 2 else (0,) * bias.ndim]
+        return value + (term if beta == 1.0 else term * E.const(beta, dtype))
+
+    return te.compute((m, n), output, name=name, tag="packed_matmul", attrs=attrs)
 
 
 def _rows_cols(t: te.Tensor, transposed: bool) -> tuple[int, int]:
