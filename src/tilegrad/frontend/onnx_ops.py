@@ -147,6 +147,10 @@ def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations
     if output_shape is not None or auto_pad not in ("NOTSET", "VALID"):
         raise ShapeError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} is not supported")
     nd = len(x.shape) - 2
+    if nd == 2 and group == 1 and w.is_constant and x.dtype == "float32":
+        as_conv = _transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, output_padding)
+        if as_conv is not None:
+            return as_conv
     inputs = (x, w) if bias is None else (x, w, bias)
     return b.op("conv_transpose", *inputs, name=name, strides=tuple(strides) if strides else (1,) * nd,
                 pads=tuple(pads) if pads else (0,) * (2 * nd), dilations=tuple(dilations) if dilations else (1,) * nd,
@@ -167,6 +171,27 @@ def _panel_matmul(b: B, name, a, w, bias=None, *, transpose_b=0, alpha=1.0, beta
 
 def _packable(a, w) -> bool:
     return w.is_constant and len(w.shape) == 2 and len(a.shape) >= 2 and a.dtype == w.dtype == "float32"
+
+
+def _transposed_as_conv(b: B, name, x, w, bias, strides, pads, dilations, output_padding):
+    """A transposed convolution as a direct one (which has fast packed kernels): spread the input by the stride,
+    pad it by dilation * (kernel - 1) - pad (plus output_padding after), and convolve with the weights flipped
+    and their channel axes swapped (a constant, so computed here). None when a pad would be negative."""
+    kernel = w.shape[2:]
+    strides = tuple(strides) if strides else (1, 1)
+    dilations = tuple(dilations) if dilations else (1, 1)
+    pads = tuple(pads) if pads else (0,) * 4
+    extra = tuple(output_padding) if output_padding else (0, 0)
+    begins = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:2])]
+    ends = [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[2:], extra)]
+    if min(begins + ends) < 0:
+        return None
+    flipped = b.const(np.ascontiguousarray(w.data.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), f"{name}_flipped")
+    spread = b.op("dilate", x, name=f"{name}_spread", strides=strides) if max(strides) > 1 else x
+    wpack = b.op("conv_weight_pack", flipped, name=f"{name}_wpack", block=CONV_BLOCK)
+    inputs = (spread, wpack) if bias is None else (spread, wpack, bias)
+    return b.op("blocked_conv", *inputs, name=name, out_channels=flipped.shape[0], strides=(1, 1),
+                pads=(*begins, *ends), dilations=dilations)
 
 
 @onnx_op("MatMul")

@@ -298,3 +298,32 @@ declare("tile", kind=INJECTIVE, attrs={"repeats": None}, infer=_keeps_dtype(_til
 declare("identity", kind=ELEMWISE, infer=same_as_input, reference=np.copy,
         compute=lambda x: te.compute(x.shape, lambda *i: x[i], name="identity", tag="elemwise"),
         samples=(Sample((((4, 33), "float32"),)), Sample((((2, 3), "bool"),))))
+
+
+def _dilate_type(x: TensorType, *, strides) -> list[TensorType]:
+    strides = tuple(int(s) for s in strides)
+    if len(strides) != len(x.shape) - 2 or min(strides) < 1:
+        raise ShapeError(f"dilate: strides {strides} must be positive, one per spatial axis of {x.shape}")
+    return [TensorType((*x.shape[:2], *((n - 1) * s + 1 for n, s in zip(x.shape[2:], strides))), x.dtype)]
+
+
+def _dilate_ref(x, *, strides):
+    out = np.zeros(_dilate_type(TensorType(x.shape, str(x.dtype)), strides=strides)[0].shape, x.dtype)
+    out[(slice(None), slice(None), *(slice(None, None, int(s)) for s in strides))] = x
+    return out
+
+
+def _dilate_te(x, *, strides):
+    strides = tuple(int(s) for s in strides)
+    shape = _dilate_type(TensorType(x.shape, x.dtype), strides=strides)[0].shape
+
+    def body(*i):
+        spatial = i[2:]
+        hit = E.all_of((v % s).eq(0) for v, s in zip(spatial, strides) if s > 1)
+        return E.select(hit, x[(*i[:2], *(v // s for v, s in zip(spatial, strides)))], E.const(0, x.dtype))
+
+    return te.compute(shape, body, name="dilate", tag="injective")
+
+
+declare("dilate", kind=INJECTIVE, attrs={"strides": (1, 1)}, infer=_dilate_type, reference=_dilate_ref,
+        compute=_dilate_te, samples=(Sample((((1, 2, 3, 4), "float32"),), {"strides": (2, 3)}),))
