@@ -352,7 +352,7 @@ def _reduce(op):
 
 
 for _onnx, _op in {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
-                   "ReduceMin": "reduce_min", "ReduceL2": "reduce_l2"}.items():
+                   "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod", "ReduceL2": "reduce_l2"}.items():
     onnx_op(_onnx)(_reduce(_op))
 
 

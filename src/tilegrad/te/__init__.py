@@ -11,7 +11,7 @@ from .expr import (
 from .simplify import simplify as simplify
 from .tensor import (
     Tensor as Tensor, ComputeOp as ComputeOp, PlaceholderOp as PlaceholderOp, placeholder as placeholder,
-    compute as compute, reduce_axis as reduce_axis, sum as sum, max as max, min as min,
+    compute as compute, reduce_axis as reduce_axis, sum as sum, max as max, min as min, prod as prod,
 )
 from .interpret import interpret as interpret
 from . import nn as nn

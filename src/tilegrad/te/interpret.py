@@ -105,6 +105,8 @@ def _reduce(combiner: str, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarr
     if combiner == "sum":
         wide = np.float64 if value.dtype.kind == "f" else None  # float sums in double: the oracle should be exact
         return np.sum(value, axis=dims, dtype=wide)
+    if combiner == "prod":
+        return np.prod(value, axis=dims)
     if combiner == "max":
         return np.max(value, axis=dims)
     if combiner == "min":

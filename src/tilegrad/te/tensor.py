@@ -162,12 +162,15 @@ def _reducer(combiner: str):
 sum = _reducer("sum")  # noqa: A001 - te.sum mirrors the math
 max = _reducer("max")  # noqa: A001
 min = _reducer("min")  # noqa: A001
+prod = _reducer("prod")
 
 
 def reduce_identity(combiner: str, dtype: str) -> E.Const:
-    """The initial value of an accumulator: 0 for sums, the lowest (highest) value for max (min)."""
+    """The initial value of an accumulator: 0 for sums, 1 for products, the lowest (highest) value for max (min)."""
     if combiner == "sum":
         return E.Const(0, dtype)
+    if combiner == "prod":
+        return E.Const(1, dtype)
     lowest = combiner == "max"
     if E.is_float(dtype):
         return E.Const(-math.inf if lowest else math.inf, dtype)
@@ -182,6 +185,8 @@ def reduce_identity(combiner: str, dtype: str) -> E.Const:
 def combine(combiner: str, acc: E.Expr, value: E.Expr) -> E.Expr:
     if combiner == "sum":
         return E.add(acc, value)
+    if combiner == "prod":
+        return E.mul(acc, value)
     if combiner == "max":
         return E.maximum(acc, value)
     return E.minimum(acc, value)

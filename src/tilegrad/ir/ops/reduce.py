@@ -65,6 +65,7 @@ _reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dty
 _reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True)
 _reduction("reduce_max", nn.reduce_max, lambda x, a, k: np.max(x, a, keepdims=k))
 _reduction("reduce_min", nn.reduce_min, lambda x, a, k: np.min(x, a, keepdims=k))
+_reduction("reduce_prod", nn.reduce_prod, lambda x, a, k: np.prod(x, a, dtype=x.dtype, keepdims=k))
 _reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True)
 
 

@@ -32,6 +32,7 @@ from .pool import (
 )
 from .reduction import (
     reduce_sum as reduce_sum, reduce_mean as reduce_mean, reduce_max as reduce_max, reduce_min as reduce_min,
+    reduce_prod as reduce_prod,
 )
 from .transform import (
     transpose as transpose, reshape as reshape, flatten as flatten, pad as pad, concat as concat, slice_ as slice,

@@ -28,6 +28,11 @@ def reduce_max(x: te.Tensor, axis: Axes = None, keepdims: bool = False, name: st
     return _reduce("reduce_max", "max", x, axis, keepdims, name)
 
 
+def reduce_prod(x: te.Tensor, axis: Axes = None, keepdims: bool = False, name: str = "reduce_prod") -> te.Tensor:
+    """The product of x over `axis`."""
+    return _reduce("reduce_prod", "prod", x, axis, keepdims, name)
+
+
 def reduce_min(x: te.Tensor, axis: Axes = None, keepdims: bool = False, name: str = "reduce_min") -> te.Tensor:
     """The minimum of x over `axis`."""
     return _reduce("reduce_min", "min", x, axis, keepdims, name)
@@ -48,7 +53,7 @@ def _reduce(op: str, combiner: str, x: te.Tensor, axis: Axes, keepdims: bool, na
     axes = normalize_axes(axis, x.ndim, op)
     reduce_axes = {d: te.reduce_axis(x.shape[d], f"r{d}") for d in axes}
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
-    reducer = {"sum": te.sum, "max": te.max, "min": te.min}[combiner]
+    reducer = {"sum": te.sum, "max": te.max, "min": te.min, "prod": te.prod}[combiner]
 
     def body(*i):
         kept = iter(i)
