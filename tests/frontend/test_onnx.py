@@ -127,3 +127,29 @@ def test_outputs_keep_the_model_names():
     x = np.random.default_rng(1).standard_normal((2, 3)).astype("float32")
     for got, want in zip(run_reference(g, [x]), _ort(model, {"x": x})):
         np.testing.assert_allclose(got, want)
+
+
+@pytest.mark.parametrize("attrs,sizes,scales", [
+    ({"mode": "nearest"}, None, [1, 1, 2, 3]),
+    ({"mode": "linear"}, [1, 2, 7, 5], None),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, [1, 2, 8, 8], None),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, None,
+     [1, 1, 0.5, 2]),
+])
+def test_resize_matches_onnxruntime(attrs, sizes, scales):
+    inits = [numpy_helper.from_array(np.array([], "float32"), "roi")]
+    names = ["x", "roi"]
+    if scales is not None:
+        inits.append(numpy_helper.from_array(np.array(scales, "float32"), "scales"))
+        names.append("scales")
+    else:
+        names += ["", "sizes"]
+        inits.append(numpy_helper.from_array(np.array(sizes, "int64"), "sizes"))
+    out_shape = sizes or [int(n * s) for n, s in zip([1, 2, 4, 6], scales)]
+    model = _model([helper.make_node("Resize", names, ["y"], **attrs)], [_vi("x", [1, 2, 4, 6])],
+                   [_vi("y", out_shape)], inits)
+    x = np.random.default_rng(3).standard_normal((1, 2, 4, 6)).astype("float32")
+    import tilegrad
+
+    got = tilegrad.compile(model)(x)
+    np.testing.assert_allclose(got, _ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

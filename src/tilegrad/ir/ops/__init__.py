@@ -6,3 +6,4 @@ from . import nn as nn
 from . import reduce as reduce
 from . import shape as shape
 from . import packed as packed
+from . import resize as resize

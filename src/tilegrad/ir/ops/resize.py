@@ -1,0 +1,135 @@
+"""Resize (ONNX semantics) of the spatial axes of an NCHW-style tensor: nearest and linear modes.
+
+An output coordinate maps to an input coordinate by the coordinate transformation mode; nearest rounds it by the
+nearest mode, linear interpolates between the two neighbours along each resized axis (bilinear in 2-D).
+Coordinates are computed in float32 in the generated code and in float64 by the reference.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...te import expr as E
+from ...te import tensor as te
+from ..registry import INJECTIVE, Sample, TensorType, declare
+
+MODES = ("nearest", "linear")
+TRANSFORMS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _check(mode, transform, nearest_mode):
+    if mode not in MODES:
+        raise ShapeError(f"resize mode {mode!r} is not supported; supported: {', '.join(MODES)}")
+    if transform not in TRANSFORMS:
+        raise ShapeError(f"coordinate transformation {transform!r} is not supported; supported: {', '.join(TRANSFORMS)}")
+    if nearest_mode not in NEAREST:
+        raise ShapeError(f"nearest mode {nearest_mode!r} is not supported; supported: {', '.join(NEAREST)}")
+
+
+def _resize_type(x: TensorType, *, sizes, mode, transform, nearest_mode) -> list[TensorType]:
+    _check(mode, transform, nearest_mode)
+    sizes = tuple(int(s) for s in sizes or ())
+    if len(sizes) != len(x.shape) or sizes[:2] != x.shape[:2] or min(sizes) < 1:
+        raise ShapeError(f"output sizes {sizes} must keep the first two axes of {x.shape} and be positive")
+    return [TensorType(sizes, x.dtype)]
+
+
+def _source(out, n_in, n_out, transform):
+    """The input coordinate of output coordinate `out` (Python floats or te float expressions)."""
+    scale = n_out / n_in
+    if transform == "align_corners":
+        return out * ((n_in - 1) / (n_out - 1)) if n_out > 1 else out * 0.0
+    if transform == "asymmetric":
+        return out * (1.0 / scale)
+    if transform == "pytorch_half_pixel" and n_out == 1:
+        return out * 0.0
+    return (out + 0.5) * (1.0 / scale) - 0.5
+
+
+def _round(c, nearest_mode, floor):
+    if nearest_mode == "floor":
+        return floor(c)
+    if nearest_mode == "ceil":
+        return -floor(-c)
+    if nearest_mode == "round_prefer_ceil":
+        return floor(c + 0.5)
+    return -floor(-c + 0.5)  # round half down
+
+
+def _resize_ref(x, *, sizes, mode, transform, nearest_mode):
+    sizes = tuple(int(s) for s in sizes)
+    axes = [d for d in range(2, x.ndim) if sizes[d] != x.shape[d] or True]
+    out = np.empty(sizes, x.dtype)
+    grids = []
+    for d in axes:
+        src = _source(np.arange(sizes[d], dtype=np.float64), x.shape[d], sizes[d], transform)
+        grids.append(src)
+    if mode == "nearest":
+        idx = [np.clip(_round(g, nearest_mode, np.floor), 0, x.shape[d] - 1).astype(int) for g, d in zip(grids, axes)]
+        return x[np.ix_(range(sizes[0]), range(sizes[1]), *idx)].astype(x.dtype)
+    lows, fracs = [], []
+    for g, d in zip(grids, axes):
+        g = np.clip(g, 0, x.shape[d] - 1)
+        lo = np.floor(g).astype(int)
+        lows.append(lo)
+        fracs.append(g - lo)
+    acc = np.zeros(sizes, np.float64)
+    for corner in itertools.product((0, 1), repeat=len(axes)):
+        idx = [np.minimum(lo + c, x.shape[d] - 1) for lo, c, d in zip(lows, corner, axes)]
+        weight = np.ones(1)
+        for k, (f, c) in enumerate(zip(fracs, corner)):
+            shape = [1] * len(axes)
+            shape[k] = -1
+            weight = weight * (f if c else 1 - f).reshape(shape)
+        acc += x[np.ix_(range(sizes[0]), range(sizes[1]), *idx)] * weight
+    out[...] = acc
+    return out
+
+
+def _resize_te(x, *, sizes, mode, transform, nearest_mode):
+    sizes = tuple(int(s) for s in sizes)
+    spatial = range(2, x.ndim)
+
+    def coord(v, d):
+        return _source(E.cast("float32", v), x.shape[d], sizes[d], transform)
+
+    def index(c, d):
+        return E.minimum(E.maximum(E.cast(E.INDEX, c), 0), x.shape[d] - 1)
+
+    if mode == "nearest":
+        def body(*i):
+            idx = [index(_round(coord(i[d], d), nearest_mode, E.floor), d) for d in spatial]
+            return x[(*i[:2], *idx)]
+        return te.compute(sizes, body, name="resize", tag="injective")
+
+    def body(*i):
+        lows, fracs = [], []
+        for d in spatial:
+            c = E.minimum(E.maximum(coord(i[d], d), 0.0), float(x.shape[d] - 1))
+            lo = E.floor(c)
+            lows.append((index(lo, d), index(lo + 1.0, d)))
+            fracs.append(c - lo)
+        total = None
+        for corner in itertools.product((0, 1), repeat=len(lows)):
+            term = x[(*i[:2], *(pair[c] for pair, c in zip(lows, corner)))]
+            for f, c in zip(fracs, corner):
+                term = term * (f if c else 1.0 - f)
+            total = term if total is None else total + term
+        return total
+
+    return te.compute(sizes, body, name="resize", tag="injective")
+
+
+declare("resize", kind=INJECTIVE, infer=_resize_type, reference=_resize_ref, compute=_resize_te,
+        attrs={"sizes": None, "mode": "nearest", "transform": "half_pixel", "nearest_mode": "round_prefer_floor"},
+        samples=(Sample((((1, 2, 3, 4), "float32"),), {"sizes": (1, 2, 6, 9)}),
+                 Sample((((1, 2, 5, 4), "float32"),), {"sizes": (1, 2, 3, 8), "mode": "linear"}),
+                 Sample((((1, 1, 4, 4), "float32"),), {"sizes": (1, 1, 7, 3), "mode": "linear",
+                                                       "transform": "align_corners"}),
+                 Sample((((1, 1, 4, 6), "float32"),), {"sizes": (1, 1, 8, 3), "transform": "asymmetric",
+                                                       "nearest_mode": "floor"})))
