@@ -17,6 +17,11 @@ class UnsupportedOpError(TilegradError):
     """An op the registry or a frontend does not know; the message names every such op and node."""
 
 
+class UnsupportedFeatureError(UnsupportedOpError, ShapeError):
+    """A known op used in a way tilegrad does not compile: a shape-like input computed at run time (tilegrad
+    compiles static shapes), an empty tensor, or an attribute value with no implementation."""
+
+
 class UnknownAttributeError(TilegradError):
     """An attribute an op does not declare."""
 

@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ShapeError, TilegradError, UnsupportedOpError
+from ..errors import ShapeError, TilegradError, UnsupportedFeatureError, UnsupportedOpError
 from ..ir.graph import Graph, GraphBuilder, Value
 from ..ir.registry import lookup
 
@@ -58,8 +58,8 @@ def constant_input(v: Value | None, what: str, node: str):
     if v is None:
         return None
     if not v.is_constant:
-        raise ShapeError(f"node {node!r}: {what} must be a constant (it is computed at run time); "
-                         f"dynamic {what} is not supported")
+        raise UnsupportedFeatureError(f"node {node!r}: {what} must be a constant (it is computed at run time); "
+                                      f"tilegrad compiles static shapes")
     return v.data
 
 
@@ -121,8 +121,8 @@ def _input_type(vi, input_shapes: Mapping[str, Sequence[int]]) -> tuple[tuple[in
     for d in tt.shape.dim:
         if d.HasField("dim_value"):
             if d.dim_value <= 0:
-                raise ShapeError(f"input {vi.name!r} has a dimension of size {d.dim_value}; empty tensors are not "
-                                 f"supported")
+                raise UnsupportedFeatureError(f"input {vi.name!r} has a dimension of size {d.dim_value}; empty "
+                                              f"tensors are not supported")
             dims.append(d.dim_value)
         else:
             label = d.dim_param or "?"

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 
@@ -57,7 +57,8 @@ def _dropout(b: B, name, x, ratio=None, training_mode=None, *, seed=None, is_tes
     """Inference only: the identity. Training mode (which drops at random) is refused, not silently ignored."""
     training = constant_input(training_mode, "training_mode", name) if training_mode is not None else False
     if bool(np.asarray(training)) or not is_test:
-        raise ShapeError(f"node {name!r}: Dropout in training mode is not supported (inference only)")
+        raise UnsupportedFeatureError(f"node {name!r}: Dropout in training mode is not supported "
+                                      f"(inference only)")
     return b.op("identity", x, name=name)
 
 
@@ -74,7 +75,8 @@ def _hard_sigmoid(b: B, name, x, *, alpha=0.2, beta=0.5):
 @onnx_op("Gelu")
 def _gelu(b: B, name, x, *, approximate="none"):
     if approximate != "none":
-        raise ShapeError(f"node {name!r}: Gelu approximate={approximate!r} is not supported (only 'none')")
+        raise UnsupportedFeatureError(f"node {name!r}: Gelu approximate={approximate!r} is not supported "
+                                      f"(only 'none')")
     return b.op("gelu", x, name=name)
 
 
@@ -145,7 +147,8 @@ def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, gro
 def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                     output_padding=None, output_shape=None, pads=None, strides=None):
     if output_shape is not None or auto_pad not in ("NOTSET", "VALID"):
-        raise ShapeError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} is not supported")
+        raise UnsupportedFeatureError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} "
+                                      f"is not supported")
     nd = len(x.shape) - 2
     if nd == 2 and group == 1 and w.is_constant and x.dtype == "float32":
         as_conv = _transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, output_padding)
@@ -214,7 +217,8 @@ def _gemm(b: B, name, a, w, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
 @onnx_op("BatchNormalization")
 def _batch_norm(b: B, name, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1):
     if training_mode:
-        raise ShapeError(f"node {name!r}: BatchNormalization in training mode is not supported (inference only)")
+        raise UnsupportedFeatureError(f"node {name!r}: BatchNormalization in training mode is not supported "
+                                      f"(inference only)")
     return b.op("batch_norm", x, scale, bias, mean, var, name=name, epsilon=float(epsilon))
 
 
@@ -266,7 +270,7 @@ def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
 @onnx_op("Reshape")
 def _reshape(b: B, name, x, shape, *, allowzero=0):
     if allowzero:
-        raise ShapeError(f"node {name!r}: Reshape with allowzero=1 is not supported")
+        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 is not supported")
     target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
     return b.op("reshape", x, name=name, shape=target)
 
@@ -338,7 +342,7 @@ def _pad(b: B, name, x, pads=None, value=None, axes=None, *, mode="constant", **
         data = constant_input(value, "the pad value", name)
         fill = 0.0 if data is None else float(np.asarray(data).reshape(-1)[0])
         if axes is not None:
-            raise ShapeError(f"node {name!r}: Pad with an axes input is not supported")
+            raise UnsupportedFeatureError(f"node {name!r}: Pad with an axes input is not supported")
     return b.op("pad", x, name=name, pads=pad_list, value=fill, mode=mode)
 
 
@@ -359,7 +363,7 @@ for _onnx, _op in {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "Redu
 @onnx_op("ArgMax")
 def _argmax(b: B, name, x, *, axis=0, keepdims=1, select_last_index=0):
     if select_last_index:
-        raise ShapeError(f"node {name!r}: ArgMax with select_last_index=1 is not supported")
+        raise UnsupportedFeatureError(f"node {name!r}: ArgMax with select_last_index=1 is not supported")
     return b.op("argmax", x, name=name, axis=axis, keepdims=keepdims)
 
 
@@ -375,7 +379,7 @@ def _constant(b: B, name, **attrs):
     for key, dtype in (("value_floats", "float32"), ("value_ints", "int64")):
         if key in attrs:
             return b.const(np.array(attrs[key], dtype), name)
-    raise ShapeError(f"node {name!r}: Constant with attributes {sorted(attrs)} is not supported")
+    raise UnsupportedFeatureError(f"node {name!r}: Constant with attributes {sorted(attrs)} is not supported")
 
 
 @onnx_op("Shape")
@@ -450,8 +454,8 @@ def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
         scales, sizes = roi, None
         coordinate_transformation_mode, nearest_mode = "asymmetric", "floor"
     if antialias or exclude_outside or axes is not None or keep_aspect_ratio_policy != "stretch":
-        raise ShapeError(f"node {name!r}: Resize with antialias, exclude_outside, axes or a keep-aspect-ratio "
-                         f"policy is not supported")
+        raise UnsupportedFeatureError(f"node {name!r}: Resize with antialias, exclude_outside, axes or a "
+                                      f"keep-aspect-ratio policy is not supported")
     size_data = constant_input(sizes, "sizes", name)
     if size_data is not None and np.asarray(size_data).size:
         out = tuple(int(v) for v in size_data)
