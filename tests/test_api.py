@@ -102,3 +102,16 @@ def test_call_errors_say_what_is_wrong(cnn):
         mod(y=x)
     with pytest.raises(TilegradError, match="target 'cuda' is not supported"):
         tilegrad.compile(model, target="cuda")
+
+
+def test_a_model_without_nodes_compiles():
+    """Outputs that are an input or a constant (everything folded) still come back, copied by the entry."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Shape", ["x"], ["s"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])])
+    mod = tilegrad.compile(helper.make_model(graph, ir_version=10))
+    shape, same = mod(np.ones((2, 3), "float32"))
+    assert shape.tolist() == [2, 3] and same.shape == (2, 3)

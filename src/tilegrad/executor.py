@@ -126,7 +126,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
     copies = _output_copies(g, slots, base)
     entry = ("#include <string.h>\n" + "\n".join(declarations) + "\nvoid tg_run(void** args) {\n"
              + "\n".join(calls + copies) + "\n}\n")
-    per_unit = -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16)))
+    per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [PRELUDE + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
     library = build_many(units + [entry], cfg=cfg)
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes)

@@ -15,7 +15,7 @@ from .onnx import constant_input, onnx_op
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
           "Erf": "erf", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal", "Not": "not",
           "HardSwish": "hard_swish", "GlobalAveragePool": "global_avg_pool", "GlobalMaxPool": "global_max_pool"}
-_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "equal", "Less": "less",
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "equal", "Less": "less",
            "Greater": "greater", "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal",
            "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
 
@@ -420,9 +420,12 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
         step = -(-n // parts)
         split = [min(step, n - i * step) for i in range(parts)]
     split = [int(s) for s in split]
-    if sum(split) != n or min(split) <= 0:
+    if sum(split) != n or min(split) < 0:
         raise ShapeError(f"node {name!r}: split sizes {split} must be positive and add up to the extent {n} of "
                          f"axis {axis}")
+    if min(split) == 0:
+        raise UnsupportedFeatureError(f"node {name!r}: split sizes {split} make an empty tensor; empty tensors are "
+                                      f"not supported")
     starts = np.cumsum([0] + split[:-1])
     return tuple(b.op("slice", x, name=f"{name}_{i}", starts=(int(s),), ends=(int(s) + k,), axes=(a,))
                  for i, (s, k) in enumerate(zip(starts, split)))
@@ -469,3 +472,15 @@ def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
                              f"pass sizes instead")
     return b.op("resize", x, name=name, sizes=out, mode=mode, transform=coordinate_transformation_mode,
                 nearest_mode=nearest_mode)
+
+
+@onnx_op("Pow")
+def _pow(b: B, name, x, y):
+    """ONNX Pow allows an integer base and an exponent of another type; the power is taken in float32 and the
+    result has the base's type."""
+    if x.dtype == y.dtype and x.dtype.startswith("float"):
+        return b.op("pow", x, y, name=name)
+    base = x if x.dtype == "float32" else b.op("cast", x, name=f"{name}_base", to="float32")
+    exponent = y if y.dtype == "float32" else b.op("cast", y, name=f"{name}_exponent", to="float32")
+    out = b.op("pow", base, exponent, name=name)
+    return out if x.dtype == "float32" else b.op("cast", out, name=f"{name}_result", to=x.dtype)
