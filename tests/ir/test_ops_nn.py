@@ -199,7 +199,7 @@ ERRORS = [
     ("global_avg_pool", [_t(2, 3)], {}, "at least one spatial axis"),
     ("matmul", [_t(4, 5), _t(6, 3)], {}, "inner extents differ: a has 5 columns, b has 6 rows"),
     ("matmul", [_t(2, 4, 5), _t(3, 5, 2)], {}, "do not broadcast"),
-    ("matmul", [_t(5), _t(5)], {}, "dot product"),
+    ("matmul", [_t(5), _t(4)], {}, "inner extents differ"),
     ("gemm", [_t(4, 5), _t(5, 3)], {"trans_a": 1}, r"op\(A\) is 5 x 4, op\(B\) is 5 x 3"),
     ("gemm", [_t(4, 5), _t(5, 3), _t(4)], {}, r"C of shape \(4,\) does not broadcast"),
     ("batch_norm", [_t(2, 3, 4), _t(3), _t(3), _t(4), _t(3)], {}, r"mean must have shape \(3,\)"),

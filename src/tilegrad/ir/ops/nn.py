@@ -260,9 +260,6 @@ def _matmul_type(a, b):
     dtype = _same_dtype(a, b)
     if not a.shape or not b.shape:
         raise ShapeError("matmul needs operands of rank 1 or more; a scalar product is a mul")
-    if len(a.shape) == len(b.shape) == 1:
-        raise ShapeError("a product of two vectors (a dot product) is not supported: its output would be a scalar; "
-                         "reshape one operand to a matrix")
     a2 = (1, *a.shape) if len(a.shape) == 1 else a.shape
     b2 = (*b.shape, 1) if len(b.shape) == 1 else b.shape
     if a2[-1] != b2[-2]:
@@ -331,7 +328,8 @@ def _gemm_te(a, b, c=None, *, alpha, beta, trans_a, trans_b):
 
 
 declare("matmul", kind=OUT_FUSABLE, infer=_matmul_type, reference=_matmul_ref, compute=_matmul_te, num_inputs=2,
-        samples=(Sample((((5, 7), "float32"), ((7, 3), "float32"))),
+        samples=(Sample((((5,), "float32"), ((5,), "float32"))),
+                 Sample((((5, 7), "float32"), ((7, 3), "float32"))),
                  Sample((((2, 1, 4, 6), "float32"), ((3, 6, 5), "float32"))),
                  Sample((((2, 4, 6), "float32"), ((6,), "float32")))))
 declare("gemm", kind=OUT_FUSABLE, attrs={"alpha": 1.0, "beta": 1.0, "trans_a": 0, "trans_b": 0},
