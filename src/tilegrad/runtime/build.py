@@ -92,7 +92,45 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
     """Compile C `source` into a shared library (or find it in the cache) and return the library's path."""
     cfg = cfg or config.get()
     cc = find_compiler(cfg)
-    key = _key(source, cfg.cflags, cc)
+
+    def produce(stem: Path, library: Path) -> None:
+        c_file = stem.with_suffix(".c")
+        c_file.write_text(source)
+        _into_place(cc, cfg, [str(c_file)], library, str(c_file))
+
+    return _cached(_key(source, cfg.cflags, cc), cfg, produce)
+
+
+def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
+    """One shared library from several C translation units, compiled in parallel and linked (a whole model's
+    kernels: one file per chunk keeps each gcc process small and uses every core)."""
+    cfg = cfg or config.get()
+    cc = find_compiler(cfg)
+
+    def produce(stem: Path, library: Path) -> None:
+        c_files = [stem.with_suffix(f".{i}.c") for i in range(len(sources))]
+        for c_file, source in zip(c_files, sources):
+            c_file.write_text(source)
+        objects = [c.with_suffix(".o") for c in c_files]
+        compile_flags = [flag for flag in cfg.cflags if flag != "-shared"]
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, cfg.num_threads)) as pool:
+                procs = list(pool.map(lambda co: _run([cc, *compile_flags, "-c", "-o", str(co[1]), str(co[0])], cfg),
+                                      zip(c_files, objects)))
+            for c_file, proc in zip(c_files, procs):
+                if proc.returncode != 0:
+                    raise BuildError(_failure(proc.args, proc, str(c_file)))
+            _into_place(cc, cfg, [str(o) for o in objects], library, str(library))
+        finally:
+            for o in objects:
+                with contextlib.suppress(FileNotFoundError):
+                    o.unlink()
+
+    return _cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.cflags, cc), cfg, produce)
+
+
+def _cached(key: str, cfg: Config, produce) -> Path:
+    """The library for `key`: from the cache, or made by `produce(stem, library)` under the key's lock."""
     shard = Path(cfg.cache_dir) / key[:2]
     library = shard / f"{key}.so"
     if library.exists():
@@ -103,63 +141,9 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
         if library.exists():  # another process finished it while we waited for the lock
             metrics.bump("build.cache_hit")
             return library
-        c_file = shard / f"{key}.c"
-        c_file.write_text(source)
-        _compile(cc, cfg, c_file, library)
+        produce(shard / key, library)
     metrics.bump("build.compiled")
     return library
-
-
-def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
-    """One shared library from several C translation units, compiled in parallel and linked (a whole model's
-    kernels: one file per chunk keeps each gcc process small and uses every core)."""
-    cfg = cfg or config.get()
-    cc = find_compiler(cfg)
-    key = _key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.cflags, cc)
-    shard = Path(cfg.cache_dir) / key[:2]
-    library = shard / f"{key}.so"
-    if library.exists():
-        metrics.bump("build.cache_hit")
-        return library
-    shard.mkdir(parents=True, exist_ok=True)
-    with _locked(shard / f"{key}.lock"):
-        if library.exists():
-            metrics.bump("build.cache_hit")
-            return library
-        c_files = []
-        for i, source in enumerate(sources):
-            c_files.append(shard / f"{key}.{i}.c")
-            c_files[-1].write_text(source)
-        objects = [c.with_suffix(".o") for c in c_files]
-        compile_flags = [flag for flag in cfg.cflags if flag != "-shared"]
-        with ThreadPoolExecutor(max_workers=max(1, cfg.num_threads)) as pool:
-            procs = list(pool.map(lambda co: (co, _run([cc, *compile_flags, "-c", "-o", str(co[1]), str(co[0])],
-                                                       cfg)), zip(c_files, objects)))
-        try:
-            for (c_file, _), proc in procs:
-                if proc.returncode != 0:
-                    raise BuildError(_failure(proc.args, proc, str(c_file)))
-            _link(cc, cfg, objects, library)
-        finally:
-            for o in objects:
-                with contextlib.suppress(FileNotFoundError):
-                    o.unlink()
-    metrics.bump("build.compiled")
-    return library
-
-
-def _link(cc: str, cfg: Config, objects: Sequence[Path], library: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=f"{library.stem}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        cmd = [cc, *cfg.cflags, "-o", tmp, *map(str, objects), *_LIBS]
-        proc = _run(cmd, cfg)
-        if proc.returncode != 0:
-            raise BuildError(_failure(cmd, proc, str(library)))
-        os.replace(tmp, library)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def assemble(source: str, *, cfg: Config | None = None) -> str:
@@ -174,15 +158,16 @@ def assemble(source: str, *, cfg: Config | None = None) -> str:
     return proc.stdout
 
 
-def _compile(cc: str, cfg: Config, c_file: Path, library: Path) -> None:
-    """Compile into a temporary file beside `library`, then rename it into place (atomic on POSIX)."""
+def _into_place(cc: str, cfg: Config, inputs: list[str], library: Path, what: str) -> None:
+    """Compile or link `inputs` into a temporary file beside `library`, then rename it into place (atomic on
+    POSIX), so no reader ever sees a partial library."""
     fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=f"{library.stem}.", suffix=".tmp")
     os.close(fd)
     try:
-        cmd = [cc, *cfg.cflags, "-o", tmp, str(c_file), *_LIBS]
+        cmd = [cc, *cfg.cflags, "-o", tmp, *inputs, *_LIBS]
         proc = _run(cmd, cfg)
         if proc.returncode != 0:
-            raise BuildError(_failure(cmd, proc, str(c_file)))
+            raise BuildError(_failure(cmd, proc, what))
         os.replace(tmp, library)
     finally:
         with contextlib.suppress(FileNotFoundError):
