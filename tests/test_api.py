@@ -115,3 +115,22 @@ def test_a_model_without_nodes_compiles():
     mod = tilegrad.compile(helper.make_model(graph, ir_version=10))
     shape, same = mod(np.ones((2, 3), "float32"))
     assert shape.tolist() == [2, 3] and same.shape == (2, 3)
+
+
+@pytest.mark.parametrize("opset", [7, 9, 11, 13, 17])
+def test_old_and_new_opsets(opset):
+    """The same CNN exported at opsets from 7 on (attribute forms of Pad, Slice, Softmax... change over them)."""
+    import torch
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 10), torch.nn.Softmax(1))
+    x = torch.randn(2, 3, 8, 8)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m.eval(), (x,), f, dynamo=False, opset_version=opset, input_names=["x"])
+    model = onnx.load_from_string(f.getvalue())
+    np.testing.assert_allclose(tilegrad.compile(model)(x.numpy()), _ort(model, {"x": x.numpy()})[0],
+                               rtol=1e-4, atol=1e-5)
