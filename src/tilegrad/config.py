@@ -16,7 +16,8 @@ def _default_cache_dir() -> Path:
 @dataclasses.dataclass(frozen=True)
 class Config:
     cc: str | None = None  # C compiler; None picks the first of gcc, clang, cc found on PATH
-    cflags: tuple[str, ...] = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-fno-trapping-math", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+    cflags: tuple[str, ...] = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno",
+                               "-fno-trapping-math", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
     num_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     debug: int = 0

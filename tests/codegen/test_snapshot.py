@@ -1,6 +1,7 @@
-"""Codegen snapshot: the C (after the shared prelude) of every catalogue workload under its default schedule (AVX-512 rules, so the files do
-not depend on the machine) equals the file in tests/golden/. A pure refactor leaves them unchanged; an intended
-change rewrites them with `pytest --update-golden`, and the diff is reviewed in the same commit."""
+"""Codegen snapshot: the C (after the shared prelude) of every catalogue workload under its default schedule
+(AVX-512 rules, so the files do not depend on the machine) equals the file in tests/golden/. A pure refactor
+leaves them unchanged; an intended change rewrites them with `pytest --update-golden`, and the diff is reviewed
+in the same commit."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ Coordinates are computed in float32 in the generated code and in float64 by the 
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 
@@ -26,7 +25,8 @@ def _check(mode, transform, nearest_mode):
     if mode not in MODES:
         raise ShapeError(f"resize mode {mode!r} is not supported; supported: {', '.join(MODES)}")
     if transform not in TRANSFORMS:
-        raise ShapeError(f"coordinate transformation {transform!r} is not supported; supported: {', '.join(TRANSFORMS)}")
+        raise ShapeError(f"coordinate transformation {transform!r} is not supported; "
+                         f"supported: {', '.join(TRANSFORMS)}")
     if nearest_mode not in NEAREST:
         raise ShapeError(f"nearest mode {nearest_mode!r} is not supported; supported: {', '.join(NEAREST)}")
 
