@@ -1,0 +1,10 @@
+"""Graph passes. Importing the modules below registers their passes; each names its place in the pipeline:
+
+    10 fold_constants    20 simplify (algebraic)   30 cse              40 bn_fold
+    50 bias_and_transpose  60 hoist_slice         70 expand           80 conv_algorithm / weight packing
+    90 layout            100 fuse
+"""
+
+from .pipeline import optimize, pass_names  # noqa: F401
+
+ALL = ()
