@@ -11,15 +11,18 @@ TARGETS = ("cpu",)
 
 
 def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, target: str = "cpu",  # noqa: A001
-            opt_level: int = 2, db=None) -> Module:
+            opt_level: int = 2, disable_passes: Sequence[str] = (), enable_passes: Sequence[str] = (),
+            db=None) -> Module:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto) into a callable native Module.
 
-    `input_shapes` fixes symbolic input dimensions. Every `opt_level` compiles one kernel per op today; the graph
-    passes (folding, fusion, layout) arrive with the optimisation work. Tuning records (`db=`) need the tuner,
-    which is not built yet, so passing one is an error rather than a silent no-op.
+    `input_shapes` fixes symbolic input dimensions. `opt_level` picks the graph passes (0: none, one kernel per
+    op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on (`tilegrad.passes.pass_names()`
+    lists them). Tuning records (`db=`) need the tuner, which is not built yet, so passing one is an error rather
+    than a silent no-op.
     """
     from .executor import compile_graph
     from .frontend.onnx import import_onnx
+    from .passes import optimize
 
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
@@ -27,7 +30,9 @@ def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, t
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if db is not None:
         raise TilegradError("db= (tuning records) needs the auto-scheduler, which is not available yet")
-    return compile_graph(import_onnx(model, input_shapes=input_shapes))
+    graph, _ = optimize(import_onnx(model, input_shapes=input_shapes), opt_level, disable=disable_passes,
+                        enable=enable_passes)
+    return compile_graph(graph)
 
 
 def load(directory) -> Module:

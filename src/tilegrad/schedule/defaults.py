@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..te import expr as E
 from ..te.tensor import Tensor
@@ -24,6 +24,32 @@ PACKED_TAGS = {"packed_conv2d_tiles", "packed_matmul_tiles"}
 WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
 MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule
 ROW_TAGS = {"softmax", "log_softmax", "layer_norm", "instance_norm"}
+
+@dataclasses.dataclass(frozen=True)
+class Anchor:
+    """What a rule schedules when the stage is the epilogue of a fused group (bias, residual, activation applied
+    to a convolution's output): the anchor op's tag and attributes, and `accumulator`, the anchor's reduction
+    stage, which the rule computes at its register tile of the output in place of a cache_write. An anchor whose
+    last stage is an injective copy-out (the packed ops) is inlined into the epilogue before the rule runs, and
+    `accumulator` is None. For a stage scheduled on its own, the anchor is the stage's own op."""
+
+    tag: str
+    attrs: dict
+    accumulator: str | None = None
+
+
+# Rules kept beside the computes they schedule (new algorithms, layouts): tag -> rule(sch, stage, target,
+# anchor). Looked up before the built-in rules below.
+RULES: dict[str, Callable[[Schedule, Stage, "CpuTarget", Anchor], None]] = {}
+
+
+def rule(*tags: str):
+    """Register a default-schedule rule for stages with one of `tags`."""
+    def add(fn):
+        for t in tags:
+            RULES[t] = fn
+        return fn
+    return add
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +87,9 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
         if s.attach is not None or s.relations:
             continue
         tag = s.op.tag
-        if tag == "packed_matmul":
+        if tag in RULES:
+            RULES[tag](sch, s, target, Anchor(tag, dict(s.op.attrs)))
+        elif tag == "packed_matmul":
             _schedule_packed_matmul(sch, s, target)
         elif tag == "packed_conv2d":
             _schedule_packed_conv(sch, s, target)
