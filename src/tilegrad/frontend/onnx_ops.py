@@ -101,10 +101,6 @@ def _where(b: B, name, cond, x, y):
     return b.op("where", cond, x, y, name=name)
 
 
-CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
-MATMUL_PANEL = 16  # columns per panel of a packed constant matmul operand
-
-
 def _pads_for_auto(auto_pad, sizes, kernel, strides, dilations):
     """Explicit ONNX pads (begins then ends) for auto_pad SAME_UPPER / SAME_LOWER / VALID."""
     if auto_pad in ("NOTSET", "VALID"):
@@ -133,12 +129,6 @@ def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, gro
           strides=None):
     kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
     strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
-    if len(x.shape) == 4 and group == 1 and w.is_constant and x.dtype == "float32":
-        # Constant weights are packed once, here (the pack node folds), for the channel-blocked convolution.
-        wpack = b.op("conv_weight_pack", w, name=f"{name}_wpack", block=CONV_BLOCK)
-        inputs = (x, wpack) if bias is None else (x, wpack, bias)
-        return b.op("blocked_conv", *inputs, name=name, out_channels=w.shape[0], strides=strides, pads=pads,
-                    dilations=dilations)
     inputs = (x, w) if bias is None else (x, w, bias)
     return b.op("conv", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=group)
 
@@ -160,26 +150,11 @@ def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations
                 group=group, output_padding=tuple(output_padding) if output_padding else (0,) * nd)
 
 
-def _panel_matmul(b: B, name, a, w, bias=None, *, transpose_b=0, alpha=1.0, beta=1.0):
-    """A @ W for a constant 2-D W: W packed into column panels once (the pack folds), A's leading axes flattened
-    into rows for the packed GEMM and restored after."""
-    n = w.shape[0] if transpose_b else w.shape[1]
-    wpack = b.op("matmul_weight_pack", w, name=f"{name}_wpack", transpose=int(transpose_b), nr=MATMUL_PANEL)
-    lead = a.shape[:-1]
-    rows = a if len(a.shape) == 2 else b.op("reshape", a, name=f"{name}_rows", shape=(-1, a.shape[-1]))
-    inputs = (rows, wpack) if bias is None else (rows, wpack, bias)
-    out = b.op("panel_matmul", *inputs, name=name, n=n, alpha=float(alpha), beta=float(beta))
-    return out if len(a.shape) == 2 else b.op("reshape", out, name=f"{name}_unrows", shape=(*lead, n))
-
-
-def _packable(a, w) -> bool:
-    return w.is_constant and len(w.shape) == 2 and len(a.shape) >= 2 and a.dtype == w.dtype == "float32"
-
-
 def _transposed_as_conv(b: B, name, x, w, bias, strides, pads, dilations, output_padding):
-    """A transposed convolution as a direct one (which has fast packed kernels): spread the input by the stride,
-    pad it by dilation * (kernel - 1) - pad (plus output_padding after), and convolve with the weights flipped
-    and their channel axes swapped (a constant, so computed here). None when a pad would be negative."""
+    """A transposed convolution as a direct one (which the conv_algorithm pass gives fast kernels): spread the
+    input by the stride, pad it by dilation * (kernel - 1) - pad (plus output_padding after), and convolve with
+    the weights flipped and their channel axes swapped (a constant, so computed here). None when a pad would be
+    negative."""
     kernel = w.shape[2:]
     strides = tuple(strides) if strides else (1, 1)
     dilations = tuple(dilations) if dilations else (1, 1)
@@ -191,25 +166,17 @@ def _transposed_as_conv(b: B, name, x, w, bias, strides, pads, dilations, output
         return None
     flipped = b.const(np.ascontiguousarray(w.data.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), f"{name}_flipped")
     spread = b.op("dilate", x, name=f"{name}_spread", strides=strides) if max(strides) > 1 else x
-    wpack = b.op("conv_weight_pack", flipped, name=f"{name}_wpack", block=CONV_BLOCK)
-    inputs = (spread, wpack) if bias is None else (spread, wpack, bias)
-    return b.op("blocked_conv", *inputs, name=name, out_channels=flipped.shape[0], strides=(1, 1),
-                pads=(*begins, *ends), dilations=dilations)
+    inputs = (spread, flipped) if bias is None else (spread, flipped, bias)
+    return b.op("conv", *inputs, name=name, strides=(1, 1), pads=(*begins, *ends), dilations=dilations, group=1)
 
 
 @onnx_op("MatMul")
 def _matmul(b: B, name, x, y):
-    if _packable(x, y):
-        return _panel_matmul(b, name, x, y)
     return b.op("matmul", x, y, name=name)
 
 
 @onnx_op("Gemm")
 def _gemm(b: B, name, a, w, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
-    bias_fits = c is None or c.shape in ((w.shape[0] if transB else w.shape[1],), (1, w.shape[0] if transB else
-                                                                                    w.shape[1]), (1,), ())
-    if _packable(a, w) and not transA and bias_fits:
-        return _panel_matmul(b, name, a, w, c, transpose_b=transB, alpha=alpha, beta=beta)
     inputs = (a, w) if c is None else (a, w, c)
     return b.op("gemm", *inputs, name=name, alpha=float(alpha), beta=float(beta), trans_a=transA, trans_b=transB)
 

@@ -6,5 +6,6 @@
 """
 
 from .pipeline import optimize, pass_names  # noqa: F401
+from . import conv_algorithm  # noqa: F401
 
 ALL = ()
