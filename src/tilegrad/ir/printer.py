@@ -10,6 +10,8 @@ def _value(v: Value) -> str:
 
 
 def _attr(v) -> str:
+    if isinstance(v, Graph):
+        return "<" + " -> ".join(n.op for n in v.nodes) + ">"
     if isinstance(v, tuple):
         return "(" + ", ".join(_attr(x) for x in v) + ("," if len(v) == 1 else "") + ")"
     return repr(v)

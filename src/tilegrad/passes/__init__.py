@@ -6,6 +6,15 @@
 """
 
 from .pipeline import optimize, pass_names  # noqa: F401
+from . import fold  # noqa: F401
+from . import simplify  # noqa: F401
+from . import cse  # noqa: F401
+from . import bn_fold  # noqa: F401
+from . import bias  # noqa: F401
+from . import hoist_slice  # noqa: F401
 from . import conv_algorithm  # noqa: F401
+from . import expand  # noqa: F401
 
-ALL = ()
+from . import fuse  # noqa: E402
+
+ALL = (fuse,)

@@ -74,34 +74,119 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
     target = target or CpuTarget.host()
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
-    row_chain = any(t.op.tag in ROW_TAGS for t in sch.state.outputs)
+    rows = _row_axes(sch)
     for s in list(reversed(sch.state.stages)):
         if s.name in out_names:
             continue
         readers = sch.state.readers(s.tensor)
-        shared_in_row = row_chain and len(readers) > 1  # kept per row by _schedule_rows, computed once
+        shared_in_row = rows is not None and len(readers) > 1  # kept per row by _schedule_rows, computed once
         if not s.op.reduce_axes and s.op.tag in INJECTIVE_TAGS and not _feeds_conv(readers) and not shared_in_row:
             sch.compute_inline(s.name)
     for name in [st.name for st in reversed(sch.state.stages)]:  # consumers first; rules may attach producers
         s = sch.state.stage(name)
         if s.attach is not None or s.relations:
             continue
-        tag = s.op.tag
-        if tag in RULES:
-            RULES[tag](sch, s, target, Anchor(tag, dict(s.op.attrs)))
-        elif tag == "packed_matmul":
-            _schedule_packed_matmul(sch, s, target)
-        elif tag == "packed_conv2d":
-            _schedule_packed_conv(sch, s, target)
-        elif tag in MATMUL_TAGS:
-            _schedule_matmul(sch, s, target)
-        elif tag in CONV_TAGS and s.op.attrs.get("groups", 1) == 1:
-            _schedule_conv(sch, s, target)
-        elif tag in ROW_TAGS and name in out_names:
-            _schedule_rows(sch, s, target)
+        anchor = _epilogue_anchor(sch, s) if name in out_names else None
+        if anchor is not None:
+            _dispatch(sch, s, target, anchor)
+        elif rows is not None and name in out_names:
+            _schedule_rows(sch, s, target, rows)
         else:
-            _schedule_generic(sch, s, target)
+            _dispatch(sch, s, target, Anchor(s.op.tag, dict(s.op.attrs)))
     return sch
+
+
+def _dispatch(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+    tag = anchor.tag
+    if tag in RULES:
+        RULES[tag](sch, s, target, anchor)
+    elif tag == "packed_matmul":
+        _schedule_packed_matmul(sch, s, target, anchor)
+    elif tag == "packed_conv2d":
+        _schedule_packed_conv(sch, s, target, anchor)
+    elif tag in MATMUL_TAGS:
+        _schedule_matmul(sch, s, target, anchor)
+    elif tag in CONV_TAGS and anchor.attrs.get("groups", 1) == 1:
+        _schedule_conv(sch, s, target, anchor)
+    elif anchor.accumulator is not None and tag in WINDOW_TAGS:
+        _schedule_window(sch, s, target, anchor.accumulator)
+    elif anchor.accumulator is not None:  # an epilogue on an op without a tiled rule: compute it per output row
+        _schedule_generic(sch, s, target)
+        sch.compute_at(anchor.accumulator, s.name, sch.loops(s.name)[0])
+    else:
+        _schedule_generic(sch, s, target)
+
+
+HEAVY_TAGS = CONV_TAGS | WINDOW_TAGS | MATMUL_TAGS | {"packed_matmul", "packed_conv2d"}
+
+
+def _epilogue_anchor(sch: Schedule, s: Stage) -> Anchor | None:
+    """The anchor of an element-wise epilogue `s`: a conv, matmul or window op of the same shape that only `s`
+    reads, element by element (directly or through inlined element-wise stages). A copy-out anchor (no
+    reduction) is inlined here; a reduction becomes the accumulator."""
+    if s.op.reduce_axes or s.op.tag not in INJECTIVE_TAGS:
+        return None
+    found: list[Stage] = []
+    if not _identity_reads(sch, s, found) or len({p.name for p in found}) != 1:
+        return None
+    p = found[0]
+    if p.tensor.shape != s.tensor.shape:
+        return None
+    if any(r.attach != "inline" and r is not s for r in sch.state.readers(p.tensor)):
+        return None
+    if p.op.reduce_axes:
+        return Anchor(p.op.tag, dict(p.op.attrs), p.name)
+    sch.compute_inline(p.name)
+    return Anchor(p.op.tag, dict(p.op.attrs))
+
+
+def _identity_reads(sch: Schedule, stage: Stage, found: list, identity: bool = True) -> bool:
+    """Collect the non-inlined stages `stage` reads, looking through inlined ones; False if a heavy one is read
+    anywhere but at the reader's own indices (a transposing or broadcasting read is not an epilogue)."""
+    names = {st.name: st for st in sch.state.stages}
+    own = tuple(stage.op.axes)
+    stack = [stage.op.body]
+    while stack:
+        x = stack.pop()
+        stack.extend(x.children())
+        p = names.get(x.buffer.name) if type(x) is E.Load else None
+        if p is None:
+            continue
+        same = identity and tuple(x.indices) == own
+        if p.attach == "inline":
+            if not _identity_reads(sch, p, found, same):
+                return False
+        elif p.op.tag in HEAVY_TAGS or p.op.tag in RULES:
+            if not same:
+                return False
+            found.append(p)
+    return True
+
+
+def _row_axes(sch: Schedule) -> int | None:
+    """How many leading axes of the (single) output a row-wise schedule runs over: the chain of a softmax,
+    layer norm or a fused reduction with its element-wise consumers, whose reductions all keep those leading
+    axes. None when the kernel is not such a chain."""
+    if len(sch.state.outputs) != 1:
+        return None
+    out = sch.state.stage(sch.state.outputs[0].name)
+    if out.op.reduce_axes:
+        return None
+    if out.op.tag in ROW_TAGS:
+        return out.op.attrs.get("axis", len(out.op.axes) - 1)
+    if out.op.tag not in INJECTIVE_TAGS or len(out.op.axes) < 2:
+        return None
+    shape = out.tensor.shape
+    reductions = [st for st in sch.state.stages if st.op.reduce_axes]
+    if not reductions or any(r.op.tag in HEAVY_TAGS or r.op.tag in RULES for r in sch.state.stages):
+        return None
+    rows = len(shape) - 1
+    for r in reductions:
+        k = 0
+        while k < min(len(r.tensor.shape), rows) and r.tensor.shape[k] == shape[k]:
+            k += 1
+        rows = min(rows, k)
+    return rows if rows >= 1 else None
 
 
 def _feeds_conv(readers: list[Stage]) -> bool:
@@ -157,7 +242,7 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
             _parallel_outer(sch, s, spatial, target, reduce_work)
         return
     if reduce and contiguous == "window":
-        _schedule_window(sch, s, target)
+        _schedule_window(sch, s, target, None)
         return
     inner = spatial[-1]
     lanes = target.vector_lanes
@@ -170,16 +255,18 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
         sch.vectorize(s.name, vec_inner)
 
 
-def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget, accumulator: str | None) -> None:
     """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
-    this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy."""
+    this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy.
+    `accumulator` is the window stage when `s` is its fused epilogue."""
     lanes = target.vector_lanes
     *outer, w = [a.name for a in s.op.axes]
     wext = _extent(s, w)
     wr, _ = conv_tile(1, wext, lanes)
+    window = accumulator or s.name
     pads = [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
-            and [r.name for r in sch.state.readers(p.tensor)] == [s.name]]
-    local = sch.cache_write(s.name)
+            and [r.name for r in sch.state.readers(p.tensor)] == [window]]
+    local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
     _parallel_outer(sch, s, outer, target, wext)
     sch.vectorize(s.name, w1)
@@ -190,8 +277,9 @@ def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     sch.compute_at(local, s.name, w0)
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
-    sch.reorder(local, *[a.name for a in lst.op.axes][:-1], *reduce, w)
-    sch.vectorize(local, w)
+    *local_outer, local_w = [a.name for a in lst.op.axes]
+    sch.reorder(local, *local_outer, *reduce, local_w)
+    sch.vectorize(local, local_w)
 
 
 def _contiguous_reduction(s: Stage) -> str | None:
@@ -211,17 +299,17 @@ def _contiguous_reduction(s: Stage) -> str | None:
     return "window" if "window" in kinds else "reduce" if kinds else None
 
 
-def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
     """Register tile of mr rows x nr columns accumulated over k; the batch and row blocks run in parallel."""
     lanes = target.vector_lanes
     *batch, i, j = [a.name for a in s.op.axes]
     m, n = _extent(s, i), _extent(s, j)
-    if s.op.tag == "batch_matmul" and n % lanes == 0 and m % 8 == 0:
+    if anchor.tag == "batch_matmul" and n % lanes == 0 and m % 8 == 0:
         nr, mr = lanes, 8  # measured faster than 4 x 2 vectors on attention shapes (short k)
     else:
         nr = lanes * 2 if n % (lanes * 2) == 0 else lanes if n >= lanes else n
         mr = _largest_divisor(m, 4) if m % 4 == 0 or m < 4 else 4
-    local = sch.cache_write(s.name)
+    local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     mb = 64 if m > 64 else m
     i0, i1 = sch.split(s.name, i, mb)
@@ -242,12 +330,13 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     sch.vectorize(local, lj)
 
 
-def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, tiles_per_block: int = 9) -> None:
+def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor,
+                            tiles_per_block: int = 9) -> None:
     """The packed GEMM (te.nn.packed_matmul): each mr x nr register tile of the padded product accumulates over
     all of k inside the output's loops and is copied out (the only guarded part); blocks of output rows and column
     panels run in parallel; the packing stages run in parallel at the root."""
-    mr, nr = s.op.attrs["mr"], s.op.attrs["nr"]
-    padded = next(t.name for t in s.op.inputs)
+    mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
+    padded = _stage_tagged(sch, "packed_matmul_tiles")
     tiles = sch.state.stage(padded).tensor.shape[0] // mr
     mb = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
     i, j = [a.name for a in s.op.axes]
@@ -269,12 +358,13 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, tiles_pe
         sch.vectorize(pack, inner)
 
 
-def _schedule_packed_conv(sch: Schedule, s: Stage, target: CpuTarget, accumulators: int = 14) -> None:
+def _schedule_packed_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor,
+                          accumulators: int = 14) -> None:
     """te.nn.packed_conv2d: a register tile of wr output columns x one block of output channels (vectorised)
     accumulates over input channels and taps; images, channel blocks and rows run in parallel; the tile is copied
     out to NCHW."""
-    block = s.op.attrs["block"]
-    blocked = next(t.name for t in s.op.inputs)
+    block = anchor.attrs["block"]
+    blocked = _stage_tagged(sch, "packed_conv2d_tiles")
     n, c, h, w = [a.name for a in s.op.axes]
     vectors = -(-block // target.vector_lanes)
     wr = _largest_divisor(_extent(s, w), max(1, accumulators // vectors))
@@ -287,6 +377,10 @@ def _schedule_packed_conv(sch: Schedule, s: Stage, target: CpuTarget, accumulato
     sch.reorder(blocked, bn, bc, bh, *reduce, bw, bb)
     sch.unroll(blocked, bw)
     sch.vectorize(blocked, bb)
+
+
+def _stage_tagged(sch: Schedule, tag: str) -> str:
+    return next(st.name for st in sch.state.stages if st.op.tag == tag)
 
 
 def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:
@@ -303,7 +397,7 @@ def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> 
     return wr, _largest_divisor(channels, max(1, accumulators // vectors))
 
 
-def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
     """Direct convolution: a tile of output channels x output columns accumulated in registers over the input
     channels and taps; batch, channel blocks and rows run in parallel."""
     lanes = target.vector_lanes
@@ -311,7 +405,7 @@ def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     w = spatial[-1]
     wext = _extent(s, w)
     wr, cr = conv_tile(_extent(s, c), wext, lanes)
-    local = sch.cache_write(s.name)
+    local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     c0, c1 = sch.split(s.name, c, cr)
     w0, w1 = sch.split(s.name, w, wr)
@@ -327,10 +421,10 @@ def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget) -> None:
     sch.vectorize(s.name, w1)
 
 
-def _schedule_rows(sch: Schedule, s: Stage, target: CpuTarget) -> None:
-    """Softmax and layer norm: one parallel loop over rows; each row's reductions are computed inside it, split
-    into vector lanes of partial results (rfactor) so that they vectorise too."""
-    axis = s.op.attrs.get("axis", len(s.op.axes) - 1)
+def _schedule_rows(sch: Schedule, s: Stage, target: CpuTarget, axis: int) -> None:
+    """Softmax, layer norm and fused reduction chains: one parallel loop over the rows (the first `axis` axes);
+    each row's reductions are computed inside it, split into vector lanes of partial results (rfactor) so that
+    they vectorise too."""
     names = [a.name for a in s.op.axes]
     rows, inner = names[:axis], names[axis:]
     tail = sch.fuse(s.name, *inner) if len(inner) > 1 else inner[0]
@@ -361,3 +455,6 @@ def _vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, 
         sch.vectorize(rf, lane)
         sch.compute_at(rf, consumer, row)
     sch.compute_at(p.name, consumer, row)
+
+
+from . import rules_nchwc  # noqa: E402,F401

@@ -7,3 +7,4 @@ from . import reduce as reduce
 from . import shape as shape
 from . import packed as packed
 from . import resize as resize
+from . import fused as fused
