@@ -3,6 +3,7 @@ one line on stderr with exit status 2, never a traceback."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tilegrad.cli import main
 from tilegrad.errors import UnsupportedOpError
+from tilegrad.passes import pass_names
+from tilegrad.passes.pipeline import PASSES
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)  # conv: 3 -> 4 channels, 3x3, pads 1
@@ -197,3 +200,64 @@ def test_bench_against_peers(adder, capsys, monkeypatch):
     assert main(["bench", adder, "--against", "onnxruntime", "--repeats", "1"]) == 0
     assert "unavailable: onnxruntime is not installed" in capsys.readouterr().out
     _user_error(capsys, ["bench", adder, "--against", "tvm"], "unknown runtime(s) tvm")
+
+
+# ---- --explain, --opt-level, --disable-pass ----
+
+PASS_LINE = re.compile(r"^  (\w+): \d+ -> \d+ nodes")  # a pass's line in the --explain report
+
+
+@pytest.fixture
+def normalized(tmp_path):
+    """x (4, 16) -> LayerNormalization -> MatMul -> Softmax -> y (4, 8): two composites for the expand pass."""
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["l"], name="ln_0"),
+             helper.make_node("MatMul", ["l", "m"], ["h"], name="mm_0"),
+             helper.make_node("Softmax", ["h"], ["y"], name="y")]
+    inits = [numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("s", (16,)), ("b", (16,)), ("m", (16, 8)))]
+    return _save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], inits)
+
+
+def _explained_passes(out: str) -> list[str]:
+    return [m.group(1) for m in map(PASS_LINE.match, out.splitlines()) if m]
+
+
+def test_explain_prints_each_pass_the_kernels_and_the_intermediates(normalized, tmp_path, capsys):
+    assert main(["compile", normalized, "-o", str(tmp_path / "out"), "--explain"]) == 0
+    out = capsys.readouterr().out
+    ran = [p.name for p in PASSES if p.level <= 2]
+    assert out.startswith("passes (opt-level 2):\n") and _explained_passes(out) == ran
+    expand_line = next(line for line in out.splitlines() if line.startswith("  expand: "))
+    assert "layer_norm -1" in expand_line and "softmax -1" in expand_line
+    assert "    expanded layer_norm x1, softmax x1" in out
+    assert re.search(r"^kernels: \d+$", out, re.M)
+    assert re.search(r"^intermediates: \d.* planned with reuse \(\d.* without\)$", out, re.M)
+    assert "compiled " in out  # the command's own report follows
+
+
+def test_opt_level_0_runs_no_pass_and_makes_one_kernel_per_op(normalized, tmp_path, capsys):
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    assert main(["run", normalized, "--input", _npy(tmp_path, "x.npy", x), "--explain", "--opt-level", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("passes (opt-level 0): none\nkernels: 3\nintermediates: ")
+    assert _explained_passes(out) == []
+    assert "y: float32[4, 8]" in out
+
+
+def test_disable_pass_skips_it_and_is_repeatable(normalized, capsys):
+    everything = [a for name in pass_names() for a in ("--disable-pass", name)]
+    assert main(["bench", normalized, "--repeats", "1", "--explain", *everything]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("passes (opt-level 2): none\nkernels: 3\n") and "tilegrad" in out
+    assert main(["bench", normalized, "--repeats", "1", "--explain", "--disable-pass", "expand"]) == 0
+    assert "expand" not in _explained_passes(capsys.readouterr().out)
+
+
+def test_unknown_pass_or_pass_flags_on_a_compiled_module_are_user_errors(normalized, tmp_path, capsys):
+    _user_error(capsys, ["compile", normalized, "-o", str(tmp_path / "o"), "--disable-pass", "fold_everything"],
+                "--disable-pass 'fold_everything'", "no such pass", "expand")
+    assert not (tmp_path / "o").exists()
+    _user_error(capsys, ["run", str(tmp_path), "--explain"], "--explain, --opt-level and --disable-pass apply only")
+    assert main(["compile", normalized, "-o", str(tmp_path / "o"), "--opt-level", "4"]) == 2
+    assert "invalid choice" in capsys.readouterr().err  # argparse's own usage error

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import TilegradError
 from .runtime.module import Module, load as _load
 
+if TYPE_CHECKING:
+    from .ir.graph import Graph
+    from .passes.pipeline import Report
+
 TARGETS = ("cpu",)
+
+
+class Compilation(NamedTuple):
+    """A compiled module and how it was made: what `tilegrad compile --explain` prints."""
+
+    module: Module
+    report: Report  # per pass: node counts before and after, op deltas, notes
+    graph: Graph  # the optimised graph the module was built from
+
+    @property
+    def kernels(self) -> int:
+        """The executor builds one kernel per node of the optimised graph."""
+        return len(self.graph.nodes)
 
 
 def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, target: str = "cpu",  # noqa: A001
@@ -18,8 +36,16 @@ def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, t
     `input_shapes` fixes symbolic input dimensions. `opt_level` picks the graph passes (0: none, one kernel per
     op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on (`tilegrad.passes.pass_names()`
     lists them). Tuning records (`db=`) need the tuner, which is not built yet, so passing one is an error rather
-    than a silent no-op.
+    than a silent no-op. `compile_with_report` takes the same arguments and also says what the passes did.
     """
+    return compile_with_report(model, input_shapes=input_shapes, target=target, opt_level=opt_level,
+                               disable_passes=disable_passes, enable_passes=enable_passes, db=db).module
+
+
+def compile_with_report(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, target: str = "cpu",
+                        opt_level: int = 2, disable_passes: Sequence[str] = (), enable_passes: Sequence[str] = (),
+                        db=None) -> Compilation:
+    """`compile`, returning the module together with the pass pipeline's report and the optimised graph."""
     from .executor import compile_graph
     from .frontend.onnx import import_onnx
     from .passes import optimize
@@ -30,9 +56,9 @@ def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, t
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if db is not None:
         raise TilegradError("db= (tuning records) needs the auto-scheduler, which is not available yet")
-    graph, _ = optimize(import_onnx(model, input_shapes=input_shapes), opt_level, disable=disable_passes,
-                        enable=enable_passes)
-    return compile_graph(graph)
+    graph, report = optimize(import_onnx(model, input_shapes=input_shapes), opt_level, disable=disable_passes,
+                             enable=enable_passes)
+    return Compilation(compile_graph(graph), report, graph)
 
 
 def load(directory) -> Module:

@@ -62,18 +62,26 @@ def _parser() -> argparse.ArgumentParser:
     shapes = argparse.ArgumentParser(add_help=False)
     shapes.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                         help="fix the shape of an input with symbolic dimensions (repeatable)")
+    passes = argparse.ArgumentParser(add_help=False)
+    passes.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=None,
+                        help="graph passes to run: 0 none (one kernel per op) up to 3 (default 2)")
+    passes.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
+                        help="skip this graph pass (repeatable)")
+    passes.add_argument("--explain", action="store_true",
+                        help="print what each graph pass changed, the kernel count and the intermediate memory")
 
     p = argparse.ArgumentParser(prog="tilegrad", description="A deep-learning compiler for ONNX models.")
     p.add_argument("--debug", action="store_true", help="show debug logging and raise errors with their traceback")
     sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
-    c = sub.add_parser("compile", parents=[common, shapes], help="compile an ONNX model into a module directory",
+    c = sub.add_parser("compile", parents=[common, shapes, passes],
+                       help="compile an ONNX model into a module directory",
                        description="Compile an ONNX model and save the native module to a directory.")
     c.add_argument("model", help="the .onnx file")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to save the module to")
     c.set_defaults(command=_compile)
 
-    r = sub.add_parser("run", parents=[common, shapes], help="run a module directory or an ONNX model",
+    r = sub.add_parser("run", parents=[common, shapes, passes], help="run a module directory or an ONNX model",
                        description="Run a saved module (or compile and run an .onnx file) on inputs from .npy files.")
     r.add_argument("model", help="a module directory saved by `tilegrad compile`, or an .onnx file")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
@@ -81,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", metavar="FILE.npz", help="save the outputs here, keyed by output name")
     r.set_defaults(command=_run)
 
-    b = sub.add_parser("bench", parents=[common, shapes], help="median latency, against other runtimes",
+    b = sub.add_parser("bench", parents=[common, shapes, passes], help="median latency, against other runtimes",
                        description="Median latency of the compiled model on random inputs, beside other runtimes.")
     b.add_argument("model", help="the .onnx file")
     b.add_argument("--against", default="", metavar="PEER[,PEER]",
@@ -100,12 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 # ---- compile ----
 
 def _compile(args) -> None:
-    from . import api
-
-    proto, shapes = _load(args.model, args.input_shape)
-    t0 = time.perf_counter()
-    mod = api.compile(proto, input_shapes=shapes)
-    elapsed = time.perf_counter() - t0
+    _, mod, elapsed = _compile_model(args)
     try:
         out = mod.save(args.output)
     except OSError as exc:
@@ -124,6 +127,43 @@ def _print_buffers(title: str, specs) -> None:
     print(f"  {title:<10} {len(specs)}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in specs))
 
 
+def _compile_model(args):
+    """(ModelProto, Module, seconds) for `args.model`, under the pass flags; with --explain, say what the passes
+    did before the command's own report."""
+    from . import api
+
+    opt_level = 2 if args.opt_level is None else args.opt_level
+    _check_pass_names(args.disable_pass)
+    proto, shapes = _load(args.model, args.input_shape)
+    t0 = time.perf_counter()
+    compilation = api.compile_with_report(proto, input_shapes=shapes, opt_level=opt_level,
+                                          disable_passes=args.disable_pass)
+    elapsed = time.perf_counter() - t0
+    if args.explain:
+        _explain(compilation, opt_level)
+    return proto, compilation.module, elapsed
+
+
+def _check_pass_names(names: Sequence[str]) -> None:
+    from .passes import pass_names
+
+    known = pass_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"--disable-pass {unknown[0]!r}: there is no such pass; the passes are {', '.join(known)}")
+
+
+def _explain(compilation, opt_level: int) -> None:
+    """The pipeline's report (one line per pass that ran, then its notes), the kernel count and the memory plan."""
+    text = compilation.report.format()
+    print(f"passes (opt-level {opt_level}):" + ("" if text else " none"))
+    for line in text.splitlines():
+        print(f"  {line}")
+    spec = compilation.module.spec
+    print(f"kernels: {compilation.kernels}")
+    print(f"intermediates: {_bytes(spec.workspace_bytes)} planned with reuse ({_bytes(spec.unshared_bytes)} without)")
+
+
 # ---- run ----
 
 def _run(args) -> None:
@@ -134,10 +174,12 @@ def _run(args) -> None:
         if args.input_shape:
             raise UsageError(f"--input-shape applies only when compiling an .onnx file; the module in {source} "
                              f"was compiled for fixed shapes")
+        if args.explain or args.opt_level is not None or args.disable_pass:
+            raise UsageError(f"--explain, --opt-level and --disable-pass apply only when compiling an .onnx file; "
+                             f"the module in {source} is already compiled")
         mod = api.load(source)
     else:
-        proto, shapes = _load(args.model, args.input_shape)
-        mod = api.compile(proto, input_shapes=shapes)
+        _, mod, _ = _compile_model(args)
     inputs = _read_inputs(args.input, mod.spec.inputs)
     outputs = mod(**inputs)
     outputs = dict(zip(mod.output_names, outputs if isinstance(outputs, list) else [outputs]))
@@ -210,8 +252,6 @@ def _statistics(y: np.ndarray) -> str:
 # ---- bench ----
 
 def _bench(args) -> None:
-    from . import api
-
     peers = [p.strip() for p in args.against.split(",") if p.strip()]
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
@@ -219,10 +259,7 @@ def _bench(args) -> None:
                          f"choose from {', '.join(PEERS)}")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    proto, shapes = _load(args.model, args.input_shape)
-    t0 = time.perf_counter()
-    mod = api.compile(proto, input_shapes=shapes)
-    compile_s = time.perf_counter() - t0
+    proto, mod, compile_s = _compile_model(args)
     print(f"{args.model}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in mod.spec.inputs)
           + f"; compiled in {compile_s:.2f} s; median of {args.repeats} repeats")
     ours = mod.benchmark(repeats=args.repeats)
