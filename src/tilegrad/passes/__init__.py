@@ -14,7 +14,6 @@ from . import bias  # noqa: F401
 from . import hoist_slice  # noqa: F401
 from . import conv_algorithm  # noqa: F401
 from . import expand  # noqa: F401
-from . import expand  # noqa: F401
 
 from . import fuse  # noqa: E402
 
