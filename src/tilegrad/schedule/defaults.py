@@ -152,7 +152,7 @@ def _identity_reads(sch: Schedule, stage: Stage, found: list, identity: bool = T
         p = names.get(x.buffer.name) if type(x) is E.Load else None
         if p is None:
             continue
-        same = identity and tuple(x.indices) == own
+        same = identity and _same_element(x.indices, own, p.tensor.shape)
         if p.attach == "inline":
             if not _identity_reads(sch, p, found, same):
                 return False
@@ -161,6 +161,12 @@ def _identity_reads(sch: Schedule, stage: Stage, found: list, identity: bool = T
                 return False
             found.append(p)
     return True
+
+
+def _same_element(indices, axes, shape) -> bool:
+    """Whether a read at `indices` is of the reader's own element (an axis of extent 1 may read index 0)."""
+    return len(indices) == len(axes) and all(
+        i == a or (n == 1 and type(i) is E.Const and i.value == 0) for i, a, n in zip(indices, axes, shape))
 
 
 def _row_axes(sch: Schedule) -> int | None:
