@@ -1,0 +1,78 @@
+"""Common-subexpression elimination: nodes that apply the same op with the same attributes to the same values
+compute the same thing, so all but the first are dropped and their readers read the first.
+
+Constants are merged first, by dtype, shape and a digest of their bytes (confirmed element for element), so two
+copies of a weight, or the same small constant made twice, become one, and the nodes reading them can then merge
+too. One forward walk suffices: a node's inputs are already merged when it is visited. Every op in the registry is
+a pure function of its inputs and attributes, so merging never changes a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..ir.graph import Graph, Node, Value
+from .editor import GraphEditor
+from .pipeline import PassContext, register
+
+_COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "equal", "logical_and", "logical_or", "logical_xor"})
+
+
+@register("cse", level=1, order=30)
+def eliminate_common_subexpressions(g: Graph, ctx: PassContext) -> Graph:
+    """Compute each distinct expression once; duplicated subgraphs (often made by exporters) cost nothing."""
+    ed = GraphEditor(g)
+    constants: dict[tuple, list[Value]] = {}
+    seen: dict[tuple, Node] = {}
+    outputs = {id(v) for v in g.outputs}
+    changed = False
+    for c in g.constants:
+        same = _merge_constant(constants, c)
+        if same is not c:
+            ed.replace(c, same)
+            ctx.note(f"constant {c.name} is {same.name}")
+            changed = True
+    for node in g.nodes:
+        key = _key(node, ed.inputs_of(node))
+        first = seen.get(key)
+        if first is not None and not any(id(v) in outputs for v in node.outputs):  # an output keeps its name
+            for old, new in zip(node.outputs, first.outputs):
+                ed.replace(old, new)
+            ctx.note(f"{node.name} ({node.op}) is {first.name}")
+            changed = True
+            continue
+        kept = ed.keep(node)
+        seen.setdefault(key, kept)
+    return ed.finish() if changed else g
+
+
+def _merge_constant(constants: dict[tuple, list[Value]], c: Value) -> Value:
+    """The first constant seen with `c`'s bytes (`c` itself if it is the first). Bytes, not values: 0.0 and -0.0
+    differ, and a NaN equals its own copy."""
+    key = (c.dtype, c.shape, hashlib.sha256(np.ascontiguousarray(c.data)).digest())
+    bucket = constants.setdefault(key, [])
+    for other in bucket:
+        if other.data.tobytes() == c.data.tobytes():
+            return other
+    bucket.append(c)
+    return c
+
+
+def _key(node: Node, inputs: tuple[Value, ...]) -> tuple:
+    ids = [id(v) for v in inputs]
+    if node.op in _COMMUTATIVE:
+        ids.sort()
+    return node.op, tuple(ids), _frozen(node.attrs)
+
+
+def _frozen(value):
+    """A hashable stand-in for an attribute value that compares equal exactly when the values are equal."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, tuple(_frozen(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return "ndarray", str(value.dtype), value.shape, value.tobytes()
+    return type(value).__name__, value
