@@ -24,8 +24,10 @@ class Compilation(NamedTuple):
 
     @property
     def kernels(self) -> int:
-        """The executor builds one kernel per node of the optimised graph."""
-        return len(self.graph.nodes)
+        """Kernels the module runs: one per node of the optimised graph, less the reshapes (views)."""
+        from .executor import kernel_count
+
+        return kernel_count(self.graph)
 
 
 def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, target: str = "cpu",  # noqa: A001

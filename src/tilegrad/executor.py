@@ -18,7 +18,7 @@ from . import config as _config
 from .codegen.c import PRELUDE, CRenderer
 from .errors import ShapeError
 from .ir.graph import Graph, Node, Value
-from .ir.registry import lookup
+from .ir.registry import BROADCAST, ELEMWISE, lookup
 from .loop.lower import lower
 from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
@@ -39,33 +39,73 @@ def _nbytes(v: Value) -> int:
     return int(np.prod(v.shape, dtype=np.int64)) * _ITEMSIZE[v.dtype]
 
 
+VIEW_OPS = {"reshape", "flatten", "squeeze", "unsqueeze", "identity"}  # same bytes, another shape: no kernel
+
+
 @dataclasses.dataclass
 class MemoryPlan:
     offsets: dict[int, int]  # id(value) -> byte offset in the workspace
+    views: dict[int, Value]  # id(value) -> the value whose memory it is (a reshape needs no copy)
     workspace_bytes: int
     unshared_bytes: int  # what the intermediates would take without reuse
 
+    def kernel_nodes(self, g: Graph) -> list[Node]:
+        """The nodes that run a kernel: all but the views."""
+        return [n for n in g.nodes if not any(id(v) in self.views for v in n.outputs)]
+
 
 def plan_memory(g: Graph, intermediates: list[Value]) -> MemoryPlan:
-    """First-fit reuse of workspace blocks by lifetime: a value's block is free after its last reader runs."""
+    """Intermediate values share workspace blocks: a view (reshape) is its input's memory; an element-wise
+    kernel writes over an input it reads for the last time (in place); otherwise a value takes the first free
+    block that fits (first fit by lifetime: a block is free once the last reader of every value in it has run)."""
+    wanted = {id(v) for v in intermediates}
+    outputs = {id(v) for v in g.outputs}
+    views: dict[int, Value] = {}
+    for n in g.nodes:
+        v = n.inputs[0] if n.inputs else None
+        if n.op in VIEW_OPS and id(n.outputs[0]) not in outputs and v is not None:
+            views[id(n.outputs[0])] = views.get(id(v), v)
+    block_of = {vid: vid for vid in wanted}  # id(value) -> a value in the same block (follow to the owner)
+    for vid, root in views.items():
+        if vid in wanted:
+            block_of[vid] = id(root) if id(root) in wanted else None
+
+    def owner(vid: int) -> int | None:
+        while vid is not None and block_of[vid] != vid:
+            vid = block_of[vid]
+        return vid
+
     last_use: dict[int, int] = {}
     for t, n in enumerate(g.nodes):
         for v in n.inputs:
-            last_use[id(v)] = t
-    defined = {id(v): t for t, n in enumerate(g.nodes) for v in n.outputs}
-    wanted = {id(v) for v in intermediates}
+            if id(v) in block_of and owner(id(v)) is not None:
+                last_use[owner(id(v))] = t
+    sizes = {id(v): _padded(v) for v in intermediates}
+    for t, n in enumerate(g.nodes):  # in place: the output takes over an input block whose last reader this is
+        out = n.outputs[0]
+        if len(n.outputs) != 1 or id(out) not in wanted or id(out) in views or not _in_place_ok(n):
+            continue
+        for v in n.inputs:
+            blk = owner(id(v)) if id(v) in block_of else None
+            if blk is not None and v.type == out.type and last_use.get(blk) == t and sizes[blk] >= sizes[id(out)]:
+                block_of[id(out)] = blk
+                last_use[blk] = last_use.pop(id(out), t)
+                break
+    defined = {}
+    for t, n in enumerate(g.nodes):
+        for v in n.outputs:
+            if block_of.get(id(v)) == id(v):
+                defined[id(v)] = t
     free: list[tuple[int, int]] = []  # (offset, size)
     live: list[tuple[int, int, int]] = []  # (last use, offset, size)
-    offsets: dict[int, int] = {}
+    block_offset: dict[int, int] = {}
     top = 0
-    for t, n in enumerate(g.nodes):
-        for end, off, size in [x for x in live if x[0] < t]:
+    for t in range(len(g.nodes)):
+        for _, off, size in [x for x in live if x[0] < t]:
             free.append((off, size))
         live = [x for x in live if x[0] >= t]
-        for v in n.outputs:
-            if id(v) not in wanted:
-                continue
-            size = -(-_nbytes(v) // ALIGN) * ALIGN
+        for blk in [b for b, d in defined.items() if d == t]:
+            size = sizes[blk]
             slot = next((i for i, (_, s) in enumerate(free) if s >= size), None)
             if slot is None:
                 off, top = top, top + size
@@ -73,10 +113,33 @@ def plan_memory(g: Graph, intermediates: list[Value]) -> MemoryPlan:
                 off, s = free.pop(slot)
                 if s > size:
                     free.append((off + size, s - size))
-            offsets[id(v)] = off
-            live.append((last_use.get(id(v), defined[id(v)]), off, size))
-    unshared = sum(-(-_nbytes(v) // ALIGN) * ALIGN for v in intermediates)
-    return MemoryPlan(offsets, top, unshared)
+            block_offset[blk] = off
+            live.append((last_use.get(blk, t), off, size))
+    offsets = {vid: block_offset[owner(vid)] for vid in block_of if owner(vid) is not None}
+    return MemoryPlan(offsets, views, top, sum(sizes.values()))
+
+
+def intermediates_of(g: Graph) -> list[Value]:
+    """The values the workspace holds: node outputs that are not graph outputs."""
+    graph_io = {id(v) for v in g.inputs} | {id(v) for v in g.outputs} | {id(w) for w in g.constants}
+    return [v for n in g.nodes for v in n.outputs if id(v) not in graph_io]
+
+
+def kernel_count(g: Graph) -> int:
+    """How many kernels the compiled graph runs (views run none)."""
+    return len(plan_memory(g, intermediates_of(g)).kernel_nodes(g))
+
+
+def _padded(v: Value) -> int:
+    return -(-_nbytes(v) // ALIGN) * ALIGN
+
+
+def _in_place_ok(n: Node) -> bool:
+    """Whether each output element depends only on the same element of its full-shape inputs, so the output
+    may overwrite one of them: element-wise ops, and fused groups of them."""
+    if n.op == "fused":
+        return all(lookup(m.op).kind in (ELEMWISE, BROADCAST) for m in n.attrs["body"].nodes)
+    return lookup(n.op).kind in (ELEMWISE, BROADCAST)
 
 
 def _kernel_source(node: Node, index: int, renderer: CRenderer) -> tuple[str, str]:
@@ -99,9 +162,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
     cfg = cfg or _config.get()
     renderer = CRenderer()
     weights = g.constants
-    graph_io = {id(v) for v in g.inputs} | {id(v) for v in g.outputs} | {id(w) for w in weights}
-    intermediates = [v for n in g.nodes for v in n.outputs if id(v) not in graph_io]
-    plan = plan_memory(g, intermediates)
+    plan = plan_memory(g, intermediates_of(g))
 
     slots: dict[int, str] = {}
     for i, v in enumerate(g.inputs):
@@ -115,9 +176,11 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
     workspace = f"((char*)args[{base + len(weights)}])"
     for vid, off in plan.offsets.items():
         slots[vid] = f"(void*)({workspace} + {off})"
+    for vid, root in plan.views.items():
+        slots.setdefault(vid, slots[id(root)])
 
     functions, calls, declarations = [], [], []
-    for t, node in enumerate(g.nodes):
+    for t, node in enumerate(plan.kernel_nodes(g)):
         fname, source = _kernel_source(node, t, renderer)
         functions.append(source)
         declarations.append(f"void {fname}(void** args);")

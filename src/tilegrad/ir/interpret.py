@@ -21,7 +21,7 @@ def run_reference(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if a.shape != v.shape or str(a.dtype) != v.dtype:
             raise ShapeError(f"input {v.name!r}: expected {v.type}, got {a.dtype}{list(a.shape)}")
         env[id(v)] = a
-    for c in g.constants:
+    for c in g.constants + [v for v in g.outputs if v.is_constant]:
         env[id(c)] = c.data
     for n in g.nodes:
         with np.errstate(all="ignore"):

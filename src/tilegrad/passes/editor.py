@@ -52,16 +52,22 @@ class GraphEditor(GraphBuilder):
         self._nodes.append(node)
 
     def finish(self) -> Graph:
-        outputs = tuple(self.get(v) for v in self.graph.outputs)
-        nodes = _live(self._nodes, outputs)
-        renamed = {}
-        for old, new in zip(self.graph.outputs, outputs):
-            if new is not old and new.name != old.name and id(new) not in renamed \
-                    and not any(new is v for v in self.graph.inputs):
+        outputs = list(self.get(v) for v in self.graph.outputs)
+        renamed: dict[int, Value] = {}
+        for k, (old, new) in enumerate(zip(self.graph.outputs, outputs)):
+            if new is old or new.name == old.name:
+                continue
+            if any(new is v for v in self.graph.inputs) or id(new) in renamed or new.is_constant:
+                # an input, a constant or another output's value: a copy keeps this output's own name
+                copy = Value(old.name, new.type)
+                self._nodes.append(Node(old.name, "identity", (new,), (copy,), {}))
+                outputs[k] = copy
+            else:
                 renamed[id(new)] = dataclasses.replace(new, name=old.name)
+        nodes = _live(self._nodes, tuple(outputs))
         if renamed:
             nodes = [_rename(n, renamed) for n in nodes]
-            outputs = tuple(renamed.get(id(v), v) for v in outputs)
+        outputs = tuple(renamed.get(id(v), v) for v in outputs)
         g = Graph(self.graph.inputs, outputs, tuple(nodes))
         g.verify()
         return g
