@@ -1,8 +1,8 @@
 """Graph passes. Importing the modules below registers their passes; each names its place in the pipeline:
 
-    10 fold_constants    20 simplify (algebraic)   30 cse              40 bn_fold
-    50 bias_and_transpose  60 hoist_slice         70 expand           80 conv_algorithm / weight packing
-    90 layout            100 fuse
+    10 fold_constants   20 simplify       30 cse           40 bn_fold          50 fold_bias
+    60 hoist_slice      70 expand         80 conv_algorithm 85 sink_reshape    90 layout
+    100 fuse
 """
 
 from .pipeline import optimize, pass_names  # noqa: F401
@@ -14,7 +14,7 @@ from . import bias  # noqa: F401
 from . import hoist_slice  # noqa: F401
 from . import conv_algorithm  # noqa: F401
 from . import expand  # noqa: F401
-
-from . import fuse  # noqa: E402
+from . import sink_reshape  # noqa: F401
+from . import fuse  # noqa: F401
 
 ALL = (fuse,)

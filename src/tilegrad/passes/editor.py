@@ -28,6 +28,11 @@ class GraphEditor(GraphBuilder):
             for v in n.outputs + n.inputs:
                 self._fresh(v.name)
 
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes emitted so far, in order."""
+        return self._nodes
+
     def get(self, v: Value) -> Value:
         """What `v` of the old graph is in the new one."""
         return self._subst.get(id(v), v)

@@ -95,6 +95,11 @@ class _Fusion:
     def _single_reader(self, v: Value) -> bool:
         return id(v) not in self.graph_outputs and len(set(self.consumers.get(id(v), []))) == 1
 
+    def _pointwise_readers(self, v: Value) -> bool:
+        """Whether every reader of `v` is element-wise of v's type (so all of them may join v's group)."""
+        return all(lookup(self.g.nodes[c].op).kind in POINTWISE and self.g.nodes[c].outputs[0].type == v.type
+                   for c in self.consumers.get(id(v), []))
+
     def _can_merge(self, gp: int, gn: int, n: Node, v: Value) -> bool:
         P, G = self.groups[gp], self.groups[gn]
         if any(i in self.sealed for i in P.nodes):
@@ -103,9 +108,9 @@ class _Fusion:
         nkind = lookup(n.op).kind
         if OPAQUE in (P.kind, G.kind) or nkind in (OUT_FUSABLE, OPAQUE):
             return False
-        if P.kind == OUT_FUSABLE:  # an epilogue: element-wise, the anchor's shape, its only reader
-            return (nkind in POINTWISE and G.kind == INJECTIVE and len(G.nodes) == 1 and self._single_reader(v)
-                    and all(o.type == v.type for o in n.outputs))
+        if P.kind == OUT_FUSABLE:  # an epilogue: element-wise ops of the anchor's shape (GELU reads it twice)
+            return (nkind in POINTWISE and G.kind == INJECTIVE and id(v) not in self.graph_outputs
+                    and all(o.type == v.type for o in n.outputs) and self._pointwise_readers(v))
         if P.kind == REDUCTION:
             if P.rows is None or not all(_fits_rows(o, P.rows) for o in n.outputs):
                 return False
