@@ -4,8 +4,13 @@ The models are defined here in PyTorch with random weights (no downloads), expor
 runtime is timed on the same input: medians over interleaved rounds, with a pause between runtimes. Run:
 
     python benchmarks/models.py                     # table
-    python benchmarks/models.py --json              # [{"model", "tilegrad_ms", "onnxruntime_ms", "torch_ms"}, ...]
-    python benchmarks/models.py --only resnet50
+    python benchmarks/models.py --json              # [{"model", "opt_level", "tilegrad_ms", "onnxruntime_ms",
+                                                    #   "torch_ms", "kernels", "peak_bytes", "intermediate_bytes"}]
+    python benchmarks/models.py --only resnet50 --opt-levels 0,2
+
+"kernels" counts the kernels one inference runs, "peak_bytes" the workspace the static memory plan gives the
+intermediate tensors (with lifetime-based reuse), "intermediate_bytes" what those tensors would take without
+reuse.
 """
 
 from __future__ import annotations
@@ -188,42 +193,52 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(name: str, rounds: int, repeats: int) -> dict:
+def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]:
+    """One row per opt level: tilegrad at that level, timed interleaved with ONNX Runtime and PyTorch."""
     import onnxruntime as ort
 
-    import tilegrad
+    from tilegrad.api import compile_with_report
 
     torch.manual_seed(0)
     module, args = MODELS[name]()
     module.eval()
     model = _export(module, args)
     feeds = {f"in{i}": a.numpy() for i, a in enumerate(args)}
-    start = time.perf_counter()
-    mod = tilegrad.compile(model)
-    compile_s = time.perf_counter() - start
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    ours = mod(**feeds)
     want = session.run(None, feeds)[0]
-    ours = ours[0] if isinstance(ours, list) else ours
-    error = float(np.max(np.abs(ours - want)) / (np.max(np.abs(want)) + 1e-12))
+    builds = {}
+    for level in opt_levels:
+        start = time.perf_counter()
+        built = compile_with_report(model, opt_level=level)
+        ours = built.module(**feeds)
+        ours = ours[0] if isinstance(ours, list) else ours
+        builds[level] = (built, time.perf_counter() - start,
+                         float(np.max(np.abs(ours - want)) / (np.max(np.abs(want)) + 1e-12)))
     torch.set_num_threads(THREADS)
-    times = {"tilegrad": [], "onnxruntime": [], "torch": []}
+    times = {f"tilegrad{level}": [] for level in opt_levels} | {"onnxruntime": [], "torch": []}
     with torch.no_grad():
         for _ in range(rounds):
-            times["tilegrad"].append(_median_time(lambda: mod(**feeds), repeats))
-            time.sleep(IDLE_S)
+            for level in opt_levels:
+                mod = builds[level][0].module
+                times[f"tilegrad{level}"].append(_median_time(lambda: mod(**feeds), repeats))
+                time.sleep(IDLE_S)
             times["onnxruntime"].append(_median_time(lambda: session.run(None, feeds), repeats))
             time.sleep(IDLE_S)
             times["torch"].append(_median_time(lambda: module(*args), repeats))
             time.sleep(IDLE_S)
-    row = {"model": name}
-    for runtime, values in times.items():
-        row[f"{runtime}_ms"] = statistics.median(values) * 1e3
-    row["compile_s"] = compile_s
-    row["max_rel_error"] = error
-    return row
+    rows = []
+    for level in opt_levels:
+        built, compile_s, error = builds[level]
+        spec = built.module.spec
+        rows.append({"model": name, "opt_level": level,
+                     "tilegrad_ms": statistics.median(times[f"tilegrad{level}"]) * 1e3,
+                     "onnxruntime_ms": statistics.median(times["onnxruntime"]) * 1e3,
+                     "torch_ms": statistics.median(times["torch"]) * 1e3,
+                     "kernels": built.kernels, "peak_bytes": spec.workspace_bytes,
+                     "intermediate_bytes": spec.unshared_bytes, "compile_s": compile_s, "max_rel_error": error})
+    return rows
 
 
 def main(argv=None) -> int:
@@ -232,26 +247,32 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default=None, help="comma-separated model names")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--opt-levels", default="2", help="comma-separated opt levels to compile at (e.g. 0,2)")
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(MODELS)
+    levels = tuple(int(x) for x in args.opt_levels.split(","))
     rows = []
     for name in names:
-        rows.append(measure(name, args.rounds, args.repeats))
+        rows.extend(measure(name, args.rounds, args.repeats, levels))
         if not args.json:
             print(f"  measured {name}", file=sys.stderr)
     if args.json:
-        print(json.dumps([{k: r[k] for k in ("model", "tilegrad_ms", "onnxruntime_ms", "torch_ms")} for r in rows],
-                         indent=1))
+        keys = ("model", "opt_level", "tilegrad_ms", "onnxruntime_ms", "torch_ms", "kernels", "peak_bytes",
+                "intermediate_bytes")
+        print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=1))
         return 0
-    print(f"threads: {THREADS}; untuned tilegrad (one kernel per op, default schedules)")
-    print(f"{'model':<18}{'tilegrad ms':>12}{'ORT ms':>10}{'torch ms':>10}{'vs ORT':>8}{'vs torch':>9}"
-          f"{'compile s':>10}{'rel err':>9}")
+    print(f"threads: {THREADS}; untuned tilegrad (default schedules); latency ratios are peer time / tilegrad time")
+    print(f"{'model':<14}{'opt':>4}{'tilegrad ms':>12}{'ORT ms':>9}{'torch ms':>9}{'vs ORT':>8}{'vs torch':>9}"
+          f"{'kernels':>8}{'peak MiB':>9}{'interm MiB':>11}{'compile s':>10}{'rel err':>9}")
     for r in rows:
-        print(f"{r['model']:<18}{r['tilegrad_ms']:>12.2f}{r['onnxruntime_ms']:>10.2f}{r['torch_ms']:>10.2f}"
-              f"{r['onnxruntime_ms'] / r['tilegrad_ms']:>7.2f}x{r['torch_ms'] / r['tilegrad_ms']:>8.2f}x"
-              f"{r['compile_s']:>10.1f}{r['max_rel_error']:>9.1e}")
-    ratios = [r["tilegrad_ms"] / r["onnxruntime_ms"] for r in rows]
-    print(f"geometric mean of tilegrad / ONNX Runtime latency: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+        print(f"{r['model']:<14}{r['opt_level']:>4}{r['tilegrad_ms']:>12.2f}{r['onnxruntime_ms']:>9.2f}"
+              f"{r['torch_ms']:>9.2f}{r['onnxruntime_ms'] / r['tilegrad_ms']:>7.2f}x"
+              f"{r['torch_ms'] / r['tilegrad_ms']:>8.2f}x{r['kernels']:>8}{r['peak_bytes'] / 2**20:>9.1f}"
+              f"{r['intermediate_bytes'] / 2**20:>11.1f}{r['compile_s']:>10.1f}{r['max_rel_error']:>9.1e}")
+    for level in levels:
+        ratios = [r["tilegrad_ms"] / r["onnxruntime_ms"] for r in rows if r["opt_level"] == level]
+        print(f"opt {level}: geometric mean of tilegrad / ONNX Runtime latency: "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
     return 0
 
 
