@@ -1,25 +1,63 @@
 """Kernel algorithms for constant-weight convolutions and matrix products, with their weights laid out ahead of
 time.
 
-The frontend emits plain `conv`, `matmul` and `gemm`; this pass decides how they run. A 2-D, ungrouped float32
-`conv` with a constant weight becomes the channel-blocked direct convolution (`blocked_conv`, weights packed in
-blocks of CONV_BLOCK output channels); a `matmul` or `gemm` with a constant 2-D float32 right operand becomes the
-panel GEMM (`panel_matmul`, the operand packed in panels of MATMUL_PANEL columns, A's leading axes flattened into
-rows). Packing runs the pack op's NumPy reference here, so the packed weight is a constant of the graph and no
-kernel repacks it per call. At opt_level 0 the pass does not run and the plain ops are compiled as they are.
+The frontend emits plain `conv`, `matmul` and `gemm`; this pass decides how they run, and lays each constant weight
+out for the chosen kernel by running the layout op's NumPy reference here, so the laid-out weight is a constant of
+the graph and no kernel repacks it per call. At opt_level 0 the pass does not run and the plain ops compile as
+they are.
+
+- A `matmul` or `gemm` with a constant 2-D float32 right operand becomes the panel GEMM (`panel_matmul`, the
+  operand in panels of MATMUL_PANEL columns, A's leading axes flattened into rows).
+- A 2-D, ungrouped float32 `conv` with a constant weight becomes one of:
+  "direct"    `blocked_conv`, the weights in blocks of CONV_BLOCK output channels;
+  "im2col"    `im2col_conv`, im2col + GEMM, the weights as the GEMM's row panels;
+  "winograd2" / "winograd4"  `winograd_conv` with F(2x2, 3x3) or F(4x4, 3x3), the weights transformed (3 x 3,
+              stride 1, dilation 1 only).
+
+The choice is the cheapest by an estimate in multiply-adds (`estimate_costs`): the direct convolution's
+N*O*OH*OW*C*KH*KW, slowed by its register tile where the output width has no divisor from 4 to 7; the same for
+im2col, slowed by a constant factor, plus building its columns; Winograd's (m + 2)^2 multiplies per tile over
+ceil(OH/m) * ceil(OW/m) tiles per channel pair, plus the terms of its input and output transforms; and for each,
+WEIGHT_LOAD per weight element streamed from memory (Winograd's weights are (m + 2)^2 / 9 times larger, which
+is what makes F(2, 3) win over F(4, 3) on the 512-channel 7 x 7 layer). The constants come from timing the kernels
+here (one AVX2 core, default schedules, N = 1, milliseconds):
+
+    layer (C = O, size)    direct  winograd2  winograd4  im2col
+    64, 56 x 56             3.0      1.5        1.1       4.7
+    128, 28 x 28            3.0      1.3        0.9       4.7
+    256, 14 x 14            2.9      1.2        1.2       4.3
+    512, 7 x 7              4.1      2.1        2.8       5.2
+    128, 23 x 23            8.0       -         0.65      2.5
+
+so Winograd is picked where it applies and the estimate says so (from C = O = 16 up, not for a three-channel
+first layer), and im2col only where the direct kernel's tile is poor (a prime output width) and Winograd does
+not apply.
+
+`ctx.options["conv_algorithm"]` overrides the choice: one of ALGORITHMS for every convolution where it applies
+(the others keep the estimate's choice), or a dict from node name to one of them (a choice that does not apply
+to that node is an error). Each convolution's choice and its estimates go to `ctx.note`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ShapeError, TilegradError
 from ..ir.graph import Node, Value
 from ..ir.registry import lookup
+from ..te.nn import im2col, winograd
 from .editor import GraphEditor, map_nodes
 from .pipeline import PassContext, register
 
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
 MATMUL_PANEL = 16  # columns per panel of a packed constant matmul operand
+ALGORITHMS = ("direct", "im2col", "winograd2", "winograd4")
+
+DIRECT_COLUMNS = 7  # the direct kernel's widest register tile: 7 output columns x 2 vectors (AVX2)
+DIRECT_FULL_SPEED = 4  # register-tile columns from which the direct kernel keeps the FMA units busy
+IM2COL_SLOWDOWN = 1.5  # im2col's GEMM against a well-tiled direct convolution
+TRANSFORM = 2.0  # multiply-adds per term of a Winograd transform or element of im2col's columns
+WEIGHT_LOAD = 7.0  # multiply-adds per weight element streamed from memory
 
 
 def _packed(ed: GraphEditor, pack_op: str, w: Value, name: str, **attrs) -> Value:
@@ -27,15 +65,123 @@ def _packed(ed: GraphEditor, pack_op: str, w: Value, name: str, **attrs) -> Valu
     return ed.const(np.asarray(lookup(pack_op).reference(w.data, **attrs)), name)
 
 
-def _blocked_conv(ed: GraphEditor, node: Node) -> Value | None:
+# ---- convolution ----
+
+def _output_size(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _shape(x: Value, w: Value, attrs: dict):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    s, p, d = attrs["strides"] or (1, 1), attrs["pads"] or (0,) * 4, attrs["dilations"] or (1, 1)
+    oh = _output_size(h, kh, s[0], p[0] + p[2], d[0])
+    ow = _output_size(wd, kw, s[1], p[1] + p[3], d[1])
+    return n, c, o, oh, ow, kh, kw
+
+
+def _winograd_applies(w: Value, attrs: dict) -> str | None:
+    """None where Winograd applies, else why not."""
+    try:
+        winograd.check_applicable(w.shape[2:], attrs["strides"] or (1, 1), attrs["dilations"] or (1, 1))
+    except ShapeError as e:
+        return str(e)
+    return None
+
+
+def _winograd_terms(m: int, matrix: str) -> int:
+    """Non-zero terms of a 2-D transform by `matrix` (BT for the input, AT for the output) per tile."""
+    return sum(1 for row in winograd.matrices(m)[matrix] for v in row if v) ** 2
+
+
+def multiplies(x: Value, w: Value, attrs: dict) -> dict[str, int]:
+    """The multiplications of each algorithm: the direct convolution's, and Winograd's GEMMs'."""
+    n, c, o, oh, ow, kh, kw = _shape(x, w, attrs)
+    out = {"direct": n * o * oh * ow * c * kh * kw}
+    if _winograd_applies(w, attrs) is None:
+        for m in (2, 4):
+            out[f"winograd{m}"] = (m + 2) ** 2 * n * -(-oh // m) * -(-ow // m) * c * o
+    return out
+
+
+def estimate_costs(x: Value, w: Value, attrs: dict) -> dict[str, float]:
+    """Each applicable algorithm's estimated cost in multiply-adds (the module docstring gives the model)."""
+    n, c, o, oh, ow, kh, kw = _shape(x, w, attrs)
+    macs = multiplies(x, w, attrs)
+    columns = max(d for d in range(1, min(ow, DIRECT_COLUMNS) + 1) if ow % d == 0)
+    slowdown = max(1.0, DIRECT_FULL_SPEED / columns)
+    weights = o * c * kh * kw
+    costs = {"direct": macs["direct"] * slowdown + WEIGHT_LOAD * weights}
+    width = -(-ow // im2col.position_tile(ow)) * im2col.position_tile(ow)
+    costs["im2col"] = (macs["direct"] * IM2COL_SLOWDOWN + TRANSFORM * n * oh * width * c * kh * kw
+                       + WEIGHT_LOAD * weights)
+    for m in (2, 4):
+        if f"winograd{m}" in macs:
+            th, tw = -(-oh // m), -(-ow // m)
+            tiles = n * th * tw
+            padded_input = n * c * (th * m + 2) * (tw * m + 2)
+            transforms = _winograd_terms(m, "BT") * tiles * c + _winograd_terms(m, "AT") * tiles * o + padded_input
+            costs[f"winograd{m}"] = (macs[f"winograd{m}"] + TRANSFORM * transforms
+                                     + WEIGHT_LOAD * (m + 2) ** 2 * o * c)
+    return costs
+
+
+def _requested(node: Node, options: dict) -> tuple[str | None, bool]:
+    """The algorithm the options ask for at `node` (or None), and whether it was asked for this node by name."""
+    opt = options.get("conv_algorithm")
+    if isinstance(opt, dict):
+        choice, by_name = opt.get(node.name), True
+    else:
+        choice, by_name = opt, False
+    if choice is not None and choice not in ALGORITHMS:
+        raise TilegradError(f"conv_algorithm {choice!r} for node {node.name!r} is not one of {', '.join(ALGORITHMS)}")
+    return choice, by_name
+
+
+def choose(node: Node, x: Value, w: Value, options: dict) -> tuple[str, dict[str, float], str]:
+    """The algorithm for a convolution node, the estimates, and why it was chosen."""
+    costs = estimate_costs(x, w, node.attrs)
+    choice, by_name = _requested(node, options)
+    if choice is not None and choice in costs:
+        return choice, costs, "by option"
+    if choice is not None and by_name:
+        raise ShapeError(f"node {node.name!r}: conv_algorithm {choice!r} was requested, but "
+                         f"{_winograd_applies(w, node.attrs)}")
+    best = min(costs, key=costs.get)
+    return best, costs, "cheapest estimate" if choice is None else f"cheapest estimate ({choice} does not apply)"
+
+
+def _conv(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     x, w, *bias = ed.inputs_of(node)
     a = node.attrs
     if len(x.shape) != 4 or a["group"] != 1 or not w.is_constant or x.dtype != "float32":
         return None
-    wpack = _packed(ed, "conv_weight_pack", w, f"{node.name}_wpack", block=CONV_BLOCK)
-    return ed.op("blocked_conv", x, wpack, *bias, name=node.name, out_channels=w.shape[0], strides=a["strides"],
-                 pads=a["pads"], dilations=a["dilations"])
+    algorithm, costs, why = choose(node, x, w, ctx.options)
+    counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
+    estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())
+    ctx.note(f"{node.name}: {algorithm} ({why}); multiplies: {counts}; estimated multiply-adds: {estimates}")
+    o, name = w.shape[0], f"{node.name}_w"
+    if algorithm == "direct":
+        wpack = _packed(ed, "conv_weight_pack", w, name, block=CONV_BLOCK)
+        return ed.op("blocked_conv", x, wpack, *bias, name=node.name, out_channels=o, strides=a["strides"],
+                     pads=a["pads"], dilations=a["dilations"])
+    if algorithm == "im2col":
+        wmat = _packed(ed, "im2col_weight", w, name, mr=im2col.channel_tile(o, _shape(x, w, a)[4]))
+        return ed.op("im2col_conv", x, wmat, *bias, name=node.name, out_channels=o, kernel_shape=w.shape[2:],
+                     strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
+    m = int(algorithm[-1])
+    u = _packed(ed, "winograd_weight", w, name, m=m, block=CONV_BLOCK)
+    return ed.op("winograd_conv", x, u, *bias, name=node.name, m=m, pads=a["pads"], out_channels=o)
 
+
+def _count(v: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.1f}{unit}"
+    return f"{v:.0f}"
+
+
+# ---- matrix products ----
 
 def _packable(a: Value, w: Value) -> bool:
     return w.is_constant and len(w.shape) == 2 and len(a.shape) >= 2 and a.dtype == w.dtype == "float32"
@@ -52,12 +198,12 @@ def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[V
     return out if len(a.shape) == 2 else ed.op("reshape", out, name=f"{node.name}_unrows", shape=(*lead, n))
 
 
-def _matmul(ed: GraphEditor, node: Node) -> Value | None:
+def _matmul(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     a, w = ed.inputs_of(node)
     return _panel_matmul(ed, node, a, w, ()) if _packable(a, w) else None
 
 
-def _gemm(ed: GraphEditor, node: Node) -> Value | None:
+def _gemm(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     a, w, *c = ed.inputs_of(node)
     attrs = node.attrs
     n = w.shape[0] if attrs["trans_b"] else w.shape[1]
@@ -68,7 +214,7 @@ def _gemm(ed: GraphEditor, node: Node) -> Value | None:
                          beta=attrs["beta"])
 
 
-_REWRITES = {"conv": _blocked_conv, "matmul": _matmul, "gemm": _gemm}
+_REWRITES = {"conv": _conv, "matmul": _matmul, "gemm": _gemm}
 
 
 @register("conv_algorithm", level=1, order=80)
@@ -77,8 +223,8 @@ def conv_algorithm(g, ctx: PassContext):
     changed = []
 
     def rewrite(ed: GraphEditor, node: Node):
-        choose = _REWRITES.get(node.op)
-        new = choose(ed, node) if choose else None
+        choose_kernel = _REWRITES.get(node.op)
+        new = choose_kernel(ed, node, ctx) if choose_kernel else None
         changed.append(new is not None)
         return new
 

@@ -1,0 +1,104 @@
+"""Default schedules for the convolution algorithms of te/nn/winograd.py and te/nn/im2col.py.
+
+Each stage of those computes has its own tag and rule. The GEMMs are tiled as the packed GEMM is (an mr x nr
+register tile accumulated over the whole reduction, the nr columns two vectors); the Winograd transforms run one
+tile at a time with their position loops unrolled, so that each position's select chain folds to its own few
+terms, and vectorised across channels; the copy-outs are vectorised along the output row. The last stage of each
+algorithm may arrive inlined into an element-wise epilogue (bias, residual, activation); the rules only read
+the loops of the stage they are given, so they schedule the epilogue alike.
+"""
+
+from __future__ import annotations
+
+from .defaults import Anchor, CpuTarget, _extent, _parallel_outer, rule
+from .schedule import Schedule
+from .state import Stage
+
+
+@rule("winograd_conv2d")
+def schedule_winograd_output(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+    """Y = A^T M A: one output tile at a time (tiles in parallel), its m x m positions unrolled, vectors across
+    output channels (the row of M that each position reads is contiguous in them)."""
+    m = anchor.attrs["m"]
+    n, o, h, w = [a.name for a in s.op.axes]
+    h0, h1 = sch.split(s.name, h, m)
+    w0, w1 = sch.split(s.name, w, m)
+    o0, o1 = _vector_split(sch, s, o, target)
+    sch.reorder(s.name, *[lp for lp in (n, h0, w0, o0, h1, w1, o1) if lp])
+    _parallel_outer(sch, s, [n, h0, w0], target, _extent(s, o) * m * m)
+    sch.unroll(s.name, h1)
+    sch.unroll(s.name, w1)
+    sch.vectorize(s.name, o1)
+
+
+@rule("winograd_gemm")
+def schedule_winograd_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+    """M[xi] = V[xi] U[xi] for each tile position xi: an mr tiles x one block of output channels register tile
+    over all input channels; positions and channel blocks run in parallel."""
+    mr, block = anchor.attrs["mr"], anchor.attrs["block"]
+    local = sch.cache_write(s.name)
+    s = sch.state.stage(s.name)
+    xi, p, o = [a.name for a in s.op.axes]
+    p0, p1 = sch.split(s.name, p, mr)
+    o0, o1 = sch.split(s.name, o, block)
+    sch.reorder(s.name, xi, o0, p0, p1, o1)
+    _parallel_outer(sch, s, [xi, o0], target, _extent(s, p) * block)
+    sch.vectorize(s.name, o1)
+    sch.compute_at(local, s.name, p0)
+    lst = sch.state.stage(local)
+    *_, li, lo = [a.name for a in lst.op.axes]
+    sch.reorder(local, lst.leaves[-1], li, lo)
+    sch.unroll(local, li)
+    sch.vectorize(local, lo)
+
+
+@rule("winograd_input")
+def schedule_winograd_input(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+    """V = B^T d B: one tile at a time (in parallel), a vector of channels at a time with the alpha^2 positions
+    unrolled inside, so each input vector is loaded once for all the positions that read it."""
+    xi, p, c = [a.name for a in s.op.axes]
+    c0, c1 = _vector_split(sch, s, c, target)
+    sch.reorder(s.name, *[lp for lp in (p, c0, xi, c1) if lp])
+    _parallel_outer(sch, s, [p], target, _extent(s, xi) * _extent(s, c))
+    sch.unroll(s.name, xi)
+    sch.vectorize(s.name, c1)
+
+
+def _vector_split(sch: Schedule, s: Stage, loop: str, target: CpuTarget) -> tuple[str | None, str]:
+    """(outer, lanes) of `loop` when whole vectors divide it, else (None, loop): a vector loop without a tail."""
+    if _extent(s, loop) % target.vector_lanes == 0 and _extent(s, loop) > target.vector_lanes:
+        return sch.split(s.name, loop, target.vector_lanes)
+    return None, loop
+
+
+@rule("im2col_conv2d")
+def schedule_im2col_output(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+    """The copy-out of the product to NCHW: images and channels in parallel, vectors along the row."""
+    n, o, h, w = [a.name for a in s.op.axes]
+    _, w1 = _vector_split(sch, s, w, target)
+    _parallel_outer(sch, s, [n, o, h], target, _extent(s, w))
+    sch.vectorize(s.name, w1)
+
+
+@rule("im2col_gemm")
+def schedule_im2col_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+    """W @ cols per image, one output row at a time (rows in parallel): that row's columns are built first (a
+    slab that stays in cache), then every mr channels x nr positions register tile accumulates over all of k."""
+    mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
+    cols = next(t.name for t in s.op.inputs if getattr(t.op, "tag", None) == "im2col")
+    local = sch.cache_write(s.name)
+    s = sch.state.stage(s.name)
+    n, o, h, w = [a.name for a in s.op.axes]
+    o0, o1 = sch.split(s.name, o, mr)
+    w0, w1 = sch.split(s.name, w, nr)
+    sch.reorder(s.name, n, h, o0, w0, o1, w1)
+    _parallel_outer(sch, s, [n, h], target, _extent(s, o) * _extent(s, w))
+    sch.vectorize(s.name, w1)
+    sch.compute_at(cols, s.name, sch.loops(s.name)[sch.loops(s.name).index(o0) - 1])
+    sch.vectorize(cols, sch.loops(cols)[-1])
+    sch.compute_at(local, s.name, w0)
+    lst = sch.state.stage(local)
+    *_, lo, _, lw = [a.name for a in lst.op.axes]
+    sch.reorder(local, lst.leaves[-1], lo, lw)
+    sch.unroll(local, lo)
+    sch.vectorize(local, lw)

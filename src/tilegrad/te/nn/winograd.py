@@ -1,0 +1,224 @@
+"""Winograd convolution F(m x m, 3 x 3) (Lavin and Gray, 2015): a 3 x 3, stride-1 convolution computed per tile of
+m x m outputs with (m + 2)^2 multiplications per input channel instead of 9 m^2.
+
+With alpha = m + 2, the input tile d (alpha x alpha), the kernel g (3 x 3) and the matrices below, each output tile
+is Y = A^T [sum over c of (G g G^T) * (B^T d B)] A, the product taken element-wise. Stages, for x (N, C, H, W):
+
+- `{name}_pad`: x zero-padded and laid out (N, H', W', C), channels innermost, so that the input transform
+  runs as vectors across channels; H' = TH m + 2 covers every tile (tiles overhanging the output read zeros and
+  their extra outputs are cropped).
+- `{name}_v`: V = B^T d B, as (alpha^2, P, C) for P tiles (padded to the GEMM's row tile).
+- `{name}_gemm`: M = V U, one GEMM of P x C by C x O per position of the alpha x alpha tile, the transformed
+  weights U laid out (alpha^2, O / block, C, block) so that the GEMM's vectors run across output channels.
+- `{name}` (tag "winograd_conv2d"): Y = A^T M A per output element, plus the bias, in NCHW.
+
+The transforms are written with the matrices' zeros dropped: each element of a transform is a select over its
+position (a chain that a schedule unrolls, leaving only the position's own sum of a few terms).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+import numpy as np
+
+from ...errors import ShapeError
+from .. import expr as E
+from .. import tensor as te
+from ._arguments import check_same_dtype, int_tuple, side_pads
+from ._window import guarded_load
+
+# F(2, 3): interpolation points 0, 1, -1 and infinity.
+_F2 = {
+    "AT": ((1, 1, 1, 0),
+           (0, 1, -1, -1)),
+    "G": ((1, 0, 0),
+          (F(1, 2), F(1, 2), F(1, 2)),
+          (F(1, 2), F(-1, 2), F(1, 2)),
+          (0, 0, 1)),
+    "BT": ((1, 0, -1, 0),
+           (0, 1, 1, 0),
+           (0, -1, 1, 0),
+           (0, 1, 0, -1)),
+}
+# F(4, 3): interpolation points 0, 1, -1, 2, -2 and infinity.
+_F4 = {
+    "AT": ((1, 1, 1, 1, 1, 0),
+           (0, 1, -1, 2, -2, 0),
+           (0, 1, 1, 4, 4, 0),
+           (0, 1, -1, 8, -8, 1)),
+    "G": ((F(1, 4), 0, 0),
+          (F(-1, 6), F(-1, 6), F(-1, 6)),
+          (F(-1, 6), F(1, 6), F(-1, 6)),
+          (F(1, 24), F(1, 12), F(1, 6)),
+          (F(1, 24), F(-1, 12), F(1, 6)),
+          (0, 0, 1)),
+    "BT": ((4, 0, -5, 0, 1, 0),
+           (0, -4, -4, 1, 1, 0),
+           (0, 4, -4, -1, 1, 0),
+           (0, -2, -1, 2, 1, 0),
+           (0, 2, -1, -2, 1, 0),
+           (0, 4, 0, -5, 0, 1)),
+}
+MATRICES = {2: _F2, 4: _F4}
+"""Lavin and Gray's transform matrices by output tile size m: A^T (m x alpha), G (alpha x 3), B^T (alpha x alpha),
+exact as fractions."""
+
+
+def matrices(m: int) -> dict[str, tuple[tuple, ...]]:
+    """The transform matrices of F(m x m, 3 x 3); ShapeError for a tile size without them."""
+    if m not in MATRICES:
+        raise ShapeError(f"winograd: no transform for output tiles of {m} x {m}; available: "
+                         f"{', '.join(map(str, sorted(MATRICES)))}")
+    return MATRICES[m]
+
+
+def check_applicable(kernel, stride, dilation, groups: int = 1) -> None:
+    """ShapeError naming the reason when a convolution is not a 3 x 3, stride-1, undilated, ungrouped one."""
+    reasons = []
+    if tuple(kernel) != (3, 3):
+        reasons.append(f"a {' x '.join(map(str, kernel))} kernel (it needs 3 x 3)")
+    if tuple(stride) != (1, 1):
+        reasons.append(f"stride {tuple(stride)} (it needs 1)")
+    if tuple(dilation) != (1, 1):
+        reasons.append(f"dilation {tuple(dilation)} (it needs 1)")
+    if groups != 1:
+        reasons.append(f"{groups} groups (it needs 1)")
+    if reasons:
+        raise ShapeError(f"winograd convolution does not apply to {', '.join(reasons)}")
+
+
+def transformed_weight_shape(out_channels: int, channels: int, m: int, block: int) -> tuple[int, int, int, int]:
+    alpha = m + 2
+    return (alpha * alpha, -(-out_channels // block), channels, block)
+
+
+def transform_weight_numpy(w: np.ndarray, m: int, block: int = 16) -> np.ndarray:
+    """U = G g G^T for each (output, input) channel pair of w (O, C, 3, 3), laid out (alpha^2, O / block, C, block)
+    with output channels zero-padded: computed once, ahead of time, for a constant weight."""
+    check_applicable(w.shape[2:], (1, 1), (1, 1))
+    g = np.array(matrices(m)["G"], dtype=np.float64)
+    o, c = w.shape[:2]
+    positions, blocks = len(g) ** 2, -(-o // block)
+    u = np.zeros((positions, blocks * block, c))
+    u[:, :o] = np.einsum("ek,ockl,fl->efoc", g, w.astype(np.float64), g).reshape(positions, o, c)
+    return np.ascontiguousarray(u.reshape(positions, blocks, block, c).transpose(0, 1, 3, 2).astype(w.dtype))
+
+
+def transform_weight(w: te.Tensor, m: int, block: int = 16, name: str = "winograd_weight") -> te.Tensor:
+    """`transform_weight_numpy` as a compute, for a weight known only at run time."""
+    if w.ndim != 4:
+        raise ShapeError(f"winograd: expected a weight (O, C, 3, 3), got {w.shape}")
+    check_applicable(w.shape[2:], (1, 1), (1, 1))
+    g = matrices(m)["G"]
+    alpha = len(g)
+    out_channels, channels = w.shape[:2]
+    zero = E.const(0, w.dtype)
+
+    def u(xi, ob, c, oi):
+        o = ob * block + oi
+        safe = E.minimum(o, out_channels - 1)
+        cases = [_combine([(g[e][k] * g[f][j], w[safe, c, k, j]) for k in range(3) for j in range(3)], w.dtype)
+                 for e in range(alpha) for f in range(alpha)]
+        return E.select(o < out_channels, _cases(xi, cases), zero)
+
+    return te.compute(transformed_weight_shape(out_channels, channels, m, block), u, name=name, tag="pack",
+                      attrs={"m": m, "block": block})
+
+
+def winograd_conv2d(x: te.Tensor, weight: te.Tensor, m: int = 4, stride=1, padding=0, dilation=1,
+                    bias: te.Tensor | None = None, block: int = 16, name: str = "conv2d") -> te.Tensor:
+    """conv2d (groups = 1) of x (N, C, H, W) with a 3 x 3 weight (O, C, 3, 3) by F(m x m, 3 x 3); ShapeError for
+    any other kernel, a stride or a dilation."""
+    if weight.ndim != 4:
+        raise ShapeError(f"winograd_conv2d: expected weight (O, C, KH, KW), got {weight.shape}")
+    check_applicable(weight.shape[2:], int_tuple(stride, 2, "stride", "winograd_conv2d"),
+                     int_tuple(dilation, 2, "dilation", "winograd_conv2d"))
+    u = transform_weight(weight, m, block, name=f"{name}_u")
+    return winograd_conv2d_transformed(x, u, weight.shape[0], m, padding, bias=bias, name=name)
+
+
+def row_tile(tiles: int) -> int:
+    """Rows (tiles) per register tile of the GEMM: 4 to 6 (6 x 2 vectors of accumulators fill AVX2's registers),
+    whichever wastes the least on padding rows and on loads per multiply."""
+    if tiles < 4:
+        return tiles
+    return min((6, 5, 4), key=lambda mr: -(-tiles // mr) * mr * (1 + 3 / mr))
+
+
+def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m: int, padding=0,
+                                bias: te.Tensor | None = None, name: str = "conv2d") -> te.Tensor:
+    """The convolution with weights already transformed by `transform_weight` (or its NumPy twin)."""
+    at, bt = matrices(m)["AT"], matrices(m)["BT"]
+    alpha = m + 2
+    if x.ndim != 4 or u.ndim != 4:
+        raise ShapeError(f"winograd_conv2d: expected x (N, C, H, W) and transformed weights (alpha^2, O / b, C, b), "
+                         f"got {x.shape} and {u.shape}")
+    dtype = check_same_dtype([x, u], "winograd_conv2d")
+    n, channels, height, width = x.shape
+    positions, blocks, u_channels, block = u.shape
+    if positions != alpha * alpha or u_channels != channels:
+        raise ShapeError(f"winograd_conv2d: F({m}, 3) weights for {channels} channels are "
+                         f"({alpha * alpha}, O / b, {channels}, b), got {u.shape}")
+    if not (blocks - 1) * block < out_channels <= blocks * block:
+        raise ShapeError(f"winograd_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
+    (pt, pb), (pl, pr) = side_pads(padding, 2, "winograd_conv2d")
+    oh, ow = height + pt + pb - 2, width + pl + pr - 2
+    if oh < 1 or ow < 1:
+        raise ShapeError(f"winograd_conv2d: a 3 x 3 kernel does not fit the padded input of {x.shape}")
+    th, tw = -(-oh // m), -(-ow // m)
+    tiles = n * th * tw
+    mr = row_tile(tiles)
+    rows = -(-tiles // mr) * mr
+    attrs = {"m": m, "mr": mr, "block": block, "tiles": (n, th, tw), "padding": ((pt, pb), (pl, pr))}
+
+    d = te.compute((n, th * m + 2, tw * m + 2, channels),
+                   lambda b, h, w, c: guarded_load(x, (b, c), (h - pt, w - pl), E.const(0, dtype)), name=f"{name}_pad", tag="winograd_pad",
+                   attrs=attrs)
+
+    def input_transform(xi, p, c):
+        tile = E.minimum(p, tiles - 1)  # padding rows repeat the last tile; the GEMM's rows beyond are dropped
+        b, rest = tile // (th * tw), tile % (th * tw)
+        h0, w0 = (rest // tw) * m, (rest % tw) * m
+        cases = [_combine([(bt[e][i] * bt[f][j], d[b, h0 + i, w0 + j, c]) for i in range(alpha)
+                           for j in range(alpha)], dtype) for e in range(alpha) for f in range(alpha)]
+        return _cases(xi, cases)
+
+    v = te.compute((alpha * alpha, rows, channels), input_transform, name=f"{name}_v", tag="winograd_input",
+                   attrs=attrs)
+    rc = te.reduce_axis(channels, "rc")
+    gemm = te.compute((alpha * alpha, rows, blocks * block),
+                      lambda xi, p, o: te.sum(v[xi, p, rc] * u[xi, o // block, rc, o % block], axis=rc),
+                      name=f"{name}_gemm", tag="winograd_gemm", attrs=attrs)
+
+    def output_transform(b, o, h, w):
+        tile = (b * th + h // m) * tw + w // m
+        cases = [_combine([(at[r][e] * at[s][f], gemm[e * alpha + f, tile, o]) for e in range(alpha)
+                           for f in range(alpha)], dtype) for r in range(m) for s in range(m)]
+        value = _cases((h % m) * m + w % m, cases)
+        return value if bias is None else value + bias[o]
+
+    return te.compute((n, out_channels, oh, ow), output_transform, name=name, tag="winograd_conv2d", attrs=attrs)
+
+
+def _combine(terms, dtype: str) -> E.Expr:
+    """sum of coefficient * expression over `terms`, zero coefficients dropped, unit ones not multiplied."""
+    out = None
+    for coef, value in terms:
+        if coef == 0:
+            continue
+        sign = 1 if coef > 0 else -1
+        magnitude = value if abs(coef) == 1 else value * E.const(float(abs(coef)), dtype)
+        if out is None:
+            out = magnitude if sign > 0 else -magnitude
+        else:
+            out = out + magnitude if sign > 0 else out - magnitude
+    return E.const(0, dtype) if out is None else out
+
+
+def _cases(index: E.Expr, values: list[E.Expr]) -> E.Expr:
+    """values[index], as a chain of selects that folds to one value when `index` is a constant."""
+    out = values[-1]
+    for k in range(len(values) - 2, -1, -1):
+        out = E.select(index.eq(k), values[k], out)
+    return out
