@@ -14,6 +14,7 @@ from . import bias  # noqa: F401
 from . import hoist_slice  # noqa: F401
 from . import conv_algorithm  # noqa: F401
 from . import expand  # noqa: F401
+from . import layout  # noqa: F401
 from . import sink_reshape  # noqa: F401
 from . import fuse  # noqa: F401
 

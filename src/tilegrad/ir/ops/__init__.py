@@ -8,4 +8,5 @@ from . import shape as shape
 from . import packed as packed
 from . import resize as resize
 from . import fused as fused
+from . import layout as layout
 from . import conv_algorithms as conv_algorithms

@@ -1,0 +1,228 @@
+"""The blocked channel layout NCHW[x]c (te/nn/nchwc.py): the transforms into and out of it, and the convolutions
+and pools that work in it. The `layout` pass rewrites chains of convolutions into these ops; element-wise ops
+need no variant, since they work on the 5-D tensors as they are.
+
+A blocked tensor is (N, ceil(C / x), H, W, x) with the channels past C zero (the transforms and convolutions
+keep them zero; an element-wise op may not, so a convolution's packed weights are zero there). Weights and biases
+come packed by the pass: a convolution's as (O / x, C', KH, KW, x) with C' the input channels as the input holds
+them (whole blocks for a blocked input), a depthwise one's as (C / x, KH, KW, x), a bias as (O / x, x). The
+references unblock, run the NCHW op's reference on every lane, padding included, and block the result again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...te.nn import nchwc
+from ..registry import INJECTIVE, OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
+from .nn import (
+    _avg_pool_ref, _avg_pool_type, _conv_ref, _conv_type, _float_dtype, _max_pool_ref, _max_pool_type, _pool_window,
+    _window,
+)
+
+
+def block_array(a: np.ndarray, block: int) -> np.ndarray:
+    """NumPy (N, C, H, W) as (N, ceil(C / block), H, W, block), zero-padded."""
+    n, c, *spatial = a.shape
+    blocks = -(-c // block)
+    padded = np.zeros((n, blocks * block, *spatial), a.dtype)
+    padded[:, :c] = a
+    return np.ascontiguousarray(padded.reshape(n, blocks, block, *spatial).transpose(0, 1, 3, 4, 2))
+
+
+def unblock_array(a: np.ndarray, channels: int | None = None) -> np.ndarray:
+    """NumPy (N, C / b, H, W, b) as (N, C, H, W), keeping the first `channels` (all lanes by default)."""
+    n, blocks, h, w, block = a.shape
+    return np.ascontiguousarray(a.transpose(0, 1, 4, 2, 3).reshape(n, blocks * block, h, w)[:, :channels])
+
+
+def _check_blocked(x: TensorType, what: str = "x") -> None:
+    if len(x.shape) != 5:
+        raise ShapeError(f"{what} must be blocked, (N, C / b, H, W, b), got shape {x.shape}")
+
+
+def _nchw(x: TensorType) -> TensorType:
+    """The NCHW type holding every lane of blocked `x`."""
+    n, blocks, h, w, block = x.shape
+    return TensorType((n, blocks * block, h, w), x.dtype)
+
+
+def _blocked(t: TensorType, block: int) -> TensorType:
+    n, c, h, w = t.shape
+    return TensorType((n, -(-c // block), h, w, block), t.dtype)
+
+
+# ---- the transforms ----
+
+def _to_blocked_type(x: TensorType, *, block: int) -> list[TensorType]:
+    if len(x.shape) != 4:
+        raise ShapeError(f"x must be (N, C, H, W), got shape {x.shape}")
+    if block < 1:
+        raise ShapeError(f"block must be positive, got {block}")
+    return [_blocked(x, block)]
+
+
+def _from_blocked_type(x: TensorType, *, channels: int) -> list[TensorType]:
+    _check_blocked(x)
+    n, blocks, h, w, block = x.shape
+    if not (blocks - 1) * block < channels <= blocks * block:
+        raise ShapeError(f"{channels} channels do not fill the last of {blocks} blocks of {block}")
+    return [TensorType((n, channels, h, w), x.dtype)]
+
+
+declare("layout_to_blocked", kind=INJECTIVE, attrs={"block": 8}, infer=_to_blocked_type,
+        reference=lambda x, *, block: block_array(x, block),
+        compute=lambda x, *, block: nchwc.to_blocked(x, block),
+        samples=(Sample((((2, 11, 3, 5), "float32"),), {"block": 4}), Sample((((1, 16, 2, 3), "float32"),))))
+declare("layout_from_blocked", kind=INJECTIVE, attrs={"channels": None}, infer=_from_blocked_type,
+        reference=lambda x, *, channels: unblock_array(x, channels),
+        compute=lambda x, *, channels: nchwc.from_blocked(x, channels),
+        samples=(Sample((((2, 3, 3, 5, 4), "float32"),), {"channels": 11}),))
+
+
+# ---- convolutions ----
+
+def _weights(wpack: np.ndarray) -> np.ndarray:
+    """Packed (O / b, C, KH, KW, b) as OIHW over every output lane."""
+    blocks, c, kh, kw, block = wpack.shape
+    return wpack.transpose(0, 4, 1, 2, 3).reshape(blocks * block, c, kh, kw)
+
+
+def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations):
+    _float_dtype(x, wpack, bias)
+    if len(wpack.shape) != 5:
+        raise ShapeError(f"expected packed weights (O / b, C, KH, KW, b), got {wpack.shape}")
+    blocks, channels, kh, kw, block = wpack.shape
+    if len(x.shape) not in (4, 5):
+        raise ShapeError(f"x must be blocked (N, C / b, H, W, b) or (N, C, H, W), got shape {x.shape}")
+    nchw = _nchw(x) if len(x.shape) == 5 else x
+    _check_packed_bias(bias, blocks, block)
+    weight = TensorType((blocks * block, channels, kh, kw), wpack.dtype)
+    (out,) = _conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=1)
+    return [_blocked(out, block)]
+
+
+def _check_packed_bias(bias: TensorType | None, blocks: int, block: int) -> None:
+    if bias is not None and bias.shape != (blocks, block):
+        raise ShapeError(f"the bias must be packed as ({blocks}, {block}), got {bias.shape}")
+
+
+def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations):
+    nchw = unblock_array(x) if x.ndim == 5 else x
+    flat = None if bias is None else bias.reshape(-1)
+    y = _conv_ref(nchw, _weights(wpack), flat, strides=strides, pads=pads, dilations=dilations, group=1)
+    return block_array(y, wpack.shape[4])
+
+
+def _conv_nchwc_te(x, wpack, bias=None, *, strides, pads, dilations):
+    win = _window(2, strides, pads, dilations)
+    return nchwc.conv2d_nchwc(x, wpack, win.strides, win.pads, win.dilations, bias=bias, name="conv_nchwc")
+
+
+def _depthwise_type(x, wpack, bias=None, *, strides, pads, dilations):
+    _float_dtype(x, wpack, bias)
+    _check_blocked(x)
+    if len(wpack.shape) != 4 or wpack.shape[0] != x.shape[1] or wpack.shape[3] != x.shape[4]:
+        raise ShapeError(f"expected weights packed as (C / b, KH, KW, b) = ({x.shape[1]}, KH, KW, {x.shape[4]}), "
+                         f"got {wpack.shape}")
+    _check_packed_bias(bias, x.shape[1], x.shape[4])
+    nchw = _nchw(x)
+    weight = TensorType((nchw.shape[1], 1, *wpack.shape[1:3]), wpack.dtype)
+    (out,) = _conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1])
+    return [_blocked(out, x.shape[4])]
+
+
+def _depthwise_ref(x, wpack, bias=None, *, strides, pads, dilations):
+    nchw = unblock_array(x)
+    weight = wpack.transpose(0, 3, 1, 2).reshape(-1, 1, *wpack.shape[1:3])
+    flat = None if bias is None else bias.reshape(-1)
+    y = _conv_ref(nchw, weight, flat, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1])
+    return block_array(y, x.shape[4])
+
+
+def _depthwise_te(x, wpack, bias=None, *, strides, pads, dilations):
+    win = _window(2, strides, pads, dilations)
+    return nchwc.depthwise_conv2d_nchwc(x, wpack, win.strides, win.pads, win.dilations, bias=bias,
+                                           name="depthwise_conv_nchwc")
+
+
+_CONV_ATTRS = {"strides": None, "pads": None, "dilations": None}
+declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV_ATTRS, infer=_conv_nchwc_type,
+        reference=_conv_nchwc_ref, compute=_conv_nchwc_te, samples=(
+            Sample((((1, 2, 9, 8, 4), "float32"), ((3, 8, 3, 3, 4), "float32"), ((3, 4), "float32")),
+                   {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
+            Sample((((2, 3, 7, 7), "float32"), ((2, 3, 3, 3, 8), "float32")), {"pads": [1, 1, 1, 1]}),
+            Sample((((1, 2, 5, 6, 8), "float32"), ((1, 16, 1, 1, 8), "float32"))),
+        ))
+declare("depthwise_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV_ATTRS, infer=_depthwise_type,
+        reference=_depthwise_ref, compute=_depthwise_te, samples=(
+            Sample((((1, 2, 9, 8, 4), "float32"), ((2, 3, 3, 4), "float32"), ((2, 4), "float32")),
+                   {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+            Sample((((2, 1, 7, 6, 8), "float32"), ((1, 3, 3, 8), "float32")),
+                   {"dilations": [2, 1], "pads": [2, 1, 2, 1]}),
+        ))
+
+
+# ---- pools ----
+
+def _max_pool_nchwc_type(x, **attrs):
+    _check_blocked(x)
+    (out,) = _max_pool_type(_nchw(x), **attrs)
+    return [_blocked(out, x.shape[4])]
+
+
+def _avg_pool_nchwc_type(x, **attrs):
+    _check_blocked(x)
+    (out,) = _avg_pool_type(_nchw(x), **attrs)
+    return [_blocked(out, x.shape[4])]
+
+
+def _max_pool_nchwc_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
+    kernel, win, _ = _pool_window(_nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads, dilations,
+                                  ceil_mode)
+    return nchwc.max_pool2d_nchwc(x, kernel, win.strides, win.pads, win.dilations, bool(ceil_mode),
+                                     name="max_pool_nchwc")
+
+
+def _avg_pool_nchwc_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
+    kernel, win, _ = _pool_window(_nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads, dilations,
+                                  ceil_mode)
+    return nchwc.avg_pool2d_nchwc(x, kernel, win.strides, win.pads, win.dilations, bool(ceil_mode),
+                                     bool(count_include_pad), name="avg_pool_nchwc")
+
+
+def _lanewise(reference):
+    """A blocked op's reference from its NCHW one, applied to every lane."""
+    return lambda x, **attrs: block_array(reference(unblock_array(x), **attrs), x.shape[4])
+
+
+def _global_avg_pool_nchwc_type(x):
+    _check_blocked(x)
+    _float_dtype(x)
+    n, blocks, _, _, block = x.shape
+    return [TensorType((n, blocks, 1, 1, block), x.dtype)]
+
+
+def _global_avg_pool_nchwc_ref(x):
+    return x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(x.dtype)
+
+
+_POOL_ATTRS = {"kernel_shape": None, "strides": None, "pads": None, "dilations": None, "ceil_mode": 0}
+_POOL_SAMPLE = Sample((((1, 2, 7, 6, 4), "float32"),), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                         "pads": [1, 1, 1, 1]})
+declare("max_pool_nchwc", kind=REDUCTION, attrs=_POOL_ATTRS, infer=_max_pool_nchwc_type,
+        reference=_lanewise(_max_pool_ref), compute=_max_pool_nchwc_te, samples=(
+            _POOL_SAMPLE,
+            Sample((((2, 1, 7, 9, 8), "float32"),),
+                   {"kernel_shape": [2, 3], "strides": [2, 2], "dilations": [1, 2], "ceil_mode": 1}),
+        ))
+declare("avg_pool_nchwc", kind=REDUCTION, attrs={**_POOL_ATTRS, "count_include_pad": 0}, infer=_avg_pool_nchwc_type,
+        reference=_lanewise(_avg_pool_ref), compute=_avg_pool_nchwc_te, samples=(
+            _POOL_SAMPLE,
+            Sample((((1, 2, 8, 7, 4), "float32"),), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                                     "ceil_mode": 1, "count_include_pad": 1}),
+        ))
+declare("global_avg_pool_nchwc", kind=REDUCTION, infer=_global_avg_pool_nchwc_type,
+        reference=_global_avg_pool_nchwc_ref, compute=lambda x: nchwc.global_avg_pool_nchwc(x),
+        samples=(Sample((((2, 3, 5, 4, 4), "float32"),)),))

@@ -1,0 +1,248 @@
+"""Alter the layout of convolution chains to NCHW[x]c (TVM's alter-op-layout), x being the vector width.
+
+After `conv_algorithm`, each constant-weight convolution is a `blocked_conv` that computes its output in blocks of
+channels and copies it out to NCHW, and a depthwise `conv` reads NCHW with strided vectors. Kept blocked from one
+layer to the next (ir/ops/layout.py), activations need no copy-out, and depthwise convolutions and pools vectorise
+across a block of channels. This pass:
+
+1. plans, in graph order, which nodes run blocked: the seeds are `blocked_conv` and depthwise `conv` (groups = C
+   = O) with constant weights; the layout then flows to element-wise and broadcasting ops of a blocked input (their
+   other operands being constants, re-laid out here, or NCHW values of the same channels), to max, average and
+   global average pooling, and to a concat along channels whose parts are all whole blocks;
+2. rewrites them, repacking the weights and biases once, and inserts the transforms only where an NCHW value meets
+   a blocked consumer (`layout_to_blocked`) or a blocked value an NCHW consumer or a graph output
+   (`layout_from_blocked`). Each value gets at most one transform each way, and a value that is already blocked
+   is never unblocked for a blocked consumer, so no from/to pair is ever adjacent. A convolution at the start of
+   a chain reads its NCHW input directly.
+
+Lanes past the last channel are not kept zero by every op; the convolutions' packed weights are zero there, so
+such lanes never reach a real channel. With channels that are not whole blocks the layout flows only through
+element-wise ops that keep those lanes finite (a 0 * inf would poison the sum).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import Graph, Node, Value
+from ..ir.ops.layout import block_array
+from ..ir.registry import BROADCAST, ELEMWISE, lookup
+from ..schedule.defaults import CpuTarget
+from .editor import GraphEditor
+from .pipeline import PassContext, register
+
+POOLS = {"max_pool": "max_pool_nchwc", "avg_pool": "avg_pool_nchwc", "global_avg_pool": "global_avg_pool_nchwc"}
+BLOCKED_OPS = {"blocked_conv": "conv_nchwc", "conv": "depthwise_conv_nchwc", **POOLS}  # the rest keep their op
+# Element-wise ops that map finite lanes to finite lanes, for chains whose channels do not fill the last block.
+FINITE = {"add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "leaky_relu", "clip", "sigmoid", "tanh",
+          "hard_sigmoid", "hard_swish", "gelu", "identity"}
+
+
+@register("layout", level=2, order=90)
+def layout(g: Graph, ctx: PassContext) -> Graph:
+    """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
+    block = int(ctx.options.get("layout_block") or CpuTarget.host().vector_lanes)
+    chains = [c for c in _chains(g, _plan(g, block)) if _worth_blocking(c)]
+    if not chains:
+        return g
+    return _Rewrite(g, chains, block, ctx).run()
+
+
+def _plan(g: Graph, block: int) -> set[int]:
+    """The ids of the nodes that can run blocked."""
+    blocked: set[int] = set()  # ids of values that will be blocked
+    planned: set[int] = set()
+    for node in g.nodes:
+        if _is_seed(node) or _follows(node, blocked, block):
+            planned.add(id(node))
+            blocked.add(id(node.outputs[0]))
+    return planned
+
+
+def _chains(g: Graph, planned: set[int]) -> list[list[Node]]:
+    """The planned nodes grouped into chains: sets connected by the blocked values between them."""
+    parent: dict[int, int] = {}
+
+    def root(i: int) -> int:
+        while parent.setdefault(i, i) != i:
+            i = parent[i]
+        return i
+
+    producer = g.producers()
+    for node in g.nodes:
+        if id(node) in planned:
+            for v in node.inputs:
+                p = producer.get(id(v))
+                if p is not None and id(p) in planned:
+                    parent[root(id(node))] = root(id(p))
+    chains: dict[int, list[Node]] = {}
+    for node in g.nodes:
+        if id(node) in planned:
+            chains.setdefault(root(id(node)), []).append(node)
+    return list(chains.values())
+
+
+def _worth_blocking(chain: list[Node]) -> bool:
+    """A lone `blocked_conv` already computes in blocks and copies out in the same kernel; blocking it alone would
+    only move that copy into a kernel of its own. Two convolutions, or any depthwise one or pool, gain."""
+    heavy = [n.op for n in chain if n.op in BLOCKED_OPS]
+    return len(heavy) > 1 or heavy != ["blocked_conv"]
+
+
+def _is_seed(node: Node) -> bool:
+    """A 2-D float32 convolution with constant weights (and bias): blocked_conv, or a depthwise conv."""
+    if node.op not in ("blocked_conv", "conv"):
+        return False
+    x, w, *bias = node.inputs
+    if len(x.shape) != 4 or x.dtype != "float32" or not all(v.is_constant for v in (w, *bias)):
+        return False
+    group = node.attrs.get("group", 1)
+    return node.op == "blocked_conv" or (group > 1 and group == x.shape[1] == w.shape[0] and w.shape[1] == 1)
+
+
+def _follows(node: Node, blocked: set[int], block: int) -> bool:
+    """Whether `node` can run blocked given which of its inputs are: at least one is, and the rest can be."""
+    if len(node.outputs) != 1 or not any(id(v) in blocked for v in node.inputs):
+        return False
+    out = node.outputs[0]
+    if len(out.shape) != 4 or any(len(v.shape) != 4 for v in node.inputs if id(v) in blocked):
+        return False
+    if node.op in POOLS:
+        return True
+    if node.op == "concat":
+        return (node.attrs["axis"] % 4 == 1 and all(len(v.shape) == 4 and v.shape[1] % block == 0
+                                                    for v in node.inputs))
+    if lookup(node.op).kind not in (ELEMWISE, BROADCAST):
+        return False
+    channels = out.shape[1]
+    if channels % block and node.op not in FINITE:
+        return False
+    return all(v.is_constant or (len(v.shape) == 4 and v.shape[1] == channels) for v in node.inputs)
+
+
+class _Rewrite:
+    """Emits the planned nodes blocked and the rest as they were, with the transforms between them."""
+
+    def __init__(self, g: Graph, chains: list[list[Node]], block: int, ctx: PassContext):
+        self.g, self.chains, self.block, self.ctx = g, chains, block, ctx
+        self.chain_of = {id(n): i for i, chain in enumerate(chains) for n in chain}
+        self.ends: list[list[str]] = [[] for _ in chains]  # per chain, the transforms inserted for it
+        self.ed = GraphEditor(g)
+        self.blocked: dict[int, Value] = {}  # id(old value) -> its blocked form
+        self.constants: dict[int, Value] = {}  # id(old constant) -> its re-laid out copy
+        self.unblocked: set[int] = set()  # ids of old blocked values given an NCHW form
+
+    def run(self) -> Graph:
+        producer = self.g.producers()
+        for node in self.g.nodes:
+            if id(node) in self.chain_of:
+                self.blocked[id(node.outputs[0])] = self._convert(node)
+            else:
+                for v in node.inputs:
+                    self._unblock(v, producer, f"for {node.name} ({node.op})")
+                self.ed.keep(node)
+        for v in self.g.outputs:
+            self._unblock(v, producer, "for the graph output")
+        for nodes, ends in zip(self.chains, self.ends):
+            new_ops = [BLOCKED_OPS.get(n.op, n.op) for n in nodes]
+            ops = ", ".join(f"{new_ops.count(op)} {op}" for op in dict.fromkeys(new_ops))
+            self.ctx.note(f"NCHW{self.block}c chain {nodes[0].name} .. {nodes[-1].name} ({ops}): "
+                          f"{'; '.join(ends) or 'no transforms'}")
+        return self.ed.finish()
+
+    # ---- the transforms ----
+
+    def _unblock(self, v: Value, producer: dict, why: str) -> None:
+        """Give blocked `v` its NCHW form (once) for a consumer that needs NCHW."""
+        if id(v) not in self.blocked or id(v) in self.unblocked:
+            return
+        self.unblocked.add(id(v))
+        nchw = self.ed.op("layout_from_blocked", self.blocked[id(v)], name=f"{v.name}_nchw", channels=v.shape[1])
+        self.ed.replace(v, nchw)
+        self.ends[self.chain_of[id(producer[id(v)])]].append(f"from_blocked({v.name}) {why}")
+
+    def _to_blocked(self, v: Value, consumer: Node) -> Value:
+        """`v` blocked for a planned consumer: its blocked form, a re-laid out constant, or a transform (once)."""
+        if id(v) in self.blocked:
+            return self.blocked[id(v)]
+        if v.is_constant:
+            if id(v) not in self.constants:
+                self.constants[id(v)] = self.ed.const(_relayout_constant(v.data, self.block), f"{v.name}_blocked")
+            return self.constants[id(v)]
+        out = self.ed.op("layout_to_blocked", self.ed.get(v), name=f"{v.name}_blocked", block=self.block)
+        self.blocked[id(v)] = out
+        self.ends[self.chain_of[id(consumer)]].append(f"to_blocked({v.name}) for {consumer.name}")
+        return out
+
+    # ---- the blocked ops ----
+
+    def _convert(self, node: Node) -> Value:
+        ed, b = self.ed, self.block
+        if node.op == "blocked_conv":
+            x, wpack, *bias = node.inputs
+            a = node.attrs
+            source = self.blocked[id(x)] if id(x) in self.blocked else ed.get(x)  # NCHW at a chain's start
+            weight = _unpack_conv_weight(wpack.data, a["out_channels"])
+            in_lanes = source.shape[1] * source.shape[4] if len(source.shape) == 5 else x.shape[1]
+            packed = ed.const(_pack_conv_weight(weight, b, in_lanes), f"{node.name}_wnchwc")
+            return ed.op("conv_nchwc", source, packed, *self._bias(bias, node), name=node.name,
+                         strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
+        if node.op == "conv":
+            x, w, *bias = node.inputs
+            a = node.attrs
+            packed = ed.const(_pack_depthwise_weight(w.data, b), f"{node.name}_wnchwc")
+            return ed.op("depthwise_conv_nchwc", self._to_blocked(x, node), packed, *self._bias(bias, node),
+                         name=node.name, strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
+        if node.op in POOLS:
+            return ed.op(POOLS[node.op], self._to_blocked(node.inputs[0], node), name=node.name, **node.attrs)
+        if node.op == "concat":
+            return ed.op("concat", *(self._to_blocked(v, node) for v in node.inputs), name=node.name, axis=1)
+        return ed.op(node.op, *(self._to_blocked(v, node) for v in node.inputs), name=node.name, **node.attrs)
+
+    def _bias(self, bias: list[Value], node: Node) -> tuple[Value, ...]:
+        """A constant bias (C,) packed as (C / b, b), zero in the padded channels."""
+        if not bias:
+            return ()
+        (v,) = bias
+        lanes = -(-v.shape[0] // self.block) * self.block
+        padded = np.zeros(lanes, v.dtype)
+        padded[:v.shape[0]] = v.data
+        return (self.ed.const(padded.reshape(-1, self.block), f"{node.name}_bnchwc"),)
+
+
+def _relayout_constant(data: np.ndarray, block: int) -> np.ndarray:
+    """A constant operand of a blocked element-wise op: right-aligned to NCHW, then blocked along its channel axis
+    (lanes past the channels repeat the last channel, so they stay finite), or given a unit block axis when it
+    does not vary by channel; a scalar stays as it is."""
+    if data.ndim == 0:
+        return data
+    nchw = data.reshape((1,) * (4 - data.ndim) + data.shape)
+    if nchw.shape[1] == 1:
+        return nchw.reshape(*nchw.shape, 1)
+    extra = -nchw.shape[1] % block
+    padded = np.pad(nchw, ((0, 0), (0, extra), (0, 0), (0, 0)), mode="edge") if extra else nchw
+    return block_array(padded, block)
+
+
+def _unpack_conv_weight(wpack: np.ndarray, out_channels: int) -> np.ndarray:
+    """`conv_weight_pack`'s (O / b, C, KH, KW, b) back to OIHW."""
+    blocks, channels, kh, kw, block = wpack.shape
+    return wpack.transpose(0, 4, 1, 2, 3).reshape(blocks * block, channels, kh, kw)[:out_channels]
+
+
+def _pack_conv_weight(weight: np.ndarray, block: int, in_lanes: int) -> np.ndarray:
+    """OIHW as (O / block, in_lanes, KH, KW, block), zero in the padded output and input channels."""
+    out_channels, channels, kh, kw = weight.shape
+    blocks = -(-out_channels // block)
+    padded = np.zeros((blocks * block, in_lanes, kh, kw), weight.dtype)
+    padded[:out_channels, :channels] = weight
+    return np.ascontiguousarray(padded.reshape(blocks, block, in_lanes, kh, kw).transpose(0, 2, 3, 4, 1))
+
+
+def _pack_depthwise_weight(weight: np.ndarray, block: int) -> np.ndarray:
+    """(C, 1, KH, KW) as (C / block, KH, KW, block), zero in the padded channels."""
+    channels, _, kh, kw = weight.shape
+    blocks = -(-channels // block)
+    padded = np.zeros((blocks * block, kh, kw), weight.dtype)
+    padded[:channels] = weight[:, 0]
+    return np.ascontiguousarray(padded.reshape(blocks, block, kh, kw).transpose(0, 2, 3, 1))

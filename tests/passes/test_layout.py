@@ -1,0 +1,186 @@
+"""The layout pass: chains of convolutions run in NCHW[x]c with transforms only at their ends, and the graph keeps
+its meaning (checked against run_reference of the original, and compiled)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilegrad.executor import compile_graph
+from tilegrad.ir.graph import GraphBuilder
+from tilegrad.ir.interpret import run_reference
+from tilegrad.passes import optimize
+from tilegrad.passes.conv_algorithm import conv_algorithm
+from tilegrad.passes.layout import layout
+from tilegrad.passes.pipeline import PassContext
+
+RNG = np.random.default_rng(0)
+DIRECT = {"conv_algorithm": "direct"}  # blocked_conv for every convolution, whatever else the pass could pick
+
+
+def _const(b: GraphBuilder, *shape):
+    return b.const((RNG.standard_normal(shape) * 0.3).astype("float32"))
+
+
+def _conv(b, x, out_channels, kernel=1, stride=1, group=1, bias=True):
+    channels, pad = x.type.shape[1], kernel // 2
+    w = _const(b, out_channels, channels // group, kernel, kernel)
+    return b.op("conv", x, w, *([_const(b, out_channels)] if bias else []), strides=[stride, stride],
+                pads=[pad] * 4, group=group)
+
+
+def bottleneck(channels=32, width=16, size=10):
+    """ResNet's bottleneck: 1x1 -> relu -> 3x3 -> relu -> 1x1, plus the input, then relu."""
+    b = GraphBuilder()
+    x = b.input("x", (1, channels, size, size))
+    h = b.op("relu", _conv(b, x, width))
+    h = b.op("relu", _conv(b, h, width, kernel=3))
+    y = b.op("relu", b.op("add", _conv(b, h, channels, bias=False), x))
+    return b.build(y, ["y"])
+
+
+def inverted_residual(channels=16, expand=6, stride=1, size=12):
+    """MobileNetV2's block: 1x1 expand -> clip(0, 6) -> depthwise 3x3 -> clip -> 1x1 project (+ the input)."""
+    b = GraphBuilder()
+    x = b.input("x", (1, channels, size, size))
+    hidden = channels * expand
+    h = b.op("clip", _conv(b, x, hidden), min=0.0, max=6.0)
+    h = b.op("clip", _conv(b, h, hidden, kernel=3, stride=stride, group=hidden), min=0.0, max=6.0)
+    y = _conv(b, h, channels)
+    if stride == 1:
+        y = b.op("add", y, x)
+    return b.build(y, ["y"])
+
+
+def _run_pass(g, **options):
+    """conv_algorithm then layout, as the pipeline runs them; the layout pass's notes."""
+    ctx = PassContext(options={**DIRECT, "layout_block": 8, **options})  # 8 lanes whatever the host
+    packed = conv_algorithm(g, ctx)
+    ctx.notes = []
+    return layout(packed, ctx), ctx.notes
+
+
+def _inputs(g):
+    return [RNG.standard_normal(v.shape).astype(v.dtype) for v in g.inputs]
+
+
+def _check_meaning(g, out, inputs=None):
+    inputs = inputs or _inputs(g)
+    for want, got in zip(run_reference(g, inputs), run_reference(out, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _ops(g):
+    return [n.op for n in g.nodes]
+
+
+def _transforms(g):
+    return [n for n in g.nodes if n.op.startswith("layout_")]
+
+
+def test_bottleneck_runs_blocked_between_one_transform_at_each_end():
+    g = bottleneck()
+    out, notes = _run_pass(g)
+    _check_meaning(g, out)
+    assert _ops(out).count("conv_nchwc") == 3 and "blocked_conv" not in _ops(out)
+    to, back = _transforms(out)
+    assert to.op == "layout_to_blocked" and to.inputs[0] is g.inputs[0]  # for the residual add
+    assert back.op == "layout_from_blocked" and back.outputs[0] is out.outputs[0]
+    assert out.nodes[0].op == "conv_nchwc" and out.nodes[0].inputs[0] is g.inputs[0]  # reads NCHW at the start
+    assert len(notes) == 1 and "NCHW8c chain" in notes[0] and "to_blocked(x)" in notes[0]
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_inverted_residual_keeps_the_depthwise_conv_blocked(stride):
+    g = inverted_residual(stride=stride)
+    out, _ = _run_pass(g)
+    _check_meaning(g, out)
+    assert _ops(out).count("conv_nchwc") == 2 and _ops(out).count("depthwise_conv_nchwc") == 1
+    kinds = [n.op for n in _transforms(out)]
+    assert kinds == (["layout_to_blocked"] if stride == 1 else []) + ["layout_from_blocked"]
+
+
+def test_channels_that_are_not_whole_blocks_pools_and_a_classifier_head():
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 17, 15))
+    h = b.op("relu", _conv(b, x, 12, kernel=3, stride=2))
+    h = b.op("max_pool", h, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    h = b.op("mul", _conv(b, h, 12, kernel=3, group=12), _const(b, 12, 1, 1))  # per-channel scale
+    h = b.op("avg_pool", _conv(b, h, 20), kernel_shape=[2, 2], strides=[1, 1], ceil_mode=1)
+    h = b.op("flatten", b.op("global_avg_pool", h))
+    g = b.build(b.op("gemm", h, _const(b, 20, 5), _const(b, 5)), ["y"])
+    out, _ = _run_pass(g)
+    _check_meaning(g, out)
+    assert {"max_pool_nchwc", "avg_pool_nchwc", "global_avg_pool_nchwc"} <= set(_ops(out))
+    (back,) = _transforms(out)
+    assert back.op == "layout_from_blocked" and back.attrs["channels"] == 20
+    assert [n.op for n in out.nodes if n.inputs[0] is back.outputs[0]] == ["flatten"]
+    mul = next(n for n in out.nodes if n.op == "mul")
+    assert mul.inputs[1].shape == (1, 2, 1, 1, 8)  # the constant re-laid out at compile time
+
+
+def test_concat_of_whole_blocks_stays_blocked_and_a_partial_one_does_not():
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 6, 6))
+    whole = b.op("concat", _conv(b, x, 16), _conv(b, x, 8, kernel=3), axis=1)
+    partial = b.op("concat", _conv(b, whole, 4), _conv(b, whole, 8), axis=-3)
+    g = b.build(b.op("relu", partial), ["y"])
+    out, _ = _run_pass(g)
+    _check_meaning(g, out)
+    concats = [n for n in out.nodes if n.op == "concat"]
+    assert [len(n.outputs[0].shape) for n in concats] == [5, 4]
+    assert [n.op for n in _transforms(out)] == ["layout_from_blocked", "layout_from_blocked"]
+
+
+def test_unsafe_ops_on_padded_lanes_end_the_chain():
+    """With 12 channels, lanes 12..15 are padding; log would make them -inf and 0 * inf poisons the next conv."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 5, 5))
+    h = b.op("log", b.op("add", b.op("relu", _conv(b, x, 12)), b.const(np.float32(1.0))))
+    g = b.build(_conv(b, h, 8, kernel=3), ["y"])
+    out, _ = _run_pass(g)
+    _check_meaning(g, out)
+    log = next(n for n in out.nodes if n.op == "log")
+    assert len(log.outputs[0].shape) == 4
+    assert np.isfinite(run_reference(out, _inputs(g))[0]).all()
+
+
+def test_a_lone_convolution_is_left_to_blocked_conv():
+    """Between NCHW-only ops (here a conv with a weight computed at run time), a single blocked_conv gains nothing
+    from the layout: its own kernel already copies the blocks out."""
+    b = GraphBuilder()
+    x, w = b.input("x", (1, 8, 6, 6)), b.input("w", (8, 8, 3, 3))
+    h = b.op("relu", _conv(b, x, 8))
+    h = b.op("relu", b.op("conv", h, w, pads=[1, 1, 1, 1]))
+    g = b.build(b.op("add", _conv(b, h, 8), x), ["y"])
+    packed, _ = _run_pass(g)
+    assert layout(packed, PassContext()) is packed
+    assert _ops(packed).count("blocked_conv") == 2
+
+
+def test_graphs_without_convolutions_are_returned_as_they_are():
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 4, 4))
+    g = b.build(b.op("max_pool", b.op("relu", x), kernel_shape=[2, 2]))
+    assert layout(g, PassContext()) is g
+
+
+def test_a_block_of_16_lanes_is_an_option():
+    g = bottleneck(channels=24, width=20, size=6)
+    out, notes = _run_pass(g, layout_block=16)
+    _check_meaning(g, out)
+    assert "NCHW16c" in notes[0]
+    assert all(n.outputs[0].shape[-1] == 16 for n in out.nodes if n.op == "conv_nchwc")
+
+
+@pytest.mark.parametrize("make", [bottleneck, inverted_residual])
+def test_compiled_graphs_match_numpy(make):
+    g = make()
+    out, _ = _run_pass(g)
+    x = _inputs(g)
+    (want,) = run_reference(g, x)
+    np.testing.assert_allclose(compile_graph(out)(*x), want, rtol=1e-4, atol=1e-4)
+    fused, _ = optimize(g, 2, options=DIRECT)
+    bodies = [m.op for n in fused.nodes if n.op == "fused" for m in n.attrs["body"].nodes]
+    assert "conv_nchwc" in bodies and "blocked_conv" not in bodies
+    np.testing.assert_allclose(compile_graph(fused)(*x), want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,168 @@
+"""NCHW[x]c computes equal their NCHW counterparts lane for lane (padding, strides, dilation, channels that are not
+whole blocks), and compile under their default schedule to the same numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilegrad import te
+from tilegrad.build import build
+from tilegrad.errors import ShapeError
+from tilegrad.ir.ops.layout import block_array, unblock_array
+from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.schedule.rules_nchwc import tile_columns
+from tilegrad.te import nn
+from tilegrad.te.interpret import interpret
+from tilegrad.te.nn import nchwc
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def _pack_conv(w: np.ndarray, block: int, in_lanes: int) -> np.ndarray:
+    out_channels, channels, kh, kw = w.shape
+    padded = np.zeros((-(-out_channels // block) * block, in_lanes, kh, kw), "float32")
+    padded[:out_channels, :channels] = w
+    return np.ascontiguousarray(padded.reshape(-1, block, in_lanes, kh, kw).transpose(0, 2, 3, 4, 1))
+
+
+def _pack_depthwise(w: np.ndarray, block: int) -> np.ndarray:
+    channels, _, kh, kw = w.shape
+    padded = np.zeros((-(-channels // block) * block, kh, kw), "float32")
+    padded[:channels] = w[:, 0]
+    return np.ascontiguousarray(padded.reshape(-1, block, kh, kw).transpose(0, 2, 3, 1))
+
+
+def _packed_bias(bias: np.ndarray, block: int) -> np.ndarray:
+    padded = np.zeros(-(-bias.size // block) * block, "float32")
+    padded[:bias.size] = bias
+    return padded.reshape(-1, block)
+
+
+def test_layout_transforms_round_trip_with_zero_padded_lanes():
+    x = te.placeholder((2, 11, 3, 5), name="X")
+    xv = _rand(2, 11, 3, 5)
+    blocked = nchwc.to_blocked(x, 4)
+    assert blocked.shape == (2, 3, 3, 5, 4)
+    got = interpret(blocked, {"X": xv})
+    np.testing.assert_array_equal(got, block_array(xv, 4))
+    assert not got[:, 2, :, :, 3].any()
+    back = nchwc.from_blocked(te.placeholder(blocked.shape, name="B"), 11)
+    np.testing.assert_array_equal(interpret(back, {"B": got}), xv)
+
+
+@pytest.mark.parametrize("channels,out_channels,kernel,stride,padding,dilation", [
+    (6, 7, 3, 2, 1, 1),
+    (8, 16, 1, 1, 0, 1),
+    (5, 9, (3, 2), (1, 2), ((2, 0), (1, 1)), (2, 1)),
+])
+@pytest.mark.parametrize("blocked_input", [True, False])
+def test_conv2d_nchwc_equals_conv2d(channels, out_channels, kernel, stride, padding, dilation, blocked_input):
+    block = 4
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    xv, wv, bv = _rand(2, channels, 9, 8), _rand(out_channels, channels, kh, kw), _rand(out_channels)
+    x4, w4 = te.placeholder(xv.shape, name="X4"), te.placeholder(wv.shape, name="W4")
+    plain = nn.conv2d(x4, w4, stride, padding, dilation)
+    want = interpret(plain, {"X4": xv, "W4": wv}) + bv[:, None, None]
+    x_in = block_array(xv, block) if blocked_input else xv
+    lanes = x_in.shape[1] * block if blocked_input else channels
+    wp = _pack_conv(wv, block, lanes)
+    x, w, bias = te.placeholder(x_in.shape, name="X"), te.placeholder(wp.shape, name="W"), te.placeholder(
+        (wp.shape[0], block), name="B")
+    out = nchwc.conv2d_nchwc(x, w, stride, padding, dilation, bias=bias)
+    assert out.shape == (2, wp.shape[0], *want.shape[2:], block)
+    got = interpret(out, {"X": x_in, "W": wp, "B": _packed_bias(bv, block)})
+    np.testing.assert_allclose(unblock_array(got, out_channels), want, rtol=1e-5, atol=1e-5)
+    assert not got[:, -1, ..., out_channels % block or block:].any()  # the padded output lanes stay zero
+
+
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 1, 1), (2, 1, 1), ((2, 1), ((0, 1), (2, 1)), (1, 2))])
+def test_depthwise_conv2d_nchwc_equals_grouped_conv2d(stride, padding, dilation):
+    block, channels = 8, 13
+    xv, wv = _rand(1, channels, 10, 9), _rand(channels, 1, 3, 3)
+    x4, w4 = te.placeholder(xv.shape, name="X4"), te.placeholder(wv.shape, name="W4")
+    want = interpret(nn.depthwise_conv2d(x4, w4, stride, padding, dilation), {"X4": xv, "W4": wv})
+    x = te.placeholder((1, 2, 10, 9, block), name="X")
+    w = te.placeholder((2, 3, 3, block), name="W")
+    got = interpret(nchwc.depthwise_conv2d_nchwc(x, w, stride, padding, dilation),
+                    {"X": block_array(xv, block), "W": _pack_depthwise(wv, block)})
+    np.testing.assert_allclose(unblock_array(got, channels), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel,stride,padding,ceil_mode", [(3, 2, 1, False), ((2, 3), (2, 1), 0, True)])
+def test_pools_equal_their_nchw_forms(kernel, stride, padding, ceil_mode):
+    block, channels = 4, 6
+    xv = _rand(2, channels, 9, 8)
+    x4, x = te.placeholder(xv.shape, name="X4"), te.placeholder((2, 2, 9, 8, block), name="X")
+    cases = [
+        (nn.max_pool2d(x4, kernel, stride, padding, ceil_mode=ceil_mode),
+         nchwc.max_pool2d_nchwc(x, kernel, stride, padding, ceil_mode=ceil_mode)),
+        (nn.avg_pool2d(x4, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=False),
+         nchwc.avg_pool2d_nchwc(x, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=False)),
+        (nn.global_avg_pool(x4), nchwc.global_avg_pool_nchwc(x)),
+    ]
+    for plain, blocked in cases:
+        want = interpret(plain, {"X4": xv})
+        got = interpret(blocked, {"X": block_array(xv, block)})
+        np.testing.assert_allclose(unblock_array(got, channels), want, rtol=1e-5, atol=1e-6)
+
+
+def _compiled(out: te.Tensor, placeholders, arrays):
+    return build(default_schedule(out), args=[*placeholders, out]).run(*arrays)
+
+
+def test_compiled_conv_and_depthwise_match_numpy():
+    """Shapes big enough for the parallel loop and a full register tile, with channels that are not whole blocks."""
+    block = CpuTarget.host().vector_lanes
+    xv, wv, bv, dv = _rand(1, 20, 14, 28), _rand(19, 20, 3, 3), _rand(19), _rand(20, 1, 3, 3)
+    x4, w4, d4 = (te.placeholder(a.shape, name=n) for a, n in ((xv, "X4"), (wv, "W4"), (dv, "D4")))
+    want_conv = interpret(nn.conv2d(x4, w4, 1, 1), {"X4": xv, "W4": wv}) + bv[:, None, None]
+    want_dw = interpret(nn.depthwise_conv2d(x4, d4, 2, 1), {"X4": xv, "D4": dv})
+    xb = block_array(xv, block)
+    wp, bp, dp = _pack_conv(wv, block, xb.shape[1] * block), _packed_bias(bv, block), _pack_depthwise(dv, block)
+    x, w, bias, d = (te.placeholder(a.shape, name=n) for a, n in ((xb, "X"), (wp, "W"), (bp, "B"), (dp, "D")))
+    got = _compiled(nchwc.conv2d_nchwc(x, w, 1, 1, bias=bias), [x, w, bias], [xb, wp, bp])
+    np.testing.assert_allclose(unblock_array(got, 19), want_conv, rtol=1e-4, atol=1e-4)
+    got = _compiled(nchwc.depthwise_conv2d_nchwc(x, d, 2, 1), [x, d], [xb, dp])
+    np.testing.assert_allclose(unblock_array(got, 20), want_dw, rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_pools_match_numpy():
+    xv = _rand(1, 16, 13, 12)
+    x4, x = te.placeholder(xv.shape, name="X4"), te.placeholder((1, 2, 13, 12, 8), name="X")
+    xb = block_array(xv, 8)
+    pairs = [(nn.max_pool2d(x4, 3, 2, 1), nchwc.max_pool2d_nchwc(x, 3, 2, 1)),
+             (nn.avg_pool2d(x4, 3, 2, 1, ceil_mode=True), nchwc.avg_pool2d_nchwc(x, 3, 2, 1, ceil_mode=True)),
+             (nn.global_avg_pool(x4), nchwc.global_avg_pool_nchwc(x))]
+    for plain, blocked in pairs:
+        got = _compiled(blocked, [x], [xb])
+        np.testing.assert_allclose(unblock_array(got), interpret(plain, {"X4": xv}), rtol=1e-5, atol=1e-5)
+
+
+def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
+    x = te.placeholder((1, 8, 28, 28, 8), name="X")
+    w = te.placeholder((4, 64, 3, 3, 8), name="W")
+    target = CpuTarget(vector_lanes=8)  # AVX2
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w, 1, 1), target).trace)
+    assert "split(conv2d_nchwc.w, factor=14)" in text  # 14 accumulators + a weight vector + a broadcast: 16 registers
+    assert "vectorize(conv2d_nchwc_local.ci)" in text and "unroll(conv2d_nchwc_local.w)" in text
+    assert "parallel(" in text
+    assert [tile_columns(width, 8, target) for width in (7, 14, 56, 112, 17)] == [7, 14, 14, 14, 1]
+
+
+def test_bad_arguments_say_what_is_wrong():
+    x = te.placeholder((1, 2, 5, 5, 4), name="X")
+    with pytest.raises(ShapeError, match="input channels"):
+        nchwc.conv2d_nchwc(x, te.placeholder((1, 6, 3, 3, 4), name="W"))
+    with pytest.raises(ShapeError, match="bias must be packed"):
+        nchwc.conv2d_nchwc(x, te.placeholder((1, 8, 3, 3, 4), name="W"), bias=te.placeholder((4,), name="B"))
+    with pytest.raises(ShapeError, match="depthwise_conv2d_nchwc"):
+        nchwc.depthwise_conv2d_nchwc(x, te.placeholder((3, 3, 3, 4), name="W"))
+    with pytest.raises(ShapeError, match="do not fill"):
+        nchwc.from_blocked(x, 4)
+    with pytest.raises(ShapeError, match="wholly in the padding"):
+        nchwc.max_pool2d_nchwc(x, 2, 2, 2)
