@@ -17,8 +17,9 @@ from .state import Stage
 
 @rule("winograd_conv2d")
 def schedule_winograd_output(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
-    """Y = A^T M A: one output tile at a time (tiles in parallel), its m x m positions unrolled, vectors across
-    output channels (the row of M that each position reads is contiguous in them)."""
+    """Y = A^T (M A): one output tile at a time (tiles in parallel), a vector of output channels at a time (the
+    row of M each position reads is contiguous in them), M A computed for that tile and vector, the m x m
+    positions unrolled."""
     m = anchor.attrs["m"]
     n, o, h, w = [a.name for a in s.op.axes]
     h0, h1 = sch.split(s.name, h, m)
@@ -26,6 +27,12 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: CpuTarget, anchor:
     o0, o1 = _vector_split(sch, s, o, target)
     sch.reorder(s.name, *[lp for lp in (n, h0, w0, o0, h1, w1, o1) if lp])
     _parallel_outer(sch, s, [n, h0, w0], target, _extent(s, o) * m * m)
+    half = _producer(sch, s, "winograd_output")
+    sch.compute_at(half, s.name, o0 or w0)
+    _, e, col, lane = sch.loops(half)
+    sch.unroll(half, e)
+    sch.unroll(half, col)
+    sch.vectorize(half, lane)
     sch.unroll(s.name, h1)
     sch.unroll(s.name, w1)
     sch.vectorize(s.name, o1)
@@ -54,14 +61,36 @@ def schedule_winograd_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: A
 
 @rule("winograd_input")
 def schedule_winograd_input(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
-    """V = B^T d B: one tile at a time (in parallel), a vector of channels at a time with the alpha^2 positions
-    unrolled inside, so each input vector is loaded once for all the positions that read it."""
+    """V = (B^T d) B: one tile at a time (in parallel), a vector of channels at a time, B^T d computed for that
+    tile and vector, the alpha^2 positions unrolled."""
     xi, p, c = [a.name for a in s.op.axes]
     c0, c1 = _vector_split(sch, s, c, target)
     sch.reorder(s.name, *[lp for lp in (p, c0, xi, c1) if lp])
     _parallel_outer(sch, s, [p], target, _extent(s, xi) * _extent(s, c))
+    half = _producer(sch, s, "winograd_input_rows")
+    sch.compute_at(half, s.name, c0 or p)
+    _, e, col, lane = sch.loops(half)
+    sch.unroll(half, e)
+    sch.unroll(half, col)
+    sch.vectorize(half, lane)
     sch.unroll(s.name, xi)
     sch.vectorize(s.name, c1)
+
+
+def _producer(sch: Schedule, s: Stage, tag: str) -> str:
+    """The stage tagged `tag` that `s` reads, directly or through stages inlined into it."""
+    stages = {st.name: st for st in sch.state.stages}
+    todo = list(s.op.inputs)
+    while todo:
+        t = todo.pop()
+        st = stages.get(t.name)
+        if st is None:
+            continue
+        if st.op.tag == tag:
+            return st.name
+        if st.attach == "inline":
+            todo.extend(st.op.inputs)
+    raise ValueError(f"stage {s.name!r} reads no stage tagged {tag!r}")
 
 
 def _vector_split(sch: Schedule, s: Stage, loop: str, target: CpuTarget) -> tuple[str | None, str]:

@@ -33,11 +33,15 @@ def position_tile(out_width: int) -> int:
 
 
 def channel_tile(out_channels: int, out_width: int) -> int:
-    """mr, the output channels per register tile: enough rows of accumulators (8 to 12 vectors) to hide the FMA
-    latency within AVX2's 16 registers, as few padding channels as possible, then the largest."""
+    """mr, the output channels per register tile: the most useful rows per tile, counting ten vectors of
+    accumulators as enough to hide the FMA latency and every padding channel as wasted; at most 12 vectors of
+    accumulators, so they and the operands fit AVX2's 16 registers."""
     vectors = position_tile(out_width) // 8
-    choices = range(4, 7) if vectors == 2 else range(8, 13)
-    return min(out_channels, min(choices, key=lambda mr: (-(-out_channels // mr) * mr, -mr)))
+
+    def waste(mr: int) -> float:
+        return -(-out_channels // mr) * mr / min(1.0, mr * vectors / 10)
+
+    return min(out_channels, min(range(1, 12 // vectors + 1), key=lambda mr: (waste(mr), -mr)))
 
 
 def weight_matrix_shape(out_channels: int, depth: int, mr: int) -> tuple[int, int, int]:
@@ -103,10 +107,9 @@ def im2col_conv2d_packed(x: te.Tensor, wm: te.Tensor, out_channels: int, kernel,
     attrs = {"mr": mr, "nr": nr, "kernel": (kh, kw), "stride": stride, "padding": pads, "dilation": dilation}
     (sh, sw), (dh, dw), ((pt, _), (pl, _)) = stride, dilation, pads
 
-    def column(b, h, wo, k, wi):
+    def column(b, h, wo, k, wi):  # positions past the row's end read in-bounds input or zeros, and are dropped
         c, tap = k // (kh * kw), k % (kh * kw)
-        w = E.minimum(wo * nr + wi, ow - 1)
-        return guarded_load(x, (b, c), (h * sh - pt + (tap // kw) * dh, w * sw - pl + (tap % kw) * dw),
+        return guarded_load(x, (b, c), (h * sh - pt + (tap // kw) * dh, (wo * nr + wi) * sw - pl + (tap % kw) * dw),
                             E.const(0, dtype))
 
     cols = te.compute((n, oh, row_panels, depth, nr), column, name=f"{name}_cols", tag="im2col", attrs=attrs)

@@ -7,10 +7,12 @@ is Y = A^T [sum over c of (G g G^T) * (B^T d B)] A, the product taken element-wi
 - `{name}_pad`: x zero-padded and laid out (N, H', W', C), channels innermost, so that the input transform
   runs as vectors across channels; H' = TH m + 2 covers every tile (tiles overhanging the output read zeros and
   their extra outputs are cropped).
-- `{name}_v`: V = B^T d B, as (alpha^2, P, C) for P tiles (padded to the GEMM's row tile).
+- `{name}_vrows` then `{name}_v`: V = (B^T d) B in two passes (a product by a sparse matrix from each side costs
+  about half as many terms as the combined one), V as (alpha^2, P, C) for P tiles, padded to the GEMM's row tile.
 - `{name}_gemm`: M = V U, one GEMM of P x C by C x O per position of the alpha x alpha tile, the transformed
   weights U laid out (alpha^2, O / block, C, block) so that the GEMM's vectors run across output channels.
-- `{name}` (tag "winograd_conv2d"): Y = A^T M A per output element, plus the bias, in NCHW.
+- `{name}_yrows` then `{name}` (tag "winograd_conv2d"): Y = A^T (M A), cropped to the output, plus the bias, in
+  NCHW.
 
 The transforms are written with the matrices' zeros dropped: each element of a transform is a select over its
 position (a chain that a schedule unrolls, leaving only the position's own sum of a few terms).
@@ -18,6 +20,7 @@ position (a chain that a schedule unrolls, leaving only the position's own sum o
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction as F
 
 import numpy as np
@@ -146,15 +149,30 @@ def row_tile(tiles: int) -> int:
     return min((6, 5, 4), key=lambda mr: -(-tiles // mr) * mr * (1 + 3 / mr))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Tiling:
+    """How the output is cut into m x m tiles: th x tw per image, `tiles` in all, `rows` padded for the GEMM."""
+
+    m: int
+    th: int
+    tw: int
+    tiles: int
+    rows: int
+
+    def tile(self, b, h0, w0):
+        """The tile holding output (h0 * m, w0 * m) of image b."""
+        return (b * self.th + h0) * self.tw + w0
+
+
 def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m: int, padding=0,
                                 bias: te.Tensor | None = None, name: str = "conv2d") -> te.Tensor:
     """The convolution with weights already transformed by `transform_weight` (or its NumPy twin)."""
-    at, bt = matrices(m)["AT"], matrices(m)["BT"]
     alpha = m + 2
+    matrices(m)
     if x.ndim != 4 or u.ndim != 4:
         raise ShapeError(f"winograd_conv2d: expected x (N, C, H, W) and transformed weights (alpha^2, O / b, C, b), "
                          f"got {x.shape} and {u.shape}")
-    dtype = check_same_dtype([x, u], "winograd_conv2d")
+    check_same_dtype([x, u], "winograd_conv2d")
     n, channels, height, width = x.shape
     positions, blocks, u_channels, block = u.shape
     if positions != alpha * alpha or u_channels != channels:
@@ -162,43 +180,73 @@ def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m
                          f"({alpha * alpha}, O / b, {channels}, b), got {u.shape}")
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"winograd_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
-    (pt, pb), (pl, pr) = side_pads(padding, 2, "winograd_conv2d")
-    oh, ow = height + pt + pb - 2, width + pl + pr - 2
+    pads = side_pads(padding, 2, "winograd_conv2d")
+    oh, ow = height + sum(pads[0]) - 2, width + sum(pads[1]) - 2
     if oh < 1 or ow < 1:
         raise ShapeError(f"winograd_conv2d: a 3 x 3 kernel does not fit the padded input of {x.shape}")
     th, tw = -(-oh // m), -(-ow // m)
-    tiles = n * th * tw
-    mr = row_tile(tiles)
-    rows = -(-tiles // mr) * mr
-    attrs = {"m": m, "mr": mr, "block": block, "tiles": (n, th, tw), "padding": ((pt, pb), (pl, pr))}
-
-    d = te.compute((n, th * m + 2, tw * m + 2, channels),
-                   lambda b, h, w, c: guarded_load(x, (b, c), (h - pt, w - pl), E.const(0, dtype)), name=f"{name}_pad", tag="winograd_pad",
-                   attrs=attrs)
-
-    def input_transform(xi, p, c):
-        tile = E.minimum(p, tiles - 1)  # padding rows repeat the last tile; the GEMM's rows beyond are dropped
-        b, rest = tile // (th * tw), tile % (th * tw)
-        h0, w0 = (rest // tw) * m, (rest % tw) * m
-        cases = [_combine([(bt[e][i] * bt[f][j], d[b, h0 + i, w0 + j, c]) for i in range(alpha)
-                           for j in range(alpha)], dtype) for e in range(alpha) for f in range(alpha)]
-        return _cases(xi, cases)
-
-    v = te.compute((alpha * alpha, rows, channels), input_transform, name=f"{name}_v", tag="winograd_input",
-                   attrs=attrs)
+    mr = row_tile(n * th * tw)
+    tiling = _Tiling(m, th, tw, n * th * tw, -(-(n * th * tw) // mr) * mr)
+    attrs = {"m": m, "mr": mr, "block": block, "tiles": (n, th, tw), "padding": pads}
+    v = _input_transform(x, tiling, pads, attrs, name)
     rc = te.reduce_axis(channels, "rc")
-    gemm = te.compute((alpha * alpha, rows, blocks * block),
+    gemm = te.compute((alpha * alpha, tiling.rows, blocks * block),
                       lambda xi, p, o: te.sum(v[xi, p, rc] * u[xi, o // block, rc, o % block], axis=rc),
                       name=f"{name}_gemm", tag="winograd_gemm", attrs=attrs)
+    return _output_transform(gemm, tiling, (n, out_channels, oh, ow), bias, attrs, name)
 
-    def output_transform(b, o, h, w):
-        tile = (b * th + h // m) * tw + w // m
-        cases = [_combine([(at[r][e] * at[s][f], gemm[e * alpha + f, tile, o]) for e in range(alpha)
-                           for f in range(alpha)], dtype) for r in range(m) for s in range(m)]
-        value = _cases((h % m) * m + w % m, cases)
+
+def _input_transform(x: te.Tensor, tiling: _Tiling, pads, attrs: dict, name: str) -> te.Tensor:
+    """V = B^T d B for every tile, as (alpha^2, rows, C): first B^T d (`{name}_vrows`), then times B. GEMM rows past
+    the last tile repeat it; their products are dropped."""
+    m, bt, dtype = tiling.m, matrices(tiling.m)["BT"], x.dtype
+    alpha = m + 2
+    n, channels = x.shape[:2]
+    (pt, _), (pl, _) = pads
+    d = te.compute((n, tiling.th * m + 2, tiling.tw * m + 2, channels),
+                   lambda b, h, w, c: guarded_load(x, (b, c), (h - pt, w - pl), E.const(0, dtype)),
+                   name=f"{name}_pad", tag="winograd_pad", attrs=attrs)
+
+    def rows(p, e, j, c):
+        tile = E.minimum(p, tiling.tiles - 1)
+        b, rest = tile // (tiling.th * tiling.tw), tile % (tiling.th * tiling.tw)
+        h0, w0 = (rest // tiling.tw) * m, (rest % tiling.tw) * m
+        return _cases(e, [_combine([(bt[k][i], d[b, h0 + i, w0 + j, c]) for i in range(alpha)], dtype)
+                          for k in range(alpha)])
+
+    half = te.compute((tiling.rows, alpha, alpha, channels), rows, name=f"{name}_vrows", tag="winograd_input_rows",
+                      attrs=attrs)
+
+    def columns(xi, p, c):
+        return _cases(xi, [_combine([(bt[f][j], half[p, e, j, c]) for j in range(alpha)], dtype)
+                           for e in range(alpha) for f in range(alpha)])
+
+    return te.compute((alpha * alpha, tiling.rows, channels), columns, name=f"{name}_v", tag="winograd_input",
+                      attrs=attrs)
+
+
+def _output_transform(gemm: te.Tensor, tiling: _Tiling, shape, bias: te.Tensor | None, attrs: dict,
+                      name: str) -> te.Tensor:
+    """Y = A^T M A per tile, cropped to the output: first M A (`{name}_yrows`, (tiles, alpha, m, O)), then A^T
+    times it, plus the bias, in NCHW."""
+    m, at, dtype = tiling.m, matrices(tiling.m)["AT"], gemm.dtype
+    alpha = m + 2
+    out_channels = shape[1]
+
+    def rows(p, e, s, o):
+        return _cases(s, [_combine([(at[k][f], gemm[e * alpha + f, p, o]) for f in range(alpha)], dtype)
+                          for k in range(m)])
+
+    half = te.compute((tiling.tiles, alpha, m, out_channels), rows, name=f"{name}_yrows", tag="winograd_output",
+                      attrs=attrs)
+
+    def output(b, o, h, w):
+        tile = tiling.tile(b, h // m, w // m)
+        value = _cases(h % m, [_combine([(at[r][e], half[tile, e, w % m, o]) for e in range(alpha)], dtype)
+                               for r in range(m)])
         return value if bias is None else value + bias[o]
 
-    return te.compute((n, out_channels, oh, ow), output_transform, name=name, tag="winograd_conv2d", attrs=attrs)
+    return te.compute(shape, output, name=name, tag="winograd_conv2d", attrs=attrs)
 
 
 def _combine(terms, dtype: str) -> E.Expr:
