@@ -145,7 +145,7 @@ def _compiled(y, placeholders, arrays):
 
 
 @pytest.mark.parametrize("m,shape,pads", [(2, (1, 5, 7, 9, 6), (1, 0, 2, 1)), (4, (2, 3, 17, 11, 13), (1, 1, 1, 1)),
-                                          (4, (1, 16, 24, 8, 8), (0, 2, 1, 0))])
+                                          (4, (1, 16, 24, 8, 8), (0, 2, 1, 0)), (4, (1, 3, 12, 64, 64), (1, 1, 1, 1))])
 def test_compiled_winograd_matches(m, shape, pads):
     n, c, o, h, w = shape
     rng = np.random.default_rng(1)

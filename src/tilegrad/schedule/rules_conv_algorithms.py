@@ -3,13 +3,14 @@
 Each stage of those computes has its own tag and rule. The GEMMs are tiled as the packed GEMM is (an mr x nr
 register tile accumulated over the whole reduction, the nr columns two vectors); the Winograd transforms run one
 tile at a time with their position loops unrolled, so that each position's select chain folds to its own few
-terms, and vectorised across channels; the copy-outs are vectorised along the output row. The last stage of each
+terms, and vectorised across channels; im2col's copy-out is vectorised along the output row. The last stage of each
 algorithm may arrive inlined into an element-wise epilogue (bias, residual, activation); the rules only read
 the loops of the stage they are given, so they schedule the epilogue alike.
 """
 
 from __future__ import annotations
 
+from ..errors import ScheduleError
 from .defaults import Anchor, CpuTarget, _extent, _parallel_outer, rule
 from .schedule import Schedule
 from .state import Stage
@@ -28,7 +29,8 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: CpuTarget, anchor:
     sch.reorder(s.name, *[lp for lp in (n, h0, w0, o0, h1, w1, o1) if lp])
     _parallel_outer(sch, s, [n, h0, w0], target, _extent(s, o) * m * m)
     half = _producer(sch, s, "winograd_output")
-    sch.compute_at(half, s.name, o0 or w0)
+    loops = sch.loops(s.name)
+    sch.compute_at(half, s.name, loops[loops.index(h1) - 1])  # o0, or the (maybe fused) tile loop
     _, e, col, lane = sch.loops(half)
     sch.unroll(half, e)
     sch.unroll(half, col)
@@ -90,7 +92,7 @@ def _producer(sch: Schedule, s: Stage, tag: str) -> str:
             return st.name
         if st.attach == "inline":
             todo.extend(st.op.inputs)
-    raise ValueError(f"stage {s.name!r} reads no stage tagged {tag!r}")
+    raise ScheduleError(f"stage {s.name!r} reads no stage tagged {tag!r}")
 
 
 def _vector_split(sch: Schedule, s: Stage, loop: str, target: CpuTarget) -> tuple[str | None, str]:

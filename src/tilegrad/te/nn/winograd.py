@@ -168,7 +168,7 @@ def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m
                                 bias: te.Tensor | None = None, name: str = "conv2d") -> te.Tensor:
     """The convolution with weights already transformed by `transform_weight` (or its NumPy twin)."""
     alpha = m + 2
-    matrices(m)
+    matrices(m)  # a ShapeError for a tile size without transforms
     if x.ndim != 4 or u.ndim != 4:
         raise ShapeError(f"winograd_conv2d: expected x (N, C, H, W) and transformed weights (alpha^2, O / b, C, b), "
                          f"got {x.shape} and {u.shape}")
