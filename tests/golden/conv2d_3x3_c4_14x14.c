@@ -13,41 +13,38 @@ void conv2d_3x3_c4_14x14(void** args) {
       }
     }
   }
-  for (int64_t n = 0; n < 1; ++n) {
-    for (int64_t c_0 = 0; c_0 < 1; ++c_0) {
-      for (int64_t h = 0; h < 14; ++h) {
-        for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
-          float Y_local[112] __attribute__((aligned(64)));
-          for (int64_t Y_local_n = 0; Y_local_n < 1; ++Y_local_n) {
-            for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
-              #pragma GCC unroll 8
-              for (int64_t c = 0; c < 8; ++c) {
-                #pragma omp simd
-                for (int64_t w = 0; w < 14; ++w) {
-                  Y_local[((((Y_local_h * 14) + (Y_local_n * 112)) + (c * 14)) + w)] = 0.0f;
-                }
-              }
-              for (int64_t rc = 0; rc < 4; ++rc) {
-                for (int64_t kh = 0; kh < 3; ++kh) {
-                  for (int64_t kw = 0; kw < 3; ++kw) {
-                    #pragma GCC unroll 8
-                    for (int64_t c = 0; c < 8; ++c) {
-                      #pragma omp simd
-                      for (int64_t w = 0; w < 14; ++w) {
-                        Y_local[((((Y_local_h * 14) + (Y_local_n * 112)) + (c * 14)) + w)] = (Y_local[((((Y_local_h * 14) + (Y_local_n * 112)) + (c * 14)) + w)] + (Y_pad[(((((((((Y_local_h * 16) + (Y_local_n * 1024)) + (h * 16)) + (kh * 16)) + kw) + (n * 1024)) + (rc * 256)) + w) + (w_0 * 14))] * W[(((((c * 36) + (c_0 * 288)) + (kh * 3)) + kw) + (rc * 9))]));
-                      }
-                    }
+  #pragma omp parallel for
+  for (int64_t n_c_0_h_fused = 0; n_c_0_h_fused < 14; ++n_c_0_h_fused) {
+    for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+      float Y_local[112] __attribute__((aligned(64)));
+      for (int64_t n = 0; n < 1; ++n) {
+        for (int64_t h = 0; h < 1; ++h) {
+          #pragma GCC unroll 8
+          for (int64_t c = 0; c < 8; ++c) {
+            #pragma omp simd
+            for (int64_t w = 0; w < 14; ++w) {
+              Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = 0.0f;
+            }
+          }
+          for (int64_t rc = 0; rc < 4; ++rc) {
+            for (int64_t kh = 0; kh < 3; ++kh) {
+              for (int64_t kw = 0; kw < 3; ++kw) {
+                #pragma GCC unroll 8
+                for (int64_t c = 0; c < 8; ++c) {
+                  #pragma omp simd
+                  for (int64_t w = 0; w < 14; ++w) {
+                    Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] + (Y_pad[((((((((h * 16) + (kh * 16)) + kw) + (n * 1024)) + (n_c_0_h_fused * 16)) + (rc * 256)) + w) + (w_0 * 14))] * W[((((c * 36) + (kh * 3)) + kw) + (rc * 9))]));
                   }
                 }
               }
             }
           }
-          for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-            #pragma omp simd
-            for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-              Y[((((((c_0 * 1568) + (c_1 * 196)) + (h * 14)) + (n * 1568)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
-            }
-          }
+        }
+      }
+      for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+        #pragma omp simd
+        for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
+          Y[((((c_1 * 196) + (n_c_0_h_fused * 14)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
         }
       }
     }

@@ -15,47 +15,42 @@ void conv3d_c4_6x7x5(void** args) {
       }
     }
   }
-  for (int64_t n = 0; n < 1; ++n) {
-    for (int64_t c_0 = 0; c_0 < 1; ++c_0) {
-      for (int64_t d = 0; d < 6; ++d) {
-        for (int64_t h = 0; h < 5; ++h) {
-          for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
-            float Y_local[40] __attribute__((aligned(64)));
-            for (int64_t Y_local_n = 0; Y_local_n < 1; ++Y_local_n) {
-              for (int64_t Y_local_d = 0; Y_local_d < 1; ++Y_local_d) {
-                for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
-                  #pragma GCC unroll 8
-                  for (int64_t c = 0; c < 8; ++c) {
-                    #pragma omp simd
-                    for (int64_t w = 0; w < 5; ++w) {
-                      Y_local[(((((Y_local_d * 5) + (Y_local_h * 5)) + (Y_local_n * 40)) + (c * 5)) + w)] = 0.0f;
-                    }
-                  }
-                  for (int64_t rc = 0; rc < 4; ++rc) {
-                    for (int64_t kd = 0; kd < 3; ++kd) {
-                      for (int64_t kh = 0; kh < 3; ++kh) {
-                        for (int64_t kw = 0; kw < 3; ++kw) {
-                          #pragma GCC unroll 8
-                          for (int64_t c = 0; c < 8; ++c) {
-                            #pragma omp simd
-                            for (int64_t w = 0; w < 5; ++w) {
-                              Y_local[(((((Y_local_d * 5) + (Y_local_h * 5)) + (Y_local_n * 40)) + (c * 5)) + w)] = (Y_local[(((((Y_local_d * 5) + (Y_local_h * 5)) + (Y_local_n * 40)) + (c * 5)) + w)] + (Y_pad[((((((((((((Y_local_d * 49) + (Y_local_h * 7)) + (Y_local_n * 1568)) + (d * 49)) + (h * 7)) + (kd * 49)) + (kh * 7)) + kw) + (n * 1568)) + (rc * 392)) + w) + (w_0 * 5))] * W[((((((c * 108) + (c_0 * 864)) + (kd * 9)) + (kh * 3)) + kw) + (rc * 27))]));
-                            }
-                          }
-                        }
+  #pragma omp parallel for
+  for (int64_t n_c_0_d_h_fused = 0; n_c_0_d_h_fused < 30; ++n_c_0_d_h_fused) {
+    for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+      float Y_local[40] __attribute__((aligned(64)));
+      for (int64_t n = 0; n < 1; ++n) {
+        for (int64_t d = 0; d < 1; ++d) {
+          for (int64_t h = 0; h < 1; ++h) {
+            #pragma GCC unroll 8
+            for (int64_t c = 0; c < 8; ++c) {
+              #pragma omp simd
+              for (int64_t w = 0; w < 5; ++w) {
+                Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = 0.0f;
+              }
+            }
+            for (int64_t rc = 0; rc < 4; ++rc) {
+              for (int64_t kd = 0; kd < 3; ++kd) {
+                for (int64_t kh = 0; kh < 3; ++kh) {
+                  for (int64_t kw = 0; kw < 3; ++kw) {
+                    #pragma GCC unroll 8
+                    for (int64_t c = 0; c < 8; ++c) {
+                      #pragma omp simd
+                      for (int64_t w = 0; w < 5; ++w) {
+                        Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = (Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] + (Y_pad[(((((((((((d * 49) + (h * 7)) + (kd * 49)) + (kh * 7)) + kw) + (n * 1568)) + (rc * 392)) + w) + (w_0 * 5)) + ((n_c_0_d_h_fused % 5) * 7)) + ((n_c_0_d_h_fused / 5) * 49))] * W[(((((c * 108) + (kd * 9)) + (kh * 3)) + kw) + (rc * 27))]));
                       }
                     }
                   }
                 }
               }
             }
-            for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-              #pragma omp simd
-              for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-                Y[(((((((c_0 * 1200) + (c_1 * 150)) + (d * 25)) + (h * 5)) + (n * 1200)) + (w_0 * 5)) + w_1)] = Y_local[((c_1 * 5) + w_1)];
-              }
-            }
           }
+        }
+      }
+      for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+        #pragma omp simd
+        for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
+          Y[(((((c_1 * 150) + (w_0 * 5)) + w_1) + ((n_c_0_d_h_fused % 5) * 5)) + ((n_c_0_d_h_fused / 5) * 25))] = Y_local[((c_1 * 5) + w_1)];
         }
       }
     }

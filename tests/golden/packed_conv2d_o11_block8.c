@@ -26,43 +26,40 @@ void packed_conv2d_o11_block8(void** args) {
       }
     }
   }
-  for (int64_t b = 0; b < 1; ++b) {
-    for (int64_t c_0 = 0; c_0 < 2; ++c_0) {
-      for (int64_t h = 0; h < 9; ++h) {
-        for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
-          float Y_blocked[40] __attribute__((aligned(64)));
-          for (int64_t Y_blocked_b = 0; Y_blocked_b < 1; ++Y_blocked_b) {
-            for (int64_t co = 0; co < 1; ++co) {
-              for (int64_t Y_blocked_h = 0; Y_blocked_h < 1; ++Y_blocked_h) {
-                #pragma GCC unroll 5
-                for (int64_t w = 0; w < 5; ++w) {
-                  #pragma omp simd
-                  for (int64_t cb = 0; cb < 8; ++cb) {
-                    Y_blocked[(((((Y_blocked_b * 40) + (Y_blocked_h * 40)) + cb) + (co * 40)) + (w * 8))] = 0.0f;
-                  }
-                }
-                for (int64_t rc = 0; rc < 5; ++rc) {
-                  for (int64_t ry = 0; ry < 3; ++ry) {
-                    for (int64_t rx = 0; rx < 3; ++rx) {
-                      #pragma GCC unroll 5
-                      for (int64_t w = 0; w < 5; ++w) {
-                        #pragma omp simd
-                        for (int64_t cb = 0; cb < 8; ++cb) {
-                          Y_blocked[(((((Y_blocked_b * 40) + (Y_blocked_h * 40)) + cb) + (co * 40)) + (w * 8))] = (Y_blocked[(((((Y_blocked_b * 40) + (Y_blocked_h * 40)) + cb) + (co * 40)) + (w * 8))] + (Y_pad[(((((((((Y_blocked_b * 660) + (Y_blocked_h * 12)) + (b * 660)) + (h * 12)) + (rc * 132)) + rx) + (ry * 12)) + (w * 2)) + (w_0 * 10))] * Y_wpack[((((((c_0 * 360) + cb) + (co * 360)) + (rc * 72)) + (rx * 8)) + (ry * 24))]));
-                        }
-                      }
+  #pragma omp parallel for
+  for (int64_t b_c_0_h_fused = 0; b_c_0_h_fused < 18; ++b_c_0_h_fused) {
+    for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+      float Y_blocked[40] __attribute__((aligned(64)));
+      for (int64_t b = 0; b < 1; ++b) {
+        for (int64_t co = 0; co < 1; ++co) {
+          for (int64_t h = 0; h < 1; ++h) {
+            #pragma GCC unroll 5
+            for (int64_t w = 0; w < 5; ++w) {
+              #pragma omp simd
+              for (int64_t cb = 0; cb < 8; ++cb) {
+                Y_blocked[(((((b * 40) + cb) + (co * 40)) + (h * 40)) + (w * 8))] = 0.0f;
+              }
+            }
+            for (int64_t rc = 0; rc < 5; ++rc) {
+              for (int64_t ry = 0; ry < 3; ++ry) {
+                for (int64_t rx = 0; rx < 3; ++rx) {
+                  #pragma GCC unroll 5
+                  for (int64_t w = 0; w < 5; ++w) {
+                    #pragma omp simd
+                    for (int64_t cb = 0; cb < 8; ++cb) {
+                      Y_blocked[(((((b * 40) + cb) + (co * 40)) + (h * 40)) + (w * 8))] = (Y_blocked[(((((b * 40) + cb) + (co * 40)) + (h * 40)) + (w * 8))] + (Y_pad[((((((((b * 660) + (h * 12)) + (rc * 132)) + rx) + (ry * 12)) + (w * 2)) + (w_0 * 10)) + ((b_c_0_h_fused % 9) * 12))] * Y_wpack[(((((cb + (co * 360)) + (rc * 72)) + (rx * 8)) + (ry * 24)) + ((b_c_0_h_fused / 9) * 360))]));
                     }
                   }
                 }
               }
             }
           }
-          for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-            if ((((c_0 * 8) + c_1) < 11)) {
-              for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-                Y[((((((b * 495) + (c_0 * 360)) + (c_1 * 45)) + (h * 5)) + (w_0 * 5)) + w_1)] = Y_blocked[(c_1 + (w_1 * 8))];
-              }
-            }
+        }
+      }
+      for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+        if (((c_1 + ((b_c_0_h_fused / 9) * 8)) < 11)) {
+          for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
+            Y[(((((c_1 * 45) + (w_0 * 5)) + w_1) + ((b_c_0_h_fused % 9) * 5)) + ((b_c_0_h_fused / 9) * 360))] = Y_blocked[(c_1 + (w_1 * 8))];
           }
         }
       }

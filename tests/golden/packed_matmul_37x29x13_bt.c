@@ -20,33 +20,32 @@ void packed_matmul_37x29x13_bt(void** args) {
       }
     }
   }
-  for (int64_t j_0 = 0; j_0 < 4; ++j_0) {
-    for (int64_t i_0 = 0; i_0 < 1; ++i_0) {
-      for (int64_t i_1_0 = 0; i_1_0 < 7; ++i_1_0) {
-        float C_padded[48] __attribute__((aligned(64)));
+  #pragma omp parallel for
+  for (int64_t j_0_i_0_fused = 0; j_0_i_0_fused < 4; ++j_0_i_0_fused) {
+    for (int64_t i_1_0 = 0; i_1_0 < 7; ++i_1_0) {
+      float C_padded[48] __attribute__((aligned(64)));
+      #pragma GCC unroll 6
+      for (int64_t i = 0; i < 6; ++i) {
+        #pragma omp simd
+        for (int64_t j = 0; j < 8; ++j) {
+          C_padded[((i * 8) + j)] = 0.0f;
+        }
+      }
+      for (int64_t k = 0; k < 13; ++k) {
         #pragma GCC unroll 6
         for (int64_t i = 0; i < 6; ++i) {
           #pragma omp simd
           for (int64_t j = 0; j < 8; ++j) {
-            C_padded[((i * 8) + j)] = 0.0f;
+            C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[((i + (i_1_0 * 78)) + (k * 6))] * C_bpack[((j + (j_0_i_0_fused * 104)) + (k * 8))]));
           }
         }
-        for (int64_t k = 0; k < 13; ++k) {
-          #pragma GCC unroll 6
-          for (int64_t i = 0; i < 6; ++i) {
-            #pragma omp simd
-            for (int64_t j = 0; j < 8; ++j) {
-              C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[(((i + (i_0 * 546)) + (i_1_0 * 78)) + (k * 6))] * C_bpack[((j + (j_0 * 104)) + (k * 8))]));
-            }
-          }
-        }
-        for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
-          if (((((i_0 * 42) + (i_1_0 * 6)) + i_1_1) < 37)) {
-            #pragma omp simd
-            for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-              if ((((j_0 * 8) + j_1) < 29)) {
-                C[(((((i_0 * 1218) + (i_1_0 * 174)) + (i_1_1 * 29)) + (j_0 * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
-              }
+      }
+      for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
+        if ((((i_1_0 * 6) + i_1_1) < 37)) {
+          #pragma omp simd
+          for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
+            if ((((j_0_i_0_fused * 8) + j_1) < 29)) {
+              C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
             }
           }
         }

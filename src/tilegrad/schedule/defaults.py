@@ -274,7 +274,7 @@ def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget, accumulator: st
             and [r.name for r in sch.state.readers(p.tensor)] == [window]]
     local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
-    _parallel_outer(sch, s, outer, target, wext)
+    _parallel_outer(sch, s, outer, target, wext * reduction_work(sch, local))
     sch.vectorize(s.name, w1)
     row = sch.loops(s.name)[-3]
     for p in pads:
@@ -322,7 +322,7 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor)
     i10, i11 = sch.split(s.name, i1, mr)
     j0, j1 = sch.split(s.name, j, nr)
     sch.reorder(s.name, *batch, i0, j0, i10, i11, j1)
-    _parallel_outer(sch, s, [*batch, i0, j0], target, mb * nr)
+    _parallel_outer(sch, s, [*batch, i0, j0], target, mb * nr * reduction_work(sch, local))
     sch.vectorize(s.name, j1)
     attach = i10
     sch.compute_at(local, s.name, attach)
@@ -350,7 +350,7 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: 
     i0, i1 = sch.split(s.name, i, mb)
     i10, i11 = sch.split(s.name, i1, mr)
     sch.reorder(s.name, j0, i0, i10, i11, j1)
-    _parallel_outer(sch, s, [j0, i0], target, mb * nr)
+    _parallel_outer(sch, s, [j0, i0], target, mb * nr * reduction_work(sch, padded))
     sch.vectorize(s.name, j1)
     sch.compute_at(padded, s.name, i10)
     pi, pj, pk = sch.loops(padded)
@@ -377,12 +377,18 @@ def _schedule_packed_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: An
     c0, c1 = sch.split(s.name, c, block)
     w0, w1 = sch.split(s.name, w, wr)
     sch.reorder(s.name, n, c0, h, w0, c1, w1)
-    _parallel_outer(sch, s, [n, c0, h], target, _extent(s, w) * block)
+    _parallel_outer(sch, s, [n, c0, h], target, _extent(s, w) * block * reduction_work(sch, blocked))
     sch.compute_at(blocked, s.name, w0)
     bn, bc, bh, bw, bb, *reduce = sch.loops(blocked)
     sch.reorder(blocked, bn, bc, bh, *reduce, bw, bb)
     sch.unroll(blocked, bw)
     sch.vectorize(blocked, bb)
+
+
+def reduction_work(sch: Schedule, stage: str) -> int:
+    """Multiply-adds per output element of a reduction stage: what makes a small output still worth threads."""
+    st = sch.state.stage(stage)
+    return math.prod(_extent(st, a.name) for a in st.op.reduce_axes)
 
 
 def _stage_tagged(sch: Schedule, tag: str) -> str:
@@ -416,7 +422,7 @@ def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -
     c0, c1 = sch.split(s.name, c, cr)
     w0, w1 = sch.split(s.name, w, wr)
     sch.reorder(s.name, n, c0, *spatial[:-1], w0, c1, w1)
-    _parallel_outer(sch, s, [n, c0, *spatial[:-1]], target, wext * cr)
+    _parallel_outer(sch, s, [n, c0, *spatial[:-1]], target, wext * cr * reduction_work(sch, local))
     sch.compute_at(local, s.name, w0)
     lst = sch.state.stage(local)
     ln, lc, *lsp = [a.name for a in lst.op.axes]

@@ -11,7 +11,7 @@ the loops of the stage they are given, so they schedule the epilogue alike.
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from .defaults import Anchor, CpuTarget, _extent, _parallel_outer, rule
+from .defaults import Anchor, CpuTarget, _extent, _parallel_outer, reduction_work, rule
 from .schedule import Schedule
 from .state import Stage
 
@@ -51,7 +51,7 @@ def schedule_winograd_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: A
     p0, p1 = sch.split(s.name, p, mr)
     o0, o1 = sch.split(s.name, o, block)
     sch.reorder(s.name, xi, o0, p0, p1, o1)
-    _parallel_outer(sch, s, [xi, o0], target, _extent(s, p) * block)
+    _parallel_outer(sch, s, [xi, o0], target, _extent(s, p) * block * reduction_work(sch, local))
     sch.vectorize(s.name, o1)
     sch.compute_at(local, s.name, p0)
     lst = sch.state.stage(local)
@@ -123,7 +123,7 @@ def schedule_im2col_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anc
     o0, o1 = sch.split(s.name, o, mr)
     w0, w1 = sch.split(s.name, w, nr)
     sch.reorder(s.name, n, h, o0, w0, o1, w1)
-    _parallel_outer(sch, s, [n, h], target, _extent(s, o) * _extent(s, w))
+    _parallel_outer(sch, s, [n, h], target, _extent(s, o) * _extent(s, w) * reduction_work(sch, local))
     sch.vectorize(s.name, w1)
     sch.compute_at(cols, s.name, sch.loops(s.name)[sch.loops(s.name).index(o0) - 1])
     sch.vectorize(cols, sch.loops(cols)[-1])

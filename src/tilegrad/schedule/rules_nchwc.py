@@ -11,7 +11,7 @@ with AVX2, so the tile is one block wide and as many columns as the registers ho
 
 from __future__ import annotations
 
-from .defaults import Anchor, CpuTarget, _extent, _largest_divisor, _parallel_outer, rule
+from .defaults import Anchor, CpuTarget, _extent, _largest_divisor, _parallel_outer, reduction_work, rule
 from .schedule import Schedule
 from .state import Stage
 
@@ -25,7 +25,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: CpuTarget, anchor: 
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = _extent(s, w), _extent(s, ci)
     w0, _ = sch.split(s.name, w, tile_columns(width, block, target))
-    _parallel_outer(sch, s, [n, cb, h], target, width * block)
+    _parallel_outer(sch, s, [n, cb, h], target, width * block * reduction_work(sch, acc))
     sch.vectorize(s.name, ci)
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
