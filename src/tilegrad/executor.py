@@ -48,19 +48,24 @@ class MemoryPlan:
     views: dict[int, Value]  # id(value) -> the value whose memory it is (a reshape needs no copy)
     workspace_bytes: int
     unshared_bytes: int  # what the intermediates would take without reuse
+    in_outputs: dict = dataclasses.field(default_factory=dict)  # id(value) -> the graph output it is written as
+    elided: frozenset = frozenset()  # id(node) of those reshapes into a graph output: no kernel
 
     def kernel_nodes(self, g: Graph) -> list[Node]:
         """The nodes that run a kernel: all but the views."""
-        return [n for n in g.nodes if not any(id(v) in self.views for v in n.outputs)]
+        return [n for n in g.nodes
+                if id(n) not in self.elided and not any(id(v) in self.views for v in n.outputs)]
 
 
 def plan_memory(g: Graph, intermediates: list[Value]) -> MemoryPlan:
     """Intermediate values share workspace blocks: a view (reshape) is its input's memory; an element-wise
     kernel writes over an input it reads for the last time (in place); otherwise a value takes the first free
     block that fits (first fit by lifetime: a block is free once the last reader of every value in it has run)."""
-    wanted = {id(v) for v in intermediates}
     outputs = {id(v) for v in g.outputs}
+    in_outputs, elided = _output_views(g)
     views: dict[int, Value] = {}
+    wanted = {id(v) for v in intermediates} - set(in_outputs)
+    intermediates = [v for v in intermediates if id(v) in wanted]
     for n in g.nodes:
         v = n.inputs[0] if n.inputs else None
         if n.op in VIEW_OPS and id(n.outputs[0]) not in outputs and v is not None:
@@ -116,7 +121,23 @@ def plan_memory(g: Graph, intermediates: list[Value]) -> MemoryPlan:
             block_offset[blk] = off
             live.append((last_use.get(blk, t), off, size))
     offsets = {vid: block_offset[owner(vid)] for vid in block_of if owner(vid) is not None}
-    return MemoryPlan(offsets, views, top, sum(sizes.values()))
+    return MemoryPlan(offsets, views, top, sum(sizes.values()), in_outputs, frozenset(elided))
+
+
+def _output_views(g: Graph) -> tuple[dict[int, Value], set[int]]:
+    """A reshape whose output is a graph output, of a value only it reads: the producer writes the graph output's
+    buffer directly (seen as that shape) and the reshape runs no kernel."""
+    outputs = [id(v) for v in g.outputs]
+    producers = g.producers()
+    consumers = g.consumers()
+    views, elided = {}, set()
+    for n in g.nodes:
+        v = n.inputs[0] if n.inputs else None
+        if (n.op in VIEW_OPS and v is not None and outputs.count(id(n.outputs[0])) == 1 and id(v) not in outputs
+                and id(v) in producers and producers[id(v)].op not in VIEW_OPS and len(consumers[id(v)]) == 1):
+            views[id(v)] = n.outputs[0]
+            elided.add(id(n))
+    return views, elided
 
 
 def intermediates_of(g: Graph) -> list[Value]:
@@ -176,6 +197,8 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
     workspace = f"((char*)args[{base + len(weights)}])"
     for vid, off in plan.offsets.items():
         slots[vid] = f"(void*)({workspace} + {off})"
+    for vid, out in plan.in_outputs.items():
+        slots[vid] = slots[id(out)]
     for vid, root in plan.views.items():
         slots.setdefault(vid, slots[id(root)])
 
