@@ -7,11 +7,13 @@ declared ranges), so a side that cannot go out of range gets no test and an unpa
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 from ...errors import ShapeError
 from .. import expr as E
 from ..tensor import Tensor
+from ._arguments import int_tuple, side_pads
 
 SPATIAL_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
@@ -73,3 +75,34 @@ def guarded_load(x: Tensor, lead: Sequence, coords: Sequence[E.Expr], fill) -> E
     """`x[lead + coords]` where the coordinates are inside `x`, `fill` where they fall in the padding."""
     cond = in_bounds(coords, x.shape[len(lead):])
     return E.select(cond, x[(*lead, *coords)], E.as_expr(fill, x.dtype))
+
+
+@dataclasses.dataclass(frozen=True)
+class Window2d:
+    """The validated window arithmetic of one op over two spatial axes: stride, pads, dilation, output extents."""
+
+    sizes: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]
+    dilation: tuple[int, ...]
+    out_sizes: tuple[int, ...]
+
+    @staticmethod
+    def of(op: str, sizes, kernel, stride, padding, dilation, ceil_mode: bool = False) -> "Window2d":
+        stride = int_tuple(stride, 2, "stride", op)
+        dilation = int_tuple(dilation, 2, "dilation", op)
+        pads = side_pads(padding, 2, op)
+        out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation, ceil_mode)
+        return Window2d(tuple(sizes), tuple(kernel), stride, pads, dilation, out_sizes)
+
+    def taps(self, out, taps) -> tuple[E.Expr, ...]:
+        """The input coordinates that output `out` reads at window `taps`, in the unpadded input."""
+        return window_coords(out, taps, self.stride, self.pads, self.dilation)
+
+    def padded_taps(self, out, taps) -> tuple[E.Expr, ...]:
+        """The same coordinates in an input padded by `pads` beforehand."""
+        return tuple(o * s + k * d for o, k, s, d in zip(out, taps, self.stride, self.dilation))
+
+    def attrs(self) -> dict:
+        return {"stride": self.stride, "padding": self.pads, "dilation": self.dilation}

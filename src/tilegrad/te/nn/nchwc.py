@@ -23,13 +23,11 @@ reduction, and the bias addition when there is one), a depthwise convolution's "
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
-from ._arguments import check_same_dtype, int_tuple, side_pads
-from ._window import in_bounds, output_extents, window_coords
+from ._arguments import check_same_dtype, int_tuple
+from ._window import Window2d, in_bounds
 from .pool import _taps_between
 
 Pads = tuple[tuple[int, int], ...]
@@ -79,7 +77,7 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
         raise ShapeError(f"conv2d_nchwc: the weights have {in_channels} input channels but {x.name} has "
                          f"{channels}")
     _check_bias("conv2d_nchwc", bias, blocks, block)
-    win = _Window.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
+    win = Window2d.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
     xp = _pad_spatial(x, win.pads, f"{name}_pad")
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     if x.ndim == 5:
@@ -112,7 +110,7 @@ def depthwise_conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, 
     check_same_dtype([x, wpack], "depthwise_conv2d_nchwc")
     blocks, kh, kw, block = wpack.shape
     _check_bias("depthwise_conv2d_nchwc", bias, blocks, block)
-    win = _Window.of("depthwise_conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
+    win = Window2d.of("depthwise_conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def body(n, cb, h, w, ci):
@@ -182,42 +180,11 @@ def global_avg_pool_nchwc(x: te.Tensor, name: str = "global_avg_pool_nchwc") -> 
                       attrs=attrs)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Window:
-    """The validated window arithmetic of one op over the two spatial axes."""
-
-    sizes: tuple[int, ...]
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    pads: Pads
-    dilation: tuple[int, ...]
-    out_sizes: tuple[int, ...]
-
-    @staticmethod
-    def of(op: str, sizes, kernel, stride, padding, dilation, ceil_mode: bool = False) -> _Window:
-        stride = int_tuple(stride, 2, "stride", op)
-        dilation = int_tuple(dilation, 2, "dilation", op)
-        pads = side_pads(padding, 2, op)
-        out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation, ceil_mode)
-        return _Window(tuple(sizes), tuple(kernel), stride, pads, dilation, out_sizes)
-
-    def taps(self, out, taps) -> tuple[E.Expr, ...]:
-        """The input coordinates that output `out` reads at window `taps`, in the unpadded input."""
-        return window_coords(out, taps, self.stride, self.pads, self.dilation)
-
-    def padded_taps(self, out, taps) -> tuple[E.Expr, ...]:
-        """The same coordinates in the input padded by `_pad_spatial`."""
-        return tuple(o * s + k * d for o, k, s, d in zip(out, taps, self.stride, self.dilation))
-
-    def attrs(self) -> dict:
-        return {"stride": self.stride, "padding": self.pads, "dilation": self.dilation}
-
-
-def _pool_window(op: str, x: te.Tensor, kernel, stride, padding, dilation, ceil_mode: bool) -> _Window:
+def _pool_window(op: str, x: te.Tensor, kernel, stride, padding, dilation, ceil_mode: bool) -> Window2d:
     if x.ndim != 5:
         raise ShapeError(f"{op}: {x.name} must be (N, C / b, H, W, b), got shape {x.shape}")
     kernel = int_tuple(kernel, 2, "kernel", op)
-    win = _Window.of(op, x.shape[2:4], kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
+    win = Window2d.of(op, x.shape[2:4], kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
     for d in range(2):
         size, k, s, (lo, _), dl = win.sizes[d], kernel[d], win.stride[d], win.pads[d], win.dilation[d]
         if any(not any(0 <= o * s - lo + j * dl < size for j in range(k)) for o in range(win.out_sizes[d])):

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
-from ._arguments import check_same_dtype, int_tuple, side_pads
-from ._window import output_extents
+from ._arguments import check_same_dtype
+from ._window import Window2d
 from .transform import pad
 
 
@@ -59,10 +59,8 @@ def blocked_conv2d(x: te.Tensor, wpack: te.Tensor, out_channels: int, stride=1, 
                          f"{channels}; grouped convolutions use conv2d")
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"blocked_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
-    stride = int_tuple(stride, 2, "stride", "blocked_conv2d")
-    dilation = int_tuple(dilation, 2, "dilation", "blocked_conv2d")
-    pads = side_pads(padding, 2, "blocked_conv2d")
-    oh, ow = output_extents("blocked_conv2d", (height, width), (kh, kw), stride, pads, dilation)
+    win = Window2d.of("blocked_conv2d", (height, width), (kh, kw), stride, padding, dilation)
+    stride, dilation, pads, (oh, ow) = win.stride, win.dilation, win.pads, win.out_sizes
     attrs = {"stride": stride, "padding": pads, "dilation": dilation, "kernel": (kh, kw), "block": block}
     if any(lo or hi for lo, hi in pads):
         x = pad(x, ((0, 0), (0, 0), *pads), name=f"{name}_pad")
