@@ -24,6 +24,8 @@ from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te import nn, placeholder
 
+from timing import median_time  # benchmarks/timing.py, beside this script
+
 
 def tiled_matmul():
     def make():
@@ -55,22 +57,12 @@ def tiled_conv2d():
     return make, default_schedule(make()).trace
 
 
-def _median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def measure(name: str, make, trace, repeats: int) -> dict:
     outputs = make()
-    replay = _median_time(lambda: apply_trace(outputs, trace), repeats)
-    replay_lower = _median_time(lambda: lower(apply_trace(outputs, trace), "k"), repeats)
+    replay = median_time(lambda: apply_trace(outputs, trace), repeats)
+    replay_lower = median_time(lambda: lower(apply_trace(outputs, trace), "k"), repeats)
     kernel = lower(apply_trace(outputs, trace), "k")
-    render = _median_time(lambda: render_c(kernel), repeats)
+    render = median_time(lambda: render_c(kernel), repeats)
     source = render_c(kernel)
     build_times = []
     for n in range(3):  # a unique comment defeats the build cache: a real compile each time

@@ -20,6 +20,8 @@ from tilegrad.executor import compile_graph
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.passes import optimize
 
+from timing import median_time  # benchmarks/timing.py, beside this script
+
 ALGORITHMS = ("direct", "winograd2", "winograd4", "im2col")
 SHAPES = [  # (channels, out channels, size, kernel)
     (64, 64, 56, 3), (128, 128, 28, 3), (256, 256, 14, 3), (512, 512, 7, 3), (128, 128, 23, 3), (64, 64, 23, 5),
@@ -31,16 +33,6 @@ def _graph(c, o, size, k):
     x = b.input("x", (1, c, size, size))
     w = b.const(np.random.default_rng(0).standard_normal((o, c, k, k)).astype("float32") / (c * k * k), "w")
     return b.build(b.op("conv", x, w, strides=(1, 1), pads=(k // 2,) * 4, dilations=(1, 1), group=1))
-
-
-def _median(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _algorithm(node) -> str | None:
@@ -64,7 +56,7 @@ def measure(shape, rounds, repeats) -> dict:
     times = {a: [] for a in modules}
     for _ in range(rounds):
         for algo, mod in modules.items():
-            times[algo].append(_median(lambda: mod(x), repeats))
+            times[algo].append(median_time(lambda: mod(x), repeats))
             time.sleep(0.2)
     c, o, size, k = shape
     row = {"shape": f"{c}->{o} {size}x{size} {k}x{k}", "picked": picked}

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from timing import median_time  # benchmarks/timing.py, beside this script
+
 THREADS = os.cpu_count() or 1
 IDLE_S = 0.5
 
@@ -183,16 +185,6 @@ def _export(module, args) -> bytes:
     return f.getvalue()
 
 
-def _median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]:
     """One row per opt level: tilegrad at that level, timed interleaved with ONNX Runtime and PyTorch."""
     import onnxruntime as ort
@@ -222,11 +214,11 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]
         for _ in range(rounds):
             for level in opt_levels:
                 mod = builds[level][0].module
-                times[f"tilegrad{level}"].append(_median_time(lambda: mod(**feeds), repeats))
+                times[f"tilegrad{level}"].append(median_time(lambda: mod(**feeds), repeats))
                 time.sleep(IDLE_S)
-            times["onnxruntime"].append(_median_time(lambda: session.run(None, feeds), repeats))
+            times["onnxruntime"].append(median_time(lambda: session.run(None, feeds), repeats))
             time.sleep(IDLE_S)
-            times["torch"].append(_median_time(lambda: module(*args), repeats))
+            times["torch"].append(median_time(lambda: module(*args), repeats))
             time.sleep(IDLE_S)
     rows = []
     for level in opt_levels:
