@@ -37,12 +37,15 @@ class Stmt:
 @dataclasses.dataclass(frozen=True)
 class For(Stmt):
     """`for var in 0..extent`. `kind` is "serial", "parallel", "vectorized" or "unrolled"; GPU thread bindings
-    will be further kinds, a name each renderer must know."""
+    will be further kinds, a name each renderer must know. In a symbolic program (a sketch's parameters left as
+    variables) auto-unroll cannot be decided yet: `unroll_if` is then the condition under which this loop is
+    unrolled, which features read as a formula; a concrete program has it decided in `kind`."""
 
     var: E.Var
     extent: E.Expr
     kind: str
     body: Stmt
+    unroll_if: E.Expr | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ class _StageInfo:
     stage: Stage
     leaf_vars: list[E.Var]
     kinds: list[str]
+    unroll_if: list[E.Expr | None]
     local_index: tuple[E.Expr, ...]  # store index into the stage's own buffer
     source: E.Expr  # the body (reduction source) with axes replaced, inline stages expanded, reading Tensors
     guards: list[E.Expr]
@@ -129,8 +130,9 @@ class _Lowering:
         mapping.update({a.name: values[a.name] for a in op.reduce_axes})
         source = self._expand(E.substitute(self._expand(body), mapping))
         guards = [g for g in guards if g != _TRUE]
-        kinds = self._kinds(s, extents)
-        self.info[s.name] = _StageInfo(s, leaf_vars, kinds, local_index, source, guards, enclosing, offsets)
+        kinds, unroll_if = _kinds(s, extents)
+        self.info[s.name] = _StageInfo(s, leaf_vars, kinds, unroll_if, local_index, source, guards, enclosing,
+                                       offsets)
         if s.name not in self.buffers:
             shape = tuple(self._alloc_extent(e, s) for e in root_extents[:len(op.axes)])
             scope = ("local" if s.scope == "global" else s.scope) if offsets is not None else "global"
@@ -144,21 +146,6 @@ class _Lowering:
         if e.hi < E.INF:
             return E.Const(int(e.hi), E.INDEX)
         raise LoweringError(f"cannot bound the size of the region of {s.name} ({e})")
-
-    def _kinds(self, s: Stage, extents: dict[str, E.Expr]) -> list[str]:
-        kinds = [s.loops[leaf].kind for leaf in s.leaves]
-        budget = s.auto_unroll_max_step
-        if budget:
-            trips = 1
-            for i in range(len(kinds) - 1, -1, -1):
-                ext = extents[s.leaves[i]]
-                if type(ext) is not E.Const or kinds[i] not in ("serial", "unrolled"):
-                    break
-                trips *= ext.value
-                if trips > budget:
-                    break
-                kinds[i] = "unrolled"
-        return kinds
 
     def _region(self, s: Stage, enclosing: list[E.Var]) -> tuple[tuple[E.Expr, ...], list[E.Expr]]:
         """Per dimension of `s`: the least index its readers in the attach scope read, and the extent read."""
@@ -229,7 +216,8 @@ class _Lowering:
                                                              for v in E.free_vars(g) if v.name in depth)]
             init_stmt = _guard(Store(buf, idx, reduce_identity(comb, buf.dtype)), init_guards)
             for i in reversed(spatial_after):
-                init_stmt = For(info.leaf_vars[i], info.leaf_vars[i].upper, info.kinds[i], init_stmt)
+                init_stmt = For(info.leaf_vars[i], info.leaf_vars[i].upper, info.kinds[i], init_stmt,
+                                info.unroll_if[i])
         else:
             main = Store(buf, idx, value)
         by_depth: dict[int, list[E.Expr]] = {}
@@ -242,7 +230,7 @@ class _Lowering:
                 content.append(init_stmt)
             inner = seq(content + [body])
             inner = self._wrap_allocs(s, s.leaves[d], inner)
-            loop = For(info.leaf_vars[d], info.leaf_vars[d].upper, info.kinds[d], inner)
+            loop = For(info.leaf_vars[d], info.leaf_vars[d].upper, info.kinds[d], inner, info.unroll_if[d])
             body = _guard(loop, by_depth.get(d - 1, []))
         if first_reduce == 0:
             body = seq([init_stmt, body])
@@ -274,6 +262,29 @@ def _loop_extents(s: Stage, root_extents: list[E.Expr]) -> dict[str, E.Expr]:
     return extents
 
 
+def _kinds(s: Stage, extents: dict[str, E.Expr]) -> tuple[list[str], list[E.Expr | None]]:
+    """Loop kinds after auto-unroll: the innermost serial loops whose combined trip count is within the stage's
+    budget are unrolled. With symbolic extents or budget the decision is left as a condition per loop."""
+    kinds = [s.loops[leaf].kind for leaf in s.leaves]
+    conds: list[E.Expr | None] = [None] * len(kinds)
+    budget = E.as_expr(s.auto_unroll_max_step)
+    if type(budget) is E.Const and not budget.value:
+        return kinds, conds
+    trips: E.Expr = E.Const(1, E.INDEX)
+    for i in range(len(kinds) - 1, -1, -1):
+        if kinds[i] not in ("serial", "unrolled"):
+            break
+        trips = simplify(trips * extents[s.leaves[i]])
+        fits = simplify(trips <= budget)
+        if type(fits) is E.Const:
+            if not fits.value:
+                break
+            kinds[i] = "unrolled"
+        else:
+            conds[i] = fits
+    return kinds, conds
+
+
 def _axis_values(s: Stage, leaf_vars: list[E.Var], extents: dict[str, E.Expr]):
     """Every loop's value in terms of the leaf loops (relations read backwards), and the guards that splits whose
     parts overshoot their parent need."""
@@ -283,7 +294,8 @@ def _axis_values(s: Stage, leaf_vars: list[E.Var], extents: dict[str, E.Expr]):
         if type(rel) is SplitRel:
             value = simplify(values[rel.outer] * extents[rel.inner] + values[rel.inner])
             values[rel.parent] = value
-            guards.append(simplify(value < extents[rel.parent]))
+            if not rel.exact:
+                guards.append(simplify(value < extents[rel.parent]))
         else:
             inner_ext = extents[rel.inner]
             values[rel.outer] = simplify(values[rel.fused] // inner_ext)

@@ -35,27 +35,36 @@ def _positive(value, what: str) -> E.Expr:
 
 
 @primitive("split")
-def split(st: LoopState, stage: str, loop: str, factor=None, nparts=None) -> tuple[str, str]:
+def split(st: LoopState, stage: str, loop: str, factor=None, nparts=None, exact=False) -> tuple[str, str]:
     """Split `loop` into (outer, inner), inner of extent `factor` (or outer of extent `nparts`); a guard covers
-    a non-divisible tail."""
+    a non-divisible tail. `exact` promises that the part divides the extent (a sketch's tile sizes range over
+    divisors), so a symbolic split lowers without tail guards; a concrete one that does not divide is refused."""
     s = st.stage(stage)
     lp = s.leaf(loop)
     if (factor is None) == (nparts is None):
         raise ScheduleError(f"split of {stage}.{loop} needs exactly one of factor= or nparts=")
     if factor is not None:
         inner_ext = _positive(factor, f"split factor of {stage}.{loop}")
-        outer_ext = simplify(E.ceildiv(lp.extent, inner_ext))
+        outer_ext = simplify(_parts(lp.extent, inner_ext, exact, f"{stage}.{loop}"))
     else:
         outer_ext = _positive(nparts, f"split nparts of {stage}.{loop}")
-        inner_ext = simplify(E.ceildiv(lp.extent, outer_ext))
+        inner_ext = simplify(_parts(lp.extent, outer_ext, exact, f"{stage}.{loop}"))
     outer, inner = s.fresh_name(f"{loop}_0"), s.fresh_name(f"{loop}_1")
     s.loops[outer] = Loop(outer, outer_ext, lp.is_reduce)
     s.loops[inner] = Loop(inner, inner_ext, lp.is_reduce)
     s.relations.append(SplitRel(loop, outer, inner, inner_ext if factor is not None else None,
-                                outer_ext if nparts is not None else None))
+                                outer_ext if nparts is not None else None, bool(exact)))
     i = s.leaves.index(loop)
     s.leaves[i:i + 1] = [outer, inner]
     return outer, inner
+
+
+def _parts(extent: E.Expr, part: E.Expr, exact: bool, where: str) -> E.Expr:
+    if not exact:
+        return E.ceildiv(extent, part)
+    if type(extent) is E.Const and type(part) is E.Const and extent.value % part.value:
+        raise ScheduleError(f"exact split of {where}: {part.value} does not divide {extent.value}")
+    return extent // part
 
 
 @primitive("fuse")
@@ -136,9 +145,7 @@ def unroll(st: LoopState, stage: str, loop: str) -> None:
 def auto_unroll(st: LoopState, stage: str, max_step) -> None:
     """Unroll the innermost loops of `stage` whose combined trip count is at most `max_step` (Ansor's pragma)."""
     value = E.as_expr(max_step)
-    if type(value) is not E.Const:
-        raise ScheduleError(f"auto_unroll max_step must be bound to an integer before lowering, got {value}")
-    st.stage(stage).auto_unroll_max_step = int(value.value)
+    st.stage(stage).auto_unroll_max_step = int(value.value) if type(value) is E.Const else value
 
 
 @primitive("compute_at")

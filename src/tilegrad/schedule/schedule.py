@@ -56,8 +56,9 @@ class Schedule:
         """The current loop order of a stage, outermost first."""
         return list(self.state.stage(_name(stage)).leaves)
 
-    def split(self, stage, loop: str, factor=None, *, nparts=None):
-        return self._record("split", stage=_name(stage), loop=loop, factor=factor, nparts=nparts)
+    def split(self, stage, loop: str, factor=None, *, nparts=None, exact: bool = False):
+        return self._record("split", stage=_name(stage), loop=loop, factor=factor, nparts=nparts,
+                            exact=True if exact else None)
 
     def tile(self, stage, x: str, y: str, x_factor, y_factor):
         return self._record("tile", stage=_name(stage), x=x, y=y, x_factor=x_factor, y_factor=y_factor)

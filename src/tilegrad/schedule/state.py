@@ -31,6 +31,7 @@ class SplitRel:
     inner: str
     factor: E.Expr | None  # extent of the inner loop, or
     nparts: E.Expr | None = None  # extent of the outer loop
+    exact: bool = False  # the parts divide the parent: no tail, no guard, even when the factor is symbolic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Stage:
     relations: list = dataclasses.field(default_factory=list)
     attach: object = None
     scope: str = "global"
-    auto_unroll_max_step: int = 0
+    auto_unroll_max_step: E.Expr | int = 0  # an expression while the sketch's parameters are symbolic
 
     @property
     def op(self) -> ComputeOp:
