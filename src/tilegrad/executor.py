@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from .loop.lower import lower
 from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .schedule.defaults import default_schedule
+from .schedule.schedule import Schedule
 from .te.tensor import Tensor, placeholder
 
 ALIGN = 64
@@ -163,23 +165,35 @@ def _in_place_ok(n: Node) -> bool:
     return lookup(n.op).kind in (ELEMWISE, BROADCAST)
 
 
-def _kernel_source(node: Node, index: int, renderer: CRenderer) -> tuple[str, str]:
-    """(function name, C source) of one node's kernel."""
+def node_compute(node: Node) -> tuple[list[Tensor], list[Tensor]]:
+    """(inputs, outputs) of a node's tensor expression. Inputs are named by position, so two nodes of one
+    workload give the same computation, and a tuned trace of one replays on the other."""
     opdef = lookup(node.op)
-    fname = f"k{index}_{_c_name(node.name)}"
-    holders = [placeholder(v.shape, v.dtype, f"in{i}_{_c_name(v.name)}") for i, v in enumerate(node.inputs)]
+    holders = [placeholder(v.shape, v.dtype, f"in{i}") for i, v in enumerate(node.inputs)]
     out = opdef.compute(*holders, **node.attrs)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     if not all(isinstance(o, Tensor) for o in outs) or len(outs) != len(node.outputs):
         raise ShapeError(f"node {node.name!r} ({node.op}): its compute gave {len(outs)} tensor(s) for "
                          f"{len(node.outputs)} output(s)")
-    sch = default_schedule(outs)
+    return holders, outs
+
+
+# Chooses a node's schedule: the tuner's best record, or None for the default rules.
+ScheduleChooser = Callable[[Node, list[Tensor], list[Tensor]], "Schedule | None"]
+
+
+def _kernel_source(node: Node, index: int, renderer: CRenderer, choose: ScheduleChooser | None) -> tuple[str, str]:
+    """(function name, C source) of one node's kernel."""
+    fname = f"k{index}_{_c_name(node.name)}"
+    holders, outs = node_compute(node)
+    sch = (choose(node, holders, outs) if choose else None) or default_schedule(outs)
     kernel = lower(sch.state, fname, holders + list(sch.state.outputs))
     return fname, renderer.render_function(kernel)
 
 
-def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
-    """One native library for the whole graph, loaded and ready to call."""
+def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleChooser | None = None) -> Module:
+    """One native library for the whole graph, loaded and ready to call. `choose` may give a node's schedule
+    (tuned records); nodes it returns None for get the default rules."""
     cfg = cfg or _config.get()
     renderer = CRenderer()
     weights = g.constants
@@ -204,7 +218,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None) -> Module:
 
     functions, calls, declarations = [], [], []
     for t, node in enumerate(plan.kernel_nodes(g)):
-        fname, source = _kernel_source(node, t, renderer)
+        fname, source = _kernel_source(node, t, renderer, choose)
         functions.append(source)
         declarations.append(f"void {fname}(void** args);")
         ptrs = ", ".join(slots[id(v)] for v in list(node.inputs) + list(node.outputs))

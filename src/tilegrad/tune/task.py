@@ -1,0 +1,135 @@
+"""Tuning tasks: the kernels of a compiled graph, deduplicated by workload.
+
+A task is one kernel's computation (its tensor expression: structure, shapes, dtypes), the nodes of the graph
+that run it (its weight is how many), and what the tuner needs around it: a key that names the workload in the
+records database, its floating-point work, a NumPy reference, and the default schedule as a starting point.
+Two nodes with the same computation share a task, whatever their names or the values of their weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+
+import numpy as np
+
+from ..executor import intermediates_of, node_compute, plan_memory
+from ..ir.graph import Graph, Node
+from ..ir.registry import lookup
+from ..schedule.defaults import default_schedule
+from ..schedule.trace import Trace
+from ..te import expr as E
+from ..te.printer import format_expr
+from ..te.tensor import ComputeOp, Tensor, topo_order
+
+
+@dataclasses.dataclass
+class Task:
+    """One workload to tune. `nodes` are the graph's nodes that run it; `weight` is their number."""
+
+    key: str
+    name: str
+    nodes: list[Node]
+    flops: int
+
+    @property
+    def weight(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def node(self) -> Node:
+        return self.nodes[0]
+
+    def compute(self) -> tuple[list[Tensor], list[Tensor]]:
+        """Fresh (inputs, outputs) tensors of the computation, as the executor builds them."""
+        return node_compute(self.node)
+
+    def default_trace(self) -> Trace:
+        return default_schedule(self.compute()[1]).trace
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Inputs a measurement and its correctness check share: random floats, in-range integer indices."""
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for v in self.node.inputs:
+            if np.dtype(v.dtype).kind == "f":
+                arrays.append(rng.standard_normal(v.shape).astype(v.dtype))
+            elif v.dtype == "bool":
+                arrays.append(rng.random(v.shape) < 0.5)
+            else:
+                arrays.append(rng.integers(0, 2, v.shape).astype(v.dtype))  # indices valid for any axis
+        return arrays
+
+    def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The outputs NumPy computes for `inputs` (the op registry's reference)."""
+        opdef = lookup(self.node.op)
+        with np.errstate(all="ignore"):
+            out = opdef.reference(*inputs, **opdef.bind_attrs(self.node.attrs, f"node {self.node.name!r}"))
+        return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def workload_key(outputs: list[Tensor]) -> str:
+    """A digest of the computation: every stage's shape, dtype, tag and body, inputs by position."""
+    order = topo_order(outputs)
+    names = {}
+    lines = []
+    for t in order:
+        names[t.name] = f"t{len(names)}"
+        if isinstance(t.op, ComputeOp):
+            body = format_expr(t.op.body)
+            lines.append(f"{t.name}:{t.shape}:{t.dtype}:{t.op.tag}:{','.join(a.name for a in t.op.axes)}={body}")
+        else:
+            lines.append(f"{t.name}:{t.shape}:{t.dtype}:input")
+    lines.append("out:" + ",".join(t.name for t in outputs))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def compute_flops(outputs: list[Tensor]) -> int:
+    """Floating-point operations of one run: per stage, its elements x its reduction's trips x the float
+    arithmetic in its body (a multiply-add counts two)."""
+    total = 0
+    for t in topo_order(outputs):
+        if not isinstance(t.op, ComputeOp):
+            continue
+        body = t.op.body
+        trips = 1
+        if type(body) is E.Reduce:
+            trips = math.prod(int(a.upper.value) for a in body.axes)
+            ops = _float_ops(body.source) + 1
+        else:
+            ops = _float_ops(body)
+        total += math.prod(t.shape) * trips * ops
+    return total
+
+
+def _float_ops(e: E.Expr) -> int:
+    count, stack = 0, [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load:
+            continue  # indices are integer arithmetic
+        if E.is_float(x.dtype) and (isinstance(x, E.Call) or type(x) in (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)):
+            count += 1
+        stack.extend(x.children())
+    return count
+
+
+def _task_name(node: Node, outputs: list[Tensor]) -> str:
+    ops = [n.op for n in node.attrs["body"].nodes] if node.op == "fused" else [node.op]
+    shape = "x".join(str(d) for d in outputs[0].shape)
+    return f"{'+'.join(dict.fromkeys(ops))}[{shape}]"
+
+
+def extract_tasks(g: Graph) -> list[Task]:
+    """The graph's kernels as tasks, one per distinct workload, in order of first appearance."""
+    plan = plan_memory(g, intermediates_of(g))
+    tasks: dict[str, Task] = {}
+    for node in plan.kernel_nodes(g):
+        _, outs = node_compute(node)
+        key = workload_key(outs)
+        if key in tasks:
+            tasks[key].nodes.append(node)
+        else:
+            tasks[key] = Task(key, _task_name(node, outs), [node], compute_flops(outs))
+    return list(tasks.values())
