@@ -87,7 +87,26 @@ def fuse(st: LoopState, stage: str, loops: Sequence[str]) -> str:
         s.relations.append(FuseRel(cur, nxt, name))
         cur = name
     s.leaves[first:first + len(loops)] = [cur]
+    for other in st.stages:  # a stage computed at one of the fused loops is now computed at their fusion
+        if isinstance(other.attach, tuple) and other.attach[0] == stage and other.attach[1] in loops:
+            other.attach = (stage, cur)
     return cur
+
+
+@primitive("parallel_outer")
+def parallel_outer(st: LoopState, stage: str, count) -> str | None:
+    """Fuse the `count` outermost loops of `stage` and run them in parallel (Ansor's parallel annotation; the
+    count is how fine the parallel grain is). Returns the parallel loop, or None for count 0."""
+    s = st.stage(stage)
+    count = int(E.as_expr(count).value) if type(E.as_expr(count)) is E.Const else None
+    if count is None or not 0 <= count <= len(s.leaves):
+        raise ScheduleError(f"parallel_outer on {stage}: count must be an integer in 0..{len(s.leaves)}")
+    if count == 0:
+        return None
+    loops = s.leaves[:count]
+    name = fuse(st, stage, loops) if count > 1 else loops[0]
+    _set_kind(st, stage, name, "parallel")
+    return name
 
 
 @primitive("reorder")
@@ -149,9 +168,15 @@ def auto_unroll(st: LoopState, stage: str, max_step) -> None:
 
 
 @primitive("compute_at")
-def compute_at(st: LoopState, stage: str, target: str, loop: str) -> None:
-    """Compute `stage` inside loop `loop` of `target`, just the region one iteration of it needs."""
+def compute_at(st: LoopState, stage: str, target: str, loop) -> None:
+    """Compute `stage` inside loop `loop` of `target`, just the region one iteration of it needs. `loop` is a
+    name, or a position in the target's current loop order (a sketch's choice of location)."""
     s, t = st.stage(stage), st.stage(target)
+    if not isinstance(loop, str):
+        position = E.as_expr(loop)
+        if type(position) is not E.Const or not 0 <= position.value < len(t.leaves):
+            raise ScheduleError(f"compute_at: position {loop} is not one of {target}'s {len(t.leaves)} loops")
+        loop = t.leaves[position.value]
     t.leaf(loop)
     if s is t:
         raise ScheduleError(f"compute_at: stage {stage} cannot be computed at its own loop")

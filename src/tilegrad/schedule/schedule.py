@@ -38,16 +38,21 @@ def apply_trace(outputs: Sequence[Tensor] | Tensor, trace: Trace, params: dict |
 
 
 class Schedule:
-    """Build a schedule by calling primitives; `trace` holds what was done, `state` the result."""
+    """Build a schedule by calling primitives; `trace` holds what was done, `state` the result.
 
-    def __init__(self, outputs: Sequence[Tensor] | Tensor):
+    Arguments may be expression Vars (a sketch's parameters); the trace keeps them, and the state is built with
+    those named in `params` bound (a choice of location or parallel grain must be concrete to be applied, a tile
+    size may stay symbolic)."""
+
+    def __init__(self, outputs: Sequence[Tensor] | Tensor, params: dict | None = None):
         self.outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
         self.state = LoopState(self.outputs)
         self.trace = Trace()
+        self.params = params
 
     def _record(self, kind: str, **args):
         step = Step.make(kind, **args)
-        out = _apply(self.state, step, len(self.trace.steps))
+        out = _apply(self.state, step, len(self.trace.steps), self.params)
         names = (out,) if isinstance(out, str) else tuple(out or ())
         self.trace = self.trace.append(Step(step.kind, step.args, names))
         return out
@@ -81,7 +86,10 @@ class Schedule:
     def auto_unroll(self, stage, max_step) -> None:
         self._record("auto_unroll", stage=_name(stage), max_step=max_step)
 
-    def compute_at(self, stage, target, loop: str) -> None:
+    def parallel_outer(self, stage, count) -> str | None:
+        return self._record("parallel_outer", stage=_name(stage), count=count)
+
+    def compute_at(self, stage, target, loop) -> None:
         self._record("compute_at", stage=_name(stage), target=_name(target), loop=loop)
 
     def compute_root(self, stage) -> None:
