@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
+from .transposed_conv import transposed_as_conv
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
           "Erf": "erf", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal", "Not": "not",
@@ -140,34 +141,13 @@ def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations
         raise UnsupportedFeatureError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} "
                                       f"is not supported")
     nd = len(x.shape) - 2
-    if nd == 2 and group == 1 and w.is_constant and x.dtype == "float32":
-        as_conv = _transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, output_padding)
-        if as_conv is not None:
-            return as_conv
+    as_conv = transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, output_padding, group)
+    if as_conv is not None:
+        return as_conv
     inputs = (x, w) if bias is None else (x, w, bias)
     return b.op("conv_transpose", *inputs, name=name, strides=tuple(strides) if strides else (1,) * nd,
                 pads=tuple(pads) if pads else (0,) * (2 * nd), dilations=tuple(dilations) if dilations else (1,) * nd,
                 group=group, output_padding=tuple(output_padding) if output_padding else (0,) * nd)
-
-
-def _transposed_as_conv(b: B, name, x, w, bias, strides, pads, dilations, output_padding):
-    """A transposed convolution as a direct one (which the conv_algorithm pass gives fast kernels): spread the
-    input by the stride, pad it by dilation * (kernel - 1) - pad (plus output_padding after), and convolve with
-    the weights flipped and their channel axes swapped (a constant, so computed here). None when a pad would be
-    negative."""
-    kernel = w.shape[2:]
-    strides = tuple(strides) if strides else (1, 1)
-    dilations = tuple(dilations) if dilations else (1, 1)
-    pads = tuple(pads) if pads else (0,) * 4
-    extra = tuple(output_padding) if output_padding else (0, 0)
-    begins = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:2])]
-    ends = [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[2:], extra)]
-    if min(begins + ends) < 0:
-        return None
-    flipped = b.const(np.ascontiguousarray(w.data.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), f"{name}_flipped")
-    spread = b.op("dilate", x, name=f"{name}_spread", strides=strides) if max(strides) > 1 else x
-    inputs = (spread, flipped) if bias is None else (spread, flipped, bias)
-    return b.op("conv", *inputs, name=name, strides=(1, 1), pads=(*begins, *ends), dilations=dilations, group=1)
 
 
 @onnx_op("MatMul")
