@@ -29,7 +29,7 @@ from typing import ClassVar, Protocol
 import lightgbm as lgb
 import numpy as np
 
-RELEVANCE_LEVELS = 30  # labels 0..30 (the most LightGBM accepts without a longer label_gain)
+RELEVANCE_LEVELS = 30  # labels are 0..30; label_gain below has one entry per level
 MAX_GROUP_ROWS = 256  # a task's rows are cut into query groups of at most this many (lambdarank cost per group)
 _FORMAT = "tilegrad.tree_cost_model/1"
 
