@@ -1,0 +1,364 @@
+"""Program features for the cost model: one row per store of a loop-IR kernel, concrete or symbolic.
+
+Every feature is an expression. On a concrete kernel the expressions fold to constants as they are built; on a
+symbolic kernel (a sketch lowered with its parameters left as variables) they are formulas of those parameters,
+and substituting an assignment gives exactly the features of the kernel lowered from that assignment (DESIGN §3.3).
+Any decision that depends on a parameter is an `E.select`, `min` or `max`; Python branches only on constants and on
+the structure of the program (loops, stores, operators), which parameters do not change.
+
+Features are raw counts and sizes (the cost model takes log2(1 + x)). `docs/features.md` lists and explains each
+one. `formulas.FeatureFormulas` compiles the formulas of a symbolic kernel into one vectorised NumPy function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ..te import expr as E
+from .access import (ONE, ZERO, Access, BufferUse, Nest, NestLoop, absolute, buffer_uses, elem_bytes, has_load,
+                     ind, index_ops, product, total)
+
+F64 = "float64"
+
+COMPUTE = ("float_mad", "float_addsub", "float_mul", "float_div", "float_cmp", "float_math", "float_other",
+           "int_addsub", "int_mul", "int_divmod", "int_cmp", "bool_op", "select_op", "loads")
+LOOPS = ("num_loops", "trip_count", "innermost_extent", "spatial_prod", "reduce_prod")
+POSITIONS = ("none", "inner_spatial", "middle_spatial", "outer_spatial", "inner_reduce", "middle_reduce",
+             "outer_reduce", "mixed")
+ANNOTATIONS = (("vec", "vectorized"), ("unroll", "unrolled"), ("parallel", "parallel"))
+BUFFER = ("acc_read", "acc_write", "acc_read_write", "bytes", "unique_bytes", "lines", "unique_lines",
+          "reuse_loop", "reuse_serial", "reuse_none", "reuse_dis_iter", "reuse_dis_bytes", "reuse_ct",
+          "bytes_d_reuse_ct", "unique_bytes_d_reuse_ct", "lines_d_reuse_ct", "unique_lines_d_reuse_ct", "stride")
+BUFFER_SLOTS = 5
+CURVE_POINTS = 10
+ALLOC = ("alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod", "local_bytes")
+KERNEL = ("is_output_store", "output_written_once", "kernel_stores")
+
+FEATURE_NAMES: tuple[str, ...] = (
+    COMPUTE + LOOPS
+    + tuple(f"{short}_{f}" for short, _ in ANNOTATIONS for f in ("num", "prod", "len")
+            + tuple(f"pos_{p}" for p in POSITIONS))
+    + tuple(f"b{k}_{f}" for k in range(BUFFER_SLOTS) for f in BUFFER)
+    + tuple(f"ai_{k}" for k in range(1, CURVE_POINTS + 1))
+    + ALLOC + KERNEL
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureRows:
+    """Per store (in program order): the name of the buffer it writes and its features (expressions, in the
+    order of `names`; integer or float64 dtype)."""
+
+    names: tuple[str, ...]
+    stores: tuple[str, ...]
+    rows: tuple[tuple[E.Expr, ...], ...]
+
+    def to_numpy(self) -> np.ndarray:
+        """The values of a concrete program, shape (n_stores, n_features); an error if any feature is a formula."""
+        out = np.zeros((len(self.rows), len(self.names)), np.float64)
+        for s, row in enumerate(self.rows):
+            for f, e in enumerate(row):
+                if type(e) is not E.Const:
+                    raise ValueError(f"feature {self.names[f]} of store {s} ({self.stores[s]}) is the formula {e}; "
+                                     "bind the schedule's variables, or use FeatureFormulas")
+                out[s, f] = float(e.value)
+        return out
+
+
+def extract(kernel: Kernel) -> FeatureRows:
+    """The features of every store of `kernel`."""
+    sites = list(_store_sites(kernel.body, (), ()))
+    written = {id(site.store.buffer) for site in sites}
+    outputs = [b for b in kernel.params if id(b) in written]
+    analyses = [_StoreAnalysis(site) for site in sites]
+    once = _written_once(outputs, analyses)
+    kernel_feats = {"output_written_once": once, "kernel_stores": E.Const(len(sites), E.INDEX)}
+    params = {id(b) for b in kernel.params}
+    rows = []
+    for a in analyses:
+        feats = a.features()
+        feats.update(kernel_feats)
+        feats["is_output_store"] = ONE if id(a.site.store.buffer) in params else ZERO
+        rows.append(tuple(feats[n] for n in FEATURE_NAMES))
+    return FeatureRows(FEATURE_NAMES, tuple(s.store.buffer.name for s in sites), tuple(rows))
+
+
+def features(kernel: Kernel) -> np.ndarray:
+    """The features of a concrete kernel, shape (n_stores, n_features)."""
+    return extract(kernel).to_numpy()
+
+
+def aggregate(rows: np.ndarray) -> np.ndarray:
+    """One vector per program for a tree model: sign(x) log2(1 + |x|) of the sum over stores, then of the max over
+    stores. `rows` is (n_stores, F) or (batch, n_stores, F); the result is (2F,) or (batch, 2F)."""
+    rows = np.asarray(rows, np.float64)
+    if rows.shape[-2] == 0:
+        return np.zeros(rows.shape[:-2] + (2 * rows.shape[-1],))
+    stacked = np.concatenate([rows.sum(axis=-2), rows.max(axis=-2)], axis=-1)
+    return np.sign(stacked) * np.log2(1.0 + np.abs(stacked))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the stores and their context
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    store: Store
+    loops: tuple[NestLoop, ...]
+    allocs: tuple[tuple[Buffer, int], ...]  # buffers allocated around the store, with the loop depth of each
+
+
+def _store_sites(s: Stmt, loops: tuple, allocs: tuple):
+    if isinstance(s, Store):
+        yield _Site(s, loops, allocs)
+    elif isinstance(s, For):
+        if s.kind == "unrolled":
+            unrolled = E.Const(True, "bool")
+        else:
+            unrolled = s.unroll_if if s.unroll_if is not None else E.Const(False, "bool")
+        yield from _store_sites(s.body, loops + (NestLoop(s.var, s.extent, s.kind, unrolled),), allocs)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from _store_sites(x, loops, allocs)
+    elif isinstance(s, IfThenElse):  # guards are ignored: a store counts every iteration of its loops
+        yield from _store_sites(s.then, loops, allocs)
+        if s.orelse is not None:
+            yield from _store_sites(s.orelse, loops, allocs)
+    elif isinstance(s, Allocate):
+        yield from _store_sites(s.body, loops, allocs + ((s.buffer, len(loops)),))
+    else:
+        raise TypeError(f"features: unknown statement {type(s).__name__}")
+
+
+def _written_once(outputs: list[Buffer], analyses: list["_StoreAnalysis"]) -> E.Expr:
+    """1 if every output element is stored exactly once: the stores into it run as many times as it has elements,
+    and none of them reads it (no accumulation in place)."""
+    ok: E.Expr = E.Const(bool(outputs), "bool")
+    for b in outputs:
+        mine = [a for a in analyses if a.site.store.buffer is b]
+        if any(u.buffer is b and u.reads for a in mine for u in a.uses):
+            return ZERO
+        ok = ok & total(a.nest.trips for a in mine).eq(b.size())
+    return ind(ok)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one store
+
+
+class _StoreAnalysis:
+    def __init__(self, site: _Site):
+        self.site = site
+        self.nest = Nest(site.loops)
+        store = site.store
+        self.counts = {k: ZERO for k in COMPUTE}
+        loads: dict[tuple, Access] = {}
+        self._count(store.value, loads)
+        for i in store.indices:
+            self._count(i, loads)
+        target = Access(store.buffer, store.indices, True, 1)
+        self.uses = buffer_uses(target, list(loads.values()), self.nest)
+        self.target = self.uses[0]
+        n = len(site.loops)
+        self.spatial = [self._target_reads(i) for i in range(n)]
+
+    # -- operation counts (per iteration) ------------------------------------------------------------------------
+    def _add(self, key: str, amount) -> None:
+        self.counts[key] = self.counts[key] + amount
+
+    def _count(self, e: E.Expr, loads: dict) -> None:
+        t = type(e)
+        if t is E.Const or t is E.Var:
+            return
+        if E.is_int(e.dtype) and not has_load(e):  # an index: counted from its values, not its spelling
+            add, mul, dm = index_ops(self.nest.index_map(e), self.nest)
+            self._add("int_addsub", add)
+            self._add("int_mul", mul)
+            self._add("int_divmod", dm)
+            return
+        if t is E.Load:
+            self._add("loads", ONE)
+            key = (id(e.buffer), e.indices)
+            if key in loads:
+                a = loads[key]
+                loads[key] = Access(a.buffer, a.indices, False, a.count + 1)
+            else:
+                loads[key] = Access(e.buffer, e.indices, False, 1)
+        else:
+            key = _op_kind(e)
+            if key is not None:
+                self._add(key, ONE)
+            if t in (E.Add, E.Sub) and E.is_float(e.dtype) and (type(e.a) is E.Mul or type(e.b) is E.Mul):
+                self._add("float_mad", ONE)
+        for k in e.children():
+            self._count(k, loads)
+
+    def _target_reads(self, i: int) -> E.Expr:
+        out = E.Const(False, "bool")
+        for m in self.target.maps[0]:
+            out = out | m.reads(i)
+        return out
+
+    # -- the row -------------------------------------------------------------------------------------------------
+    def features(self) -> dict[str, E.Expr]:
+        nest = self.nest
+        out = {k: v * nest.trips for k, v in self.counts.items()}
+        out.update(self._loop_features())
+        for short, kind in ANNOTATIONS:
+            out.update(self._annotation(short, kind))
+        out.update(self._buffer_features())
+        out.update(self._curve())
+        out.update(self._alloc())
+        return out
+
+    def _loop_features(self) -> dict[str, E.Expr]:
+        nest = self.nest
+        spatial = product(E.select(s, x, ONE) for s, x in zip(self.spatial, nest.extents))
+        return {
+            "num_loops": E.Const(len(nest.loops), E.INDEX),
+            "trip_count": nest.trips,
+            "innermost_extent": nest.extents[-1] if nest.loops else ONE,
+            "spatial_prod": spatial,
+            "reduce_prod": nest.trips // spatial,
+        }
+
+    def _annotation(self, short: str, kind: str) -> dict[str, E.Expr]:
+        """Number, extent product and innermost extent of the loops of `kind`, and where the innermost one is."""
+        loops = self.nest.loops
+        n = len(loops)
+        flags = [lp.unrolled if kind == "unrolled" else E.Const(lp.kind == kind, "bool") for lp in loops]
+        num, prod, length, cat = ZERO, ONE, ZERO, ZERO
+        any_spatial = any_reduce = E.Const(False, "bool")
+        for i, (lp, flag) in enumerate(zip(loops, flags)):
+            num = num + ind(flag)
+            prod = prod * E.select(flag, lp.extent, ONE)
+            length = E.select(flag, lp.extent, length)
+            where = 1 if i == n - 1 else 3 if i == 0 else 2  # inner, outer, middle
+            cat = E.select(flag, E.select(self.spatial[i], E.Const(where, E.INDEX), E.Const(where + 3, E.INDEX)),
+                           cat)
+            any_spatial = any_spatial | (flag & self.spatial[i])
+            any_reduce = any_reduce | (flag & ~self.spatial[i])
+        cat = E.select(any_spatial & any_reduce, E.Const(7, E.INDEX), cat)
+        out = {f"{short}_num": num, f"{short}_prod": prod, f"{short}_len": length}
+        for k, p in enumerate(POSITIONS):
+            out[f"{short}_pos_{p}"] = ind(cat.eq(k))
+        return out
+
+    # -- memory --------------------------------------------------------------------------------------------------
+    def _buffer_features(self) -> dict[str, E.Expr]:
+        per = [self._buffer_row(u) for u in self.uses]
+        ranks = _ranks([row["bytes"] for row in per])
+        out = {}
+        for k in range(BUFFER_SLOTS):
+            for f in BUFFER:
+                value: E.Expr = ZERO
+                for rank, row in zip(ranks, per):
+                    x = row[f]
+                    value = E.select(rank.eq(k), x, value if x.dtype == value.dtype else E.cast(x.dtype, value))
+                out[f"b{k}_{f}"] = value
+        return out
+
+    def _buffer_row(self, u: BufferUse) -> dict[str, E.Expr]:
+        nest = self.nest
+        n = len(nest.loops)
+        row = {
+            "acc_read": ONE if u.reads and not u.writes else ZERO,
+            "acc_write": ONE if u.writes and not u.reads else ZERO,
+            "acc_read_write": ONE if u.reads and u.writes else ZERO,
+            "bytes": nest.trips * u.occurrences * u.eb,
+            "unique_bytes": u.footprint(0) * u.eb,
+            "lines": u.lines(),
+            "unique_lines": u.unique_lines(),
+            "stride": u.stride(),
+        }
+        # loop reuse: the innermost loop of more than one iteration along which no access of the buffer moves
+        has_loop = E.Const(False, "bool")
+        dis_iter, dis_bytes, count = ZERO, ZERO, ZERO
+        for i in range(n):
+            reuse = ~u.moves(i) & (nest.extents[i] > 1)
+            has_loop = has_loop | reuse
+            dis_iter = E.select(reuse, nest.inner_product(i + 1), dis_iter)
+            dis_bytes = E.select(reuse, self._bytes_inside(i + 1), dis_bytes)
+            count = E.select(reuse, nest.extents[i], count)
+        serial = len(u.accesses) > 1
+        if serial:  # several distinct accesses in one iteration: reused within it
+            dis_iter = E.select(has_loop, dis_iter, ONE)
+            dis_bytes = E.select(has_loop, dis_bytes, self._bytes_inside(n))
+            count = E.select(has_loop, count, E.Const(len(u.accesses) - 1, E.INDEX))
+        row["reuse_loop"] = ind(has_loop)
+        row["reuse_serial"] = ind(~has_loop) if serial else ZERO
+        row["reuse_none"] = ZERO if serial else ind(~has_loop)
+        row["reuse_dis_iter"], row["reuse_dis_bytes"], row["reuse_ct"] = dis_iter, dis_bytes, count
+        per_reuse = E.cast(F64, E.maximum(count, ONE))
+        for f in ("bytes", "unique_bytes", "lines", "unique_lines"):
+            row[f"{f}_d_reuse_ct"] = E.cast(F64, row[f]) / per_reuse
+        return row
+
+    def _bytes_inside(self, level: int) -> E.Expr:
+        """Bytes of distinct elements the store touches while the loops from `level` inwards run."""
+        return total(u.footprint(level) * u.eb for u in self.uses)
+
+    def _curve(self) -> dict[str, E.Expr]:
+        """Arithmetic intensity (float ops per byte touched) of the k innermost loops, k = 1..CURVE_POINTS."""
+        nest = self.nest
+        n = len(nest.loops)
+        flops = total(self.counts[k] for k in COMPUTE if k.startswith("float_") and k != "float_mad")
+        out = {}
+        for k in range(1, CURVE_POINTS + 1):
+            level = max(n - k, 0)
+            ops = E.cast(F64, flops * nest.inner_product(level))
+            out[f"ai_{k}"] = ops / E.cast(F64, E.maximum(self._bytes_inside(level), ONE))
+        return out
+
+    def _alloc(self) -> dict[str, E.Expr]:
+        """The store's target if the kernel allocates it, and the local buffers in scope."""
+        nest = self.nest
+        target = self.site.store.buffer
+        local = total(b.size() * elem_bytes(b.dtype) for b, _ in self.site.allocs if b.scope == "local")
+        out = {"alloc_size": ZERO, "alloc_prod": ZERO, "alloc_outer_prod": ZERO, "alloc_inner_prod": ZERO,
+               "local_bytes": local}
+        for b, depth in self.site.allocs:
+            if b is target:
+                size = b.size() * elem_bytes(b.dtype)
+                outer = product(nest.extents[:depth])
+                out.update(alloc_size=size, alloc_prod=size * outer, alloc_outer_prod=outer,
+                           alloc_inner_prod=product(nest.extents[depth:]))
+        return out
+
+
+def _ranks(values: list[E.Expr]) -> list[E.Expr]:
+    """Each value's place when sorted largest first, ties in list order."""
+    out = []
+    for i, v in enumerate(values):
+        r = ZERO
+        for j, w in enumerate(values):
+            if j != i:
+                r = r + ind(w > v if j > i else w >= v)
+        out.append(r)
+    return out
+
+
+_FLOAT_KINDS = {E.Add: "float_addsub", E.Sub: "float_addsub", E.Mul: "float_mul", E.Div: "float_div",
+                E.Min: "float_cmp", E.Max: "float_cmp"}
+_INT_KINDS = {E.Add: "int_addsub", E.Sub: "int_addsub", E.Mul: "int_mul", E.FloorDiv: "int_divmod",
+              E.FloorMod: "int_divmod", E.Min: "int_cmp", E.Max: "int_cmp"}
+
+
+def _op_kind(e: E.Expr) -> str | None:
+    t = type(e)
+    if t is E.Select:
+        return "select_op"
+    if t in (E.And, E.Or, E.Not):
+        return "bool_op"
+    if isinstance(e, E.Compare):
+        return "float_cmp" if E.is_float(e.a.dtype) else "int_cmp"
+    if isinstance(e, E.Call):
+        return "float_math"
+    if t is E.Cast:
+        return "float_other" if E.is_float(e.dtype) or E.is_float(e.a.dtype) else None
+    table = _FLOAT_KINDS if E.is_float(e.dtype) else _INT_KINDS
+    return table.get(t)
