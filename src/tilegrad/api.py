@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,26 +31,27 @@ class Compilation(NamedTuple):
         return kernel_count(self.graph)
 
 
-def compile(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, target: str = "cpu",  # noqa: A001
-            opt_level: int = 2, disable_passes: Sequence[str] = (), enable_passes: Sequence[str] = (),
-            db=None) -> Module:
-    """Compile an ONNX model (a path, bytes or onnx.ModelProto) into a callable native Module.
+def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
+            target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
+            enable_passes: Sequence[str] = (), db=None) -> Module:
+    """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
+    (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out).
 
-    `input_shapes` fixes symbolic input dimensions. `opt_level` picks the graph passes (0: none, one kernel per
-    op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on (`tilegrad.passes.pass_names()`
-    lists them). Tuning records (`db=`) need the tuner, which is not built yet, so passing one is an error rather
-    than a silent no-op. `compile_with_report` takes the same arguments and also says what the passes did.
+    `input_shapes` fixes symbolic input dimensions of an ONNX model. `opt_level` picks the graph passes (0: none,
+    one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
+    (`tilegrad.passes.pass_names()` lists them). Tuning records (`db=`) need the tuner, which is not built yet,
+    so passing one is an error rather than a silent no-op. `compile_with_report` takes the same arguments and
+    also says what the passes did.
     """
-    return compile_with_report(model, input_shapes=input_shapes, target=target, opt_level=opt_level,
+    return compile_with_report(model, example_inputs, input_shapes=input_shapes, target=target, opt_level=opt_level,
                                disable_passes=disable_passes, enable_passes=enable_passes, db=db).module
 
 
-def compile_with_report(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None, target: str = "cpu",
-                        opt_level: int = 2, disable_passes: Sequence[str] = (), enable_passes: Sequence[str] = (),
-                        db=None) -> Compilation:
+def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                        target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
+                        enable_passes: Sequence[str] = (), db=None) -> Compilation:
     """`compile`, returning the module together with the pass pipeline's report and the optimised graph."""
     from .executor import compile_graph
-    from .frontend.onnx import import_onnx
     from .passes import optimize
 
     if target not in TARGETS:
@@ -58,9 +60,29 @@ def compile_with_report(model, *, input_shapes: Mapping[str, Sequence[int]] | No
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if db is not None:
         raise TilegradError("db= (tuning records) needs the auto-scheduler, which is not available yet")
-    graph, report = optimize(import_onnx(model, input_shapes=input_shapes), opt_level, disable=disable_passes,
+    graph, report = optimize(import_model(model, example_inputs, input_shapes), opt_level, disable=disable_passes,
                              enable=enable_passes)
     return Compilation(compile_graph(graph), report, graph)
+
+
+def import_model(model, example_inputs=None, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """The graph of an ONNX model or of a torch.nn.Module called on `example_inputs`, before any pass."""
+    torch = sys.modules.get("torch")  # a torch module means torch is imported; ONNX users never import it
+    if torch is not None and isinstance(model, torch.nn.Module):
+        from .frontend.torch import import_torch
+
+        if example_inputs is None:
+            raise TilegradError("a torch.nn.Module needs example inputs: tilegrad.compile(module, (x, ...))")
+        if input_shapes:
+            raise TilegradError("input_shapes applies to ONNX models; a torch.nn.Module takes its input shapes "
+                                "from example_inputs")
+        return import_torch(model, example_inputs)
+    from .frontend.onnx import import_onnx
+
+    if example_inputs is not None:
+        raise TilegradError(f"example_inputs applies to a torch.nn.Module, not to {type(model).__name__}; an ONNX "
+                            f"model's symbolic dimensions are fixed with input_shapes")
+    return import_onnx(model, input_shapes=input_shapes)
 
 
 def load(directory) -> Module:

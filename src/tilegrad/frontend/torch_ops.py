@@ -1,0 +1,617 @@
+"""ATen ops mapped onto the registry: one small function each, taking the op's arguments in schema order (ATen's
+defaults as Python defaults). `b.val` is what PyTorch says the node gives, so a mapping reads the output shape
+(a view's target, an expand's size) from it rather than re-deriving PyTorch's rules. Scalars promote as in
+PyTorch: the operands are cast to the dtype `torch.result_type` gives before a registry op sees them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..errors import UnsupportedFeatureError
+from ..ir.graph import Value
+from .torch import TorchBuilder as B
+from .torch import _Missing, dtype_name, torch_dtype, torch_op
+from .transposed_conv import transposed_as_conv
+
+INT64_MAX = 2**63 - 1
+
+
+def _axis(d: int, rank: int) -> int:
+    return d % rank if rank else 0
+
+
+def _axes(dims, rank: int) -> tuple[int, ...] | None:
+    """Reduction axes; None or [] is every axis."""
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return None
+    dims = dims if isinstance(dims, (list, tuple)) else (dims,)
+    return tuple(sorted(_axis(d, rank) for d in dims))
+
+
+def _probe(x):
+    if not isinstance(x, Value):
+        return x
+    return torch.empty(() if not x.shape else (1,) * len(x.shape), dtype=torch_dtype(x.dtype))
+
+
+def _promoted(x, y) -> str:
+    """The dtype PyTorch computes `x (op) y` in (Values or Python scalars)."""
+    if isinstance(x, Value) or isinstance(y, Value):
+        a, c = (x, y) if isinstance(x, Value) else (y, x)
+        return dtype_name(torch.result_type(_probe(a), _probe(c)))
+    return dtype_name(torch.result_type(torch.tensor(x), y))
+
+
+def _as(b: B, x, dtype: str, name: str) -> Value:
+    """`x` (a Value or a Python scalar) as a Value of `dtype`."""
+    return b.cast(x, dtype, name) if isinstance(x, Value) else b.scalar(x, dtype, name)
+
+
+# ---- element-wise ----
+
+_UNARY = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
+          "erf": "erf", "abs": "abs", "neg": "neg", "reciprocal": "reciprocal", "hardswish": "hard_swish"}
+
+
+def _unary(op):
+    return lambda b, name, x: b.op(op, x, name=name)
+
+
+for _aten, _op in _UNARY.items():
+    torch_op(_aten)(_unary(_op))
+
+
+@torch_op("rsqrt")
+def _rsqrt(b: B, name, x):
+    return b.op("reciprocal", b.op("sqrt", x, name=f"{name}_sqrt"), name=name)
+
+
+@torch_op("log1p")
+def _log1p(b: B, name, x):
+    return b.op("log", b.op("add", x, b.scalar(1, x.dtype, name), name=f"{name}_plus_one"), name=name)
+
+
+@torch_op("expm1")
+def _expm1(b: B, name, x):
+    return b.op("sub", b.op("exp", x, name=f"{name}_exp"), b.scalar(1, x.dtype, name), name=name)
+
+
+@torch_op("silu")
+def _silu(b: B, name, x):
+    return b.op("mul", x, b.op("sigmoid", x, name=f"{name}_sigmoid"), name=name)
+
+
+@torch_op("gelu")
+def _gelu(b: B, name, x, *, approximate="none"):
+    if approximate == "none":
+        return b.op("gelu", x, name=name)
+    # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    cube = b.op("mul", b.op("mul", x, x, name=f"{name}_square"), x, name=f"{name}_cube")
+    inner = b.op("add", x, b.op("mul", cube, b.scalar(0.044715, x.dtype, f"{name}_c"), name=f"{name}_cubic"),
+                 name=f"{name}_inner")
+    t = b.op("tanh", b.op("mul", inner, b.scalar(math.sqrt(2 / math.pi), x.dtype, f"{name}_k"), name=f"{name}_arg"),
+             name=f"{name}_tanh")
+    half = b.op("mul", x, b.scalar(0.5, x.dtype, f"{name}_half"), name=f"{name}_halved")
+    return b.op("mul", half, b.op("add", t, b.scalar(1, x.dtype, f"{name}_one"), name=f"{name}_one_plus"), name=name)
+
+
+@torch_op("hardsigmoid")
+def _hardsigmoid(b: B, name, x):
+    return b.op("hard_sigmoid", x, name=name, alpha=1 / 6, beta=0.5)
+
+
+@torch_op("leaky_relu")
+def _leaky_relu(b: B, name, x, negative_slope=0.01):
+    return b.op("leaky_relu", x, name=name, alpha=float(negative_slope))
+
+
+@torch_op("hardtanh")
+def _hardtanh(b: B, name, x, min_val=-1.0, max_val=1.0):
+    return b.op("clip", x, name=name, min=float(min_val), max=float(max_val))
+
+
+@torch_op("relu6")
+def _relu6(b: B, name, x):
+    return b.op("clip", x, name=name, min=0.0, max=6.0)
+
+
+@torch_op("clamp", "clamp_min")
+def _clamp(b: B, name, x, lo=None, hi=None):
+    if isinstance(lo, Value) or isinstance(hi, Value):
+        out = x
+        for bound, op in ((lo, "maximum"), (hi, "minimum")):
+            if bound is not None:
+                out = b.op(op, out, _as(b, bound, x.dtype, f"{name}_{op}"), name=f"{name}_{op}")
+        return out
+    return b.op("clip", x, name=name, min=-math.inf if lo is None else float(lo),
+                max=math.inf if hi is None else float(hi))
+
+
+@torch_op("clamp_max")
+def _clamp_max(b: B, name, x, hi):
+    return _clamp(b, name, x, None, hi)
+
+
+def _arithmetic(op, reverse=False):
+    def convert(b: B, name, x, y, alpha=1):
+        dtype = b.out_dtype
+        if alpha != 1:
+            y = b.op("mul", _as(b, y, dtype, f"{name}_y"), b.scalar(alpha, dtype, f"{name}_alpha"),
+                     name=f"{name}_alpha")
+        lhs, rhs = (y, x) if reverse else (x, y)
+        return b.op(op, _as(b, lhs, dtype, f"{name}_a"), _as(b, rhs, dtype, f"{name}_b"), name=name)
+    return convert
+
+
+torch_op("add")(_arithmetic("add"))
+torch_op("sub")(_arithmetic("sub"))
+torch_op("rsub")(_arithmetic("sub", reverse=True))
+torch_op("mul")(_arithmetic("mul"))
+torch_op("maximum")(_arithmetic("maximum"))
+torch_op("minimum")(_arithmetic("minimum"))
+
+
+@torch_op("div")
+def _div(b: B, name, x, y, *, rounding_mode=None):
+    dtype = b.out_dtype
+    if rounding_mode is not None and not (rounding_mode == "trunc" and not dtype.startswith("float")):
+        raise UnsupportedFeatureError(f"division with rounding_mode={rounding_mode!r} on {dtype} is not supported")
+    return b.op("div", _as(b, x, dtype, f"{name}_a"), _as(b, y, dtype, f"{name}_b"), name=name)
+
+
+@torch_op("pow")
+def _pow(b: B, name, x, exponent):
+    dtype = b.out_dtype
+    if not dtype.startswith("float"):
+        out = b.op("pow", _as(b, x, "float32", f"{name}_base"), _as(b, exponent, "float32", f"{name}_exp"),
+                   name=f"{name}_float")
+        return b.cast(out, dtype, name)
+    if isinstance(x, Value) and exponent == 2:
+        return b.op("mul", x, x, name=name)
+    if isinstance(x, Value) and exponent == 0.5:
+        return b.op("sqrt", x, name=name)
+    return b.op("pow", _as(b, x, dtype, f"{name}_base"), _as(b, exponent, dtype, f"{name}_exp"), name=name)
+
+
+def _comparison(op, negate=False):
+    def convert(b: B, name, x, y):
+        dtype = _promoted(x, y)
+        out = b.op(op, _as(b, x, dtype, f"{name}_a"), _as(b, y, dtype, f"{name}_b"),
+                   name=f"{name}_equal" if negate else name)
+        return b.op("not", out, name=name) if negate else out
+    return convert
+
+
+for _aten, _op in {"eq": "equal", "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}.items():
+    torch_op(_aten)(_comparison(_op))
+torch_op("ne")(_comparison("equal", negate=True))
+
+
+def _logical(op):
+    def convert(b: B, name, x, y):
+        return b.op(op, _as(b, x, "bool", f"{name}_a"), _as(b, y, "bool", f"{name}_b"), name=name)
+    return convert
+
+
+for _aten, _op in {"logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor"}.items():
+    torch_op(_aten)(_logical(_op))
+
+
+def _bitwise(op):
+    def convert(b: B, name, x, y):
+        if b.out_dtype != "bool":
+            raise UnsupportedFeatureError("bitwise ops are supported on bool tensors only")
+        return _logical(op)(b, name, x, y)
+    return convert
+
+
+for _aten, _op in {"bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_xor": "logical_xor"}.items():
+    torch_op(_aten)(_bitwise(_op))
+
+
+@torch_op("logical_not", "bitwise_not")
+def _logical_not(b: B, name, x):
+    if b.out_dtype != "bool":
+        raise UnsupportedFeatureError("bitwise_not is supported on bool tensors only")
+    return b.op("not", b.cast(x, "bool", name), name=name)
+
+
+@torch_op("where")
+def _where(b: B, name, cond, x, y):
+    dtype = b.out_dtype
+    return b.op("where", b.cast(cond, "bool", name), _as(b, x, dtype, f"{name}_x"), _as(b, y, dtype, f"{name}_y"),
+                name=name)
+
+
+@torch_op("masked_fill")
+def _masked_fill(b: B, name, x, mask, value):
+    return b.op("where", mask, _as(b, value, x.dtype, f"{name}_value"), x, name=name)
+
+
+@torch_op("_to_copy")
+def _to_copy(b: B, name, x, **_):
+    return b.op("cast", x, name=name, to=b.out_dtype) if x.dtype != b.out_dtype else x
+
+
+@torch_op("clone", "alias", "detach", "lift_fresh_copy", "contiguous")
+def _same(b: B, name, x, **_):
+    return x
+
+
+@torch_op("dropout")
+def _dropout(b: B, name, x, p=0.5, train=False):
+    if train and p > 0:
+        raise UnsupportedFeatureError("dropout in training mode; tilegrad compiles inference: call module.eval()")
+    return x
+
+
+@torch_op("native_dropout")
+def _native_dropout(b: B, name, x, p, train):
+    if train and p > 0:
+        raise UnsupportedFeatureError("dropout in training mode; tilegrad compiles inference: call module.eval()")
+    return x, _Missing("the mask of aten.native_dropout")
+
+
+def _filled_like(fill):
+    def convert(b: B, name, x, fill_value=None, **_):
+        return b.const(np.full(b.out_shape, fill if fill is not None else fill_value, b.out_dtype), name)
+    return convert
+
+
+torch_op("full_like")(_filled_like(None))
+torch_op("zeros_like")(_filled_like(0))
+torch_op("ones_like")(_filled_like(1))
+
+
+def _triangle(upper: int):
+    def convert(b: B, name, x, diagonal=0):
+        return b.op("trilu", x, name=name, upper=upper, k=int(diagonal))
+    return convert
+
+
+torch_op("tril")(_triangle(0))
+torch_op("triu")(_triangle(1))
+
+
+# ---- matrix products and convolution ----
+
+@torch_op("linear")
+def _linear(b: B, name, x, w, bias=None):
+    if len(x.shape) == 2:
+        return b.op("gemm", x, w, *([bias] if bias is not None else []), name=name, trans_b=1)
+    wt = (b.const(np.ascontiguousarray(w.data.T), f"{name}_weight_t") if w.is_constant
+          else b.op("transpose", w, name=f"{name}_weight_t", perm=(1, 0)))
+    out = b.op("matmul", x, wt, name=name if bias is None else f"{name}_matmul")
+    return out if bias is None else b.op("add", out, bias, name=name)
+
+
+@torch_op("addmm")
+def _addmm(b: B, name, c, x, w, *, beta=1, alpha=1):
+    return b.op("gemm", x, w, c, name=name, alpha=float(alpha), beta=float(beta))
+
+
+@torch_op("mm", "bmm", "matmul")
+def _matmul(b: B, name, x, y):
+    return b.op("matmul", x, y, name=name)
+
+
+def _per_axis(values, nd: int) -> tuple[int, ...]:
+    values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
+    return values * nd if len(values) == 1 else values
+
+
+@torch_op("convolution")
+def _convolution(b: B, name, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    nd = len(x.shape) - 2
+    strides, dilations = _per_axis(stride, nd), _per_axis(dilation, nd)
+    pads = _per_axis(padding, nd) * 2
+    inputs = (x, w) if bias is None else (x, w, bias)
+    if not transposed:
+        return b.op("conv", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=groups)
+    extra = _per_axis(output_padding, nd)
+    as_conv = transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, extra, groups)
+    if as_conv is not None:
+        return as_conv
+    return b.op("conv_transpose", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=groups,
+                output_padding=extra)
+
+
+# ---- normalisation, softmax, attention ----
+
+@torch_op("_native_batch_norm_legit_no_training")
+def _batch_norm(b: B, name, x, weight, bias, mean, var, momentum, eps):
+    channels = x.shape[1]
+    scale = b.const(np.ones(channels, x.dtype), f"{name}_scale") if weight is None else weight
+    shift = b.const(np.zeros(channels, x.dtype), f"{name}_shift") if bias is None else bias
+    out = b.op("batch_norm", x, scale, shift, mean, var, name=name, epsilon=float(eps))
+    return out, _Missing("the saved mean of a batch norm"), _Missing("the saved variance of a batch norm")
+
+
+@torch_op("native_layer_norm")
+def _native_layer_norm(b: B, name, x, normalized_shape, weight, bias, eps):
+    out = _layer_norm(b, name, x, normalized_shape, weight, bias, eps)
+    return out, _Missing("the mean of a layer norm"), _Missing("the inverse deviation of a layer norm")
+
+
+@torch_op("layer_norm")
+def _layer_norm(b: B, name, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    axis = -len(normalized_shape)
+    if weight is None and bias is not None:
+        weight = b.const(np.ones(tuple(normalized_shape), x.dtype), f"{name}_scale")
+    inputs = tuple(v for v in (weight, bias) if v is not None)
+    return b.op("layer_norm", x, *inputs, name=name, axis=axis, epsilon=float(eps))
+
+
+def _softmax(op):
+    def convert(b: B, name, x, dim, half_to_float=False, dtype=None):
+        x = b.cast(x, b.out_dtype, name)
+        return b.op(op, x, name=name, axis=_axis(dim, len(x.shape)))
+    return convert
+
+
+torch_op("_softmax", "softmax")(_softmax("softmax"))
+torch_op("_log_softmax", "log_softmax")(_softmax("log_softmax"))
+
+
+@torch_op("scaled_dot_product_attention")
+def _attention(b: B, name, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    """softmax(q k^T * scale + mask) v, the math PyTorch's reference implementation does."""
+    if dropout_p:
+        raise UnsupportedFeatureError("attention dropout; tilegrad compiles inference: call module.eval()")
+    if enable_gqa and q.shape[-3:-2] != k.shape[-3:-2]:
+        raise UnsupportedFeatureError("grouped-query attention (enable_gqa with fewer key heads) is not supported")
+    rank = len(k.shape)
+    perm = (*range(rank - 2), rank - 1, rank - 2)
+    scores = b.op("matmul", q, b.op("transpose", k, name=f"{name}_keys_t", perm=perm), name=f"{name}_scores")
+    factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = b.op("mul", scores, b.scalar(factor, scores.dtype, f"{name}_scale"), name=f"{name}_scaled")
+    if is_causal:
+        lq, lk = q.shape[-2], k.shape[-2]
+        attn_mask = b.const(np.tril(np.ones((lq, lk), bool)), f"{name}_causal")
+    if attn_mask is not None and attn_mask.dtype == "bool":
+        lowest = b.scalar(-math.inf, scores.dtype, f"{name}_masked")
+        scores = b.op("where", attn_mask, scores, lowest, name=f"{name}_masked")
+    elif attn_mask is not None:
+        scores = b.op("add", scores, b.cast(attn_mask, scores.dtype, f"{name}_mask"), name=f"{name}_masked")
+    weights = b.op("softmax", scores, name=f"{name}_weights", axis=-1)
+    return b.op("matmul", weights, v, name=name)
+
+
+# ---- pooling and resizing ----
+
+def _max_pool(b: B, name, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    nd = len(kernel_size)
+    kernel = tuple(kernel_size)
+    out = b.op("max_pool", x, name=name, kernel_shape=kernel, strides=_per_axis(stride or kernel, nd),
+               pads=_per_axis(padding, nd) * 2, dilations=_per_axis(dilation, nd), ceil_mode=int(ceil_mode))
+    return out, _Missing("the indices of a max pool")
+
+
+torch_op("max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices")(_max_pool)
+
+
+@torch_op("max_pool1d", "max_pool2d", "max_pool3d")
+def _max_pool_values(b: B, name, *args):
+    return _max_pool(b, name, *args)[0]
+
+
+@torch_op("avg_pool1d", "avg_pool2d", "avg_pool3d")
+def _avg_pool(b: B, name, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    if divisor_override is not None:
+        raise UnsupportedFeatureError("average pooling with divisor_override is not supported")
+    nd = len(kernel_size)
+    kernel = tuple(kernel_size)
+    return b.op("avg_pool", x, name=name, kernel_shape=kernel, strides=_per_axis(stride or kernel, nd),
+                pads=_per_axis(padding, nd) * 2, dilations=(1,) * nd, ceil_mode=int(ceil_mode),
+                count_include_pad=int(count_include_pad))
+
+
+@torch_op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d",
+          "_adaptive_avg_pool3d")
+def _adaptive_avg_pool(b: B, name, x, output_size):
+    sizes, out = x.shape[2:], _per_axis(output_size, len(x.shape) - 2)
+    if all(o == 1 for o in out):
+        return b.op("global_avg_pool", x, name=name)
+    if any(n % o for n, o in zip(sizes, out)):
+        raise UnsupportedFeatureError(f"adaptive average pooling of spatial size {list(sizes)} to {list(out)}: "
+                                      f"only sizes that divide evenly are supported")
+    kernel = tuple(n // o for n, o in zip(sizes, out))
+    return b.op("avg_pool", x, name=name, kernel_shape=kernel, strides=kernel, pads=(0,) * (2 * len(kernel)),
+                dilations=(1,) * len(kernel))
+
+
+@torch_op("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
+def _upsample_nearest(b: B, name, x, output_size=None, scale_factors=None):
+    if scale_factors and any(n * f != o for n, f, o in zip(x.shape[2:], scale_factors, b.out_shape[2:])):
+        raise UnsupportedFeatureError(f"nearest upsampling by the fractional factors {list(scale_factors)}")
+    return b.op("resize", x, name=name, sizes=b.out_shape, mode="nearest", transform="asymmetric",
+                nearest_mode="floor")
+
+
+@torch_op("upsample_bilinear2d")
+def _upsample_bilinear(b: B, name, x, output_size=None, align_corners=False, scale_factors=None):
+    if scale_factors and any(n * f != o for n, f, o in zip(x.shape[2:], scale_factors, b.out_shape[2:])):
+        raise UnsupportedFeatureError(f"bilinear upsampling by the fractional factors {list(scale_factors)}")
+    return b.op("resize", x, name=name, sizes=b.out_shape, mode="linear",
+                transform="align_corners" if align_corners else "pytorch_half_pixel")
+
+
+# ---- reductions ----
+
+def _reduce(op):
+    def convert(b: B, name, x, dim=None, keepdim=False, *, dtype=None):
+        x = b.cast(x, b.out_dtype, name)
+        return b.op(op, x, name=name, axes=_axes(dim, len(x.shape)), keepdims=int(keepdim))
+    return convert
+
+
+torch_op("sum")(_reduce("reduce_sum"))
+torch_op("mean")(_reduce("reduce_mean"))
+torch_op("amax")(_reduce("reduce_max"))
+torch_op("amin")(_reduce("reduce_min"))
+torch_op("prod")(_reduce("reduce_prod"))
+torch_op("max.default")(_reduce("reduce_max"))
+torch_op("min.default")(_reduce("reduce_min"))
+
+
+@torch_op("max.dim")
+def _max_dim(b: B, name, x, dim, keepdim=False):
+    values = b.op("reduce_max", x, name=name, axes=(_axis(dim, len(x.shape)),), keepdims=int(keepdim))
+    return values, b.op("argmax", x, name=f"{name}_indices", axis=_axis(dim, len(x.shape)), keepdims=int(keepdim))
+
+
+@torch_op("min.dim")
+def _min_dim(b: B, name, x, dim, keepdim=False):
+    values = b.op("reduce_min", x, name=name, axes=(_axis(dim, len(x.shape)),), keepdims=int(keepdim))
+    return values, _Missing("the indices of aten.min.dim")
+
+
+@torch_op("argmax")
+def _argmax(b: B, name, x, dim=None, keepdim=False):
+    if dim is None:
+        flat = b.op("reshape", x, name=f"{name}_flat", shape=(-1,))
+        return b.op("reshape", b.op("argmax", flat, name=name, axis=0, keepdims=0), name=f"{name}_shape",
+                    shape=b.out_shape)
+    return b.op("argmax", x, name=name, axis=_axis(dim, len(x.shape)), keepdims=int(keepdim))
+
+
+@torch_op("var")
+def _var(b: B, name, x, dim=None, *, correction=None, keepdim=False):
+    axes = _axes(dim, len(x.shape)) or tuple(range(len(x.shape)))
+    count = math.prod(x.shape[a] for a in axes)
+    correction = 1 if correction is None else correction
+    mean = b.op("reduce_mean", x, name=f"{name}_mean", axes=axes, keepdims=1)
+    centred = b.op("sub", x, mean, name=f"{name}_centred")
+    squares = b.op("mul", centred, centred, name=f"{name}_squares")
+    out = b.op("reduce_mean", squares, name=f"{name}_biased", axes=axes, keepdims=int(keepdim))
+    if not correction:
+        return out
+    factor = count / (count - correction) if count > correction else math.inf
+    return b.op("mul", out, b.scalar(factor, x.dtype, name), name=name)
+
+
+@torch_op("cumsum")
+def _cumsum(b: B, name, x, dim, *, dtype=None):
+    return b.op("cumsum", b.cast(x, b.out_dtype, name), name=name, axis=_axis(dim, len(x.shape)))
+
+
+# ---- shapes and indexing ----
+
+@torch_op("view", "_unsafe_view", "reshape", "flatten", "squeeze", "view_as")
+def _reshape(b: B, name, x, *_):
+    return x if x.shape == b.out_shape else b.op("reshape", x, name=name, shape=b.out_shape)
+
+
+@torch_op("unsqueeze")
+def _unsqueeze(b: B, name, x, dim):
+    return b.op("unsqueeze", x, name=name, axes=(_axis(dim, len(x.shape) + 1),))
+
+
+@torch_op("permute")
+def _permute(b: B, name, x, dims):
+    return b.op("transpose", x, name=name, perm=tuple(_axis(d, len(x.shape)) for d in dims))
+
+
+@torch_op("t")
+def _t(b: B, name, x):
+    return b.op("transpose", x, name=name, perm=(1, 0)) if len(x.shape) == 2 else x
+
+
+@torch_op("transpose.int")
+def _transpose(b: B, name, x, dim0, dim1):
+    perm = list(range(len(x.shape)))
+    a, c = _axis(dim0, len(perm)), _axis(dim1, len(perm))
+    perm[a], perm[c] = perm[c], perm[a]
+    return b.op("transpose", x, name=name, perm=tuple(perm))
+
+
+@torch_op("expand")
+def _expand(b: B, name, x, size, *, implicit=False):
+    return x if x.shape == b.out_shape else b.op("expand", x, name=name, shape=b.out_shape)
+
+
+@torch_op("repeat")
+def _repeat(b: B, name, x, repeats):
+    extra = len(repeats) - len(x.shape)
+    if extra:
+        x = b.op("reshape", x, name=f"{name}_rank", shape=(1,) * extra + x.shape)
+    return b.op("tile", x, name=name, repeats=tuple(repeats))
+
+
+def _slice_axis(b: B, name, x, dim, start, end, step=1):
+    return b.op("slice", x, name=name, starts=(int(start),), ends=(int(end),), axes=(_axis(dim, len(x.shape)),),
+                steps=(int(step),))
+
+
+@torch_op("slice.Tensor")
+def _slice(b: B, name, x, dim=0, start=None, end=None, step=1):
+    if x.shape == b.out_shape:
+        return x
+    return _slice_axis(b, name, x, dim, 0 if start is None else start, INT64_MAX if end is None else end, step)
+
+
+@torch_op("select.int")
+def _select(b: B, name, x, dim, index):
+    index = index % x.shape[_axis(dim, len(x.shape))]
+    row = _slice_axis(b, f"{name}_slice", x, dim, index, index + 1)
+    return b.op("reshape", row, name=name, shape=b.out_shape)
+
+
+@torch_op("split_with_sizes", "split.Tensor")
+def _split(b: B, name, x, sizes, dim=0):
+    axis = _axis(dim, len(x.shape))
+    if isinstance(sizes, int):
+        sizes = [min(sizes, x.shape[axis] - s) for s in range(0, x.shape[axis], sizes)]
+    starts = np.cumsum([0, *sizes[:-1]])
+    return tuple(_slice_axis(b, f"{name}_{i}", x, axis, s, s + n) for i, (s, n) in enumerate(zip(starts, sizes)))
+
+
+@torch_op("unbind.int")
+def _unbind(b: B, name, x, dim=0):
+    axis = _axis(dim, len(x.shape))
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return tuple(b.op("reshape", _slice_axis(b, f"{name}_{i}_slice", x, axis, i, i + 1), name=f"{name}_{i}",
+                      shape=shape) for i in range(x.shape[axis]))
+
+
+@torch_op("cat")
+def _cat(b: B, name, tensors, dim=0):
+    dtype = b.out_dtype
+    return b.op("concat", *(b.cast(t, dtype, f"{name}_{i}") for i, t in enumerate(tensors)), name=name,
+                axis=_axis(dim, len(b.out_shape)))
+
+
+@torch_op("constant_pad_nd")
+def _constant_pad(b: B, name, x, pad, value=0):
+    rank = len(x.shape)
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if min(begins + ends) < 0:
+        raise UnsupportedFeatureError(f"negative padding {list(pad)} (cropping) is not supported")
+    return b.op("pad", x, name=name, pads=(*begins, *ends), value=float(value))
+
+
+@torch_op("embedding")
+def _embedding(b: B, name, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return b.op("gather", weight, indices, name=name, axis=0)
+
+
+@torch_op("index_select")
+def _index_select(b: B, name, x, dim, index):
+    return b.op("gather", x, index, name=name, axis=_axis(dim, len(x.shape)))
+
+
+@torch_op("index.Tensor")
+def _index(b: B, name, x, indices):
+    """`x[:, idx]`: one integer index tensor, the other axes taken whole."""
+    given = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if len(given) != 1 or given[0][1].dtype not in ("int32", "int64"):
+        raise UnsupportedFeatureError("indexing with more than one index tensor (or a boolean mask) is not "
+                                      "supported; index one axis with an integer tensor")
+    axis, index = given[0]
+    return b.op("gather", x, index, name=name, axis=axis)

@@ -1,0 +1,127 @@
+"""The `torch.compile` backend "tilegrad": every graph dynamo captures becomes one native module.
+
+    opt = torch.compile(model, backend="tilegrad")                      # registered by the package's entry point
+    opt = torch.compile(model, backend="tilegrad", options={"db": "tune.db", "opt_level": 2})
+
+Dynamo hands over an FX graph whose parameters and buffers are inputs. They are frozen into the module as
+constants (so bias folding, batch-norm folding and weight packing apply), and the graph is compiled through
+`tilegrad.compile` like any module. A call passes the other inputs as NumPy arrays, without copies, and wraps the
+outputs as tensors. The weights are checked on every call (same tensors, no in-place update since compiling); a
+change recompiles. A graph tilegrad cannot compile (an unsupported op, a dynamic shape, gradients needed) runs
+eagerly, after one `EagerFallbackWarning` that says why.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from . import metrics
+from .errors import TilegradError
+
+OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
+
+
+class EagerFallbackWarning(UserWarning):
+    """A graph tilegrad does not compile runs in PyTorch eagerly; the message says why."""
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, *, options: dict | None = None, mode: str | None = None):
+    """The torch.compile backend: `gm` and its example inputs in, a callable over tensors out."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TilegradError(f"torch.compile options {unknown} are not tilegrad's; it takes {', '.join(OPTIONS)}")
+    if mode not in (None, "default"):
+        raise TilegradError(f"torch.compile mode={mode!r} is Inductor's; the tilegrad backend takes options instead")
+    return CompiledGraph(gm, list(example_inputs), options)
+
+
+class CompiledGraph:
+    """A dynamo graph as a callable over tensors: its native module, or the graph itself when tilegrad cannot
+    compile it."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: dict):
+        self.gm, self.options = gm, options
+        self.weights = {i: t for i, t in enumerate(example_inputs) if _is_weight(t)}
+        self.user = [i for i in range(len(example_inputs)) if i not in self.weights]
+        self.versions: dict[int, int] = {}
+        self.module = self._compile(example_inputs)
+
+    def _compile(self, example_inputs: list):
+        why = _eager_reason(example_inputs)
+        if why is None:
+            from . import api
+
+            self.versions = {i: _version(t) for i, t in self.weights.items()}
+            frozen = _Frozen(self.gm, self.weights, len(example_inputs))
+            try:
+                module = api.compile(frozen, tuple(example_inputs[i] for i in self.user), **self.options)
+            except TilegradError as exc:
+                why = " ".join(str(exc).split())
+            else:
+                metrics.bump("torch_backend.compiled")
+                return module
+        metrics.bump("torch_backend.eager")
+        warnings.warn(f"tilegrad runs this graph eagerly: {why}", EagerFallbackWarning, stacklevel=2)
+        return None
+
+    def __call__(self, *args):
+        if self.module is None:
+            return self.gm(*args)
+        if any(args[i] is not t or _version(t) != self.versions[i] for i, t in self.weights.items()):
+            self.weights = {i: args[i] for i in self.weights}
+            self.module = self._compile(list(args))
+            if self.module is None:
+                return self.gm(*args)
+        outs = self.module(*(_array(args[i]) for i in self.user))
+        return tuple(torch.from_numpy(y) for y in (outs if isinstance(outs, list) else [outs]))
+
+
+class _Frozen(torch.nn.Module):
+    """The dynamo graph with its weights held as buffers, so that export sees them as constants; it takes the
+    other inputs only."""
+
+    def __init__(self, gm: torch.fx.GraphModule, weights: dict[int, torch.Tensor], arity: int):
+        super().__init__()
+        self.gm, self.arity = gm, arity
+        self.slots = sorted(weights)
+        for i in self.slots:
+            self.register_buffer(f"weight_{i}", weights[i].detach())
+
+    def forward(self, *inputs):
+        given = iter(inputs)
+        weights = {i: getattr(self, f"weight_{i}") for i in self.slots}
+        return self.gm(*(weights[i] if i in weights else next(given) for i in range(self.arity)))
+
+
+def _is_weight(t) -> bool:
+    """A parameter or buffer of the compiled module: dynamo marks those it passes as graph inputs."""
+    return isinstance(t, torch.Tensor) and (isinstance(t, torch.nn.Parameter)
+                                            or getattr(t, "_dynamo_static_input_type", None) is not None)
+
+
+def _eager_reason(example_inputs: list) -> str | None:
+    """Why the graph must run eagerly, or None when tilegrad can compile it."""
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        return ("the graph has dynamic shapes; tilegrad compiles static shapes: use "
+                "torch.compile(..., dynamic=False)")
+    if any(t.device.type != "cpu" for t in example_inputs):
+        return "the graph's tensors are not on the CPU, tilegrad's target"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in example_inputs):
+        return ("the graph needs gradients and tilegrad compiles inference: call the model under torch.no_grad() "
+                "or torch.inference_mode()")
+    return None
+
+
+def _version(t: torch.Tensor) -> int:
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors have no version counter, and cannot be updated in place
+        return 0
+
+
+def _array(t: torch.Tensor):
+    t = t.detach()
+    return (t if t.is_contiguous() else t.contiguous()).numpy()
