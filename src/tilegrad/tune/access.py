@@ -123,9 +123,9 @@ class IndexMap:
     span: tuple[E.Expr, ...]
     unit: tuple[E.Expr, ...]
 
-    def moves(self, i: int) -> E.Expr:
+    def moves(self, i: int, nest: Nest) -> E.Expr:
         """Whether the index varies along loop i over its iterations."""
-        return self.span[i].ne(0)
+        return self.span[i].ne(0) | (self.unit[i].ne(0) & (nest.extents[i] > 1))
 
     def reads(self, i: int) -> E.Expr:
         """Whether the index reads loop i's variable at all (also for a loop of one iteration)."""
@@ -186,13 +186,14 @@ class BufferUse:
         self.writes = any(a.write for a in accesses)
         self.occurrences = sum(a.count for a in accesses)
         self._strides = _row_major_strides(buffer.shape)
+        self._footprints: dict[int, E.Expr] = {}
 
     def moves(self, i: int) -> E.Expr:
         """Whether any access of the buffer varies along loop i."""
         out = E.Const(False, "bool")
         for maps in self.maps:
             for m in maps:
-                out = out | m.moves(i)
+                out = out | m.moves(i, self.nest)
         return out
 
     def extents(self, level: int) -> list[E.Expr]:
@@ -215,7 +216,10 @@ class BufferUse:
 
     def footprint(self, level: int) -> E.Expr:
         """Distinct elements touched while loops `level..` vary."""
-        return product(self.extents(level))
+        out = self._footprints.get(level)
+        if out is None:
+            out = self._footprints[level] = product(self.extents(level))
+        return out
 
     def unique_lines(self) -> E.Expr:
         ext = self.extents(0)

@@ -165,6 +165,7 @@ class _StoreAnalysis:
         self.target = self.uses[0]
         n = len(site.loops)
         self.spatial = [self._target_reads(i) for i in range(n)]
+        self._inside: dict[int, E.Expr] = {}
 
     # -- operation counts (per iteration) ------------------------------------------------------------------------
     def _add(self, key: str, amount) -> None:
@@ -300,7 +301,10 @@ class _StoreAnalysis:
 
     def _bytes_inside(self, level: int) -> E.Expr:
         """Bytes of distinct elements the store touches while the loops from `level` inwards run."""
-        return total(u.footprint(level) * u.eb for u in self.uses)
+        out = self._inside.get(level)
+        if out is None:
+            out = self._inside[level] = total(u.footprint(level) * u.eb for u in self.uses)
+        return out
 
     def _curve(self) -> dict[str, E.Expr]:
         """Arithmetic intensity (float ops per byte touched) of the k innermost loops, k = 1..CURVE_POINTS."""

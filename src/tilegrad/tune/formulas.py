@@ -41,7 +41,7 @@ class FeatureFormulas:
         start = time.perf_counter()
         self.rows: FeatureRows = extract(kernel)
         exprs = [e for row in self.rows.rows for e in row]
-        free = sorted({v.name for e in exprs for v in E.free_vars(e)})
+        self.source, self.n_nodes, free = generate_source(exprs)
         if variables is None:
             self.variables = tuple(free)
         else:
@@ -50,7 +50,6 @@ class FeatureFormulas:
             if missing:
                 raise ValueError(f"the features of kernel {kernel.name} depend on {missing}, which are not among "
                                  f"the variables {list(self.variables)}")
-        self.source, self.n_nodes = generate_source(exprs)
         namespace: dict = {"np": np}
         exec(compile(self.source, f"<features of {kernel.name}>", "exec"), namespace)
         self._fn = namespace["features"]
@@ -81,11 +80,14 @@ class FeatureFormulas:
         return out.transpose(2, 0, 1)
 
 
-def generate_source(exprs: list[E.Expr]) -> tuple[str, int]:
-    """Python source of `def features(env, out)`: out[k] = value of exprs[k], one line per distinct node."""
+def generate_source(exprs: list[E.Expr]) -> tuple[str, int, list[str]]:
+    """Python source of `def features(env, out)` setting out[k] to the value of exprs[k], one line per distinct
+    node; also the number of those nodes and the names of the variables read. Each temporary array is deleted
+    after its last use, which keeps the working set of a large batch small."""
     names: dict[E.Expr, str] = {}
+    variables: set[str] = set()
     by_id: dict[int, str] = {}
-    lines = ["def features(env, out):"]
+    steps: list[tuple[str, list[str]]] = []  # (statement, temporaries it reads)
 
     def emit(e: E.Expr) -> str:
         hit = by_id.get(id(e))
@@ -96,18 +98,27 @@ def generate_source(exprs: list[E.Expr]) -> tuple[str, int]:
         hit = names.get(e)
         if hit is None:
             if type(e) is E.Var:
-                code = f"env[{e.name!r}]"
+                variables.add(e.name)
+                code, reads = f"env[{e.name!r}]", []
             else:
                 args = [emit(k) for k in e.children()]
-                code = _call(e, args)
+                code, reads = _call(e, args), [a for a in args if a.startswith("t")]
             hit = names[e] = f"t{len(names)}"
-            lines.append(f"    {hit} = {code}")
+            steps.append((f"{hit} = {code}", reads))
         by_id[id(e)] = hit
         return hit
 
     for k, e in enumerate(exprs):
-        lines.append(f"    out[{k}] = {emit(e)}")
-    return "\n".join(lines) + "\n", len(names)
+        value = emit(e)
+        steps.append((f"out[{k}] = {value}", [value] if value.startswith("t") else []))
+    last = {t: i for i, (_, reads) in enumerate(steps) for t in reads}
+    lines = ["def features(env, out):"]
+    for i, (stmt, reads) in enumerate(steps):
+        lines.append(f"    {stmt}")
+        dead = sorted({t for t in reads if last[t] == i})
+        if dead:
+            lines.append(f"    del {', '.join(dead)}")
+    return "\n".join(lines) + "\n", len(names), sorted(variables)
 
 
 def _literal(c: E.Const) -> str:
