@@ -22,7 +22,7 @@ def run_reference(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             raise ShapeError(f"input {v.name!r}: expected {v.type}, got {a.dtype}{list(a.shape)}")
         env[id(v)] = a
     for c in g.constants + [v for v in g.outputs if v.is_constant]:
-        env[id(c)] = c.data
+        env.setdefault(id(c), c.data)  # a fused body's constant input is an input: the caller's array wins
     for n in g.nodes:
         with np.errstate(all="ignore"):
             out = lookup(n.op).reference(*(env[id(v)] for v in n.inputs), **n.attrs)
