@@ -44,3 +44,8 @@ class KernelCallError(TilegradError):
 
 class MeasureError(TilegradError):
     """A timing that could not be taken (crash, timeout, bad result)."""
+
+
+class RecordsError(TilegradError):
+    """A tuning records database that cannot be used: not a records file, another schema, corrupt; the message
+    names the path."""

@@ -85,7 +85,7 @@ def time_kernel(
 ) -> TimingResult:
     """Time `kernel` on `arrays` in this process (a crash here is a crash of the caller)."""
     args = kernel.pack(arrays)
-    tg_time = harness(build(_HARNESS, cfg=kernel.cfg))
+    tg_time = harness(harness_library(kernel.cfg))
     costs = measure(tg_time, kernel.function_address, args, kernel.num_threads, warmup, repeats, min_repeat_s)
     return TimingResult(costs)
 
@@ -109,14 +109,14 @@ def time_in_subprocess(
     cfg = cfg or config.get()
     _check_budget(warmup, repeats, min_repeat_s)
     try:
-        harness_library = build(_HARNESS, cfg=cfg)
+        harness_path = harness_library(cfg)
     except TilegradError as e:
         return TimingResult((), error=str(e))
     request = {
         "library": str(library),
         "name": name,
         "params": [[p.name, list(p.shape), p.dtype] for p in params],
-        "harness": str(harness_library),
+        "harness": str(harness_path),
         "num_threads": cfg.num_threads,
         "warmup": warmup,
         "repeats": repeats,
@@ -124,6 +124,11 @@ def time_in_subprocess(
         "seed": seed,
     }
     return _run_worker(request, timeout_s)
+
+
+def harness_library(cfg: Config | None = None) -> Path:
+    """The timing harness built with `cfg`'s compiler and flags (so it shares the kernels' OpenMP runtime)."""
+    return build(_HARNESS, cfg=cfg or config.get())
 
 
 def harness(library: Path) -> TimeFn:

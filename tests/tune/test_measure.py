@@ -1,0 +1,162 @@
+import math
+import pickle
+import statistics
+
+import numpy as np
+import pytest
+
+from tilegrad import config
+from tilegrad.executor import node_compute
+from tilegrad.ir.graph import GraphBuilder
+from tilegrad.passes import optimize
+from tilegrad.schedule import Schedule, Step, Trace
+from tilegrad.te import expr as E
+from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult, _WithoutWeights
+from tilegrad.tune.task import extract_tasks
+
+REPEATS = 2
+
+
+def matmul_task(m=32, k=24, n=16):
+    b = GraphBuilder()
+    g = b.build(b.op("matmul", b.input("x", (m, k)), b.input("w", (k, n))))
+    return extract_tasks(g)[0]
+
+
+def tiled(task, tile_i: int, tile_j: int) -> Trace:
+    """A valid schedule of the matmul task: tiles of tile_i x tile_j, the inner j loop vectorised."""
+    sch = Schedule(task.compute()[1])
+    c = sch.outputs[0]
+    i_0, i_1 = sch.split(c, "i", tile_i)
+    j_0, j_1 = sch.split(c, "j", tile_j)
+    sch.reorder(c, i_0, j_0, "k", i_1, j_1)
+    sch.vectorize(c, j_1)
+    return sch.trace
+
+
+# Kernels for `source_override`: the matmul task's parameters are x (32, 24), w (24, 16), out (32, 16).
+CRASH = "void candidate(void **args) { volatile float *nowhere = 0; *nowhere = 1.0f; }"
+ABORT = "#include <stdlib.h>\nvoid candidate(void **args) { abort(); }"
+HANG = "void candidate(void **args) { volatile int spin = 1; while (spin) {} }"
+ZEROS = "void candidate(void **args) { float *out = args[2]; for (int i = 0; i < 32 * 16; ++i) out[i] = 0.0f; }"
+UNWRITTEN = "void candidate(void **args) { (void)args; }"
+NOT_C = "void candidate(void **args) { this is not C; }"
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    with config.override(cache_dir=tmp_path_factory.mktemp("cache")) as cfg:
+        yield cfg
+
+
+@pytest.fixture(scope="module")
+def measurer(cfg):
+    with Measurer(builders=2, repeats=REPEATS, min_repeat_s=0.001, timeout_s=2.0, check_fraction=1.0, cfg=cfg) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def task():
+    return matmul_task()
+
+
+def test_valid_candidates_give_costs(measurer, task):
+    traces = [task.default_trace()] + [tiled(task, ti, tj) for ti, tj in [(4, 8), (8, 16), (16, 4), (32, 8)]]
+    results = measurer.measure([MeasureInput(task, tr) for tr in traces])
+    for r in results:
+        assert r.valid, r.error
+        assert len(r.costs) == REPEATS and all(0 < c < 1 for c in r.costs)
+        assert r.checked and r.build_s > 0 and r.run_s > 0
+        assert r.latency == statistics.median(r.costs)
+
+
+def test_crashing_and_hanging_candidates_fail_and_the_batch_goes_on(measurer, task):
+    good = tiled(task, 8, 8)
+    batch = [MeasureInput(task, good), MeasureInput(task, good, source_override=CRASH),
+             MeasureInput(task, good, source_override=HANG), MeasureInput(task, good, source_override=ABORT),
+             MeasureInput(task, good), MeasureInput(task, tiled(task, 4, 16))]
+    results = measurer.measure(batch)
+    assert [r.error_kind for r in results] == [None, "crash", "timeout", "crash", None, None]
+    assert "SIGSEGV" in results[1].error and "SIGABRT" in results[3].error
+    assert results[2].error.startswith("timeout after 2 s")
+    for failed in results[1:4]:
+        assert failed.costs == () and failed.latency == math.inf and not failed.valid
+    assert all(r.costs for r in results[4:])
+
+
+def test_wrong_results_are_caught(measurer, task, monkeypatch):
+    good = tiled(task, 8, 8)
+    zeros, unwritten = measurer.measure([MeasureInput(task, good, source_override=ZEROS),
+                                         MeasureInput(task, good, source_override=UNWRITTEN)])
+    assert zeros.error_kind == "wrong" and zeros.checked and "elements differ from the reference" in zeros.error
+    assert unwritten.error_kind == "wrong"  # its outputs keep the NaN they were poisoned with
+
+    fresh = matmul_task(16, 8, 8)  # a task whose reference is not cached yet
+    monkeypatch.setattr(type(fresh), "reference", lambda self, inputs: [inputs[0] @ inputs[1] + 0.01])
+    assert measurer.measure_one(fresh, fresh.default_trace()).error_kind == "wrong"
+
+
+def test_lowering_and_compiler_errors_are_results(measurer, task):
+    bad_step = Trace((Step.make("split", stage="matmul", loop="nowhere", factor=4),))
+    symbolic = Trace((Step.make("split", stage="matmul", loop="i", factor=E.Var("tile_i", 1, 32)),))
+    results = measurer.measure([MeasureInput(task, bad_step), MeasureInput(task, symbolic),
+                                MeasureInput(task, task.default_trace(), source_override=NOT_C),
+                                MeasureInput(task, task.default_trace())])
+    assert [r.error_kind for r in results] == ["lower", "lower", "build", None]
+    assert "ScheduleError" in results[0].error and "nowhere" in results[0].error
+    assert "unbound variables: tile_i" in results[1].error
+    assert "C compiler failed" in results[2].error
+    assert set(r.error_kind for r in results[:3]) <= set(ERROR_KINDS)
+
+
+def test_a_sample_of_candidates_is_checked(cfg, task):
+    with Measurer(builders=1, repeats=1, min_repeat_s=0.0, check_fraction=0.25, cfg=cfg) as m:
+        results = m.measure([MeasureInput(task, task.default_trace(), source_override=ZEROS)] * 9)
+    assert [r.checked for r in results] == [True, False, False, False, True, False, False, False, True]
+    assert all(r.error_kind == ("wrong" if r.checked else None) for r in results)
+
+
+def test_fused_task_is_shipped_without_its_weights_and_checks_against_its_reference(measurer):
+    b = GraphBuilder()
+    x = b.input("x", (8, 64))
+    w = b.const(np.random.default_rng(0).standard_normal((64, 256)).astype("float32"), "w")
+    g, _ = optimize(b.build(b.op("relu", b.op("matmul", x, w))), 2)
+    (task,) = extract_tasks(g)
+    assert task.node.op == "fused"
+    blob = pickle.dumps(task.node)
+    light = _pickle_without_weights(task.node)
+    assert len(light) < len(blob) // 10
+    node = pickle.loads(light)
+    body = node.attrs["body"]
+    assert all(v.data is None for v in node.inputs + body.inputs)
+    assert body.nodes[0].inputs[1] is body.inputs[1]  # identities within the body survive
+    assert [t.shape for t in node_compute(node)[1]] == [t.shape for t in task.compute()[1]]
+    result = measurer.measure_one(task, task.default_trace())
+    assert result.valid and result.checked, result.error
+
+
+def test_results_sort_failures_last():
+    assert MeasureResult((3.0, 1.0, 2.0)).latency == 2.0
+    assert MeasureResult((), "crash", "boom").latency == math.inf
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="check_fraction"):
+        Measurer(check_fraction=2.0)
+
+
+def _pickle_without_weights(node) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    _WithoutWeights(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(node)
+    return buf.getvalue()
+
+
+def test_a_build_over_its_time_limit_is_a_timeout(measurer, task, monkeypatch):
+    monkeypatch.setattr(measurer, "build_timeout_s", 0.02)  # gcc takes longer than that to start
+    slow = MeasureInput(task, task.default_trace(), source_override=ZEROS + "/* not in the build cache */")
+    (result,) = measurer.measure([slow])
+    assert result.error_kind == "timeout" and result.error.startswith("build timeout after 0.02 s")
+    monkeypatch.undo()
+    assert measurer.measure_one(task, tiled(task, 16, 16)).valid
