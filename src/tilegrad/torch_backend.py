@@ -93,7 +93,11 @@ class _Frozen(torch.nn.Module):
     def forward(self, *inputs):
         given = iter(inputs)
         weights = {i: getattr(self, f"weight_{i}") for i in self.slots}
-        return self.gm(*(weights[i] if i in weights else next(given) for i in range(self.arity)))
+        args = [weights[i] if i in weights else next(given) for i in range(self.arity)]
+        # Run node by node with each node's metadata current, so that the exported nodes keep the user's source
+        # lines and submodules (for error messages) rather than the generated code's.
+        with torch.fx.traceback.preserve_node_meta():
+            return torch.fx.Interpreter(self.gm).run(*args)
 
 
 def _is_weight(t) -> bool:

@@ -22,6 +22,7 @@ import torch
 
 from ..errors import ShapeError, UnsupportedFeatureError, UnsupportedOpError
 from ..ir.graph import Graph, GraphBuilder, Value
+from ..ir.registry import TensorType
 
 TORCH_OPS: dict[str, Callable] = {}
 
@@ -123,7 +124,7 @@ def import_torch(module: torch.nn.Module, example_inputs: Sequence) -> Graph:
 
 def import_exported(program: torch.export.ExportedProgram) -> Graph:
     """The Graph of an exported (and decomposed) program."""
-    from . import torch_ops  # noqa: F401  (fills TORCH_OPS)
+    from . import torch_nn_ops, torch_ops  # noqa: F401  (fill TORCH_OPS)
 
     _check_static(program.graph_module.graph)
     _check_mutations(program)
@@ -136,8 +137,7 @@ class _Importer:
         self.b = TorchBuilder()
         self.env: dict[str, Any] = {}  # fx node name -> Value, tuple of them, _Missing or a Python value
         self.tensors: dict[int, torch.Tensor] = {}  # id(constant Value) -> its tensor (for folding)
-        self.unsupported: dict[str, list[str]] = {}  # op -> where it is used
-        self.poisoned: set[str] = set()  # fx nodes not converted (unsupported, or reading one that is not)
+        self.unsupported: dict[str, list[str]] = {}  # op (and why, for a use that is) -> where it is used
         self.inputs: set[int] = set()  # id(Value) of the graph's inputs
 
     def run(self) -> Graph:
@@ -186,11 +186,8 @@ class _Importer:
     def _call(self, node) -> None:
         target = node.target
         args, kwargs = self._arguments(node)
-        if any(a.name in self.poisoned for a in node.all_input_nodes):
-            self.poisoned.add(node.name)
-            return
         if target is operator.getitem:
-            self.env[node.name] = self._item(node, *args)
+            self._item(node, *args)
             return
         packet = getattr(target, "overloadpacket", None)
         if packet is not None and packet.__name__ in IGNORED:
@@ -200,8 +197,7 @@ class _Importer:
             return
         fn = _handler(target)
         if fn is None:
-            self.unsupported.setdefault(_op_name(target), []).append(location(node))
-            self.poisoned.add(node.name)
+            self._unsupported(node, _op_name(target))
             return
         self.b.val = node.meta.get("val")
         for val in torch.utils._pytree.tree_leaves(self.b.val):
@@ -211,21 +207,33 @@ class _Importer:
         try:
             out = fn(self.b, node.name, *positional, **keywords)
         except UnsupportedFeatureError as exc:
-            raise UnsupportedFeatureError(f"{_op_name(target)} at {location(node)}: {exc}") from None
+            self._unsupported(node, f"{_op_name(target)} ({exc})")
+            return
         _check_result(node, out)
         self.env[node.name] = out
+
+    def _unsupported(self, node, what: str) -> None:
+        """Note an op that cannot be converted, and let its outputs stand in as values of the right types, so that
+        the import goes on and finds every other unsupported op too."""
+        self.unsupported.setdefault(what, []).append(location(node))
+
+        def stand_in(val):
+            if not isinstance(val, torch.Tensor):
+                return val
+            return Value(node.name, TensorType(tuple(int(d) for d in val.shape), dtype_name(val.dtype)))
+        self.env[node.name] = torch.utils._pytree.tree_map(stand_in, node.meta.get("val"))
 
     def _arguments(self, node) -> tuple[tuple, dict]:
         def value(a):
             return self.env.get(a.name) if isinstance(a, torch.fx.Node) else a
         return torch.fx.node.map_aggregate(node.args, value), torch.fx.node.map_aggregate(node.kwargs, value)
 
-    def _item(self, node, seq, index):
+    def _item(self, node, seq, index) -> None:
         out = seq[index]
         if isinstance(out, _Missing):
-            self.unsupported.setdefault(out.what, []).append(location(node))
-            self.poisoned.add(node.name)
-        return out
+            self._unsupported(node, out.what)
+        else:
+            self.env[node.name] = out
 
     def _foldable(self, target, args, kwargs) -> bool:
         """True when PyTorch can evaluate the node now: every tensor argument is a constant and the op is not

@@ -1,5 +1,5 @@
-"""ATen ops mapped onto the registry: one small function each, taking the op's arguments in schema order (ATen's
-defaults as Python defaults). `b.val` is what PyTorch says the node gives, so a mapping reads the output shape
+"""ATen's element-wise, reduction and shape ops mapped onto the registry (`torch_nn_ops.py` has the layers): one
+small function each, taking the op's arguments in schema order (ATen's defaults as Python defaults). `b.val` is what PyTorch says the node gives, so a mapping reads the output shape
 (a view's target, an expand's size) from it rather than re-deriving PyTorch's rules. Scalars promote as in
 PyTorch: the operands are cast to the dtype `torch.result_type` gives before a registry op sees them."""
 
@@ -14,7 +14,6 @@ from ..errors import UnsupportedFeatureError
 from ..ir.graph import Value
 from .torch import TorchBuilder as B
 from .torch import _Missing, dtype_name, torch_dtype, torch_op
-from .transposed_conv import transposed_as_conv
 
 INT64_MAX = 2**63 - 1
 
@@ -276,170 +275,6 @@ torch_op("tril")(_triangle(0))
 torch_op("triu")(_triangle(1))
 
 
-# ---- matrix products and convolution ----
-
-@torch_op("linear")
-def _linear(b: B, name, x, w, bias=None):
-    if len(x.shape) == 2:
-        return b.op("gemm", x, w, *([bias] if bias is not None else []), name=name, trans_b=1)
-    wt = (b.const(np.ascontiguousarray(w.data.T), f"{name}_weight_t") if w.is_constant
-          else b.op("transpose", w, name=f"{name}_weight_t", perm=(1, 0)))
-    out = b.op("matmul", x, wt, name=name if bias is None else f"{name}_matmul")
-    return out if bias is None else b.op("add", out, bias, name=name)
-
-
-@torch_op("addmm")
-def _addmm(b: B, name, c, x, w, *, beta=1, alpha=1):
-    return b.op("gemm", x, w, c, name=name, alpha=float(alpha), beta=float(beta))
-
-
-@torch_op("mm", "bmm", "matmul")
-def _matmul(b: B, name, x, y):
-    return b.op("matmul", x, y, name=name)
-
-
-def _per_axis(values, nd: int) -> tuple[int, ...]:
-    values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
-    return values * nd if len(values) == 1 else values
-
-
-@torch_op("convolution")
-def _convolution(b: B, name, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    nd = len(x.shape) - 2
-    strides, dilations = _per_axis(stride, nd), _per_axis(dilation, nd)
-    pads = _per_axis(padding, nd) * 2
-    inputs = (x, w) if bias is None else (x, w, bias)
-    if not transposed:
-        return b.op("conv", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=groups)
-    extra = _per_axis(output_padding, nd)
-    as_conv = transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, extra, groups)
-    if as_conv is not None:
-        return as_conv
-    return b.op("conv_transpose", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=groups,
-                output_padding=extra)
-
-
-# ---- normalisation, softmax, attention ----
-
-@torch_op("_native_batch_norm_legit_no_training")
-def _batch_norm(b: B, name, x, weight, bias, mean, var, momentum, eps):
-    channels = x.shape[1]
-    scale = b.const(np.ones(channels, x.dtype), f"{name}_scale") if weight is None else weight
-    shift = b.const(np.zeros(channels, x.dtype), f"{name}_shift") if bias is None else bias
-    out = b.op("batch_norm", x, scale, shift, mean, var, name=name, epsilon=float(eps))
-    return out, _Missing("the saved mean of a batch norm"), _Missing("the saved variance of a batch norm")
-
-
-@torch_op("native_layer_norm")
-def _native_layer_norm(b: B, name, x, normalized_shape, weight, bias, eps):
-    out = _layer_norm(b, name, x, normalized_shape, weight, bias, eps)
-    return out, _Missing("the mean of a layer norm"), _Missing("the inverse deviation of a layer norm")
-
-
-@torch_op("layer_norm")
-def _layer_norm(b: B, name, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    axis = -len(normalized_shape)
-    if weight is None and bias is not None:
-        weight = b.const(np.ones(tuple(normalized_shape), x.dtype), f"{name}_scale")
-    inputs = tuple(v for v in (weight, bias) if v is not None)
-    return b.op("layer_norm", x, *inputs, name=name, axis=axis, epsilon=float(eps))
-
-
-def _softmax(op):
-    def convert(b: B, name, x, dim, half_to_float=False, dtype=None):
-        x = b.cast(x, b.out_dtype, name)
-        return b.op(op, x, name=name, axis=_axis(dim, len(x.shape)))
-    return convert
-
-
-torch_op("_softmax", "softmax")(_softmax("softmax"))
-torch_op("_log_softmax", "log_softmax")(_softmax("log_softmax"))
-
-
-@torch_op("scaled_dot_product_attention")
-def _attention(b: B, name, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    """softmax(q k^T * scale + mask) v, the math PyTorch's reference implementation does."""
-    if dropout_p:
-        raise UnsupportedFeatureError("attention dropout; tilegrad compiles inference: call module.eval()")
-    if enable_gqa and q.shape[-3:-2] != k.shape[-3:-2]:
-        raise UnsupportedFeatureError("grouped-query attention (enable_gqa with fewer key heads) is not supported")
-    rank = len(k.shape)
-    perm = (*range(rank - 2), rank - 1, rank - 2)
-    scores = b.op("matmul", q, b.op("transpose", k, name=f"{name}_keys_t", perm=perm), name=f"{name}_scores")
-    factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = b.op("mul", scores, b.scalar(factor, scores.dtype, f"{name}_scale"), name=f"{name}_scaled")
-    if is_causal:
-        lq, lk = q.shape[-2], k.shape[-2]
-        attn_mask = b.const(np.tril(np.ones((lq, lk), bool)), f"{name}_causal")
-    if attn_mask is not None and attn_mask.dtype == "bool":
-        lowest = b.scalar(-math.inf, scores.dtype, f"{name}_masked")
-        scores = b.op("where", attn_mask, scores, lowest, name=f"{name}_masked")
-    elif attn_mask is not None:
-        scores = b.op("add", scores, b.cast(attn_mask, scores.dtype, f"{name}_mask"), name=f"{name}_masked")
-    weights = b.op("softmax", scores, name=f"{name}_weights", axis=-1)
-    return b.op("matmul", weights, v, name=name)
-
-
-# ---- pooling and resizing ----
-
-def _max_pool(b: B, name, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    nd = len(kernel_size)
-    kernel = tuple(kernel_size)
-    out = b.op("max_pool", x, name=name, kernel_shape=kernel, strides=_per_axis(stride or kernel, nd),
-               pads=_per_axis(padding, nd) * 2, dilations=_per_axis(dilation, nd), ceil_mode=int(ceil_mode))
-    return out, _Missing("the indices of a max pool")
-
-
-torch_op("max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices")(_max_pool)
-
-
-@torch_op("max_pool1d", "max_pool2d", "max_pool3d")
-def _max_pool_values(b: B, name, *args):
-    return _max_pool(b, name, *args)[0]
-
-
-@torch_op("avg_pool1d", "avg_pool2d", "avg_pool3d")
-def _avg_pool(b: B, name, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
-    if divisor_override is not None:
-        raise UnsupportedFeatureError("average pooling with divisor_override is not supported")
-    nd = len(kernel_size)
-    kernel = tuple(kernel_size)
-    return b.op("avg_pool", x, name=name, kernel_shape=kernel, strides=_per_axis(stride or kernel, nd),
-                pads=_per_axis(padding, nd) * 2, dilations=(1,) * nd, ceil_mode=int(ceil_mode),
-                count_include_pad=int(count_include_pad))
-
-
-@torch_op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d",
-          "_adaptive_avg_pool3d")
-def _adaptive_avg_pool(b: B, name, x, output_size):
-    sizes, out = x.shape[2:], _per_axis(output_size, len(x.shape) - 2)
-    if all(o == 1 for o in out):
-        return b.op("global_avg_pool", x, name=name)
-    if any(n % o for n, o in zip(sizes, out)):
-        raise UnsupportedFeatureError(f"adaptive average pooling of spatial size {list(sizes)} to {list(out)}: "
-                                      f"only sizes that divide evenly are supported")
-    kernel = tuple(n // o for n, o in zip(sizes, out))
-    return b.op("avg_pool", x, name=name, kernel_shape=kernel, strides=kernel, pads=(0,) * (2 * len(kernel)),
-                dilations=(1,) * len(kernel))
-
-
-@torch_op("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
-def _upsample_nearest(b: B, name, x, output_size=None, scale_factors=None):
-    if scale_factors and any(n * f != o for n, f, o in zip(x.shape[2:], scale_factors, b.out_shape[2:])):
-        raise UnsupportedFeatureError(f"nearest upsampling by the fractional factors {list(scale_factors)}")
-    return b.op("resize", x, name=name, sizes=b.out_shape, mode="nearest", transform="asymmetric",
-                nearest_mode="floor")
-
-
-@torch_op("upsample_bilinear2d")
-def _upsample_bilinear(b: B, name, x, output_size=None, align_corners=False, scale_factors=None):
-    if scale_factors and any(n * f != o for n, f, o in zip(x.shape[2:], scale_factors, b.out_shape[2:])):
-        raise UnsupportedFeatureError(f"bilinear upsampling by the fractional factors {list(scale_factors)}")
-    return b.op("resize", x, name=name, sizes=b.out_shape, mode="linear",
-                transform="align_corners" if align_corners else "pytorch_half_pixel")
-
-
 # ---- reductions ----
 
 def _reduce(op):
@@ -497,6 +332,17 @@ def _var(b: B, name, x, dim=None, *, correction=None, keepdim=False):
 @torch_op("cumsum")
 def _cumsum(b: B, name, x, dim, *, dtype=None):
     return b.op("cumsum", b.cast(x, b.out_dtype, name), name=name, axis=_axis(dim, len(x.shape)))
+
+
+def _softmax(op):
+    def convert(b: B, name, x, dim, half_to_float=False, dtype=None):
+        x = b.cast(x, b.out_dtype, name)
+        return b.op(op, x, name=name, axis=_axis(dim, len(x.shape)))
+    return convert
+
+
+torch_op("_softmax", "softmax")(_softmax("softmax"))
+torch_op("_log_softmax", "log_softmax")(_softmax("log_softmax"))
 
 
 # ---- shapes and indexing ----
