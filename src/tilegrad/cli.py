@@ -1,4 +1,5 @@
-"""The `tilegrad` command: compile, run, bench and info for ONNX models and saved modules.
+"""The `tilegrad` command: compile, run, bench and info for ONNX models (compile, run and bench also for PyTorch
+models given as `path/to/file.py:factory`, see `frontend/model_spec.py`) and saved modules.
 
 Every subcommand prints a short human report and exits 0; a mistake the user can fix (a bad file, an unsupported
 op, a missing or misshapen input) is one line `tilegrad: error: ...` on stderr and exit status 2. `--debug`
@@ -25,6 +26,8 @@ USER_ERROR = 2
 PEERS = ("onnxruntime", "torch")
 TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
                  "(converting one needs onnx2torch, which tilegrad does not depend on)")
+MODEL_HELP = "the .onnx file, or a PyTorch model as path/to/file.py:factory (see --input-shape)"
+ONNXRUNTIME_SKIPPED = "skipped: a PyTorch model has no ONNX file to run (export one with torch.onnx.export)"
 
 
 class UsageError(TilegradError):
@@ -61,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="show debug logging and raise errors with their traceback")
     shapes = argparse.ArgumentParser(add_help=False)
     shapes.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                        help="fix the shape of an input with symbolic dimensions (repeatable)")
+                        help="fix the shape of an input with symbolic dimensions; for a PyTorch model "
+                             "(file.py:factory), the shape of forward's argument NAME (repeatable)")
     passes = argparse.ArgumentParser(add_help=False)
     passes.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=None,
                         help="graph passes to run: 0 none (one kernel per op) up to 3 (default 2)")
@@ -70,20 +74,22 @@ def _parser() -> argparse.ArgumentParser:
     passes.add_argument("--explain", action="store_true",
                         help="print what each graph pass changed, the kernel count and the intermediate memory")
 
-    p = argparse.ArgumentParser(prog="tilegrad", description="A deep-learning compiler for ONNX models.")
+    p = argparse.ArgumentParser(prog="tilegrad", description="A deep-learning compiler for ONNX and PyTorch "
+                                "models.")
     p.add_argument("--debug", action="store_true", help="show debug logging and raise errors with their traceback")
     sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     c = sub.add_parser("compile", parents=[common, shapes, passes],
                        help="compile an ONNX model into a module directory",
                        description="Compile an ONNX model and save the native module to a directory.")
-    c.add_argument("model", help="the .onnx file")
+    c.add_argument("model", help=MODEL_HELP)
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to save the module to")
     c.set_defaults(command=_compile)
 
     r = sub.add_parser("run", parents=[common, shapes, passes], help="run a module directory or an ONNX model",
                        description="Run a saved module (or compile and run an .onnx file) on inputs from .npy files.")
-    r.add_argument("model", help="a module directory saved by `tilegrad compile`, or an .onnx file")
+    r.add_argument("model", help="a module directory saved by `tilegrad compile`, an .onnx file or a PyTorch "
+                                 "file.py:factory")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input array (repeatable); the name may be left out when the model has one input")
     r.add_argument("-o", "--output", metavar="FILE.npz", help="save the outputs here, keyed by output name")
@@ -91,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", parents=[common, shapes, passes], help="median latency, against other runtimes",
                        description="Median latency of the compiled model on random inputs, beside other runtimes.")
-    b.add_argument("model", help="the .onnx file")
+    b.add_argument("model", help=MODEL_HELP)
     b.add_argument("--against", default="", metavar="PEER[,PEER]",
                    help=f"runtimes to compare with, comma-separated: {', '.join(PEERS)}")
     b.add_argument("--repeats", type=int, default=10, metavar="N", help="timed repeats (default 10)")
@@ -128,20 +134,20 @@ def _print_buffers(title: str, specs) -> None:
 
 
 def _compile_model(args):
-    """(ModelProto, Module, seconds) for `args.model`, under the pass flags; with --explain, say what the passes
+    """(ModelSpec, Module, seconds) for `args.model`, under the pass flags; with --explain, say what the passes
     did before the command's own report."""
     from . import api
 
     opt_level = 2 if args.opt_level is None else args.opt_level
     _check_pass_names(args.disable_pass)
-    proto, shapes = _load(args.model, args.input_shape)
+    spec = _load(args.model, args.input_shape)
     t0 = time.perf_counter()
-    compilation = api.compile_with_report(proto, input_shapes=shapes, opt_level=opt_level,
-                                          disable_passes=args.disable_pass)
+    compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
+                                          opt_level=opt_level, disable_passes=args.disable_pass)
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)
-    return proto, compilation.module, elapsed
+    return spec, compilation.module, elapsed
 
 
 def _check_pass_names(names: Sequence[str]) -> None:
@@ -259,16 +265,18 @@ def _bench(args) -> None:
                          f"choose from {', '.join(PEERS)}")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    proto, mod, compile_s = _compile_model(args)
+    spec, mod, compile_s = _compile_model(args)
     print(f"{args.model}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in mod.spec.inputs)
           + f"; compiled in {compile_s:.2f} s; median of {args.repeats} repeats")
     ours = mod.benchmark(repeats=args.repeats)
     rows = [("tilegrad", ours, "")]
     for peer in peers:
         if peer == "onnxruntime":
-            rows.append(("onnxruntime", *_time_onnxruntime(proto, mod.spec.inputs, args.repeats)))
+            rows.append(("onnxruntime", *(_time_onnxruntime(spec.model, mod.spec.inputs, args.repeats)
+                                          if spec.kind == "onnx" else (None, ONNXRUNTIME_SKIPPED))))
         else:
-            rows.append(("torch", None, TORCH_SKIPPED))
+            rows.append(("torch", *(_time_torch(spec.model, mod.spec.inputs, args.repeats) if spec.kind == "torch"
+                                    else (None, TORCH_SKIPPED))))
     print(f"{'runtime':<12} {'median':>11}  {'tilegrad speed-up':>17}")
     for name, seconds, note in rows:
         if seconds is None:
@@ -287,15 +295,34 @@ def _time_onnxruntime(proto, specs, repeats: int, min_repeat_s: float = 0.05) ->
         session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001  (a peer failing is a row of the report, not an error of ours)
         return None, "failed: " + " ".join(str(exc).split())[:200]
+    feeds = _benchmark_inputs(specs)
+    return _median_seconds(lambda: session.run(None, feeds), repeats, min_repeat_s), ""
+
+
+def _time_torch(module, specs, repeats: int, min_repeat_s: float = 0.05) -> tuple[float | None, str]:
+    """PyTorch eager's median seconds per run of `module` on the inputs Module.benchmark uses."""
+    import torch
+
+    args = [torch.from_numpy(a) for a in _benchmark_inputs(specs).values()]
+    with torch.no_grad():
+        return _median_seconds(lambda: module(*args), repeats, min_repeat_s), ""
+
+
+def _benchmark_inputs(specs) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)  # the same seed and order as Module.benchmark
-    feeds = {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
-             else np.zeros(s.shape, s.dtype) for s in specs}
-    session.run(None, feeds)  # warm-up
+    return {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
+            else np.zeros(s.shape, s.dtype) for s in specs}
+
+
+def _median_seconds(run, repeats: int, min_repeat_s: float) -> float:
+    """Median seconds per call of `run` over `repeats` repeats, each long enough to time (at least
+    `min_repeat_s`), after a warm-up call."""
+    run()
     number = 1
     while True:  # calibrate: calls per repeat so that a repeat lasts at least min_repeat_s
         t0 = time.perf_counter()
         for _ in range(number):
-            session.run(None, feeds)
+            run()
         elapsed = time.perf_counter() - t0
         if elapsed >= min_repeat_s or number >= 1 << 20:
             break
@@ -304,9 +331,9 @@ def _time_onnxruntime(proto, specs, repeats: int, min_repeat_s: float = 0.05) ->
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(number):
-            session.run(None, feeds)
+            run()
         costs.append((time.perf_counter() - t0) / number)
-    return statistics.median(costs), ""
+    return statistics.median(costs)
 
 
 # ---- info ----
@@ -395,16 +422,20 @@ def _declared(vi) -> str:
 # ---- shared parsing and formatting ----
 
 def _load(model: str, shape_items: Sequence[str]):
-    """The ModelProto at `model` and the `--input-shape` items, checked to make every input's shape static."""
+    """The ModelSpec of `model` (an ONNX file or a PyTorch `file.py:factory`) under the `--input-shape` items,
+    checked to make every input's shape static."""
+    from .frontend.model_spec import ModelSpec, is_torch_spec, load_model_spec
     from .frontend.onnx import load_model
 
-    proto = load_model(_model_path(model))
     shapes = _input_shapes(shape_items)
+    if is_torch_spec(model):
+        return load_model_spec(model, shapes)
+    proto = load_model(_model_path(model))
     _check_shape_names(proto, shapes)
     problem = _symbolic_inputs(proto, shapes)
     if problem:
         raise UsageError(problem)
-    return proto, shapes
+    return ModelSpec("onnx", proto, None, shapes)
 
 
 def _graph_inputs(proto) -> list:
