@@ -18,8 +18,11 @@ from tilegrad.loop import lower
 from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.te import expr as E
 from tilegrad.te import nn
-from tilegrad.tune.features import FEATURE_NAMES, aggregate, extract, features
+from tilegrad.loop.ir import Store, walk
+from tilegrad.tune.features import BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, aggregate, extract, features
 from tilegrad.tune.formulas import FeatureFormulas
+
+from ..schedule.strategies import valid_schedules
 
 
 def _var(name: str, hi: int, lo: int = 1) -> E.Var:
@@ -210,6 +213,47 @@ def test_symbolic_features_are_formulas_of_the_variables():
         rows.to_numpy()
     with pytest.raises(ValueError, match="no values"):
         ff.evaluate({"tile_k": np.array([1])})
+
+
+# -- any valid schedule ----------------------------------------------------------------------------------------
+
+
+def _conv_small():
+    x, w = te.placeholder((1, 3, 7, 6), "float32", "X"), te.placeholder((4, 3, 3, 3), "float32", "W")
+    return [nn.conv2d(x, w, padding=1, name="Y")]
+
+
+def _rows_max():
+    x = te.placeholder((10, 23), "float32", "A")
+    return [nn.reduce_max(x, axis=1, name="M")]
+
+
+COMPUTES = {"matmul": lambda: [_matmul()], "conv2d": _conv_small, "row_max": _rows_max, "chain": lambda: [_chain()]}
+
+
+@pytest.mark.parametrize("compute", list(COMPUTES))
+@settings(max_examples=8)
+@given(data=st.data())
+def test_rows_of_any_valid_schedule_are_consistent(compute, data):
+    """Guards, non-divisible splits, inlining, cache reads, rfactor: one row per store, and the one-hot groups,
+    loop products and slots hold together."""
+    sch = data.draw(valid_schedules(COMPUTES[compute]))
+    kernel = lower(sch.state)
+    rows = extract(kernel)
+    x = rows.to_numpy()
+    assert x.shape[0] == sum(1 for s in walk(kernel.body) if isinstance(s, Store)) and np.isfinite(x).all()
+    for r in x:
+        f = dict(zip(FEATURE_NAMES, r))
+        assert f["spatial_prod"] * f["reduce_prod"] == f["trip_count"]
+        for short in ("vec", "unroll", "parallel"):
+            assert sum(f[f"{short}_pos_{p}"] for p in POSITIONS) == 1
+            assert (f[f"{short}_num"] == 0) == (f[f"{short}_pos_none"] == 1)
+        for k in range(BUFFER_SLOTS):
+            used = f[f"b{k}_acc_read"] + f[f"b{k}_acc_write"] + f[f"b{k}_acc_read_write"]
+            assert used == f[f"b{k}_reuse_loop"] + f[f"b{k}_reuse_serial"] + f[f"b{k}_reuse_none"] <= 1
+            if k:
+                assert f[f"b{k}_bytes"] <= f[f"b{k - 1}_bytes"]
+        assert f["output_written_once"] in (0, 1)
 
 
 # -- features respond to the schedule ---------------------------------------------------------------------------

@@ -112,24 +112,29 @@ class _Site:
     allocs: tuple[tuple[Buffer, int], ...]  # buffers allocated around the store, with the loop depth of each
 
 
-def _store_sites(s: Stmt, loops: tuple, allocs: tuple):
+def _store_sites(s: Stmt, loops: tuple, allocs: tuple, middle: dict | None = None):
+    """Each store with its loops and allocations. A loop whose extent reads enclosing loops (the partial tiles of
+    a compute_at region) is measured at the middle iteration of those loops, where tiles are whole."""
+    middle = {} if middle is None else middle
     if isinstance(s, Store):
         yield _Site(s, loops, allocs)
     elif isinstance(s, For):
+        extent = E.substitute(s.extent, middle)
         if s.kind == "unrolled":
             unrolled = E.Const(True, "bool")
         else:
-            unrolled = s.unroll_if if s.unroll_if is not None else E.Const(False, "bool")
-        yield from _store_sites(s.body, loops + (NestLoop(s.var, s.extent, s.kind, unrolled),), allocs)
+            unrolled = E.substitute(s.unroll_if, middle) if s.unroll_if is not None else E.Const(False, "bool")
+        inner = {**middle, s.var.name: (extent - 1) // 2}
+        yield from _store_sites(s.body, loops + (NestLoop(s.var, extent, s.kind, unrolled),), allocs, inner)
     elif isinstance(s, Seq):
         for x in s.stmts:
-            yield from _store_sites(x, loops, allocs)
+            yield from _store_sites(x, loops, allocs, middle)
     elif isinstance(s, IfThenElse):  # guards are ignored: a store counts every iteration of its loops
-        yield from _store_sites(s.then, loops, allocs)
+        yield from _store_sites(s.then, loops, allocs, middle)
         if s.orelse is not None:
-            yield from _store_sites(s.orelse, loops, allocs)
+            yield from _store_sites(s.orelse, loops, allocs, middle)
     elif isinstance(s, Allocate):
-        yield from _store_sites(s.body, loops, allocs + ((s.buffer, len(loops)),))
+        yield from _store_sites(s.body, loops, allocs + ((s.buffer, len(loops)),), middle)
     else:
         raise TypeError(f"features: unknown statement {type(s).__name__}")
 
@@ -285,11 +290,12 @@ class _StoreAnalysis:
             dis_iter = E.select(reuse, nest.inner_product(i + 1), dis_iter)
             dis_bytes = E.select(reuse, self._bytes_inside(i + 1), dis_bytes)
             count = E.select(reuse, nest.extents[i], count)
-        serial = len(u.accesses) > 1
-        if serial:  # several distinct accesses in one iteration: reused within it
+        positions = len({a.indices for a in u.accesses})
+        serial = positions > 1
+        if serial:  # several elements of the buffer in one iteration (a stencil's taps): reused within it
             dis_iter = E.select(has_loop, dis_iter, ONE)
             dis_bytes = E.select(has_loop, dis_bytes, self._bytes_inside(n))
-            count = E.select(has_loop, count, E.Const(len(u.accesses) - 1, E.INDEX))
+            count = E.select(has_loop, count, E.Const(positions - 1, E.INDEX))
         row["reuse_loop"] = ind(has_loop)
         row["reuse_serial"] = ind(~has_loop) if serial else ZERO
         row["reuse_none"] = ZERO if serial else ind(~has_loop)
