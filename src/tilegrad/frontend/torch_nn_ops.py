@@ -232,6 +232,18 @@ def _adaptive_avg_pool(b: B, name, x, output_size):
                 dilations=(1,) * len(kernel))
 
 
+@torch_op("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
+def _adaptive_max_pool(b: B, name, x, output_size):
+    sizes, out = x.shape[2:], _per_axis(output_size, len(x.shape) - 2)
+    if all(o == 1 for o in out):
+        return b.op("global_max_pool", x, name=name), _Missing("the indices of an adaptive max pool")
+    if any(n % o for n, o in zip(sizes, out)):
+        raise UnsupportedFeatureError(f"adaptive max pooling of spatial size {list(sizes)} to {list(out)}: "
+                                      f"only sizes that divide evenly are supported")
+    kernel = tuple(n // o for n, o in zip(sizes, out))
+    return _max_pool(b, name, x, kernel, kernel)
+
+
 @torch_op("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
 def _upsample_nearest(b: B, name, x, output_size=None, scale_factors=None):
     if scale_factors and any(n * f != o for n, f, o in zip(x.shape[2:], scale_factors, b.out_shape[2:])):

@@ -1,7 +1,8 @@
 """ATen's element-wise, reduction and shape ops mapped onto the registry (`torch_nn_ops.py` has the layers): one
-small function each, taking the op's arguments in schema order (ATen's defaults as Python defaults). `b.val` is what PyTorch says the node gives, so a mapping reads the output shape
-(a view's target, an expand's size) from it rather than re-deriving PyTorch's rules. Scalars promote as in
-PyTorch: the operands are cast to the dtype `torch.result_type` gives before a registry op sees them."""
+small function each, taking the op's arguments in schema order (ATen's defaults as Python defaults). `b.val` is
+what PyTorch says the node gives, so a mapping reads the output shape (a view's target, an expand's size) from it
+rather than re-deriving PyTorch's rules. Scalars promote as in PyTorch: the operands are cast to the dtype
+`torch.result_type` gives before a registry op sees them."""
 
 from __future__ import annotations
 
@@ -156,9 +157,20 @@ torch_op("minimum")(_arithmetic("minimum"))
 @torch_op("div")
 def _div(b: B, name, x, y, *, rounding_mode=None):
     dtype = b.out_dtype
-    if rounding_mode is not None and not (rounding_mode == "trunc" and not dtype.startswith("float")):
+    if rounding_mode is not None and dtype.startswith("float"):
         raise UnsupportedFeatureError(f"division with rounding_mode={rounding_mode!r} on {dtype} is not supported")
-    return b.op("div", _as(b, x, dtype, f"{name}_a"), _as(b, y, dtype, f"{name}_b"), name=name)
+    x, y = _as(b, x, dtype, f"{name}_a"), _as(b, y, dtype, f"{name}_b")
+    if rounding_mode != "floor":
+        return b.op("div", x, y, name=name)
+    # Integer division truncates; floor is one less where the remainder is not 0 and has the other sign than y.
+    q = b.op("div", x, y, name=f"{name}_trunc")
+    r = b.op("sub", x, b.op("mul", q, y, name=f"{name}_back"), name=f"{name}_remainder")
+    zero = b.scalar(0, dtype, f"{name}_zero")
+    inexact = b.op("not", b.op("equal", r, zero, name=f"{name}_exact"), name=f"{name}_inexact")
+    signs = b.op("logical_xor", b.op("less", r, zero, name=f"{name}_r_negative"),
+                 b.op("less", y, zero, name=f"{name}_y_negative"), name=f"{name}_signs")
+    down = b.op("logical_and", inexact, signs, name=f"{name}_down")
+    return b.op("sub", q, b.op("cast", down, name=f"{name}_step", to=dtype), name=name)
 
 
 @torch_op("pow")
@@ -291,6 +303,17 @@ torch_op("amin")(_reduce("reduce_min"))
 torch_op("prod")(_reduce("reduce_prod"))
 torch_op("max.default")(_reduce("reduce_max"))
 torch_op("min.default")(_reduce("reduce_min"))
+
+
+@torch_op("linalg_vector_norm")
+def _vector_norm(b: B, name, x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    axes, keep = _axes(dim, len(x.shape)), int(keepdim)
+    if ord == 2:
+        return b.op("reduce_l2", x, name=name, axes=axes, keepdims=keep)
+    if ord in (1, math.inf):
+        size = b.op("abs", x, name=f"{name}_abs")
+        return b.op("reduce_sum" if ord == 1 else "reduce_max", size, name=name, axes=axes, keepdims=keep)
+    raise UnsupportedFeatureError(f"vector norms of order {ord} are not supported (only 1, 2 and inf)")
 
 
 @torch_op("max.dim")

@@ -1,0 +1,232 @@
+"""The PyTorch frontend: modules captured with torch.export, compiled by `tilegrad.compile(module, example_inputs)`
+and compared with eager PyTorch (the model families of conftest.py, then op coverage beyond them), and the errors:
+unsupported ops listed at once with their source lines, data-dependent shapes, dtypes without native code."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import tilegrad
+from tilegrad.errors import TilegradError, UnsupportedFeatureError, UnsupportedOpError
+from tilegrad.frontend.torch import import_torch
+
+nn = torch.nn
+F = torch.nn.functional
+
+
+def _flat(out) -> list[np.ndarray]:
+    """The outputs in order (nested tuples and dicts flattened as torch.export flattens them), as arrays."""
+    return [o.detach().numpy() if isinstance(o, torch.Tensor) else o for o in torch.utils._pytree.tree_leaves(out)]
+
+
+def _check(module, args):
+    """Compile `module` on `args` and compare every output with eager PyTorch's."""
+    with torch.no_grad():
+        want = _flat(module(*args))
+    mod = tilegrad.compile(module, args)
+    got = _flat(mod(*(a.numpy() for a in args)))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return mod
+
+
+def test_model_matches_eager(torch_model):
+    module, args = torch_model
+    mod = _check(module, args)
+    assert mod.input_names == list(inspect.signature(module.forward).parameters)[:len(args)]
+
+
+def test_parameters_and_buffers_become_constants():
+    module = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)).eval()
+    g = import_torch(module, (torch.randn(2, 4),))
+    assert [v.name for v in g.inputs] == ["input"]
+    assert {v.shape for v in g.constants} >= {(3, 4), (3,)}
+
+
+# ---- op coverage beyond the model families ----
+
+class Elementwise(nn.Module):
+    def forward(self, x, y):
+        return (torch.rsqrt(x.abs() + 1), torch.log1p(x.abs()), torch.expm1(x), F.silu(x), F.hardswish(x),
+                F.hardsigmoid(x), F.leaky_relu(x, 0.2), x.clamp(-0.5, 0.5), x.clamp(min=0.1), x.clamp(max=y),
+                torch.where(x > y, x, y * 2), torch.maximum(x, y), torch.minimum(x, y), x ** 3, x.pow(2),
+                torch.pow(2.0, x), torch.erf(x), 1 - x, x / 3, torch.sub(y, x, alpha=2), torch.add(x, y, alpha=0.5),
+                F.gelu(x, approximate="tanh"), F.mish(x), F.relu6(x * 4), torch.sigmoid(x) * torch.tanh(y),
+                F.softplus(x), torch.exp(x) - torch.log(y.abs() + 0.5), torch.reciprocal(y.abs() + 1), -x)
+
+
+class Logic(nn.Module):
+    def forward(self, x, ids):
+        positive = x > 0
+        return ((positive & (x < 1)).float(), (positive | (ids[:, :1] == 3)).float(), (positive ^ (x < -1)),
+                ~positive, torch.logical_not(positive), (ids != 3).to(torch.float32), ids * 2 + 1, ids - ids.max(),
+                x.masked_fill(ids == 1, -1.0), torch.where(positive, ids, 0), (x >= 0.5) == (x <= 0.75), ids > 2.5,
+                (ids // 2).float() + x, torch.div(ids - 2, -3, rounding_mode="floor"))
+
+
+class Reductions(nn.Module):
+    def forward(self, x):
+        values, indices = x.max(dim=2)
+        return (x.sum(), x.mean((1, 2)), x.amax(-1), x.amin(1, keepdim=True), values, indices, x.argmax(-1),
+                x.argmax(), x.var(-1), x.std(1), x.var(-1, unbiased=False), x.prod(-1), x.cumsum(2),
+                F.softmax(x, 1), F.log_softmax(x, -1), x.sum(dim=(0, 3), keepdim=True), x.min())
+
+
+class Shapes(nn.Module):
+    def forward(self, x):
+        idx = torch.tensor([0, 2])
+        return (x.permute(0, 2, 3, 1).reshape(2, -1), x.transpose(1, 3), x.flatten(1), x.unsqueeze(1).squeeze(1),
+                x[:, 1], x[:, :, 1:3, ::2], x[..., -1], torch.cat([x, x * 2], 1), x.split([1, 2], dim=1)[1],
+                x.chunk(2, dim=3)[1], x.unbind(1)[2], x[:, :1].expand(2, 3, 4, 5), x.repeat(1, 2, 1, 1),
+                x[0].repeat(2, 1, 1, 1), F.pad(x, (1, 2, 0, 1), value=0.5), x.index_select(2, idx), x[:, idx],
+                torch.stack([x, x + 1], 0), x[0, 0].t(), torch.tril(x), torch.triu(x, 1), x.view(2, 3, 20).mT,
+                torch.zeros_like(x) + x.new_ones(()), torch.full_like(x, 3.0) * x)
+
+
+class Layers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.grouped = nn.Conv2d(4, 8, 3, padding=1, groups=2)
+        self.dilated = nn.Conv2d(4, 4, 3, padding=2, dilation=2, bias=False)
+        self.conv1d = nn.Conv1d(4, 6, 3, stride=2)
+        self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.norm = nn.LayerNorm([9, 9])
+        self.linear = nn.Linear(9, 5)
+
+    def forward(self, x):
+        seq = x.flatten(2)
+        return (F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+                F.avg_pool2d(x, 2), F.adaptive_avg_pool2d(x, 3), F.adaptive_max_pool2d(x, 1),
+                F.interpolate(x, scale_factor=2, mode="nearest"),
+                F.interpolate(x, size=(12, 12), mode="bilinear", align_corners=False),
+                F.interpolate(x, size=(5, 5), mode="bilinear", align_corners=True),
+                self.grouped(x), self.dilated(x), self.conv1d(seq), F.max_pool1d(seq, 4), F.avg_pool1d(seq, 3),
+                self.up(x), self.norm(x), self.linear(x[0, 0]), torch.addmm(x[0, 0], x[0, 1], x[0, 2], beta=0.5),
+                torch.bmm(x[0], x[1]), F.normalize(x, dim=1))
+
+
+@pytest.mark.parametrize("module, shapes", [
+    (Elementwise(), ((3, 7), (3, 7))),
+    (Logic(), ((4, 6), "ids")),
+    (Reductions(), ((2, 3, 4, 5),)),
+    (Shapes(), ((2, 3, 4, 5),)),
+    (Layers(), ((2, 4, 9, 9),)),
+], ids=["elementwise", "logic", "reductions", "shapes", "layers"])
+def test_op_coverage(module, shapes):
+    torch.manual_seed(0)
+    args = tuple(torch.randint(0, 5, (4, 6)) if s == "ids" else torch.randn(s) for s in shapes)
+    _check(module.eval(), args)
+
+
+def test_outputs_that_are_inputs_constants_or_repeated():
+    class Aliases(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.arange(6.0).reshape(2, 3))
+
+        def forward(self, x):
+            y = x * 2
+            return x, y, y, self.table, {"sum": y + self.table}
+
+    _check(Aliases().eval(), (torch.randn(2, 3),))
+
+
+# ---- errors ----
+
+class Bessel(nn.Module):
+    def forward(self, x):
+        return torch.special.bessel_j0(x)
+
+
+class Unsupported(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Bessel()
+
+    def forward(self, x):
+        y = torch.lgamma(self.inner(x))
+        return torch.special.bessel_j0(y) + 1
+
+
+def test_unsupported_ops_are_listed_at_once_with_their_source_lines():
+    with pytest.raises(UnsupportedOpError) as info:
+        tilegrad.compile(Unsupported(), (torch.randn(3, 4),))
+    message = str(info.value)
+    assert message.startswith("2 op(s) not supported:")
+    bessel_line = inspect.getsourcelines(Bessel.forward)[1] + 1
+    lgamma_line = inspect.getsourcelines(Unsupported.forward)[1] + 1
+    assert f"aten.special_bessel_j0.default at test_torch.py:{bessel_line} in forward [inner: Bessel]" in message
+    assert f"test_torch.py:{lgamma_line + 1} in forward" in message  # the second use, after the lgamma
+    assert f"aten.lgamma.default at test_torch.py:{lgamma_line} in forward" in message
+
+
+def test_data_dependent_shapes_are_refused():
+    class Masked(nn.Module):
+        def forward(self, x):
+            return x[x > 0] * 2
+
+    class Branching(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    with pytest.raises(UnsupportedFeatureError, match=r"data-dependent shape: aten\.index\.Tensor gives shape \[u0\]"):
+        tilegrad.compile(Masked(), (torch.randn(4, 5),))
+    with pytest.raises(UnsupportedFeatureError, match="depend on tensor values"):
+        tilegrad.compile(Branching(), (torch.randn(4, 5),))
+
+
+def test_unsupported_dtypes_are_refused():
+    class Double(nn.Module):
+        def forward(self, x):
+            return (x.double() * 2).float()
+
+    with pytest.raises(UnsupportedFeatureError, match=r"input 'x' has dtype float64.*\.float\(\)"):
+        tilegrad.compile(Double(), (torch.randn(3, dtype=torch.float64),))
+    with pytest.raises(UnsupportedFeatureError, match=r"_to_copy.* has dtype float64"):
+        tilegrad.compile(Double(), (torch.randn(3),))
+    with pytest.raises(UnsupportedFeatureError, match="complex64"):
+        tilegrad.compile(nn.Identity(), (torch.randn(3, dtype=torch.complex64),))
+
+
+def test_training_mode_is_refused():
+    with pytest.raises(UnsupportedFeatureError, match=r"call module\.eval\(\)"):
+        tilegrad.compile(nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))
+    with pytest.raises(UnsupportedOpError, match=r"call module\.eval\(\)"):
+        tilegrad.compile(nn.Dropout(0.5).train(), (torch.randn(4, 3),))
+
+
+def test_compile_arguments_are_checked():
+    with pytest.raises(TilegradError, match="needs example inputs"):
+        tilegrad.compile(nn.ReLU())
+    with pytest.raises(TilegradError, match="input_shapes applies to ONNX"):
+        tilegrad.compile(nn.ReLU(), (torch.randn(2),), input_shapes={"x": (2,)})
+    with pytest.raises(TilegradError, match="example_inputs applies to a torch.nn.Module"):
+        tilegrad.compile("model.onnx", (torch.randn(2),))
+
+
+def test_attention_matches_scaled_dot_product_attention():
+    class Attention(nn.Module):
+        def forward(self, q, k, v, keep, bias):
+            return (F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+                    F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3),
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    keep = torch.rand(5, 5) > 0.3
+    keep[:, 0] = True  # no row without a key to attend to
+    _check(Attention(), (q, k, v, keep, torch.randn(2, 1, 5, 5) / math.sqrt(8)))
+
+
+def test_location_names_the_line_and_submodule():
+    with pytest.raises(UnsupportedOpError) as info:
+        tilegrad.compile(nn.Sequential(nn.ReLU(), Bessel()), (torch.randn(2),))
+    assert re.search(r"test_torch\.py:\d+ in forward \[1: Bessel\]", str(info.value))

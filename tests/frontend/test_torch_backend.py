@@ -1,0 +1,145 @@
+"""The torch.compile backend "tilegrad": found through the package's entry point, equal to eager PyTorch on the
+model families of conftest.py, compiling each graph once, passing its options through, and running a graph it
+cannot compile eagerly after one warning that names why."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from tilegrad import api, metrics
+from tilegrad.errors import TilegradError
+from tilegrad.torch_backend import EagerFallbackWarning, backend
+
+nn = torch.nn
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test starts without dynamo's caches (which keep at most a few graphs per function) or counters."""
+    torch._dynamo.reset()
+    metrics.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """The keyword options of every `tilegrad.compile` call the backend makes."""
+    calls, real = [], api.compile
+
+    def spy(model, example_inputs=None, **options):
+        calls.append(options)
+        return real(model, example_inputs, **options)
+
+    monkeypatch.setattr(api, "compile", spy)
+    return calls
+
+
+def _run(opt, args):
+    with torch.no_grad():
+        return opt(*args)
+
+
+def _assert_close(got, want):
+    got, want = torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_backend_is_registered_by_entry_point():
+    from torch._dynamo.backends.registry import lookup_backend
+
+    assert lookup_backend("tilegrad") is backend
+
+
+def test_model_matches_eager_and_compiles_once(torch_model, compiles):
+    module, args = torch_model
+    with torch.no_grad():
+        want = module(*args)
+    opt = torch.compile(module, backend="tilegrad")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerFallbackWarning)
+        for _ in range(3):
+            _assert_close(_run(opt, args), want)
+    assert len(compiles) == 1
+    assert metrics.counters["torch_backend.compiled"] == 1
+
+
+def test_options_are_passed_through(compiles):
+    module = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
+    x = torch.randn(2, 4)
+    opt = torch.compile(module, backend="tilegrad", options={"db": None, "opt_level": 0})
+    _assert_close(_run(opt, (x,)), module(x))
+    assert compiles == [{"db": None, "opt_level": 0}]
+
+
+def test_unknown_options_and_modes_are_errors():
+    gm = torch.fx.symbolic_trace(nn.ReLU())
+    with pytest.raises(TilegradError, match=r"options \['max_autotune'\] are not tilegrad's"):
+        backend(gm, [torch.randn(3)], options={"max_autotune": True})
+    with pytest.raises(TilegradError, match="mode='max-autotune' is Inductor's"):
+        backend(gm, [torch.randn(3)], mode="max-autotune")
+
+
+class Bessel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.special.bessel_j0(self.linear(x)) + 1
+
+
+def test_unsupported_op_runs_eagerly_after_one_warning(compiles):
+    module, x = Bessel().eval(), torch.randn(2, 4)
+    opt = torch.compile(module, backend="tilegrad")
+    with pytest.warns(EagerFallbackWarning, match=r"aten\.special_bessel_j0\.default at test_torch_backend\.py:\d+"):
+        y = _run(opt, (x,))
+    _assert_close(y, module(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerFallbackWarning)  # one warning per graph, not per call
+        for _ in range(2):
+            _assert_close(_run(opt, (x,)), module(x))
+    assert metrics.counters["torch_backend.eager"] == 1 and len(compiles) == 1
+
+
+def test_graphs_needing_gradients_run_eagerly():
+    module, x = nn.Linear(4, 2), torch.randn(3, 4)
+    opt = torch.compile(module, backend="tilegrad")
+    with pytest.warns(EagerFallbackWarning, match=r"torch\.no_grad\(\)"):
+        y = opt(x)
+    y.sum().backward()
+    assert module.weight.grad is not None
+
+
+def test_updated_weights_recompile(compiles):
+    module, x = nn.Linear(4, 3).eval(), torch.randn(2, 4)
+    opt = torch.compile(module, backend="tilegrad")
+    _assert_close(_run(opt, (x,)), module(x))
+    with torch.no_grad():
+        module.weight.mul_(2)
+    _assert_close(_run(opt, (x,)), module(x))
+    _run(opt, (x,))
+    assert len(compiles) == 2
+
+
+def test_graph_breaks_compile_each_graph(compiles):
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            y = torch.relu(self.a(x))
+            torch._dynamo.graph_break()
+            return self.b(y)
+
+    module, x = Broken().eval(), torch.randn(2, 4)
+    opt = torch.compile(module, backend="tilegrad")
+    for _ in range(2):
+        _assert_close(_run(opt, (x,)), module(x))
+    assert len(compiles) == 2
