@@ -230,3 +230,13 @@ def test_location_names_the_line_and_submodule():
     with pytest.raises(UnsupportedOpError) as info:
         tilegrad.compile(nn.Sequential(nn.ReLU(), Bessel()), (torch.randn(2),))
     assert re.search(r"test_torch\.py:\d+ in forward \[1: Bessel\]", str(info.value))
+
+
+def test_every_mapping_names_an_aten_op():
+    from tilegrad.frontend import torch_nn_ops, torch_ops  # noqa: F401  (fill TORCH_OPS)
+    from tilegrad.frontend.torch import KEPT, TORCH_OPS
+
+    for key in [*TORCH_OPS, *KEPT]:
+        packet, _, overload = key.partition(".")
+        assert hasattr(torch.ops.aten, packet), key
+        assert not overload or overload in getattr(torch.ops.aten, packet).overloads(), key
