@@ -196,6 +196,18 @@ def test_unsupported_dtypes_are_refused():
         tilegrad.compile(nn.Identity(), (torch.randn(3, dtype=torch.complex64),))
 
 
+def test_constants_of_other_dtypes_may_fold():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", torch.tensor([2.0, 3.0], dtype=torch.float64))
+
+        def forward(self, x):
+            return x * self.scale.float()
+
+    _check(Scaled(), (torch.randn(3, 2),))
+
+
 def test_training_mode_is_refused():
     with pytest.raises(UnsupportedFeatureError, match=r"call module\.eval\(\)"):
         tilegrad.compile(nn.BatchNorm1d(3).train(), (torch.randn(4, 3),))

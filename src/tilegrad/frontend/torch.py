@@ -1,11 +1,11 @@
 """PyTorch import: an nn.Module and example inputs become a typed Graph over the op registry.
 
 The module is captured with `torch.export` and decomposed to core ATen, except for the ops the registry has whole
-(`KEPT`: linear, matmul, layer norm, attention...). Each ATen op maps through one small function in `torch_ops.py`.
-Parameters and buffers become constants. A node whose inputs are all constants is evaluated by PyTorch during
-import, so masks, position indices and weight transposes fold. Every unsupported op is reported at once, with the
-line of Python and the submodule it comes from; a shape that depends on tensor values, or a dtype the native code
-has no type for, is an error that says so.
+(`KEPT`: linear, matmul, layer norm, attention...). Each ATen op maps through one small function in
+`torch_ops.py` or `torch_nn_ops.py`. Parameters and buffers become constants. A node whose inputs are all
+constants is evaluated by PyTorch during import, so masks, position indices and weight transposes fold. Every
+unsupported op is reported at once, with the line of Python and the submodule it comes from; a shape that depends
+on tensor values, or a dtype the native code has no type for, is an error that says so.
 """
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ class TorchBuilder(GraphBuilder):
 
     def cast(self, v: Value, dtype: str, name: str) -> Value:
         return v if v.dtype == dtype else self.op("cast", v, name=f"{name}_cast", to=dtype)
+
+    def op(self, op: str, *inputs: Value, name: str | None = None, **attrs):
+        for v in inputs:  # (constants may have any dtype while PyTorch folds them; not once they reach an op)
+            _check_dtype(torch_dtype(v.dtype), f"{'constant' if v.is_constant else 'value'} {v.name!r}")
+        return super().op(op, *inputs, name=name, **attrs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +183,11 @@ class _Importer:
                 raise UnsupportedFeatureError(f"input {node.name!r} of kind {spec.kind.name} is not supported")
 
     def _constant(self, tensor: torch.Tensor, name: str) -> Value:
-        _check_dtype(tensor.dtype, f"constant {name!r}")
-        v = self.b.const(tensor.detach().contiguous().numpy(), re.sub(r"\W", "_", name))
+        """A constant holding a copy of `tensor` (updating the module's weights later does not change the
+        compiled module's)."""
+        if dtype_name(tensor.dtype) not in DTYPES + ("float64", "uint8", "int16"):  # what NumPy can hold
+            _check_dtype(tensor.dtype, f"constant {name!r}")
+        v = self.b.const(tensor.detach().contiguous().numpy().copy(), re.sub(r"\W", "_", name))
         self.tensors[id(v)] = tensor.detach()
         return v
 
