@@ -170,12 +170,15 @@ def auto_unroll(st: LoopState, stage: str, max_step) -> None:
 @primitive("compute_at")
 def compute_at(st: LoopState, stage: str, target: str, loop) -> None:
     """Compute `stage` inside loop `loop` of `target`, just the region one iteration of it needs. `loop` is a
-    name, or a position in the target's current loop order (a sketch's choice of location)."""
+    name, or a position in the target's current loop order (a sketch's choice of location; -1 is the root)."""
     s, t = st.stage(stage), st.stage(target)
     if not isinstance(loop, str):
         position = E.as_expr(loop)
-        if type(position) is not E.Const or not 0 <= position.value < len(t.leaves):
+        if type(position) is not E.Const or not -1 <= position.value < len(t.leaves):
             raise ScheduleError(f"compute_at: position {loop} is not one of {target}'s {len(t.leaves)} loops")
+        if position.value == -1:
+            s.attach = None
+            return
         loop = t.leaves[position.value]
     t.leaf(loop)
     if s is t:

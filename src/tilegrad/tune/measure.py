@@ -45,8 +45,9 @@ from .task import Task
 ERROR_KINDS = ("lower", "build", "timeout", "crash", "run", "wrong")
 KERNEL_NAME = "candidate"  # the function every candidate's library defines (and a `source_override` must)
 
-# (rtol, atol): atol is scaled by the largest reference magnitude, since reductions round differently per order.
-_TOLERANCES = {"float32": (1e-3, 1e-4), "float16": (1e-2, 1e-2)}
+# (rtol, atol): atol is scaled by the largest reference magnitude, since reductions round differently per order
+# and Winograd F(4x4, 3x3) transforms lose about 1e-3 of it by design.
+_TOLERANCES = {"float32": (1e-3, 1e-3), "float16": (1e-2, 1e-2)}
 _RUNNER_REQUESTS = 256  # a fresh timing worker after this many kernels, so loaded libraries do not pile up
 
 

@@ -1,0 +1,489 @@
+"""Sketches: the structures a kernel's schedule can take, derived by rules from its computation (Ansor), with
+their tunable parameters left as variables.
+
+Rules look at each stage, consumers first: a cheap injective stage is inlined; a stage with data reuse (matmul,
+convolution) gets multi-level tiling "SSRSRS" (spatial loops split in four levels, reduction loops in two),
+computed at the tile of a fused element-wise consumer, or of a copy-out added by cache_write, or tiled in place;
+a reduction with little spatial work and a long reduction is split with rfactor; any other stage is vectorised
+along its innermost loop and either computed at a loop of its consumer or at the root, in parallel. The default
+schedule (the hand-written rules) is one more sketch without parameters.
+
+A sketch's parameters are of two kinds. Numeric ones stay expression Vars in its trace: tile sizes (each split
+of an extent L is a chain of Vars, the products of the inner parts, each dividing the one before and L itself)
+and the auto-unroll budget. Structural ones (a compute location, the parallel grain, an rfactor width) change the
+shape of the trace, so the trace is built per assignment of them and cached: `Sketch.space(structure)` gives the
+trace with its numeric Vars, from which symbolic loop IR and feature formulas follow. `bind` gives the concrete
+trace the records database stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import random
+import re
+from typing import Callable
+
+from ..errors import ScheduleError
+from ..te import expr as E
+from ..te.tensor import Tensor
+from .defaults import CpuTarget, default_schedule
+from .schedule import Schedule
+from .state import Stage
+from .trace import Trace
+
+UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto-unroll max steps on CPU
+MAX_INNERMOST = 64  # the innermost tile of a split is at most this (Ansor's max_innermost_split_factor)
+INLINE_MAX_LOADS = 4  # an injective stage reading more than this is worth materialising (a transform)
+RFACTOR_MIN_REDUCTION = 64
+RFACTOR_MAX_SPATIAL = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiling:
+    """A loop of `extent` split into len(vars) + 1 parts; vars[i] is the product of the parts inside split i, so
+    each var divides the one before it and the extent."""
+
+    extent: int
+    vars: tuple[str, ...]
+
+    def sample(self, rng: random.Random) -> dict[str, int]:
+        parts = rng.choice(factorizations(self.extent, len(self.vars) + 1))
+        return dict(zip(self.vars, _inner_products(parts)))
+
+    def valid(self, params: dict) -> bool:
+        outer = self.extent
+        for v in self.vars:
+            x = params[v]
+            if x < 1 or outer % x:
+                return False
+            outer = x
+        return outer <= MAX_INNERMOST or len(self.vars) == 0
+
+    def parts(self, params: dict) -> tuple[int, ...]:
+        """The extents of the split loops, outermost first."""
+        values = [self.extent] + [params[v] for v in self.vars] + [1]
+        return tuple(a // b for a, b in zip(values, values[1:]))
+
+
+def _inner_products(parts: tuple[int, ...]) -> list[int]:
+    return [math.prod(parts[i:]) for i in range(1, len(parts))]
+
+
+@functools.lru_cache(maxsize=4096)
+def factorizations(n: int, k: int) -> tuple[tuple[int, ...], ...]:
+    """Ordered k-tuples of positive integers whose product is n, the last at most MAX_INNERMOST."""
+    if k == 1:
+        return ((n,),) if n <= MAX_INNERMOST else ()
+    out = []
+    for d in divisors(n):
+        out.extend((d,) + rest for rest in factorizations(n // d, k - 1))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def divisors(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A parameter taking one of `values`."""
+
+    var: str
+    values: tuple[int, ...]
+
+
+class Space:
+    """What a sketch rule declares while it builds a trace: numeric parameters (Vars in the trace) and
+    structural ones (read from `structure`, default the first value)."""
+
+    def __init__(self, structure: dict[str, int]):
+        self.structure = structure
+        self.tilings: list[Tiling] = []
+        self.choices: list[Choice] = []  # numeric
+        self.structural: list[Choice] = []
+
+    def tile(self, name: str, extent: int, parts: int) -> list[E.Var]:
+        names = tuple(_var_name(f"{name}_t{i}") for i in range(1, parts))
+        self.tilings.append(Tiling(extent, names))
+        return [E.Var(n, E.INDEX, 1, extent) for n in names]
+
+    def choice(self, name: str, values: tuple[int, ...]) -> E.Var:
+        var = _var_name(name)
+        self.choices.append(Choice(var, tuple(values)))
+        return E.Var(var, E.INDEX, min(values), max(values))
+
+    def pick(self, name: str, values) -> int:
+        var = _var_name(name)
+        values = tuple(values)
+        self.structural.append(Choice(var, values))
+        value = self.structure.get(var, values[0])
+        if value not in values:
+            raise ScheduleError(f"structural choice {var}={value} is not one of {values}")
+        return value
+
+
+def _var_name(text: str) -> str:
+    return re.sub(r"\W", "_", text)
+
+
+Rule = Callable[[Schedule, Space], None]
+
+
+class Sketch:
+    """A named schedule structure for one computation: `rule` builds its trace on a fresh Schedule."""
+
+    def __init__(self, name: str, outputs: Callable[[], list[Tensor]], rule: Rule):
+        self.name = name
+        self._outputs = outputs
+        self._rule = rule
+        self._spaces: dict[tuple, tuple[Trace, Space]] = {}
+        self.structural = self.space({})[1].structural
+
+    def space(self, structure: dict[str, int]) -> tuple[Trace, Space]:
+        """The trace (numeric parameters as Vars) and the parameter space under a structural assignment."""
+        key = tuple(sorted(structure.items()))
+        if key not in self._spaces:
+            space = Space(dict(structure))
+            sch = Schedule(self._outputs(), params=dict(structure))
+            self._rule(sch, space)
+            self._spaces[key] = (sch.trace, space)
+        return self._spaces[key]
+
+    def structure_of(self, params: dict) -> dict[str, int]:
+        return {c.var: params[c.var] for c in self.structural}
+
+    def sample(self, rng: random.Random) -> dict[str, int]:
+        """A random annotation: structural choices, then tile sizes uniform over the factorizations of each
+        extent and numeric choices uniform over their values."""
+        params = {c.var: rng.choice(c.values) for c in self.structural}
+        _, space = self.space(params)
+        for t in space.tilings:
+            params.update(t.sample(rng))
+        for c in space.choices:
+            params[c.var] = rng.choice(c.values)
+        return params
+
+    def valid(self, params: dict) -> bool:
+        if any(params.get(c.var) not in c.values for c in self.structural):
+            return False
+        _, space = self.space(self.structure_of(params))
+        return (all(t.valid(params) for t in space.tilings)
+                and all(params.get(c.var) in c.values for c in space.choices))
+
+    def bind(self, params: dict) -> Trace:
+        trace, _ = self.space(self.structure_of(params))
+        return trace.bind(params)
+
+    def __repr__(self) -> str:
+        return f"Sketch({self.name})"
+
+
+# -- the rules ----------------------------------------------------------------------------------------------------
+
+
+def generate_sketches(outputs: Callable[[], list[Tensor]], target: CpuTarget | None = None,
+                      limit: int = 8) -> list[Sketch]:
+    """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then those the
+    derivation rules give, each checked to build."""
+    target = target or CpuTarget.host()
+    sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, target))]
+    analysis = _Analysis(Schedule(outputs()))
+    for plan in analysis.plans()[:limit]:
+        name = "+".join(dict.fromkeys(decision for decision in plan.values() if decision != "inline")) or "inline"
+        try:
+            sketches.append(Sketch(name, outputs, functools.partial(_apply_plan, plan=plan, analysis=analysis,
+                                                                    target=target)))
+        except ScheduleError:
+            continue
+    return sketches
+
+
+def _replay_default(sch: Schedule, target: CpuTarget) -> None:
+    for step in default_schedule(sch.outputs, target).trace.steps:
+        sch._record(step.kind, **dict(step.args))
+
+
+class _Analysis:
+    """Per stage of the unscheduled computation: what the rules may do with it."""
+
+    def __init__(self, sch: Schedule):
+        st = sch.state
+        self.outputs = [t.name for t in st.outputs]
+        self.stages = {s.name: s for s in st.stages}
+        self.order = [s.name for s in reversed(st.stages)]  # consumers first
+        self.readers = {s.name: [r.name for r in st.readers(s.tensor)] for s in st.stages}
+        self.inline = {n for n in self.order if self._inlinable(self.stages[n])}
+        self.fused = {}  # tiled producer -> its element-wise consumer (an output of the same shape)
+        for n in self.order:
+            s = self.stages[n]
+            if n in self.outputs or not _has_reuse(s):
+                continue
+            readers = self.effective_readers(n)
+            if len(readers) == 1 and readers[0] in self.outputs:
+                c = self.stages[readers[0]]
+                if not c.op.reduce_axes and c.tensor.shape == s.tensor.shape and c.name not in self.fused.values():
+                    self.fused[n] = c.name
+
+    def _inlinable(self, s: Stage) -> bool:
+        if s.name in self.outputs or s.op.reduce_axes or "pad" in s.op.tag:
+            return False
+        return _count_loads(s.op.body) <= INLINE_MAX_LOADS
+
+    def effective_readers(self, name: str) -> list[str]:
+        """The non-inlined stages reading `name`, looking through inlined ones."""
+        out = []
+        for r in self.readers[name]:
+            out.extend(self.effective_readers(r) if r in self.inline else [r])
+        return list(dict.fromkeys(out))
+
+    def options(self, name: str) -> list[str]:
+        s = self.stages[name]
+        if name in self.inline:
+            return ["inline"]
+        if name in self.fused.values():
+            return ["consumer"]
+        if name in self.fused:
+            return ["tile_fused"]
+        out = []
+        if _has_reuse(s):
+            out += ["tile_cache_write", "tile"] if name in self.outputs else ["tile"]
+        elif s.op.reduce_axes and _rfactor_worthy(s):
+            out.append("rfactor")
+        return out or ["simple"]
+
+    def plans(self) -> list[dict[str, str]]:
+        plans: list[dict[str, str]] = [{}]
+        for n in self.order:
+            plans = [{**p, n: o} for p in plans for o in self.options(n)]
+        return plans
+
+
+def _loads_of(e: E.Expr) -> list[E.Load]:
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load:
+            out.append(x)
+        stack.extend(x.children())
+    return out
+
+
+def _count_loads(e: E.Expr) -> int:
+    return len(_loads_of(e))
+
+
+def _has_reuse(s: Stage) -> bool:
+    """A reduction where some input is read at indices that miss a spatial axis: each element is reused across
+    that axis, which tiling turns into register and cache reuse (matmul, convolution)."""
+    if not s.op.reduce_axes:
+        return False
+    spatial = {a.name for a in s.op.axes if a.upper.value > 1}
+    stack = [s.op.body]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load:
+            used = {v.name for i in x.indices for v in E.free_vars(i)}
+            if spatial - used:
+                return True
+        stack.extend(x.children())
+    return False
+
+
+def _rfactor_worthy(s: Stage) -> bool:
+    reduce = math.prod(a.upper.value for a in s.op.reduce_axes)
+    spatial = math.prod(s.tensor.shape)
+    return reduce >= RFACTOR_MIN_REDUCTION and spatial <= RFACTOR_MAX_SPATIAL and len(s.op.reduce_axes) == 1
+
+
+def _apply_plan(sch: Schedule, space: Space, plan: dict[str, str], analysis: _Analysis, target: CpuTarget) -> None:
+    roots: list[tuple[str, list[str]]] = []  # (stage, loops that may run in parallel) for the final annotation
+    for name in analysis.order:
+        decision = plan[name]
+        if decision == "inline":
+            sch.compute_inline(name)
+        elif decision == "tile_fused":
+            roots.append(_multi_level_tiling(sch, space, name, analysis.fused[name], target))
+        elif decision == "tile_cache_write":
+            local = sch.cache_write(name)
+            roots.append(_multi_level_tiling(sch, space, local, name, target))
+        elif decision == "tile":
+            roots.append(_tile_in_place(sch, space, name, target))
+        elif decision == "rfactor":
+            roots.append(_rfactor(sch, space, name, target, analysis))
+        elif decision == "simple":
+            root = _place(sch, space, name, analysis)
+            loops = _simple(sch, space, name, target, split=root)
+            if root:
+                roots.append((name, loops))
+    for name, loops in roots:
+        count = space.pick(f"{name}_parallel", range(len(loops), -1, -1))
+        sch.parallel_outer(name, count)
+
+
+def _spatial(sch: Schedule, name: str) -> list[str]:
+    st = sch.state.stage(name)
+    return [lp for lp in st.leaves if not st.loops[lp].is_reduce]
+
+
+def _extent(sch: Schedule, name: str, loop: str) -> int:
+    return sch.state.stage(name).loops[loop].extent.value
+
+
+def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: str,
+                        target: CpuTarget) -> tuple[str, list[str]]:
+    """SSRSRS: the consumer's spatial loops split twice (levels 0 and 1); the producer computed at the last
+    level-1 loop, its region split once more (levels 2 and 3) and its reductions split in two, ordered
+    r0 s2 r1 s3; the innermost loop vectorised, the producer auto-unrolled."""
+    axes = [a.name for a in sch.state.stage(consumer).op.axes]
+    level0, level1, level2 = [], [], []
+    inner: dict[str, E.Var] = {}
+    for a in axes:
+        n = _extent(sch, consumer, a)
+        if n == 1:
+            level0.append(a)
+            continue
+        v1, v2, v3 = space.tile(f"{producer}_{a}", n, 4)
+        a0, a1 = sch.split(consumer, a, v1, exact=True)
+        a10, a11 = sch.split(consumer, a1, v2, exact=True)
+        level0.append(a0)
+        level1.append(a10)
+        level2.append(a11)
+        inner[a] = v3
+    sch.reorder(consumer, *level0, *level1, *level2)
+    attach = (level1 or level0)[-1]
+    sch.compute_at(producer, consumer, attach)
+    p_axes = [a.name for a in sch.state.stage(producer).op.axes]
+    s2, s3 = [], []
+    for pa, ca in zip(p_axes, axes):
+        if ca in inner:
+            o, i = sch.split(producer, pa, inner[ca], exact=True)
+            s2.append(o)
+            s3.append(i)
+        else:
+            s2.append(pa)
+    r0, r1 = [], []
+    pst = sch.state.stage(producer)
+    for r in [a.name for a in pst.op.reduce_axes]:
+        n = _extent(sch, producer, r)
+        if n == 1:
+            r0.append(r)
+            continue
+        (w,) = space.tile(f"{producer}_{r}", n, 2)
+        o, i = sch.split(producer, r, w, exact=True)
+        r0.append(o)
+        r1.append(i)
+    sch.reorder(producer, *r0, *s2, *r1, *s3)
+    if s3 and axes[-1] in inner:
+        sch.vectorize(producer, s3[-1])
+    sch.auto_unroll(producer, space.choice(f"{producer}_unroll", UNROLL_STEPS))
+    if level2 and axes[-1] in inner:
+        sch.vectorize(consumer, level2[-1])
+    return consumer, level0
+
+
+def _tile_in_place(sch: Schedule, space: Space, name: str, target: CpuTarget) -> tuple[str, list[str]]:
+    """SSRSRS on the stage itself, accumulating into its own buffer."""
+    st = sch.state.stage(name)
+    levels: list[list[str]] = [[], [], [], []]
+    for a in [x.name for x in st.op.axes]:
+        n = _extent(sch, name, a)
+        if n == 1:
+            levels[0].append(a)
+            continue
+        v1, v2, v3 = space.tile(f"{name}_{a}", n, 4)
+        a0, a1 = sch.split(name, a, v1, exact=True)
+        a10, a11 = sch.split(name, a1, v2, exact=True)
+        a110, a111 = sch.split(name, a11, v3, exact=True)
+        for level, loop in zip(levels, (a0, a10, a110, a111)):
+            level.append(loop)
+    r0, r1 = [], []
+    for r in [x.name for x in st.op.reduce_axes]:
+        n = _extent(sch, name, r)
+        if n == 1:
+            r0.append(r)
+            continue
+        (w,) = space.tile(f"{name}_{r}", n, 2)
+        o, i = sch.split(name, r, w, exact=True)
+        r0.append(o)
+        r1.append(i)
+    sch.reorder(name, *levels[0], *levels[1], *r0, *levels[2], *r1, *levels[3])
+    last_axis = st.op.axes[-1].name
+    if levels[3] and _extent(sch, name, last_axis) > 1:
+        sch.vectorize(name, levels[3][-1])
+    sch.auto_unroll(name, space.choice(f"{name}_unroll", UNROLL_STEPS))
+    return name, levels[0]
+
+
+def _rfactor(sch: Schedule, space: Space, name: str, target: CpuTarget, analysis: _Analysis) -> tuple[str, list[str]]:
+    """A long reduction over a small output: its inner part becomes a spatial axis of partial results (rfactor),
+    which vectorise; the stage itself stays at the root."""
+    st = sch.state.stage(name)
+    (r,) = [a.name for a in st.op.reduce_axes]
+    n = _extent(sch, name, r)
+    width = space.pick(f"{name}_rfactor", [d for d in divisors(n) if 1 < d <= MAX_INNERMOST and d < n] or [n])
+    _, inner = sch.split(name, r, width, exact=True)
+    rf = sch.rfactor(name, inner)
+    lane, *rest = sch.loops(rf)
+    sch.reorder(rf, *rest, lane)
+    sch.vectorize(rf, lane)
+    spatial = _spatial(sch, name)
+    if spatial:
+        sch.compute_at(rf, name, spatial[-1])
+    return name, spatial[:-1] if spatial else []
+
+
+def _place(sch: Schedule, space: Space, name: str, analysis: _Analysis) -> bool:
+    """Choose where a non-output stage is computed: at the root, or at a loop of its only consumer. True if at
+    the root."""
+    if name in analysis.outputs:
+        return True
+    readers = analysis.effective_readers(name)
+    if len(readers) != 1 or _count_loads(analysis.stages[name].op.body) > INLINE_MAX_LOADS:
+        return True  # a transform reading many inputs is computed once, at the root
+    consumer = readers[0]
+    reads = sum(1 for x in _loads_of(analysis.stages[consumer].op.body) if x.buffer.name == name)
+    if reads > INLINE_MAX_LOADS:
+        return True  # the region a many-tap reader needs is a min/max over every tap: keep it whole
+    positions = range(-1, len(sch.state.stage(consumer).leaves))
+    where = space.pick(f"{name}_at", positions)
+    sch.compute_at(name, consumer, where)
+    return where == -1
+
+
+def _simple(sch: Schedule, space: Space, name: str, target: CpuTarget, split: bool) -> list[str]:
+    """Vectorise the innermost spatial loop (split by a tile size when at the root), reductions inside the
+    spatial loops; returns the loops that may run in parallel."""
+    spatial = _spatial(sch, name)
+    st = sch.state.stage(name)
+    reduce = [lp for lp in st.leaves if st.loops[lp].is_reduce]
+    if not spatial:
+        return []
+    last = spatial[-1]
+    outer = spatial[:-1]
+    if split and _extent(sch, name, last) > 1:
+        (v,) = space.tile(f"{name}_{last}", _extent(sch, name, last), 2)
+        lo, last = sch.split(name, last, v, exact=True)
+        outer = outer + [lo]
+    if reduce:
+        sch.reorder(name, *outer, *reduce, last)
+    if not reduce or _contiguous_in(st, last):
+        sch.vectorize(name, last)
+    return outer if split else []
+
+
+def _contiguous_in(st: Stage, loop: str) -> bool:
+    """Whether the stage's reads move along their innermost index with the innermost spatial axis (so the
+    loop vectorises over contiguous data)."""
+    axis = st.op.axes[-1].name
+    stack = [st.op.body]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load and x.indices:
+            if axis in {v.name for v in E.free_vars(x.indices[-1])}:
+                return True
+        stack.extend(x.children())
+    return False
