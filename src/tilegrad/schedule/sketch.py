@@ -141,7 +141,7 @@ class Sketch:
         self._outputs = outputs
         self._rule = rule
         self._spaces: dict[tuple, tuple[Trace, Space]] = {}
-        self.structural = self.space({})[1].structural
+        self.structural = self.space({})[1].structural  # under the first values; other values may change them
 
     def space(self, structure: dict[str, int]) -> tuple[Trace, Space]:
         """The trace (numeric parameters as Vars) and the parameter space under a structural assignment."""
@@ -154,13 +154,29 @@ class Sketch:
         return self._spaces[key]
 
     def structure_of(self, params: dict) -> dict[str, int]:
-        return {c.var: params[c.var] for c in self.structural}
+        """The structural choices in `params` that its trace makes. Which choices a trace makes, and their
+        values, can depend on the choices made before them (a stage computed at its consumer's loop gives its
+        own producer other loops to choose from), so the structure is found by rebuilding until it is stable."""
+        structure: dict[str, int] = {}
+        for _ in range(len(params) + 1):
+            _, space = self.space(structure)
+            made = {c.var: params[c.var] for c in space.structural if c.var in params}
+            if made == structure:
+                break
+            structure = made
+        return structure
 
     def sample(self, rng: random.Random) -> dict[str, int]:
-        """A random annotation: structural choices, then tile sizes uniform over the factorizations of each
+        """A random annotation: structural choices one at a time in the order the trace makes them (each
+        from the values the ones before it leave), then tile sizes uniform over the factorizations of each
         extent and numeric choices uniform over their values."""
-        params = {c.var: rng.choice(c.values) for c in self.structural}
-        _, space = self.space(params)
+        params: dict[str, int] = {}
+        while True:
+            _, space = self.space(params)
+            pending = [c for c in space.structural if c.var not in params]
+            if not pending:
+                break
+            params[pending[0].var] = rng.choice(pending[0].values)
         for t in space.tilings:
             params.update(t.sample(rng))
         for c in space.choices:
@@ -168,9 +184,12 @@ class Sketch:
         return params
 
     def valid(self, params: dict) -> bool:
-        if any(params.get(c.var) not in c.values for c in self.structural):
+        try:
+            _, space = self.space(self.structure_of(params))
+        except ScheduleError:  # a structural value outside the values its choice has
             return False
-        _, space = self.space(self.structure_of(params))
+        if any(params.get(c.var) not in c.values for c in space.structural):
+            return False
         return (all(t.valid(params) for t in space.tilings)
                 and all(params.get(c.var) in c.values for c in space.choices))
 
@@ -448,8 +467,12 @@ def _place(sch: Schedule, space: Space, name: str, analysis: _Analysis) -> bool:
     reads = sum(1 for x in _loads_of(analysis.stages[consumer].op.body) if x.buffer.name == name)
     if reads > INLINE_MAX_LOADS:
         return True  # the region a many-tap reader needs is a min/max over every tap: keep it whole
-    positions = range(-1, len(sch.state.stage(consumer).leaves))
-    where = space.pick(f"{name}_at", positions)
+    leaves = sch.state.stage(consumer).leaves
+    last = len(leaves) - 1
+    for s in sch.state.stages:  # the consumer's cache_write tile now reads it: compute it outside that tile
+        if isinstance(s.attach, tuple) and s.attach[0] == consumer and name in {t.name for t in s.op.inputs}:
+            last = min(last, leaves.index(s.attach[1]))
+    where = space.pick(f"{name}_at", range(-1, last + 1))
     sch.compute_at(name, consumer, where)
     return where == -1
 
