@@ -1,16 +1,22 @@
-"""Whole-model benchmark: tilegrad (untuned, default schedules) against ONNX Runtime and PyTorch eager.
+"""Whole-model benchmark: tilegrad (untuned, default schedules) against ONNX Runtime, PyTorch eager and
+torch.compile (Inductor, its default backend, and the "tilegrad" backend).
 
 The models are defined here in PyTorch with random weights (no downloads), exported to ONNX once, and each
 runtime is timed on the same input: medians over interleaved rounds, with a pause between runtimes. Run:
 
     python benchmarks/models.py                     # table
     python benchmarks/models.py --json              # [{"model", "opt_level", "tilegrad_ms", "onnxruntime_ms",
-                                                    #   "torch_ms", "kernels", "peak_bytes", "intermediate_bytes"}]
+                                                    #   "torch_ms", "torch_compile_inductor_ms",
+                                                    #   "torch_compile_tilegrad_ms", "kernels", "peak_bytes",
+                                                    #   "intermediate_bytes"}]
     python benchmarks/models.py --only resnet50 --opt-levels 0,2
+    python benchmarks/models.py --no-torch-compile  # without the two torch.compile columns (Inductor compiles
+                                                    #   for a minute or more per model)
 
 "kernels" counts the kernels one inference runs, "peak_bytes" the workspace the static memory plan gives the
 intermediate tensors (with lifetime-based reuse), "intermediate_bytes" what those tensors would take without
-reuse.
+reuse. "torch_ms" is PyTorch eager; the torch.compile columns are None with --no-torch-compile. The tilegrad
+backend compiles at the default opt level (2) and must not fall back to eager (that is an error here).
 """
 
 from __future__ import annotations
@@ -185,8 +191,26 @@ def _export(module, args) -> bytes:
     return f.getvalue()
 
 
-def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]:
-    """One row per opt level: tilegrad at that level, timed interleaved with ONNX Runtime and PyTorch."""
+def _torch_compiled(module, args) -> dict:
+    """torch.compile'd callables: "inductor" (the default backend) and "tilegrad", each called once (under no_grad,
+    which the tilegrad backend needs) so that it compiles, with the seconds that took."""
+    from tilegrad.torch_backend import EagerFallbackWarning
+
+    compiled = {}
+    torch._dynamo.reset()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", EagerFallbackWarning)
+        for key, backend in (("inductor", "inductor"), ("tilegrad", "tilegrad")):
+            fn = torch.compile(module, backend=backend)
+            start = time.perf_counter()
+            fn(*args)
+            compiled[key] = (fn, time.perf_counter() - start)
+    return compiled
+
+
+def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile: bool = True) -> list[dict]:
+    """One row per opt level: tilegrad at that level, timed interleaved with ONNX Runtime, PyTorch eager and
+    torch.compile (Inductor and the tilegrad backend)."""
     import onnxruntime as ort
 
     from tilegrad.api import compile_with_report
@@ -209,7 +233,9 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]
         builds[level] = (built, time.perf_counter() - start,
                          float(np.max(np.abs(ours - want)) / (np.max(np.abs(want)) + 1e-12)))
     torch.set_num_threads(THREADS)
+    compiled = _torch_compiled(module, args) if torch_compile else {}
     times = {f"tilegrad{level}": [] for level in opt_levels} | {"onnxruntime": [], "torch": []}
+    times |= {f"torch_compile_{key}": [] for key in compiled}
     with torch.no_grad():
         for _ in range(rounds):
             for level in opt_levels:
@@ -220,6 +246,9 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]
             time.sleep(IDLE_S)
             times["torch"].append(median_time(lambda: module(*args), repeats))
             time.sleep(IDLE_S)
+            for key, (fn, _) in compiled.items():
+                times[f"torch_compile_{key}"].append(median_time(lambda: fn(*args), repeats))
+                time.sleep(IDLE_S)
     rows = []
     for level in opt_levels:
         built, compile_s, error = builds[level]
@@ -228,6 +257,10 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,)) -> list[dict]
                      "tilegrad_ms": statistics.median(times[f"tilegrad{level}"]) * 1e3,
                      "onnxruntime_ms": statistics.median(times["onnxruntime"]) * 1e3,
                      "torch_ms": statistics.median(times["torch"]) * 1e3,
+                     **{f"torch_compile_{key}_ms": statistics.median(times[f"torch_compile_{key}"]) * 1e3
+                        if key in compiled else None for key in ("inductor", "tilegrad")},
+                     **{f"torch_compile_{key}_compile_s": compiled[key][1] if key in compiled else None
+                        for key in ("inductor", "tilegrad")},
                      "kernels": built.kernels, "peak_bytes": spec.workspace_bytes,
                      "intermediate_bytes": spec.unshared_bytes, "compile_s": compile_s, "max_rel_error": error})
     return rows
@@ -240,17 +273,19 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--opt-levels", default="2", help="comma-separated opt levels to compile at (e.g. 0,2)")
+    parser.add_argument("--no-torch-compile", action="store_true",
+                        help="skip the torch.compile columns (Inductor and the tilegrad backend)")
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(MODELS)
     levels = tuple(int(x) for x in args.opt_levels.split(","))
     rows = []
     for name in names:
-        rows.extend(measure(name, args.rounds, args.repeats, levels))
+        rows.extend(measure(name, args.rounds, args.repeats, levels, torch_compile=not args.no_torch_compile))
         if not args.json:
             print(f"  measured {name}", file=sys.stderr)
     if args.json:
-        keys = ("model", "opt_level", "tilegrad_ms", "onnxruntime_ms", "torch_ms", "kernels", "peak_bytes",
-                "intermediate_bytes")
+        keys = ("model", "opt_level", "tilegrad_ms", "onnxruntime_ms", "torch_ms", "torch_compile_inductor_ms",
+                "torch_compile_tilegrad_ms", "kernels", "peak_bytes", "intermediate_bytes")
         print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=1))
         return 0
     print(f"threads: {THREADS}; untuned tilegrad (default schedules); latency ratios are peer time / tilegrad time")
@@ -265,6 +300,15 @@ def main(argv=None) -> int:
         ratios = [r["tilegrad_ms"] / r["onnxruntime_ms"] for r in rows if r["opt_level"] == level]
         print(f"opt {level}: geometric mean of tilegrad / ONNX Runtime latency: "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+    if not args.no_torch_compile:
+        print("\ntorch.compile (same rounds; compile s is the first call's time):")
+        print(f"{'model':<14}{'eager ms':>9}{'inductor ms':>12}{'tilegrad backend ms':>20}{'inductor compile s':>19}"
+              f"{'backend compile s':>18}")
+        for r in rows:
+            if r["opt_level"] == levels[0]:
+                print(f"{r['model']:<14}{r['torch_ms']:>9.2f}{r['torch_compile_inductor_ms']:>12.2f}"
+                      f"{r['torch_compile_tilegrad_ms']:>20.2f}{r['torch_compile_inductor_compile_s']:>19.1f}"
+                      f"{r['torch_compile_tilegrad_compile_s']:>18.1f}")
     return 0
 
 
