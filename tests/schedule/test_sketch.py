@@ -21,6 +21,8 @@ from tilegrad.schedule import Schedule, Trace, apply_trace
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.sketch import (
     MAX_INNERMOST,
+    MAX_LOCATIONS,
+    MAX_PARALLEL_GRAINS,
     UNROLL_STEPS,
     Choice,
     Sketch,
@@ -168,8 +170,10 @@ def test_padded_stage_chooses_where_it_is_computed():
     assert list(sketches) == ["default", "tile_cache_write+simple", "tile+simple"]
     for sketch in list(sketches.values())[1:]:
         (at,) = [c for c in sketch.structural if c.var == "Y_pad_at"]
-        assert at.values[0] == -1 and at.values == tuple(range(-1, len(at.values) - 1))
-        for where in (-1, 0, at.values[-1]):
+        inner = at.values[1:]  # the root, then the innermost few loops outside the tile
+        assert at.values[0] == -1 and inner == tuple(range(inner[0], inner[0] + len(inner)))
+        assert len(inner) == MAX_LOCATIONS
+        for where in (-1, inner[0], inner[-1]):
             params = _sample_with(sketch, {"Y_pad_at": where}, random.Random(4))
             state = apply_trace([_conv2d_nchwc()[1]], sketch.bind(params))
             attach = state.stage("Y_pad").attach
@@ -242,8 +246,9 @@ def test_every_tiled_sketch_has_divisor_tilings_unroll_and_parallel_choices():
                 assert space.choices, (name, sketch.name)
             parallel = [c for c in space.structural if c.var.endswith("_parallel")]
             assert parallel, (name, sketch.name)
-            for c in parallel:  # how many outer loops run in parallel: a count down to none
-                assert c.values == tuple(range(c.values[0], -1, -1))
+            for c in parallel:  # how many outer loops run in parallel: the finest few grains, counting down
+                assert c.values == tuple(range(c.values[0], c.values[0] - len(c.values), -1))
+                assert len(c.values) == min(MAX_PARALLEL_GRAINS, c.values[0] + 1)
 
 
 def test_default_sketch_is_the_default_schedule():

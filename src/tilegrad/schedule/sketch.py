@@ -36,6 +36,10 @@ from .trace import Trace
 UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto-unroll max steps on CPU
 MAX_INNERMOST = 64  # the innermost tile of a split is at most this (Ansor's max_innermost_split_factor)
 INLINE_MAX_LOADS = 4  # an injective stage reading more than this is worth materialising (a transform)
+# Each structural choice multiplies the programs whose features must be derived; keep a few values of each: the
+# innermost compute locations (outer ones recompute little and reuse less) and the finest parallel grains.
+MAX_LOCATIONS = 3
+MAX_PARALLEL_GRAINS = 3
 RFACTOR_MIN_REDUCTION = 64
 RFACTOR_MAX_SPATIAL = 256
 
@@ -339,7 +343,7 @@ def _apply_plan(sch: Schedule, space: Space, plan: dict[str, str], analysis: _An
             if root:
                 roots.append((name, loops))
     for name, loops in roots:
-        count = space.pick(f"{name}_parallel", range(len(loops), -1, -1))
+        count = space.pick(f"{name}_parallel", range(len(loops), max(-1, len(loops) - MAX_PARALLEL_GRAINS), -1))
         sch.parallel_outer(name, count)
 
 
@@ -472,7 +476,7 @@ def _place(sch: Schedule, space: Space, name: str, analysis: _Analysis) -> bool:
     for s in sch.state.stages:  # the consumer's cache_write tile now reads it: compute it outside that tile
         if isinstance(s.attach, tuple) and s.attach[0] == consumer and name in {t.name for t in s.op.inputs}:
             last = min(last, leaves.index(s.attach[1]))
-    where = space.pick(f"{name}_at", range(-1, last + 1))
+    where = space.pick(f"{name}_at", [-1] + list(range(max(0, last + 1 - MAX_LOCATIONS), last + 1)))
     sch.compute_at(name, consumer, where)
     return where == -1
 

@@ -1,0 +1,188 @@
+"""Ansor's evolutionary search: a population of candidates evolves under the cost model's scores for a few
+generations (mutations of tile sizes, parallel grain, unroll budget and compute location, and crossover), and the
+best-scored candidates never measured, with a few random ones (epsilon-greedy), make the next measurement batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+
+from ..schedule.sketch import MAX_INNERMOST, Tiling
+from .cost_model import CostModel
+from .space import Candidate, TaskSpace
+
+
+@dataclasses.dataclass
+class EvolutionaryOptions:
+    """Ansor's defaults: population 2048, 4 generations, 64 measurements per round, 5% random picks."""
+
+    population: int = 2048
+    generations: int = 4
+    measure_per_round: int = 64
+    eps_greedy: float = 0.05
+    crossover_prob: float = 0.1
+    elite_fraction: float = 0.25  # of the initial population: the best measured candidates
+
+
+class EvolutionarySearch:
+    """Proposes measurement batches for one task."""
+
+    name = "evolutionary"
+
+    def __init__(self, space: TaskSpace, model: CostModel, options: EvolutionaryOptions | None = None,
+                 seed: int = 0):
+        self.space = space
+        self.model = model
+        self.options = options or EvolutionaryOptions()
+        self.rng = random.Random(seed)
+
+    def propose(self, measured: set[Candidate], best: list[Candidate]) -> list[Candidate]:
+        """The next batch: `measured` are never proposed again; `best` (best first) seed the population."""
+        opt = self.options
+        population = list(dict.fromkeys(best[:int(opt.population * opt.elite_fraction)]))
+        population += self._random(opt.population - len(population))
+        scored: dict[Candidate, float] = {}
+        for generation in range(opt.generations + 1):
+            scores = self._score(population, scored)
+            if generation == opt.generations:
+                break
+            population = self._next_generation(population, scores)
+        fresh = sorted((c for c in scored if c not in measured), key=lambda c: -scored[c])
+        n_random = int(round(opt.measure_per_round * opt.eps_greedy))
+        batch = fresh[:opt.measure_per_round - n_random]
+        taken = set(batch) | measured
+        for c in self._random(4 * n_random + 8):
+            if len(batch) >= opt.measure_per_round:
+                break
+            if c not in taken:
+                batch.append(c)
+                taken.add(c)
+        return batch
+
+    def _random(self, n: int) -> list[Candidate]:
+        return [self.space.sample(self.rng) for _ in range(max(0, n))]
+
+    def _score(self, population: list[Candidate], scored: dict[Candidate, float]) -> np.ndarray:
+        new = [c for c in dict.fromkeys(population) if c not in scored]
+        if new:
+            x = self.space.features(new)
+            for c, s in zip(new, self.model.predict(x)):
+                scored[c] = float(s)
+        return np.array([scored[c] for c in population])
+
+    def _next_generation(self, population: list[Candidate], scores: np.ndarray) -> list[Candidate]:
+        """Parents chosen with probability rising with their score (scores ranked, so the model's scale does
+        not matter); each child a mutation, or a crossover of two parents of one sketch."""
+        ranks = np.argsort(np.argsort(scores))
+        weights = (ranks + 1.0) ** 2
+        p = weights / weights.sum()
+        parents = self.rng.choices(range(len(population)), weights=p, k=len(population) * 2)
+        out = []
+        for i in range(len(population)):
+            a = population[parents[2 * i]]
+            b = population[parents[2 * i + 1]]
+            if self.rng.random() < self.options.crossover_prob and a.sketch == b.sketch and a != b:
+                child = self._crossover(a, b)
+            else:
+                child = self._mutate(a)
+            out.append(child if child is not None and self.space.valid(child) else a)
+        return out
+
+    def _mutate(self, c: Candidate) -> Candidate | None:
+        sketch = self.space.sketches[c.sketch]
+        params = c.values
+        structure = sketch.structure_of(params)
+        _, space = sketch.space(structure)
+        kinds = (["tile"] * len(space.tilings) + ["choice"] * len(space.choices)
+                 + ["structure"] * len(sketch.structural))
+        if not kinds:
+            return None
+        kind = self.rng.choice(kinds)
+        if kind == "tile":
+            tiling = self.rng.choice(space.tilings)
+            moved = _move_factor(tiling, params, self.rng)
+            if moved is None:
+                return None
+            params.update(moved)
+        elif kind == "choice":
+            choice = self.rng.choice(space.choices)
+            params[choice.var] = self.rng.choice(choice.values)
+        else:
+            choice = self.rng.choice(sketch.structural)
+            if choice.var not in params:
+                return None
+            params[choice.var] = self.rng.choice(choice.values)
+            params = _refill(sketch, params, self.rng)
+            if params is None:
+                return None
+        return Candidate.of(c.sketch, params)
+
+    def _crossover(self, a: Candidate, b: Candidate) -> Candidate | None:
+        """Each tiling and choice from one parent or the other (structures must agree)."""
+        sketch = self.space.sketches[a.sketch]
+        pa, pb = a.values, b.values
+        if sketch.structure_of(pa) != sketch.structure_of(pb):
+            return None
+        _, space = sketch.space(sketch.structure_of(pa))
+        child = dict(pa)
+        for tiling in space.tilings:
+            if self.rng.random() < 0.5:
+                child.update({v: pb[v] for v in tiling.vars})
+        for choice in space.choices:
+            if self.rng.random() < 0.5:
+                child[choice.var] = pb[choice.var]
+        return Candidate.of(a.sketch, child)
+
+
+def _move_factor(tiling: Tiling, params: dict, rng: random.Random) -> dict | None:
+    """Move one prime factor between two levels of a split (Ansor's tile-size mutation)."""
+    parts = list(tiling.parts(params))
+    sources = [i for i, p in enumerate(parts) if p > 1]
+    if not sources or len(parts) < 2:
+        return None
+    src = rng.choice(sources)
+    dst = rng.choice([i for i in range(len(parts)) if i != src])
+    factor = _smallest_prime_factor(parts[src]) if rng.random() < 0.5 else rng.choice(_prime_factors(parts[src]))
+    parts[src] //= factor
+    parts[dst] *= factor
+    if parts[-1] > MAX_INNERMOST:
+        return None
+    values = [int(np.prod(parts[i:])) for i in range(1, len(parts))]
+    return dict(zip(tiling.vars, values))
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, d = [], 2
+    while d * d <= n:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def _smallest_prime_factor(n: int) -> int:
+    return _prime_factors(n)[0]
+
+
+def _refill(sketch, params: dict, rng: random.Random) -> dict | None:
+    """After a structural change: keep the parameters the new structure still has, sample those it adds."""
+    try:
+        structure = sketch.structure_of(params)
+        _, space = sketch.space(structure)
+    except Exception:  # noqa: BLE001 - an impossible structure is just not a child
+        return None
+    out = dict(structure)
+    for t in space.tilings:
+        if all(v in params for v in t.vars) and t.valid(params):
+            out.update({v: params[v] for v in t.vars})
+        else:
+            out.update(t.sample(rng))
+    for c in space.choices:
+        out[c.var] = params[c.var] if params.get(c.var) in c.values else rng.choice(c.values)
+    return out

@@ -1,0 +1,109 @@
+"""A task's search space: its sketches, candidates (a sketch and an assignment of its parameters), and their
+program features, evaluated in batches from formulas derived once per sketch structure.
+
+Search policies (evolutionary now, gradient next) share this: they propose assignments, score them with the cost
+model over these features, and hand the chosen ones to the measurer as concrete traces.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from typing import NamedTuple
+
+import numpy as np
+
+from ..loop.lower import lower
+from ..schedule.schedule import apply_trace
+from ..schedule.sketch import Sketch, generate_sketches
+from ..schedule.trace import Trace
+from .features import aggregate
+from .formulas import FeatureFormulas
+from .task import Task
+
+
+class Candidate(NamedTuple):
+    """A sketch (by index in the task's list) and its parameters, as a sorted tuple so it hashes."""
+
+    sketch: int
+    params: tuple[tuple[str, int], ...]
+
+    @staticmethod
+    def of(sketch: int, params: dict) -> "Candidate":
+        return Candidate(sketch, tuple(sorted((k, int(v)) for k, v in params.items())))
+
+    @property
+    def values(self) -> dict[str, int]:
+        return dict(self.params)
+
+
+class TaskSpace:
+    """Sketches of one task and the features of its candidates."""
+
+    def __init__(self, task: Task):
+        self.task = task
+        self.sketches: list[Sketch] = generate_sketches(lambda: task.compute()[1])
+        self._formulas: dict[tuple, FeatureFormulas | None] = {}
+
+    def sample(self, rng: random.Random) -> Candidate:
+        i = rng.randrange(len(self.sketches))
+        return Candidate.of(i, self.sketches[i].sample(rng))
+
+    def default(self) -> Candidate:
+        return Candidate(0, ())
+
+    def trace(self, c: Candidate) -> Trace:
+        return self.sketches[c.sketch].bind(c.values)
+
+    def valid(self, c: Candidate) -> bool:
+        return self.sketches[c.sketch].valid(c.values)
+
+    def origin(self, c: Candidate, policy: str) -> str:
+        """What the records database keeps to recover the candidate: policy, sketch and parameters."""
+        return json.dumps({"policy": policy, "sketch": self.sketches[c.sketch].name, "params": c.values})
+
+    def from_origin(self, origin: str) -> Candidate | None:
+        try:
+            obj = json.loads(origin)
+            names = [s.name for s in self.sketches]
+            c = Candidate.of(names.index(obj["sketch"]), obj["params"])
+        except (ValueError, KeyError, TypeError):
+            return None
+        return c if self.valid(c) else None
+
+    def features(self, candidates: list[Candidate]) -> np.ndarray:
+        """One aggregated feature vector per candidate, evaluated in one batch per sketch structure. A
+        structure whose symbolic program cannot be derived gets NaN features (the model treats them as
+        missing)."""
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i, c in enumerate(candidates):
+            sk = self.sketches[c.sketch]
+            groups[(c.sketch, tuple(sorted(sk.structure_of(c.values).items())))].append(i)
+        out: np.ndarray | None = None
+        for key, idx in groups.items():
+            formulas = self._formulas_for(key)
+            if formulas is None:
+                continue
+            batch = {v: np.array([candidates[i].values[v] for i in idx], np.int64) for v in formulas.variables}
+            rows = formulas.evaluate(batch) if batch else np.repeat(formulas.evaluate({}), len(idx), axis=0)
+            vectors = aggregate(rows)
+            if out is None:
+                out = np.full((len(candidates), vectors.shape[1]), np.nan)
+            out[idx] = vectors
+        if out is None:
+            return np.full((len(candidates), 1), np.nan)
+        return out
+
+    def _formulas_for(self, key: tuple) -> FeatureFormulas | None:
+        if key not in self._formulas:
+            sketch_index, structure = key
+            trace, space = self.sketches[sketch_index].space(dict(structure))
+            numeric = [t for tiling in space.tilings for t in tiling.vars] + [c.var for c in space.choices]
+            try:
+                _, outs = self.task.compute()
+                state = apply_trace(outs, trace.bind(dict(structure)))
+                self._formulas[key] = FeatureFormulas(lower(state, "candidate"), numeric)
+            except Exception:  # noqa: BLE001 - a structure the analysis cannot handle is scored as unknown
+                self._formulas[key] = None
+        return self._formulas[key]
