@@ -1,0 +1,45 @@
+"""Compiling with tuning records: each kernel takes the best valid schedule recorded for its workload on this
+machine; a kernel never tuned (or whose record no longer replays) keeps the default rules."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from ..errors import TilegradError
+from ..ir.graph import Node
+from ..schedule.schedule import Schedule, apply_trace
+from ..te.tensor import Tensor
+from .records import Database
+from .task import workload_key
+
+
+class BestRecords:
+    """A schedule chooser for `executor.compile_graph` over a records database."""
+
+    def __init__(self, path: str | Path):
+        if not Path(path).is_file():
+            raise TilegradError(f"no tuning records database at {path}")
+        self.db = Database(path)
+        self.applied = 0
+
+    def __call__(self, node: Node, inputs: list[Tensor], outputs: list[Tensor]) -> Schedule | None:
+        record = self.db.best(workload_key(outputs))
+        if record is None:
+            return None
+        try:
+            state = apply_trace(outputs, record.trace)
+        except TilegradError as e:
+            warnings.warn(f"the tuned schedule of {node.name!r} does not replay ({e}); using the default",
+                          stacklevel=2)
+            return None
+        sch = Schedule(outputs)
+        sch.state, sch.trace = state, record.trace
+        self.applied += 1
+        return sch
+
+    def __enter__(self) -> "BestRecords":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.db.close()

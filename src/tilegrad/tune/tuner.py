@@ -1,0 +1,217 @@
+"""Tuning a model: the loop that ties tasks, the task scheduler, a search policy, the measurer, the records
+database and the cost model together.
+
+Each task's default schedule is measured first (the untuned latency, and the record every later candidate must
+beat). Then, round by round, the task scheduler picks a task, the policy proposes a batch, the measurer times it,
+every result is appended to the database, and the cost model is retrained on all measurements. A rerun on the
+same database resumes: earlier records seed the populations, are never measured again, and train the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TilegradError
+from .cost_model import TreeCostModel, throughput_of
+from .evolutionary import EvolutionaryOptions, EvolutionarySearch
+from .measure import MeasureInput, Measurer
+from .records import Database, Record
+from .space import Candidate, TaskSpace
+from .task import Task, extract_tasks
+from .task_scheduler import TaskScheduler
+
+POLICIES = ("evolutionary",)
+
+
+@dataclasses.dataclass
+class TaskResult:
+    task: Task
+    default_s: float
+    best_s: float
+    trials: int
+
+    @property
+    def speedup(self) -> float:
+        return self.default_s / self.best_s if self.best_s > 0 else math.nan
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """Per task: untuned and best latency and how many candidates were measured; the database path."""
+
+    tasks: list[TaskResult]
+    db: Path
+    trials: int
+    seconds: float
+
+    def estimated_latency(self, tuned: bool = True) -> float:
+        return sum(r.task.weight * (r.best_s if tuned else r.default_s) for r in self.tasks)
+
+    def table(self) -> str:
+        lines = [f"{'task':<44} {'weight':>6} {'trials':>6} {'default ms':>11} {'tuned ms':>9} {'speedup':>8}"]
+        for r in self.tasks:
+            lines.append(f"{r.task.name[:44]:<44} {r.task.weight:>6} {r.trials:>6} {r.default_s * 1e3:>11.3f} "
+                         f"{r.best_s * 1e3:>9.3f} {r.speedup:>7.2f}x")
+        before, after = self.estimated_latency(False), self.estimated_latency(True)
+        lines.append(f"estimated end-to-end (sum of weight x latency): {before * 1e3:.2f} ms -> {after * 1e3:.2f} ms "
+                     f"({before / after:.2f}x), {self.trials} trials in {self.seconds:.0f} s")
+        return "\n".join(lines)
+
+
+class _TaskState:
+    """What the tuner keeps per task: its space, search, measured candidates, features and latencies."""
+
+    def __init__(self, task: Task, policy, seed: int):
+        self.task = task
+        self.space = TaskSpace(task)
+        self.search = policy(self.space, seed)
+        self.measured: dict[Candidate, float] = {}
+        self.x: list[np.ndarray] = []
+        self.latency: list[float] = []
+        self.default_s = math.inf
+        self.trials = 0
+
+    @property
+    def best_s(self) -> float:
+        return min(self.measured.values(), default=math.inf)
+
+    def best(self, k: int) -> list[Candidate]:
+        ok = [(s, c) for c, s in self.measured.items() if math.isfinite(s)]
+        return [c for _, c in sorted(ok)[:k]]
+
+    def observe(self, cands: list[Candidate], latencies: list[float]) -> None:
+        if not cands:
+            return
+        feats = self.space.features(cands)
+        for c, f, s in zip(cands, feats, latencies):
+            self.measured[c] = s
+            self.x.append(f)
+            self.latency.append(s)
+
+
+def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "evolutionary", trials: int | None = None,
+               budget: float | None = None, measure_per_round: int = 64, options: EvolutionaryOptions | None = None,
+               scheduler: str = "gradient", measurer: Measurer | None = None, seed: int = 0,
+               progress: bool = True) -> TuneResult:
+    """Tune `tasks` until `trials` new candidates are measured or `budget` seconds pass (at least one is
+    given)."""
+    if policy not in POLICIES:
+        raise TilegradError(f"unknown search policy {policy!r}; available: {', '.join(POLICIES)}")
+    if trials is None and budget is None:
+        raise TilegradError("give trials= (candidates to measure) or budget= (seconds), or both")
+    options = options or EvolutionaryOptions(measure_per_round=measure_per_round)
+    model = TreeCostModel()
+    start = time.monotonic()
+    own_measurer = measurer is None
+    measurer = measurer or Measurer()
+    states = [_TaskState(t, lambda space, s: EvolutionarySearch(space, model, options, seed=s), seed + i)
+              for i, t in enumerate(tasks)]
+    bar = _progress(trials, budget, progress)
+    done = 0
+    try:
+        with Database(db) as database:
+            _resume(states, database)
+            _measure_defaults(states, database, measurer)
+            _retrain(model, states)
+            sched = TaskScheduler.for_tasks(list(tasks), strategy=scheduler,
+                                            initial_latencies=[s.best_s for s in states])
+            while not _finished(done, trials, start, budget):
+                i = sched.next_task()
+                if i is None:
+                    break
+                st = states[i]
+                room = options.measure_per_round if trials is None else min(options.measure_per_round, trials - done)
+                batch = [c for c in st.search.propose(set(st.measured), st.best(64)) if c not in st.measured][:room]
+                if not batch:
+                    sched.mark_exhausted(i)
+                    continue
+                results = measurer.measure([MeasureInput(st.task, st.space.trace(c)) for c in batch])
+                for c, r in zip(batch, results):
+                    database.add(Record.from_measurement(MeasureInput(st.task, st.space.trace(c)), r,
+                                                         origin=st.space.origin(c, policy)))
+                st.observe(batch, [r.latency for r in results])
+                st.trials += len(batch)
+                done += len(batch)
+                _retrain(model, states)
+                sched.update(i, st.best_s)
+                bar.update(len(batch))
+                bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model "
+                                    f"{sched.estimated_latency() * 1e3:.2f} ms")
+    finally:
+        bar.close()
+        if own_measurer:
+            measurer.close()
+    results = [TaskResult(s.task, s.default_s, min(s.best_s, s.default_s), s.trials) for s in states]
+    return TuneResult(results, Path(db), done, time.monotonic() - start)
+
+
+def _finished(done: int, trials: int | None, start: float, budget: float | None) -> bool:
+    return (trials is not None and done >= trials) or (budget is not None and time.monotonic() - start >= budget)
+
+
+def _progress(trials: int | None, budget: float | None, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=trials, unit="trial", disable=not enabled, dynamic_ncols=True,
+                desc="tuning" if budget is None else f"tuning ({budget:.0f} s budget)")
+
+
+def _resume(states: list[_TaskState], database: Database) -> None:
+    """Earlier records of these tasks: measured candidates, and the default schedule's latency."""
+    for st in states:
+        cands, lats = [], []
+        for rec in database.records(st.task.key):
+            c = st.space.from_origin(rec.origin)
+            if c is None:
+                continue
+            if c == st.space.default():
+                st.default_s = min(st.default_s, rec.latency)
+            cands.append(c)
+            lats.append(rec.latency)
+        st.observe(cands, lats)
+
+
+def _measure_defaults(states: list[_TaskState], database: Database, measurer: Measurer) -> None:
+    todo = [st for st in states if st.space.default() not in st.measured]
+    inputs = [MeasureInput(st.task, st.space.trace(st.space.default())) for st in todo]
+    for st, inp, r in zip(todo, inputs, measurer.measure(inputs) if inputs else []):
+        database.add(Record.from_measurement(inp, r, origin=st.space.origin(st.space.default(), "default")))
+        st.observe([st.space.default()], [r.latency])
+        st.default_s = r.latency
+
+
+def _retrain(model: TreeCostModel, states: list[_TaskState]) -> None:
+    xs, tps, groups = [], [], []
+    for st in states:
+        if not st.x:
+            continue
+        xs.append(np.stack(st.x))
+        tps.append(throughput_of(np.array(st.latency), max(st.task.flops, 1)))
+        groups += [st.task.key] * len(st.x)
+    if xs and len({x.shape[1] for x in xs}) == 1:
+        model.update(np.concatenate(xs), np.concatenate(tps), groups)
+
+
+def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         example_inputs=None, opt_level: int = 2, policy: str = "evolutionary", trials: int | None = None,
+         budget: float | None = None, **options) -> TuneResult:
+    """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
+    measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them."""
+    tasks = extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
+                                      opt_level=opt_level))
+    return tune_tasks(tasks, db, policy=policy, trials=trials, budget=budget, **options)
+
+
+def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2):
+    """The optimised graph `tilegrad.compile` builds kernels from."""
+    from ..api import import_model
+    from ..passes import optimize
+
+    graph, _ = optimize(import_model(model, example_inputs, input_shapes), opt_level)
+    return graph
