@@ -7,8 +7,9 @@ Dynamo hands over an FX graph whose parameters and buffers are inputs. They are 
 constants (so bias folding, batch-norm folding and weight packing apply), and the graph is compiled through
 `tilegrad.compile` like any module. A call passes the other inputs as NumPy arrays, without copies, and wraps the
 outputs as tensors. The weights are checked on every call (same tensors, no in-place update since compiling); a
-change recompiles. A graph tilegrad cannot compile (an unsupported op, a dynamic shape, gradients needed) runs
-eagerly, after one `EagerFallbackWarning` that says why.
+change recompiles. A graph tilegrad cannot compile (an unsupported op or dtype, a dynamic shape, gradients
+needed) runs eagerly, after one `EagerFallbackWarning` that says why; other errors (unknown options, a missing
+records database, a compiler failure) are raised.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import warnings
 import torch
 
 from . import metrics
-from .errors import TilegradError
+from .errors import ShapeError, TilegradError, UnsupportedOpError
 
 OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
 
@@ -58,7 +59,7 @@ class CompiledGraph:
             frozen = _Frozen(self.gm, self.weights, len(example_inputs))
             try:
                 module = api.compile(frozen, tuple(example_inputs[i] for i in self.user), **self.options)
-            except TilegradError as exc:
+            except (UnsupportedOpError, ShapeError) as exc:  # the graph, not the setup: run it eagerly
                 why = " ".join(str(exc).split())
             else:
                 metrics.bump("torch_backend.compiled")

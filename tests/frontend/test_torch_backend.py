@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tilegrad import api, metrics
-from tilegrad.errors import TilegradError
+from tilegrad.errors import BuildError, TilegradError
 from tilegrad.torch_backend import EagerFallbackWarning, backend
 
 nn = torch.nn
@@ -83,6 +83,15 @@ def test_unknown_options_and_modes_are_errors():
         backend(gm, [torch.randn(3)], options={"max_autotune": True})
     with pytest.raises(TilegradError, match="mode='max-autotune' is Inductor's"):
         backend(gm, [torch.randn(3)], mode="max-autotune")
+
+
+def test_errors_outside_the_graph_are_raised(monkeypatch):
+    def broken(*args, **kwargs):
+        raise BuildError("cc: not found")
+
+    monkeypatch.setattr(api, "compile", broken)
+    with torch.no_grad(), pytest.raises(BuildError, match="cc: not found"):
+        backend(torch.fx.symbolic_trace(nn.ReLU()), [torch.randn(3)])
 
 
 class Bessel(nn.Module):
