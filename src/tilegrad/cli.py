@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="skip this graph pass (repeatable)")
     passes.add_argument("--explain", action="store_true",
                         help="print what each graph pass changed, the kernel count and the intermediate memory")
+    passes.add_argument("--db", metavar="FILE", default=None,
+                        help="tuning records (from `tilegrad tune`): each kernel takes its best tuned schedule")
 
     p = argparse.ArgumentParser(prog="tilegrad", description="A deep-learning compiler for ONNX and PyTorch "
                                 "models.")
@@ -103,12 +105,74 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=10, metavar="N", help="timed repeats (default 10)")
     b.set_defaults(command=_bench)
 
+    t = sub.add_parser("tune", parents=[common, shapes], help="tune the model's kernels into a records database",
+                       description="Search schedules for every kernel of the model, measuring candidates on this "
+                                   "machine; the records go to --db, which `compile --db` then uses.")
+    t.add_argument("model", help=MODEL_HELP)
+    t.add_argument("--db", metavar="FILE", help="the records database (SQLite; created or resumed)")
+    t.add_argument("--policy", default="evolutionary", choices=("evolutionary",), help="search policy")
+    t.add_argument("--trials", type=int, default=None, metavar="N", help="candidates to measure in all")
+    t.add_argument("--budget", default=None, metavar="TIME", help="wall-clock budget: seconds, or e.g. 10m, 1h")
+    t.add_argument("--measure-per-round", type=int, default=64, metavar="N", help="candidates per round (64)")
+    t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
+    t.add_argument("--list-tasks", action="store_true",
+                   help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
+    t.set_defaults(command=_tune)
+
     i = sub.add_parser("info", parents=[common, shapes], help="inputs, outputs, ops, FLOPs and unsupported ops",
                        description="Describe an ONNX model: its inputs and outputs, op histogram, FLOPs estimate "
                                    "and the ops tilegrad does not support.")
     i.add_argument("model", help="the .onnx file")
     i.set_defaults(command=_info)
     return p
+
+
+# ---- tune ----
+
+def _tune(args) -> None:
+    from .tune.task import extract_tasks
+    from .tune.tuner import model_graph, tune_tasks
+
+    spec = _load(args.model, args.input_shape)
+    tasks = extract_tasks(model_graph(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
+                                      opt_level=args.opt_level))
+    if args.list_tasks:
+        _list_tasks(tasks)
+        return
+    budget = _duration(args.budget) if args.budget else None
+    if not args.db:
+        raise UsageError("tune needs --db FILE, the records database to write")
+    if args.trials is None and budget is None:
+        raise UsageError("give --trials N or --budget TIME (or both)")
+    result = tune_tasks(tasks, args.db, policy=args.policy, trials=args.trials, budget=budget,
+                        measure_per_round=args.measure_per_round)
+    print(result.table())
+    print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
+
+
+def _list_tasks(tasks) -> None:
+    """Each task with its FLOPs, weight and share of the untuned latency (its default schedule, measured)."""
+    from .tune.measure import Measurer, MeasureInput
+
+    with Measurer() as measurer:
+        results = measurer.measure([MeasureInput(t, t.default_trace()) for t in tasks])
+    total = sum(t.weight * r.latency for t, r in zip(tasks, results) if r.valid) or 1.0
+    print(f"{len(tasks)} tasks, {sum(t.weight for t in tasks)} kernels")
+    print(f"{'#':>3} {'task':<48} {'weight':>6} {'MFLOP':>9} {'untuned':>10} {'share':>6}")
+    for i, (t, r) in enumerate(zip(tasks, results)):
+        share = t.weight * r.latency / total if r.valid else float("nan")
+        print(f"{i:>3} {t.name[:48]:<48} {t.weight:>6} {t.flops / 1e6:>9.1f} {_seconds(r.latency):>10} "
+              f"{share:>6.1%}")
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except (ValueError, IndexError):
+        raise UsageError(f"--budget {text!r}: expected seconds or a number with s, m or h (e.g. 10m)") from None
 
 
 # ---- compile ----
@@ -143,7 +207,8 @@ def _compile_model(args):
     spec = _load(args.model, args.input_shape)
     t0 = time.perf_counter()
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
-                                          opt_level=opt_level, disable_passes=args.disable_pass)
+                                          opt_level=opt_level, disable_passes=args.disable_pass,
+                                          db=getattr(args, "db", None))
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)

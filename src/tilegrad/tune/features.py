@@ -176,32 +176,37 @@ class _StoreAnalysis:
     def _add(self, key: str, amount) -> None:
         self.counts[key] = self.counts[key] + amount
 
-    def _count(self, e: E.Expr, loads: dict) -> None:
-        t = type(e)
-        if t is E.Const or t is E.Var:
-            return
-        if E.is_int(e.dtype) and not has_load(e):  # an index: counted from its values, not its spelling
-            add, mul, dm = index_ops(self.nest.index_map(e), self.nest)
-            self._add("int_addsub", add)
-            self._add("int_mul", mul)
-            self._add("int_divmod", dm)
-            return
-        if t is E.Load:
-            self._add("loads", ONE)
-            key = (id(e.buffer), e.indices)
-            if key in loads:
-                a = loads[key]
-                loads[key] = Access(a.buffer, a.indices, False, a.count + 1)
+    def _count(self, root: E.Expr, loads: dict) -> None:
+        """Operations of the expression as the code spells it (a tree): each distinct node is analysed once and
+        weighted by how many times it occurs, so shared subexpressions (transform matrices) stay linear."""
+        for e, times in _occurrences(root, self._is_leaf):
+            t = type(e)
+            if t is E.Const or t is E.Var:
+                continue
+            if E.is_int(e.dtype) and not has_load(e):  # an index: counted from its values, not its spelling
+                add, mul, dm = index_ops(self.nest.index_map(e), self.nest)
+                self._add("int_addsub", add * times)
+                self._add("int_mul", mul * times)
+                self._add("int_divmod", dm * times)
+            elif t is E.Load:
+                self._add("loads", E.Const(times, E.INDEX))
+                key = (id(e.buffer), e.indices)
+                if key in loads:
+                    a = loads[key]
+                    loads[key] = Access(a.buffer, a.indices, False, a.count + times)
+                else:
+                    loads[key] = Access(e.buffer, e.indices, False, times)
             else:
-                loads[key] = Access(e.buffer, e.indices, False, 1)
-        else:
-            key = _op_kind(e)
-            if key is not None:
-                self._add(key, ONE)
-            if t in (E.Add, E.Sub) and E.is_float(e.dtype) and (type(e.a) is E.Mul or type(e.b) is E.Mul):
-                self._add("float_mad", ONE)
-        for k in e.children():
-            self._count(k, loads)
+                key = _op_kind(e)
+                if key is not None:
+                    self._add(key, E.Const(times, E.INDEX))
+                if t in (E.Add, E.Sub) and E.is_float(e.dtype) and (type(e.a) is E.Mul or type(e.b) is E.Mul):
+                    self._add("float_mad", E.Const(times, E.INDEX))
+
+    @staticmethod
+    def _is_leaf(e: E.Expr) -> bool:
+        t = type(e)
+        return t is E.Const or t is E.Var or (E.is_int(e.dtype) and t is not E.Load and not has_load(e))
 
     def _target_reads(self, i: int) -> E.Expr:
         out = E.Const(False, "bool")
@@ -356,6 +361,43 @@ _FLOAT_KINDS = {E.Add: "float_addsub", E.Sub: "float_addsub", E.Mul: "float_mul"
                 E.Min: "float_cmp", E.Max: "float_cmp"}
 _INT_KINDS = {E.Add: "int_addsub", E.Sub: "int_addsub", E.Mul: "int_mul", E.FloorDiv: "int_divmod",
               E.FloorMod: "int_divmod", E.Min: "int_cmp", E.Max: "int_cmp"}
+
+
+def _occurrences(root: E.Expr, is_leaf) -> list[tuple[E.Expr, int]]:
+    """Each distinct node of the expression DAG under `root` (not looking inside leaves) with the number of times
+    it occurs in the expression written out as a tree."""
+    order: list[E.Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[E.Expr, bool]] = [(root, False)]
+    while stack:  # post-order over distinct nodes
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        if not is_leaf(e):
+            stack.extend((k, False) for k in e.children())
+    times: dict[int, int] = {id(root): 1}
+    for e in reversed(order):  # parents before children
+        m = times.get(id(e), 0)
+        if m and not is_leaf(e):
+            for k in e.children():
+                times[id(k)] = times.get(id(k), 0) + m
+    first: list[E.Expr] = []  # the order the written-out tree first meets each node: left to right, parents first
+    met: set[int] = set()
+    walk = [root]
+    while walk:
+        e = walk.pop()
+        if id(e) in met:
+            continue
+        met.add(id(e))
+        first.append(e)
+        if not is_leaf(e):
+            walk.extend(reversed(e.children()))
+    return [(e, times[id(e)]) for e in first if times.get(id(e))]
 
 
 def _op_kind(e: E.Expr) -> str | None:

@@ -14,13 +14,59 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..loop.ir import Store, walk
 from ..loop.lower import lower
 from ..schedule.schedule import apply_trace
 from ..schedule.sketch import Sketch, generate_sketches
 from ..schedule.trace import Trace
+from ..te import expr as E
 from .features import aggregate
 from .formulas import FeatureFormulas
 from .task import Task
+
+
+# Feature formulas grow with the reads of each store and the size of its expression written out; a kernel beyond
+# these (a Winograd transform reads 36 taps at indices with min/max over all of them) is scored as unknown
+# rather than derived for minutes.
+MAX_READS = 48
+MAX_TREE = 4000
+
+
+def _too_big(kernel) -> bool:
+    for s in walk(kernel.body):
+        if isinstance(s, Store):
+            roots = (s.value,) + tuple(s.indices)
+            if sum(_tree_size(r, {}) for r in roots) > MAX_TREE or _distinct_reads(s.value) > MAX_READS:
+                return True
+    return False
+
+
+def _tree_size(e: E.Expr, memo: dict) -> int:
+    """Nodes of the expression written out as a tree (shared subexpressions counted at every use)."""
+    order, stack, seen = [], [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        order.append(x)
+        stack.extend(x.children())
+    for x in reversed(order):  # children before parents
+        memo[id(x)] = 1 + sum(memo[id(k)] for k in x.children())
+    return memo[id(e)]
+
+
+def _distinct_reads(e: E.Expr) -> int:
+    reads, seen, stack = set(), set(), [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if type(x) is E.Load:
+            reads.add((x.buffer.name, x.indices))
+        stack.extend(x.children())
+    return len(reads)
 
 
 class Candidate(NamedTuple):
@@ -103,7 +149,10 @@ class TaskSpace:
             try:
                 _, outs = self.task.compute()
                 state = apply_trace(outs, trace.bind(dict(structure)))
-                self._formulas[key] = FeatureFormulas(lower(state, "candidate"), numeric)
+                kernel = lower(state, "candidate")
+                if _too_big(kernel):
+                    raise ValueError("too many reads for per-read features")
+                self._formulas[key] = FeatureFormulas(kernel, numeric)
             except Exception:  # noqa: BLE001 - a structure the analysis cannot handle is scored as unknown
                 self._formulas[key] = None
         return self._formulas[key]
