@@ -1,0 +1,88 @@
+"""The tuning loop end to end on a tiny model: records appended, the best applied by compile(db=), a rerun
+resumes without measuring a candidate twice, and the CLI lists tasks and tunes."""
+
+import io
+import json
+import sqlite3
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import tilegrad
+from tilegrad.cli import main
+from tilegrad.errors import TilegradError
+from tilegrad.executor import compile_graph
+from tilegrad.tune.apply import BestRecords
+from tilegrad.tune.evolutionary import EvolutionaryOptions
+from tilegrad.tune.task import extract_tasks
+from tilegrad.tune.tuner import model_graph, tune_tasks
+
+SMALL = EvolutionaryOptions(population=48, generations=2, measure_per_round=6)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(32, 48), nn.ReLU(), nn.Linear(48, 16)).eval()
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (torch.randn(8, 32),), buf, input_names=["x"], dynamo=False)
+    path = tmp_path_factory.mktemp("model") / "mlp.onnx"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def _origins(db):
+    with sqlite3.connect(db) as con:
+        return [row[0] for row in con.execute("SELECT origin FROM records")]
+
+
+def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_path):
+    db = tmp_path / "tune.db"
+    tasks = extract_tasks(model_graph(str(model)))
+    result = tune_tasks(tasks, db, trials=12, options=SMALL, progress=False)
+    assert result.trials == 12
+    origins = _origins(db)
+    assert len(origins) == 12 + len(tasks)  # every candidate, and each task's default schedule first
+    assert sum(json.loads(o)["policy"] == "default" for o in origins) == len(tasks)
+    for r in result.tasks:
+        assert r.best_s <= r.default_s
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype("float32")
+    graph = model_graph(str(model))
+    with BestRecords(db) as chooser:
+        tuned = compile_graph(graph, choose=chooser)
+        assert chooser.applied == len(graph.nodes)  # every kernel of this graph was tuned
+    np.testing.assert_allclose(tuned(x), tilegrad.compile(str(model))(x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(tilegrad.compile(str(model), db=db)(x), tuned(x), rtol=1e-6)
+
+    again = tune_tasks(tasks, db, trials=6, options=SMALL, progress=False)  # resumes: defaults are not re-measured
+    origins = _origins(db)
+    assert len(origins) == 12 + len(tasks) + 6
+    assert again.trials == 6
+    assert len({(json.loads(o)["sketch"], json.dumps(json.loads(o)["params"], sort_keys=True)) for o in origins}
+               ) >= len(origins) - len(tasks)  # no candidate measured twice
+
+
+def test_compile_with_a_missing_database_is_an_error(model, tmp_path):
+    with pytest.raises(TilegradError, match="no tuning records"):
+        tilegrad.compile(str(model), db=tmp_path / "none.db")
+
+
+def test_tune_needs_trials_or_budget(model, tmp_path):
+    with pytest.raises(TilegradError, match="trials"):
+        tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db")
+
+
+def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
+    assert main(["tune", str(model), "--list-tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "2 tasks" in out and "share" in out
+    db = tmp_path / "cli.db"
+    assert main(["tune", str(model), "--db", str(db), "--trials", "6", "--measure-per-round", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated end-to-end" in out and db.exists()
+    assert main(["tune", str(model), "--trials", "6"]) == 2  # no --db
