@@ -86,3 +86,8 @@ def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "estimated end-to-end" in out and db.exists()
     assert main(["tune", str(model), "--trials", "6"]) == 2  # no --db
+
+
+def test_tilegrad_tune_is_the_entry_point(model, tmp_path):
+    result = tilegrad.tune(str(model), db=tmp_path / "api.db", trials=6, options=SMALL, progress=False)
+    assert result.trials == 6 and "estimated end-to-end" in result.table()
