@@ -2,6 +2,7 @@
 
     mod = tilegrad.compile("model.onnx")      # a native Module; mod(x) -> outputs
     mod.save("out/"); mod = tilegrad.load("out/")
+    tilegrad.tune("model.onnx", db="tune.db", trials=2000)   # then tilegrad.compile(..., db="tune.db")
 
 Subpackages: `te` (expressions and tensor expressions), `schedule` (schedules as traces), `loop` (loop IR),
 `codegen` (C), `runtime` (build, call, time), `ir` (graph IR and op registry), `frontend` (ONNX).
@@ -14,4 +15,8 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "tune":  # the subpackage, callable: tilegrad.tune(model, db=..., trials=N)
+        import importlib
+
+        return importlib.import_module(".tune", __name__)
     raise AttributeError(f"module 'tilegrad' has no attribute {name!r}")

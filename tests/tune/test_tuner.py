@@ -91,3 +91,10 @@ def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
 def test_tilegrad_tune_is_the_entry_point(model, tmp_path):
     result = tilegrad.tune(str(model), db=tmp_path / "api.db", trials=6, options=SMALL, progress=False)
     assert result.trials == 6 and "estimated end-to-end" in result.table()
+
+
+def test_tune_is_reachable_from_the_top_level_package():
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", "import tilegrad; assert callable(tilegrad.tune)"], check=True)
