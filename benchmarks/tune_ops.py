@@ -24,9 +24,8 @@ import warnings
 
 import numpy as np
 import torch
-from torch import nn
-
 from timing import median_time  # benchmarks/timing.py, beside this script
+from torch import nn
 
 import tilegrad
 from tilegrad.tune.task import extract_tasks

@@ -152,7 +152,7 @@ def _tune(args) -> None:
 
 def _list_tasks(tasks) -> None:
     """Each task with its FLOPs, weight and share of the untuned latency (its default schedule, measured)."""
-    from .tune.measure import Measurer, MeasureInput
+    from .tune.measure import MeasureInput, Measurer
 
     with Measurer() as measurer:
         results = measurer.measure([MeasureInput(t, t.default_trace()) for t in tasks])

@@ -23,7 +23,7 @@ import functools
 import math
 import random
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import ScheduleError
 from ..te import expr as E

@@ -38,7 +38,7 @@ class BestRecords:
         self.applied += 1
         return sch
 
-    def __enter__(self) -> "BestRecords":
+    def __enter__(self) -> BestRecords:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -24,7 +24,6 @@ from .features import aggregate
 from .formulas import FeatureFormulas
 from .task import Task
 
-
 # Feature formulas grow with the reads of each store and the size of its expression written out; a kernel beyond
 # these (a Winograd transform reads 36 taps at indices with min/max over all of them) is scored as unknown
 # rather than derived for minutes.
@@ -76,7 +75,7 @@ class Candidate(NamedTuple):
     params: tuple[tuple[str, int], ...]
 
     @staticmethod
-    def of(sketch: int, params: dict) -> "Candidate":
+    def of(sketch: int, params: dict) -> Candidate:
         return Candidate(sketch, tuple(sorted((k, int(v)) for k, v in params.items())))
 
     @property
