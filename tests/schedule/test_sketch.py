@@ -193,20 +193,7 @@ def test_padded_stage_is_computed_outside_a_cache_write_tile():
 
 
 def _sample_with(sketch: Sketch, fixed: dict, rng: random.Random) -> dict:
-    """A random annotation with some structural choices fixed: the others drawn in the order the trace makes
-    them, then the numeric parameters of that structure."""
-    params = dict(fixed)
-    while True:
-        _, space = sketch.space(params)
-        pending = [c for c in space.structural if c.var not in params]
-        if not pending:
-            break
-        params[pending[0].var] = rng.choice(pending[0].values)
-    for t in space.tilings:
-        params.update(t.sample(rng))
-    for c in space.choices:
-        params[c.var] = rng.choice(c.values)
-    return params
+    return sketch.sample(rng, fixed)
 
 
 def test_structural_choices_depend_on_the_choices_before_them():

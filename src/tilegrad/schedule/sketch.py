@@ -170,11 +170,11 @@ class Sketch:
             structure = made
         return structure
 
-    def sample(self, rng: random.Random) -> dict[str, int]:
+    def sample(self, rng: random.Random, fixed: dict[str, int] | None = None) -> dict[str, int]:
         """A random annotation: structural choices one at a time in the order the trace makes them (each
-        from the values the ones before it leave), then tile sizes uniform over the factorizations of each
-        extent and numeric choices uniform over their values."""
-        params: dict[str, int] = {}
+        from the values the ones before it leave; those in `fixed` kept), then tile sizes uniform over the
+        factorizations of each extent and numeric choices uniform over their values."""
+        params: dict[str, int] = dict(fixed or {})
         while True:
             _, space = self.space(params)
             pending = [c for c in space.structural if c.var not in params]
@@ -388,17 +388,7 @@ def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: st
             s3.append(i)
         else:
             s2.append(pa)
-    r0, r1 = [], []
-    pst = sch.state.stage(producer)
-    for r in [a.name for a in pst.op.reduce_axes]:
-        n = _extent(sch, producer, r)
-        if n == 1:
-            r0.append(r)
-            continue
-        (w,) = space.tile(f"{producer}_{r}", n, 2)
-        o, i = sch.split(producer, r, w, exact=True)
-        r0.append(o)
-        r1.append(i)
+    r0, r1 = _split_reductions(sch, space, producer)
     sch.reorder(producer, *r0, *s2, *r1, *s3)
     if s3 and axes[-1] in inner:
         sch.vectorize(producer, s3[-1])
@@ -406,6 +396,22 @@ def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: st
     if level2 and axes[-1] in inner:
         sch.vectorize(consumer, level2[-1])
     return consumer, level0
+
+
+def _split_reductions(sch: Schedule, space: Space, name: str) -> tuple[list[str], list[str]]:
+    """The "RR" of SSRSRS: each reduction axis of the stage split in two by a tile size (outer loops, inner
+    loops); an axis of extent 1 stays whole, among the outer."""
+    r0, r1 = [], []
+    for r in [a.name for a in sch.state.stage(name).op.reduce_axes]:
+        n = _extent(sch, name, r)
+        if n == 1:
+            r0.append(r)
+            continue
+        (w,) = space.tile(f"{name}_{r}", n, 2)
+        o, i = sch.split(name, r, w, exact=True)
+        r0.append(o)
+        r1.append(i)
+    return r0, r1
 
 
 def _tile_in_place(sch: Schedule, space: Space, name: str, target: CpuTarget) -> tuple[str, list[str]]:
@@ -423,16 +429,7 @@ def _tile_in_place(sch: Schedule, space: Space, name: str, target: CpuTarget) ->
         a110, a111 = sch.split(name, a11, v3, exact=True)
         for level, loop in zip(levels, (a0, a10, a110, a111)):
             level.append(loop)
-    r0, r1 = [], []
-    for r in [x.name for x in st.op.reduce_axes]:
-        n = _extent(sch, name, r)
-        if n == 1:
-            r0.append(r)
-            continue
-        (w,) = space.tile(f"{name}_{r}", n, 2)
-        o, i = sch.split(name, r, w, exact=True)
-        r0.append(o)
-        r1.append(i)
+    r0, r1 = _split_reductions(sch, space, name)
     sch.reorder(name, *levels[0], *levels[1], *r0, *levels[2], *r1, *levels[3])
     last_axis = st.op.axes[-1].name
     if levels[3] and _extent(sch, name, last_axis) > 1:
