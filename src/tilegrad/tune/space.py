@@ -42,16 +42,16 @@ def _too_big(kernel) -> bool:
 
 def _tree_size(e: E.Expr, memo: dict) -> int:
     """Nodes of the expression written out as a tree (shared subexpressions counted at every use)."""
-    order, stack, seen = [], [e], set()
+    stack = [(e, False)]
     while stack:
-        x = stack.pop()
-        if id(x) in seen:
+        x, expanded = stack.pop()
+        if id(x) in memo:
             continue
-        seen.add(id(x))
-        order.append(x)
-        stack.extend(x.children())
-    for x in reversed(order):  # children before parents
-        memo[id(x)] = 1 + sum(memo[id(k)] for k in x.children())
+        if expanded:
+            memo[id(x)] = 1 + sum(memo[id(k)] for k in x.children())
+        else:
+            stack.append((x, True))
+            stack.extend((k, False) for k in x.children() if id(k) not in memo)
     return memo[id(e)]
 
 
