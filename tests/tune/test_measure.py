@@ -84,6 +84,14 @@ def test_crashing_and_hanging_candidates_fail_and_the_batch_goes_on(measurer, ta
     assert all(r.costs for r in results[4:])
 
 
+def test_a_task_limited_by_its_default_times_out_sooner(measurer, task):
+    fresh = matmul_task(24, 8, 8)  # its own task key, so the limit does not touch the other tests
+    measurer.limit_by_default(fresh, 1e-5)
+    hang = measurer.measure([MeasureInput(fresh, tiled(fresh, 8, 8), source_override=HANG)])[0]
+    assert hang.error_kind == "timeout" and hang.error.startswith("timeout after 1 s")
+    assert measurer.measure_one(fresh, fresh.default_trace()).valid
+
+
 def test_wrong_results_are_caught(measurer, task, monkeypatch):
     good = tiled(task, 8, 8)
     zeros, unwritten = measurer.measure([MeasureInput(task, good, source_override=ZEROS),

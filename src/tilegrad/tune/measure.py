@@ -49,6 +49,10 @@ KERNEL_NAME = "candidate"  # the function every candidate's library defines (and
 # and Winograd F(4x4, 3x3) transforms lose about 1e-3 of it by design.
 _TOLERANCES = {"float32": (1e-3, 1e-3), "float16": (1e-2, 1e-2)}
 _RUNNER_REQUESTS = 256  # a fresh timing worker after this many kernels, so loaded libraries do not pile up
+# Once a task's default latency is known, a candidate whose timing runs past this many times what the default's
+# would take is stopped as a timeout: it cannot win, and a random 1024^3 tiling can take seconds per call.
+SLOWER_THAN_DEFAULT_LIMIT = 30.0
+MIN_RUN_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class Measurer:
         self._runner = Worker("tilegrad.runtime._runner")
         self._tasks: dict[str, _Prepared] = {}
         self._references: dict[str, list[np.ndarray]] = {}
+        self._run_limits: dict[str, float] = {}
         self._measured = 0
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
@@ -150,6 +155,15 @@ class Measurer:
     def measure_one(self, task: Task, trace: Trace) -> MeasureResult:
         """Measure a single trace (benchmarks, the chosen schedule of a tuned task)."""
         return self.measure([MeasureInput(task, trace)])[0]
+
+    def limit_by_default(self, task: Task, default_latency: float) -> None:
+        """Time out this task's candidates once they run SLOWER_THAN_DEFAULT_LIMIT times longer than its default
+        schedule would (warm-up, calibration and repeats included), never sooner than MIN_RUN_TIMEOUT_S."""
+        if math.isfinite(default_latency) and default_latency > 0:
+            runs = self.warmup + self.repeats + 2  # the calibration runs once at least; one more for the check
+            expected = runs * max(default_latency, self.min_repeat_s)
+            self._run_limits[task.key] = min(self.timeout_s,
+                                             max(MIN_RUN_TIMEOUT_S, SLOWER_THAN_DEFAULT_LIMIT * expected))
 
     def close(self) -> None:
         """Stop the workers and remove the measurer's temporary files."""
@@ -194,7 +208,7 @@ class Measurer:
                    "repeats": self.repeats, "min_repeat_s": self.min_repeat_s}
         if self._runner.requests_served >= _RUNNER_REQUESTS:
             self._runner.close()
-        reply = self._runner.call(request, self.timeout_s)
+        reply = self._runner.call(request, self._run_limits.get(inp.task.key, self.timeout_s))
         build_s = built["build_s"]
         if reply.failure:
             return MeasureResult((), reply.failure, reply.detail, build_s, reply.wall_s)
