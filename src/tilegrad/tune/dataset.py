@@ -1,0 +1,347 @@
+"""The cost model's training set: a suite of workloads from the benchmark models, random programs of each measured
+on this machine, and the training of `MLPCostModel` on them (TenSet's recipe, at the scale of one machine).
+
+    python -m tilegrad.tune.dataset generate --db DATASET.db --minutes 30 [--per-task N] [--seed S]
+    python -m tilegrad.tune.dataset train --db DATASET.db [--out PATH] [--epochs E]
+
+The suite is small torch modules at the shapes of ResNet-50, MobileNetV2, BERT-base/GPT-2, ViT-B/16 and DCGAN:
+convolutions 7x7/3x3/1x1 (strided too), depthwise 3x3, dense layers, attention's batch matmuls, softmax, layer
+norm, pooling and element-wise chains. Each goes through the compiler as a model would (`model_graph`), so the
+tasks are the fused kernels tuning will see; tasks are deduplicated by workload key across the suite.
+
+`generate` measures, per task, the default schedule and then random candidates (`TaskSpace.sample`), visiting
+the tasks round-robin in batches until the time ends or every task has `per_task` programs, and appends every
+result to the records database. A rerun resumes: measured candidates count and are never measured again.
+`train` rebuilds the suite's tasks, reads their records (this machine's), derives each program's features from its
+origin, splits the programs 90/10 at random (fixed seed), trains the MLP and reports held-out ranking metrics,
+with the tree model trained on the same split as a baseline. The weights go to `--out` (by default the package's
+pretrained model) with a JSON provenance file beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .cost_model import TreeCostModel, ranking_accuracy, throughput_of, top_k_recall
+from .measure import MeasureInput, Measurer
+from .mlp_model import NUM_FEATURES, PRETRAINED, MLPCostModel
+from .records import Database, Record, machine_fingerprint
+from .space import Candidate, TaskSpace
+from .task import Task, extract_tasks
+from .tuner import model_graph
+
+BATCH = 8  # candidates of one task measured per visit
+VALIDATION_FRACTION = 0.1
+TRAIN_EPOCHS = 60
+
+
+# -- the workload suite ------------------------------------------------------------------------------------------
+
+
+class _Conv(nn.Module):
+    """Convolution, batch norm (folded by the compiler) and an optional activation, as in the models."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int, groups: int, act: type | None, pad: int):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride, pad, groups=groups, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        self.act = act() if act else nn.Identity()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class _Dense(nn.Module):
+    def __init__(self, cin: int, cout: int, act: type | None = None):
+        super().__init__()
+        self.linear = nn.Linear(cin, cout)
+        self.act = act() if act else nn.Identity()
+
+    def forward(self, x):
+        return self.act(self.linear(x))
+
+
+class _Fn(nn.Module):
+    """A module around a function of the inputs (attention's matmuls, softmax, residual add + ReLU)."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    build: Callable[[], nn.Module]
+    shapes: tuple[tuple[int, ...], ...]
+
+
+def _conv(name, cin, cout, k, hw, stride=1, groups=1, act=nn.ReLU, pad=None):
+    pad = k // 2 if pad is None else pad
+    return Workload(name, lambda: _Conv(cin, cout, k, stride, groups, act, pad), ((1, cin, hw, hw),))
+
+
+def _dw(c, hw, stride):
+    return _conv(f"dw3x3_c{c}_{hw}_s{stride}", c, c, 3, hw, stride, c, nn.ReLU6)
+
+
+def _dense(m, k, n, act=None):
+    return Workload(f"dense_{m}x{k}x{n}" + ("_gelu" if act else ""), lambda: _Dense(k, n, act), ((m, k),))
+
+
+def _fn(name, fn, *shapes):
+    return Workload(name, lambda: _Fn(fn), shapes)
+
+
+_RESNET = [
+    _conv("conv7x7_c3_64_224_s2", 3, 64, 7, 224, 2),
+    *(_conv(f"conv3x3_c{c}_{hw}_s1", c, c, 3, hw) for c, hw in ((64, 56), (128, 28), (256, 14), (512, 7))),
+    *(_conv(f"conv3x3_c{c}_{hw}_s2", c, c, 3, hw, 2) for c, hw in ((128, 56), (256, 28), (512, 14))),
+    *(_conv(f"conv1x1_c{ci}_{co}_{hw}", ci, co, 1, hw) for ci, co, hw in
+      ((64, 64, 56), (256, 64, 56), (64, 256, 56), (256, 128, 56), (512, 128, 28), (128, 512, 28),
+       (1024, 256, 14), (256, 1024, 14), (2048, 512, 7), (512, 2048, 7))),
+    *(_conv(f"conv1x1_c{ci}_{2 * ci}_{hw}_s2", ci, 2 * ci, 1, hw, 2, act=None) for ci, hw in
+      ((256, 56), (512, 28), (1024, 14))),
+    *(_fn(f"add_relu_{c}x{hw}", lambda a, b: torch.relu(a + b), (1, c, hw, hw), (1, c, hw, hw)) for c, hw in
+      ((256, 56), (512, 28), (1024, 14))),
+    _fn("global_avg_pool_2048x7", lambda x: x.mean((2, 3)), (1, 2048, 7, 7)),
+]
+_MOBILENET = [
+    *(_dw(c, hw, s) for c, hw, s in ((32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1),
+                                     (192, 28, 2), (384, 14, 1), (576, 14, 1), (576, 14, 2), (960, 7, 1))),
+    *(_conv(f"pw1x1_c{ci}_{co}_{hw}", ci, co, 1, hw, act=a) for ci, co, hw, a in
+      ((32, 16, 112, None), (16, 96, 112, nn.ReLU6), (144, 24, 56, None), (960, 160, 7, None))),
+]
+_TRANSFORMER = [
+    *(_dense(m, k, n, act) for m, k, n, act in
+      ((128, 768, 768, None), (128, 768, 2304, None), (128, 768, 3072, nn.GELU), (128, 3072, 768, None),
+       (197, 768, 768, None), (197, 768, 3072, nn.GELU))),
+    *(_fn(f"bmm_{h}x{t}x{d}x{t}", torch.matmul, (h, t, d), (h, d, t)) for h, t, d in ((12, 128, 64), (12, 197, 64))),
+    *(_fn(f"bmm_{h}x{t}x{t}x{d}", torch.matmul, (h, t, t), (h, t, d)) for h, t, d in ((12, 128, 64), (12, 197, 64))),
+    *(_fn(f"softmax_{h}x{t}x{t}", lambda x: x.softmax(-1), (h, t, t)) for h, t in ((12, 128), (12, 197))),
+    *(Workload(f"layer_norm_{t}x768", lambda: nn.LayerNorm(768), ((t, 768),)) for t in (128, 197)),
+    _fn("gelu_128x3072", nn.functional.gelu, (128, 3072)),
+    _fn("add_128x768", torch.add, (128, 768), (128, 768)),
+    _conv("conv16x16_c3_768_224_s16", 3, 768, 16, 224, 16, act=None, pad=0),  # ViT's patch embedding
+]
+_DCGAN = [
+    Workload(f"deconv4x4_c{ci}_{co}_{hw}_s2", lambda ci=ci, co=co: nn.ConvTranspose2d(ci, co, 4, 2, 1, bias=False),
+             ((1, ci, hw, hw),)) for ci, co, hw in ((512, 256, 4), (256, 128, 8), (128, 64, 16))
+]
+SUITES = {
+    "full": _RESNET + _MOBILENET + _TRANSFORMER + _DCGAN,
+    "small": [_dense(16, 32, 24), _fn("add_relu_8x8", lambda a, b: torch.relu(a + b), (1, 8, 8, 8), (1, 8, 8, 8))],
+}
+
+
+def suite_tasks(suite: str = "full") -> list[Task]:
+    """The suite's tasks, each workload imported and optimised as a model would be, deduplicated by key."""
+    tasks: dict[str, Task] = {}
+    for w in SUITES[suite]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            module = w.build().eval()
+            inputs = tuple(torch.randn(s) for s in w.shapes)
+        for task in extract_tasks(model_graph(module, example_inputs=inputs)):
+            tasks.setdefault(task.key, task)
+    return list(tasks.values())
+
+
+# -- generate ----------------------------------------------------------------------------------------------------
+
+
+class _Sampler:
+    """One task's random candidates, never one measured before (in this run or an earlier one)."""
+
+    def __init__(self, task: Task, db: Database, seed: int):
+        self.task = task
+        self.space = TaskSpace(task)
+        self.rng = random.Random(f"{seed}:{task.key}")
+        self.seen: set[Candidate] = {c for rec in db.records(task.key)
+                                     if (c := self.space.from_origin(rec.origin)) is not None}
+        self.exhausted = False
+
+    def propose(self, n: int) -> list[Candidate]:
+        batch = [] if self.space.default() in self.seen else [self.space.default()]
+        for _ in range(20 * n):
+            if len(batch) >= n:
+                break
+            c = self.space.sample(self.rng)
+            if c not in self.seen and c not in batch:
+                batch.append(c)
+        self.exhausted = not batch
+        return batch
+
+
+def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: int = 0, suite: str = "full",
+             progress: bool = True) -> int:
+    """Measure random programs of the suite's tasks, round-robin, for `minutes`; returns how many were added."""
+    from tqdm import tqdm
+
+    deadline = time.monotonic() + 60 * minutes
+    tasks = suite_tasks(suite)
+    added = 0
+    with Database(db_path) as db, Measurer(seed=seed) as measurer:
+        samplers = [_Sampler(t, db, seed) for t in tasks]
+        have = sum(min(len(s.seen), per_task) for s in samplers)
+        bar = tqdm(total=len(samplers) * per_task, initial=have, unit="program", disable=not progress,
+                   desc=f"{len(tasks)} tasks", dynamic_ncols=True, mininterval=2.0)
+        try:
+            while time.monotonic() < deadline:
+                todo = [s for s in samplers if not s.exhausted and len(s.seen) < per_task]
+                if not todo:
+                    break
+                for s in todo:
+                    if time.monotonic() >= deadline:
+                        break
+                    batch = s.propose(min(BATCH, per_task - len(s.seen)))
+                    inputs = [MeasureInput(s.task, s.space.trace(c)) for c in batch]
+                    for c, inp, r in zip(batch, inputs, measurer.measure(inputs) if inputs else []):
+                        policy = "default" if c == s.space.default() else "random"
+                        db.add(Record.from_measurement(inp, r, origin=s.space.origin(c, policy)))
+                        s.seen.add(c)
+                    added += len(batch)
+                    bar.update(len(batch))
+                    bar.set_postfix_str(f"{s.task.name[:32]}, {max(0.0, deadline - time.monotonic()) / 60:.1f} "
+                                        "min left")
+        finally:
+            bar.close()
+    return added
+
+
+# -- train -------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Dataset:
+    """Programs with features: x (N, 320), throughput in flop/s (0 for a failed one), task key per row."""
+
+    x: np.ndarray
+    throughput: np.ndarray
+    groups: np.ndarray
+    without_features: int  # records left out because their program's features are not derived
+
+
+def load_dataset(db_path: str | Path, tasks: list[Task]) -> Dataset:
+    """The records of `tasks` on this machine, with the features of each program (from its origin)."""
+    xs, tps, groups, dropped = [], [], [], 0
+    with Database(db_path) as db:
+        for task in tasks:
+            space = TaskSpace(task)
+            latency: dict[Candidate, float] = {}
+            for rec in db.records(task.key):
+                c = space.from_origin(rec.origin)
+                if c is not None:
+                    latency[c] = min(latency.get(c, math.inf), rec.latency)
+            if not latency:
+                continue
+            x = space.features(list(latency))
+            ok = np.isfinite(x).all(axis=1) if x.shape[1] == NUM_FEATURES else np.zeros(len(x), bool)
+            dropped += int((~ok).sum())
+            xs.append(x[ok])
+            tps.append(throughput_of(np.array(list(latency.values()))[ok], max(task.flops, 1)))
+            groups += [task.key] * int(ok.sum())
+    if not xs:
+        raise ValueError(f"{db_path}: no records of the suite's tasks on this machine; run `generate` first")
+    return Dataset(np.concatenate(xs), np.concatenate(tps), np.asarray(groups), dropped)
+
+
+def _top1_throughput(model, x: np.ndarray, tp: np.ndarray, groups: np.ndarray) -> float:
+    """Per task, the throughput of the model's favourite over the best one (TenSet's top-1 score), averaged."""
+    scores = model.predict(x)
+    ratios = []
+    for key in np.unique(groups):
+        rows = np.flatnonzero(groups == key)
+        if tp[rows].max() > 0:
+            ratios.append(tp[rows[np.argmax(scores[rows])]] / tp[rows].max())
+    return float(np.mean(ratios)) if ratios else math.nan
+
+
+def _metrics(model, x: np.ndarray, tp: np.ndarray, groups: np.ndarray) -> dict[str, float | None]:
+    values = {"pairwise_accuracy": ranking_accuracy(model, x, tp, groups),
+              "top1_recall": top_k_recall(model, x, tp, groups, 1),
+              "top5_recall": top_k_recall(model, x, tp, groups, 5),
+              "top1_throughput": _top1_throughput(model, x, tp, groups)}
+    return {k: None if math.isnan(v) else round(v, 4) for k, v in values.items()}
+
+
+def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TRAIN_EPOCHS, suite: str = "full",
+          seed: int = 0, threads: int = 1) -> dict:
+    """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that."""
+    tasks = suite_tasks(suite)
+    data = load_dataset(db_path, tasks)
+    order = np.random.default_rng(seed).permutation(len(data.groups))
+    n_val = round(VALIDATION_FRACTION * len(order))
+    val, fit = order[:n_val], order[n_val:]
+    model = MLPCostModel(seed=seed, threads=threads)
+    start = time.monotonic()
+    model.update(data.x[fit], data.throughput[fit], data.groups[fit], epochs=epochs)
+    seconds = time.monotonic() - start
+    tree = TreeCostModel(threads=threads)
+    tree.update(data.x[fit], data.throughput[fit], data.groups[fit])
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    provenance = {
+        "model": "MLPCostModel", "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine_fingerprint(), "suite": suite, "workloads": len(SUITES[suite]),
+        "tasks": len(np.unique(data.groups)), "programs": len(data.groups), "train_programs": len(fit),
+        "validation_programs": len(val), "programs_without_features": data.without_features, "epochs": epochs,
+        "seed": seed, "train_seconds": round(seconds, 1),
+        "train": _metrics(model, data.x[fit], data.throughput[fit], data.groups[fit]),
+        "validation": _metrics(model, data.x[val], data.throughput[val], data.groups[val]),
+        "validation_tree_baseline": _metrics(tree, data.x[val], data.throughput[val], data.groups[val]),
+    }
+    out.with_suffix(".json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return provenance
+
+
+# -- command line ------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tilegrad.tune.dataset", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    gen = commands.add_parser("generate", help="measure random programs of the suite's tasks into a database")
+    gen.add_argument("--db", required=True, help="records database (created or resumed)")
+    gen.add_argument("--minutes", type=float, required=True, help="time budget")
+    gen.add_argument("--per-task", type=int, default=400, help="stop measuring a task at this many programs")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--suite", choices=sorted(SUITES), default="full")
+    gen.add_argument("--no-progress", action="store_true")
+    tr = commands.add_parser("train", help="train the MLP cost model on a generated database")
+    tr.add_argument("--db", required=True)
+    tr.add_argument("--out", default=str(PRETRAINED), help="weights (.npz); the provenance .json goes beside")
+    tr.add_argument("--epochs", type=int, default=TRAIN_EPOCHS)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--suite", choices=sorted(SUITES), default="full")
+    tr.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        n = generate(args.db, args.minutes, per_task=args.per_task, seed=args.seed, suite=args.suite,
+                     progress=not args.no_progress)
+        print(f"measured {n} programs into {args.db}")
+    else:
+        provenance = train(args.db, args.out, epochs=args.epochs, suite=args.suite, seed=args.seed,
+                           threads=args.threads)
+        print(json.dumps(provenance, indent=2))
+        print(f"wrote {args.out} and {Path(args.out).with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""A differentiable cost model for Felix: TenSet's MLP over the aggregated program features.
+
+Felix's gradient search backpropagates from the model's score through the feature formulas to the schedule
+variables, which a tree model cannot serve. This is TenSet's multi-layer perceptron: four linear layers
+(320 -> 256 -> 256 -> 256 -> 1, ReLU between, about 215,000 parameters) over the same aggregated feature vectors
+as `TreeCostModel` (`features.aggregate`). Non-finite features (programs whose features are not derived) read as
+0, and each feature is centred and scaled by statistics fixed at the first training, kept with the weights.
+
+The model predicts normalised throughput: throughput over the best throughput of its task among the rows given,
+so 1 is the task's best program and 0 a failed one, whatever the task's absolute speed. The loss is
+
+    loss = mean squared error on normalised throughput  +  RANK_WEIGHT x RankNet loss over same-task pairs
+
+Each term covers the other's weakness. Search only compares candidates of one task, so the pairwise term (a
+logistic loss on the score difference of every same-task pair whose labels differ by more than PAIR_MARGIN, at
+temperature TEMPERATURE) trains exactly the order that search uses, including among the many slow random programs
+whose normalised throughputs are all near 0 and which squared error hardly separates. The squared-error term pins
+the scores to the [0, 1] label scale: a score that means the same thing in every task, and a bounded objective for
+gradient ascent, which a pure ranking loss (scores free to drift by any per-task offset or scale) does not give.
+
+Batches are made of chunks of one task's rows (shuffled), so every batch holds many same-task pairs. `update`
+fine-tunes from the current weights with Adam and a cosine learning-rate decay; a fresh optimiser each call keeps
+saved models to weights alone. Training is deterministic for a given seed and sequence of calls, and runs on
+`threads` torch threads, restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+NUM_FEATURES = 320  # features.aggregate: sum and max over stores of 160 per-store features
+HIDDEN = 256
+RANK_WEIGHT = 1.0
+TEMPERATURE = 0.1  # score differences of about this size already order a pair confidently
+PAIR_MARGIN = 0.01  # pairs closer than this in normalised throughput are measurement noise, not an order
+LEARNING_RATE = 1e-3
+UPDATE_EPOCHS = 10  # online fine-tuning: 2,000 rows in well under 2 s on one thread
+CHUNK_ROWS = 64  # rows of one task that share a batch
+BATCH_ROWS = 512
+PRETRAINED = Path(__file__).parent / "pretrained" / "mlp_cost_model.npz"
+_FORMAT = "tilegrad.mlp_cost_model/1"
+
+
+class _Net(nn.Module):
+    """Four linear layers over standardised features; one score per row."""
+
+    def __init__(self, num_features: int, hidden: int):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_features))
+        self.register_buffer("scale", torch.ones(num_features))
+        self.layers = nn.Sequential(
+            nn.Linear(num_features, hidden), nn.ReLU(),
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.where(torch.isfinite(x), x, torch.zeros_like(x))
+        return self.layers((x - self.mean) * self.scale).squeeze(-1)
+
+
+class MLPCostModel:
+    """The CostModel protocol (predict/update/save/load) plus `score`, differentiable, for gradient search.
+
+    `seed` fixes the initial weights and the batch order; `threads` is the torch thread count used while
+    predicting and training (1 by default, so the model does not compete with measurement).
+    """
+
+    def __init__(self, *, num_features: int = NUM_FEATURES, hidden: int = HIDDEN, seed: int = 0, threads: int = 1):
+        self.num_features, self.hidden, self.threads = num_features, hidden, threads
+        self._rng = np.random.default_rng(seed)
+        with torch.random.fork_rng(devices=[]):  # seeded initial weights without touching the global generator
+            torch.manual_seed(seed)
+            self.net = _Net(num_features, hidden)
+        self.net.eval()
+        self.fitted = False  # the feature statistics are set by the first update (or loaded)
+
+    @classmethod
+    def pretrained(cls, **options) -> MLPCostModel:
+        """The model trained by `python -m tilegrad.tune.dataset train` and shipped with the package; a fresh
+        (untrained) model, with a warning, if the weights are missing."""
+        model = cls(**options)
+        if PRETRAINED.exists():
+            model.load(PRETRAINED)
+        else:
+            warnings.warn(f"no pretrained cost model at {PRETRAINED}; using an untrained MLP (train one with "
+                          "`python -m tilegrad.tune.dataset train --db DATASET.db`)", stacklevel=2)
+        return model
+
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """Predicted normalised throughput of each row of `x` (..., num_features), differentiable in `x`."""
+        return self.net(x.to(self.net.mean.dtype))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        x = self._check_features(x)
+        with _torch_threads(self.threads), torch.no_grad():
+            return self.net(torch.from_numpy(x)).double().numpy()
+
+    def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str], *,
+               epochs: int = UPDATE_EPOCHS) -> None:
+        """Fine-tune from the current weights for `epochs` passes over these rows (features, measured throughput,
+        task key per row); the labels are throughput over the best of its task among these rows."""
+        x = self._check_features(x)
+        groups = np.asarray([str(g) for g in groups])
+        if not len(x) == len(throughput) == len(groups):
+            raise ValueError(f"update: {len(x)} feature rows, {len(throughput)} throughputs and {len(groups)} task "
+                             "keys; pass one of each per candidate")
+        if not len(x):
+            return
+        if not self.fitted:
+            self._set_statistics(x)
+        _, group_ids = np.unique(groups, return_inverse=True)
+        labels = normalised_throughput(throughput, group_ids)
+        with _torch_threads(self.threads):
+            self._train(torch.from_numpy(x), torch.from_numpy(labels), group_ids, epochs)
+        self.fitted = True
+
+    def save(self, path: str | Path) -> None:
+        """Write the weights and feature statistics as .npz (plain arrays, no pickled objects)."""
+        state = {f"state.{k}": v.numpy() for k, v in self.net.state_dict().items()}
+        with open(path, "wb") as f:
+            np.savez(f, format=np.array(_FORMAT), num_features=self.num_features, hidden=self.hidden,
+                     fitted=self.fitted, **state)
+
+    def load(self, path: str | Path) -> None:
+        """Replace this model's weights (and sizes) by those saved at `path`."""
+        with np.load(path, allow_pickle=False) as f:
+            if "format" not in f.files or str(f["format"]) != _FORMAT:
+                raise ValueError(f"{path}: not a saved MLPCostModel (want format {_FORMAT!r})")
+            self.num_features, self.hidden = int(f["num_features"]), int(f["hidden"])
+            self.fitted = bool(f["fitted"])
+            state = {k.removeprefix("state."): torch.from_numpy(f[k]) for k in f.files if k.startswith("state.")}
+        self.net = _Net(self.num_features, self.hidden)
+        self.net.load_state_dict(state)
+        self.net.eval()
+
+    def _check_features(self, x: np.ndarray) -> np.ndarray:
+        x = np.array(x, dtype=np.float32, ndmin=2)
+        if x.ndim != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"features must be a matrix with {self.num_features} columns (one row per "
+                             f"candidate), got shape {x.shape}")
+        return x
+
+    def _set_statistics(self, x: np.ndarray) -> None:
+        """Centre and scale each feature by the first training data; a near-constant feature is only centred
+        (a tiny spread would turn an unseen value into a huge input)."""
+        finite = np.where(np.isfinite(x), x, 0.0).astype(np.float64)
+        self.net.mean.copy_(torch.from_numpy(finite.mean(axis=0)))
+        self.net.scale.copy_(torch.from_numpy(1.0 / np.maximum(finite.std(axis=0), 1.0)))
+
+    def _train(self, x: torch.Tensor, labels: torch.Tensor, group_ids: np.ndarray, epochs: int) -> None:
+        batches = [_batches(group_ids, self._rng) for _ in range(epochs)]
+        steps = sum(len(b) for b in batches)
+        groups = torch.from_numpy(group_ids)
+        optimiser = torch.optim.Adam(self.net.parameters(), lr=LEARNING_RATE)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda k: 0.5 * (1 + math.cos(math.pi * k / steps)))
+        self.net.train()
+        for epoch in batches:
+            for rows in epoch:
+                rows = torch.from_numpy(rows)
+                loss = _loss(self.net(x[rows]), labels[rows], groups[rows])
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                schedule.step()
+        self.net.eval()
+
+
+def normalised_throughput(throughput: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """Throughput over the best of its group (float32 in [0, 1]); failed rows (0, inf, nan) and groups without a
+    working program get 0."""
+    tp = np.asarray(throughput, dtype=np.float64).reshape(-1)
+    tp = np.where(np.isfinite(tp) & (tp > 0), tp, 0.0)
+    best = np.zeros(group_ids.max() + 1 if len(group_ids) else 0)
+    np.maximum.at(best, group_ids, tp)
+    best = best[group_ids]
+    return np.divide(tp, best, out=np.zeros_like(tp), where=best > 0).astype(np.float32)
+
+
+def _loss(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """Squared error plus RankNet over the batch's same-task pairs (see the module doc)."""
+    mse = F.mse_loss(scores, labels)
+    better = (groups[:, None] == groups[None, :]) & (labels[:, None] > labels[None, :] + PAIR_MARGIN)
+    if not better.any():
+        return mse
+    diff = (scores[:, None] - scores[None, :])[better]
+    return mse + RANK_WEIGHT * F.softplus(-diff / TEMPERATURE).mean()
+
+
+def _batches(group_ids: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch's batches: each task's rows shuffled and cut into chunks of CHUNK_ROWS, the chunks shuffled and
+    joined into batches of about BATCH_ROWS rows."""
+    chunks = []
+    for g in np.unique(group_ids):
+        rows = rng.permutation(np.flatnonzero(group_ids == g))
+        chunks += [rows[i:i + CHUNK_ROWS] for i in range(0, len(rows), CHUNK_ROWS)]
+    per_batch = max(1, BATCH_ROWS // CHUNK_ROWS)
+    order = rng.permutation(len(chunks))
+    return [np.concatenate([chunks[k] for k in order[i:i + per_batch]]) for i in range(0, len(order), per_batch)]
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run with `n` torch threads and restore the process's setting after."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != before:
+            torch.set_num_threads(before)

@@ -1,0 +1,137 @@
+"""The MLP cost model learns a ranking, fine-tunes deterministically, round-trips through a file and is
+differentiable in its features; the dataset CLI generates records and trains on them.
+
+The learning test reuses the analytical matmul machine of tests/tune/test_cost_model.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tilegrad.tune import dataset, mlp_model
+from tilegrad.tune.cost_model import ranking_accuracy
+from tilegrad.tune.mlp_model import MLPCostModel, normalised_throughput
+
+
+def _load_tree_tests():
+    spec = importlib.util.spec_from_file_location("_tree_cost_model_tests", Path(__file__).with_name(
+        "test_cost_model.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_benchmark = _load_tree_tests()._benchmark
+WIDTH = 21  # the analytical machine's features
+
+
+def _trained(rows_per_task: int, seed: int, epochs: int = 50) -> MLPCostModel:
+    model = MLPCostModel(num_features=WIDTH)
+    model.update(*_benchmark(rows_per_task, seed=seed), epochs=epochs)
+    return model
+
+
+def test_ranking_accuracy_rises_with_training_data():
+    held_out = _benchmark(150, seed=1)
+    few, some, many = (ranking_accuracy(_trained(n // 6, seed=n), *held_out) for n in (32, 128, 512))
+    assert few < some < many
+    assert many > 0.9
+    assert few > 0.6
+
+
+def test_labels_are_throughput_over_the_best_of_the_task():
+    tp = np.array([1.0, 4.0, 2.0, np.inf, 0.0, 3.0, np.nan])
+    got = normalised_throughput(tp, np.array([0, 0, 0, 0, 1, 1, 2]))
+    np.testing.assert_allclose(got, [0.25, 1.0, 0.5, 0.0, 0.0, 1.0, 0.0])
+
+
+def test_training_is_deterministic_and_update_fine_tunes():
+    x, tp, groups = _benchmark(20, seed=3)
+    a, b = _trained(20, seed=3, epochs=5), _trained(20, seed=3, epochs=5)
+    np.testing.assert_array_equal(a.predict(x), b.predict(x))
+    before = a.predict(x)
+    a.update(x[::-1], tp[::-1], groups[::-1], epochs=2)
+    assert not np.array_equal(a.predict(x), before)
+
+
+def test_torch_thread_count_is_restored():
+    before = torch.get_num_threads()
+    model = MLPCostModel(num_features=WIDTH, threads=max(1, before - 1) if before > 1 else 2)
+    x, tp, groups = _benchmark(5, seed=4)
+    model.update(x, tp, groups, epochs=1)
+    model.predict(x)
+    assert torch.get_num_threads() == before
+
+
+def test_bad_input_says_what_is_wrong():
+    model = MLPCostModel(num_features=3)
+    with pytest.raises(ValueError, match="3 columns"):
+        model.predict(np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="one of each"):
+        model.update(np.zeros((2, 3)), [1.0], ["a", "a"])
+
+
+def test_save_and_load_round_trip(tmp_path):
+    x, tp, groups = _benchmark(20, seed=7)
+    x[::5, 2] = np.nan  # non-finite features read as 0
+    model = MLPCostModel(num_features=WIDTH, hidden=32, seed=5)
+    model.update(x, tp, groups, epochs=3)
+    model.save(tmp_path / "model.npz")
+    loaded = MLPCostModel()
+    loaded.load(tmp_path / "model.npz")
+    assert (loaded.num_features, loaded.hidden, loaded.fitted) == (WIDTH, 32, True)
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    assert np.isfinite(loaded.predict(x)).all()
+
+    np.savez(tmp_path / "other.npz", weights=np.zeros(3))
+    with pytest.raises(ValueError, match="not a saved MLPCostModel"):
+        loaded.load(tmp_path / "other.npz")
+
+
+def test_score_is_differentiable_in_the_features():
+    x = _benchmark(10, seed=8)[0]
+    model = _trained(10, seed=8, epochs=3)
+    feats = torch.tensor(x, requires_grad=True)
+    scores = model.score(feats)
+    np.testing.assert_allclose(scores.detach().numpy(), model.predict(x), rtol=1e-6)
+    scores.sum().backward()
+    assert feats.grad.shape == x.shape and torch.isfinite(feats.grad).all() and feats.grad.abs().sum() > 0
+    with_nan = torch.tensor(np.where(np.arange(WIDTH) == 0, np.nan, x), requires_grad=True)
+    model.score(with_nan).sum().backward()
+    assert torch.isfinite(with_nan.grad).all()
+
+
+def test_missing_pretrained_weights_give_a_fresh_model(tmp_path, monkeypatch):
+    monkeypatch.setattr(mlp_model, "PRETRAINED", tmp_path / "none.npz")
+    with pytest.warns(UserWarning, match="no pretrained cost model"):
+        model = MLPCostModel.pretrained()
+    assert not model.fitted and model.predict(np.zeros((2, 320))).shape == (2,)
+
+
+def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
+    db, out = tmp_path / "data.db", tmp_path / "model" / "mlp.npz"
+    generate = ["generate", "--db", str(db), "--minutes", "1", "--per-task", "4", "--suite", "small",
+                "--no-progress"]
+    dataset.main(generate)
+    with sqlite3.connect(db) as con:
+        origins = [json.loads(o) for (o,) in con.execute("SELECT origin FROM records")]
+    tasks = len(dataset.suite_tasks("small"))
+    assert len(origins) == 4 * tasks
+    assert sum(o["policy"] == "default" for o in origins) == tasks
+    dataset.main(generate)  # every task already has its programs: nothing is measured again
+    assert "measured 0 programs" in capsys.readouterr().out
+
+    dataset.main(["train", "--db", str(db), "--out", str(out), "--epochs", "2", "--suite", "small"])
+    provenance = json.loads(out.with_suffix(".json").read_text())
+    assert provenance["programs"] == 4 * tasks and provenance["tasks"] == tasks
+    assert set(provenance["validation"]) >= {"pairwise_accuracy", "top1_recall", "top5_recall"}
+    model = MLPCostModel()
+    model.load(out)
+    assert model.fitted and model.num_features == 320
