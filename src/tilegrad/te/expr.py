@@ -373,6 +373,10 @@ Ceil = _math("Ceil", "ceil")
 Round = _math("Round", "round")
 Pow = _math("Pow", "pow", 2)
 MATH_CALLS: tuple[type[Call], ...] = (Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Abs, Sin, Cos, Floor, Ceil, Round, Pow)
+# Only Felix's smoothed feature formulas (tune/smooth.py) use atan, and its own evaluator computes them; kernels never
+# contain it, so it stays out of MATH_CALLS and NODE_CLASSES, whose every member the evaluators and the C renderer
+# must cover.
+Atan = _math("Atan", "atan")
 
 
 class Load(Expr):
