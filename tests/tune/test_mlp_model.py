@@ -108,6 +108,17 @@ def test_score_is_differentiable_in_the_features():
     assert torch.isfinite(with_nan.grad).all()
 
 
+def test_pretrained_weights_load_with_their_provenance():
+    model = MLPCostModel.pretrained()
+    assert model.fitted and (model.num_features, model.hidden) == (320, 256)
+    assert model.net.layers[0].weight.shape == (256, 320)
+    x = np.random.default_rng(0).normal(size=(4, 320))
+    x[0] = np.nan
+    assert model.predict(x).shape == (4,) and np.isfinite(model.predict(x)).all()
+    provenance = json.loads(mlp_model.PRETRAINED.with_suffix(".json").read_text())
+    assert provenance["programs"] > 0 and provenance["validation"]["pairwise_accuracy"] > 0.5
+
+
 def test_missing_pretrained_weights_give_a_fresh_model(tmp_path, monkeypatch):
     monkeypatch.setattr(mlp_model, "PRETRAINED", tmp_path / "none.npz")
     with pytest.warns(UserWarning, match="no pretrained cost model"):

