@@ -110,10 +110,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "machine; the records go to --db, which `compile --db` then uses.")
     t.add_argument("model", help=MODEL_HELP)
     t.add_argument("--db", metavar="FILE", help="the records database (SQLite; created or resumed)")
-    t.add_argument("--policy", default="evolutionary", choices=("evolutionary",), help="search policy")
+    t.add_argument("--policy", default="gradient", choices=("gradient", "evolutionary"),
+                   help="search policy: gradient (Felix, the default) or evolutionary (Ansor)")
     t.add_argument("--trials", type=int, default=None, metavar="N", help="candidates to measure in all")
     t.add_argument("--budget", default=None, metavar="TIME", help="wall-clock budget: seconds, or e.g. 10m, 1h")
-    t.add_argument("--measure-per-round", type=int, default=64, metavar="N", help="candidates per round (64)")
+    t.add_argument("--measure-per-round", type=int, default=None, metavar="N",
+                   help="candidates per round (default: 16 for gradient, 64 for evolutionary)")
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")

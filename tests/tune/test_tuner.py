@@ -44,7 +44,7 @@ def _origins(db):
 def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
-    result = tune_tasks(tasks, db, trials=12, options=SMALL, progress=False)
+    result = tune_tasks(tasks, db, policy="evolutionary", trials=12, options=SMALL, progress=False)
     assert result.trials == 12
     origins = _origins(db)
     assert len(origins) == 12 + len(tasks)  # every candidate, and each task's default schedule first
@@ -59,7 +59,7 @@ def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_
     np.testing.assert_allclose(tuned(x), tilegrad.compile(str(model))(x), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(tilegrad.compile(str(model), db=db)(x), tuned(x), rtol=1e-6)
 
-    again = tune_tasks(tasks, db, trials=6, options=SMALL, progress=False)  # resumes: defaults are not re-measured
+    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False)  # resumes: defaults are not re-measured
     origins = _origins(db)
     assert len(origins) == 12 + len(tasks) + 6
     assert again.trials == 6
@@ -77,6 +77,11 @@ def test_tune_needs_trials_or_budget(model, tmp_path):
         tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db")
 
 
+def test_options_must_fit_the_policy(model, tmp_path):
+    with pytest.raises(TilegradError, match="GradientOptions"):
+        tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db", trials=1, options=SMALL)
+
+
 def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
     assert main(["tune", str(model), "--list-tasks"]) == 0
     out = capsys.readouterr().out
@@ -89,7 +94,8 @@ def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
 
 
 def test_tilegrad_tune_is_the_entry_point(model, tmp_path):
-    result = tilegrad.tune(str(model), db=tmp_path / "api.db", trials=6, options=SMALL, progress=False)
+    result = tilegrad.tune(str(model), db=tmp_path / "api.db", policy="evolutionary", trials=6, options=SMALL,
+                           progress=False)
     assert result.trials == 6 and "estimated end-to-end" in result.table()
 
 

@@ -87,6 +87,7 @@ class MLPCostModel:
             self.net = _Net(num_features, hidden)
         self.net.eval()
         self.fitted = False  # the feature statistics are set by the first update (or loaded)
+        self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # every update's rows, for fine-tuning
 
     @classmethod
     def pretrained(cls, **options) -> MLPCostModel:
@@ -111,8 +112,10 @@ class MLPCostModel:
 
     def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str], *,
                epochs: int = UPDATE_EPOCHS) -> None:
-        """Fine-tune from the current weights for `epochs` passes over these rows (features, measured throughput,
-        task key per row); the labels are throughput over the best of its task among these rows."""
+        """Add these rows (features, measured throughput, task key per row) to those given since construction or
+        `load`, and fine-tune from the current weights for `epochs` passes over all of them; the labels are
+        throughput over the best of its task among them. (The tuner hands each round's new rows: their labels
+        need the task's best so far, and fine-tuning on the new rows alone would forget the earlier ones.)"""
         x = self._check_features(x)
         groups = np.asarray([str(g) for g in groups])
         if not len(x) == len(throughput) == len(groups):
@@ -122,7 +125,10 @@ class MLPCostModel:
             return
         if not self.fitted:
             self._set_statistics(x)
-        _, group_ids = np.unique(groups, return_inverse=True)
+        self._rows.append((x, np.asarray(throughput, np.float64), groups))
+        x = np.concatenate([r[0] for r in self._rows])
+        throughput = np.concatenate([r[1] for r in self._rows])
+        _, group_ids = np.unique(np.concatenate([r[2] for r in self._rows]), return_inverse=True)
         labels = normalised_throughput(throughput, group_ids)
         with _torch_threads(self.threads):
             self._train(torch.from_numpy(x), torch.from_numpy(labels), group_ids, epochs)
@@ -146,6 +152,7 @@ class MLPCostModel:
         self.net = _Net(self.num_features, self.hidden)
         self.net.load_state_dict(state)
         self.net.eval()
+        self._rows = []
 
     def _check_features(self, x: np.ndarray) -> np.ndarray:
         x = np.array(x, dtype=np.float32, ndmin=2)

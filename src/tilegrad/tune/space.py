@@ -17,10 +17,10 @@ import numpy as np
 from ..loop.ir import Store, walk
 from ..loop.lower import lower
 from ..schedule.schedule import apply_trace
-from ..schedule.sketch import Sketch, generate_sketches
+from ..schedule.sketch import Sketch, Space, generate_sketches
 from ..schedule.trace import Trace
 from ..te import expr as E
-from .features import aggregate
+from .features import FEATURE_NAMES, aggregate
 from .formulas import FeatureFormulas
 from .task import Task
 
@@ -90,6 +90,7 @@ class TaskSpace:
         self.task = task
         self.sketches: list[Sketch] = generate_sketches(lambda: task.compute()[1])
         self._formulas: dict[tuple, FeatureFormulas | None] = {}
+        self._smooth: dict[tuple, object] = {}
 
     def sample(self, rng: random.Random) -> Candidate:
         i = rng.randrange(len(self.sketches))
@@ -117,14 +118,31 @@ class TaskSpace:
             return None
         return c if self.valid(c) else None
 
+    def structure_key(self, c: Candidate) -> tuple:
+        """The sketch and structural choices of `c`: candidates with one key share their feature formulas."""
+        return c.sketch, tuple(sorted(self.sketches[c.sketch].structure_of(c.values).items()))
+
+    def parameter_space(self, key: tuple) -> Space:
+        """The numeric parameters (tilings, choices) of a structure."""
+        return self.sketches[key[0]].space(dict(key[1]))[1]
+
+    def smooth_formulas(self, key: tuple, tau: float):
+        """The structure's features as a differentiable PyTorch function of ln(parameters) (`smooth.py`), or
+        None where its features are not derived."""
+        if (key, tau) not in self._smooth:
+            from .smooth import SmoothFormulas  # PyTorch is needed by the gradient search only
+
+            formulas = self._formulas_for(key)
+            self._smooth[key, tau] = None if formulas is None else SmoothFormulas(formulas, tau)
+        return self._smooth[key, tau]
+
     def features(self, candidates: list[Candidate]) -> np.ndarray:
         """One aggregated feature vector per candidate, evaluated in one batch per sketch structure. A
         structure whose symbolic program cannot be derived gets NaN features (the model treats them as
         missing)."""
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, c in enumerate(candidates):
-            sk = self.sketches[c.sketch]
-            groups[(c.sketch, tuple(sorted(sk.structure_of(c.values).items())))].append(i)
+            groups[self.structure_key(c)].append(i)
         out: np.ndarray | None = None
         for key, idx in groups.items():
             formulas = self._formulas_for(key)
@@ -137,7 +155,7 @@ class TaskSpace:
                 out = np.full((len(candidates), vectors.shape[1]), np.nan)
             out[idx] = vectors
         if out is None:
-            return np.full((len(candidates), 1), np.nan)
+            return np.full((len(candidates), 2 * len(FEATURE_NAMES)), np.nan)
         return out
 
     def _formulas_for(self, key: tuple) -> FeatureFormulas | None:

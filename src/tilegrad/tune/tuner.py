@@ -20,13 +20,14 @@ import numpy as np
 from ..errors import TilegradError
 from .cost_model import TreeCostModel, throughput_of
 from .evolutionary import EvolutionaryOptions, EvolutionarySearch
+from .gradient import GradientOptions, GradientSearch
 from .measure import MeasureInput, Measurer
 from .records import Database, Record
 from .space import Candidate, TaskSpace
 from .task import Task, extract_tasks
 from .task_scheduler import TaskScheduler
 
-POLICIES = ("evolutionary",)
+POLICIES = ("gradient", "evolutionary")
 
 
 @dataclasses.dataclass
@@ -49,6 +50,8 @@ class TuneResult:
     db: Path
     trials: int
     seconds: float
+    history: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
+    """After each round: seconds since the start, candidates measured, estimated end-to-end latency."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
         return sum(r.task.weight * (r.best_s if tuned else r.default_s) for r in self.tasks)
@@ -74,6 +77,7 @@ class _TaskState:
         self.measured: dict[Candidate, float] = {}
         self.x: list[np.ndarray] = []
         self.latency: list[float] = []
+        self.trained = 0  # rows of x the cost model has seen
         self.default_s = math.inf
         self.trials = 0
 
@@ -95,29 +99,39 @@ class _TaskState:
             self.latency.append(s)
 
 
-def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "evolutionary", trials: int | None = None,
-               budget: float | None = None, measure_per_round: int = 64, options: EvolutionaryOptions | None = None,
-               scheduler: str = "gradient", measurer: Measurer | None = None, seed: int = 0,
-               progress: bool = True) -> TuneResult:
+def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient", trials: int | None = None,
+               budget: float | None = None, measure_per_round: int | None = None,
+               options: EvolutionaryOptions | GradientOptions | None = None, scheduler: str = "gradient",
+               measurer: Measurer | None = None, cost_model=None, seed: int = 0, progress: bool = True) -> TuneResult:
     """Tune `tasks` until `trials` new candidates are measured or `budget` seconds pass (at least one is
-    given)."""
+    given). `policy` is "gradient" (Felix, with the pretrained MLP cost model) or "evolutionary" (Ansor, with
+    gradient-boosted trees); `options` and `cost_model` override the policy's defaults."""
     if policy not in POLICIES:
         raise TilegradError(f"unknown search policy {policy!r}; available: {', '.join(POLICIES)}")
     if trials is None and budget is None:
         raise TilegradError("give trials= (candidates to measure) or budget= (seconds), or both")
-    options = options or EvolutionaryOptions(measure_per_round=measure_per_round)
-    model = TreeCostModel()
+    options_type = GradientOptions if policy == "gradient" else EvolutionaryOptions
+    options = options or options_type()
+    if not isinstance(options, options_type):
+        raise TilegradError(f"policy {policy!r} takes {options_type.__name__}, not {type(options).__name__}")
+    if measure_per_round is not None:
+        options = dataclasses.replace(options, measure_per_round=measure_per_round)
+    model = cost_model or _default_model(policy)
+    search = GradientSearch if policy == "gradient" else EvolutionarySearch
     start = time.monotonic()
     own_measurer = measurer is None
     measurer = measurer or Measurer()
-    states = [_TaskState(t, lambda space, s: EvolutionarySearch(space, model, options, seed=s), seed + i)
+    states = [_TaskState(t, lambda space, s: search(space, model, options, seed=s), seed + i)
               for i, t in enumerate(tasks)]
     bar = _progress(trials, budget, progress)
     done = 0
+    history: list[tuple[float, int, float]] = []
     try:
         with Database(db) as database:
             _resume(states, database)
             _measure_defaults(states, database, measurer)
+            for st in states:
+                measurer.limit_by_default(st.task, st.default_s)
             _retrain(model, states)
             sched = TaskScheduler.for_tasks(list(tasks), strategy=scheduler,
                                             initial_latencies=[s.best_s for s in states])
@@ -140,6 +154,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "evolutio
                 done += len(batch)
                 _retrain(model, states)
                 sched.update(i, st.best_s)
+                history.append((time.monotonic() - start, done, _estimate(states)))
                 bar.update(len(batch))
                 bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model "
                                     f"{sched.estimated_latency() * 1e3:.2f} ms")
@@ -148,7 +163,20 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "evolutio
         if own_measurer:
             measurer.close()
     results = [TaskResult(s.task, s.default_s, min(s.best_s, s.default_s), s.trials) for s in states]
-    return TuneResult(results, Path(db), done, time.monotonic() - start)
+    return TuneResult(results, Path(db), done, time.monotonic() - start, history)
+
+
+def _default_model(policy: str):
+    if policy == "gradient":
+        from .mlp_model import MLPCostModel
+
+        return MLPCostModel.pretrained()
+    return TreeCostModel()
+
+
+def _estimate(states: list[_TaskState]) -> float:
+    """Sum over tasks of weight x best latency so far (the default where nothing beat it)."""
+    return sum(s.task.weight * min(s.best_s, s.default_s) for s in states)
 
 
 def _finished(done: int, trials: int | None, start: float, budget: float | None) -> bool:
@@ -186,20 +214,22 @@ def _measure_defaults(states: list[_TaskState], database: Database, measurer: Me
         st.default_s = r.latency
 
 
-def _retrain(model: TreeCostModel, states: list[_TaskState]) -> None:
+def _retrain(model, states: list[_TaskState]) -> None:
+    """Hand the cost model the rows measured since its last update."""
     xs, tps, groups = [], [], []
     for st in states:
-        if not st.x:
+        if st.trained == len(st.x):
             continue
-        xs.append(np.stack(st.x))
-        tps.append(throughput_of(np.array(st.latency), max(st.task.flops, 1)))
-        groups += [st.task.key] * len(st.x)
+        xs.append(np.stack(st.x[st.trained:]))
+        tps.append(throughput_of(np.array(st.latency[st.trained:]), max(st.task.flops, 1)))
+        groups += [st.task.key] * (len(st.x) - st.trained)
+        st.trained = len(st.x)
     if xs and len({x.shape[1] for x in xs}) == 1:
         model.update(np.concatenate(xs), np.concatenate(tps), groups)
 
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
-         example_inputs=None, opt_level: int = 2, policy: str = "evolutionary", trials: int | None = None,
+         example_inputs=None, opt_level: int = 2, policy: str = "gradient", trials: int | None = None,
          budget: float | None = None, **options) -> TuneResult:
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them."""

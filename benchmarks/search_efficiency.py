@@ -1,0 +1,136 @@
+"""Search efficiency: Felix's gradient search against Ansor's evolutionary search on a network's task set.
+
+For each network, the default schedule of every task is measured once into a base records database; each policy
+then starts from a copy of it (the same start), runs for the same wall-clock budget with the same measurer
+settings, and records after every round the best-so-far estimated end-to-end latency (sum over tasks of weight x
+best latency). The table gives, per policy, the final estimate and the time and the number of measurements it
+took to reach 90/95/99% of the best latency either policy found (reaching p% means best / latency >= p). Run:
+
+    python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
+    python benchmarks/search_efficiency.py --only resnet50 --budget 300 --json out.json --plot out.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+from models import MODELS  # benchmarks/models.py, beside this script
+from tilegrad.tune.measure import Measurer
+from tilegrad.tune.task import extract_tasks
+from tilegrad.tune.tuner import model_graph, tune_tasks
+
+NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
+POLICIES = ("gradient", "evolutionary")
+LEVELS = (0.90, 0.95, 0.99)
+
+
+def _onnx(module, args) -> bytes:
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, f, dynamo=False, opset_version=17,
+                          input_names=[f"in{i}" for i in range(len(args))])
+    return f.getvalue()
+
+
+def run_network(name: str, budget: float, workdir: Path, seed: int) -> dict:
+    module, args = MODELS[name]()
+    tasks = extract_tasks(model_graph(_onnx(module.eval(), args)))
+    base = workdir / f"{name}-base.db"
+    with Measurer() as measurer:
+        start = tune_tasks(tasks, base, trials=0, measurer=measurer, progress=False)  # the defaults only
+        curves = {}
+        for policy in POLICIES:
+            db = workdir / f"{name}-{policy}.db"
+            shutil.copy(base, db)
+            result = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed)
+            curve = [(0.0, 0, start.estimated_latency(False))] + [tuple(h) for h in result.history]
+            curves[policy] = {"curve": curve, "trials": result.trials, "final_ms": curve[-1][2] * 1e3}
+            print(f"{name} {policy}: {result.trials} trials, {curve[0][2] * 1e3:.2f} -> {curve[-1][2] * 1e3:.2f} ms",
+                  file=sys.stderr)
+    best = min(c["curve"][-1][2] for c in curves.values())
+    for c in curves.values():
+        for level in LEVELS:
+            hit = next(((t, n) for t, n, lat in c["curve"] if best / lat >= level), (None, None))
+            c[f"time_to_{round(level * 100)}"], c[f"trials_to_{round(level * 100)}"] = hit
+    return {"network": name, "tasks": len(tasks), "budget_s": budget, "best_ms": best * 1e3,
+            "untuned_ms": start.estimated_latency(False) * 1e3, "policies": curves}
+
+
+def table(results: list[dict]) -> str:
+    head = f"{'network':<10} {'policy':<13} {'trials':>6} {'final ms':>9}" + "".join(
+        f" {f'{round(p * 100)}% at s (n)':>17}" for p in LEVELS)
+    lines = [head]
+    for r in results:
+        for policy, c in r["policies"].items():
+            cells = "".join(
+                f" {'never':>17}" if c[f"time_to_{round(p * 100)}"] is None else
+                f" {c[f'time_to_{round(p * 100)}']:>10.0f} ({c[f'trials_to_{round(p * 100)}']:>4})" for p in LEVELS)
+            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c['final_ms']:>9.2f}{cells}")
+        g, e = r["policies"]["gradient"], r["policies"]["evolutionary"]
+        for p in LEVELS:
+            key = f"time_to_{round(p * 100)}"
+            if g[key] is not None and e[key] is not None:
+                lines.append(f"{r['network']:<10} {round(p * 100)}%: gradient reached it "
+                             f"{e[key] / max(g[key], 1e-9):.1f}x sooner than evolutionary")
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 2, figsize=(11, 3.6 * len(results)), squeeze=False)
+    for row, r in zip(axes, results):
+        for policy, c in r["policies"].items():
+            t, n, lat = zip(*c["curve"])
+            ms = [v * 1e3 for v in lat]
+            row[0].step(t, ms, where="post", label=policy)
+            row[1].step(n, ms, where="post", label=policy)
+        for ax, xlabel in zip(row, ("wall-clock seconds", "measurements")):
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("estimated latency (ms)")
+            ax.set_title(NETWORKS.get(r["network"], r["network"]))
+            ax.legend()
+            ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default=",".join(NETWORKS), help="networks, comma-separated: " + ", ".join(NETWORKS))
+    p.add_argument("--budget", type=float, default=600.0, help="seconds of tuning per network and policy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default=None, help="where the records databases go (default: a temporary dir)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--plot", default=None, metavar="PNG", help="plot best-so-far curves (needs matplotlib)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        results = []
+        for name in args.only.split(","):
+            results.append(run_network(name, args.budget, workdir, args.seed))
+            if args.json:  # written after each network, so a long run keeps what it has
+                Path(args.json).write_text(json.dumps(results, indent=1))
+    print(table(results))
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Felix's gradient search: schedule parameters optimised by gradient descent on the cost model's prediction.
+
+A sketch structure's features are formulas of its numeric parameters (tile sizes, the auto-unroll budget). Made
+smooth (`smooth.py`) and written in x' = ln x, they give a differentiable objective per point
+
+    O(x') = -C(log-features(e^x')) + lambda * sum_r max(p_r(x'), 0)^2
+
+with C the MLP cost model (higher is faster) and p_r <= 0 the constraints of the parameter space: each tile
+variable at least 1 and at most the one outside it (the inner products of a split shrink inwards), the outermost at
+most its loop's extent, the innermost at most MAX_INNERMOST, each choice within its values. Divisibility is not a
+constraint of the optimisation: every visited point is rounded, each tile variable to the divisor of the one
+outside it nearest in log space, each choice to its nearest value.
+
+One round (Algorithm 1 of Felix) for a task: draw `seeds` valid starting points by rejection sampling (structures
+whose features are not derived are rejected), run Adam for `steps` steps from all of them at once (one batch per
+structure), round every point visited, drop duplicates and points already measured, rank the rest by the model
+on their exact features, and propose the best `measure_per_round`. Structural choices (compute location, parallel
+grain) stay those of each seed; Felix's objective sums over sketches, which here are the seeds' structures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import random
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from ..schedule.sketch import MAX_INNERMOST, Space, divisors
+from .space import Candidate, TaskSpace
+
+
+@dataclasses.dataclass
+class GradientOptions:
+    """Felix's defaults: 8 seeds, 200 Adam steps, 16 measurements per round. `best_seeds` of the seeds start
+    from the best measured candidates (the rest are random), `penalty` is lambda, `tau` the smoothing width."""
+
+    seeds: int = 8
+    steps: int = 200
+    measure_per_round: int = 16
+    learning_rate: float = 0.05
+    penalty: float = 4.0
+    tau: float = 1.0
+    best_seeds: int = 2
+    patience: int = 50  # stop a structure's descent once this many steps round to no point not seen before
+
+
+class ParameterBox:
+    """The numeric parameters of one sketch structure in log space: penalties for leaving the space, and the
+    rounding of real points to valid integer assignments."""
+
+    def __init__(self, space: Space, variables: tuple[str, ...]):
+        self.variables = variables
+        self.index = {v: j for j, v in enumerate(variables)}
+        self.tilings = [t for t in space.tilings if t.vars]
+        self.choices = list(space.choices)
+        # Columns of the lower and upper bounds of each variable (another column, or a constant).
+        lo, hi, hi_col = np.zeros(len(variables)), np.full(len(variables), np.inf), np.full(len(variables), -1)
+        for t in self.tilings:
+            hi[self.index[t.vars[0]]] = math.log(t.extent)
+            for outer, inner in zip(t.vars, t.vars[1:]):
+                hi_col[self.index[inner]] = self.index[outer]
+            last = self.index[t.vars[-1]]
+            hi[last] = min(hi[last], math.log(MAX_INNERMOST))
+        for c in self.choices:
+            j = self.index[c.var]
+            lo[j], hi[j] = _log(min(c.values)), _log(max(c.values))
+        self._lo, self._hi, self._hi_col = torch.tensor(lo), torch.tensor(hi), torch.tensor(hi_col)
+        self._nested = torch.nonzero(self._hi_col >= 0).flatten()
+
+    def penalty(self, x: torch.Tensor) -> torch.Tensor:
+        """sum_r max(p_r, 0)^2 per point of x (batch, variables)."""
+        over = torch.clamp(x - self._hi, min=0) ** 2 + torch.clamp(self._lo - x, min=0) ** 2
+        out = torch.where(torch.isfinite(over), over, torch.zeros_like(over)).sum(dim=1)
+        if len(self._nested):
+            outer = x[:, self._hi_col[self._nested]]
+            out = out + (torch.clamp(x[:, self._nested] - outer, min=0) ** 2).sum(dim=1)
+        return out
+
+    def encode(self, params: list[dict[str, int]]) -> np.ndarray:
+        return np.array([[_log(p[v]) for v in self.variables] for p in params], np.float64).reshape(
+            len(params), len(self.variables))
+
+    def round(self, x: np.ndarray) -> np.ndarray:
+        """Integer assignments (rows of x rounded), each tile variable a divisor of the one outside it and the
+        innermost at most MAX_INNERMOST, each choice one of its values."""
+        out = np.zeros(x.shape, np.int64)
+        for t in self.tilings:
+            outer = np.full(len(x), t.extent, np.int64)
+            for k, v in enumerate(t.vars):
+                j = self.index[v]
+                cands = np.array(divisors(t.extent), np.int64)
+                if k == len(t.vars) - 1:
+                    cands = cands[cands <= MAX_INNERMOST]
+                fits = outer[:, None] % cands[None, :] == 0
+                dist = np.where(fits, np.abs(np.log(cands)[None, :] - x[:, j:j + 1]), np.inf)
+                out[:, j] = outer = cands[np.argmin(dist, axis=1)]
+        for c in self.choices:
+            j = self.index[c.var]
+            values = np.array(c.values, np.int64)
+            logs = np.array([_log(v) for v in c.values])
+            out[:, j] = values[np.argmin(np.abs(logs[None, :] - x[:, j:j + 1]), axis=1)]
+        return out
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Small tensors: one thread is fastest, and more would compete with the measurer for the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _log(v: int) -> float:
+    """ln of a parameter value; a choice of 0 (no unrolling) sits at ln 1, below every positive value."""
+    return math.log(max(v, 1))
+
+
+def log_features(rows: torch.Tensor) -> torch.Tensor:
+    """`features.aggregate` in PyTorch: sign(x) log2(1 + |x|) of the sum, then of the max, over stores."""
+    stacked = torch.cat([rows.sum(dim=-2), rows.max(dim=-2).values], dim=-1)
+    return torch.sign(stacked) * torch.log2(1.0 + torch.abs(stacked))
+
+
+class GradientSearch:
+    """Proposes measurement batches for one task by gradient descent on the cost model."""
+
+    name = "gradient"
+
+    def __init__(self, space: TaskSpace, model, options: GradientOptions | None = None, seed: int = 0):
+        self.space = space
+        self.model = model
+        self.options = options or GradientOptions()
+        self.rng = random.Random(seed)
+        self._boxes: dict[tuple, ParameterBox] = {}
+
+    def propose(self, measured: set[Candidate], best: list[Candidate]) -> list[Candidate]:
+        """The next batch: `measured` are never proposed again; `best` (best first) give some of the seeds."""
+        opt = self.options
+        seeds = [c for c in best[:opt.best_seeds] if self._smooth(c) is not None]
+        seeds += self._sample_seeds(opt.seeds - len(seeds))
+        groups: dict[tuple, list[Candidate]] = defaultdict(list)
+        for c in seeds:
+            groups[self.space.structure_key(c)].append(c)
+        found: dict[Candidate, None] = {}
+        for key, members in groups.items():
+            for c in self._descend(key, members):
+                if c not in measured:
+                    found[c] = None
+        ranked = self._rank(list(found))
+        batch = ranked[:opt.measure_per_round]
+        taken = set(batch) | measured
+        for _ in range(8 * opt.measure_per_round):  # too few distinct points: random valid ones fill the batch
+            if len(batch) >= opt.measure_per_round:
+                break
+            c = self.space.sample(self.rng)
+            if c not in taken:
+                batch.append(c)
+                taken.add(c)
+        return batch
+
+    def _sample_seeds(self, n: int) -> list[Candidate]:
+        """Rejection sampling: random valid candidates of structures whose smooth features exist."""
+        out: list[Candidate] = []
+        for _ in range(20 * max(n, 0)):
+            if len(out) >= n:
+                break
+            c = self.space.sample(self.rng)
+            if self._smooth(c) is not None:
+                out.append(c)
+        return out
+
+    def _smooth(self, c: Candidate):
+        return self.space.smooth_formulas(self.space.structure_key(c), self.options.tau)
+
+    def _box(self, key: tuple) -> ParameterBox:
+        if key not in self._boxes:
+            formulas = self.space.smooth_formulas(key, self.options.tau)
+            self._boxes[key] = ParameterBox(self.space.parameter_space(key), formulas.variables)
+        return self._boxes[key]
+
+    def _descend(self, key: tuple, seeds: list[Candidate]) -> list[Candidate]:
+        """Adam from `seeds` (one structure); every visited point, rounded, as a valid candidate."""
+        opt = self.options
+        smooth = self.space.smooth_formulas(key, opt.tau)
+        box = self._box(key)
+        sketch, structure = key[0], dict(key[1])
+        x = torch.tensor(box.encode([c.values for c in seeds]), requires_grad=True)
+        seen = {tuple(r) for r in box.round(x.detach().numpy())}
+        points, quiet = list(seen), 0
+        if x.shape[1]:
+            adam = torch.optim.Adam([x], lr=opt.learning_rate)
+            with _one_thread():
+                for _ in range(opt.steps):
+                    adam.zero_grad()
+                    score = self.model.score(log_features(smooth(x)))
+                    objective = -score.sum() + opt.penalty * box.penalty(x).sum()
+                    objective.backward()
+                    adam.step()
+                    new = {tuple(r) for r in box.round(x.detach().numpy())} - seen
+                    seen |= new
+                    points += new
+                    quiet = 0 if new else quiet + 1
+                    if quiet >= opt.patience:
+                        break
+        out = []
+        for row in points:
+            c = Candidate.of(sketch, {**structure, **dict(zip(box.variables, row))})
+            if self.space.valid(c):
+                out.append(c)
+        return out
+
+    def _rank(self, cands: list[Candidate]) -> list[Candidate]:
+        if not cands:
+            return []
+        scores = self.model.predict(self.space.features(cands))
+        return [cands[i] for i in np.argsort(-scores, kind="stable")]
