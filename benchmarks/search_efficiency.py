@@ -13,18 +13,14 @@ took to reach 90/95/99% of the best latency either policy found (reaching p% mea
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 import sys
 import tempfile
-import time
-import warnings
 from pathlib import Path
 
-import torch
+from models import MODELS, _export  # benchmarks/models.py, beside this script
 
-from models import MODELS  # benchmarks/models.py, beside this script
 from tilegrad.tune.measure import Measurer
 from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.tuner import model_graph, tune_tasks
@@ -34,18 +30,9 @@ POLICIES = ("gradient", "evolutionary")
 LEVELS = (0.90, 0.95, 0.99)
 
 
-def _onnx(module, args) -> bytes:
-    f = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, f, dynamo=False, opset_version=17,
-                          input_names=[f"in{i}" for i in range(len(args))])
-    return f.getvalue()
-
-
 def run_network(name: str, budget: float, workdir: Path, seed: int) -> dict:
     module, args = MODELS[name]()
-    tasks = extract_tasks(model_graph(_onnx(module.eval(), args)))
+    tasks = extract_tasks(model_graph(_export(module.eval(), args)))
     base = workdir / f"{name}-base.db"
     with Measurer() as measurer:
         start = tune_tasks(tasks, base, trials=0, measurer=measurer, progress=False)  # the defaults only
@@ -54,8 +41,9 @@ def run_network(name: str, budget: float, workdir: Path, seed: int) -> dict:
             db = workdir / f"{name}-{policy}.db"
             shutil.copy(base, db)
             result = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed)
-            curve = [(0.0, 0, start.estimated_latency(False))] + [tuple(h) for h in result.history]
-            curves[policy] = {"curve": curve, "trials": result.trials, "final_ms": curve[-1][2] * 1e3}
+            # A round that ends after the budget does not count: both policies are compared at equal time.
+            curve = [(0.0, 0, start.estimated_latency(False))] + [tuple(h) for h in result.history if h[0] <= budget]
+            curves[policy] = {"curve": curve, "trials": curve[-1][1], "final_ms": curve[-1][2] * 1e3}
             print(f"{name} {policy}: {result.trials} trials, {curve[0][2] * 1e3:.2f} -> {curve[-1][2] * 1e3:.2f} ms",
                   file=sys.stderr)
     best = min(c["curve"][-1][2] for c in curves.values())
@@ -80,7 +68,7 @@ def table(results: list[dict]) -> str:
         g, e = r["policies"]["gradient"], r["policies"]["evolutionary"]
         for p in LEVELS:
             key = f"time_to_{round(p * 100)}"
-            if g[key] is not None and e[key] is not None:
+            if g[key] is not None and e[key] is not None and max(g[key], e[key]) > 0:
                 lines.append(f"{r['network']:<10} {round(p * 100)}%: gradient reached it "
                              f"{e[key] / max(g[key], 1e-9):.1f}x sooner than evolutionary")
     return "\n".join(lines)

@@ -130,7 +130,8 @@ class TaskSpace:
         """The structure's features as a differentiable PyTorch function of ln(parameters) (`smooth.py`), or
         None where its features are not derived."""
         if (key, tau) not in self._smooth:
-            from .smooth import SmoothFormulas  # PyTorch is needed by the gradient search only
+            # imported here: PyTorch is needed by the gradient search only, not by every user of a task space
+            from .smooth import SmoothFormulas
 
             formulas = self._formulas_for(key)
             self._smooth[key, tau] = None if formulas is None else SmoothFormulas(formulas, tau)
