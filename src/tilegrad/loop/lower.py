@@ -153,7 +153,7 @@ class _Lowering:
         reads: list[tuple[E.Expr, ...]] = []
         frees: list[dict[str, E.Expr]] = []
         for r_info in self.info.values():
-            loads = [x for x in _loads(r_info.source) if x.buffer.name == s.name]
+            loads = [x for x in E.loads(r_info.source) if x.buffer.name == s.name]
             if not loads:
                 continue
             chain = r_info.enclosing + r_info.leaf_vars
@@ -308,13 +308,3 @@ def _guard(stmt, conds: list[E.Expr]):
     if cond == _TRUE:
         return stmt
     return IfThenElse(cond, stmt)
-
-
-def _loads(e: E.Expr) -> list[E.Load]:
-    out, stack = [], [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is E.Load:
-            out.append(x)
-        stack.extend(x.children())
-    return out

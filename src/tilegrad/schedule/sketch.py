@@ -254,7 +254,7 @@ class _Analysis:
     def _inlinable(self, s: Stage) -> bool:
         if s.name in self.outputs or s.op.reduce_axes or "pad" in s.op.tag:
             return False
-        return _count_loads(s.op.body) <= INLINE_MAX_LOADS
+        return len(E.loads(s.op.body)) <= INLINE_MAX_LOADS
 
     def effective_readers(self, name: str) -> list[str]:
         """The non-inlined stages reading `name`, looking through inlined ones."""
@@ -283,20 +283,6 @@ class _Analysis:
         for n in self.order:
             plans = [{**p, n: o} for p in plans for o in self.options(n)]
         return plans
-
-
-def _loads_of(e: E.Expr) -> list[E.Load]:
-    out, stack = [], [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is E.Load:
-            out.append(x)
-        stack.extend(x.children())
-    return out
-
-
-def _count_loads(e: E.Expr) -> int:
-    return len(_loads_of(e))
 
 
 def _has_reuse(s: Stage) -> bool:
@@ -462,10 +448,10 @@ def _place(sch: Schedule, space: Space, name: str, analysis: _Analysis) -> bool:
     if name in analysis.outputs:
         return True
     readers = analysis.effective_readers(name)
-    if len(readers) != 1 or _count_loads(analysis.stages[name].op.body) > INLINE_MAX_LOADS:
+    if len(readers) != 1 or len(E.loads(analysis.stages[name].op.body)) > INLINE_MAX_LOADS:
         return True  # a transform reading many inputs is computed once, at the root
     consumer = readers[0]
-    reads = sum(1 for x in _loads_of(analysis.stages[consumer].op.body) if x.buffer.name == name)
+    reads = sum(1 for x in E.loads(analysis.stages[consumer].op.body) if x.buffer.name == name)
     if reads > INLINE_MAX_LOADS:
         return True  # the region a many-tap reader needs is a min/max over every tap: keep it whole
     leaves = sch.state.stage(consumer).leaves

@@ -769,6 +769,17 @@ def map_children(e: Expr, fn) -> Expr:
     return rebuild(e, new)
 
 
+def loads(e: Expr) -> list[Load]:
+    """Every Load in `e`, once per occurrence in the tree (a read used twice counts twice)."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is Load:
+            out.append(x)
+        stack.extend(x.children())
+    return out
+
+
 def substitute(e: Expr, mapping: dict) -> Expr:
     """Replace variables (keys: Var or name) by expressions or numbers; a number takes the variable's dtype."""
     if not mapping:
