@@ -17,6 +17,7 @@ from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.tune.apply import BestRecords
 from tilegrad.tune.evolutionary import EvolutionaryOptions
+from tilegrad.tune.records import Database
 from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.tuner import model_graph, tune_tasks
 
@@ -65,6 +66,27 @@ def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_
     assert again.trials == 6
     assert len({(json.loads(o)["sketch"], json.dumps(json.loads(o)["params"], sort_keys=True)) for o in origins}
                ) >= len(origins) - len(tasks)  # no candidate measured twice
+
+
+def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_path):
+    db = tmp_path / "tune.db"
+    tasks = extract_tasks(model_graph(str(model)))
+    result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
+                        from_defaults=False)
+    origins = [json.loads(o) for o in _origins(db)]
+    assert sum(o["policy"] == "default" for o in origins) == len(tasks)  # timed once, for the timeouts
+    # The history counts only what the search measured: nothing until every task has a working candidate.
+    searched = {t.key: [] for t in tasks}
+    with Database(db) as database:
+        for t in tasks:
+            searched[t.key] = [r.latency for r in database.records(t.key) if json.loads(r.origin)["policy"] != "default"]
+    final = sum(t.weight * min(searched[t.key]) for t in tasks)
+    assert result.history[-1][2] == pytest.approx(final)
+    assert all(np.isinf(h[2]) for h in result.history[:len(tasks) - 1])
+    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
+                       from_defaults=False)  # resumes without timing the defaults again
+    assert sum(json.loads(o)["policy"] == "default" for o in _origins(db)) == len(tasks)
+    assert again.history[-1][2] <= final
 
 
 def test_compile_with_a_missing_database_is_an_error(model, tmp_path):

@@ -2,7 +2,8 @@
 database and the cost model together.
 
 Each task's default schedule is measured first (the untuned latency, and the record every later candidate must
-beat). Then, round by round, the task scheduler picks a task, the policy proposes a batch, the measurer times it,
+beat; with `from_defaults=False`, the setting of the Ansor and Felix papers, it only bounds the measurer's timeout
+and the search starts from nothing). Then, round by round, the task scheduler picks a task, the policy proposes a batch, the measurer times it,
 every result is appended to the database, and the cost model is retrained on all measurements. A rerun on the
 same database resumes: earlier records seed the populations, are never measured again, and train the model.
 """
@@ -10,6 +11,7 @@ same database resumes: earlier records seed the populations, are never measured 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -79,6 +81,7 @@ class _TaskState:
         self.latency: list[float] = []
         self.trained = 0  # rows of x the cost model has seen
         self.default_s = math.inf
+        self.default_timed = False  # whether the database holds a timing of the default schedule
         self.trials = 0
 
     @property
@@ -102,10 +105,13 @@ class _TaskState:
 def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient", trials: int | None = None,
                budget: float | None = None, measure_per_round: int | None = None,
                options: EvolutionaryOptions | GradientOptions | None = None, scheduler: str = "gradient",
-               measurer: Measurer | None = None, cost_model=None, seed: int = 0, progress: bool = True) -> TuneResult:
+               measurer: Measurer | None = None, cost_model=None, seed: int = 0, progress: bool = True,
+               from_defaults: bool = True) -> TuneResult:
     """Tune `tasks` until `trials` new candidates are measured or `budget` seconds pass (at least one is
     given). `policy` is "gradient" (Felix, with the pretrained MLP cost model) or "evolutionary" (Ansor, with
-    gradient-boosted trees); `options` and `cost_model` override the policy's defaults."""
+    gradient-boosted trees); `options` and `cost_model` override the policy's defaults. With `from_defaults`
+    false the default schedules neither seed the search nor count in `history` (a task's best is what the search
+    measured), so that two policies can be compared from nothing."""
     if policy not in POLICIES:
         raise TilegradError(f"unknown search policy {policy!r}; available: {', '.join(POLICIES)}")
     if trials is None and budget is None:
@@ -128,8 +134,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
     history: list[tuple[float, int, float]] = []
     try:
         with Database(db) as database:
-            _resume(states, database)
-            _measure_defaults(states, database, measurer)
+            _resume(states, database, from_defaults)
+            _measure_defaults(states, database, measurer, from_defaults)
             for st in states:
                 measurer.limit_by_default(st.task, st.default_s)
             _retrain(model, states)
@@ -154,7 +160,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                 done += len(batch)
                 _retrain(model, states)
                 sched.update(i, st.best_s)
-                history.append((time.monotonic() - start, done, _estimate(states)))
+                history.append((time.monotonic() - start, done, _estimate(states, from_defaults)))
                 bar.update(len(batch))
                 bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model "
                                     f"{sched.estimated_latency() * 1e3:.2f} ms")
@@ -174,9 +180,10 @@ def _default_model(policy: str):
     return TreeCostModel()
 
 
-def _estimate(states: list[_TaskState]) -> float:
-    """Sum over tasks of weight x best latency so far (the default where nothing beat it)."""
-    return sum(s.task.weight * min(s.best_s, s.default_s) for s in states)
+def _estimate(states: list[_TaskState], from_defaults: bool) -> float:
+    """Sum over tasks of weight x best latency so far (the default where nothing beat it, if it counts; inf
+    while a task has nothing that works)."""
+    return sum(s.task.weight * (min(s.best_s, s.default_s) if from_defaults else s.best_s) for s in states)
 
 
 def _finished(done: int, trials: int | None, start: float, budget: float | None) -> bool:
@@ -190,7 +197,7 @@ def _progress(trials: int | None, budget: float | None, enabled: bool):
                 desc="tuning" if budget is None else f"tuning ({budget:.0f} s budget)")
 
 
-def _resume(states: list[_TaskState], database: Database) -> None:
+def _resume(states: list[_TaskState], database: Database, from_defaults: bool) -> None:
     """Earlier records of these tasks: measured candidates, and the default schedule's latency."""
     for st in states:
         cands, lats = [], []
@@ -200,18 +207,26 @@ def _resume(states: list[_TaskState], database: Database) -> None:
                 continue
             if c == st.space.default():
                 st.default_s = min(st.default_s, rec.latency)
+                st.default_timed = True
+                if not from_defaults and json.loads(rec.origin)["policy"] == "default":
+                    continue
             cands.append(c)
             lats.append(rec.latency)
         st.observe(cands, lats)
 
 
-def _measure_defaults(states: list[_TaskState], database: Database, measurer: Measurer) -> None:
-    todo = [st for st in states if st.space.default() not in st.measured]
+def _measure_defaults(states: list[_TaskState], database: Database, measurer: Measurer,
+                      from_defaults: bool) -> None:
+    """Time each task's default schedule once: the untuned latency, the measurer's timeout scale, and (if
+    `from_defaults`) the first candidate of the search."""
+    todo = [st for st in states if not st.default_timed]
     inputs = [MeasureInput(st.task, st.space.trace(st.space.default())) for st in todo]
     for st, inp, r in zip(todo, inputs, measurer.measure(inputs) if inputs else []):
         database.add(Record.from_measurement(inp, r, origin=st.space.origin(st.space.default(), "default")))
-        st.observe([st.space.default()], [r.latency])
+        if from_defaults:
+            st.observe([st.space.default()], [r.latency])
         st.default_s = r.latency
+        st.default_timed = True
 
 
 def _retrain(model, states: list[_TaskState]) -> None:
