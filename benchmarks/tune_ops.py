@@ -1,9 +1,9 @@
 """Tuned single operators against PyTorch and ONNX Runtime: matmul 1024^3 and ResNet-50's 3x3 convolutions.
 
 Each operator is a one-node ONNX model with constant weights (as in a real model), compiled by tilegrad's graph
-passes into its kernel; that kernel is tuned with the evolutionary search for `--trials` candidates, then the
-default and the tuned kernel are timed side by side with PyTorch and ONNX Runtime (medians, interleaved rounds,
-a pause between runtimes). Run:
+passes into its kernel; that kernel is tuned (Ansor's evolutionary search unless `--policy gradient`) for
+`--trials` candidates, then the default and the tuned kernel are timed side by side with PyTorch and ONNX Runtime
+(medians, interleaved rounds, a pause between runtimes). Run:
 
     python benchmarks/tune_ops.py                   # table
     python benchmarks/tune_ops.py --json            # [{"name", "trials", "tune_s", "default_ms", "tuned_ms",
@@ -29,7 +29,7 @@ from torch import nn
 
 import tilegrad
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph, tune_tasks
+from tilegrad.tune.tuner import POLICIES, model_graph, tune_tasks
 
 THREADS = os.cpu_count() or 1
 IDLE_S = 0.5
@@ -65,7 +65,7 @@ def _onnx(module, args) -> bytes:
     return buf.getvalue()
 
 
-def run(name: str, trials: int, rounds: int, db_dir: str) -> dict:
+def run(name: str, trials: int, rounds: int, db_dir: str, policy: str) -> dict:
     module, args = OPS[name]()
     module.eval()
     proto = _onnx(module, args)
@@ -73,7 +73,7 @@ def run(name: str, trials: int, rounds: int, db_dir: str) -> dict:
     db = os.path.join(db_dir, f"{name}.db")
     tasks = extract_tasks(model_graph(proto))
     t0 = time.monotonic()
-    result = tune_tasks(tasks, db, trials=trials, progress=sys.stderr.isatty())
+    result = tune_tasks(tasks, db, policy=policy, trials=trials, progress=sys.stderr.isatty())
     tune_s = time.monotonic() - t0
     default = tilegrad.compile(proto)
     tuned = tilegrad.compile(proto, db=db)
@@ -98,7 +98,7 @@ def run(name: str, trials: int, rounds: int, db_dir: str) -> dict:
                 time.sleep(IDLE_S)
                 times[key].append(median_time(fn, repeats=5))
     med = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
-    return {"name": name, "trials": result.trials, "tune_s": round(tune_s, 1), "default_ms": med["default"],
+    return {"name": name, "policy": policy, "trials": result.trials, "tune_s": round(tune_s, 1), "default_ms": med["default"],
             "tuned_ms": med["tuned"], "torch_ms": med["torch"], "onnxruntime_ms": med["onnxruntime"],
             "gflops_tuned": sum(t.flops * t.weight for t in tasks) / med["tuned"] / 1e6}
 
@@ -108,13 +108,14 @@ def main() -> None:
     p.add_argument("--only", default=",".join(OPS), help="comma-separated: " + ", ".join(OPS))
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--policy", choices=POLICIES, default="evolutionary")
     p.add_argument("--db-dir", default=None, help="keep the records databases here (default: a temporary dir)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only.split(","):
-            rows.append(run(name, args.trials, args.rounds, args.db_dir or tmp))
+            rows.append(run(name, args.trials, args.rounds, args.db_dir or tmp, args.policy))
             if not args.json:
                 r = rows[-1]
                 best_peer = min(r["torch_ms"], r["onnxruntime_ms"])
