@@ -50,7 +50,7 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             else:
                 shutil.copy(base, db)
             result = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
-                                from_defaults=not scratch)
+                                from_defaults=not scratch, confirm=0)  # the search alone
             # A round that ends after the budget does not count: both policies are compared at equal time.
             # The estimate is defined once every task has a working candidate (at once from the defaults).
             # A round that ends after the budget does not count: both policies are compared at equal time.

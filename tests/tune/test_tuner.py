@@ -45,7 +45,7 @@ def _origins(db):
 def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
-    result = tune_tasks(tasks, db, policy="evolutionary", trials=12, options=SMALL, progress=False)
+    result = tune_tasks(tasks, db, policy="evolutionary", trials=12, options=SMALL, progress=False, confirm=0)
     assert result.trials == 12
     origins = _origins(db)
     assert len(origins) == 12 + len(tasks)  # every candidate, and each task's default schedule first
@@ -60,7 +60,8 @@ def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_
     np.testing.assert_allclose(tuned(x), tilegrad.compile(str(model))(x), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(tilegrad.compile(str(model), db=db)(x), tuned(x), rtol=1e-6)
 
-    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False)  # resumes: defaults are not re-measured
+    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
+                       confirm=0)  # resumes: defaults are not re-measured
     origins = _origins(db)
     assert len(origins) == 12 + len(tasks) + 6
     assert again.trials == 6
@@ -72,7 +73,7 @@ def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_pa
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
     result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
-                        from_defaults=False)
+                        from_defaults=False, confirm=0)
     origins = [json.loads(o) for o in _origins(db)]
     assert sum(o["policy"] == "default" for o in origins) == len(tasks)  # timed once, for the timeouts
     # The history counts only what the search measured: nothing until every task has a working candidate.
@@ -84,9 +85,32 @@ def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_pa
     assert result.history[-1][2] == pytest.approx(final)
     assert all(np.isinf(h[2]) for h in result.history[:len(tasks) - 1])
     again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
-                       from_defaults=False)  # resumes without timing the defaults again
+                       from_defaults=False, confirm=0)  # resumes without timing the defaults again
     assert sum(json.loads(o)["policy"] == "default" for o in _origins(db)) == len(tasks)
     assert again.history[-1][2] <= final
+
+
+def test_the_best_candidates_are_confirmed_and_compile_uses_the_winner(model, tmp_path):
+    db = tmp_path / "tune.db"
+    tasks = extract_tasks(model_graph(str(model)))
+    result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
+                        confirm=2)
+    origins = [json.loads(o) for o in _origins(db)]
+    confirmed = [o for o in origins if o["policy"] == "confirm"]
+    assert len(confirmed) == len(tasks)  # one winner per task: its default or one of its two fastest candidates
+    with Database(db) as database:
+        for t, r in zip(tasks, result.tasks):
+            best = database.best(t.key)
+            assert json.loads(best.origin)["policy"] == "confirm"
+            assert len(best.costs) == 3 and best.latency == pytest.approx(r.best_s)  # the median of 3 passes
+            assert r.best_s <= r.default_s  # the default is timed in the same passes, so the winner is no slower
+            fastest = database.top(t.key, 3)
+            assert best.trace_json in {rec.trace_json for rec in fastest} | {t.default_trace().to_json()}
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype("float32")
+    np.testing.assert_allclose(tilegrad.compile(str(model), db=db)(x), tilegrad.compile(str(model))(x),
+                               rtol=1e-4, atol=1e-5)
+    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False, confirm=0)
+    assert again.trials == 6  # a rerun recovers confirmed records as measured candidates
 
 
 def test_compile_with_a_missing_database_is_an_error(model, tmp_path):

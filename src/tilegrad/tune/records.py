@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 APPLICATION = "tilegrad-records"
 SCHEMA_VERSION = 1
 ANY_MACHINE = "*"  # as `fingerprint`: records from every machine
+CONFIRMED = "confirm"  # the origin policy of a task's confirmed best record (`confirm.py`)
 
 _SCHEMA = [
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -164,7 +165,13 @@ class Database:
         return self._select(f"{where} AND error_kind IS NULL ORDER BY latency, id LIMIT ?", (*args, k))
 
     def best(self, task_key: str, fingerprint: str | None = None) -> Record | None:
-        """The fastest valid record of `task_key` on this machine, or None if it has none."""
+        """The schedule to use for `task_key` on this machine: the newest confirmed record (`confirm.py`) if
+        there is one, else the fastest valid record; None if it has none."""
+        where, args = self._filter(task_key, fingerprint)
+        confirmed = self._select(f"{where} AND error_kind IS NULL AND origin LIKE ? ORDER BY id DESC LIMIT 1",
+                                 (*args, f'{{"policy": "{CONFIRMED}"%'))
+        if confirmed:
+            return confirmed[0]
         top = self.top(task_key, 1, fingerprint)
         return top[0] if top else None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TilegradError
+from .confirm import confirm_best
 from .cost_model import TreeCostModel, throughput_of
 from .evolutionary import EvolutionaryOptions, EvolutionarySearch
 from .gradient import GradientOptions, GradientSearch
@@ -106,12 +107,14 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                budget: float | None = None, measure_per_round: int | None = None,
                options: EvolutionaryOptions | GradientOptions | None = None, scheduler: str = "gradient",
                measurer: Measurer | None = None, cost_model=None, seed: int = 0, progress: bool = True,
-               from_defaults: bool = True) -> TuneResult:
+               from_defaults: bool = True, confirm: int = 3) -> TuneResult:
     """Tune `tasks` until `trials` new candidates are measured or `budget` seconds pass (at least one is
     given). `policy` is "gradient" (Felix, with the pretrained MLP cost model) or "evolutionary" (Ansor, with
     gradient-boosted trees); `options` and `cost_model` override the policy's defaults. With `from_defaults`
     false the default schedules neither seed the search nor count in `history` (a task's best is what the search
-    measured), so that two policies can be compared from nothing."""
+    measured), so that two policies can be compared from nothing. After the last round, each task's `confirm`
+    fastest candidates are timed again beside its default and the winner becomes the record `compile` uses
+    (`confirm.py`; 0 skips it)."""
     if policy not in POLICIES:
         raise TilegradError(f"unknown search policy {policy!r}; available: {', '.join(POLICIES)}")
     if trials is None and budget is None:
@@ -132,6 +135,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
     bar = _progress(trials, budget, progress)
     done = 0
     history: list[tuple[float, int, float]] = []
+    confirmed: dict[str, tuple[float, float]] = {}
     try:
         with Database(db) as database:
             _resume(states, database, from_defaults)
@@ -164,11 +168,15 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                 bar.update(len(batch))
                 bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model "
                                     f"{sched.estimated_latency() * 1e3:.2f} ms")
+        if confirm > 0 and done > 0:
+            bar.set_postfix_str(f"confirming the best {confirm} candidates of each task")
+            confirmed = confirm_best([s.task for s in states if s.trials], db, measurer, top=confirm)
     finally:
         bar.close()
         if own_measurer:
             measurer.close()
-    results = [TaskResult(s.task, s.default_s, min(s.best_s, s.default_s), s.trials) for s in states]
+    results = [TaskResult(s.task, *confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))), s.trials)
+               for s in states]
     return TuneResult(results, Path(db), done, time.monotonic() - start, history)
 
 
