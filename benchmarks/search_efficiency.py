@@ -4,8 +4,9 @@ Both policies get the same start, the same wall-clock budget and the same measur
 every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency). Two starts:
 
 - `--start scratch` (the papers' setting, the default): an empty records database. Each task's hand-written
-  default schedule is timed once (it bounds the measurer's timeout) but is neither a candidate nor a result, so
-  the estimate is what the search itself found, and is defined once every task has a working candidate.
+  default schedule is timed once (it bounds the measurer's timeout) but does not count as measured, so the
+  estimate is what the search itself found (the default sketch is still one of the sketches a search may
+  propose), and is defined once every task has a working candidate.
 - `--start defaults`: a copy of a database holding every task's default schedule, which counts as measured.
 
 The table gives, per policy, the final estimate and the time and the number of measurements it took to reach
@@ -53,15 +54,13 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
                                 from_defaults=not scratch, confirm=0)  # the search alone
             # A round that ends after the budget does not count: both policies are compared at equal time.
             # The estimate is defined once every task has a working candidate (at once from the defaults).
-            # A round that ends after the budget does not count: both policies are compared at equal time.
             first = [] if scratch else [(0.0, 0, start.estimated_latency(False))]
             curve = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
             trials = max((h[1] for h in result.history if h[0] <= budget), default=0)
             final = curve[-1][2] if curve else math.inf
             curves[policy] = {"curve": curve, "trials": trials, "final_ms": final * 1e3 if curve else None}
             print(f"{name} {policy}: {trials} trials within the budget, final {final * 1e3:.2f} ms", file=sys.stderr)
-    best = min(c["curve"][-1][2] for c in curves.values() if c["curve"]) if any(
-        c["curve"] for c in curves.values()) else math.inf
+    best = min((c["curve"][-1][2] for c in curves.values() if c["curve"]), default=math.inf)
     for c in curves.values():
         for level in LEVELS:
             hit = next(((t, n) for t, n, lat in c["curve"] if best / lat >= level), (None, None))

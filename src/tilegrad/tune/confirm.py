@@ -69,5 +69,7 @@ def _confirmed(origin: str) -> str:
     try:
         obj = json.loads(origin)
     except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
         obj = {}
     return json.dumps({"policy": CONFIRMED, **{k: v for k, v in obj.items() if k != "policy"}})

@@ -3,9 +3,10 @@ database and the cost model together.
 
 Each task's default schedule is measured first (the untuned latency, and the record every later candidate must
 beat; with `from_defaults=False`, the setting of the Ansor and Felix papers, it only bounds the measurer's timeout
-and the search starts from nothing). Then, round by round, the task scheduler picks a task, the policy proposes a batch, the measurer times it,
-every result is appended to the database, and the cost model is retrained on all measurements. A rerun on the
-same database resumes: earlier records seed the populations, are never measured again, and train the model.
+and the search starts from nothing). Then, round by round, the task scheduler picks a task, the policy proposes a
+batch, the measurer times it, every result is appended to the database, and the cost model is retrained on all
+measurements. Last, each task's fastest candidates are confirmed (`confirm.py`). A rerun on the same database
+resumes: earlier records seed the populations, are never measured again, and train the model.
 """
 
 from __future__ import annotations
