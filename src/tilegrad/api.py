@@ -39,9 +39,10 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
 
     `input_shapes` fixes symbolic input dimensions of an ONNX model. `opt_level` picks the graph passes (0: none,
     one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
-    (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each kernel
-    gets the best valid schedule recorded for its workload on this machine, and the default rules where none
-    was tuned. `compile_with_report` takes the same arguments and also says what the passes did.
+    (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each
+    convolution gets the algorithm whose tuned kernels make the graph fastest, each kernel the best valid
+    schedule recorded for its workload on this machine, and the default rules where none was tuned.
+    `compile_with_report` takes the same arguments and also says what the passes did.
     """
     return compile_with_report(model, example_inputs, input_shapes=input_shapes, target=target, opt_level=opt_level,
                                disable_passes=disable_passes, enable_passes=enable_passes, db=db).module
@@ -58,14 +59,16 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
     if opt_level not in (0, 1, 2, 3):
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
-    graph, report = optimize(import_model(model, example_inputs, input_shapes), opt_level, disable=disable_passes,
-                             enable=enable_passes)
+    imported = import_model(model, example_inputs, input_shapes)
     if db is None:
+        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes)
         return Compilation(compile_graph(graph), report, graph)
+    from .tune.algorithms import choose
     from .tune.apply import BestRecords
 
     with BestRecords(db) as chooser:
-        return Compilation(compile_graph(graph, choose=chooser), report, graph)
+        chosen = choose(imported, chooser.latency, opt_level=opt_level, disable=disable_passes, enable=enable_passes)
+        return Compilation(compile_graph(chosen.graph, choose=chooser), chosen.report, chosen.graph)
 
 
 def import_model(model, example_inputs=None, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:

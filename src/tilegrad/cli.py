@@ -117,6 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--measure-per-round", type=int, default=None, metavar="N",
                    help="candidates per round (default: 16 for gradient, 64 for evolutionary)")
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
+    t.add_argument("--no-algorithms", action="store_true",
+                   help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
     t.set_defaults(command=_tune)
@@ -132,12 +134,11 @@ def _parser() -> argparse.ArgumentParser:
 # ---- tune ----
 
 def _tune(args) -> None:
-    from .tune.task import extract_tasks
-    from .tune.tuner import model_graph, tune_tasks
+    from .tune.tuner import model_tasks, tune_tasks
 
     spec = _load(args.model, args.input_shape)
-    tasks = extract_tasks(model_graph(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
-                                      opt_level=args.opt_level))
+    tasks = model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
+                        opt_level=args.opt_level, algorithms=not args.no_algorithms)
     if args.list_tasks:
         _list_tasks(tasks)
         return
@@ -153,18 +154,21 @@ def _tune(args) -> None:
 
 
 def _list_tasks(tasks) -> None:
-    """Each task with its FLOPs, weight and share of the untuned latency (its default schedule, measured)."""
+    """Each task with its FLOPs, weight and share of the untuned latency (its default schedule, measured); the
+    other convolution algorithms' tasks after, their share that of the kernels they would stand in for."""
     from .tune.measure import MeasureInput, Measurer
 
     with Measurer() as measurer:
         results = measurer.measure([MeasureInput(t, t.default_trace()) for t in tasks])
-    total = sum(t.weight * r.latency for t, r in zip(tasks, results) if r.valid) or 1.0
-    print(f"{len(tasks)} tasks, {sum(t.weight for t in tasks)} kernels")
-    print(f"{'#':>3} {'task':<48} {'weight':>6} {'MFLOP':>9} {'untuned':>10} {'share':>6}")
+    total = sum(t.weight * r.latency for t, r in zip(tasks, results) if r.valid and not t.algorithm) or 1.0
+    default = [t for t in tasks if not t.algorithm]
+    print(f"{len(default)} tasks, {sum(t.weight for t in default)} kernels; {len(tasks) - len(default)} tasks of "
+          f"other convolution algorithms")
+    print(f"{'#':>3} {'task':<48} {'algorithm':>9} {'weight':>6} {'MFLOP':>9} {'untuned':>10} {'share':>6}")
     for i, (t, r) in enumerate(zip(tasks, results)):
         share = t.weight * r.latency / total if r.valid else float("nan")
-        print(f"{i:>3} {t.name[:48]:<48} {t.weight:>6} {t.flops / 1e6:>9.1f} {_seconds(r.latency):>10} "
-              f"{share:>6.1%}")
+        print(f"{i:>3} {t.name[:48]:<48} {t.algorithm or '':>9} {t.weight:>6} {t.flops / 1e6:>9.1f} "
+              f"{_seconds(r.latency):>10} {share:>6.1%}")
 
 
 def _duration(text: str) -> float:

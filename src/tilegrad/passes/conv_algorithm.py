@@ -37,10 +37,14 @@ width) and Winograd does not apply.
 
 `ctx.options["conv_algorithm"]` overrides the choice: one of ALGORITHMS for every convolution where it applies
 (the others keep the estimate's choice), or a dict from node name to one of them (a choice that does not apply
-to that node is an error). Each convolution's choice and its estimates go to `ctx.note`.
+to that node is an error). Each convolution's choice and its estimates go to `ctx.note`, and the choice with the
+algorithms that apply and the new node's name to `ctx.decisions["conv_algorithm"][node name]` (tune/algorithms.py
+varies the choices).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,6 +64,14 @@ DIRECT_FULL_SPEED = 4  # register-tile columns from which the direct kernel keep
 IM2COL_SLOWDOWN = 1.5  # im2col's GEMM against a well-tiled direct convolution
 TRANSFORM = 2.0  # multiply-adds per term of a Winograd transform or element of im2col's columns
 WEIGHT_LOAD = 7.0  # multiply-adds per weight element streamed from memory
+
+
+class ConvChoice(NamedTuple):
+    """A convolution's algorithm, the algorithms that apply to it, and the name of the node that runs it."""
+
+    algorithm: str
+    applicable: tuple[str, ...]
+    node: str
 
 
 def _packed(ed: GraphEditor, pack_op: str, w: Value, name: str, **attrs) -> Value:
@@ -166,6 +178,14 @@ def _conv(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())
     ctx.note(f"{node.name}: {algorithm} ({why}); multiplies: {counts}; estimated multiply-adds: {estimates}")
+    out = _emit(ed, node, algorithm, x, w, bias)
+    ctx.decisions.setdefault("conv_algorithm", {})[node.name] = ConvChoice(algorithm, tuple(costs), out.name)
+    return out
+
+
+def _emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias: list[Value]) -> Value:
+    """The convolution as `algorithm`'s op over its laid-out weights."""
+    a = node.attrs
     o, name = w.shape[0], f"{node.name}_w"
     if algorithm == "direct":
         wpack = _packed(ed, "conv_weight_pack", w, name, block=CONV_BLOCK)

@@ -136,7 +136,8 @@ class _Rewrite:
         producer = self.g.producers()
         for node in self.g.nodes:
             if id(node) in self.chain_of:
-                self.blocked[id(node.outputs[0])] = self._convert(node)
+                new = self.blocked[id(node.outputs[0])] = self._convert(node)
+                self.ctx.decisions.setdefault("layout", {})[node.name] = new.name  # the blocked node that runs it
             else:
                 for v in node.inputs:
                     self._unblock(v, producer, f"for {node.name} ({node.op})")

@@ -18,11 +18,13 @@ from ..ir.graph import Graph
 
 @dataclasses.dataclass
 class PassContext:
-    """What a pass may read (the options) and write (its notes for --explain)."""
+    """What a pass may read (the options) and write (its notes for --explain, and decisions by pass name that
+    later stages read: the conv_algorithm pass's per-node choices, which the tuner varies)."""
 
     opt_level: int = 2
     options: dict = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    decisions: dict = dataclasses.field(default_factory=dict)
 
     def note(self, message: str) -> None:
         self.notes.append(message)
@@ -50,9 +52,10 @@ class PassRecord:
 
 @dataclasses.dataclass
 class Report:
-    """What the pipeline did, pass by pass."""
+    """What the pipeline did, pass by pass, and the decisions passes recorded (`PassContext.decisions`)."""
 
     records: list[PassRecord] = dataclasses.field(default_factory=list)
+    decisions: dict = dataclasses.field(default_factory=dict)
 
     def format(self) -> str:
         lines = []
@@ -102,7 +105,7 @@ def optimize(g: Graph, opt_level: int = 2, *, disable: Iterable[str] = (), enabl
     if unknown:
         raise TilegradError(f"unknown pass(es) {sorted(unknown)}; passes: {', '.join(names)}")
     ctx = PassContext(opt_level, dict(options or {}))
-    report = Report()
+    report = Report(decisions=ctx.decisions)
     for p in PASSES:
         if p.name in disable or (p.level > opt_level and p.name not in enable):
             continue

@@ -1,5 +1,6 @@
 """Compiling with tuning records: each kernel takes the best valid schedule recorded for its workload on this
-machine; a kernel never tuned (or whose record no longer replays) keeps the default rules."""
+machine; a kernel never tuned (or whose record no longer replays) keeps the default rules. The convolutions'
+algorithms are chosen from the same records before (algorithms.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ class BestRecords:
             raise TilegradError(f"no tuning records database at {path}")
         self.db = Database(path)
         self.applied = 0
+
+    def latency(self, task_key: str) -> float | None:
+        """The best recorded latency of a workload on this machine, or None."""
+        record = self.db.best(task_key)
+        return None if record is None else record.latency
 
     def __call__(self, node: Node, inputs: list[Tensor], outputs: list[Tensor]) -> Schedule | None:
         record = self.db.best(workload_key(outputs))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -26,12 +27,15 @@ from ..te.tensor import ComputeOp, Tensor, topo_order
 
 @dataclasses.dataclass
 class Task:
-    """One workload to tune. `nodes` are the graph's nodes that run it; `weight` is their number."""
+    """One workload to tune. `nodes` are the graph's nodes that run it; `weight` is their number. `algorithm`
+    names the convolution algorithm of the variant graph the task comes from, where it is not a kernel of the
+    graph `compile` builds by default (tune/algorithms.py)."""
 
     key: str
     name: str
     nodes: list[Node]
     flops: int
+    algorithm: str | None = None
 
     @property
     def weight(self) -> int:
@@ -121,13 +125,18 @@ def _task_name(node: Node, outputs: list[Tensor]) -> str:
     return f"{'+'.join(dict.fromkeys(ops))}[{shape}]"
 
 
-def extract_tasks(g: Graph) -> list[Task]:
-    """The graph's kernels as tasks, one per distinct workload, in order of first appearance."""
+def kernels(g: Graph) -> Iterator[tuple[Node, list[Tensor], str]]:
+    """Each node of `g` that runs a kernel, with its computation's outputs and workload key."""
     plan = plan_memory(g, intermediates_of(g))
-    tasks: dict[str, Task] = {}
     for node in plan.kernel_nodes(g):
         _, outs = node_compute(node)
-        key = workload_key(outs)
+        yield node, outs, workload_key(outs)
+
+
+def extract_tasks(g: Graph) -> list[Task]:
+    """The graph's kernels as tasks, one per distinct workload, in order of first appearance."""
+    tasks: dict[str, Task] = {}
+    for node, outs, key in kernels(g):
         if key in tasks:
             tasks[key].nodes.append(node)
         else:

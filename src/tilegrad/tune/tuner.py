@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TilegradError
+from ..passes import optimize
+from .algorithms import algorithm_tasks, variants
 from .confirm import confirm_best
 from .cost_model import TreeCostModel, throughput_of
 from .evolutionary import EvolutionaryOptions, EvolutionarySearch
@@ -58,16 +60,18 @@ class TuneResult:
     """After each round: seconds since the start, candidates measured, estimated end-to-end latency."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
-        return sum(r.task.weight * (r.best_s if tuned else r.default_s) for r in self.tasks)
+        """Sum of weight x latency over the kernels of the default graph (not the other algorithms' tasks)."""
+        return sum(r.task.weight * (r.best_s if tuned else r.default_s) for r in self.tasks if not r.task.algorithm)
 
     def table(self) -> str:
         lines = [f"{'task':<44} {'weight':>6} {'trials':>6} {'default ms':>11} {'tuned ms':>9} {'speedup':>8}"]
         for r in self.tasks:
-            lines.append(f"{r.task.name[:44]:<44} {r.task.weight:>6} {r.trials:>6} {r.default_s * 1e3:>11.3f} "
+            name = r.task.name if not r.task.algorithm else f"({r.task.algorithm}) {r.task.name}"
+            lines.append(f"{name[:44]:<44} {r.task.weight:>6} {r.trials:>6} {r.default_s * 1e3:>11.3f} "
                          f"{r.best_s * 1e3:>9.3f} {r.speedup:>7.2f}x")
         before, after = self.estimated_latency(False), self.estimated_latency(True)
-        lines.append(f"estimated end-to-end (sum of weight x latency): {before * 1e3:.2f} ms -> {after * 1e3:.2f} ms "
-                     f"({before / after:.2f}x), {self.trials} trials in {self.seconds:.0f} s")
+        lines.append(f"estimated end-to-end (sum of weight x latency, default algorithms): {before * 1e3:.2f} ms -> "
+                     f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials in {self.seconds:.0f} s")
         return "\n".join(lines)
 
 
@@ -165,10 +169,10 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                 done += len(batch)
                 _retrain(model, states)
                 sched.update(i, st.best_s)
-                history.append((time.monotonic() - start, done, _estimate(states, from_defaults)))
+                estimate = _estimate(states, from_defaults)
+                history.append((time.monotonic() - start, done, estimate))
                 bar.update(len(batch))
-                bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model "
-                                    f"{sched.estimated_latency() * 1e3:.2f} ms")
+                bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model {estimate * 1e3:.2f} ms")
         if confirm > 0 and done > 0:
             bar.set_postfix_str(f"confirming the best {confirm} candidates of each task")
             confirmed = confirm_best([s.task for s in states if s.trials], db, measurer, top=confirm)
@@ -190,9 +194,10 @@ def _default_model(policy: str):
 
 
 def _estimate(states: list[_TaskState], from_defaults: bool) -> float:
-    """Sum over tasks of weight x best latency so far (the default where nothing beat it, if it counts; inf
-    while a task has nothing that works)."""
-    return sum(s.task.weight * (min(s.best_s, s.default_s) if from_defaults else s.best_s) for s in states)
+    """Sum over the default graph's tasks of weight x best latency so far (the default where nothing beat it, if it
+    counts; inf while a task has nothing that works)."""
+    return sum(s.task.weight * (min(s.best_s, s.default_s) if from_defaults else s.best_s)
+               for s in states if not s.task.algorithm)
 
 
 def _finished(done: int, trials: int | None, start: float, budget: float | None) -> bool:
@@ -254,18 +259,31 @@ def _retrain(model, states: list[_TaskState]) -> None:
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
          example_inputs=None, opt_level: int = 2, policy: str = "gradient", trials: int | None = None,
-         budget: float | None = None, **options) -> TuneResult:
+         budget: float | None = None, algorithms: bool = True, **options) -> TuneResult:
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
-    measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them."""
-    tasks = extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
-                                      opt_level=opt_level))
+    measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
+    With `algorithms`, the kernels of each convolution's other algorithms are tuned too, and compile picks the
+    algorithms by the records (algorithms.py)."""
+    tasks = model_tasks(model, input_shapes=input_shapes, example_inputs=example_inputs, opt_level=opt_level,
+                        algorithms=algorithms)
     return tune_tasks(tasks, db, policy=policy, trials=trials, budget=budget, **options)
+
+
+def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2,
+                algorithms: bool = True) -> list[Task]:
+    """The tasks of the graph `tilegrad.compile` builds, then (with `algorithms`) those of the variant graphs in
+    which convolutions use their other algorithms."""
+    from ..api import import_model
+
+    imported = import_model(model, example_inputs, input_shapes)
+    if not algorithms:
+        return extract_tasks(optimize(imported, opt_level)[0])
+    return algorithm_tasks(variants(imported, opt_level=opt_level))
 
 
 def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2):
     """The optimised graph `tilegrad.compile` builds kernels from."""
     from ..api import import_model
-    from ..passes import optimize
 
     graph, _ = optimize(import_model(model, example_inputs, input_shapes), opt_level)
     return graph

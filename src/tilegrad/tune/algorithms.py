@@ -1,0 +1,127 @@
+"""Convolution algorithms as a tuning choice, the way TVM's op strategies offer several implementations of an op
+and keep the one whose tuned kernel is fastest.
+
+passes/conv_algorithm.py picks each convolution's algorithm (direct, im2col, Winograd F(2,3) or F(4,3)) by an
+estimate in multiply-adds, calibrated on another machine. Tuning measures instead. Besides the graph `compile`
+builds, each other algorithm gives a variant graph in which every convolution it applies to uses it, and the
+variants' kernels join the task list (`algorithm_tasks`). With a records database, `choose` compares the default
+graph, each variant, and the mix that gives every convolution the algorithm whose kernels were fastest, and
+returns the fastest of these graphs. `compile(db=)` builds that one.
+
+Whole graphs are compared, not single kernels, because a convolution's algorithm also decides the layout
+transforms around it (direct convolutions run in blocked NCHWc, the others in NCHW). A graph's latency is the sum
+over its kernels of their best recorded latencies, counting only the kernels that not every candidate graph
+shares, so a kernel never tuned cannot hide a difference elsewhere; a candidate with an untimed kernel of its
+own loses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from ..ir.graph import Graph, Node
+from ..passes import optimize
+from ..passes.conv_algorithm import ALGORITHMS
+from ..passes.pipeline import Report
+from .task import Task, extract_tasks, kernels
+
+MIXED = "mixed"  # the algorithm label of the variant that mixes each convolution's fastest algorithm
+
+
+@dataclasses.dataclass
+class Variant:
+    """An optimised graph and the algorithm of each of its convolutions (by node name). `algorithm` is the one
+    imposed wherever it applies, MIXED, or None for the estimate's choices."""
+
+    algorithm: str | None
+    choice: dict[str, str]
+    graph: Graph
+    report: Report
+    runs: dict[str, str]
+    """The name of the graph node that runs each convolution (passes rename what they replace) -> its name in
+    `choice`."""
+
+
+def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str | None = None, *,
+          opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = ()) -> Variant:
+    """`imported` through the passes, with the convolutions of `choice` forced to its algorithms."""
+    options = {"conv_algorithm": dict(choice)} if choice else {}
+    graph, report = optimize(imported, opt_level, disable=disable, enable=enable, options=options)
+    decided = report.decisions.get("conv_algorithm", {})
+    blocked = report.decisions.get("layout", {})
+    runs = {blocked.get(c.node, c.node): name for name, c in decided.items()}
+    return Variant(algorithm, {name: c.algorithm for name, c in decided.items()}, graph, report, runs)
+
+
+def variants(imported: Graph, **passes) -> list[Variant]:
+    """The default graph, then one graph per other algorithm that some convolution could use instead."""
+    default = build(imported, **passes)
+    decided = default.report.decisions.get("conv_algorithm", {})
+    out = [default]
+    for algorithm in ALGORITHMS:
+        choice = {name: algorithm if algorithm in c.applicable else c.algorithm for name, c in decided.items()}
+        if choice != default.choice:
+            out.append(build(imported, choice, algorithm, **passes))
+    return out
+
+
+def algorithm_tasks(vs: Sequence[Variant]) -> list[Task]:
+    """The tasks of the first (default) graph, then the variants' tasks it lacks, labelled with their algorithm
+    and weighted by their occurrences in their own graph."""
+    tasks = {t.key: t for t in extract_tasks(vs[0].graph)}
+    for v in vs[1:]:
+        for t in extract_tasks(v.graph):
+            if t.key not in tasks:
+                tasks[t.key] = dataclasses.replace(t, algorithm=v.algorithm)
+    return list(tasks.values())
+
+
+def choose(imported: Graph, latency: Callable[[str], float | None], **passes) -> Variant:
+    """The candidate graph (default, variants, mix) with the lowest latency by `latency(task key)`, the best
+    recorded latency of a workload or None; the default where nothing tells them apart."""
+    candidates = [_Costed(v, latency) for v in variants(imported, **passes)]
+    if len(candidates) == 1:
+        return candidates[0].variant
+    by_conv: dict[str, dict[str, float]] = {}
+    for c in candidates:  # the default first: ties keep its choice
+        for name, s in c.per_conv.items():
+            by_conv.setdefault(name, {}).setdefault(c.variant.choice[name], s)
+    mix = {name: min(options, key=options.get) for name, options in by_conv.items()}
+    if all(c.variant.choice != mix for c in candidates):
+        candidates.append(_Costed(build(imported, mix, MIXED, **passes), latency))
+    shared = Counter(candidates[0].keys)
+    for c in candidates[1:]:
+        shared &= c.keys
+    return min(candidates, key=lambda c: c.latency(shared, latency)).variant
+
+
+class _Costed:
+    """A variant's kernels by workload key, and each convolution's recorded latency: that of the kernels that
+    contain it (inf where one has no record)."""
+
+    def __init__(self, variant: Variant, latency: Callable[[str], float | None]):
+        self.variant = variant
+        self.keys: Counter[str] = Counter()
+        self.per_conv: dict[str, float] = {}
+        for node, _, key in kernels(variant.graph):
+            self.keys[key] += 1
+            s = _or_inf(latency(key))
+            for name in _members(node) & variant.runs.keys():
+                conv = variant.runs[name]
+                self.per_conv[conv] = self.per_conv.get(conv, 0.0) + s
+
+    def latency(self, shared: Counter[str], latency: Callable[[str], float | None]) -> float:
+        """The summed latency of the kernels beyond `shared`."""
+        return sum(n * _or_inf(latency(key)) for key, n in (self.keys - shared).items())
+
+
+def _or_inf(s: float | None) -> float:
+    return math.inf if s is None else s
+
+
+def _members(node: Node) -> set[str]:
+    """The names of the graph nodes a kernel runs."""
+    return {n.name for n in node.attrs["body"].nodes} if node.op == "fused" else {node.name}

@@ -1,0 +1,129 @@
+"""Convolution algorithms as a tuning choice: each other algorithm gives a variant graph whose kernels become
+tasks, the records pick the fastest whole graph (a mix of per-convolution winners included), and compile(db=)
+builds it with unchanged outputs."""
+
+import numpy as np
+import torch
+from torch import nn
+
+import tilegrad
+from tilegrad.api import compile_with_report, import_model
+from tilegrad.passes.conv_algorithm import ALGORITHMS
+from tilegrad.tune.algorithms import MIXED, algorithm_tasks, choose, variants
+from tilegrad.tune.apply import BestRecords
+from tilegrad.tune.evolutionary import EvolutionaryOptions
+from tilegrad.tune.task import kernels
+from tilegrad.tune.tuner import model_tasks
+
+KERNEL_OF = {"blocked_conv": "direct", "conv_nchwc": "direct", "im2col_conv": "im2col"}
+
+
+class TwoConvs(nn.Module):
+    """Two 3 x 3 convolutions of different shapes, so that each has its own kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(16, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 24, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def _imported():
+    torch.manual_seed(0)
+    return import_model(TwoConvs().eval(), (torch.randn(1, 16, 12, 12),))
+
+
+def _algorithms_in(variant) -> dict[str, str]:
+    """Conv node name -> the algorithm of the kernel that runs it, read off the optimised graph's ops."""
+    out = {}
+    for node in variant.graph.nodes:
+        for n in node.attrs["body"].nodes if node.op == "fused" else [node]:
+            if n.op == "winograd_conv":
+                out[variant.runs[n.name]] = f"winograd{n.attrs['m']}"
+            elif n.op in KERNEL_OF:
+                out[variant.runs[n.name]] = KERNEL_OF[n.op]
+    return out
+
+
+def test_each_other_algorithm_gives_a_variant_graph_that_uses_it_wherever_it_applies():
+    vs = variants(_imported())
+    default, others = vs[0], vs[1:]
+    assert default.algorithm is None and len(default.choice) == 2
+    assert _algorithms_in(default) == default.choice
+    assert {v.algorithm for v in others} == set(ALGORITHMS) - set(default.choice.values())
+    for v in others:
+        assert set(v.choice.values()) == {v.algorithm}  # a 3 x 3 stride-1 convolution takes all four
+        assert _algorithms_in(v) == v.choice
+
+
+def test_the_variants_kernels_become_tasks_labelled_with_their_algorithm():
+    vs = variants(_imported())
+    tasks = algorithm_tasks(vs)
+    default_keys = {key for _, _, key in kernels(vs[0].graph)}
+    assert {t.key for t in tasks if t.algorithm is None} == default_keys
+    assert {t.algorithm for t in tasks} - {None} == {v.algorithm for v in vs[1:]}
+    assert len({t.key for t in tasks}) == len(tasks)
+    for v in vs[1:]:
+        keys = {key for _, _, key in kernels(v.graph)}
+        assert keys <= {t.key for t in tasks}
+    torch.manual_seed(0)
+    listed = model_tasks(TwoConvs().eval(), example_inputs=(torch.randn(1, 16, 12, 12),))
+    assert [t.key for t in listed] == [t.key for t in tasks]
+    alone = model_tasks(TwoConvs().eval(), example_inputs=(torch.randn(1, 16, 12, 12),), algorithms=False)
+    assert [t.key for t in alone] == sorted(default_keys, key=[t.key for t in tasks].index)
+
+
+def _records(vs, fast: dict[str, str], missing: str | None = None):
+    """Latencies by task key: a conv's kernels 1 ms, but 0.1 ms under its algorithm in `fast`, other kernels
+    0.01 ms; no record for the kernels of algorithm `missing`."""
+    table = {}
+    for v in vs:
+        for node, _, key in kernels(v.graph):
+            convs = {v.runs[n] for n in _members(node) & set(v.runs)}
+            if not convs:
+                table[key] = 1e-5
+            elif missing in {v.choice[c] for c in convs}:
+                table[key] = None
+            else:
+                table[key] = 1e-4 if all(fast.get(c) == v.choice[c] for c in convs) else 1e-3
+    return lambda key: table.get(key, 1e-5)
+
+
+def _members(node) -> set[str]:
+    return {n.name for n in (node.attrs["body"].nodes if node.op == "fused" else [node])}
+
+
+def test_the_records_choose_each_convolutions_fastest_algorithm_as_one_graph():
+    imported = _imported()
+    vs = variants(imported)
+    a, b = sorted(vs[0].choice)
+    chosen = choose(imported, _records(vs, {a: "im2col", b: "direct"}))
+    assert chosen.algorithm == MIXED
+    assert chosen.choice == {a: "im2col", b: "direct"} == _algorithms_in(chosen)
+
+
+def test_a_graph_with_a_kernel_never_timed_loses_and_no_records_keep_the_default():
+    imported = _imported()
+    vs = variants(imported)
+    both = dict.fromkeys(vs[0].choice, "im2col")
+    assert choose(imported, _records(vs, both, missing="im2col")).choice == vs[0].choice
+    assert choose(imported, lambda key: None).choice == vs[0].choice
+    assert choose(imported, _records(vs, both)).choice == both
+
+
+def test_tuning_every_algorithm_then_compiling_keeps_the_outputs(tmp_path):
+    torch.manual_seed(0)
+    module, x = TwoConvs().eval(), torch.randn(1, 16, 12, 12)
+    db = tmp_path / "tune.db"
+    options = EvolutionaryOptions(population=32, generations=1, measure_per_round=2)
+    result = tilegrad.tune(module, example_inputs=(x,), db=db, policy="evolutionary", trials=8, options=options,
+                           progress=False, confirm=0)
+    assert any(r.task.algorithm for r in result.tasks)
+    compilation = compile_with_report(module, (x,), db=db)
+    with BestRecords(db) as records:
+        chosen = choose(import_model(module, (x,)), records.latency)
+    assert [key for *_, key in kernels(compilation.graph)] == [key for *_, key in kernels(chosen.graph)]
+    want = module(x).detach().numpy()
+    np.testing.assert_allclose(compilation.module(x.numpy()), want, rtol=1e-3, atol=1e-4)
