@@ -1,7 +1,7 @@
 """A model compiled with its tuning records against the same model untuned: `tilegrad.compile(model)` and
-`tilegrad.compile(model, db=...)` on one input, outputs compared, then timed in interleaved rounds. The figure of
-merit is the median over rounds of each round's tuned/untuned ratio (paired, so a slow spell of the machine hits
-both), with its interquartile range. Run:
+`tilegrad.compile(model, db=...)` on one input, outputs compared, then timed in interleaved rounds, and each
+database's choice of convolution algorithms counted. The figure of merit is the median over rounds of each
+round's tuned/untuned ratio (paired, so a slow spell of the machine hits both), with its interquartile range. Run:
 
     python benchmarks/tuned_model.py --model resnet50 --db tune.db                # records already there
     python benchmarks/tuned_model.py --model resnet50 --db a.db --db b.db --json  # several databases
@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from models import MODELS, _export  # benchmarks/models.py, beside this script
 from timing import median_time
 
 import tilegrad
+from tilegrad.api import compile_with_report
 
 PAUSE_S = 0.3  # let the other runtime's threads go idle before timing the next
 
@@ -35,8 +37,12 @@ def run(name: str, dbs: list[str], rounds: int, repeats: int) -> dict:
     untuned = tilegrad.compile(proto)
     variants = {"untuned": untuned}
     reference = untuned(*feeds)
+    algorithms = {}
     for db in dbs:
-        tuned = tilegrad.compile(proto, db=db)
+        compilation = compile_with_report(proto, db=db)
+        tuned = compilation.module
+        chosen = compilation.report.decisions.get("conv_algorithm", {}).values()
+        algorithms[Path(db).name] = dict(Counter(c.algorithm for c in chosen))
         out = tuned(*feeds)
         for a, b in zip(reference if isinstance(reference, tuple) else (reference,),
                         out if isinstance(out, tuple) else (out,)):
@@ -54,7 +60,7 @@ def run(name: str, dbs: list[str], rounds: int, repeats: int) -> dict:
         rows[key] = {"ms": float(np.median(t)) * 1e3, "ratio_median": float(np.median(ratio)),
                      "ratio_q1": float(np.quantile(ratio, 0.25)), "ratio_q3": float(np.quantile(ratio, 0.75))}
     return {"model": name, "rounds": rounds, "repeats": repeats, "threads": torch.get_num_threads(),
-            "variants": rows}
+            "variants": rows, "conv_algorithms": algorithms}
 
 
 def main(argv=None) -> int:
@@ -86,6 +92,8 @@ def main(argv=None) -> int:
     print(f"{'variant':<32} {'ms':>9} {'vs untuned (median, IQR)':>28}")
     for key, v in r["variants"].items():
         print(f"{key:<32} {v['ms']:>9.2f} {v['ratio_median']:>12.3f} ({v['ratio_q1']:.3f}-{v['ratio_q3']:.3f})")
+    for key, counts in r["conv_algorithms"].items():
+        print(f"{key}: convolutions by algorithm: {', '.join(f'{k} {n}' for k, n in sorted(counts.items()))}")
     return 0
 
 

@@ -2,7 +2,9 @@ void conv1d_c4_19_stride2(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict W = (float*)args[1];
   float* restrict Y = (float*)args[2];
-  float* restrict Y_pad = (float*)aligned_alloc(64, 384);
+  static __thread float* tg_kept_Y_pad;
+  if (!tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 384);
+  float* restrict Y_pad = tg_kept_Y_pad;
   for (int64_t i0 = 0; i0 < 1; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       for (int64_t i2_0 = 0; i2_0 < 2; ++i2_0) {
@@ -48,5 +50,4 @@ void conv1d_c4_19_stride2(void** args) {
       }
     }
   }
-  free(Y_pad);
 }

@@ -2,7 +2,9 @@ void conv2d_3x3_c4_14x14(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict W = (float*)args[1];
   float* restrict Y = (float*)args[2];
-  float* restrict Y_pad = (float*)aligned_alloc(64, 4096);
+  static __thread float* tg_kept_Y_pad;
+  if (!tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 4096);
+  float* restrict Y_pad = tg_kept_Y_pad;
   for (int64_t i0 = 0; i0 < 1; ++i0) {
     for (int64_t i1 = 0; i1 < 4; ++i1) {
       for (int64_t i2 = 0; i2 < 16; ++i2) {
@@ -49,5 +51,4 @@ void conv2d_3x3_c4_14x14(void** args) {
       }
     }
   }
-  free(Y_pad);
 }

@@ -1,8 +1,12 @@
 void log_softmax_axis0(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict Y = (float*)args[1];
-  float* restrict Y_max = (float*)aligned_alloc(64, 128);
-  float* restrict Y_expsum = (float*)aligned_alloc(64, 128);
+  static __thread float* tg_kept_Y_max;
+  if (!tg_kept_Y_max) tg_kept_Y_max = (float*)aligned_alloc(64, 128);
+  float* restrict Y_max = tg_kept_Y_max;
+  static __thread float* tg_kept_Y_expsum;
+  if (!tg_kept_Y_expsum) tg_kept_Y_expsum = (float*)aligned_alloc(64, 128);
+  float* restrict Y_expsum = tg_kept_Y_expsum;
   for (int64_t Y_max_i0_0 = 0; Y_max_i0_0 < 2; ++Y_max_i0_0) {
     #pragma omp simd
     for (int64_t Y_max_i0_1 = 0; Y_max_i0_1 < 16; ++Y_max_i0_1) {
@@ -39,6 +43,4 @@ void log_softmax_axis0(void** args) {
   for (int64_t i0_i1_fused = 0; i0_i1_fused < 90; ++i0_i1_fused) {
     Y[((i0_i1_fused % 18) + ((i0_i1_fused / 18) * 18))] = ((X[((i0_i1_fused % 18) + ((i0_i1_fused / 18) * 18))] - Y_max[(i0_i1_fused % 18)]) - logf(Y_expsum[(i0_i1_fused % 18)]));
   }
-  free(Y_expsum);
-  free(Y_max);
 }

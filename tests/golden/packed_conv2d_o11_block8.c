@@ -2,8 +2,12 @@ void packed_conv2d_o11_block8(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict W = (float*)args[1];
   float* restrict Y = (float*)args[2];
-  float* restrict Y_pad = (float*)aligned_alloc(64, 2688);
-  float* restrict Y_wpack = (float*)aligned_alloc(64, 2880);
+  static __thread float* tg_kept_Y_pad;
+  if (!tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 2688);
+  float* restrict Y_pad = tg_kept_Y_pad;
+  static __thread float* tg_kept_Y_wpack;
+  if (!tg_kept_Y_wpack) tg_kept_Y_wpack = (float*)aligned_alloc(64, 2880);
+  float* restrict Y_wpack = tg_kept_Y_wpack;
   for (int64_t i0 = 0; i0 < 1; ++i0) {
     for (int64_t i1 = 0; i1 < 5; ++i1) {
       for (int64_t i2 = 0; i2 < 11; ++i2) {
@@ -65,6 +69,4 @@ void packed_conv2d_o11_block8(void** args) {
       }
     }
   }
-  free(Y_wpack);
-  free(Y_pad);
 }

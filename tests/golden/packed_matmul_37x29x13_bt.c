@@ -2,8 +2,12 @@ void packed_matmul_37x29x13_bt(void** args) {
   float* restrict A = (float*)args[0];
   float* restrict B = (float*)args[1];
   float* restrict C = (float*)args[2];
-  float* restrict C_apack = (float*)aligned_alloc(64, 2240);
-  float* restrict C_bpack = (float*)aligned_alloc(64, 1664);
+  static __thread float* tg_kept_C_apack;
+  if (!tg_kept_C_apack) tg_kept_C_apack = (float*)aligned_alloc(64, 2240);
+  float* restrict C_apack = tg_kept_C_apack;
+  static __thread float* tg_kept_C_bpack;
+  if (!tg_kept_C_bpack) tg_kept_C_bpack = (float*)aligned_alloc(64, 1664);
+  float* restrict C_bpack = tg_kept_C_bpack;
   for (int64_t io = 0; io < 7; ++io) {
     for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
       #pragma omp simd
@@ -52,6 +56,4 @@ void packed_matmul_37x29x13_bt(void** args) {
       }
     }
   }
-  free(C_bpack);
-  free(C_apack);
 }

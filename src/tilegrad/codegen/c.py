@@ -171,10 +171,14 @@ class CRenderer:
             self._emit(ind, f"{t} {b.name}[{size.value}] __attribute__((aligned({self.alignment})));")
             self._stmt(s.body, ind)
             return
+        # Allocated once per calling thread and kept: a buffer allocated and freed per call above glibc's mmap
+        # threshold is mapped afresh each call, and faulting its zeroed pages in cost a Winograd conv 5x its time.
         rounded = -(-nbytes // self.alignment) * self.alignment
-        self._emit(ind, f"{t}* restrict {b.name} = ({t}*)aligned_alloc({self.alignment}, {rounded});")
+        kept = f"tg_kept_{b.name}"
+        self._emit(ind, f"static __thread {t}* {kept};")
+        self._emit(ind, f"if (!{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, {rounded});")
+        self._emit(ind, f"{t}* restrict {b.name} = {kept};")
         self._stmt(s.body, ind)
-        self._emit(ind, f"free({b.name});")
 
     def _flat(self, b: Buffer, indices) -> str:
         flat: E.Expr = E.Const(0, E.INDEX)
