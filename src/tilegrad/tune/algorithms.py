@@ -5,8 +5,9 @@ passes/conv_algorithm.py picks each convolution's algorithm (direct, im2col, Win
 estimate in multiply-adds, calibrated on another machine. Tuning measures instead. Besides the graph `compile`
 builds, each other algorithm gives a variant graph in which every convolution it applies to uses it, and the
 variants' kernels join the task list (`algorithm_tasks`). With a records database, `choose` compares the default
-graph, each variant, and the mix that gives every convolution the algorithm whose kernels were fastest, and
-returns the fastest of these graphs. `compile(db=)` builds that one.
+graph, each variant, and the mix that gives every convolution the algorithm whose kernels were fastest (or, where
+that mix needs a kernel never timed, the part of it that keeps each convolution's layout), and returns the
+fastest of these graphs. `compile(db=)` builds that one.
 
 Whole graphs are compared, not single kernels, because a convolution's algorithm also decides the layout
 transforms around it (direct convolutions run in blocked NCHWc, the others in NCHW). A graph's latency is the sum
@@ -90,8 +91,15 @@ def choose(imported: Graph, latency: Callable[[str], float | None], **passes) ->
         for name, s in c.per_conv.items():
             by_conv.setdefault(name, {}).setdefault(c.variant.choice[name], s)
     mix = {name: min(options, key=options.get) for name, options in by_conv.items()}
-    if all(c.variant.choice != mix for c in candidates):
-        candidates.append(_Costed(build(imported, mix, MIXED, **passes), latency))
+    default = candidates[0].variant.choice
+    # A mix that changes a convolution's layout may need a layout transform no candidate had, never timed; then
+    # try the mix of the changes that keep each convolution's layout (Winograd F(2,3) for F(4,3), say).
+    same_layout = {name: a if _blocked(a) == _blocked(default[name]) else default[name] for name, a in mix.items()}
+    for choice in (mix, same_layout):
+        if all(c.variant.choice != choice for c in candidates):
+            candidates.append(_Costed(build(imported, choice, MIXED, **passes), latency))
+            if all(latency(key) is not None for key in candidates[-1].keys):
+                break
     shared = Counter(candidates[0].keys)
     for c in candidates[1:]:
         shared &= c.keys
@@ -116,6 +124,11 @@ class _Costed:
     def latency(self, shared: Counter[str], latency: Callable[[str], float | None]) -> float:
         """The summed latency of the kernels beyond `shared`."""
         return sum(n * _or_inf(latency(key)) for key, n in (self.keys - shared).items())
+
+
+def _blocked(algorithm: str) -> bool:
+    """Whether a convolution of this algorithm runs in the blocked layout (the layout pass blocks direct ones)."""
+    return algorithm == "direct"
 
 
 def _or_inf(s: float | None) -> float:
