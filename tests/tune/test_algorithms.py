@@ -87,11 +87,10 @@ def _records(vs, fast: dict[str, str], missing: str | None = None, unknown: floa
                 table[key] = 1e-5
             elif missing in {v.choice[c] for c in convs}:
                 table[key] = None
+            elif all(fast.get(c) == v.choice[c] for c in convs):
+                table[key] = 1e-4
             else:
-                if all(fast.get(c) == v.choice[c] for c in convs):
-                    table[key] = 1e-4
-                else:
-                    table[key] = 5e-4 if all((fair or {}).get(c) == v.choice[c] for c in convs) else 1e-3
+                table[key] = 5e-4 if all((fair or {}).get(c) == v.choice[c] for c in convs) else 1e-3
     return lambda key: table.get(key, unknown)
 
 

@@ -273,12 +273,12 @@ def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int
                 algorithms: bool = True) -> list[Task]:
     """The tasks of the graph `tilegrad.compile` builds, then (with `algorithms`) those of the variant graphs in
     which convolutions use their other algorithms."""
+    if not algorithms:
+        return extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
+                                         opt_level=opt_level))
     from ..api import import_model
 
-    imported = import_model(model, example_inputs, input_shapes)
-    if not algorithms:
-        return extract_tasks(optimize(imported, opt_level)[0])
-    return algorithm_tasks(variants(imported, opt_level=opt_level))
+    return algorithm_tasks(variants(import_model(model, example_inputs, input_shapes), opt_level=opt_level))
 
 
 def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2):
