@@ -6,6 +6,8 @@ import pytest
 
 from tilegrad.errors import KernelCallError, MeasureError
 from tilegrad.runtime import BufferSpec, Kernel, TimingResult, build, random_arguments, time_in_subprocess, time_kernel
+from tilegrad.runtime.kernel import placements
+from tilegrad.runtime.timing import harness, harness_library, measure
 
 ADD = """
 void tg_add(void **args) {
@@ -96,3 +98,25 @@ def test_subprocess_reports_worker_exceptions():
 def test_kernel_output_does_not_corrupt_the_reply():
     result = time_in_subprocess(build(CHATTY), "tg_chatty", [BufferSpec("x", (1,), "float32")], **QUICK)
     assert result.ok, result.error
+
+
+def test_placed_arguments_sit_at_their_page_offsets_with_the_same_values():
+    offsets = placements(len(ADD_PARAMS), 3)
+    assert offsets == placements(len(ADD_PARAMS), 3)  # fixed, so every timing worker uses the same placements
+    assert len({tuple(o) for o in offsets}) == 3
+    plain = random_arguments(ADD_PARAMS, np.random.default_rng(0))
+    for placement in offsets:
+        placed = random_arguments(ADD_PARAMS, np.random.default_rng(0), placement)
+        assert [a.ctypes.data % 4096 for a in placed] == placement
+        assert all(np.array_equal(a, b) for a, b in zip(placed, plain))
+
+
+def test_measure_cycles_the_repeats_over_placements():
+    kernel = Kernel(build(ADD), "tg_add", ADD_PARAMS)
+    placed = [random_arguments(ADD_PARAMS, np.random.default_rng(0), p) for p in placements(3, 2)]
+    args = [kernel.pack(arrays) for arrays in placed]
+    tg_time = harness(harness_library(kernel.cfg))
+    costs = measure(tg_time, kernel.function_address, args, kernel.num_threads, 1, 4, 0.001)
+    assert len(costs) == 4 and all(0 < c < math.inf for c in costs)
+    for arrays in placed:  # every placement ran the kernel
+        np.testing.assert_allclose(arrays[2], arrays[0] + arrays[1])

@@ -27,6 +27,7 @@ from .build import build
 
 DTYPES = ("float32", "float16", "int8", "int32", "int64", "bool")
 _ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
+_PAGE = 4096
 
 _TRAMPOLINE = r"""
 #ifdef _OPENMP
@@ -159,15 +160,20 @@ def _address(a: np.ndarray) -> int:
         return a.__array_interface__["data"][0]
 
 
-def random_arguments(params: Sequence[BufferSpec], rng: np.random.Generator) -> list[np.ndarray]:
+def random_arguments(
+    params: Sequence[BufferSpec], rng: np.random.Generator, page_offsets: Sequence[int] | None = None
+) -> list[np.ndarray]:
     """One 64-byte-aligned array per parameter, for timing and tuning.
 
-    Floats are uniform in [-1, 1) before rounding to the dtype, ints in [0, 8), bools fair. Ints are small and non-negative so that index buffers stay in range; alignment keeps timings from depending on
-    where the allocator happened to put a buffer.
+    Floats are uniform in [-1, 1) before rounding to the dtype, ints in [0, 8), bools fair. Ints are small and
+    non-negative so that index buffers stay in range. `page_offsets` (multiples of 64 below 4096) places each array
+    that far into a page: a kernel's speed can depend on how its buffers sit relative to each other (shared L1
+    sets, 4 KiB aliasing), so the timing worker measures at several fixed placements (`placements`).
     """
+    offsets = page_offsets if page_offsets is not None else [None] * len(params)
     arrays = []
-    for spec in params:
-        out = _aligned_empty(spec.shape, np.dtype(spec.dtype))
+    for spec, offset in zip(params, offsets, strict=True):
+        out = _aligned_empty(spec.shape, np.dtype(spec.dtype), offset)
         if out.dtype.kind == "f":
             out[...] = rng.uniform(-1.0, 1.0, spec.shape)
         elif out.dtype.kind == "b":
@@ -178,8 +184,19 @@ def random_arguments(params: Sequence[BufferSpec], rng: np.random.Generator) -> 
     return arrays
 
 
-def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def placements(n: int, count: int) -> list[list[int]]:
+    """`count` fixed placements of `n` buffers (page offsets, multiples of 64): the same in every process, so
+    timings taken by different timing workers are comparable."""
+    rng = np.random.default_rng(0x9A6E)
+    return [[int(o) for o in rng.integers(0, _PAGE // _ALIGNMENT, n) * _ALIGNMENT] for _ in range(count)]
+
+
+def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype, page_offset: int | None = None) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + _ALIGNMENT, dtype=np.uint8)
-    offset = -raw.ctypes.data % _ALIGNMENT
-    return raw[offset : offset + nbytes].view(dtype).reshape(shape)
+    if page_offset is None:
+        raw = np.empty(nbytes + _ALIGNMENT, dtype=np.uint8)
+        start = -raw.ctypes.data % _ALIGNMENT
+    else:
+        raw = np.empty(nbytes + _PAGE + page_offset, dtype=np.uint8)
+        start = -raw.ctypes.data % _PAGE + page_offset
+    return raw[start : start + nbytes].view(dtype).reshape(shape)

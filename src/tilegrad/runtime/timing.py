@@ -140,17 +140,35 @@ def harness(library: Path) -> TimeFn:
 
 
 def measure(
-    tg_time: TimeFn, fn: int, args: ctypes.Array, num_threads: int, warmup: int, repeats: int, min_repeat_s: float
+    tg_time: TimeFn,
+    fn: int,
+    args: ctypes.Array | Sequence[ctypes.Array],
+    num_threads: int,
+    warmup: int,
+    repeats: int,
+    min_repeat_s: float,
 ) -> tuple[float, ...]:
-    """Warm up, calibrate the calls per repeat, then return seconds per call for each repeat."""
+    """Warm up, calibrate the calls per repeat, then return seconds per call for each repeat.
+
+    `args` may be several argument arrays (the same buffers at different placements): repeat i then runs on
+    `args[i % len(args)]`, after one untimed call that brings that placement into cache.
+    """
     _check_budget(warmup, repeats, min_repeat_s)
+    placed = [args] if isinstance(args, ctypes.Array) else list(args)
+    first = placed[0]
     if warmup:
-        tg_time(fn, args, warmup, num_threads)
+        tg_time(fn, first, warmup, num_threads)
     number = 1
-    while (per_call := tg_time(fn, args, number, num_threads)) * number < min_repeat_s:
+    while (per_call := tg_time(fn, first, number, num_threads)) * number < min_repeat_s:
         wanted = math.ceil(1.2 * min_repeat_s / max(per_call, 1e-9))
         number = min(number * 100, max(number * 2, wanted))
-    return tuple(tg_time(fn, args, number, num_threads) for _ in range(repeats))
+    costs = []
+    for i in range(repeats):
+        here = placed[i % len(placed)]
+        if len(placed) > 1:
+            tg_time(fn, here, 1, num_threads)
+        costs.append(tg_time(fn, here, number, num_threads))
+    return tuple(costs)
 
 
 def _check_budget(warmup: int, repeats: int, min_repeat_s: float) -> None:
