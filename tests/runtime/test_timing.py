@@ -5,7 +5,15 @@ import numpy as np
 import pytest
 
 from tilegrad.errors import KernelCallError, MeasureError
-from tilegrad.runtime import BufferSpec, Kernel, TimingResult, build, random_arguments, time_in_subprocess, time_kernel
+from tilegrad.runtime import (
+    BufferSpec,
+    Kernel,
+    TimingResult,
+    build,
+    random_arguments,
+    time_in_subprocess,
+    time_kernel,
+)
 from tilegrad.runtime.kernel import placements
 from tilegrad.runtime.timing import harness, harness_library, measure
 
