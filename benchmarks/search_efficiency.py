@@ -78,7 +78,7 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             "untuned_ms": start.estimated_latency(False) * 1e3, "policies": curves}
 
 
-def retime_bests(tasks, dbs: dict[str, Path], measurer: Measurer, passes: int = 3) -> dict[str, float]:
+def retime_bests(tasks: list[Task], dbs: dict[str, Path], measurer: Measurer, passes: int = 3) -> dict[str, float]:
     """Each policy's estimate, with every task's best record timed again, all policies' candidates in one batch
     per pass (so a slow spell of the machine hits both policies alike) and the median of the passes taken. The
     curves' figures are minima over many noisy timings; these are the figures a user of the records would see."""

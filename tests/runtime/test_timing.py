@@ -128,3 +128,9 @@ def test_measure_cycles_the_repeats_over_placements():
     assert len(costs) == 4 and all(0 < c < math.inf for c in costs)
     for arrays in placed:  # every placement ran the kernel
         np.testing.assert_allclose(arrays[2], arrays[0] + arrays[1])
+
+
+@pytest.mark.parametrize("offsets", [[0, 64], [0, 64, 4096], [0, 64, 100]])
+def test_bad_page_offsets_are_refused(offsets):
+    with pytest.raises(ValueError, match="page offset"):
+        random_arguments(ADD_PARAMS, np.random.default_rng(0), offsets)

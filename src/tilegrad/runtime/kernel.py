@@ -171,8 +171,11 @@ def random_arguments(
     sets, 4 KiB aliasing), so the timing worker measures at several fixed placements (`placements`).
     """
     offsets = page_offsets if page_offsets is not None else [None] * len(params)
+    if len(offsets) != len(params) or any(o is not None and (not 0 <= o < _PAGE or o % _ALIGNMENT) for o in offsets):
+        raise ValueError(f"need one page offset per parameter ({len(params)}), each a multiple of {_ALIGNMENT} "
+                         f"below {_PAGE}; got {list(offsets)}")
     arrays = []
-    for spec, offset in zip(params, offsets, strict=True):
+    for spec, offset in zip(params, offsets):
         out = _aligned_empty(spec.shape, np.dtype(spec.dtype), offset)
         if out.dtype.kind == "f":
             out[...] = rng.uniform(-1.0, 1.0, spec.shape)
