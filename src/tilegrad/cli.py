@@ -116,6 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--budget", default=None, metavar="TIME", help="wall-clock budget: seconds, or e.g. 10m, 1h")
     t.add_argument("--measure-per-round", type=int, default=None, metavar="N",
                    help="candidates per round (default: 16 for gradient, 64 for evolutionary)")
+    t.add_argument("--recheck", type=int, default=3, metavar="N",
+                   help="times a new best is timed again beside the old best before it counts (default 3; 0: never)")
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
     t.add_argument("--no-algorithms", action="store_true",
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
@@ -148,7 +150,7 @@ def _tune(args) -> None:
     if args.trials is None and budget is None:
         raise UsageError("give --trials N or --budget TIME (or both)")
     result = tune_tasks(tasks, args.db, policy=args.policy, trials=args.trials, budget=budget,
-                        measure_per_round=args.measure_per_round)
+                        measure_per_round=args.measure_per_round, recheck=args.recheck)
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
 

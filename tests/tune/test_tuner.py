@@ -3,6 +3,7 @@ resumes without measuring a candidate twice, and the CLI lists tasks and tunes."
 
 import io
 import json
+import random
 import sqlite3
 import warnings
 
@@ -16,10 +17,12 @@ from tilegrad.cli import main
 from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.tune.apply import BestRecords
+from tilegrad.tune.confirm import confirm_best
 from tilegrad.tune.evolutionary import EvolutionaryOptions
-from tilegrad.tune.records import Database
+from tilegrad.tune.measure import MeasureInput, MeasureResult
+from tilegrad.tune.records import Database, Record
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph, tune_tasks
+from tilegrad.tune.tuner import _challenge, _resume, _TaskState, model_graph, tune_tasks
 
 SMALL = EvolutionaryOptions(population=48, generations=2, measure_per_round=6)
 
@@ -42,12 +45,17 @@ def _origins(db):
         return [row[0] for row in con.execute("SELECT origin FROM records")]
 
 
+def _measured_origins(db):
+    """The origins of measured candidates, re-timings (`confirm` records) left out."""
+    return [o for o in _origins(db) if json.loads(o)["policy"] != "confirm"]
+
+
 def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
     result = tune_tasks(tasks, db, policy="evolutionary", trials=12, options=SMALL, progress=False, confirm=0)
     assert result.trials == 12
-    origins = _origins(db)
+    origins = _measured_origins(db)
     assert len(origins) == 12 + len(tasks)  # every candidate, and each task's default schedule first
     assert sum(json.loads(o)["policy"] == "default" for o in origins) == len(tasks)
     for r in result.tasks:
@@ -62,7 +70,7 @@ def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_
 
     again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
                        confirm=0)  # resumes: defaults are not re-measured
-    origins = _origins(db)
+    origins = _measured_origins(db)
     assert len(origins) == 12 + len(tasks) + 6
     assert again.trials == 6
     assert len({(json.loads(o)["sketch"], json.dumps(json.loads(o)["params"], sort_keys=True)) for o in origins}
@@ -73,7 +81,7 @@ def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_pa
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
     result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
-                        from_defaults=False, confirm=0)
+                        from_defaults=False, confirm=0, recheck=0)
     origins = [json.loads(o) for o in _origins(db)]
     assert sum(o["policy"] == "default" for o in origins) == len(tasks)  # timed once, for the timeouts
     # The history counts only what the search measured: nothing until every task has a working candidate.
@@ -85,7 +93,7 @@ def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_pa
     assert result.history[-1][2] == pytest.approx(final)
     assert all(np.isinf(h[2]) for h in result.history[:len(tasks) - 1])
     again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
-                       from_defaults=False, confirm=0)  # resumes without timing the defaults again
+                       from_defaults=False, confirm=0, recheck=0)  # resumes without timing the defaults again
     assert sum(json.loads(o)["policy"] == "default" for o in _origins(db)) == len(tasks)
     assert again.history[-1][2] <= final
 
@@ -94,7 +102,7 @@ def test_the_best_candidates_are_confirmed_and_compile_uses_the_winner(model, tm
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
     result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
-                        confirm=2)
+                        confirm=2, recheck=0)
     origins = [json.loads(o) for o in _origins(db)]
     confirmed = [o for o in origins if o["policy"] == "confirm"]
     assert len(confirmed) == len(tasks)  # one winner per task: its default or one of its two fastest candidates
@@ -111,6 +119,73 @@ def test_the_best_candidates_are_confirmed_and_compile_uses_the_winner(model, tm
                                rtol=1e-4, atol=1e-5)
     again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False, confirm=0)
     assert again.trials == 6  # a rerun recovers confirmed records as measured candidates
+
+
+class _FixedTimings:
+    """A measurer stand-in: each trace always times at the latency given for it (seconds)."""
+
+    def __init__(self, latencies: dict[str, float]):
+        self.latencies = latencies
+
+    def measure(self, inputs):
+        return [MeasureResult((self.latencies[inp.trace.to_json()],)) for inp in inputs]
+
+
+def _distinct_candidates(space, n):
+    rng, found = random.Random(0), {space.default()}
+    while len(found) < n + 1:
+        found.add(space.sample(rng))
+    return [space.default(), *(found - {space.default()})][:n + 1]
+
+
+def test_a_lucky_timing_does_not_displace_the_best_and_the_final_confirmation_sees_the_standing_best(
+        model, tmp_path):
+    task = extract_tasks(model_graph(str(model)))[0]
+    st = _TaskState(task, lambda space, seed: None, 0)
+    default, lucky, steady = _distinct_candidates(st.space, 2)
+    trace = {c: st.space.trace(c).to_json() for c in (default, lucky, steady)}
+    db = tmp_path / "tune.db"
+    with Database(db) as database:
+        # Measured once each: the default at 3 ms; then steady at 1 ms; then lucky at 0.5 ms, which re-times at 2 ms.
+        st.observe([default], [3e-3])
+        again = _FixedTimings({trace[default]: 3e-3, trace[steady]: 1e-3})
+        assert _challenge(st, [steady], [MeasureResult((1e-3,))], again, database, "gradient", 3) == 6
+        st.observe([steady], [1e-3])
+        assert st.incumbent() == steady and st.best_s == pytest.approx(1e-3)
+        again = _FixedTimings({trace[steady]: 1e-3, trace[lucky]: 2e-3})
+        assert _challenge(st, [lucky], [MeasureResult((0.5e-3,))], again, database, "gradient", 3) == 6
+        database.add(Record.from_measurement(MeasureInput(task, st.space.trace(lucky)), MeasureResult((0.5e-3,)),
+                                             origin=st.space.origin(lucky, "gradient")))
+        st.observe([lucky], [0.5e-3])
+        assert st.incumbent() == steady and st.best_s == pytest.approx(1e-3)  # the lucky timing did not count
+        assert st.retimed[lucky] == [2e-3] * 3 and st.retimed[steady] == [1e-3] * 6
+        standing = database.best(task.key)
+        assert standing.trace_json == trace[steady] and standing.costs == (1e-3,) * 6
+        assert database.top(task.key, 1)[0].trace_json == trace[lucky]
+    # The final confirmation times the fastest record (lucky), the standing best and the default side by side.
+    timings = {trace[default]: 3e-3, trace[lucky]: 2e-3, trace[steady]: 1e-3}
+    result = confirm_best([task], db, _FixedTimings(timings), top=1)
+    assert result[task.key] == pytest.approx((3e-3, 1e-3))
+    with Database(db) as database:
+        assert database.best(task.key).trace_json == trace[steady]
+
+
+def test_a_search_from_nothing_counts_only_retimed_bests(model, tmp_path):
+    db = tmp_path / "tune.db"
+    tasks = extract_tasks(model_graph(str(model)))
+    result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
+                        from_defaults=False, confirm=0, recheck=2)
+    assert result.rechecks >= 2 * len(tasks)  # each task's first working candidate is re-timed, at least
+    with Database(db) as database:
+        standing = [database.best(t.key) for t in tasks]
+    assert all(json.loads(r.origin)["policy"] == "confirm" and len(r.costs) >= 2 for r in standing)
+    # The estimate is made of the standing bests' re-timings, not of the fastest single timings.
+    assert result.history[-1][2] == pytest.approx(sum(t.weight * r.latency for t, r in zip(tasks, standing)))
+    states = [_TaskState(t, lambda space, seed: None, 0) for t in tasks]
+    with Database(db) as database:
+        _resume(states, database, from_defaults=False)  # a rerun takes up the tallies
+    for st, r in zip(states, standing):
+        assert st.best_s == pytest.approx(r.latency)
 
 
 def test_compile_with_a_missing_database_is_an_error(model, tmp_path):

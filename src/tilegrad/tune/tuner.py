@@ -5,7 +5,10 @@ Each task's default schedule is measured first (the untuned latency, and the rec
 beat; with `from_defaults=False`, the setting of the Ansor and Felix papers, it only bounds the measurer's timeout
 and the search starts from nothing). Then, round by round, the task scheduler picks a task, the policy proposes a
 batch, the measurer times it, every result is appended to the database, and the cost model is retrained on all
-measurements. Last, each task's fastest candidates are confirmed (`confirm.py`). A rerun on the same database
+measurements. When the batch's fastest candidate beats the task's best, both are timed again side by side and
+the lower median becomes the best (`_challenge`): a task's best, which steers the task scheduler and makes the
+estimate, is a confirmed figure, not the luckiest of many noisy timings. Last, each task's fastest candidates
+are confirmed once more, beside the default (`confirm.py`). A rerun on the same database
 resumes: earlier records seed the populations, are never measured again, and train the model.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,12 +27,12 @@ import numpy as np
 from ..errors import TilegradError
 from ..passes import optimize
 from .algorithms import algorithm_tasks, variants
-from .confirm import confirm_best
+from .confirm import confirm_best, confirmed_origin, median_latency, retime
 from .cost_model import TreeCostModel, throughput_of
 from .evolutionary import EvolutionaryOptions, EvolutionarySearch
 from .gradient import GradientOptions, GradientSearch
-from .measure import MeasureInput, Measurer
-from .records import Database, Record
+from .measure import MeasureInput, Measurer, MeasureResult
+from .records import CONFIRMED, Database, Record
 from .space import Candidate, TaskSpace
 from .task import Task, extract_tasks
 from .task_scheduler import TaskScheduler
@@ -56,6 +60,8 @@ class TuneResult:
     db: Path
     trials: int
     seconds: float
+    rechecks: int = 0
+    """Re-timings of challengers and incumbents during the search (`_challenge`), beside the `trials`."""
     history: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
     """After each round: seconds since the start, candidates measured, estimated end-to-end latency."""
 
@@ -71,18 +77,21 @@ class TuneResult:
                          f"{r.best_s * 1e3:>9.3f} {r.speedup:>7.2f}x")
         before, after = self.estimated_latency(False), self.estimated_latency(True)
         lines.append(f"estimated end-to-end (sum of weight x latency, default algorithms): {before * 1e3:.2f} ms -> "
-                     f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials in {self.seconds:.0f} s")
+                     f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials and {self.rechecks} re-timings of "
+                     f"new bests in {self.seconds:.0f} s")
         return "\n".join(lines)
 
 
 class _TaskState:
-    """What the tuner keeps per task: its space, search, measured candidates, features and latencies."""
+    """What the tuner keeps per task: its space, search, measured candidates, features and latencies, and the
+    re-timings of the candidates that contended for its best (`_challenge`)."""
 
     def __init__(self, task: Task, policy, seed: int):
         self.task = task
         self.space = TaskSpace(task)
         self.search = policy(self.space, seed)
         self.measured: dict[Candidate, float] = {}
+        self.retimed: dict[Candidate, list[float]] = {}
         self.x: list[np.ndarray] = []
         self.latency: list[float] = []
         self.trained = 0  # rows of x the cost model has seen
@@ -92,7 +101,20 @@ class _TaskState:
 
     @property
     def best_s(self) -> float:
-        return min(self.measured.values(), default=math.inf)
+        """The incumbent's median re-timing, or its measurement while nothing has been re-timed."""
+        c = self.incumbent()
+        if c is None:
+            return math.inf
+        retimed = statistics.median(self.retimed[c]) if c in self.retimed else math.inf
+        return retimed if math.isfinite(retimed) else self.measured[c]
+
+    def incumbent(self) -> Candidate | None:
+        """The candidate a challenger must beat: the re-timed one with the lowest median if any was re-timed,
+        else the fastest measured; None while nothing works."""
+        scored = [(statistics.median(v), c) for c, v in self.retimed.items()]
+        scored = [sc for sc in scored if math.isfinite(sc[0])] or [
+            (s, c) for c, s in self.measured.items() if math.isfinite(s)]
+        return min(scored, key=lambda sc: sc[0])[1] if scored else None
 
     def best(self, k: int) -> list[Candidate]:
         ok = [(s, c) for c, s in self.measured.items() if math.isfinite(s)]
@@ -112,14 +134,15 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                budget: float | None = None, measure_per_round: int | None = None,
                options: EvolutionaryOptions | GradientOptions | None = None, scheduler: str = "gradient",
                measurer: Measurer | None = None, cost_model=None, seed: int = 0, progress: bool = True,
-               from_defaults: bool = True, confirm: int = 3) -> TuneResult:
+               from_defaults: bool = True, confirm: int = 3, recheck: int = 3) -> TuneResult:
     """Tune `tasks` until `trials` new candidates are measured or `budget` seconds pass (at least one is
     given). `policy` is "gradient" (Felix, with the pretrained MLP cost model) or "evolutionary" (Ansor, with
     gradient-boosted trees); `options` and `cost_model` override the policy's defaults. With `from_defaults`
     false the default schedules neither seed the search nor count in `history` (a task's best is what the search
-    measured), so that two policies can be compared from nothing. After the last round, each task's `confirm`
-    fastest candidates are timed again beside its default and the winner becomes the record `compile` uses
-    (`confirm.py`; 0 skips it)."""
+    measured), so that two policies can be compared from nothing. A round's fastest candidate that beats its
+    task's best is timed `recheck` more times beside that best before it replaces it (`_challenge`; 0 trusts
+    single timings). After the last round, each task's `confirm` fastest candidates are timed again beside its
+    default and the winner becomes the record `compile` uses (`confirm.py`; 0 skips it)."""
     if policy not in POLICIES:
         raise TilegradError(f"unknown search policy {policy!r}; available: {', '.join(POLICIES)}")
     if trials is None and budget is None:
@@ -138,7 +161,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
     states = [_TaskState(t, lambda space, s: search(space, model, options, seed=s), seed + i)
               for i, t in enumerate(tasks)]
     bar = _progress(trials, budget, progress)
-    done = 0
+    done = rechecks = 0
     history: list[tuple[float, int, float]] = []
     confirmed: dict[str, tuple[float, float]] = {}
     try:
@@ -164,6 +187,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                 for c, r in zip(batch, results):
                     database.add(Record.from_measurement(MeasureInput(st.task, st.space.trace(c)), r,
                                                          origin=st.space.origin(c, policy)))
+                if recheck > 0:
+                    rechecks += _challenge(st, batch, results, measurer, database, policy, recheck)
                 st.observe(batch, [r.latency for r in results])
                 st.trials += len(batch)
                 done += len(batch)
@@ -182,7 +207,31 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
             measurer.close()
     results = [TaskResult(s.task, *confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))), s.trials)
                for s in states]
-    return TuneResult(results, Path(db), done, time.monotonic() - start, history)
+    return TuneResult(results, Path(db), done, time.monotonic() - start, rechecks, history)
+
+
+def _challenge(st: _TaskState, batch: list[Candidate], results: list, measurer: Measurer, database: Database,
+               policy: str, passes: int) -> int:
+    """If the batch's fastest candidate beats the task's best, time the two `passes` more times side by side
+    (`confirm.retime`). The re-timings join each one's tally (a contender that fails one is out); each tally is
+    recorded as a confirmed record (costs: the whole tally, so a rerun takes it up), the winner's, the lowest
+    median, last. Returns how many re-timings it took."""
+    latency, challenger = min(zip((r.latency for r in results), batch), key=lambda lc: lc[0])
+    if not latency < st.best_s:
+        return 0
+    incumbent = st.incumbent()
+    contenders = [challenger] + ([incumbent] if incumbent is not None and incumbent != challenger else [])
+    inputs = [MeasureInput(st.task, st.space.trace(c)) for c in contenders]
+    timings = retime(measurer, inputs, passes)
+    for c, rs in zip(contenders, timings):
+        ok = math.isfinite(median_latency(rs))
+        st.retimed[c] = [*st.retimed.get(c, []), *(r.latency for r in rs)] if ok else [math.inf]
+    winner = st.incumbent()
+    for c in sorted(contenders, key=lambda c: c == winner):  # the winner last: the database's newest confirmed
+        if math.isfinite(st.retimed[c][0]):
+            database.add(Record.from_measurement(MeasureInput(st.task, st.space.trace(c)), MeasureResult(tuple(
+                st.retimed[c])), origin=confirmed_origin(st.space.origin(c, policy))))
+    return len(contenders) * passes
 
 
 def _default_model(policy: str):
@@ -212,17 +261,21 @@ def _progress(trials: int | None, budget: float | None, enabled: bool):
 
 
 def _resume(states: list[_TaskState], database: Database, from_defaults: bool) -> None:
-    """Earlier records of these tasks: measured candidates, and the default schedule's latency."""
+    """Earlier records of these tasks: measured candidates, re-timings, and the default schedule's latency."""
     for st in states:
         cands, lats = [], []
         for rec in database.records(st.task.key):
             c = st.space.from_origin(rec.origin)
             if c is None:
                 continue
+            policy = json.loads(rec.origin)["policy"]
+            if policy == CONFIRMED:  # re-timings, not a new measurement: the newest tally of the candidate
+                st.retimed[c] = list(rec.costs)
+                continue
             if c == st.space.default():
                 st.default_s = min(st.default_s, rec.latency)
                 st.default_timed = True
-                if not from_defaults and json.loads(rec.origin)["policy"] == "default":
+                if not from_defaults and policy == "default":
                     continue
             cands.append(c)
             lats.append(rec.latency)
