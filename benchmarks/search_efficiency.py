@@ -1,7 +1,8 @@
 """Search efficiency: Felix's gradient search against Ansor's evolutionary search on a network's task set.
 
 Both policies get the same start, the same wall-clock budget and the same measurer settings, and record after
-every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency). Two starts:
+every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency, a task's best
+being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two starts:
 
 - `--start scratch` (the papers' setting, the default): an empty records database. Each task's hand-written
   default schedule is timed once (it bounds the measurer's timeout) but does not count as measured, so the
@@ -10,8 +11,8 @@ every round the best-so-far estimated end-to-end latency (sum over tasks of weig
 - `--start defaults`: a copy of a database holding every task's default schedule, which counts as measured.
 
 The table gives, per policy, the final estimate, the same estimate with each task's best candidate re-timed beside
-the other policy's (`retime_bests`: the curves are minima over noisy timings, and this machine's timings drift
-by tens of percent over minutes), and the time and the number of measurements it took to reach 90/95/99% of the
+the other policy's (`retime_bests`: even re-timed bests drift, as this machine's timings do by tens of percent
+over minutes; the table's "rechecks" counts the search's re-timings), and the time and the number of measurements it took to reach 90/95/99% of the
 best latency either policy found (reaching p% means best / latency >= p). Run:
 
     python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
@@ -62,7 +63,8 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             curve = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
             trials = max((h[1] for h in result.history if h[0] <= budget), default=0)
             final = curve[-1][2] if curve else math.inf
-            curves[policy] = {"curve": curve, "trials": trials, "final_ms": final * 1e3 if curve else None}
+            curves[policy] = {"curve": curve, "trials": trials, "rechecks": result.rechecks,
+                              "final_ms": final * 1e3 if curve else None}
             print(f"{name} {policy}: {trials} trials within the budget, final {final * 1e3:.2f} ms", file=sys.stderr)
         retimed = retime_bests(tasks, {policy: workdir / f"{name}-{policy}.db" for policy in POLICIES}, measurer)
     for policy, latency in retimed.items():
@@ -105,7 +107,7 @@ def retime_bests(tasks: list[Task], dbs: dict[str, Path], measurer: Measurer, pa
 
 
 def table(results: list[dict]) -> str:
-    head = f"{'network':<10} {'policy':<13} {'trials':>6} {'final ms':>9} {'re-timed':>9}" + "".join(
+    head = f"{'network':<10} {'policy':<13} {'trials':>6} {'rechecks':>8} {'final ms':>9} {'re-timed':>9}" + "".join(
         f" {f'{round(p * 100)}% at s (n)':>17}" for p in LEVELS)
     lines = [head]
     for r in results:
@@ -116,7 +118,8 @@ def table(results: list[dict]) -> str:
             final = "-" if c["final_ms"] is None else f"{c['final_ms']:.2f}"
             retimed = c.get("retimed_ms", math.inf)
             retimed = "-" if not math.isfinite(retimed) else f"{retimed:.2f}"
-            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {final:>9} {retimed:>9}{cells}")
+            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c.get('rechecks', 0):>8} {final:>9} "
+                         f"{retimed:>9}{cells}")
         g, e = r["policies"]["gradient"], r["policies"]["evolutionary"]
         for p in LEVELS:
             key = f"time_to_{round(p * 100)}"
