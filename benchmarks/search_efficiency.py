@@ -10,10 +10,15 @@ being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima o
   propose), and is defined once every task has a working candidate.
 - `--start defaults`: a copy of a database holding every task's default schedule, which counts as measured.
 
-The table gives, per policy, the final estimate, the same estimate with each task's best candidate re-timed beside
-the other policy's (`retime_bests`: even re-timed bests drift, as this machine's timings do by tens of percent
-over minutes; the table's "rechecks" counts the search's re-timings), and the time and the number of measurements it took to reach 90/95/99% of the
-best latency either policy found (reaching p% means best / latency >= p). Run:
+Each search's own curve is made of its own timings, taken minutes apart on a machine whose speed drifts by tens of
+percent over minutes (the 600 s ResNet-50 run of session 8: the gradient search's own curve ended at 70.5 ms,
+its bests re-timed at the end gave 63.2 ms). So the curves are re-timed (`retimed_curves`): every candidate that
+was some task's best at some moment, in either policy, is timed again at the end, all in one batch per pass,
+shuffled, three passes, medians; each policy's curve is then rebuilt from those figures and the moments its
+bests changed. The search still decides what is best (by its own timings, each new best confirmed beside the old
+one); the re-timing only measures what it decided, all candidates under the same conditions. The times and the
+measurements to reach 90/95/99% of the best either policy found (best / latency >= p) are read off the re-timed
+curves; the table also gives each search's own final estimate. Run:
 
     python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
     python benchmarks/search_efficiency.py --only resnet50 --budget 300 --json out.json --plot out.png
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import shutil
 import statistics
 import sys
@@ -32,10 +38,10 @@ from pathlib import Path
 
 from models import MODELS, _export  # benchmarks/models.py, beside this script
 
+from tilegrad.schedule.trace import Trace
 from tilegrad.tune.measure import MeasureInput, Measurer
-from tilegrad.tune.records import Database
 from tilegrad.tune.task import Task, extract_tasks
-from tilegrad.tune.tuner import model_graph, tune_tasks
+from tilegrad.tune.tuner import TuneResult, model_graph, tune_tasks
 
 NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
 POLICIES = ("gradient", "evolutionary")
@@ -48,6 +54,7 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
     base = workdir / f"{name}-base.db"
     with Measurer() as measurer:
         start = tune_tasks(tasks, base, trials=0, measurer=measurer, progress=False)  # the defaults only
+        runs: dict[str, TuneResult] = {}
         curves = {}
         for policy in POLICIES:
             db = workdir / f"{name}-{policy}.db"
@@ -55,22 +62,23 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
                 db.unlink(missing_ok=True)
             else:
                 shutil.copy(base, db)
-            result = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
-                                from_defaults=not scratch, confirm=0)  # the search alone
+            result = runs[policy] = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
+                                               from_defaults=not scratch, confirm=0)  # the search alone
             # A round that ends after the budget does not count: both policies are compared at equal time.
             # The estimate is defined once every task has a working candidate (at once from the defaults).
             first = [] if scratch else [(0.0, 0, start.estimated_latency(False))]
-            curve = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
+            own = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
             trials = max((h[1] for h in result.history if h[0] <= budget), default=0)
-            final = curve[-1][2] if curve else math.inf
-            curves[policy] = {"curve": curve, "trials": trials, "rechecks": result.rechecks,
-                              "final_ms": final * 1e3 if curve else None}
-            print(f"{name} {policy}: {trials} trials within the budget, final {final * 1e3:.2f} ms", file=sys.stderr)
-        retimed = retime_bests(tasks, {policy: workdir / f"{name}-{policy}.db" for policy in POLICIES}, measurer)
-    for policy, latency in retimed.items():
-        curves[policy]["retimed_ms"] = latency * 1e3
-        print(f"{name} {policy}: its best candidates re-timed side by side: {latency * 1e3:.2f} ms", file=sys.stderr)
-    best = min((c["curve"][-1][2] for c in curves.values() if c["curve"]), default=math.inf)
+            curves[policy] = {"own_curve": own, "trials": trials, "rechecks": result.rechecks,
+                              "own_final_ms": own[-1][2] * 1e3 if own else None}
+            print(f"{name} {policy}: {trials} trials within the budget, its own final estimate "
+                  f"{own[-1][2] * 1e3 if own else math.inf:.2f} ms", file=sys.stderr)
+        retimed = retimed_curves(tasks, runs, budget, measurer)
+    for policy, curve in retimed.items():
+        curves[policy]["curve"] = curve
+        curves[policy]["final_ms"] = curve[-1][2] * 1e3 if curve else None
+        print(f"{name} {policy}: re-timed final {curve[-1][2] * 1e3 if curve else math.inf:.2f} ms", file=sys.stderr)
+    best = min((lat for c in curves.values() for _, _, lat in c["curve"]), default=math.inf)
     for c in curves.values():
         for level in LEVELS:
             hit = next(((t, n) for t, n, lat in c["curve"] if best / lat >= level), (None, None))
@@ -80,46 +88,48 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             "untuned_ms": start.estimated_latency(False) * 1e3, "policies": curves}
 
 
-def retime_bests(tasks: list[Task], dbs: dict[str, Path], measurer: Measurer, passes: int = 3) -> dict[str, float]:
-    """Each policy's estimate, with every task's best record timed again, all policies' candidates in one batch
-    per pass (so a slow spell of the machine hits both policies alike) and the median of the passes taken. The
-    curves' figures are minima over many noisy timings; these are the figures a user of the records would see."""
-    entries: list[tuple[str, Task]] = []
-    inputs: list[MeasureInput] = []
-    for policy, path in dbs.items():
-        with Database(path) as db:
-            for task in tasks:
-                rec = db.best(task.key)
-                if rec is not None:
-                    entries.append((policy, task))
-                    inputs.append(MeasureInput(task, rec.trace))
-    timings = [[] for _ in inputs]
+def retimed_curves(tasks: list[Task], runs: dict[str, TuneResult], budget: float, measurer: Measurer,
+                   passes: int = 3) -> dict[str, list[tuple[float, int, float]]]:
+    """Each policy's best-so-far curve with every best re-timed: all candidates that were a task's best within the
+    budget, in any policy, timed `passes` times, each pass one batch over all of them in a shuffled order (so a
+    slow spell of the machine, or a position in the batch, favours no policy); a curve point is the sum over tasks
+    of weight x the median re-timing of the task's best at that moment, defined once every task has a best."""
+    keys = sorted({(key, trace) for r in runs.values() for t, _, key, trace in r.incumbents if t <= budget})
+    by_key = {t.key: t for t in tasks}
+    timings: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+    rng = random.Random(0)
     for _ in range(passes):
-        for i, r in enumerate(measurer.measure(inputs)):
-            timings[i].append(r.latency)
-    out = dict.fromkeys(dbs, 0.0)
-    for (policy, task), costs in zip(entries, timings):
-        out[policy] += task.weight * statistics.median(costs)
-    for policy in dbs:
-        if sum(p == policy for p, _ in entries) < len(tasks):
-            out[policy] = math.inf  # a task without a working candidate: no estimate
+        order = rng.sample(keys, len(keys))
+        inputs = [MeasureInput(by_key[key], Trace.from_json(trace)) for key, trace in order]
+        for k, r in zip(order, measurer.measure(inputs)):
+            timings[k].append(r.latency)
+    latency = {k: statistics.median(v) for k, v in timings.items()}
+    out = {}
+    for policy, run in runs.items():
+        events, best, curve = list(run.incumbents), {}, []
+        for t, n, _ in [(0.0, 0, math.nan), *(h for h in run.history if h[0] <= budget)]:  # 0: the defaults' start
+            while events and events[0][0] <= t:
+                _, _, key, trace = events.pop(0)
+                best[key] = latency[(key, trace)]
+            if len(best) == len(tasks) and all(math.isfinite(v) for v in best.values()):
+                curve.append((t, n, sum(by_key[key].weight * v for key, v in best.items())))
+        out[policy] = curve
     return out
 
 
 def table(results: list[dict]) -> str:
-    head = f"{'network':<10} {'policy':<13} {'trials':>6} {'rechecks':>8} {'final ms':>9} {'re-timed':>9}" + "".join(
-        f" {f'{round(p * 100)}% at s (n)':>17}" for p in LEVELS)
+    head = (f"{'network':<10} {'policy':<13} {'trials':>6} {'rechecks':>8} {'own final':>9} {'re-timed':>9}"
+            + "".join(f" {f'{round(p * 100)}% at s (n)':>17}" for p in LEVELS))
     lines = [head]
     for r in results:
         for policy, c in r["policies"].items():
             cells = "".join(
                 f" {'never':>17}" if c[f"time_to_{round(p * 100)}"] is None else
                 f" {c[f'time_to_{round(p * 100)}']:>10.0f} ({c[f'trials_to_{round(p * 100)}']:>4})" for p in LEVELS)
+            own = "-" if c["own_final_ms"] is None else f"{c['own_final_ms']:.2f}"
             final = "-" if c["final_ms"] is None else f"{c['final_ms']:.2f}"
-            retimed = c.get("retimed_ms", math.inf)
-            retimed = "-" if not math.isfinite(retimed) else f"{retimed:.2f}"
-            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c.get('rechecks', 0):>8} {final:>9} "
-                         f"{retimed:>9}{cells}")
+            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c['rechecks']:>8} {own:>9} {final:>9}"
+                         f"{cells}")
         g, e = r["policies"]["gradient"], r["policies"]["evolutionary"]
         for p in LEVELS:
             key = f"time_to_{round(p * 100)}"
@@ -137,11 +147,12 @@ def plot(results: list[dict], path: str) -> None:
 
     fig, axes = plt.subplots(len(results), 2, figsize=(11, 3.6 * len(results)), squeeze=False)
     for row, r in zip(axes, results):
-        for policy, c in r["policies"].items():
-            t, n, lat = zip(*c["curve"] or [(0, 0, math.nan)])
-            ms = [v * 1e3 for v in lat]
-            row[0].step(t, ms, where="post", label=policy)
-            row[1].step(n, ms, where="post", label=policy)
+        for k, (policy, c) in enumerate(r["policies"].items()):
+            for key, style, label in (("curve", "-", f"{policy}, re-timed"), ("own_curve", ":", f"{policy}, own")):
+                t, n, lat = zip(*c[key] or [(0, 0, math.nan)])
+                ms = [v * 1e3 for v in lat]
+                row[0].step(t, ms, style, where="post", label=label, color=f"C{k}")
+                row[1].step(n, ms, style, where="post", label=label, color=f"C{k}")
         for ax, xlabel in zip(row, ("wall-clock seconds", "measurements")):
             ax.axhline(r["untuned_ms"], color="grey", linestyle=":", label="hand-written defaults")
             ax.set_xlabel(xlabel)

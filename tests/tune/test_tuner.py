@@ -181,6 +181,9 @@ def test_a_search_from_nothing_counts_only_retimed_bests(model, tmp_path):
     assert all(json.loads(r.origin)["policy"] == "confirm" and len(r.costs) >= 2 for r in standing)
     # The estimate is made of the standing bests' re-timings, not of the fastest single timings.
     assert result.history[-1][2] == pytest.approx(sum(t.weight * r.latency for t, r in zip(tasks, standing)))
+    latest = {key: trace for _, _, key, trace in result.incumbents}  # each task's best as it changed
+    assert latest == {t.key: r.trace_json for t, r in zip(tasks, standing)}
+    assert [i[:2] for i in result.incumbents] == sorted(i[:2] for i in result.incumbents)
     states = [_TaskState(t, lambda space, seed: None, 0) for t in tasks]
     with Database(db) as database:
         _resume(states, database, from_defaults=False)  # a rerun takes up the tallies

@@ -64,6 +64,9 @@ class TuneResult:
     """Re-timings of challengers and incumbents during the search (`_challenge`), beside the `trials`."""
     history: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
     """After each round: seconds since the start, candidates measured, estimated end-to-end latency."""
+    incumbents: list[tuple[float, int, str, str]] = dataclasses.field(default_factory=list)
+    """Whenever a task's best candidate changes (from the start on): seconds since the start, candidates measured,
+    the task's key and the new best's trace as JSON. Lets a benchmark re-time what the search believed best."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
         """Sum of weight x latency over the kernels of the default graph (not the other algorithms' tasks)."""
@@ -95,6 +98,7 @@ class _TaskState:
         self.x: list[np.ndarray] = []
         self.latency: list[float] = []
         self.trained = 0  # rows of x the cost model has seen
+        self.reported: Candidate | None = None  # the incumbent last reported in `TuneResult.incumbents`
         self.default_s = math.inf
         self.default_timed = False  # whether the database holds a timing of the default schedule
         self.trials = 0
@@ -163,6 +167,13 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
     bar = _progress(trials, budget, progress)
     done = rechecks = 0
     history: list[tuple[float, int, float]] = []
+    incumbents: list[tuple[float, int, str, str]] = []
+
+    def report(st: _TaskState) -> None:
+        c = st.incumbent()
+        if c is not None and c != st.reported:
+            st.reported = c
+            incumbents.append((time.monotonic() - start, done, st.task.key, st.space.trace(c).to_json()))
     confirmed: dict[str, tuple[float, float]] = {}
     try:
         with Database(db) as database:
@@ -170,6 +181,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
             _measure_defaults(states, database, measurer, from_defaults)
             for st in states:
                 measurer.limit_by_default(st.task, st.default_s)
+                report(st)
             _retrain(model, states)
             sched = TaskScheduler.for_tasks(list(tasks), strategy=scheduler,
                                             initial_latencies=[s.best_s for s in states])
@@ -192,6 +204,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                 st.observe(batch, [r.latency for r in results])
                 st.trials += len(batch)
                 done += len(batch)
+                report(st)
                 _retrain(model, states)
                 sched.update(i, st.best_s)
                 estimate = _estimate(states, from_defaults)
@@ -207,7 +220,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
             measurer.close()
     results = [TaskResult(s.task, *confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))), s.trials)
                for s in states]
-    return TuneResult(results, Path(db), done, time.monotonic() - start, rechecks, history)
+    return TuneResult(results, Path(db), done, time.monotonic() - start, rechecks, history, incumbents)
 
 
 def _challenge(st: _TaskState, batch: list[Candidate], results: list, measurer: Measurer, database: Database,
