@@ -11,10 +11,10 @@ being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima o
 - `--start defaults`: a copy of a database holding every task's default schedule, which counts as measured.
 
 Each search's own curve is made of its own timings, taken minutes apart on a machine whose speed drifts by tens of
-percent over minutes (the 600 s ResNet-50 run of session 8: the gradient search's own curve ended at 70.5 ms,
-its bests re-timed at the end gave 63.2 ms). So the curves are re-timed (`retimed_curves`): every candidate that
-was some task's best at some moment, in either policy, is timed again at the end, all in one batch per pass,
-shuffled, three passes, medians; each policy's curve is then rebuilt from those figures and the moments its
+percent over minutes (in one 600 s ResNet-50 run the gradient search's own curve ended at 70.5 ms and its
+bests re-timed at the end gave 63.2 ms). So the curves are re-timed (`retimed_curves`): every candidate that
+was some task's best at some moment, in either policy, and every task's hand-written default are timed again at
+the end, all in one batch per pass, shuffled, three passes, medians; each policy's curve is then rebuilt from those figures and the moments its
 bests changed. The search still decides what is best (by its own timings, each new best confirmed beside the old
 one); the re-timing only measures what it decided, all candidates under the same conditions. The times and the
 measurements to reach 90/95/99% of the best either policy found (best / latency >= p) are read off the re-timed
@@ -70,10 +70,11 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             own = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
             trials = max((h[1] for h in result.history if h[0] <= budget), default=0)
             curves[policy] = {"own_curve": own, "trials": trials, "rechecks": result.rechecks,
-                              "own_final_ms": own[-1][2] * 1e3 if own else None}
+                              "own_final_ms": own[-1][2] * 1e3 if own else None,
+                              "incumbents": [list(i) for i in result.incumbents]}
             print(f"{name} {policy}: {trials} trials within the budget, its own final estimate "
                   f"{own[-1][2] * 1e3 if own else math.inf:.2f} ms", file=sys.stderr)
-        retimed = retimed_curves(tasks, runs, budget, measurer)
+        retimed, defaults = retimed_curves(tasks, runs, budget, measurer)
     for policy, curve in retimed.items():
         curves[policy]["curve"] = curve
         curves[policy]["final_ms"] = curve[-1][2] * 1e3 if curve else None
@@ -85,17 +86,21 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             c[f"time_to_{round(level * 100)}"], c[f"trials_to_{round(level * 100)}"] = hit
     return {"network": name, "tasks": len(tasks), "budget_s": budget, "start": "scratch" if scratch else "defaults",
             "best_ms": best * 1e3 if math.isfinite(best) else None,
-            "untuned_ms": start.estimated_latency(False) * 1e3, "policies": curves}
+            "untuned_ms": start.estimated_latency(False) * 1e3, "untuned_retimed_ms": defaults * 1e3,
+            "policies": curves}
 
 
 def retimed_curves(tasks: list[Task], runs: dict[str, TuneResult], budget: float, measurer: Measurer,
-                   passes: int = 3) -> dict[str, list[tuple[float, int, float]]]:
-    """Each policy's best-so-far curve with every best re-timed: all candidates that were a task's best within the
-    budget, in any policy, timed `passes` times, each pass one batch over all of them in a shuffled order (so a
-    slow spell of the machine, or a position in the batch, favours no policy); a curve point is the sum over tasks
-    of weight x the median re-timing of the task's best at that moment, defined once every task has a best."""
-    keys = sorted({(key, trace) for r in runs.values() for t, _, key, trace in r.incumbents if t <= budget})
+                   passes: int = 3) -> tuple[dict[str, list[tuple[float, int, float]]], float]:
+    """Each policy's best-so-far curve with every best re-timed, and the hand-written defaults' estimate timed in
+    the same passes. All candidates that were a task's best within the budget, in any policy, and every task's
+    default are timed `passes` times, each pass one batch over all of them in a shuffled order (so a slow spell of
+    the machine, or a position in the batch, favours no policy); a curve point is the sum over tasks of weight x
+    the median re-timing of the task's best at that moment, defined once every task has a best."""
     by_key = {t.key: t for t in tasks}
+    defaults = {t.key: t.default_trace().to_json() for t in tasks}
+    keys = sorted({(key, trace) for r in runs.values() for t, _, key, trace in r.incumbents if t <= budget}
+                  | set(defaults.items()))
     timings: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
     rng = random.Random(0)
     for _ in range(passes):
@@ -114,7 +119,7 @@ def retimed_curves(tasks: list[Task], runs: dict[str, TuneResult], budget: float
             if len(best) == len(tasks) and all(math.isfinite(v) for v in best.values()):
                 curve.append((t, n, sum(by_key[key].weight * v for key, v in best.items())))
         out[policy] = curve
-    return out
+    return out, sum(t.weight * latency[(t.key, defaults[t.key])] for t in tasks)
 
 
 def table(results: list[dict]) -> str:
@@ -130,6 +135,8 @@ def table(results: list[dict]) -> str:
             final = "-" if c["final_ms"] is None else f"{c['final_ms']:.2f}"
             lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c['rechecks']:>8} {own:>9} {final:>9}"
                          f"{cells}")
+        lines.append(f"{r['network']:<10} hand-written defaults: {r['untuned_ms']:.2f} ms at the start, "
+                     f"{r['untuned_retimed_ms']:.2f} ms re-timed with the bests")
         g, e = r["policies"]["gradient"], r["policies"]["evolutionary"]
         for p in LEVELS:
             key = f"time_to_{round(p * 100)}"
@@ -154,7 +161,7 @@ def plot(results: list[dict], path: str) -> None:
                 row[0].step(t, ms, style, where="post", label=label, color=f"C{k}")
                 row[1].step(n, ms, style, where="post", label=label, color=f"C{k}")
         for ax, xlabel in zip(row, ("wall-clock seconds", "measurements")):
-            ax.axhline(r["untuned_ms"], color="grey", linestyle=":", label="hand-written defaults")
+            ax.axhline(r["untuned_retimed_ms"], color="grey", linestyle="--", label="hand-written defaults, re-timed")
             ax.set_xlabel(xlabel)
             ax.set_ylabel("estimated latency (ms)")
             ax.set_title(NETWORKS.get(r["network"], r["network"]))
