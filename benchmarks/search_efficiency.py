@@ -11,14 +11,14 @@ being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima o
 - `--start defaults`: a copy of a database holding every task's default schedule, which counts as measured.
 
 Each search's own curve is made of its own timings, taken minutes apart on a machine whose speed drifts by tens of
-percent over minutes (in one 600 s ResNet-50 run the gradient search's own curve ended at 70.5 ms and its
-bests re-timed at the end gave 63.2 ms). So the curves are re-timed (`retimed_curves`): every candidate that
-was some task's best at some moment, in either policy, and every task's hand-written default are timed again at
-the end, all in one batch per pass, shuffled, three passes, medians; each policy's curve is then rebuilt from those figures and the moments its
-bests changed. The search still decides what is best (by its own timings, each new best confirmed beside the old
-one); the re-timing only measures what it decided, all candidates under the same conditions. The times and the
-measurements to reach 90/95/99% of the best either policy found (best / latency >= p) are read off the re-timed
-curves; the table also gives each search's own final estimate. Run:
+percent over minutes (in one 600 s ResNet-50 run the gradient search's own curve ended at 70.5 ms and its bests
+re-timed at the end gave 63.2 ms). So the curves are re-timed (`retimed_curves`): every candidate that was some
+task's best at some moment, in either policy, and every task's hand-written default are timed again at the end,
+one batch over all of them per pass, shuffled, three passes, medians; each policy's curve is then rebuilt from
+those figures and the moments its bests changed. The search still decides what is best (by its own timings, each
+new best confirmed beside the old one); the re-timing only measures what it decided, all candidates under the
+same conditions. The times and the measurements to reach 90/95/99% of the best either policy found (best /
+latency >= p) are read off the re-timed curves; the table also gives each search's own final estimate. Run:
 
     python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
     python benchmarks/search_efficiency.py --only resnet50 --budget 300 --json out.json --plot out.png
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import shutil
 import statistics
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 from models import MODELS, _export  # benchmarks/models.py, beside this script
 
 from tilegrad.schedule.trace import Trace
+from tilegrad.tune.confirm import retime
 from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.task import Task, extract_tasks
 from tilegrad.tune.tuner import TuneResult, model_graph, tune_tasks
@@ -101,14 +101,8 @@ def retimed_curves(tasks: list[Task], runs: dict[str, TuneResult], budget: float
     defaults = {t.key: t.default_trace().to_json() for t in tasks}
     keys = sorted({(key, trace) for r in runs.values() for t, _, key, trace in r.incumbents if t <= budget}
                   | set(defaults.items()))
-    timings: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
-    rng = random.Random(0)
-    for _ in range(passes):
-        order = rng.sample(keys, len(keys))
-        inputs = [MeasureInput(by_key[key], Trace.from_json(trace)) for key, trace in order]
-        for k, r in zip(order, measurer.measure(inputs)):
-            timings[k].append(r.latency)
-    latency = {k: statistics.median(v) for k, v in timings.items()}
+    timings = retime(measurer, [MeasureInput(by_key[key], Trace.from_json(trace)) for key, trace in keys], passes)
+    latency = {k: statistics.median(r.latency for r in results) for k, results in zip(keys, timings)}
     out = {}
     for policy, run in runs.items():
         events, best, curve = list(run.incumbents), {}, []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,16 +64,20 @@ def confirm_best(tasks: Sequence[Task], db: str | Path, measurer: Measurer, *, t
             if math.isinf(median):
                 continue
             costs = tuple(r.latency for r in timings[i])
-            database.add(Record.from_measurement(inputs[i], MeasureResult(costs), origin=confirmed_origin(entries[i][2])))
+            database.add(Record.from_measurement(inputs[i], MeasureResult(costs),
+                                                 origin=confirmed_origin(entries[i][2])))
             out[key] = (default_median, median)
     return out
 
 
-def retime(measurer: Measurer, inputs: Sequence[MeasureInput], passes: int) -> list[list[MeasureResult]]:
-    """Each input timed `passes` times, one batch over all inputs per pass; per input, its results in pass order."""
+def retime(measurer: Measurer, inputs: Sequence[MeasureInput], passes: int, seed: int = 0) -> list[list[MeasureResult]]:
+    """Each input timed `passes` times, each pass one batch over all inputs in a shuffled order (so neither a slow
+    spell of the machine nor a place in the batch favours one input); per input, its results in pass order."""
+    rng = random.Random(seed)
     timings: list[list[MeasureResult]] = [[] for _ in inputs]
     for _ in range(passes):
-        for i, r in enumerate(measurer.measure(inputs)):
+        order = rng.sample(range(len(inputs)), len(inputs))
+        for i, r in zip(order, measurer.measure([inputs[i] for i in order])):
             timings[i].append(r)
     return timings
 

@@ -80,8 +80,8 @@ class TuneResult:
                          f"{r.best_s * 1e3:>9.3f} {r.speedup:>7.2f}x")
         before, after = self.estimated_latency(False), self.estimated_latency(True)
         lines.append(f"estimated end-to-end (sum of weight x latency, default algorithms): {before * 1e3:.2f} ms -> "
-                     f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials and {self.rechecks} re-timings of "
-                     f"new bests in {self.seconds:.0f} s")
+                     f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials and {self.rechecks} "
+                     f"re-timings of new bests in {self.seconds:.0f} s")
         return "\n".join(lines)
 
 
@@ -223,8 +223,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
     return TuneResult(results, Path(db), done, time.monotonic() - start, rechecks, history, incumbents)
 
 
-def _challenge(st: _TaskState, batch: list[Candidate], results: list, measurer: Measurer, database: Database,
-               policy: str, passes: int) -> int:
+def _challenge(st: _TaskState, batch: list[Candidate], results: list[MeasureResult], measurer: Measurer,
+               database: Database, policy: str, passes: int) -> int:
     """If the batch's fastest candidate beats the task's best, time the two `passes` more times side by side
     (`confirm.retime`). The re-timings join each one's tally (a contender that fails one is out); each tally is
     recorded as a confirmed record (costs: the whole tally, so a rerun takes it up), the winner's, the lowest
@@ -240,10 +240,10 @@ def _challenge(st: _TaskState, batch: list[Candidate], results: list, measurer: 
         ok = math.isfinite(median_latency(rs))
         st.retimed[c] = [*st.retimed.get(c, []), *(r.latency for r in rs)] if ok else [math.inf]
     winner = st.incumbent()
-    for c in sorted(contenders, key=lambda c: c == winner):  # the winner last: the database's newest confirmed
+    for c, inp in sorted(zip(contenders, inputs), key=lambda ci: ci[0] == winner):  # the winner's last: newest
         if math.isfinite(st.retimed[c][0]):
-            database.add(Record.from_measurement(MeasureInput(st.task, st.space.trace(c)), MeasureResult(tuple(
-                st.retimed[c])), origin=confirmed_origin(st.space.origin(c, policy))))
+            database.add(Record.from_measurement(inp, MeasureResult(tuple(st.retimed[c])),
+                                                 origin=confirmed_origin(st.space.origin(c, policy))))
     return len(contenders) * passes
 
 
