@@ -16,11 +16,13 @@ import tilegrad
 from tilegrad.cli import main
 from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
+from tilegrad.schedule.trace import Trace
 from tilegrad.tune.apply import BestRecords
-from tilegrad.tune.confirm import confirm_best
+from tilegrad.tune.confirm import confirm_best, retime
 from tilegrad.tune.evolutionary import EvolutionaryOptions
 from tilegrad.tune.measure import MeasureInput, MeasureResult
 from tilegrad.tune.records import Database, Record
+from tilegrad.tune.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.tuner import _challenge, _resume, _TaskState, model_graph, tune_tasks
 
@@ -126,8 +128,10 @@ class _FixedTimings:
 
     def __init__(self, latencies: dict[str, float]):
         self.latencies = latencies
+        self.batches: list[list[str]] = []  # the traces of each call, in order
 
     def measure(self, inputs):
+        self.batches.append([inp.trace.to_json() for inp in inputs])
         return [MeasureResult((self.latencies[inp.trace.to_json()],)) for inp in inputs]
 
 
@@ -168,6 +172,17 @@ def test_a_lucky_timing_does_not_displace_the_best_and_the_final_confirmation_se
     assert result[task.key] == pytest.approx((3e-3, 1e-3))
     with Database(db) as database:
         assert database.best(task.key).trace_json == trace[steady]
+
+
+def test_retiming_shuffles_each_pass_and_keeps_each_result_with_its_candidate(model):
+    task = extract_tasks(model_graph(str(model)))[0]
+    space = TaskSpace(task)
+    traces = [space.trace(c).to_json() for c in _distinct_candidates(space, 5)]
+    measurer = _FixedTimings({t: (k + 1) * 1e-3 for k, t in enumerate(traces)})
+    timings = retime(measurer, [MeasureInput(task, Trace.from_json(t)) for t in traces], passes=4)
+    assert [[r.latency for r in results] for results in timings] == [[(k + 1) * 1e-3] * 4 for k in range(6)]
+    assert all(sorted(b) == sorted(traces) for b in measurer.batches) and len(measurer.batches) == 4
+    assert len({tuple(b) for b in measurer.batches}) > 1  # the order changes between passes
 
 
 def test_a_search_from_nothing_counts_only_retimed_bests(model, tmp_path):
