@@ -106,19 +106,19 @@ class _TaskState:
     @property
     def best_s(self) -> float:
         """The incumbent's median re-timing, or its measurement while nothing has been re-timed."""
-        c = self.incumbent()
-        if c is None:
-            return math.inf
-        retimed = statistics.median(self.retimed[c]) if c in self.retimed else math.inf
-        return retimed if math.isfinite(retimed) else self.measured[c]
+        return self._standing()[0]
 
     def incumbent(self) -> Candidate | None:
-        """The candidate a challenger must beat: the re-timed one with the lowest median if any was re-timed,
-        else the fastest measured; None while nothing works."""
+        """The candidate a challenger must beat; None while nothing works."""
+        return self._standing()[1]
+
+    def _standing(self) -> tuple[float, Candidate | None]:
+        """(latency, candidate) of the re-timed candidate with the lowest median if any was re-timed (and did not
+        fail), else of the fastest measured one."""
         scored = [(statistics.median(v), c) for c, v in self.retimed.items()]
         scored = [sc for sc in scored if math.isfinite(sc[0])] or [
             (s, c) for c, s in self.measured.items() if math.isfinite(s)]
-        return min(scored, key=lambda sc: sc[0])[1] if scored else None
+        return min(scored, key=lambda sc: sc[0]) if scored else (math.inf, None)
 
     def best(self, k: int) -> list[Candidate]:
         ok = [(s, c) for c, s in self.measured.items() if math.isfinite(s)]
