@@ -12,7 +12,12 @@ from tilegrad import te
 from tilegrad.schedule.sketch import MAX_INNERMOST, generate_sketches
 from tilegrad.te import nn
 from tilegrad.tune.features import aggregate
-from tilegrad.tune.gradient import GradientOptions, GradientSearch, ParameterBox, log_features
+from tilegrad.tune.gradient import (
+    GradientOptions,
+    GradientSearch,
+    ParameterBox,
+    log_features,
+)
 from tilegrad.tune.mlp_model import MLPCostModel
 from tilegrad.tune.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
@@ -59,21 +64,26 @@ def test_rounding_keeps_valid_points_and_penalty_is_zero_inside():
         rounded = box.round(x)
         for p, row in zip(samples, rounded):
             assert dict(zip(box.variables, row.tolist())) == {v: p[v] for v in box.variables}
-        assert torch.all(box.penalty(torch.tensor(x)) == 0)
+        value, grad = box.penalty(x)
+        assert np.all(value == 0) and np.all(grad == 0)
 
 
 def test_penalty_grows_outside_and_has_finite_gradients():
     _, box, _ = SKETCHES[0]
     tiling = box.tilings[0]
     j = box.index[tiling.vars[0]]
-    x = torch.zeros(3, len(box.variables), dtype=torch.float64)
+    x = np.zeros((4, len(box.variables)))
     x[1, j] = math.log(tiling.extent) + 1.0  # the outer tile beyond its extent
     x[2, j] = -1.0  # below 1
-    x.requires_grad_(True)
-    p = box.penalty(x)
-    assert p[0] == 0 and p[1] > 0.9 and p[2] > 0.9
-    p.sum().backward()
-    assert torch.isfinite(x.grad).all()
+    x[3] = np.random.default_rng(0).uniform(-2, 8, len(box.variables))  # outside in several ways
+    p, grad = box.penalty(x)
+    assert p[0] == 0 and p[1] > 0.9 and p[2] > 0.9 and p[3] > 0
+    assert np.isfinite(grad).all()
+    for col in range(x.shape[1]):  # the gradient is the penalty's: central differences
+        step = np.zeros_like(x)
+        step[:, col] = 1e-6
+        numeric = (box.penalty(x + step)[0] - box.penalty(x - step)[0]) / 2e-6
+        np.testing.assert_allclose(grad[:, col], numeric, atol=1e-5)
 
 
 def test_innermost_tile_never_exceeds_the_limit():
@@ -84,9 +94,36 @@ def test_innermost_tile_never_exceeds_the_limit():
         assert row[box.index[t.vars[-1]]] <= MAX_INNERMOST
 
 
-def test_log_features_is_aggregate_in_torch():
+def _log_features_torch(rows: torch.Tensor) -> torch.Tensor:
+    stacked = torch.cat([rows.sum(dim=-2), rows.max(dim=-2).values], dim=-1)
+    return torch.sign(stacked) * torch.log2(1.0 + torch.abs(stacked))
+
+
+def test_log_features_is_aggregate_and_its_gradient_is_autograds():
     rows = np.random.default_rng(0).standard_normal((4, 3, 7)) * 100
-    np.testing.assert_allclose(log_features(torch.tensor(rows)).numpy(), aggregate(rows), rtol=1e-12)
+    value, vjp = log_features(rows)
+    np.testing.assert_allclose(value, aggregate(rows), rtol=1e-12)
+    up = np.random.default_rng(1).standard_normal(value.shape)
+    reference = torch.tensor(rows, requires_grad=True)
+    (_log_features_torch(reference) * torch.tensor(up)).sum().backward()
+    np.testing.assert_allclose(vjp(up), reference.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_objective_gradient_is_autograds_through_the_smooth_features():
+    """The descent's hand-chained gradient (C tape, NumPy features, NumPy MLP, penalty) equals PyTorch autograd
+    through the differentiable smooth formulas, the aggregation and the cost model's net."""
+    space = TaskSpace(_matmul_task(32, 64, 48))
+    search = GradientSearch(space, MLPCostModel(seed=2), GradientOptions(), seed=0)
+    seeds = search._sample_seeds(4)
+    key = space.structure_key(seeds[0])
+    smooth, box = space.smooth_formulas(key, 1.0), search._box(key)
+    x = box.encode([c.values for c in seeds if space.structure_key(c) == key]) + 0.3
+    reference = torch.tensor(x, requires_grad=True)
+    net = search.model.net
+    features = _log_features_torch(smooth(reference)).to(net.mean.dtype)
+    (-net(features).sum()).backward()
+    expected = reference.grad.numpy() + search.options.penalty * box.penalty(x)[1]
+    np.testing.assert_allclose(search._objective_gradient(smooth, box, x), expected, rtol=1e-4, atol=1e-6)
 
 
 def test_rounding_far_outside_the_box_gives_the_extremes():

@@ -95,17 +95,18 @@ def test_save_and_load_round_trip(tmp_path):
         loaded.load(tmp_path / "other.npz")
 
 
-def test_score_is_differentiable_in_the_features():
+def test_score_and_gradient_are_the_nets_and_autograds():
     x = _benchmark(10, seed=8)[0]
     model = _trained(10, seed=8, epochs=3)
-    feats = torch.tensor(x, requires_grad=True)
-    scores = model.score(feats)
-    np.testing.assert_allclose(scores.detach().numpy(), model.predict(x), rtol=1e-6)
-    scores.sum().backward()
-    assert feats.grad.shape == x.shape and torch.isfinite(feats.grad).all() and feats.grad.abs().sum() > 0
-    with_nan = torch.tensor(np.where(np.arange(WIDTH) == 0, np.nan, x), requires_grad=True)
-    model.score(with_nan).sum().backward()
-    assert torch.isfinite(with_nan.grad).all()
+    scores, grad = model.score_and_gradient(x)
+    np.testing.assert_allclose(scores, model.predict(x), rtol=1e-5)
+    feats = torch.tensor(x, dtype=torch.float32, requires_grad=True)
+    model.net(feats).sum().backward()
+    np.testing.assert_allclose(grad, feats.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert np.abs(grad).sum() > 0
+    with_nan = np.where(np.arange(WIDTH) == 0, np.nan, x)
+    scores, grad = model.score_and_gradient(with_nan)
+    assert np.isfinite(scores).all() and np.isfinite(grad).all() and np.all(grad[:, 0] == 0)
 
 
 def test_pretrained_weights_load_with_their_provenance():

@@ -20,14 +20,13 @@ grain) stay those of each seed; Felix's objective sums over sketches, which here
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import random
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
-import torch
 
 from ..schedule.sketch import MAX_INNERMOST, Space, divisors
 from .space import Candidate, TaskSpace
@@ -68,17 +67,21 @@ class ParameterBox:
         for c in self.choices:
             j = self.index[c.var]
             lo[j], hi[j] = _log(min(c.values)), _log(max(c.values))
-        self._lo, self._hi, self._hi_col = torch.tensor(lo), torch.tensor(hi), torch.tensor(hi_col)
-        self._nested = torch.nonzero(self._hi_col >= 0).flatten()
+        self._lo, self._hi = lo, hi
+        self._nested = np.flatnonzero(hi_col >= 0)
+        self._outer = hi_col[self._nested].astype(np.intp)
 
-    def penalty(self, x: torch.Tensor) -> torch.Tensor:
-        """sum_r max(p_r, 0)^2 per point of x (batch, variables)."""
-        over = torch.clamp(x - self._hi, min=0) ** 2 + torch.clamp(self._lo - x, min=0) ** 2
-        out = torch.where(torch.isfinite(over), over, torch.zeros_like(over)).sum(dim=1)
+    def penalty(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """sum_r max(p_r, 0)^2 per point of x (batch, variables), and its gradient in x."""
+        above, below = np.maximum(x - self._hi, 0), np.maximum(self._lo - x, 0)  # 0 where a bound is infinite
+        value = (above ** 2 + below ** 2).sum(axis=1)
+        grad = 2 * (above - below)
         if len(self._nested):
-            outer = x[:, self._hi_col[self._nested]]
-            out = out + (torch.clamp(x[:, self._nested] - outer, min=0) ** 2).sum(dim=1)
-        return out
+            inside = np.maximum(x[:, self._nested] - x[:, self._outer], 0)  # an inner tile above its outer one
+            value = value + (inside ** 2).sum(axis=1)
+            grad[:, self._nested] += 2 * inside
+            grad[:, self._outer] -= 2 * inside  # each variable is the outer one of at most one tile
+        return value, grad
 
     def encode(self, params: list[dict[str, int]]) -> np.ndarray:
         return np.array([[_log(p[v]) for v in self.variables] for p in params], np.float64).reshape(
@@ -106,26 +109,44 @@ class ParameterBox:
         return out
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """Small tensors: one thread is fastest, and more would compete with the measurer for the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _log(v: int) -> float:
     """ln of a parameter value; a choice of 0 (no unrolling) sits at ln 1, below every positive value."""
     return math.log(max(v, 1))
 
 
-def log_features(rows: torch.Tensor) -> torch.Tensor:
-    """`features.aggregate` in PyTorch: sign(x) log2(1 + |x|) of the sum, then of the max, over stores."""
-    stacked = torch.cat([rows.sum(dim=-2), rows.max(dim=-2).values], dim=-1)
-    return torch.sign(stacked) * torch.log2(1.0 + torch.abs(stacked))
+def log_features(rows: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """`features.aggregate` (sign(x) log2(1 + |x|) of the sum, then of the max, over the stores of rows (batch,
+    stores, features)) and the function taking a gradient with respect to it to one with respect to `rows` (the
+    max's to the first store that attains it)."""
+    top = rows.argmax(axis=1)
+    stacked = np.concatenate([rows.sum(axis=1), np.take_along_axis(rows, top[:, None], axis=1)[:, 0]], axis=1)
+    slope = np.sign(stacked) ** 2 / ((1.0 + np.abs(stacked)) * math.log(2))
+
+    def vjp(grad: np.ndarray) -> np.ndarray:
+        g = grad * slope
+        width = rows.shape[2]
+        out = np.repeat(g[:, None, :width], rows.shape[1], axis=1)
+        np.put_along_axis(out, top[:, None], np.take_along_axis(out, top[:, None], axis=1) + g[:, None, width:],
+                          axis=1)
+        return out
+
+    return np.sign(stacked) * np.log2(1.0 + np.abs(stacked)), vjp
+
+
+class _Adam:
+    """Adam (Kingma and Ba; PyTorch's defaults: betas 0.9 and 0.999, eps 1e-8) on an array of points."""
+
+    def __init__(self, shape: tuple[int, ...], learning_rate: float, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.lr, self.betas, self.eps, self.t = learning_rate, betas, eps, 0
+        self.m, self.v = np.zeros(shape), np.zeros(shape)
+
+    def step(self, x: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        b1, b2 = self.betas
+        self.t += 1
+        self.m = b1 * self.m + (1 - b1) * grad
+        self.v = b2 * self.v + (1 - b2) * grad ** 2
+        m_hat, v_hat = self.m / (1 - b1 ** self.t), self.v / (1 - b2 ** self.t)
+        return x - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
 class GradientSearch:
@@ -191,30 +212,32 @@ class GradientSearch:
         smooth = self.space.smooth_formulas(key, opt.tau)
         box = self._box(key)
         sketch, structure = key[0], dict(key[1])
-        x = torch.tensor(box.encode([c.values for c in seeds]), requires_grad=True)
-        seen = {tuple(r) for r in box.round(x.detach().numpy())}
+        x = box.encode([c.values for c in seeds])
+        seen = {tuple(r) for r in box.round(x)}
         points, quiet = list(seen), 0
         if x.shape[1]:
-            adam = torch.optim.Adam([x], lr=opt.learning_rate)
-            with _one_thread():
-                for _ in range(opt.steps):
-                    adam.zero_grad()
-                    score = self.model.score(log_features(smooth(x)))
-                    objective = -score.sum() + opt.penalty * box.penalty(x).sum()
-                    objective.backward()
-                    adam.step()
-                    new = {tuple(r) for r in box.round(x.detach().numpy())} - seen
-                    seen |= new
-                    points += new
-                    quiet = 0 if new else quiet + 1
-                    if quiet >= opt.patience:
-                        break
+            adam = _Adam(x.shape, opt.learning_rate)
+            for _ in range(opt.steps):
+                x = adam.step(x, self._objective_gradient(smooth, box, x))
+                new = {tuple(r) for r in box.round(x)} - seen
+                seen |= new
+                points += new
+                quiet = 0 if new else quiet + 1
+                if quiet >= opt.patience:
+                    break
         out = []
         for row in points:
             c = Candidate.of(sketch, {**structure, **dict(zip(box.variables, row))})
             if self.space.valid(c):
                 out.append(c)
         return out
+
+    def _objective_gradient(self, smooth, box: ParameterBox, x: np.ndarray) -> np.ndarray:
+        """d/dx of -C(log-features(x)) + penalty * sum_r max(p_r(x), 0)^2, per point of x."""
+        rows, rows_vjp = smooth.value_and_vjp(x)
+        features, features_vjp = log_features(rows)
+        _, score_grad = self.model.score_and_gradient(features)
+        return rows_vjp(features_vjp(-score_grad)) + self.options.penalty * box.penalty(x)[1]
 
     def _rank(self, cands: list[Candidate]) -> list[Candidate]:
         if not cands:

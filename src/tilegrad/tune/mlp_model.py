@@ -101,9 +101,25 @@ class MLPCostModel:
                           "`python -m tilegrad.tune.dataset train --db DATASET.db`)", stacklevel=2)
         return model
 
-    def score(self, x: torch.Tensor) -> torch.Tensor:
-        """Predicted normalised throughput of each row of `x` (..., num_features), differentiable in `x`."""
-        return self.net(x.to(self.net.mean.dtype))
+    def score_and_gradient(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted normalised throughput of each row of `x` (n, num_features) and its gradient in `x`, in
+        NumPy: the gradient search calls this at every Adam step on a handful of rows, where PyTorch's
+        autograd spends ~1 ms on dispatch; these are the net's layers written out (features NaN or infinite
+        are zero, as in `_Net.forward`, and pass no gradient)."""
+        finite = np.isfinite(x)
+        h = (np.where(finite, x, 0.0) - self.net.mean.numpy()) * self.net.scale.numpy()
+        linears = [m for m in self.net.layers if isinstance(m, nn.Linear)]
+        weights = [m.weight.detach().numpy() for m in linears]
+        active = []
+        for k, (layer, w) in enumerate(zip(linears, weights)):
+            h = h @ w.T + layer.bias.detach().numpy()
+            if k < len(linears) - 1:  # ReLU between the linear layers
+                active.append(h > 0)
+                h = h * active[-1]
+        grad = np.broadcast_to(weights[-1], (len(x), weights[-1].shape[1]))
+        for w, on in zip(reversed(weights[:-1]), reversed(active)):
+            grad = (grad * on) @ w
+        return h[:, 0], np.where(finite, grad * self.net.scale.numpy(), 0.0)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         x = self._check_features(x)

@@ -38,16 +38,13 @@ to reach, so the pass is a table keyed by node class (`_SMOOTHING`) rather than 
 
 `SmoothFormulas` evaluates the smoothed features of a sketch structure as a differentiable PyTorch function of
 x' = ln x (Felix substitutes x = e^x', so products of tile sizes become sums). The smoothed DAG has thousands of
-nodes, and PyTorch spends ~16 us per node and step on its own dispatch; so the nodes are grouped instead (each
-group: nodes of one operation whose operands are already computed), each group is a handful of NumPy calls over
-all its nodes and the whole batch, and a hand-written reverse pass runs the groups backwards. A step then costs
-hundreds of array operations rather than thousands of PyTorch ones.
+nodes, and PyTorch spends ~16 us per node and step on its own dispatch; so the DAG becomes a flat tape that a C
+interpreter runs forwards and backwards over the whole batch (`tape.py`), wrapped as one autograd function.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -56,6 +53,7 @@ import torch
 from ..te import expr as E
 from .features import F64
 from .formulas import FeatureFormulas
+from .tape import Tape
 
 # ---------------------------------------------------------------------------------------------------------------
 # the rewriting pass
@@ -187,11 +185,6 @@ _SMOOTHING: dict[type, Callable[..., E.Expr]] = {
 # ---------------------------------------------------------------------------------------------------------------
 # batched evaluation with gradients
 
-# Below this magnitude a divisor is clamped (keeping its sign): a smoothed count can pass near zero where the exact
-# one never does, and 1/0 would poison every gradient that flows through it.
-_TINY = 1e-9
-
-
 class SmoothFormulas:
     """The smoothed features of a symbolic kernel as a differentiable function of ln(schedule variables).
 
@@ -204,7 +197,7 @@ class SmoothFormulas:
         self.variables = formulas.variables
         self.names, self.stores = formulas.names, formulas.stores
         exprs = [e for row in formulas.rows.rows for e in row]
-        self._tape = _Tape(smooth_all(exprs, tau), self.variables)
+        self._tape = Tape(smooth_all(exprs, tau), self.variables)
         self.n_nodes = self._tape.n_rows
 
     def __call__(self, log_values: torch.Tensor) -> torch.Tensor:
@@ -213,6 +206,18 @@ class SmoothFormulas:
                              f"{list(self.variables)}, got {tuple(log_values.shape)}")
         flat = _Evaluate.apply(torch.exp(log_values.to(torch.float64)), self._tape)
         return flat.reshape(log_values.shape[0], len(self.stores), len(self.names))
+
+    def value_and_vjp(self, log_values: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+        """`__call__` in NumPy, for the search's inner loop: the features at `log_values` (batch, variables), and
+        the function taking a gradient with respect to them to the gradient with respect to `log_values`."""
+        values = np.exp(np.asarray(log_values, np.float64))
+        rows = self._tape.forward(values)
+        shape = (len(values), len(self.stores), len(self.names))
+
+        def vjp(grad: np.ndarray) -> np.ndarray:
+            return self._tape.backward(rows, grad.reshape(len(values), -1)) * values
+
+        return rows[self._tape.outputs].T.reshape(shape), vjp
 
     def features_at(self, assignments: dict[str, np.ndarray]) -> np.ndarray:
         """Smoothed features (no gradients) for a batch given as for `FeatureFormulas.evaluate`: each variable's
@@ -229,7 +234,7 @@ class SmoothFormulas:
 
 class _Evaluate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values: torch.Tensor, tape: _Tape) -> torch.Tensor:
+    def forward(ctx, values: torch.Tensor, tape: Tape) -> torch.Tensor:
         rows = tape.forward(values.detach().numpy())
         ctx.tape, ctx.rows = tape, rows
         return torch.from_numpy(rows[tape.outputs].T.copy())
@@ -237,176 +242,3 @@ class _Evaluate(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         return torch.from_numpy(ctx.tape.backward(ctx.rows, grad.detach().numpy())), None
-
-
-class _Group:
-    """Nodes of one operation, computed together: rows start..stop of the values, from the operand rows `args`
-    (one array per operand). `positions` caches, per batch size, the elements the reverse pass scatters to."""
-
-    __slots__ = ("_positions", "args", "op", "start", "stop")
-
-    def __init__(self, op: type, start: int, stop: int, args: tuple[np.ndarray, ...]):
-        self.op, self.start, self.stop, self.args = op, start, stop, args
-        self._positions: dict[int, tuple[np.ndarray, ...]] = {}
-
-    def positions(self, batch: int) -> tuple[np.ndarray, ...]:
-        hit = self._positions.get(batch)
-        if hit is None:
-            hit = self._positions[batch] = tuple(_elements(rows, batch) for rows in self.args)
-        return hit
-
-
-def _elements(rows: np.ndarray, batch: int) -> np.ndarray:
-    """Positions in a flattened (rows, batch) array of every element of `rows`."""
-    return (rows[:, None] * batch + np.arange(batch)).ravel()
-
-
-def _guard(den: np.ndarray) -> np.ndarray:
-    return np.where(np.abs(den) < _TINY, np.copysign(_TINY, den), den)
-
-
-def _divide(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    np.divide(a, _guard(b), out=out)
-
-
-def _divide_grads(up: np.ndarray, arg: Callable[[int], np.ndarray], out: np.ndarray) -> tuple[np.ndarray, ...]:
-    den = arg(1)
-    safe = _guard(den)
-    slope = -up * out / safe
-    slope[np.abs(den) < _TINY] = 0.0  # the clamp is flat there
-    return up / safe, slope
-
-
-# Each operation a smoothed formula may contain: its value from its operands' rows (written into `out`), and the
-# gradients it passes to each operand given its own gradient `up`, its operands (`arg(j)`) and its value.
-_FORWARD: dict[type, Callable[..., None]] = {
-    E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.Div: _divide,
-    E.Atan: np.arctan, E.Sin: np.sin, E.Cos: np.cos,
-}
-_GRADIENTS: dict[type, Callable[..., tuple[np.ndarray, ...]]] = {
-    E.Add: lambda up, arg, out: (up, up),
-    E.Sub: lambda up, arg, out: (up, -up),
-    E.Mul: lambda up, arg, out: (up * arg(1), up * arg(0)),
-    E.Div: _divide_grads,
-    E.Atan: lambda up, arg, out: (up / (1.0 + arg(0) ** 2),),
-    E.Sin: lambda up, arg, out: (up * np.cos(arg(0)),),
-    E.Cos: lambda up, arg, out: (-up * np.sin(arg(0)),),
-}
-
-
-class _Tape:
-    """The distinct nodes of a smoothed DAG as rows of a (rows, batch) array: constants, then the variables, then
-    the groups in an order where every operand precedes its use."""
-
-    def __init__(self, roots: list[E.Expr], variables: tuple[str, ...]):
-        nodes, kids, outputs = _distinct(roots)
-        column = {v: j for j, v in enumerate(variables)}
-        consts = [i for i, e in enumerate(nodes) if type(e) is E.Const]
-        row = {i: k for k, i in enumerate(consts)}
-        ops = []
-        for i, e in enumerate(nodes):
-            if type(e) is E.Var:
-                if e.name not in column:
-                    raise ValueError(f"the smoothed features read {e.name}, which is not among {list(variables)}")
-                row[i] = len(consts) + column[e.name]
-            elif type(e) is not E.Const:
-                if type(e) not in _FORWARD:
-                    raise ValueError(f"cannot evaluate {type(e).__name__} in a smoothed formula ({e})")
-                ops.append(i)
-        self.consts = np.array([nodes[i].value for i in consts], np.float64)
-        self.n_vars = len(variables)
-        self.groups: list[_Group] = []
-        n = len(consts) + len(variables)
-        for op, members in _schedule(nodes, kids, ops):
-            row.update((i, n + k) for k, i in enumerate(members))
-            args = tuple(np.array([row[kids[i][j]] for i in members], np.intp) for j in range(len(kids[members[0]])))
-            self.groups.append(_Group(op, n, n + len(members), args))
-            n += len(members)
-        self.n_rows = n
-        self.outputs = np.array([row[i] for i in outputs], np.intp)
-
-    def forward(self, values: np.ndarray) -> np.ndarray:
-        """Every row for a batch of the variables' values (batch, variables); shape (rows, batch)."""
-        v = np.empty((self.n_rows, values.shape[0]))
-        nc = len(self.consts)
-        v[:nc] = self.consts[:, None]
-        v[nc:nc + self.n_vars] = values.T
-        for grp in self.groups:
-            _FORWARD[grp.op](*(v.take(rows, axis=0) for rows in grp.args), out=v[grp.start:grp.stop])
-        return v
-
-    def backward(self, v: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        """d(sum of grad * outputs) / d(values), from the forward rows `v`; grad has shape (batch, roots)."""
-        batch = v.shape[1]
-        g = np.zeros_like(v)
-        flat = g.reshape(-1)
-        np.add.at(flat, _elements(self.outputs, batch), grad.T.reshape(-1))
-        for grp in reversed(self.groups):
-            up = g[grp.start:grp.stop].copy()  # scattering a view of the target itself takes a slow path
-
-            def arg(j: int, grp=grp) -> np.ndarray:
-                return v.take(grp.args[j], axis=0)
-
-            sent = _GRADIENTS[grp.op](up, arg, v[grp.start:grp.stop])
-            for at, part in zip(grp.positions(batch), sent):
-                np.add.at(flat, at, part.reshape(-1))
-        nc = len(self.consts)
-        return g[nc:nc + self.n_vars].T.copy()
-
-
-def _distinct(roots: list[E.Expr]) -> tuple[list[E.Expr], list[tuple[int, ...]], list[int]]:
-    """The distinct nodes under `roots` (structurally equal ones once) with children before parents, each node's
-    children as indices, and the index of each root."""
-    index: dict[E.Expr, int] = {}
-    nodes: list[E.Expr] = []
-    kids: list[tuple[int, ...]] = []
-    for root in roots:
-        stack = [root]
-        while stack:
-            e = stack[-1]
-            if e in index:
-                stack.pop()
-                continue
-            todo = [k for k in e.children() if k not in index]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
-            index[e] = len(nodes)
-            nodes.append(e)
-            kids.append(tuple(index[k] for k in e.children()))
-    return nodes, kids, [index[r] for r in roots]
-
-
-def _schedule(nodes: list[E.Expr], kids: list[tuple[int, ...]], ops: list[int]) -> list[tuple[type, list[int]]]:
-    """Groups of same-operation nodes, each computable once the groups before it are: repeatedly run every ready
-    node of one operation, the one with the ready node farthest from the roots (list scheduling by critical path;
-    a third fewer groups than picking the largest batch, and fewer groups mean fewer array calls). `ops` are in
-    topological order."""
-    height = dict.fromkeys(ops, 0)  # the longest path of operations above each one
-    for i in reversed(ops):
-        for k in kids[i]:
-            if k in height:
-                height[k] = max(height[k], height[i] + 1)
-    pending = dict.fromkeys(ops, 0)
-    users: dict[int, list[int]] = defaultdict(list)
-    for i in ops:
-        for k in kids[i]:
-            if k in pending:
-                pending[i] += 1
-                users[k].append(i)
-    ready: dict[type, list[int]] = defaultdict(list)
-    for i in ops:
-        if pending[i] == 0:
-            ready[type(nodes[i])].append(i)
-    out = []
-    while ready:
-        op = max(ready, key=lambda t: max(height[i] for i in ready[t]))
-        members = ready.pop(op)
-        out.append((op, members))
-        for i in members:
-            for u in users[i]:
-                pending[u] -= 1
-                if pending[u] == 0:
-                    ready[type(nodes[u])].append(u)
-    return out
