@@ -108,13 +108,17 @@ class _Smoother:
             if id(e) in done:
                 stack.pop()
                 continue
-            todo = [k for k in e.children() if id(k) not in done]
+            children = e.children()
+            todo = [k for k in children if id(k) not in done]
             if todo:
                 stack.extend(todo)
                 continue
             stack.pop()
-            kids = tuple(done[id(k)] for k in e.children())
-            key = (type(e), e.dtype, tuple((id(s), k.dtype) for s, k in zip(kids, e.children()))) if kids else e
+            kids = tuple(done[id(k)] for k in children)
+            if kids:
+                key = (type(e), e.dtype, tuple((id(s), k.dtype) for s, k in zip(kids, children)))
+            else:  # a constant by its value (cheaper to hash than the node), a variable by itself
+                key = (E.Const, e.dtype, e.value) if type(e) is E.Const else e
             form = self.forms.get(key)
             if form is None:
                 rule = _SMOOTHING.get(type(e))

@@ -142,23 +142,30 @@ class Tape:
 
 def _distinct(roots: list[E.Expr]) -> tuple[list[E.Expr], list[tuple[int, ...]], list[int]]:
     """The distinct nodes under `roots` (structurally equal ones once) with children before parents, each node's
-    children as indices, and the index of each root."""
-    index: dict[E.Expr, int] = {}
+    children as indices, and the index of each root. Children are numbered first, so a node is identified by its
+    operation and its children's numbers (a leaf by its value or name): no subtree is compared or hashed twice."""
+    number: dict[int, int] = {}  # id of a visited node -> its index (the roots keep every node alive)
+    index: dict[tuple, int] = {}
     nodes: list[E.Expr] = []
     kids: list[tuple[int, ...]] = []
     for root in roots:
         stack = [root]
         while stack:
             e = stack[-1]
-            if e in index:
+            if id(e) in number:
                 stack.pop()
                 continue
-            todo = [k for k in e.children() if k not in index]
+            todo = [k for k in e.children() if id(k) not in number]
             if todo:
                 stack.extend(todo)
                 continue
             stack.pop()
-            index[e] = len(nodes)
-            nodes.append(e)
-            kids.append(tuple(index[k] for k in e.children()))
-    return nodes, kids, [index[r] for r in roots]
+            children = tuple(number[id(k)] for k in e.children())
+            leaf = e.value if type(e) is E.Const else e.name if type(e) is E.Var else None
+            key = (type(e), e.dtype, children, leaf)
+            if key not in index:
+                index[key] = len(nodes)
+                nodes.append(e)
+                kids.append(children)
+            number[id(e)] = index[key]
+    return nodes, kids, [number[id(r)] for r in roots]
