@@ -161,6 +161,14 @@ def test_a_round_proposes_distinct_valid_unmeasured_candidates():
     assert all(space.valid(c) for c in second)
 
 
+def test_a_round_opens_at_most_new_structures_structures():
+    space = TaskSpace(_matmul_task(32, 64, 48))
+    search = GradientSearch(space, MLPCostModel(), GradientOptions(new_structures=1), seed=0)
+    first = {space.structure_key(c) for c in search._sample_seeds(8)}
+    second = {space.structure_key(c) for c in search._sample_seeds(8)}
+    assert len(first) == 1 and len(second - first) <= 1 and len(second) >= 1
+
+
 def test_descent_raises_the_models_score_of_its_seeds():
     """Adam on the smoothed objective moves the seeds to points the model (on exact features) scores higher."""
     space = TaskSpace(_matmul_task(32, 64, 48))
