@@ -49,7 +49,7 @@ class GradientOptions:
     tau: float = 1.0
     best_seeds: int = 2
     patience: int = 50  # stop a structure's descent once this many steps round to no point not seen before
-    new_structures: int = 2  # structures not derived before that one round's random seeds may open
+    new_structures: int = 2  # structures of a sketch not derived before that one round's seeds may open
 
 
 class ParameterBox:
@@ -195,21 +195,23 @@ class GradientSearch:
     def _sample_seeds(self, n: int) -> list[Candidate]:
         """Rejection sampling: random valid candidates of structures whose smooth features exist. Deriving a
         structure's features costs more than descending on it (~0.5 s against ~0.2 s on a ResNet-50 convolution),
-        so at most `new_structures` structures not derived before enter a round; once they have, the rest of
-        the seeds are random numbers on a structure already derived (the evolutionary search bounds its new
-        structures the same way)."""
+        so at most `new_structures` structures of each sketch that the search has not derived before enter a
+        round; once they have, further seeds of that sketch are random numbers on one of its structures already
+        derived (the evolutionary search bounds its new structures the same way). The bound is per sketch so that
+        the hand-written default's sketch keeps its share of the seeds in a task's first round."""
         out: list[Candidate] = []
-        room = self.options.new_structures
+        room = [self.options.new_structures] * len(self.space.sketches)
         for _ in range(20 * max(n, 0)):
             if len(out) >= n:
                 break
             c = self.space.sample(self.rng)
             key = self.space.structure_key(c)
-            if key not in self._known and room <= 0 and self._known:
-                sketch, structure = self.rng.choice(list(self._known))
-                c = Candidate.of(sketch, self.space.sketches[sketch].sample(self.rng, fixed=dict(structure)))
+            known = [k for k in self._known if k[0] == c.sketch]
+            if key not in self._known and room[c.sketch] <= 0 and known:
+                structure = self.rng.choice(known)[1]
+                c = Candidate.of(c.sketch, self.space.sketches[c.sketch].sample(self.rng, fixed=dict(structure)))
             elif key not in self._known:
-                room -= 1
+                room[c.sketch] -= 1
             if self._smooth(c) is not None:
                 self._known[self.space.structure_key(c)] = None
                 out.append(c)
