@@ -130,6 +130,20 @@ def test_measure_cycles_the_repeats_over_placements():
         np.testing.assert_allclose(arrays[2], arrays[0] + arrays[1])
 
 
+def test_a_kernel_slower_than_the_abandon_bar_is_timed_once():
+    calls = []
+
+    def tg_time(fn, args, number, num_threads):
+        calls.append(number)
+        return 0.5
+
+    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=0.1) == (0.5,)
+    assert calls == [1, 1]  # the warm-up, then the first warm call
+    calls.clear()
+    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=1.0) == (0.5, 0.5, 0.5)
+    assert calls == [1, 1, 1, 1, 1]
+
+
 @pytest.mark.parametrize("offsets", [[0, 64], [0, 64, 4096], [0, 64, 100]])
 def test_bad_page_offsets_are_refused(offsets):
     with pytest.raises(ValueError, match="page offset"):

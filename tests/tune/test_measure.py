@@ -41,6 +41,23 @@ HANG = "void candidate(void **args) { volatile int spin = 1; while (spin) {} }"
 ZEROS = "void candidate(void **args) { float *out = args[2]; for (int i = 0; i < 32 * 16; ++i) out[i] = 0.0f; }"
 UNWRITTEN = "void candidate(void **args) { (void)args; }"
 NOT_C = "void candidate(void **args) { this is not C; }"
+# The right product of x (48, 24) and w (24, 16), 5 ms late: a valid candidate far slower than any real schedule.
+SLOW = r"""
+#define _POSIX_C_SOURCE 199309L
+#include <time.h>
+void candidate(void **args) {
+    const float *x = args[0], *w = args[1];
+    float *out = args[2];
+    for (int i = 0; i < 48; ++i)
+        for (int j = 0; j < 16; ++j) {
+            float s = 0.0f;
+            for (int k = 0; k < 24; ++k) s += x[i * 24 + k] * w[k * 16 + j];
+            out[i * 16 + j] = s;
+        }
+    struct timespec late = {0, 5000000};
+    nanosleep(&late, 0);
+}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +107,22 @@ def test_a_task_limited_by_its_default_times_out_sooner(measurer, task):
     hang = measurer.measure([MeasureInput(fresh, tiled(fresh, 8, 8), source_override=HANG)])[0]
     assert hang.error_kind == "timeout" and hang.error.startswith("timeout after 1 s")
     assert measurer.measure_one(fresh, fresh.default_trace()).valid
+
+
+def test_a_candidate_far_slower_than_the_default_is_abandoned_after_one_warm_call(measurer, cfg):
+    fresh = matmul_task(48, 24, 16)
+    slow = MeasureInput(fresh, fresh.default_trace(), source_override=SLOW)
+    assert len(measurer.measure([slow])[0].costs) == REPEATS  # nothing faster known yet: timed in full
+    measurer.limit_by_default(fresh, 1e-4)
+    default, late = measurer.measure([MeasureInput(fresh, fresh.default_trace()), slow])
+    assert default.valid and not default.abandoned and len(default.costs) == REPEATS
+    assert late.valid and late.abandoned and len(late.costs) == 1 and late.latency > 4e-3
+    with Measurer(builders=1, repeats=REPEATS, min_repeat_s=0.001, abandon_slower_than=None, cfg=cfg) as patient:
+        patient.limit_by_default(fresh, 1e-4)
+        timed = patient.measure([slow])[0]
+    assert not timed.abandoned and len(timed.costs) == REPEATS
+    with pytest.raises(ValueError, match="abandon_slower_than"):
+        Measurer(abandon_slower_than=1.0, cfg=cfg)
 
 
 def test_wrong_results_are_caught(measurer, task, monkeypatch):

@@ -147,11 +147,14 @@ def measure(
     warmup: int,
     repeats: int,
     min_repeat_s: float,
+    abandon_above_s: float | None = None,
 ) -> tuple[float, ...]:
     """Warm up, calibrate the calls per repeat, then return seconds per call for each repeat.
 
     `args` may be several argument arrays (the same buffers at different placements): repeat i then runs on
-    `args[i % len(args)]`, after one untimed call that brings that placement into cache.
+    `args[i % len(args)]`, after one untimed call that brings that placement into cache. When the first warm call
+    takes longer than `abandon_above_s`, that call's time is the only cost returned: the caller has said such a
+    kernel cannot matter, and its repeats would cost most of a tuning round.
     """
     _check_budget(warmup, repeats, min_repeat_s)
     placed = [args] if isinstance(args, ctypes.Array) else list(args)
@@ -159,9 +162,13 @@ def measure(
     if warmup:
         tg_time(fn, first, warmup, num_threads)
     number = 1
-    while (per_call := tg_time(fn, first, number, num_threads)) * number < min_repeat_s:
+    per_call = tg_time(fn, first, number, num_threads)
+    if abandon_above_s is not None and per_call > abandon_above_s:
+        return (per_call,)
+    while per_call * number < min_repeat_s:
         wanted = math.ceil(1.2 * min_repeat_s / max(per_call, 1e-9))
         number = min(number * 100, max(number * 2, wanted))
+        per_call = tg_time(fn, first, number, num_threads)
     costs = []
     for i in range(repeats):
         here = placed[i % len(placed)]

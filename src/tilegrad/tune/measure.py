@@ -11,7 +11,10 @@ A batch is measured in two phases, so that no compiler competes with a timing fo
    of the buffers at fixed page offsets (where buffers sit relative to each other moved one Winograd conv between
    0.54 and 1.10 ms; the median over placements is what a model's own buffer layout can expect). A sample of
    candidates (`check_fraction`, spread evenly, the first always) first runs once on poisoned outputs, which are
-   compared with the task's NumPy reference.
+   compared with the task's NumPy reference. A candidate whose first warm call is `abandon_slower_than` times
+   slower than the fastest this measurer has timed for its task (the task's default, once `limit_by_default` has
+   named it) is timed no further: that call is its one cost. It cannot win, and on a task whose default is a
+   hand-written kernel most random schedules are tens of times slower, so their repeats would fill the rounds.
 
 Failures are values, never exceptions: `MeasureResult.error_kind` says at which stage a candidate failed.
 
@@ -55,6 +58,8 @@ _RUNNER_REQUESTS = 256  # a fresh timing worker after this many kernels, so load
 # would take is stopped as a timeout: it cannot win, and a random 1024^3 tiling can take seconds per call.
 SLOWER_THAN_DEFAULT_LIMIT = 30.0
 MIN_RUN_TIMEOUT_S = 1.0
+# Calls shorter than this are never abandoned: a single call of a microsecond kernel is mostly thread wake-up.
+ABANDON_FLOOR_S = 1e-3
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class MeasureResult:
     build_s: float = 0.0
     run_s: float = 0.0
     checked: bool = False  # the outputs were compared with the reference
+    abandoned: bool = False  # timed once only, being far slower than the task's fastest (one cost)
 
     @property
     def valid(self) -> bool:
@@ -112,6 +118,7 @@ class Measurer:
         timeout_s: float = 10.0,
         build_timeout_s: float = 60.0,
         check_fraction: float = 0.25,
+        abandon_slower_than: float | None = 4.0,
         num_threads: int | None = None,
         seed: int = 0,
         cfg: Config | None = None,
@@ -119,10 +126,13 @@ class Measurer:
         if repeats < 1 or warmup < 0 or not min_repeat_s >= 0 or not 0 <= check_fraction <= 1 or placements < 1:
             raise ValueError(f"need repeats >= 1, warmup >= 0, min_repeat_s >= 0, 0 <= check_fraction <= 1 and "
                              f"placements >= 1; got {repeats}, {warmup}, {min_repeat_s}, {check_fraction}, {placements}")
+        if abandon_slower_than is not None and not abandon_slower_than > 1:
+            raise ValueError(f"abandon_slower_than must be above 1 (or None, never); got {abandon_slower_than}")
         self.cfg = cfg or config.get()
         self.repeats, self.warmup, self.min_repeat_s, self.placements = repeats, warmup, min_repeat_s, placements
         self.timeout_s, self.build_timeout_s = timeout_s, build_timeout_s
         self.check_fraction = check_fraction
+        self.abandon_slower_than = abandon_slower_than
         self.num_threads = num_threads or self.cfg.num_threads
         self.seed = seed
         self._dir = tempfile.TemporaryDirectory(prefix="tilegrad-measure-")
@@ -134,6 +144,7 @@ class Measurer:
         self._tasks: dict[str, _Prepared] = {}
         self._references: dict[str, list[np.ndarray]] = {}
         self._run_limits: dict[str, float] = {}
+        self._fastest: dict[str, float] = {}  # per task key, the lowest latency timed in full
         self._measured = 0
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
@@ -161,12 +172,14 @@ class Measurer:
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
         """Time out this task's candidates once they run SLOWER_THAN_DEFAULT_LIMIT times longer than its default
-        schedule would (warm-up, calibration and repeats included), never sooner than MIN_RUN_TIMEOUT_S."""
+        schedule would (warm-up, calibration and repeats included), never sooner than MIN_RUN_TIMEOUT_S; and
+        abandon those `abandon_slower_than` times slower than it from the start."""
         if math.isfinite(default_latency) and default_latency > 0:
             runs = self.warmup + self.repeats + 2  # the calibration runs once at least; one more for the check
             expected = runs * max(default_latency, self.min_repeat_s)
             self._run_limits[task.key] = min(self.timeout_s,
                                              max(MIN_RUN_TIMEOUT_S, SLOWER_THAN_DEFAULT_LIMIT * expected))
+            self._note_fastest(task, default_latency)
 
     def close(self) -> None:
         """Stop the workers and remove the measurer's temporary files."""
@@ -209,6 +222,9 @@ class Measurer:
                    "inputs": str(prep.inputs), "outputs": str(outputs) if check else None,
                    "harness": self._harness, "num_threads": self.num_threads, "warmup": self.warmup,
                    "repeats": self.repeats, "min_repeat_s": self.min_repeat_s, "placements": self.placements}
+        fastest = self._fastest.get(inp.task.key)
+        if self.abandon_slower_than is not None and fastest is not None and self.repeats > 1:  # one cost: abandoned
+            request["abandon_above_s"] = max(ABANDON_FLOOR_S, self.abandon_slower_than * fastest)
         if self._runner.requests_served >= _RUNNER_REQUESTS:
             self._runner.close()
         reply = self._runner.call(request, self._run_limits.get(inp.task.key, self.timeout_s))
@@ -225,7 +241,14 @@ class Measurer:
             if problem:
                 self._runner.close()  # a kernel that computed garbage may have written over the worker's memory
                 return MeasureResult((), "wrong", problem, build_s, reply.wall_s, checked=True)
-        return MeasureResult(costs, None, None, build_s, reply.wall_s, checked=check)
+        abandoned = len(costs) < self.repeats
+        if not abandoned:
+            self._note_fastest(inp.task, statistics.median(costs))
+        return MeasureResult(costs, None, None, build_s, reply.wall_s, checked=check, abandoned=abandoned)
+
+    def _note_fastest(self, task: Task, latency: float) -> None:
+        if latency < self._fastest.get(task.key, math.inf):
+            self._fastest[task.key] = latency
 
     def _reference(self, task: Task, prep: _Prepared) -> list[np.ndarray]:
         ref = self._references.get(task.key)
