@@ -117,6 +117,8 @@ def test_a_candidate_far_slower_than_the_default_is_abandoned_after_one_warm_cal
     default, late = measurer.measure([MeasureInput(fresh, fresh.default_trace()), slow])
     assert default.valid and not default.abandoned and len(default.costs) == REPEATS
     assert late.valid and late.abandoned and len(late.costs) == 1 and late.latency > 4e-3
+    measurer.limit_by_default(fresh, 0.1)  # a new tuning run forgets the fast default of the last
+    assert not measurer.measure([slow])[0].abandoned
     with Measurer(builders=1, repeats=REPEATS, min_repeat_s=0.001, abandon_slower_than=None, cfg=cfg) as patient:
         patient.limit_by_default(fresh, 1e-4)
         timed = patient.measure([slow])[0]

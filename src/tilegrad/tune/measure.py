@@ -173,13 +173,14 @@ class Measurer:
     def limit_by_default(self, task: Task, default_latency: float) -> None:
         """Time out this task's candidates once they run SLOWER_THAN_DEFAULT_LIMIT times longer than its default
         schedule would (warm-up, calibration and repeats included), never sooner than MIN_RUN_TIMEOUT_S; and
-        abandon those `abandon_slower_than` times slower than it from the start."""
+        abandon those `abandon_slower_than` times slower than the default, or than the fastest timed after this
+        call (what earlier calls timed is forgotten, so tuning runs sharing a measurer do not help each other)."""
         if math.isfinite(default_latency) and default_latency > 0:
             runs = self.warmup + self.repeats + 2  # the calibration runs once at least; one more for the check
             expected = runs * max(default_latency, self.min_repeat_s)
             self._run_limits[task.key] = min(self.timeout_s,
                                              max(MIN_RUN_TIMEOUT_S, SLOWER_THAN_DEFAULT_LIMIT * expected))
-            self._note_fastest(task, default_latency)
+            self._fastest[task.key] = default_latency  # a fresh start: tuning sessions sharing a measurer stay apart
 
     def close(self) -> None:
         """Stop the workers and remove the measurer's temporary files."""
