@@ -1,7 +1,8 @@
 """A model compiled with its tuning records against the same model untuned: `tilegrad.compile(model)` and
 `tilegrad.compile(model, db=...)` on one input, outputs compared, then timed in interleaved rounds, and each
 database's choice of convolution algorithms counted. The figure of merit is the median over rounds of each
-round's tuned/untuned ratio (paired, so a slow spell of the machine hits both), with its interquartile range. Run:
+round's tuned/untuned ratio (paired, so a slow spell of the machine hits both), with its interquartile range, a
+bootstrap 95% interval of that median (rounds resampled) and the number of rounds the variant won. Run:
 
     python benchmarks/tuned_model.py --model resnet50 --db tune.db                # records already there
     python benchmarks/tuned_model.py --model resnet50 --db a.db --db b.db --json  # several databases
@@ -52,15 +53,23 @@ def run(name: str, dbs: list[str], rounds: int, repeats: int) -> dict:
     for _ in range(rounds):
         for key, fn in variants.items():
             time.sleep(PAUSE_S)
-            times[key].append(median_time(lambda: fn(*feeds), repeats))
+            times[key].append(median_time(lambda fn=fn: fn(*feeds), repeats))
     base = np.array(times["untuned"])
     rows = {}
     for key, t in times.items():
         ratio = np.array(t) / base
+        low, high = _bootstrap_median(ratio)
         rows[key] = {"ms": float(np.median(t)) * 1e3, "ratio_median": float(np.median(ratio)),
-                     "ratio_q1": float(np.quantile(ratio, 0.25)), "ratio_q3": float(np.quantile(ratio, 0.75))}
+                     "ratio_q1": float(np.quantile(ratio, 0.25)), "ratio_q3": float(np.quantile(ratio, 0.75)),
+                     "ratio_ci95": [low, high], "rounds_faster": int(np.sum(ratio < 1))}
     return {"model": name, "rounds": rounds, "repeats": repeats, "threads": torch.get_num_threads(),
             "variants": rows, "conv_algorithms": algorithms}
+
+
+def _bootstrap_median(x: np.ndarray, resamples: int = 4000) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the median of x."""
+    medians = np.median(np.random.default_rng(0).choice(x, (resamples, len(x))), axis=1)
+    return float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
 
 
 def main(argv=None) -> int:
@@ -89,9 +98,11 @@ def main(argv=None) -> int:
         print(json.dumps(r, indent=1))
         return 0
     print(f"{r['model']}: medians over {r['rounds']} interleaved rounds of {r['repeats']} calls")
-    print(f"{'variant':<32} {'ms':>9} {'vs untuned (median, IQR)':>28}")
+    print(f"{'variant':<32} {'ms':>9} {'vs untuned: median (IQR) [95% CI]':>40} {'rounds won':>11}")
     for key, v in r["variants"].items():
-        print(f"{key:<32} {v['ms']:>9.2f} {v['ratio_median']:>12.3f} ({v['ratio_q1']:.3f}-{v['ratio_q3']:.3f})")
+        low, high = v["ratio_ci95"]
+        print(f"{key:<32} {v['ms']:>9.2f} {v['ratio_median']:>12.3f} ({v['ratio_q1']:.3f}-{v['ratio_q3']:.3f}) "
+              f"[{low:.3f}-{high:.3f}] {v['rounds_faster']:>5}/{r['rounds']}")
     for key, counts in r["conv_algorithms"].items():
         print(f"{key}: convolutions by algorithm: {', '.join(f'{k} {n}' for k, n in sorted(counts.items()))}")
     return 0
