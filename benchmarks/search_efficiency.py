@@ -74,6 +74,7 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
                               "incumbents": [list(i) for i in result.incumbents]}
             print(f"{name} {policy}: {trials} trials within the budget, its own final estimate "
                   f"{own[-1][2] * 1e3 if own else math.inf:.2f} ms", file=sys.stderr)
+        measurer.abandon_slower_than = None  # the early bests of a curve are re-timed in full too
         retimed, defaults = retimed_curves(tasks, runs, budget, measurer)
     for policy, curve in retimed.items():
         curves[policy]["curve"] = curve
