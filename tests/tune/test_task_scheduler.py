@@ -141,3 +141,20 @@ def test_rounds_used_counts_several_rounds():
     sched.update(0, 0.5, rounds_used=3)
     assert sched.rounds == [3, 0] and sched.total_rounds == 3
     assert _visits(sched, 3) == [1, 1, 1]
+
+
+def test_other_algorithms_kernels_get_the_warmup_and_random_picks_only():
+    from types import SimpleNamespace
+
+    def task(weight, algorithm=None):
+        return SimpleNamespace(weight=weight, flops=1e6, node=SimpleNamespace(op="conv"), algorithm=algorithm)
+
+    sched = TaskScheduler.for_tasks([task(2), task(3, "im2col"), task(1)], eps=0.0,
+                                    initial_latencies=[1e-3, 4e-3, 1e-3], rng=np.random.default_rng(0))
+    assert sched.weights == [2, 0.0, 1] and sched.estimated_latency() == pytest.approx(3e-3)
+    picked = []
+    for _ in range(30):
+        i = sched.next_task()
+        picked.append(i)
+        sched.update(i, sched.best[i] * 0.9)  # every task keeps improving, the im2col one the most in seconds
+    assert picked[:3] == [0, 1, 2] and picked[3:].count(1) == 0
