@@ -107,6 +107,11 @@ def test_score_and_gradient_are_the_nets_and_autograds():
     with_nan = np.where(np.arange(WIDTH) == 0, np.nan, x)
     scores, grad = model.score_and_gradient(with_nan)
     assert np.isfinite(scores).all() and np.isfinite(grad).all() and np.all(grad[:, 0] == 0)
+    model.update(*_benchmark(10, seed=9), epochs=2)  # the weights move: the NumPy copies must follow
+    np.testing.assert_allclose(model.score_and_gradient(x)[0], model.predict(x), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        model.net.layers[0].bias.add_(1.0)  # an in-place edit from outside counts too
+    np.testing.assert_allclose(model.score_and_gradient(x)[0], model.predict(x), rtol=1e-5, atol=1e-6)
 
 
 def test_pretrained_weights_load_with_their_provenance():

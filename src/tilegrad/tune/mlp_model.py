@@ -88,6 +88,7 @@ class MLPCostModel:
         self.net.eval()
         self.fitted = False  # the feature statistics are set by the first update (or loaded)
         self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # every update's rows, for fine-tuning
+        self._float64 = None  # (version key, layers) for score_and_gradient
 
     @classmethod
     def pretrained(cls, **options) -> MLPCostModel:
@@ -106,20 +107,33 @@ class MLPCostModel:
         NumPy: the gradient search calls this at every Adam step on a handful of rows, where PyTorch's
         autograd spends ~1 ms on dispatch; these are the net's layers written out (features NaN or infinite
         are zero, as in `_Net.forward`, and pass no gradient)."""
+        mean, scale, weights, transposed, biases = self._float64_layers()
         finite = np.isfinite(x)
-        h = (np.where(finite, x, 0.0) - self.net.mean.numpy()) * self.net.scale.numpy()
-        linears = [m for m in self.net.layers if isinstance(m, nn.Linear)]
-        weights = [m.weight.detach().numpy() for m in linears]
+        h = (np.where(finite, x, 0.0) - mean) * scale
         active = []
-        for k, (layer, w) in enumerate(zip(linears, weights)):
-            h = h @ w.T + layer.bias.detach().numpy()
-            if k < len(linears) - 1:  # ReLU between the linear layers
+        for k, (wt, b) in enumerate(zip(transposed, biases)):
+            h = h @ wt + b
+            if k < len(weights) - 1:  # ReLU between the linear layers
                 active.append(h > 0)
                 h = h * active[-1]
         grad = np.broadcast_to(weights[-1], (len(x), weights[-1].shape[1]))
         for w, on in zip(reversed(weights[:-1]), reversed(active)):
             grad = (grad * on) @ w
-        return h[:, 0], np.where(finite, grad * self.net.scale.numpy(), 0.0)
+        return h[:, 0], np.where(finite, grad * scale, 0.0)
+
+    def _float64_layers(self) -> tuple:
+        """(mean, scale, weights, weights transposed, biases) as float64 arrays, kept until a parameter or buffer
+        of the net changes (PyTorch counts in-place writes in `_version`): converting the float32 weights at
+        every call took more than half of `score_and_gradient`'s time."""
+        tensors = [*self.net.parameters(), *self.net.buffers()]
+        key = tuple((id(t), t._version) for t in tensors)
+        if self._float64 is None or self._float64[0] != key:
+            linears = [m for m in self.net.layers if isinstance(m, nn.Linear)]
+            weights = [m.weight.detach().numpy().astype(np.float64) for m in linears]
+            self._float64 = (key, (self.net.mean.numpy().astype(np.float64), self.net.scale.numpy().astype(np.float64),
+                                   weights, [np.ascontiguousarray(w.T) for w in weights],
+                                   [m.bias.detach().numpy().astype(np.float64) for m in linears]))
+        return self._float64[1]
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         x = self._check_features(x)
