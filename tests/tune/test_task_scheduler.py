@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -144,8 +145,6 @@ def test_rounds_used_counts_several_rounds():
 
 
 def test_other_algorithms_kernels_get_the_warmup_and_random_picks_only():
-    from types import SimpleNamespace
-
     def task(weight, algorithm=None):
         return SimpleNamespace(weight=weight, flops=1e6, node=SimpleNamespace(op="conv"), algorithm=algorithm)
 
