@@ -123,7 +123,8 @@ def test_objective_gradient_is_autograds_through_the_smooth_features():
     features = _log_features_torch(smooth(reference)).to(net.mean.dtype)
     (-net(features).sum()).backward()
     expected = reference.grad.numpy() + search.options.penalty * box.penalty(x)[1]
-    np.testing.assert_allclose(search._objective_gradient(smooth, box, x), expected, rtol=1e-4, atol=1e-6)
+    (got,) = search._objective_gradients([(smooth, box, x)])
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
 
 
 def test_rounding_far_outside_the_box_gives_the_extremes():
@@ -178,8 +179,8 @@ def test_descent_raises_the_models_score_of_its_seeds():
     search = GradientSearch(space, model, GradientOptions(seeds=6, steps=120, best_seeds=0), seed=0)
     seeds = [c for c in search._sample_seeds(6) if c.values]  # the default sketch has nothing to descend on
     assert seeds
-    visited = [c for key in {space.structure_key(c) for c in seeds}
-               for c in search._descend(key, [s for s in seeds if space.structure_key(s) == key])]
+    visited = search._descend({key: [s for s in seeds if space.structure_key(s) == key]
+                               for key in {space.structure_key(c) for c in seeds}})
     before = model.predict(space.features(seeds)).max()
     after = model.predict(space.features(visited)).max()
     assert after > before

@@ -61,6 +61,19 @@ def test_training_is_deterministic_and_update_fine_tunes():
     assert not np.array_equal(a.predict(x), before)
 
 
+def test_an_update_goes_over_its_new_rows_with_earlier_rows_replayed():
+    groups = np.repeat(np.arange(8), 40)  # 8 tasks of 40 rows; the last 16 rows are an update's
+    epoch = mlp_model._batches(groups, 304, np.random.default_rng(0))
+    rows = np.concatenate(epoch)
+    new, old = rows[rows >= 304], rows[rows < 304]
+    assert sorted(new) == list(range(304, 320))  # every new row once
+    assert mlp_model.REPLAY * 16 <= len(old) < (mlp_model.REPLAY + 4) * 16 and len(set(old)) == len(old)
+    # Chunks keep one task's rows together, so replayed rows come with same-task pairs.
+    assert np.bincount(groups[old])[np.unique(groups[old])].min() > 1
+    first = np.concatenate(mlp_model._batches(groups, 0, np.random.default_rng(0)))
+    assert sorted(first) == list(range(320))  # a first training goes over every row once per epoch
+
+
 def test_torch_thread_count_is_restored():
     before = torch.get_num_threads()
     model = MLPCostModel(num_features=WIDTH, threads=max(1, before - 1) if before > 1 else 2)

@@ -13,11 +13,13 @@ outside it nearest in log space, each choice to its nearest value.
 
 One round (Algorithm 1 of Felix) for a task: draw `seeds` valid starting points by rejection sampling (structures
 whose features are not derived are rejected; at most `new_structures` structures new to the search per round),
-run Adam for `steps` steps from all of them at once (one batch per structure), round every point visited, drop
-duplicates and points already measured, rank the rest by the model on their exact features, and propose the best
-`measure_per_round`. The objective and its gradient are chained by hand in NumPy (`_objective_gradient`): the
-smoothed formulas' C tape, the aggregation, the MLP's layers, the penalties, then Adam; a step on a handful of
-points costs ~0.5 ms that way, against ~5 ms through PyTorch's autograd, whose dispatch dominated.
+run Adam for `steps` steps from all of them at once (one batch per structure, the structures in lockstep), round
+every point visited, drop duplicates and points already measured, rank the rest by the model on their exact
+features, and propose the best `measure_per_round`. The objective and its gradient are chained by hand in NumPy
+(`_objective_gradients`): the smoothed formulas' C tape, the aggregation, the MLP's layers (one call for the points
+of every structure: OpenBLAS takes ~60 us for a 3 x 256 x 256 product and hardly more for 24 rows), the
+penalties, then Adam; a step of a ResNet-50 convolution's three structures costs ~3 ms that way, against ~5 ms a
+structure through PyTorch's autograd, whose dispatch dominated.
 Structural choices (compute location, parallel grain) stay those of each seed; Felix's objective sums over
 sketches, which here are the seeds' structures.
 """
@@ -75,6 +77,18 @@ class ParameterBox:
         self._lo, self._hi = lo, hi
         self._nested = np.flatnonzero(hi_col >= 0)
         self._outer = hi_col[self._nested].astype(np.intp)
+        # What `round` picks from, per column: (extent, [(column, divisors, their logs) outermost first]) per tiling,
+        # (column, values, their logs) per choice; built once, `round` runs at every step of a descent.
+        self._tile_rounding = []
+        for t in self.tilings:
+            cands = np.array(divisors(t.extent), np.int64)
+            columns = []
+            for k, v in enumerate(t.vars):
+                mine = cands[cands <= MAX_INNERMOST] if k == len(t.vars) - 1 else cands
+                columns.append((self.index[v], mine, np.log(mine)))
+            self._tile_rounding.append((t.extent, columns))
+        self._choice_rounding = [(self.index[c.var], np.array(c.values, np.int64),
+                                  np.array([_log(v) for v in c.values])) for c in self.choices]
 
     def penalty(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """sum_r max(p_r, 0)^2 per point of x (batch, variables), and its gradient in x."""
@@ -96,20 +110,13 @@ class ParameterBox:
         """Integer assignments (rows of x rounded), each tile variable a divisor of the one outside it and the
         innermost at most MAX_INNERMOST, each choice one of its values."""
         out = np.zeros(x.shape, np.int64)
-        for t in self.tilings:
-            outer = np.full(len(x), t.extent, np.int64)
-            for k, v in enumerate(t.vars):
-                j = self.index[v]
-                cands = np.array(divisors(t.extent), np.int64)
-                if k == len(t.vars) - 1:
-                    cands = cands[cands <= MAX_INNERMOST]
+        for extent, columns in self._tile_rounding:
+            outer = np.full(len(x), extent, np.int64)
+            for j, cands, logs in columns:
                 fits = outer[:, None] % cands[None, :] == 0
-                dist = np.where(fits, np.abs(np.log(cands)[None, :] - x[:, j:j + 1]), np.inf)
+                dist = np.where(fits, np.abs(logs[None, :] - x[:, j:j + 1]), np.inf)
                 out[:, j] = outer = cands[np.argmin(dist, axis=1)]
-        for c in self.choices:
-            j = self.index[c.var]
-            values = np.array(c.values, np.int64)
-            logs = np.array([_log(v) for v in c.values])
+        for j, values, logs in self._choice_rounding:
             out[:, j] = values[np.argmin(np.abs(logs[None, :] - x[:, j:j + 1]), axis=1)]
         return out
 
@@ -154,6 +161,25 @@ class _Adam:
         return x - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
+class _Descent:
+    """One structure's points under Adam: where they are, and the distinct rounded points visited so far."""
+
+    def __init__(self, key: tuple, smooth, box: ParameterBox, seeds: list[Candidate], learning_rate: float):
+        self.key, self.smooth, self.box = key, smooth, box
+        self.x = box.encode([c.values for c in seeds])
+        self.adam = _Adam(self.x.shape, learning_rate)
+        self.seen = {tuple(r) for r in box.round(self.x)}
+        self.points = list(self.seen)
+        self.quiet = 0  # steps in a row that rounded to no point not seen before
+
+    def step(self, grad: np.ndarray) -> None:
+        self.x = self.adam.step(self.x, grad)
+        new = {tuple(r) for r in self.box.round(self.x)} - self.seen
+        self.seen |= new
+        self.points += new
+        self.quiet = 0 if new else self.quiet + 1
+
+
 class GradientSearch:
     """Proposes measurement batches for one task by gradient descent on the cost model."""
 
@@ -175,11 +201,7 @@ class GradientSearch:
         groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for c in seeds:
             groups[self.space.structure_key(c)].append(c)
-        found: dict[Candidate, None] = {}
-        for key, members in groups.items():
-            for c in self._descend(key, members):
-                if c not in measured:
-                    found[c] = None
+        found = dict.fromkeys(c for c in self._descend(groups) if c not in measured)
         ranked = self._rank(list(found))
         batch = ranked[:opt.measure_per_round]
         taken = set(batch) | measured
@@ -226,38 +248,45 @@ class GradientSearch:
             self._boxes[key] = ParameterBox(self.space.parameter_space(key), formulas.variables)
         return self._boxes[key]
 
-    def _descend(self, key: tuple, seeds: list[Candidate]) -> list[Candidate]:
-        """Adam from `seeds` (one structure); every visited point, rounded, as a valid candidate."""
+    def _descend(self, groups: dict[tuple, list[Candidate]]) -> list[Candidate]:
+        """Adam from each structure's seeds, every structure in lockstep so that each step calls the cost model
+        once on all their points (a call on a few rows costs about as much as on a few dozen); every visited
+        point, rounded, as a valid candidate."""
         opt = self.options
-        smooth = self.space.smooth_formulas(key, opt.tau)
-        box = self._box(key)
-        sketch, structure = key[0], dict(key[1])
-        x = box.encode([c.values for c in seeds])
-        seen = {tuple(r) for r in box.round(x)}
-        points, quiet = list(seen), 0
-        if x.shape[1]:
-            adam = _Adam(x.shape, opt.learning_rate)
-            for _ in range(opt.steps):
-                x = adam.step(x, self._objective_gradient(smooth, box, x))
-                new = {tuple(r) for r in box.round(x)} - seen
-                seen |= new
-                points += new
-                quiet = 0 if new else quiet + 1
-                if quiet >= opt.patience:
-                    break
+        runs = [_Descent(key, self.space.smooth_formulas(key, opt.tau), self._box(key), seeds, opt.learning_rate)
+                for key, seeds in groups.items()]
+        moving = [r for r in runs if r.x.shape[1]]
+        for _ in range(opt.steps):
+            if not moving:
+                break
+            for r, grad in zip(moving, self._objective_gradients([(r.smooth, r.box, r.x) for r in moving])):
+                r.step(grad)
+            moving = [r for r in moving if r.quiet < opt.patience]
         out = []
-        for row in points:
-            c = Candidate.of(sketch, {**structure, **dict(zip(box.variables, row))})
-            if self.space.valid(c):
-                out.append(c)
+        for r in runs:
+            sketch, structure = r.key[0], dict(r.key[1])
+            for row in r.points:
+                c = Candidate.of(sketch, {**structure, **dict(zip(r.box.variables, row))})
+                if self.space.valid(c):
+                    out.append(c)
         return out
 
-    def _objective_gradient(self, smooth, box: ParameterBox, x: np.ndarray) -> np.ndarray:
-        """d/dx of -C(log-features(x)) + penalty * sum_r max(p_r(x), 0)^2, per point of x."""
-        rows, rows_vjp = smooth.value_and_vjp(x)
-        features, features_vjp = log_features(rows)
-        _, score_grad = self.model.score_and_gradient(features)
-        return rows_vjp(features_vjp(-score_grad)) + self.options.penalty * box.penalty(x)[1]
+    def _objective_gradients(self, parts: list[tuple]) -> list[np.ndarray]:
+        """d/dx of -C(log-features(x)) + penalty * sum_r max(p_r(x), 0)^2 per point, for each (smooth formulas,
+        box, points x) of `parts`, with one call of the cost model on the points of all of them."""
+        vjps, features = [], []
+        for smooth, _, x in parts:
+            rows, rows_vjp = smooth.value_and_vjp(x)
+            f, features_vjp = log_features(rows)
+            vjps.append((rows_vjp, features_vjp))
+            features.append(f)
+        _, score_grad = self.model.score_and_gradient(np.concatenate(features))
+        out, start = [], 0
+        for (rows_vjp, features_vjp), (_, box, x) in zip(vjps, parts):
+            g = -score_grad[start:start + len(x)]
+            start += len(x)
+            out.append(rows_vjp(features_vjp(g)) + self.options.penalty * box.penalty(x)[1])
+        return out
 
     def _rank(self, cands: list[Candidate]) -> list[Candidate]:
         if not cands:
