@@ -228,13 +228,16 @@ def _challenge(st: _TaskState, batch: list[Candidate], results: list[MeasureResu
     """If the batch's fastest candidate beats the task's best, time the two `passes` more times side by side
     (`confirm.retime`). The re-timings join each one's tally (a contender that fails one is out); each tally is
     recorded as a confirmed record (costs: the whole tally, so a rerun takes it up), the winner's, the lowest
-    median, last. Returns how many re-timings it took."""
+    median, last. A task's first working candidate has nothing to be compared with: it is timed once more, which
+    frees its figure from the luck of being the fastest of its batch, and its tally grows when it is challenged.
+    Returns how many re-timings it took."""
     latency, challenger = min(zip((r.latency for r in results), batch), key=lambda lc: lc[0])
     if not latency < st.best_s:
         return 0
     incumbent = st.incumbent()
     contenders = [challenger] + ([incumbent] if incumbent is not None and incumbent != challenger else [])
     inputs = [MeasureInput(st.task, st.space.trace(c)) for c in contenders]
+    passes = passes if len(contenders) > 1 else 1
     timings = retime(measurer, inputs, passes)
     for c, rs in zip(contenders, timings):
         ok = math.isfinite(median_latency(rs))
