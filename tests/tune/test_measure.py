@@ -87,6 +87,15 @@ def test_valid_candidates_give_costs(measurer, task):
         assert r.latency == statistics.median(r.costs)
 
 
+def test_a_trace_built_before_is_timed_again_without_building(measurer, task):
+    trace = tiled(task, 8, 4)
+    (first,) = measurer.measure([MeasureInput(task, trace)])
+    sent = sum(w.requests_served for w in measurer._builders)
+    (again,) = measurer.measure([MeasureInput(task, trace)])
+    assert sum(w.requests_served for w in measurer._builders) == sent
+    assert first.valid and again.valid and first.build_s > 0 and again.build_s == 0
+
+
 def test_crashing_and_hanging_candidates_fail_and_the_batch_goes_on(measurer, task):
     good = tiled(task, 8, 8)
     batch = [MeasureInput(task, good), MeasureInput(task, good, source_override=CRASH),

@@ -4,7 +4,8 @@ A batch is measured in two phases, so that no compiler competes with a timing fo
 
 1. **Build.** A pool of persistent build workers (`_builder.py`, one per core by default) replays each trace on
    its task's computation, lowers it, renders C and compiles it. The workers get a task as a pickled node whose
-   weights are stripped (a tuning task needs shapes, not a model's parameters).
+   weights are stripped (a tuning task needs shapes, not a model's parameters). A trace this measurer has built
+   before is not sent again: re-timings measure the same few traces pass after pass.
 2. **Run.** One persistent timing worker (`runtime/_runner.py`) times the built kernels one after another on the
    task's random inputs (`Task.random_inputs(seed)`, the same for every candidate of the task): warm-up, a
    calibration that makes a repeat last `min_repeat_s`, then `repeats` repeats, cycling over `placements` copies
@@ -146,6 +147,9 @@ class Measurer:
         self._run_limits: dict[str, float] = {}
         self._fastest: dict[str, float] = {}  # per task key, the lowest latency timed in full
         self._measured = 0
+        # What each trace built to: re-timings (`confirm.py`) measure the same traces again and again, and the
+        # builder would lower each one anew (its compiler cache only skips the compiling).
+        self._libraries: dict[tuple, dict] = {}
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One result per input, in order. Builds the whole batch first, then times it."""
@@ -159,11 +163,17 @@ class Measurer:
                 results[i] = MeasureResult((), "lower", f"the trace has unbound variables: {names}")
             else:
                 to_build.append(i)
-        requests = [self._build_request(inputs[i]) for i in to_build]
-        for i, reply in zip(to_build, call_all(self._builders, requests, self.build_timeout_s)):
+        keys = {i: _build_key(inputs[i]) for i in to_build}
+        built = {i: {**self._libraries[keys[i]], "build_s": 0.0} for i in to_build if keys[i] in self._libraries}
+        misses = [i for i in to_build if i not in built]
+        requests = [self._build_request(inputs[i]) for i in misses]
+        for i, reply in zip(misses, call_all(self._builders, requests, self.build_timeout_s)):
             results[i] = _build_failure(reply)
             if results[i] is None:
-                results[i] = self._run(inputs[i], reply.value, checks[i])
+                built[i] = self._libraries[keys[i]] = reply.value
+        for i in to_build:  # timed in the order given (a re-timing pass shuffles it)
+            if results[i] is None:
+                results[i] = self._run(inputs[i], built[i], checks[i])
         return results
 
     def measure_one(self, task: Task, trace: Trace) -> MeasureResult:
@@ -265,6 +275,10 @@ class _WithoutWeights(pickle.Pickler):
         if type(obj) is Value and obj.data is not None:
             return Value, (obj.name, obj.type)  # memoised like any object, so identities within a body hold
         return NotImplemented
+
+
+def _build_key(inp: MeasureInput) -> tuple:
+    return inp.task.key, inp.trace.to_json(), inp.source_override
 
 
 def _build_failure(reply: Reply) -> MeasureResult | None:
