@@ -1,8 +1,9 @@
 """Search efficiency: Felix's gradient search against Ansor's evolutionary search on a network's task set.
 
-Both policies get the same start, the same wall-clock budget and the same measurer settings, and record after
-every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency, a task's best
-being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two starts:
+Both policies get the same start (nothing built: each its own measurer and an empty kernel cache), the same
+wall-clock budget and the same measurer settings, and record after every round the best-so-far estimated
+end-to-end latency (sum over tasks of weight x best latency, a task's best being its re-timed best:
+`tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two starts:
 
 - `--start scratch` (the papers' setting, the default): an empty records database. Each task's hand-written
   default schedule is timed once (it bounds the measurer's timeout) but does not count as measured, so the
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from models import MODELS, _export  # benchmarks/models.py, beside this script
 
+from tilegrad import config
 from tilegrad.schedule.trace import Trace
 from tilegrad.tune.confirm import retime
 from tilegrad.tune.measure import MeasureInput, Measurer
@@ -54,27 +56,31 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
     base = workdir / f"{name}-base.db"
     with Measurer() as measurer:
         start = tune_tasks(tasks, base, trials=0, measurer=measurer, progress=False)  # the defaults only
-        runs: dict[str, TuneResult] = {}
-        curves = {}
-        for policy in POLICIES:
-            db = workdir / f"{name}-{policy}.db"
-            if scratch:
-                db.unlink(missing_ok=True)
-            else:
-                shutil.copy(base, db)
+    runs: dict[str, TuneResult] = {}
+    curves = {}
+    for policy in POLICIES:
+        db = workdir / f"{name}-{policy}.db"
+        if scratch:
+            db.unlink(missing_ok=True)
+        else:
+            shutil.copy(base, db)
+        # Each policy starts with nothing built: its own measurer and an empty kernel cache. Shared, the second
+        # policy built for free whatever the first had built (defaults, small tasks' few schedules).
+        with tempfile.TemporaryDirectory(prefix=f"tilegrad-{policy}-cache-") as cache, \
+                config.override(cache_dir=Path(cache)) as cfg, Measurer(cfg=cfg) as measurer:
             result = runs[policy] = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
                                                from_defaults=not scratch, confirm=0)  # the search alone
-            # A round that ends after the budget does not count: both policies are compared at equal time.
-            # The estimate is defined once every task has a working candidate (at once from the defaults).
-            first = [] if scratch else [(0.0, 0, start.estimated_latency(False))]
-            own = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
-            trials = max((h[1] for h in result.history if h[0] <= budget), default=0)
-            curves[policy] = {"own_curve": own, "trials": trials, "rechecks": result.rechecks,
-                              "own_final_ms": own[-1][2] * 1e3 if own else None,
-                              "incumbents": [list(i) for i in result.incumbents]}
-            print(f"{name} {policy}: {trials} trials within the budget, its own final estimate "
-                  f"{own[-1][2] * 1e3 if own else math.inf:.2f} ms", file=sys.stderr)
-        measurer.abandon_slower_than = None  # the early bests of a curve are re-timed in full too
+        # A round that ends after the budget does not count: both policies are compared at equal time.
+        # The estimate is defined once every task has a working candidate (at once from the defaults).
+        first = [] if scratch else [(0.0, 0, start.estimated_latency(False))]
+        own = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
+        trials = max((h[1] for h in result.history if h[0] <= budget), default=0)
+        curves[policy] = {"own_curve": own, "trials": trials, "rechecks": result.rechecks,
+                          "own_final_ms": own[-1][2] * 1e3 if own else None,
+                          "incumbents": [list(i) for i in result.incumbents]}
+        print(f"{name} {policy}: {trials} trials within the budget, its own final estimate "
+              f"{own[-1][2] * 1e3 if own else math.inf:.2f} ms", file=sys.stderr)
+    with Measurer(abandon_slower_than=None) as measurer:  # the early bests of a curve are re-timed in full too
         retimed, defaults = retimed_curves(tasks, runs, budget, measurer)
     for policy, curve in retimed.items():
         curves[policy]["curve"] = curve
