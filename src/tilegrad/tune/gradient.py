@@ -18,8 +18,8 @@ every point visited, drop duplicates and points already measured, rank the rest 
 features, and propose the best `measure_per_round`. The objective and its gradient are chained by hand in NumPy
 (`_objective_gradients`): the smoothed formulas' C tape, the aggregation, the MLP's layers (one call for the points
 of every structure: OpenBLAS takes ~60 us for a 3 x 256 x 256 product and hardly more for 24 rows), the
-penalties, then Adam; a step of a ResNet-50 convolution's three structures costs ~3 ms that way, against ~5 ms a
-structure through PyTorch's autograd, whose dispatch dominated.
+penalties, then Adam; a step of a ResNet-50 convolution's two structures with variables costs ~2.5 ms that way,
+against ~5 ms a structure through PyTorch's autograd, whose dispatch dominated.
 Structural choices (compute location, parallel grain) stay those of each seed; Felix's objective sums over
 sketches, which here are the seeds' structures.
 """

@@ -26,8 +26,8 @@ fine-tunes from the current weights with Adam and a cosine learning-rate decay; 
 saved models to weights alone. An update's epochs go over its new rows only, each batch topped up with REPLAY
 times as many rows from earlier updates drawn at random: the model keeps what it learned (experience replay), and
 an update of a tuning round costs the same after 2,000 rows as after 20 (passes over every row seen took 0.4 s a
-round at 600 rows, 13 s of the first 35 rounds of a ResNet-50 tuning). Training is deterministic for a given seed and sequence of calls, and runs on
-`threads` torch threads, restored afterwards.
+round at 600 rows, 13 s of the first 35 rounds of a ResNet-50 tuning). Training is deterministic for a given seed
+and sequence of calls, and runs on `threads` torch threads, restored afterwards.
 """
 
 from __future__ import annotations
