@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
 from ..runtime.build import build
 from ..runtime.kernel import load_library
-from ..te import expr as E
 
 TINY = 1e-9
 
-# Operation codes shared with the C source below; unary operations leave their second operand unused.
-OPCODES: dict[type, int] = {E.Add: 0, E.Sub: 1, E.Mul: 2, E.Div: 3, E.Atan: 4, E.Sin: 5, E.Cos: 6}
+# Operation codes of the C source below (`TapeBuilder` writes them): 0 +, 1 -, 2 *, 3 /, 4 atan, 5 sin, 6 cos;
+# unary operations leave their second operand unused.
 
 _SOURCE = r"""
 #include <math.h>
@@ -92,30 +92,17 @@ def _library() -> ctypes.CDLL:
 
 
 class Tape:
-    """The distinct nodes of DAGs over named variables, as rows: constants, variables, then operations."""
+    """A flat program over named variables, as rows: constants, variables, then operations (operands first).
+    `TapeBuilder` writes one."""
 
-    def __init__(self, roots: list[E.Expr], variables: tuple[str, ...]):
-        nodes, kids, outputs = _distinct(roots)
-        column = {v: j for j, v in enumerate(variables)}
-        consts = [i for i, e in enumerate(nodes) if type(e) is E.Const]
-        ops = [i for i, e in enumerate(nodes) if type(e) not in (E.Const, E.Var)]
-        row = {i: k for k, i in enumerate(consts)}
-        for i, e in enumerate(nodes):
-            if type(e) is E.Var:
-                if e.name not in column:
-                    raise ValueError(f"the smoothed features read {e.name}, which is not among {list(variables)}")
-                row[i] = len(consts) + column[e.name]
-            elif type(e) is not E.Const and type(e) not in OPCODES:
-                raise ValueError(f"cannot evaluate {type(e).__name__} in a smoothed formula ({e})")
-        self.first = len(consts) + len(variables)
-        row.update((i, self.first + k) for k, i in enumerate(ops))  # `_distinct` puts operands first
-        self.consts = np.array([nodes[i].value for i in consts], np.float64)
-        self.n_vars = len(variables)
-        self.n_rows = self.first + len(ops)
-        self._op = np.array([OPCODES[type(nodes[i])] for i in ops], np.int8)
-        self._a = np.array([row[kids[i][0]] for i in ops], np.int32)
-        self._b = np.array([row[kids[i][-1]] for i in ops], np.int32)
-        self.outputs = np.array([row[i] for i in outputs], np.intp)
+    def __init__(self, consts: np.ndarray, n_vars: int, op: np.ndarray, a: np.ndarray, b: np.ndarray,
+                 outputs: np.ndarray):
+        self.consts = consts
+        self.n_vars = n_vars
+        self.first = len(consts) + n_vars
+        self.n_rows = self.first + len(op)
+        self._op, self._a, self._b = op, a, b
+        self.outputs = outputs
 
     def forward(self, values: np.ndarray) -> np.ndarray:
         """Every row for a batch of the variables' values (batch, variables); shape (rows, batch)."""
@@ -140,32 +127,102 @@ class Tape:
         return g[nc:self.first].T.copy()
 
 
-def _distinct(roots: list[E.Expr]) -> tuple[list[E.Expr], list[tuple[int, ...]], list[int]]:
-    """The distinct nodes under `roots` (structurally equal ones once) with children before parents, each node's
-    children as indices, and the index of each root. Children are numbered first, so a node is identified by its
-    operation and its children's numbers (a leaf by its value or name): no subtree is compared or hashed twice."""
-    number: dict[int, int] = {}  # id of a visited node -> its index (the roots keep every node alive)
-    index: dict[tuple, int] = {}
-    nodes: list[E.Expr] = []
-    kids: list[tuple[int, ...]] = []
-    for root in roots:
-        stack = [root]
-        while stack:
-            e = stack[-1]
-            if id(e) in number:
-                stack.pop()
-                continue
-            todo = [k for k in e.children() if id(k) not in number]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
-            children = tuple(number[id(k)] for k in e.children())
-            leaf = e.value if type(e) is E.Const else e.name if type(e) is E.Var else None
-            key = (type(e), e.dtype, children, leaf)
-            if key not in index:
-                index[key] = len(nodes)
-                nodes.append(e)
-                kids.append(children)
-            number[id(e)] = index[key]
-    return nodes, kids, [number[id(r)] for r in roots]
+class TapeBuilder:
+    """Writes a tape one operation at a time. A value is an int handle; a Python float operand is a constant.
+    Operations on constants are folded and x + 0, x - 0, x * 1, x / 1 are x (as `te.expr`'s constructors do),
+    and an operation already written is not written again, so building from a DAG's nodes directly, without an
+    expression tree in between, gives each distinct node one row."""
+
+    def __init__(self, variables: tuple[str, ...]):
+        self.variables = variables
+        self._kind: list[int] = []  # per handle: -1 a constant, -2 an operation, else the variable's column
+        self._value: list[float] = []  # per handle: a constant's value (0 for the others)
+        self._consts: dict[float, int] = {}
+        self._ops: dict[tuple[int, int, int], int] = {}
+        self._columns = {v: j for j, v in enumerate(variables)}
+        self._vars: dict[str, int] = {}
+
+    def const(self, value: float) -> int:
+        h = self._consts.get(value)
+        if h is None:
+            h = self._consts[value] = self._new(-1, float(value))
+        return h
+
+    def var(self, name: str) -> int:
+        if name not in self._vars:
+            if name not in self._columns:
+                raise ValueError(f"the smoothed features read {name}, which is not among {list(self.variables)}")
+            self._vars[name] = self._new(self._columns[name], 0.0)
+        return self._vars[name]
+
+    def value(self, x) -> float | None:
+        """The constant `x` stands for, or None."""
+        if isinstance(x, float):
+            return x
+        return self._value[x] if self._kind[x] == -1 else None
+
+    def add(self, x, y) -> int:
+        cx, cy = self.value(x), self.value(y)
+        if cx is not None and cy is not None:
+            return self.const(cx + cy)
+        return self._lift(x) if cy == 0 else self._lift(y) if cx == 0 else self._op(0, x, y)
+
+    def sub(self, x, y) -> int:
+        cx, cy = self.value(x), self.value(y)
+        if cx is not None and cy is not None:
+            return self.const(cx - cy)
+        return self._lift(x) if cy == 0 else self._op(1, x, y)
+
+    def mul(self, x, y) -> int:
+        cx, cy = self.value(x), self.value(y)
+        if cx is not None and cy is not None:
+            return self.const(cx * cy)
+        return self._lift(x) if cy == 1 else self._lift(y) if cx == 1 else self._op(2, x, y)
+
+    def div(self, x, y) -> int:
+        cx, cy = self.value(x), self.value(y)
+        if cx is not None and cy is not None and cy != 0:
+            return self.const(cx / cy)
+        return self._lift(x) if cy == 1 else self._op(3, x, y)
+
+    def call(self, fn, x) -> int:
+        """atan, sin or cos (the math functions) of x."""
+        cx = self.value(x)
+        return self.const(fn(cx)) if cx is not None else self._op(_CALLS[fn], x, x)
+
+    def finish(self, outputs: list) -> Tape:
+        """The tape whose outputs are the values `outputs`: constants, variables, operations in the order
+        written (an operation is written after its operands)."""
+        kind = np.array(self._kind, np.int64)
+        row = np.empty(len(kind), np.int64)
+        consts, ops = np.flatnonzero(kind == -1), np.flatnonzero(kind == -2)
+        first = len(consts) + len(self.variables)
+        row[consts] = np.arange(len(consts))
+        columns = kind >= 0
+        row[columns] = len(consts) + kind[columns]
+        row[ops] = first + np.arange(len(ops))
+        code = {h: c for (c, _, _), h in self._ops.items()}
+        operands = {h: (x, y) for (_, x, y), h in self._ops.items()}
+        return Tape(np.array([self._value[h] for h in consts], np.float64), len(self.variables),
+                    np.array([code[h] for h in ops], np.int8),
+                    row[[operands[h][0] for h in ops]].astype(np.int32).reshape(-1),
+                    row[[operands[h][1] for h in ops]].astype(np.int32).reshape(-1),
+                    row[[self._lift(x) for x in outputs]].astype(np.intp).reshape(-1))
+
+    def _lift(self, x) -> int:
+        return self.const(x) if isinstance(x, float) else x
+
+    def _op(self, code: int, x, y) -> int:
+        key = (code, self._lift(x), self._lift(y))
+        h = self._ops.get(key)
+        if h is None:
+            h = self._ops[key] = self._new(-2, 0.0)
+        return h
+
+    def _new(self, kind: int, value: float) -> int:
+        self._kind.append(kind)
+        self._value.append(value)
+        return len(self._kind) - 1
+
+
+_CALLS = {math.atan: 4, math.sin: 5, math.cos: 6}
