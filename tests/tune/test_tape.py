@@ -33,6 +33,9 @@ def test_forward_and_backward_agree_with_numpy():
     df_da = (np.cos(a * b) * b) / (a + 2.0) - (np.sin(a * b) - np.arctan(b)) / (a + 2.0) ** 2
     df_db = (np.cos(a * b) * a - 1.0 / (1.0 + b * b)) / (a + 2.0)
     np.testing.assert_allclose(grad, 2 * np.stack([df_da, df_db], axis=1), rtol=1e-12)
+    once = t.finish([f, t.const(7.0), s])  # each row one output, and a constant one that has no gradient
+    grad = once.backward(once.forward(values), np.tile([1.0, 1.0, 0.0], (5, 1)))
+    np.testing.assert_allclose(grad, np.stack([df_da, df_db], axis=1), rtol=1e-12)
 
 
 def test_an_unknown_variable_is_an_error():

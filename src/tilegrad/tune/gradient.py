@@ -77,16 +77,16 @@ class ParameterBox:
         self._lo, self._hi = lo, hi
         self._nested = np.flatnonzero(hi_col >= 0)
         self._outer = hi_col[self._nested].astype(np.intp)
-        # What `round` picks from, per column: (extent, [(column, divisors, their logs) outermost first]) per tiling,
-        # (column, values, their logs) per choice; built once, `round` runs at every step of a descent.
+        # What `round` picks from, built once (`round` runs at every step of a descent): per tiling, the extent's
+        # divisors d (ascending), which d_j divide which d_i, and per variable outermost first (column, how many of
+        # the d it may take: the innermost only those up to MAX_INNERMOST); per choice (column, values, their logs).
         self._tile_rounding = []
         for t in self.tilings:
             cands = np.array(divisors(t.extent), np.int64)
-            columns = []
-            for k, v in enumerate(t.vars):
-                mine = cands[cands <= MAX_INNERMOST] if k == len(t.vars) - 1 else cands
-                columns.append((self.index[v], mine, np.log(mine)))
-            self._tile_rounding.append((t.extent, columns))
+            fits = cands[:, None] % cands[None, :] == 0
+            allowed = [len(cands)] * (len(t.vars) - 1) + [int(np.sum(cands <= MAX_INNERMOST))]
+            self._tile_rounding.append((cands, np.log(cands), fits,
+                                        [(self.index[v], n) for v, n in zip(t.vars, allowed)]))
         self._choice_rounding = [(self.index[c.var], np.array(c.values, np.int64),
                                   np.array([_log(v) for v in c.values])) for c in self.choices]
 
@@ -110,12 +110,12 @@ class ParameterBox:
         """Integer assignments (rows of x rounded), each tile variable a divisor of the one outside it and the
         innermost at most MAX_INNERMOST, each choice one of its values."""
         out = np.zeros(x.shape, np.int64)
-        for extent, columns in self._tile_rounding:
-            outer = np.full(len(x), extent, np.int64)
-            for j, cands, logs in columns:
-                fits = outer[:, None] % cands[None, :] == 0
-                dist = np.where(fits, np.abs(logs[None, :] - x[:, j:j + 1]), np.inf)
-                out[:, j] = outer = cands[np.argmin(dist, axis=1)]
+        for cands, logs, fits, columns in self._tile_rounding:
+            outer = np.full(len(x), len(cands) - 1)  # index of the divisor outside: the extent itself
+            for j, n in columns:
+                dist = np.where(fits[outer, :n], np.abs(logs[:n] - x[:, j:j + 1]), np.inf)
+                outer = np.argmin(dist, axis=1)
+                out[:, j] = cands[outer]
         for j, values, logs in self._choice_rounding:
             out[:, j] = values[np.argmin(np.abs(logs[None, :] - x[:, j:j + 1]), axis=1)]
         return out
@@ -130,16 +130,15 @@ def log_features(rows: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], n
     """`features.aggregate` (sign(x) log2(1 + |x|) of the sum, then of the max, over the stores of rows (batch,
     stores, features)) and the function taking a gradient with respect to it to one with respect to `rows` (the
     max's to the first store that attains it)."""
-    top = rows.argmax(axis=1)
-    stacked = np.concatenate([rows.sum(axis=1), np.take_along_axis(rows, top[:, None], axis=1)[:, 0]], axis=1)
+    batch, stores, width = rows.shape
+    at = (np.arange(batch)[:, None], rows.argmax(axis=1), np.arange(width)[None, :])  # each max's (point, store, f)
+    stacked = np.concatenate([rows.sum(axis=1), rows[at]], axis=1)
     slope = np.sign(stacked) ** 2 / ((1.0 + np.abs(stacked)) * math.log(2))
 
     def vjp(grad: np.ndarray) -> np.ndarray:
         g = grad * slope
-        width = rows.shape[2]
-        out = np.repeat(g[:, None, :width], rows.shape[1], axis=1)
-        np.put_along_axis(out, top[:, None], np.take_along_axis(out, top[:, None], axis=1) + g[:, None, width:],
-                          axis=1)
+        out = np.repeat(g[:, None, :width], stores, axis=1)
+        out[at] += g[:, width:]
         return out
 
     return np.sign(stacked) * np.log2(1.0 + np.abs(stacked)), vjp

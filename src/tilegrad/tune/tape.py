@@ -103,6 +103,9 @@ class Tape:
         self.n_rows = self.first + len(op)
         self._op, self._a, self._b = op, a, b
         self.outputs = outputs
+        # The outputs a gradient flows from (constants have none), and whether one row is several of them.
+        self._live = np.flatnonzero(outputs >= len(consts))
+        self._repeated = len(np.unique(outputs[self._live])) < len(self._live)
 
     def forward(self, values: np.ndarray) -> np.ndarray:
         """Every row for a batch of the variables' values (batch, variables); shape (rows, batch)."""
@@ -120,7 +123,11 @@ class Tape:
         v = np.ascontiguousarray(v)
         batch = v.shape[1]
         g = np.zeros_like(v)
-        np.add.at(g, self.outputs, np.asarray(grad, np.float64).T)  # a row may be several outputs
+        rows, grad = self.outputs[self._live], np.asarray(grad, np.float64).T[self._live]
+        if self._repeated:  # a row that is several outputs gets the sum of their gradients
+            np.add.at(g, rows, grad)
+        else:
+            g[rows] = grad
         _library().tape_backward(len(self._op), self._op.ctypes.data, self._a.ctypes.data, self._b.ctypes.data,
                                  self.first, v.ctypes.data, g.ctypes.data, batch)
         nc = len(self.consts)
