@@ -189,6 +189,27 @@ def test_a_first_working_candidate_is_timed_once_more_and_its_tally_grows_when_c
         assert st.retimed[first] == [2e-3] * 4 and st.incumbent() == second
 
 
+def test_an_unchallenged_incumbent_is_timed_again_until_its_tally_is_full(model, tmp_path):
+    """One unlucky re-timing must not pin a task's best: rounds that bring no faster candidate time the incumbent
+    once more each, until its tally holds `passes` timings; then they cost nothing."""
+    task = extract_tasks(model_graph(str(model)))[0]
+    st = _TaskState(task, lambda space, seed: None, 0)
+    first, slow = _distinct_candidates(st.space, 2)[1:]
+    trace = {c: st.space.trace(c).to_json() for c in (first, slow)}
+    with Database(tmp_path / "tune.db") as database:
+        assert _challenge(st, [first], [MeasureResult((3e-3,))], _FixedTimings({trace[first]: 5e-3}), database,
+                          "gradient", 3) == 1
+        st.observe([first], [3e-3])
+        assert st.best_s == pytest.approx(5e-3)  # the unlucky re-timing
+        steady = _FixedTimings({trace[first]: 3e-3})
+        for retimings, tally in ((1, 2), (1, 3), (0, 3)):
+            assert _challenge(st, [slow], [MeasureResult((9e-3,))], steady, database, "gradient", 3) == retimings
+            assert len(st.retimed[first]) == tally
+        assert steady.batches == [[trace[first]]] * 2
+        assert st.best_s == pytest.approx(3e-3)  # the median of 5, 3 and 3 ms
+        assert database.best(task.key).costs == (5e-3, 3e-3, 3e-3)
+
+
 def test_retiming_shuffles_each_pass_and_keeps_each_result_with_its_candidate(model):
     task = extract_tasks(model_graph(str(model)))[0]
     space = TaskSpace(task)
