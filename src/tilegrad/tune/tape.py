@@ -208,13 +208,11 @@ class TapeBuilder:
         columns = kind >= 0
         row[columns] = len(consts) + kind[columns]
         row[ops] = first + np.arange(len(ops))
-        code = {h: c for (c, _, _), h in self._ops.items()}
-        operands = {h: (x, y) for (_, x, y), h in self._ops.items()}
+        written = np.array(list(self._ops), np.int64).reshape(-1, 3)  # (code, x, y) per operation, in handle order
         return Tape(np.array([self._value[h] for h in consts], np.float64), len(self.variables),
-                    np.array([code[h] for h in ops], np.int8),
-                    row[[operands[h][0] for h in ops]].astype(np.int32).reshape(-1),
-                    row[[operands[h][1] for h in ops]].astype(np.int32).reshape(-1),
-                    row[[self._lift(x) for x in outputs]].astype(np.intp).reshape(-1))
+                    written[:, 0].astype(np.int8), row[written[:, 1]].astype(np.int32),
+                    row[written[:, 2]].astype(np.int32),
+                    row[np.array([self._lift(x) for x in outputs], np.int64)].astype(np.intp))
 
     def _lift(self, x) -> int:
         return self.const(x) if isinstance(x, float) else x
