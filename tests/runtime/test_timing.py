@@ -1,4 +1,7 @@
 import math
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -14,6 +17,7 @@ from tilegrad.runtime import (
     time_in_subprocess,
     time_kernel,
 )
+from tilegrad.runtime.interference import lost_seconds
 from tilegrad.runtime.kernel import placements
 from tilegrad.runtime.timing import harness, harness_library, measure
 
@@ -137,11 +141,76 @@ def test_a_kernel_slower_than_the_abandon_bar_is_timed_once():
         calls.append(number)
         return 0.5
 
-    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=0.1) == (0.5,)
+    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=0.1, lost=_quiet) == (0.5,)
     assert calls == [1, 1]  # the warm-up, then the first warm call
     calls.clear()
-    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=1.0) == (0.5, 0.5, 0.5)
+    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=1.0, lost=_quiet) == (0.5, 0.5, 0.5)
     assert calls == [1, 1, 1, 1, 1]
+
+
+def _quiet() -> float:
+    return 0.0
+
+
+class _Neighbour:
+    """A fake machine: `tg_time` costs what `slow` says for the calls it is told to disturb, and the lost-time clock
+    advances by the whole call while a disturbed call runs."""
+
+    def __init__(self, disturbed: set[int], fast: float = 0.001, slow: float = 0.005):
+        self.disturbed, self.fast, self.slow = disturbed, fast, slow
+        self.calls: list[tuple[object, int]] = []  # (placement, number) of every call
+        self.clock = 0.0
+
+    def tg_time(self, fn, args, number, num_threads):
+        k = len(self.calls)
+        self.calls.append((args, number))
+        if k in self.disturbed:
+            self.clock += self.slow * number * num_threads
+            return self.slow
+        return self.fast
+
+    def lost(self) -> float:
+        return self.clock
+
+
+def test_a_disturbed_repeat_is_taken_again_on_its_placement():
+    # calls: 0 warm-up, 1 first warm call, 2 calibration (number 2), then per repeat one untimed call and the timing
+    box = _Neighbour(disturbed={6})  # repeat 1's timing (calls 3, 4 are repeat 0; 5, 6 repeat 1)
+    costs = measure(box.tg_time, 0, ["p0", "p1"], 2, 1, 3, 0.0015, lost=box.lost)
+    assert costs == (0.001, 0.001, 0.001)
+    timed = [args for args, number in box.calls[3:] if number > 1]
+    assert timed == ["p0", "p1", "p1", "p0"]  # repeat 1 ran again on its own placement
+
+
+def test_retries_are_bounded_and_a_disturbed_repeat_then_counts():
+    box = _Neighbour(disturbed=set(range(3, 100)))  # every timed repeat is disturbed
+    costs = measure(box.tg_time, 0, [None], 1, 1, 2, 0.0015, lost=box.lost)
+    assert costs == (0.005, 0.005)
+    assert len([n for _, n in box.calls[3:] if n > 1]) == 6  # 2 repeats + 4 retries
+
+
+def test_a_disturbed_first_call_does_not_abandon_the_kernel():
+    box = _Neighbour(disturbed={1})  # the first warm call, 5x slow
+    costs = measure(box.tg_time, 0, [None], 1, 1, 2, 0.0015, abandon_above_s=0.002, lost=box.lost)
+    assert costs == (0.001, 0.001)
+    box = _Neighbour(disturbed={1, 2})  # still slow when timed again: abandoned on that second figure
+    assert measure(box.tg_time, 0, [None], 1, 1, 2, 0.0015, abandon_above_s=0.002, lost=box.lost) == (0.005,)
+
+
+def test_the_lost_time_clock_sees_processes_that_compete_for_the_cores():
+    """Busy processes on every core: this thread, busy too, waits on a runqueue for part of the time."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.2)  # let them start
+        before = lost_seconds()
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:
+            pass
+        assert lost_seconds() - before > 0.05
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
 
 
 @pytest.mark.parametrize("offsets", [[0, 64], [0, 64, 4096], [0, 64, 100]])

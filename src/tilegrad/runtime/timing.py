@@ -2,7 +2,8 @@
 
 The timing loop runs in C (`tg_time`), so ctypes overhead does not pollute the cost of small kernels. A measurement
 is `warmup` calls, a calibration that picks `number` calls per repeat so a repeat lasts at least `min_repeat_s`,
-then `repeats` repeats, each reporting seconds per call.
+then `repeats` repeats, each reporting seconds per call. A repeat during which the kernel's threads waited on other
+processes (`interference.py`) is taken again, so a busy neighbour does not become the kernel's cost.
 
 `time_in_subprocess` starts a fresh interpreter (`python -m tilegrad.runtime._worker`, fork+exec, so no child
 inherits a half-copied OpenMP thread pool), sends it a JSON request on stdin and reads a JSON reply. Failures are
@@ -30,6 +31,7 @@ from .. import config
 from ..config import Config
 from ..errors import MeasureError, TilegradError
 from .build import build
+from .interference import lost_seconds
 from .kernel import BufferSpec, Kernel, load_library
 
 _HARNESS = r"""
@@ -57,6 +59,9 @@ _STDERR_TAIL_CHARS = 2000
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding `tilegrad`, for the worker's sys.path
 
 TimeFn = Callable[[int, ctypes.Array, int, int], float]
+# A timed repeat whose threads spent more than this fraction of their time ready but not running is taken again: the
+# figures it would add are another process's (in the tuner, mostly its own BLAS pool spinning after a matmul).
+MAX_LOST_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,7 @@ def measure(
     repeats: int,
     min_repeat_s: float,
     abandon_above_s: float | None = None,
+    lost: Callable[[], float] = lost_seconds,
 ) -> tuple[float, ...]:
     """Warm up, calibrate the calls per repeat, then return seconds per call for each repeat.
 
@@ -155,26 +161,45 @@ def measure(
     `args[i % len(args)]`, after one untimed call that brings that placement into cache. When the first warm call
     takes longer than `abandon_above_s`, that call's time is the only cost returned: the caller has said such a
     kernel cannot matter, and its repeats would cost most of a tuning round.
+
+    A repeat during which the kernel's threads lost more than MAX_LOST_FRACTION of their time to others (`lost`, a
+    clock of seconds lost: see `interference.py`) is run again on the same placement, 2 x `repeats` times at most
+    per measurement (a BLAS pool spins for ~0.1 s); after that a disturbed repeat counts as it is. A disturbed
+    first call is timed again before it can abandon the kernel.
     """
     _check_budget(warmup, repeats, min_repeat_s)
     placed = [args] if isinstance(args, ctypes.Array) else list(args)
     first = placed[0]
+
+    def timed(here: ctypes.Array, number: int) -> tuple[float, bool]:
+        before = lost()
+        per_call = tg_time(fn, here, number, num_threads)
+        return per_call, lost() - before > MAX_LOST_FRACTION * per_call * number * num_threads
+
     if warmup:
         tg_time(fn, first, warmup, num_threads)
     number = 1
-    per_call = tg_time(fn, first, number, num_threads)
+    per_call, disturbed = timed(first, number)
     if abandon_above_s is not None and per_call > abandon_above_s:
-        return (per_call,)
+        if disturbed:
+            per_call, _ = timed(first, number)
+        if per_call > abandon_above_s:
+            return (per_call,)
     while per_call * number < min_repeat_s:
         wanted = math.ceil(1.2 * min_repeat_s / max(per_call, 1e-9))
         number = min(number * 100, max(number * 2, wanted))
         per_call = tg_time(fn, first, number, num_threads)
-    costs = []
-    for i in range(repeats):
-        here = placed[i % len(placed)]
+    costs: list[float] = []
+    retries = 2 * repeats
+    while len(costs) < repeats:
+        here = placed[len(costs) % len(placed)]
         if len(placed) > 1:
             tg_time(fn, here, 1, num_threads)
-        costs.append(tg_time(fn, here, number, num_threads))
+        cost, disturbed = timed(here, number)
+        if disturbed and retries:
+            retries -= 1
+        else:
+            costs.append(cost)
     return tuple(costs)
 
 

@@ -16,6 +16,7 @@ A batch is measured in two phases, so that no compiler competes with a timing fo
    slower than the fastest this measurer has timed for its task (the task's default, once `limit_by_default` has
    named it) is timed no further: that call is its one cost. It cannot win, and on a task whose default is a
    hand-written kernel most random schedules are tens of times slower, so their repeats would fill the rounds.
+   A repeat during which another process held the kernel's cores is taken again (`runtime/interference.py`).
 
 Failures are values, never exceptions: `MeasureResult.error_kind` says at which stage a candidate failed.
 
@@ -163,6 +164,9 @@ class Measurer:
                 results[i] = MeasureResult((), "lower", f"the trace has unbound variables: {names}")
             else:
                 to_build.append(i)
+        for i in to_build:  # now, while the builds still separate it from any timing (see _reference)
+            if checks[i]:
+                self._reference(inputs[i].task, self._prepared(inputs[i].task))
         keys = {i: _build_key(inputs[i]) for i in to_build}
         built = {i: {**self._libraries[keys[i]], "build_s": 0.0} for i in to_build if keys[i] in self._libraries}
         misses = [i for i in to_build if i not in built]
@@ -262,6 +266,8 @@ class Measurer:
             self._fastest[task.key] = latency
 
     def _reference(self, task: Task, prep: _Prepared) -> list[np.ndarray]:
+        """The task's outputs by NumPy. Computed before a batch's builds: after a large matmul NumPy's BLAS threads
+        spin for ~0.1 s, and a kernel timed then loses a core to them."""
         ref = self._references.get(task.key)
         if ref is None:
             ref = self._references[task.key] = task.reference(prep.arrays)
