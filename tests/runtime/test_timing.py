@@ -141,8 +141,11 @@ def test_a_kernel_slower_than_the_abandon_bar_is_timed_once():
         calls.append(number)
         return 0.5
 
-    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=0.1, lost=_quiet) == (0.5,)
+    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=0.3, lost=_quiet) == (0.5,)
     assert calls == [1, 1]  # the warm-up, then the first warm call
+    calls.clear()
+    assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=0.1, lost=_quiet) == (0.5,)
+    assert calls == [1]  # the warm-up alone: COLD_ALLOWANCE times past the bar
     calls.clear()
     assert measure(tg_time, 0, [None], 1, 1, 3, 0.001, abandon_above_s=1.0, lost=_quiet) == (0.5, 0.5, 0.5)
     assert calls == [1, 1, 1, 1, 1]

@@ -62,6 +62,9 @@ TimeFn = Callable[[int, ctypes.Array, int, int], float]
 # A timed repeat whose threads spent more than this fraction of their time ready but not running is taken again: the
 # figures it would add are another process's (in the tuner, mostly its own BLAS pool spinning after a matmul).
 MAX_LOST_FRACTION = 0.05
+# A cold call (code and data not yet in cache, the thread pool asleep) may take this many times a warm one before its
+# figure alone abandons a kernel.
+COLD_ALLOWANCE = 2.0
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ def measure(
     `args` may be several argument arrays (the same buffers at different placements): repeat i then runs on
     `args[i % len(args)]`, after one untimed call that brings that placement into cache. When the first warm call
     takes longer than `abandon_above_s`, that call's time is the only cost returned: the caller has said such a
-    kernel cannot matter, and its repeats would cost most of a tuning round.
+    kernel cannot matter, and its repeats would cost most of a tuning round. A warm-up already COLD_ALLOWANCE times
+    past that bar is the only cost itself: the slowest candidates then cost one call, not two.
 
     A repeat during which the kernel's threads lost more than MAX_LOST_FRACTION of their time to others (`lost`, a
     clock of seconds lost: see `interference.py`) is run again on the same placement, 2 x `repeats` times at most
@@ -177,7 +181,9 @@ def measure(
         return per_call, lost() - before > MAX_LOST_FRACTION * per_call * number * num_threads
 
     if warmup:
-        tg_time(fn, first, warmup, num_threads)
+        cold, disturbed = timed(first, warmup)
+        if abandon_above_s is not None and cold > COLD_ALLOWANCE * abandon_above_s and not disturbed:
+            return (cold,)
     number = 1
     per_call, disturbed = timed(first, number)
     if abandon_above_s is not None and per_call > abandon_above_s:

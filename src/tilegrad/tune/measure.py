@@ -14,8 +14,9 @@ A batch is measured in two phases, so that no compiler competes with a timing fo
    candidates (`check_fraction`, spread evenly, the first always) first runs once on poisoned outputs, which are
    compared with the task's NumPy reference. A candidate whose first warm call is `abandon_slower_than` times
    slower than the fastest this measurer has timed for its task (the task's default, once `limit_by_default` has
-   named it) is timed no further: that call is its one cost. It cannot win, and on a task whose default is a
-   hand-written kernel most random schedules are tens of times slower, so their repeats would fill the rounds.
+   named it) is timed no further: that call is its one cost (or the warm-up's, when it is twice past that bar). It
+   cannot win, and on a task whose default is a hand-written kernel most random schedules are tens of times
+   slower, so their repeats would fill the rounds.
    A repeat during which another process held the kernel's cores is taken again (`runtime/interference.py`).
 
 Failures are values, never exceptions: `MeasureResult.error_kind` says at which stage a candidate failed.
