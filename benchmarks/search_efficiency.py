@@ -1,7 +1,9 @@
 """Search efficiency: Felix's gradient search against Ansor's evolutionary search on a network's task set.
 
 Both policies get the same start (nothing built: each its own measurer and an empty kernel cache), the same
-wall-clock budget and the same measurer settings, and record after every round the best-so-far estimated
+wall-clock budget and the same measurer settings. They run by turns (`tilegrad.tune.turns`): one at a time, each
+for some seconds of its own clock (`--turn`), so that a slow spell of the machine, minutes long on a shared host,
+falls on both rather than on whichever ran during it; each one's clock counts only its own turns. Each records after every round the best-so-far estimated
 end-to-end latency (sum over tasks of weight x best latency, a task's best being its re-timed best:
 `tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two starts:
 
@@ -28,6 +30,7 @@ latency >= p) are read off the re-timed curves; the table also gives each search
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shutil
@@ -44,32 +47,38 @@ from tilegrad.tune.confirm import retime
 from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.task import Task, extract_tasks
 from tilegrad.tune.tuner import TuneResult, model_graph, tune_tasks
+from tilegrad.tune.turns import run_by_turns
 
 NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
 POLICIES = ("gradient", "evolutionary")
 LEVELS = (0.90, 0.95, 0.99)
 
 
-def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: bool) -> dict:
+def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: bool, turn_s: float) -> dict:
     module, args = MODELS[name]()
     tasks = extract_tasks(model_graph(_export(module.eval(), args)))
     base = workdir / f"{name}-base.db"
     with Measurer() as measurer:
         start = tune_tasks(tasks, base, trials=0, measurer=measurer, progress=False)  # the defaults only
-    runs: dict[str, TuneResult] = {}
+
+    def search(policy: str):
+        def job(clock) -> TuneResult:
+            db = workdir / f"{name}-{policy}.db"
+            if scratch:
+                db.unlink(missing_ok=True)
+            else:
+                shutil.copy(base, db)
+            # Each policy starts with nothing built: its own measurer and an empty kernel cache. Shared, the second
+            # policy built for free whatever the first had built (defaults, small tasks' few schedules).
+            with tempfile.TemporaryDirectory(prefix=f"tilegrad-{policy}-cache-") as cache, \
+                    Measurer(cfg=dataclasses.replace(config.get(), cache_dir=Path(cache))) as measurer:
+                return tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
+                                  from_defaults=not scratch, confirm=0, clock=clock)  # the search alone
+        return job
+
+    runs: dict[str, TuneResult] = run_by_turns({p: search(p) for p in POLICIES}, turn_s=turn_s)
     curves = {}
-    for policy in POLICIES:
-        db = workdir / f"{name}-{policy}.db"
-        if scratch:
-            db.unlink(missing_ok=True)
-        else:
-            shutil.copy(base, db)
-        # Each policy starts with nothing built: its own measurer and an empty kernel cache. Shared, the second
-        # policy built for free whatever the first had built (defaults, small tasks' few schedules).
-        with tempfile.TemporaryDirectory(prefix=f"tilegrad-{policy}-cache-") as cache, \
-                config.override(cache_dir=Path(cache)) as cfg, Measurer(cfg=cfg) as measurer:
-            result = runs[policy] = tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
-                                               from_defaults=not scratch, confirm=0)  # the search alone
+    for policy, result in runs.items():
         # A round that ends after the budget does not count: both policies are compared at equal time.
         # The estimate is defined once every task has a working candidate (at once from the defaults).
         first = [] if scratch else [(0.0, 0, start.estimated_latency(False))]
@@ -177,6 +186,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=",".join(NETWORKS), help="networks, comma-separated: " + ", ".join(NETWORKS))
     p.add_argument("--budget", type=float, default=600.0, help="seconds of tuning per network and policy")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--turn", type=float, default=20.0,
+                   help="seconds of its own time each policy runs before handing the machine to the other")
     p.add_argument("--start", choices=("scratch", "defaults"), default="scratch",
                    help="search from nothing (the papers' setting) or from the hand-written default schedules")
     p.add_argument("--workdir", default=None, help="where the records databases go (default: a temporary dir)")
@@ -188,7 +199,7 @@ def main(argv=None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         results = []
         for name in args.only.split(","):
-            results.append(run_network(name, args.budget, workdir, args.seed, args.start == "scratch"))
+            results.append(run_network(name, args.budget, workdir, args.seed, args.start == "scratch", args.turn))
             if args.json:  # written after each network, so a long run keeps what it has
                 Path(args.json).write_text(json.dumps(results, indent=1))
     print(table(results))

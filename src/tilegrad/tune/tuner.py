@@ -19,7 +19,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -139,7 +139,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                budget: float | None = None, measure_per_round: int | None = None,
                options: EvolutionaryOptions | GradientOptions | None = None, scheduler: str = "gradient",
                measurer: Measurer | None = None, cost_model=None, seed: int = 0, progress: bool = True,
-               from_defaults: bool = True, confirm: int = 3, recheck: int = 3) -> TuneResult:
+               from_defaults: bool = True, confirm: int = 3, recheck: int = 3,
+               clock: Callable[[], float] = time.monotonic) -> TuneResult:
     """Tune `tasks` until `trials` new candidates are measured or `budget` seconds pass (at least one is
     given). `policy` is "gradient" (Felix, with the pretrained MLP cost model) or "evolutionary" (Ansor, with
     gradient-boosted trees); `options` and `cost_model` override the policy's defaults. With `from_defaults`
@@ -147,7 +148,9 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
     measured), so that two policies can be compared from nothing. A round's fastest candidate that beats its
     task's best is timed `recheck` more times beside that best before it replaces it (`_challenge`; 0 trusts
     single timings). After the last round, each task's `confirm` fastest candidates are timed again beside its
-    default and the winner becomes the record `compile` uses (`confirm.py`; 0 skips it)."""
+    default and the winner becomes the record `compile` uses (`confirm.py`; 0 skips it). `clock` gives the seconds
+    that `budget` and `history` count: a benchmark running two tunings by turns passes one that stands still while
+    the other runs."""
     if policy not in POLICIES:
         raise TilegradError(f"unknown search policy {policy!r}; available: {', '.join(POLICIES)}")
     if trials is None and budget is None:
@@ -160,7 +163,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
         options = dataclasses.replace(options, measure_per_round=measure_per_round)
     model = cost_model or _default_model(policy)
     search = GradientSearch if policy == "gradient" else EvolutionarySearch
-    start = time.monotonic()
+    start = clock()
     own_measurer = measurer is None
     measurer = measurer or Measurer()
     states = [_TaskState(t, lambda space, s: search(space, model, options, seed=s), seed + i)
@@ -174,7 +177,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
         c = st.incumbent()
         if c is not None and c != st.reported:
             st.reported = c
-            incumbents.append((time.monotonic() - start, done, st.task.key, st.space.trace(c).to_json()))
+            incumbents.append((clock() - start, done, st.task.key, st.space.trace(c).to_json()))
     confirmed: dict[str, tuple[float, float]] = {}
     try:
         with Database(db) as database:
@@ -186,7 +189,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
             _retrain(model, states)
             sched = TaskScheduler.for_tasks(list(tasks), strategy=scheduler,
                                             initial_latencies=[s.best_s for s in states])
-            while not _finished(done, trials, start, budget):
+            while not _finished(done, trials, clock() - start, budget):
                 i = sched.next_task()
                 if i is None:
                     break
@@ -209,7 +212,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
                 _retrain(model, states)
                 sched.update(i, st.best_s)
                 estimate = _estimate(states, from_defaults)
-                history.append((time.monotonic() - start, done, estimate))
+                history.append((clock() - start, done, estimate))
                 bar.update(len(batch))
                 bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, model {estimate * 1e3:.2f} ms")
         if confirm > 0 and done > 0:
@@ -221,7 +224,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, *, policy: str = "gradient
             measurer.close()
     results = [TaskResult(s.task, *confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))), s.trials)
                for s in states]
-    return TuneResult(results, Path(db), done, time.monotonic() - start, rechecks, history, incumbents)
+    return TuneResult(results, Path(db), done, clock() - start, rechecks, history, incumbents)
 
 
 def _challenge(st: _TaskState, batch: list[Candidate], results: list[MeasureResult], measurer: Measurer,
@@ -271,8 +274,8 @@ def _estimate(states: list[_TaskState], from_defaults: bool) -> float:
                for s in states if not s.task.algorithm)
 
 
-def _finished(done: int, trials: int | None, start: float, budget: float | None) -> bool:
-    return (trials is not None and done >= trials) or (budget is not None and time.monotonic() - start >= budget)
+def _finished(done: int, trials: int | None, elapsed: float, budget: float | None) -> bool:
+    return (trials is not None and done >= trials) or (budget is not None and elapsed >= budget)
 
 
 def _progress(trials: int | None, budget: float | None, enabled: bool):
