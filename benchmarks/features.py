@@ -2,7 +2,7 @@
 
 For two realistic sketches (a multi-level tiled matmul and a register-tiled NCHW[8]c convolution, 8 schedule
 variables each) this derives the feature formulas once, then evaluates a batch of random valid assignments with
-the compiled NumPy function, and compares with the concrete path (replay the trace with integers, lower, extract)
+the numbered NumPy program, and compares with the concrete path (replay the trace with integers, lower, extract)
 per candidate. docs/features.md quotes its output.
 
     python benchmarks/features.py [--batch 4096] [--repeats 5]
@@ -138,8 +138,8 @@ def measure(name: str, sketch, batch: int, repeats: int) -> None:
         want = features(lower(apply_trace(make(), trace, {k: int(x) for k, x in picks[n].items()})))
         assert np.array_equal(out[n], want), f"{name}: candidate {n} differs from its concrete program"
     print(f"{name}: {len(ff.variables)} variables, {len(ff.stores)} stores x {len(ff.names)} features, "
-          f"{ff.n_nodes} distinct nodes")
-    print(f"  symbolic lowering {lower_s * 1e3:.0f} ms, deriving + compiling formulas {derive * 1e3:.0f} ms")
+          f"{ff.program.n_nodes} distinct nodes")
+    print(f"  symbolic lowering {lower_s * 1e3:.0f} ms, deriving + numbering formulas {derive * 1e3:.0f} ms")
     print(f"  batch of {batch}: {per_batch * 1e3:.1f} ms = {batch / per_batch:,.0f} candidates/s")
     print(f"  concrete path (replay, lower, extract): {concrete * 1e3:.1f} ms = {1 / concrete:,.0f} candidates/s")
 
