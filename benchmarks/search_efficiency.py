@@ -3,9 +3,10 @@
 Both policies get the same start (nothing built: each its own measurer and an empty kernel cache), the same
 wall-clock budget and the same measurer settings. They run by turns (`tilegrad.tune.turns`): one at a time, each
 for some seconds of its own clock (`--turn`), so that a slow spell of the machine, minutes long on a shared host,
-falls on both rather than on whichever ran during it; each one's clock counts only its own turns. Each records after every round the best-so-far estimated
-end-to-end latency (sum over tasks of weight x best latency, a task's best being its re-timed best:
-`tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two starts:
+falls on both rather than on whichever ran during it; each one's clock counts only its own turns. Each records
+after every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency, a task's
+best being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two
+starts:
 
 - `--start scratch` (the papers' setting, the default): an empty records database. Each task's hand-written
   default schedule is timed once (it bounds the measurer's timeout) but does not count as measured, so the
