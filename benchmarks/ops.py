@@ -21,10 +21,11 @@ from typing import Callable
 import numpy as np
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.runtime import time_kernel
 from tilegrad.schedule import Schedule
-from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import Target, host
 from tilegrad.te import nn
 
 THREADS = os.cpu_count() or 1
@@ -48,7 +49,7 @@ def matmul_case(m: int, n: int, k: int, *, mr: int = 6) -> Case:
     register tile runs without bounds checks) under its schedule rule in schedule/defaults.py: an mr x nr tile
     (nr = two vectors) accumulated over all of k, row blocks and column panels in parallel. Packing is part of
     the timed kernel."""
-    nr = 2 * CpuTarget.host().vector_lanes
+    nr = 2 * host().vector_lanes
     a = te.placeholder((m, k), name="A")
     b = te.placeholder((k, n), name="B")
     c = nn.packed_matmul(a, b, mr=mr, nr=nr, name="C")
@@ -62,7 +63,7 @@ def conv2d_case(channels: int = 64, size: int = 56, kernel: int = 3, packed: boo
     pad = kernel // 2
     x = te.placeholder((1, channels, size, size), name="X")
     w = te.placeholder((channels, channels, kernel, kernel), name="W")
-    block = 2 * CpuTarget.host().vector_lanes
+    block = 2 * host().vector_lanes
     y = nn.packed_conv2d(x, w, padding=pad, block=block, name="Y") if packed else nn.conv2d(x, w, padding=pad,
                                                                                              name="Y")
     import torch.nn.functional as F
@@ -137,7 +138,7 @@ def model_op_cases() -> list[Case]:
                         4.0 * 12 * (m * k + k * n + m * n), lambda x, y: x @ y, lambda x, y: x @ y))
     x, w = te.placeholder((128, 768), name="X"), te.placeholder((3072, 768), name="W")
     for label, y in (("dense", nn.dense(x, w, name="Y")),
-                     ("packed_dense", nn.packed_matmul(x, w, transpose_b=True, nr=2 * CpuTarget.host().vector_lanes,
+                     ("packed_dense", nn.packed_matmul(x, w, transpose_b=True, nr=2 * host().vector_lanes,
                                                        name="Y"))):
         out.append(Case(label, "128x768 -> 3072", [x, w], default_schedule(y), 2.0 * 128 * 768 * 3072,
                         4.0 * (128 * 768 + 3072 * 768 + 128 * 3072), lambda p, q: p @ q.T, lambda p, q: p @ q.T))

@@ -6,7 +6,7 @@
 import numpy as np
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.loop import format_kernel
 from tilegrad.runtime import time_kernel
 from tilegrad.schedule import Schedule

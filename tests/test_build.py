@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.errors import KernelCallError
 from tilegrad.runtime import time_in_subprocess, time_kernel
 from tilegrad.schedule.defaults import default_schedule

@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import TilegradError
 from .runtime.module import Module, load as _load
+from .target import TARGETS
 
 if TYPE_CHECKING:
     from .ir.graph import Graph
     from .passes.pipeline import Report
-
-TARGETS = ("cpu",)
-
 
 class Compilation(NamedTuple):
     """A compiled module and how it was made: what `tilegrad compile --explain` prints."""
@@ -26,7 +24,7 @@ class Compilation(NamedTuple):
     @property
     def kernels(self) -> int:
         """Kernels the module runs: one per node of the optimised graph, less the reshapes (views)."""
-        from .executor import kernel_count
+        from .passes.memory_plan import kernel_count
 
         return kernel_count(self.graph)
 

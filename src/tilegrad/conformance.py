@@ -35,7 +35,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from . import config as _config
 from .errors import UnsupportedOpError
-from .runtime import DTYPES
+from .dtype import BUFFER_DTYPES
 
 STATUSES = ("passed", "failed", "skipped")
 
@@ -200,9 +200,9 @@ def skip_reason(model: onnx.ModelProto) -> str | None:
                 return f"{which.removesuffix('_type')} {kind} {vi.name!r}: only tensors are supported"
             elem = vi.type.tensor_type.elem_type
             dtype = _numpy_dtype(elem)
-            if dtype not in DTYPES:
+            if dtype not in BUFFER_DTYPES:
                 dtype = dtype or onnx.TensorProto.DataType.Name(elem).lower()
-                return f"dtype {dtype} ({kind} {vi.name!r}) is not supported; supported: {', '.join(DTYPES)}"
+                return f"dtype {dtype} ({kind} {vi.name!r}) is not supported; supported: {', '.join(BUFFER_DTYPES)}"
     return None
 
 

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.codegen.c import CRenderer, render_c
 from tilegrad.loop import lower
 from tilegrad.runtime import assemble
 from tilegrad.schedule import Schedule
-from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import Target, host
 from tilegrad.te import expr as E
 
 
@@ -68,7 +69,7 @@ def test_vectorized_loop_uses_vector_registers():
     b = te.placeholder((64,), name="B")
     c = te.compute((4, 64), lambda i, j: a[i, j] + b[j], name="C")  # rows of whole zmm vectors, not one ymm
     sch = default_schedule(c)
-    lanes = CpuTarget.host().vector_lanes
+    lanes = host().vector_lanes
     asm = assemble(build(sch).source)
     reg = "zmm" if lanes == 16 else "ymm"
     assert re.search(rf"v(add|mov)[a-z]*ps\s.*%{reg}", asm), f"no packed {reg} instructions"
@@ -80,7 +81,7 @@ def test_avx512_code_with_avx512_flags():
     a = te.placeholder((64, 64), name="A")
     b = te.placeholder((64, 64), name="B")
     c = te.compute((64, 64), lambda i, j: a[i, j] * b[i, j], name="C")
-    sch = default_schedule(c, CpuTarget(vector_lanes=16))
+    sch = default_schedule(c, Target.with_lanes(16))
     flags = ("-O3", "-march=skylake-avx512", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared")
     with config.override(cflags=flags):
         asm = assemble(render_c(lower(sch.state, "mul")))

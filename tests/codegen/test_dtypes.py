@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.schedule.defaults import default_schedule
 
 

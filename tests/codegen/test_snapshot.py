@@ -11,7 +11,8 @@ import pytest
 
 from tilegrad.codegen.c import PRELUDE, render_c
 from tilegrad.loop import lower
-from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import Target, host
 from tilegrad.workloads import WORKLOADS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -20,7 +21,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_generated_c_matches_golden(name, request):
     inputs, output = WORKLOADS[name]()
-    sch = default_schedule(output, CpuTarget(vector_lanes=16))
+    sch = default_schedule(output, Target.with_lanes(16))
     source = render_c(lower(sch.state, name, inputs + [sch.state.outputs[0]]))
     assert source.startswith(PRELUDE)
     source = source[len(PRELUDE):]  # the shared prelude is checked once, by the math tests, not in every file

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.errors import ShapeError
 from tilegrad.ir import lookup
 from tilegrad.ir.graph import infer_types

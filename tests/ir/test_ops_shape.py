@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.errors import ShapeError
 from tilegrad.ir.registry import INJECTIVE, TensorType, lookup
 from tilegrad.schedule.defaults import default_schedule

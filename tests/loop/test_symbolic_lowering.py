@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.errors import ScheduleError
 from tilegrad.loop.ir import For, IfThenElse, walk
 from tilegrad.loop.lower import lower

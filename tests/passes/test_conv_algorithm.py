@@ -23,7 +23,7 @@ CONV_OPS = {"direct": "blocked_conv", "im2col": "im2col_conv", "winograd2": "win
 
 def _run(g, **options):
     """The pass alone; the result and its notes."""
-    ctx = PassContext(1, options)
+    ctx = PassContext(1, options=options)
     return conv_algorithm(g, ctx), ctx.notes
 
 

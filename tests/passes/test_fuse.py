@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tilegrad.executor import compile_graph, kernel_count
+from tilegrad.executor import compile_graph
+from tilegrad.passes.memory_plan import kernel_count
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize

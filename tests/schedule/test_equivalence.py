@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.schedule import Trace, apply_trace
 
 from .strategies import valid_schedules

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.loop import format_kernel, lower
 from tilegrad.schedule import Schedule, Trace, apply_trace
 from tilegrad.schedule.defaults import default_schedule

@@ -4,7 +4,7 @@ Schedule(params=) building a trace whose choices stay variables."""
 import numpy as np
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.te import expr as E
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.schedule import Schedule
-from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import Target, host
 from tilegrad.te.interpret import interpret
 from tilegrad.workloads import WORKLOADS
 
@@ -41,7 +42,7 @@ def test_default_schedule(name):
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_default_schedule_avx512_rules(name):
-    _run(name, lambda out: default_schedule(out, CpuTarget(vector_lanes=16)))
+    _run(name, lambda out: default_schedule(out, Target.with_lanes(16)))
 
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))

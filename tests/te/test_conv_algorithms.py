@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.errors import ShapeError
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te.interpret import interpret

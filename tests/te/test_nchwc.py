@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from tilegrad import te
-from tilegrad.build import build
+from tilegrad.kernel import build
 from tilegrad.errors import ShapeError
 from tilegrad.ir.ops.layout import block_array, unblock_array
-from tilegrad.schedule.defaults import CpuTarget, default_schedule
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import Target, host
 from tilegrad.schedule.rules_nchwc import tile_columns
 from tilegrad.te import nn
 from tilegrad.te.interpret import interpret
@@ -117,7 +118,7 @@ def _compiled(out: te.Tensor, placeholders, arrays):
 
 def test_compiled_conv_and_depthwise_match_numpy():
     """Shapes big enough for the parallel loop and a full register tile, with channels that are not whole blocks."""
-    block = CpuTarget.host().vector_lanes
+    block = host().vector_lanes
     xv, wv, bv, dv = _rand(1, 20, 14, 28), _rand(19, 20, 3, 3), _rand(19), _rand(20, 1, 3, 3)
     x4, w4, d4 = (te.placeholder(a.shape, name=n) for a, n in ((xv, "X4"), (wv, "W4"), (dv, "D4")))
     want_conv = interpret(nn.conv2d(x4, w4, 1, 1), {"X4": xv, "W4": wv}) + bv[:, None, None]
@@ -146,7 +147,7 @@ def test_compiled_pools_match_numpy():
 def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
     x = te.placeholder((1, 8, 28, 28, 8), name="X")
     w = te.placeholder((4, 64, 3, 3, 8), name="W")
-    target = CpuTarget(vector_lanes=8)  # AVX2
+    target = Target.with_lanes(8)  # AVX2
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w, 1, 1), target).trace)
     assert "split(conv2d_nchwc.w, factor=14)" in text  # 14 accumulators + a weight vector + a broadcast: 16 registers
     assert "vectorize(conv2d_nchwc_local.ci)" in text and "unroll(conv2d_nchwc_local.w)" in text

@@ -7,11 +7,10 @@ of nested ones), vectorized loops `omp simd`, unrolled loops `GCC unroll`.
 
 from __future__ import annotations
 
-import math
-
+from ..loop.ir import Allocate, Kernel
 from ..te import expr as E
-from ..te.simplify import simplify
-from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ..dtype import itemsize
+from .renderer import Renderer
 
 PRELUDE = """\
 #include <stdint.h>
@@ -87,78 +86,24 @@ static inline float tg_erff(float x) {
 """
 
 
-class CRenderer:
+class CRenderer(Renderer):
+    prelude = PRELUDE
     signature = "void {name}(void** args)"
+    param = "{type}* restrict {name} = ({type}*)args[{index}];"
     parallel_for = "#pragma omp parallel for"
     simd = "#pragma omp simd"
     unroll = "#pragma GCC unroll {n}"
     stack_limit_bytes = 64 * 1024  # larger local buffers go to the heap
-    alignment = 64
-    vector_bits = 512
     types = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t", "uint8": "uint8_t",
              "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",
              E.Rsqrt: None, E.Sigmoid: None}
-    binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
-                  E.And: "&&", E.Or: "||"}
 
-    def render(self, k: Kernel) -> str:
-        return PRELUDE + self.render_function(k)
-
-    def render_function(self, k: Kernel) -> str:
-        """The kernel's function alone, for files that hold many kernels after one prelude."""
-        self._lines: list[str] = []
-        self._parallel_depth = 0
-        self._emit(0, self.signature.format(name=k.name) + " {")
-        for i, b in enumerate(k.params):
-            t = self.types[b.dtype]
-            self._emit(1, f"{t}* restrict {b.name} = ({t}*)args[{i}];")
-        self._stmt(k.body, 1)
-        self._emit(0, "}")
-        return "\n".join(self._lines) + "\n"
-
-    def _emit(self, indent: int, text: str) -> None:
-        self._lines.append("  " * indent + text)
-
-    # -- statements -------------------------------------------------------------------------------------------
-    def _stmt(self, s: Stmt, ind: int) -> None:
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                self._stmt(x, ind)
-        elif isinstance(s, For):
-            self._for(s, ind)
-        elif isinstance(s, Store):
-            self._emit(ind, f"{s.buffer.name}[{self._flat(s.buffer, s.indices)}] = {self.expr(s.value)};")
-        elif isinstance(s, IfThenElse):
-            self._emit(ind, f"if ({self.expr(s.cond)}) {{")
-            self._stmt(s.then, ind + 1)
-            if s.orelse is not None:
-                self._emit(ind, "} else {")
-                self._stmt(s.orelse, ind + 1)
-            self._emit(ind, "}")
-        elif isinstance(s, Allocate):
-            self._allocate(s, ind)
-        else:
-            raise TypeError(f"no C rendering for {type(s).__name__}")
-
-    def _for(self, s: For, ind: int) -> None:
-        v = s.var.name
-        # OpenMP allows no parallel region inside another one's loop body or inside a simd loop: such loops run
-        # serially (one pragma for the outermost), as does a simd loop inside a simd loop.
-        if s.kind == "parallel" and self._parallel_depth == 0:
-            self._emit(ind, self.parallel_for)
-        elif s.kind == "vectorized":
-            self._emit(ind, self.simd)
-        elif s.kind == "unrolled":
-            n = s.extent.value if type(s.extent) is E.Const else 8
-            self._emit(ind, self.unroll.format(n=n))
-        self._emit(ind, f"for (int64_t {v} = 0; {v} < {self.expr(s.extent)}; ++{v}) {{")
-        blocks_parallel = s.kind in ("parallel", "vectorized")
-        self._parallel_depth += blocks_parallel
-        self._stmt(s.body, ind + 1)
-        self._parallel_depth -= blocks_parallel
-        self._emit(ind, "}")
+    @property
+    def alignment(self) -> int:
+        """Bytes a buffer is aligned to: a cache line, and at least the widest vector."""
+        return max(self.target.cache_line_bytes, self.target.vector_bits // 8)
 
     def _allocate(self, s: Allocate, ind: int) -> None:
         b = s.buffer
@@ -166,7 +111,7 @@ class CRenderer:
         size = b.size()
         if type(size) is not E.Const:
             raise ValueError(f"buffer {b.name} has a symbolic size {size}; bind the schedule's variables first")
-        nbytes = size.value * _itemsize(b.dtype)
+        nbytes = size.value * itemsize(b.dtype)
         if b.scope == "local" and nbytes <= self.stack_limit_bytes:
             self._emit(ind, f"{t} {b.name}[{size.value}] __attribute__((aligned({self.alignment})));")
             self._stmt(s.body, ind)
@@ -179,57 +124,6 @@ class CRenderer:
         self._emit(ind, f"if (!{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, {rounded});")
         self._emit(ind, f"{t}* restrict {b.name} = {kept};")
         self._stmt(s.body, ind)
-
-    def _flat(self, b: Buffer, indices) -> str:
-        flat: E.Expr = E.Const(0, E.INDEX)
-        stride: E.Expr = E.Const(1, E.INDEX)
-        for idx, dim in zip(reversed(indices), reversed(b.shape)):
-            flat = flat + idx * stride
-            stride = stride * dim
-        return self.expr(simplify(flat))
-
-    # -- expressions ------------------------------------------------------------------------------------------
-    def expr(self, e: E.Expr) -> str:
-        t = type(e)
-        if t is E.Const:
-            return self._const(e)
-        if t is E.Var:
-            return e.name
-        op = self.binary_ops.get(t)
-        if op is not None:
-            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-        if t is E.FloorDiv or t is E.FloorMod:
-            a, b = self.expr(e.a), self.expr(e.b)
-            if e.a.lo >= 0 and e.b.lo > 0:
-                return f"({a} {'/' if t is E.FloorDiv else '%'} {b})"
-            return f"tg_{'floordiv' if t is E.FloorDiv else 'floormod'}({a}, {b})"
-        if t is E.Min or t is E.Max:
-            return f"TG_{t.__name__.upper()}({self.expr(e.a)}, {self.expr(e.b)})"
-        if t is E.Not:
-            return f"(!{self.expr(e.a)})"
-        if t is E.Select:
-            return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
-        if t is E.Cast:
-            return f"(({self.types[e.dtype]}){self.expr(e.a)})"
-        if t is E.Load:
-            return f"{e.buffer.name}[{self._flat(e.buffer, e.indices)}]"
-        if isinstance(e, E.Call):
-            return self._call(e)
-        raise TypeError(f"no C rendering for {t.__name__}")
-
-    def _const(self, e: E.Const) -> str:
-        v = e.value
-        if e.dtype == "bool":
-            return "true" if v else "false"
-        if E.is_int(e.dtype):
-            return f"{v}LL" if abs(v) >= 2**31 else str(v)
-        if math.isnan(v):
-            text = "NAN"
-        elif math.isinf(v):
-            text = "INFINITY" if v > 0 else "(-INFINITY)"
-        else:
-            text = repr(float(v)) + ("f" if e.dtype != "float64" else "")
-        return text if e.dtype in ("float32", "float64") else f"(({self.types[e.dtype]}){text})"
 
     def _call(self, e: E.Call) -> str:
         args = [self.expr(a) for a in e.args]
@@ -252,10 +146,6 @@ class CRenderer:
             text = f"{self.calls[t]}{suffix}({', '.join(args)})"
         return f"((_Float16){text})" if e.dtype == "float16" else text
 
-
-def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
-            "bool": 1}[dtype]
 
 
 def render_c(k: Kernel) -> str:

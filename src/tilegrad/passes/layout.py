@@ -27,7 +27,6 @@ import numpy as np
 from ..ir.graph import Graph, Node, Value
 from ..ir.ops.layout import block_array
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
-from ..schedule.defaults import CpuTarget
 from .editor import GraphEditor
 from .pipeline import PassContext, register
 
@@ -41,7 +40,7 @@ FINITE = {"add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "leak
 @register("layout", level=2, order=90)
 def layout(g: Graph, ctx: PassContext) -> Graph:
     """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
-    block = int(ctx.options.get("layout_block") or CpuTarget.host().vector_lanes)
+    block = int(ctx.options.get("layout_block") or ctx.target.vector_lanes)
     chains = [c for c in _chains(g, _plan(g, block)) if _worth_blocking(c)]
     if not chains:
         return g

@@ -14,6 +14,7 @@ from typing import Callable, Iterable
 
 from ..errors import TilegradError
 from ..ir.graph import Graph
+from ..target import Target, host
 
 
 @dataclasses.dataclass
@@ -22,6 +23,7 @@ class PassContext:
     later stages read: the conv_algorithm pass's per-node choices, which the tuner varies)."""
 
     opt_level: int = 2
+    target: Target = dataclasses.field(default_factory=host)
     options: dict = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     decisions: dict = dataclasses.field(default_factory=dict)
@@ -97,14 +99,15 @@ def pass_names() -> list[str]:
 
 
 def optimize(g: Graph, opt_level: int = 2, *, disable: Iterable[str] = (), enable: Iterable[str] = (),
-             options: dict | None = None) -> tuple[Graph, Report]:
-    """Run the passes of `opt_level` (less `disable`, plus `enable`) over `g`; the result and the report."""
+             options: dict | None = None, target: Target | None = None) -> tuple[Graph, Report]:
+    """Run the passes of `opt_level` (less `disable`, plus `enable`) over `g` for `target` (default: this
+    machine); the result and the report."""
     names = pass_names()
     disable, enable = set(disable), set(enable)
     unknown = (disable | enable) - set(names)
     if unknown:
         raise TilegradError(f"unknown pass(es) {sorted(unknown)}; passes: {', '.join(names)}")
-    ctx = PassContext(opt_level, dict(options or {}))
+    ctx = PassContext(opt_level, target or host(), dict(options or {}))
     report = Report(decisions=ctx.decisions)
     for p in PASSES:
         if p.name in disable or (p.level > opt_level and p.name not in enable):

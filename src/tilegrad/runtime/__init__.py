@@ -4,7 +4,6 @@ from .build import assemble as assemble
 from .build import build as build
 from .build import compiler_identity as compiler_identity
 from .build import find_compiler as find_compiler
-from .kernel import DTYPES as DTYPES
 from .kernel import BufferSpec as BufferSpec
 from .kernel import Kernel as Kernel
 from .kernel import random_arguments as random_arguments

@@ -14,7 +14,6 @@ import functools
 import hashlib
 import logging
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 from .. import config, metrics
 from ..config import Config
 from ..errors import BuildError
+from ..target import host
 
 _log = logging.getLogger(__name__)
 
@@ -66,22 +66,11 @@ def compiler_identity(cc: str) -> str:
     return lines[0]
 
 
-@functools.lru_cache(maxsize=1)
-def _host_identity() -> str:
-    """The CPU model and ISA flags: `-march=native` code from one machine may not run on another sharing the cache."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features", "CPU part"))]
-    except OSError:
-        lines = []
-    return "\n".join([platform.machine(), platform.processor(), *sorted(set(lines))])
-
-
 def _key(source: str, flags: Sequence[str], cc: str) -> str:
     h = hashlib.sha256()
     parts = [source, *flags, *_LIBS, compiler_identity(cc)]
     if any("native" in flag for flag in flags):
-        parts.append(_host_identity())
+        parts.append(host().identity())
     for part in parts:
         h.update(part.encode())
         h.update(b"\0")

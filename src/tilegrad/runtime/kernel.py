@@ -22,10 +22,10 @@ import numpy as np
 
 from .. import config
 from ..config import Config
+from ..dtype import BUFFER_DTYPES
 from ..errors import BuildError, KernelCallError, ShapeError
 from .build import build
 
-DTYPES = ("float32", "float16", "int8", "int32", "int64", "bool")
 _ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
 _PAGE = 4096
 
@@ -55,8 +55,8 @@ class BufferSpec:
     dtype: str
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ShapeError(f"buffer {self.name!r}: dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if self.dtype not in BUFFER_DTYPES:
+            raise ShapeError(f"buffer {self.name!r}: dtype {self.dtype!r} is not one of {', '.join(BUFFER_DTYPES)}")
         if not isinstance(self.shape, tuple) or any(not isinstance(d, int) or d < 0 for d in self.shape):
             raise ShapeError(f"buffer {self.name!r}: shape must be a tuple of non-negative ints, got {self.shape!r}")
 

@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Sequence
 
+from ..target import Target, host
 from ..te import expr as E
 from ..te.tensor import Tensor
 from .schedule import Schedule
@@ -40,7 +41,7 @@ class Anchor:
 
 # Rules kept beside the computes they schedule (new algorithms, layouts): tag -> rule(sch, stage, target,
 # anchor). Looked up before the built-in rules below.
-RULES: dict[str, Callable[[Schedule, Stage, "CpuTarget", Anchor], None]] = {}
+RULES: dict[str, Callable[[Schedule, Stage, Target, Anchor], None]] = {}
 
 
 def rule(*tags: str):
@@ -52,26 +53,8 @@ def rule(*tags: str):
     return add
 
 
-@dataclasses.dataclass(frozen=True)
-class CpuTarget:
-    """What the default rules need to know about the CPU."""
-
-    vector_lanes: int = 8  # float32 lanes of the widest vector
-    min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
-
-    @staticmethod
-    def host() -> "CpuTarget":
-        """This machine: 16 lanes with AVX-512, else 8 (AVX2)."""
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((line for line in f if line.startswith("flags")), "")
-        except OSError:
-            flags = ""
-        return CpuTarget(vector_lanes=16 if " avx512f" in flags else 8)
-
-
-def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | None = None) -> Schedule:
-    target = target or CpuTarget.host()
+def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None = None) -> Schedule:
+    target = target or host()
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
     rows = _row_axes(sch)
@@ -96,7 +79,7 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: CpuTarget | Non
     return sch
 
 
-def _dispatch(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def _dispatch(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     tag = anchor.tag
     if tag in RULES:
         RULES[tag](sch, s, target, anchor)
@@ -207,7 +190,7 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
-def _parallel_outer(sch: Schedule, s: Stage, loops: list[str], target: CpuTarget, work_inside: int) -> None:
+def _parallel_outer(sch: Schedule, s: Stage, loops: list[str], target: Target, work_inside: int) -> None:
     """Run the leading `loops` in parallel when there is enough work, fusing only as many as it takes to give
     every thread several chunks (fusing more would only add index arithmetic)."""
     total = math.prod(_extent(s, lp) for lp in loops)
@@ -223,7 +206,7 @@ def _parallel_outer(sch: Schedule, s: Stage, loops: list[str], target: CpuTarget
     sch.parallel(s.name, fused)
 
 
-def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
+def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
     """Element-wise, injective and reductions: parallel outer spatial loops and a vectorised innermost spatial
     loop. A reduction along the inputs' contiguous axis keeps its reduction innermost instead; a sliding window
     (pooling, depthwise convolution) accumulates a vector of outputs in registers."""
@@ -261,7 +244,7 @@ def _schedule_generic(sch: Schedule, s: Stage, target: CpuTarget) -> None:
         sch.vectorize(s.name, vec_inner)
 
 
-def _schedule_window(sch: Schedule, s: Stage, target: CpuTarget, accumulator: str | None) -> None:
+def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str | None) -> None:
     """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
     this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy.
     `accumulator` is the window stage when `s` is its fused epilogue."""
@@ -305,7 +288,7 @@ def _contiguous_reduction(s: Stage) -> str | None:
     return "window" if "window" in kinds else "reduce" if kinds else None
 
 
-def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def _schedule_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """Register tile of mr rows x nr columns accumulated over k; the batch and row blocks run in parallel."""
     lanes = target.vector_lanes
     *batch, i, j = [a.name for a in s.op.axes]
@@ -336,7 +319,7 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor)
     sch.vectorize(local, lj)
 
 
-def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor,
+def _schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor,
                             tiles_per_block: int = 9) -> None:
     """The packed GEMM (te.nn.packed_matmul): each mr x nr register tile of the padded product accumulates over
     all of k inside the output's loops and is copied out (the only guarded part); blocks of output rows and column
@@ -364,7 +347,7 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: CpuTarget, anchor: 
         sch.vectorize(pack, inner)
 
 
-def _schedule_packed_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor,
+def _schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor,
                           accumulators: int = 14) -> None:
     """te.nn.packed_conv2d: a register tile of wr output columns x one block of output channels (vectorised)
     accumulates over input channels and taps; images, channel blocks and rows run in parallel; the tile is copied
@@ -409,7 +392,7 @@ def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> 
     return wr, _largest_divisor(channels, max(1, accumulators // vectors))
 
 
-def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def _schedule_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """Direct convolution: a tile of output channels x output columns accumulated in registers over the input
     channels and taps; batch, channel blocks and rows run in parallel."""
     lanes = target.vector_lanes
@@ -433,7 +416,7 @@ def _schedule_conv(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -
     sch.vectorize(s.name, w1)
 
 
-def _schedule_rows(sch: Schedule, s: Stage, target: CpuTarget, axis: int) -> None:
+def _schedule_rows(sch: Schedule, s: Stage, target: Target, axis: int) -> None:
     """Softmax, layer norm and fused reduction chains: one parallel loop over the rows (the first `axis` axes);
     each row's reductions are computed inside it, split into vector lanes of partial results (rfactor) so that
     they vectorise too."""
@@ -455,7 +438,7 @@ def _schedule_rows(sch: Schedule, s: Stage, target: CpuTarget, axis: int) -> Non
     sch.vectorize(s.name, tail)
 
 
-def _vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, target: CpuTarget) -> None:
+def _vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, target: Target) -> None:
     lanes = target.vector_lanes
     reduce = [lp for lp in p.leaves if p.loops[lp].is_reduce]
     if len(reduce) == 1 and _extent(p, reduce[0]) % lanes == 0 and _extent(p, reduce[0]) >= 2 * lanes:

@@ -11,13 +11,14 @@ the loops of the stage they are given, so they schedule the epilogue alike.
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from .defaults import Anchor, CpuTarget, _extent, _parallel_outer, reduction_work, rule
+from ..target import Target
+from .defaults import Anchor, _extent, _parallel_outer, reduction_work, rule
 from .schedule import Schedule
 from .state import Stage
 
 
 @rule("winograd_conv2d")
-def schedule_winograd_output(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """Y = A^T (M A): one output tile at a time (tiles in parallel), a vector of output channels at a time (the
     row of M each position reads is contiguous in them), M A computed for that tile and vector, the m x m
     positions unrolled."""
@@ -41,7 +42,7 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: CpuTarget, anchor:
 
 
 @rule("winograd_gemm")
-def schedule_winograd_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """M[xi] = V[xi] U[xi] for each tile position xi: an mr tiles x one block of output channels register tile
     over all input channels; positions and channel blocks run in parallel."""
     mr, block = anchor.attrs["mr"], anchor.attrs["block"]
@@ -62,7 +63,7 @@ def schedule_winograd_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: A
 
 
 @rule("winograd_input")
-def schedule_winograd_input(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def schedule_winograd_input(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """V = (B^T d) B: one tile at a time (in parallel), a vector of channels at a time, B^T d computed for that
     tile and vector, the alpha^2 positions unrolled."""
     xi, p, c = [a.name for a in s.op.axes]
@@ -95,7 +96,7 @@ def _producer(sch: Schedule, s: Stage, tag: str) -> str:
     raise ScheduleError(f"stage {s.name!r} reads no stage tagged {tag!r}")
 
 
-def _vector_split(sch: Schedule, s: Stage, loop: str, target: CpuTarget) -> tuple[str | None, str]:
+def _vector_split(sch: Schedule, s: Stage, loop: str, target: Target) -> tuple[str | None, str]:
     """(outer, lanes) of `loop` when whole vectors divide it, else (None, loop): a vector loop without a tail."""
     if _extent(s, loop) % target.vector_lanes == 0 and _extent(s, loop) > target.vector_lanes:
         return sch.split(s.name, loop, target.vector_lanes)
@@ -103,7 +104,7 @@ def _vector_split(sch: Schedule, s: Stage, loop: str, target: CpuTarget) -> tupl
 
 
 @rule("im2col_conv2d")
-def schedule_im2col_output(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def schedule_im2col_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """The copy-out of the product to NCHW: images and channels in parallel, vectors along the row."""
     n, o, h, w = [a.name for a in s.op.axes]
     _, w1 = _vector_split(sch, s, w, target)
@@ -112,7 +113,7 @@ def schedule_im2col_output(sch: Schedule, s: Stage, target: CpuTarget, anchor: A
 
 
 @rule("im2col_gemm")
-def schedule_im2col_gemm(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """W @ cols per image, one output row at a time (rows in parallel): that row's columns are built first (a
     slab that stays in cache), then every mr channels x nr positions register tile accumulates over all of k."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]

@@ -11,7 +11,8 @@ with AVX2, so the tile is one block wide and as many columns as the registers ho
 
 from __future__ import annotations
 
-from .defaults import Anchor, CpuTarget, _extent, _largest_divisor, _parallel_outer, reduction_work, rule
+from ..target import Target
+from .defaults import Anchor, _extent, _largest_divisor, _parallel_outer, reduction_work, rule
 from .schedule import Schedule
 from .state import Stage
 
@@ -19,7 +20,7 @@ WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
 
 @rule(*WINDOW_TAGS)
-def schedule_blocked_window(sch: Schedule, s: Stage, target: CpuTarget, anchor: Anchor) -> None:
+def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """The register-tiled schedule above, for the op's own output or for an epilogue fused onto it."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
@@ -34,7 +35,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: CpuTarget, anchor: 
     sch.vectorize(acc, aci)
 
 
-def tile_columns(width: int, block: int, target: CpuTarget) -> int:
+def tile_columns(width: int, block: int, target: Target) -> int:
     """Output columns in the register tile: the largest divisor of the width (a tile that overshoots the row
     needs bounds checks in the inner loop) whose accumulators leave two vector registers free, for the input and
     the weight vector that each step multiplies (wider weight blocks are read from memory by the FMAs)."""

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.tensor import Tensor
-from .defaults import CpuTarget, default_schedule
+from ..target import Target, host
+from .defaults import default_schedule
 from .schedule import Schedule
 from .state import Stage
 from .trace import Trace
@@ -208,11 +209,11 @@ class Sketch:
 # -- the rules ----------------------------------------------------------------------------------------------------
 
 
-def generate_sketches(outputs: Callable[[], list[Tensor]], target: CpuTarget | None = None,
+def generate_sketches(outputs: Callable[[], list[Tensor]], target: Target | None = None,
                       limit: int = 8) -> list[Sketch]:
     """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then those the
     derivation rules give, each checked to build."""
-    target = target or CpuTarget.host()
+    target = target or host()
     sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, target))]
     analysis = _Analysis(Schedule(outputs()))
     for plan in analysis.plans()[:limit]:
@@ -225,7 +226,7 @@ def generate_sketches(outputs: Callable[[], list[Tensor]], target: CpuTarget | N
     return sketches
 
 
-def _replay_default(sch: Schedule, target: CpuTarget) -> None:
+def _replay_default(sch: Schedule, target: Target) -> None:
     for step in default_schedule(sch.outputs, target).trace.steps:
         sch._record(step.kind, **dict(step.args))
 
@@ -308,7 +309,7 @@ def _rfactor_worthy(s: Stage) -> bool:
     return reduce >= RFACTOR_MIN_REDUCTION and spatial <= RFACTOR_MAX_SPATIAL and len(s.op.reduce_axes) == 1
 
 
-def _apply_plan(sch: Schedule, space: Space, plan: dict[str, str], analysis: _Analysis, target: CpuTarget) -> None:
+def _apply_plan(sch: Schedule, space: Space, plan: dict[str, str], analysis: _Analysis, target: Target) -> None:
     roots: list[tuple[str, list[str]]] = []  # (stage, loops that may run in parallel) for the final annotation
     for name in analysis.order:
         decision = plan[name]
@@ -343,7 +344,7 @@ def _extent(sch: Schedule, name: str, loop: str) -> int:
 
 
 def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: str,
-                        target: CpuTarget) -> tuple[str, list[str]]:
+                        target: Target) -> tuple[str, list[str]]:
     """SSRSRS: the consumer's spatial loops split twice (levels 0 and 1); the producer computed at the last
     level-1 loop, its region split once more (levels 2 and 3) and its reductions split in two, ordered
     r0 s2 r1 s3; the innermost loop vectorised, the producer auto-unrolled."""
@@ -400,7 +401,7 @@ def _split_reductions(sch: Schedule, space: Space, name: str) -> tuple[list[str]
     return r0, r1
 
 
-def _tile_in_place(sch: Schedule, space: Space, name: str, target: CpuTarget) -> tuple[str, list[str]]:
+def _tile_in_place(sch: Schedule, space: Space, name: str, target: Target) -> tuple[str, list[str]]:
     """SSRSRS on the stage itself, accumulating into its own buffer."""
     st = sch.state.stage(name)
     levels: list[list[str]] = [[], [], [], []]
@@ -424,7 +425,7 @@ def _tile_in_place(sch: Schedule, space: Space, name: str, target: CpuTarget) ->
     return name, levels[0]
 
 
-def _rfactor(sch: Schedule, space: Space, name: str, target: CpuTarget, analysis: _Analysis) -> tuple[str, list[str]]:
+def _rfactor(sch: Schedule, space: Space, name: str, target: Target, analysis: _Analysis) -> tuple[str, list[str]]:
     """A long reduction over a small output: its inner part becomes a spatial axis of partial results (rfactor),
     which vectorise; the stage itself stays at the root."""
     st = sch.state.stage(name)
@@ -464,7 +465,7 @@ def _place(sch: Schedule, space: Space, name: str, analysis: _Analysis) -> bool:
     return where == -1
 
 
-def _simple(sch: Schedule, space: Space, name: str, target: CpuTarget, split: bool) -> list[str]:
+def _simple(sch: Schedule, space: Space, name: str, target: Target, split: bool) -> list[str]:
     """Vectorise the innermost spatial loop (split by a tile size when at the root), reductions inside the
     spatial loops; returns the loops that may run in parallel."""
     spatial = _spatial(sch, name)

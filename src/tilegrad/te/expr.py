@@ -14,27 +14,9 @@ import math
 from typing import Any, Iterable
 
 from ..errors import ExprError
-
-INDEX = "int64"
-FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
-INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
-DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+from ..dtype import DTYPES, FLOAT_DTYPES, INDEX, INT_DTYPES, INT_RANGES, is_float, is_int  # noqa: F401
 
 INF = math.inf
-
-# The values of each integer dtype (inclusive); a cast to a narrower type wraps around outside them.
-INT_RANGES = {
-    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1), "uint8": (0, 2**8 - 1),
-}
-
-
-def is_float(dtype: str) -> bool:
-    return dtype in FLOAT_DTYPES
-
-
-def is_int(dtype: str) -> bool:
-    return dtype in INT_DTYPES
 
 
 class Expr:

@@ -15,29 +15,24 @@ import sys
 import time
 from functools import lru_cache
 
-from ..codegen.c import render_c
 from ..config import Config
 from ..errors import BuildError
-from ..executor import node_compute
 from ..ir.graph import Node
-from ..loop.lower import lower
-from ..runtime.build import build
+from ..kernel import compile_kernel, lower_kernel, render_kernel
 from ..runtime.worker import serve
-from ..schedule import Trace, apply_trace
+from ..schedule import Trace
 
 
 def _handle(request: dict, cfg: Config) -> dict:
     start = time.perf_counter()
     try:
-        holders, outs = node_compute(_node(request["task"]))
-        st = apply_trace(outs, Trace.from_json(request["trace"]))
-        kernel = lower(st, request["name"], holders + list(st.outputs))
+        kernel = lower_kernel(_node(request["task"]), Trace.from_json(request["trace"]), name=request["name"])
         params = [[b.name, [int(d.value) for d in b.shape], b.dtype] for b in kernel.params]
-        source = request.get("source") or render_c(kernel)
+        source = request.get("source") or render_kernel(kernel)
     except Exception as e:  # any failure to replay, lower or render is this candidate's failure, not the tuner's
         return {"failure": "lower", "error": f"{type(e).__name__}: {e}"}
     try:
-        library = build(source, cfg=cfg)
+        library = compile_kernel(kernel, source, cfg)
     except BuildError as e:
         return {"failure": "build", "error": str(e)}
     return {"library": str(library), "params": params, "build_s": time.perf_counter() - start}

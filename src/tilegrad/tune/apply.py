@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ..errors import TilegradError
 from ..ir.graph import Node
-from ..schedule.schedule import Schedule, apply_trace
+from ..schedule.schedule import apply_trace
+from ..schedule.trace import Trace
 from ..te.tensor import Tensor
 from .records import Database
 from .task import workload_key
@@ -29,20 +30,18 @@ class BestRecords:
         record = self.db.best(task_key)
         return None if record is None else record.latency
 
-    def __call__(self, node: Node, inputs: list[Tensor], outputs: list[Tensor]) -> Schedule | None:
+    def __call__(self, node: Node, outputs: list[Tensor]) -> Trace | None:
         record = self.db.best(workload_key(outputs))
         if record is None:
             return None
         try:
-            state = apply_trace(outputs, record.trace)
+            apply_trace(outputs, record.trace)
         except TilegradError as e:
             warnings.warn(f"the tuned schedule of {node.name!r} does not replay ({e}); using the default",
                           stacklevel=2)
             return None
-        sch = Schedule(outputs)
-        sch.state, sch.trace = state, record.trace
         self.applied += 1
-        return sch
+        return record.trace
 
     def __enter__(self) -> BestRecords:
         return self

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import json
 import math
-import platform
 import sqlite3
 import statistics
 import time
@@ -30,6 +29,7 @@ from .. import config
 from ..config import Config
 from ..errors import RecordsError
 from ..runtime.build import compiler_identity, find_compiler
+from ..target import host
 
 if TYPE_CHECKING:
     from ..schedule import Trace
@@ -111,9 +111,9 @@ def machine_fingerprint(cfg: Config | None = None) -> str:
     cflags 91ab2c3d4e5f; 2 threads`.
     """
     cfg = cfg or config.get()
-    model, flags = _cpu()
+    machine = host()
     cc = compiler_identity(find_compiler(cfg))
-    return f"{model}; isa {_digest(flags)}; {cc}; cflags {_digest(' '.join(cfg.cflags))}; {cfg.num_threads} threads"
+    return f"{machine.model}; isa {_digest(' '.join(sorted(machine.flags)))}; {cc}; cflags {_digest(' '.join(cfg.cflags))}; {cfg.num_threads} threads"
 
 
 class Database:
@@ -252,21 +252,6 @@ def _check(rec: Record) -> None:
         raise RecordsError(f"record of task {rec.task_key}: error_kind and error must be both set or both None")
     if rec.valid and (not rec.costs or not all(math.isfinite(c) and c >= 0 for c in rec.costs)):
         raise RecordsError(f"record of task {rec.task_key}: a valid record needs finite costs, got {rec.costs}")
-
-
-def _cpu() -> tuple[str, str]:
-    """(model name, ISA flags) from /proc/cpuinfo, or what `platform` knows elsewhere."""
-    model, flags = "", ""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and not model:
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = " ".join(sorted(value.split()))
-    return model or platform.processor() or platform.machine(), flags
 
 
 def _digest(text: str) -> str:

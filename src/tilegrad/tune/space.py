@@ -14,9 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..kernel import lower_kernel
 from ..loop.ir import Store, walk
-from ..loop.lower import lower
-from ..schedule.schedule import apply_trace
 from ..schedule.sketch import Sketch, Space, generate_sketches
 from ..schedule.trace import Trace
 from ..te import expr as E
@@ -165,9 +164,7 @@ class TaskSpace:
             trace, space = self.sketches[sketch_index].space(dict(structure))
             numeric = [t for tiling in space.tilings for t in tiling.vars] + [c.var for c in space.choices]
             try:
-                _, outs = self.task.compute()
-                state = apply_trace(outs, trace.bind(dict(structure)))
-                kernel = lower(state, "candidate")
+                kernel = lower_kernel(self.task.compute(), trace.bind(dict(structure)), name="candidate")
                 if _too_big(kernel):
                     raise ValueError("too many reads for per-read features")
                 self._formulas[key] = FeatureFormulas(kernel, numeric)

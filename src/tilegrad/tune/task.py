@@ -15,9 +15,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..executor import intermediates_of, node_compute, plan_memory
+from ..ir.compute import node_compute
 from ..ir.graph import Graph, Node
 from ..ir.registry import lookup
+from ..passes.memory_plan import intermediates_of, plan_memory
 from ..schedule.defaults import default_schedule
 from ..schedule.trace import Trace
 from ..te import expr as E

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilegrad.executor import compile_graph, intermediates_of, kernel_count, plan_memory
+from tilegrad.executor import compile_graph
+from tilegrad.passes.memory_plan import intermediates_of, kernel_count, plan_memory
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 

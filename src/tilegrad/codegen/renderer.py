@@ -1,0 +1,144 @@
+"""The renderer base: loop IR walked once into source text; each target is a subclass whose spelling is class
+attributes (signature, pragmas, type and call names) and a few overrides (buffer allocation, math calls).
+
+Renderers read loop IR only: what a target lacks is rewritten in the loop IR before rendering, so a renderer
+stays a printer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ..target import Target, host
+from ..te import expr as E
+from ..te.simplify import simplify
+
+
+class Renderer:
+    prelude = ""  # helpers every translation unit starts with
+    signature = ""  # a kernel's declaration, formatted with its name
+    param = ""  # the line binding parameter `index` of C type `type` to its buffer `name`
+    parallel_for: str | None = None  # the annotation of a parallel loop
+    simd: str | None = None  # of a vectorized loop
+    unroll: str | None = None  # of an unrolled loop, formatted with the trip count n
+    types: dict[str, str] = {}
+    binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
+                  E.And: "&&", E.Or: "||"}
+
+    def __init__(self, target: Target | None = None):
+        self.target = target or host()
+
+    def render(self, k: Kernel) -> str:
+        """A whole translation unit: the prelude, then the kernel."""
+        return self.prelude + self.render_function(k)
+
+    def render_function(self, k: Kernel) -> str:
+        """The kernel's function alone, for files that hold many kernels after one prelude."""
+        self._lines: list[str] = []
+        self._parallel_depth = 0
+        self._emit(0, self.signature.format(name=k.name) + " {")
+        for i, b in enumerate(k.params):
+            self._emit(1, self.param.format(type=self.types[b.dtype], name=b.name, index=i))
+        self._stmt(k.body, 1)
+        self._emit(0, "}")
+        return "\n".join(self._lines) + "\n"
+
+    def _emit(self, indent: int, text: str) -> None:
+        self._lines.append("  " * indent + text)
+
+    # -- statements -------------------------------------------------------------------------------------------
+    def _stmt(self, s: Stmt, ind: int) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self._stmt(x, ind)
+        elif isinstance(s, For):
+            self._for(s, ind)
+        elif isinstance(s, Store):
+            self._emit(ind, f"{s.buffer.name}[{self._flat(s.buffer, s.indices)}] = {self.expr(s.value)};")
+        elif isinstance(s, IfThenElse):
+            self._emit(ind, f"if ({self.expr(s.cond)}) {{")
+            self._stmt(s.then, ind + 1)
+            if s.orelse is not None:
+                self._emit(ind, "} else {")
+                self._stmt(s.orelse, ind + 1)
+            self._emit(ind, "}")
+        elif isinstance(s, Allocate):
+            self._allocate(s, ind)
+        else:
+            raise TypeError(f"no C rendering for {type(s).__name__}")
+
+    def _for(self, s: For, ind: int) -> None:
+        v = s.var.name
+        # OpenMP allows no parallel region inside another one's loop body or inside a simd loop: such loops run
+        # serially (one pragma for the outermost), as does a simd loop inside a simd loop.
+        if s.kind == "parallel" and self._parallel_depth == 0:
+            self._emit(ind, self.parallel_for)
+        elif s.kind == "vectorized":
+            self._emit(ind, self.simd)
+        elif s.kind == "unrolled":
+            n = s.extent.value if type(s.extent) is E.Const else 8
+            self._emit(ind, self.unroll.format(n=n))
+        self._emit(ind, f"for (int64_t {v} = 0; {v} < {self.expr(s.extent)}; ++{v}) {{")
+        blocks_parallel = s.kind in ("parallel", "vectorized")
+        self._parallel_depth += blocks_parallel
+        self._stmt(s.body, ind + 1)
+        self._parallel_depth -= blocks_parallel
+        self._emit(ind, "}")
+
+    def _flat(self, b: Buffer, indices) -> str:
+        flat: E.Expr = E.Const(0, E.INDEX)
+        stride: E.Expr = E.Const(1, E.INDEX)
+        for idx, dim in zip(reversed(indices), reversed(b.shape)):
+            flat = flat + idx * stride
+            stride = stride * dim
+        return self.expr(simplify(flat))
+
+    # -- expressions ------------------------------------------------------------------------------------------
+    def expr(self, e: E.Expr) -> str:
+        t = type(e)
+        if t is E.Const:
+            return self._const(e)
+        if t is E.Var:
+            return e.name
+        op = self.binary_ops.get(t)
+        if op is not None:
+            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+        if t is E.FloorDiv or t is E.FloorMod:
+            a, b = self.expr(e.a), self.expr(e.b)
+            if e.a.lo >= 0 and e.b.lo > 0:
+                return f"({a} {'/' if t is E.FloorDiv else '%'} {b})"
+            return f"tg_{'floordiv' if t is E.FloorDiv else 'floormod'}({a}, {b})"
+        if t is E.Min or t is E.Max:
+            return f"TG_{t.__name__.upper()}({self.expr(e.a)}, {self.expr(e.b)})"
+        if t is E.Not:
+            return f"(!{self.expr(e.a)})"
+        if t is E.Select:
+            return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+        if t is E.Cast:
+            return f"(({self.types[e.dtype]}){self.expr(e.a)})"
+        if t is E.Load:
+            return f"{e.buffer.name}[{self._flat(e.buffer, e.indices)}]"
+        if isinstance(e, E.Call):
+            return self._call(e)
+        raise TypeError(f"no C rendering for {t.__name__}")
+
+    def _const(self, e: E.Const) -> str:
+        v = e.value
+        if e.dtype == "bool":
+            return "true" if v else "false"
+        if E.is_int(e.dtype):
+            return f"{v}LL" if abs(v) >= 2**31 else str(v)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        else:
+            text = repr(float(v)) + ("f" if e.dtype != "float64" else "")
+        return text if e.dtype in ("float32", "float64") else f"(({self.types[e.dtype]}){text})"
+
+    def _allocate(self, s: Allocate, ind: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot allocate buffer {s.buffer.name}")
+
+    def _call(self, e: E.Call) -> str:
+        raise NotImplementedError(f"{type(self).__name__} has no spelling for {type(e).__name__}")

@@ -1,0 +1,104 @@
+"""The machine code is generated for, described once: ISA, vector width, cores and caches.
+
+The layout pass sizes channel blocks from it, the schedule rules size vectors and parallel work from it, the
+renderers read their capabilities from it, and the build cache and the tuning records name the machine with its
+`identity` (code built with `-march=native` on one machine may not run on another).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import platform
+from pathlib import Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    kind: str = "cpu"
+    model: str = ""  # the CPU's model name
+    flags: frozenset[str] = frozenset()  # ISA extensions (avx2, avx512f, fma, neon, ...)
+    vector_bits: int = 256  # the widest vector register the generated code uses
+    cores: int = 1
+    cache_line_bytes: int = 64
+    l1d_bytes: int = 32 * 1024
+    l2_bytes: int = 512 * 1024
+    l3_bytes: int = 16 * 1024 * 1024
+    min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
+
+    @property
+    def vector_lanes(self) -> int:
+        """float32 lanes of the widest vector."""
+        return self.vector_bits // 32
+
+    @property
+    def isa(self) -> str:
+        """The widest vector extension, for reports: avx512, avx2, neon or scalar."""
+        if "avx512f" in self.flags:
+            return "avx512"
+        if "avx2" in self.flags:
+            return "avx2"
+        return "neon" if {"neon", "asimd"} & self.flags else "scalar"
+
+    def identity(self) -> str:
+        """Model and ISA: what tells one machine's native code and timings from another's."""
+        return "\n".join([platform.machine(), self.model, " ".join(sorted(self.flags))])
+
+    @staticmethod
+    def with_lanes(lanes: int) -> Target:
+        """A CPU whose widest vector holds `lanes` float32s (tests and what-if schedules)."""
+        return Target(vector_bits=32 * lanes)
+
+
+@functools.lru_cache(maxsize=1)
+def host() -> Target:
+    """This machine, read from /proc/cpuinfo and sysfs; defaults where they are absent."""
+    model, flags = _cpuinfo()
+    vector_bits = 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
+    caches = _cache_sizes()
+    return Target(model=model, flags=flags, vector_bits=vector_bits, cores=os.cpu_count() or 1,
+                  cache_line_bytes=caches.get("line", 64), l1d_bytes=caches.get("L1d", 32 * 1024),
+                  l2_bytes=caches.get("L2", 512 * 1024), l3_bytes=caches.get("L3", 16 * 1024 * 1024))
+
+
+# The targets `tilegrad.compile(..., target=NAME)` accepts.
+TARGETS = {"cpu": host}
+
+
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    model, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = frozenset(value.split())
+    except OSError:
+        pass
+    return model or platform.processor() or platform.machine(), flags
+
+
+def _cache_sizes() -> dict[str, int]:
+    """Per-core cache sizes in bytes from sysfs (cpu0), keyed L1d, L2, L3, and the line size."""
+    sizes: dict[str, int] = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = _bytes((index / "size").read_text().strip())
+            line = int((index / "coherency_line_size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified"):
+            sizes[f"L{level}" + ("d" if level == "1" else "")] = size
+            sizes.setdefault("line", line)
+    return sizes
+
+
+def _bytes(text: str) -> int:
+    units = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
