@@ -3,7 +3,7 @@
 For two realistic sketches (a multi-level tiled matmul and a register-tiled NCHW[8]c convolution, 8 schedule
 variables each) this derives the feature formulas once, then evaluates a batch of random valid assignments with
 the numbered NumPy program, and compares with the concrete path (replay the trace with integers, lower, extract)
-per candidate. docs/features.md quotes its output.
+per candidate. docs/benchmarks.md quotes its output.
 
     python benchmarks/features.py [--batch 4096] [--repeats 5]
 """

@@ -15,8 +15,7 @@ starts:
 - `--start defaults`: a copy of a database holding every task's default schedule, which counts as measured.
 
 Each search's own curve is made of its own timings, taken minutes apart on a machine whose speed drifts by tens of
-percent over minutes (in one 600 s ResNet-50 run the gradient search's own curve ended at 70.5 ms and its bests
-re-timed at the end gave 63.2 ms). So the curves are re-timed (`retimed_curves`): every candidate that was some
+percent over minutes, so the curves are re-timed (`retimed_curves`): every candidate that was some
 task's best at some moment, in either policy, and every task's hand-written default are timed again at the end,
 one batch over all of them per pass, shuffled, three passes, medians; each policy's curve is then rebuilt from
 those figures and the moments its bests changed. The search still decides what is best (by its own timings, each

@@ -1,7 +1,7 @@
 """Is a kernel's timing inside the tuning loop stable? One task's default schedule is timed by a fresh measurer
 alone, then first and last in batches of random candidates of the same task (as a search round measures them),
-then alone again. A stable measurer gives the same figure everywhere; the scratch-buffer bug of docs/benchmarks.md
-showed as a 5x spread. Run:
+then alone again. A stable measurer gives the same figure everywhere (docs/benchmarks.md, "Timing stability").
+Run:
 
     python benchmarks/timing_stability.py --model resnet50 --task "winograd_conv+relu[1x64x56"
 """

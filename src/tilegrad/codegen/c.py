@@ -117,7 +117,7 @@ class CRenderer(Renderer):
             self._stmt(s.body, ind)
             return
         # Allocated once per calling thread and kept: a buffer allocated and freed per call above glibc's mmap
-        # threshold is mapped afresh each call, and faulting its zeroed pages in cost a Winograd conv 5x its time.
+        # threshold is mapped afresh each call, and faulting its zeroed pages in can cost more than the kernel.
         rounded = -(-nbytes // self.alignment) * self.alignment
         kept = f"tg_kept_{b.name}"
         self._emit(ind, f"static __thread {t}* {kept};")

@@ -19,20 +19,10 @@ N*O*OH*OW*C*KH*KW, slowed by its register tile where the output width has no div
 im2col, slowed by a constant factor, plus building its columns; Winograd's (m + 2)^2 multiplies per tile over
 ceil(OH/m) * ceil(OW/m) tiles per channel pair, plus the terms of its input and output transforms; and for each,
 WEIGHT_LOAD per weight element streamed from memory (Winograd's weights are (m + 2)^2 / 9 times larger, which is
-what makes F(2, 3) beat F(4, 3) on the 512-channel 7 x 7 layer). The constants come from timing the kernels here
-(one AVX2 core, default schedules, N = 1, best of several runs, milliseconds):
-
-    layer (C = O, size, kernel)   direct  winograd2  winograd4  im2col
-    64, 56 x 56, 3 x 3             3.0      1.5        0.92      4.5
-    128, 28 x 28, 3 x 3            2.9      1.3        0.80      3.1
-    256, 14 x 14, 3 x 3            2.8      1.2        1.06      2.8
-    512, 7 x 7, 3 x 3              2.9      2.1        2.6       3.0
-    128, 23 x 23, 3 x 3            8.4      1.05       0.59      2.2
-    64, 23 x 23, 5 x 5             6.4       -          -        1.8
-    3 -> 64, 112 x 112, 3 x 3      0.75     2.7        1.6       2.0
-
-so Winograd is picked where it applies and the estimate says so (from about 16 channels up, never for a
-three-channel first layer), and im2col only where the direct kernel's register tile is poor (a prime output
+what makes F(2, 3) beat F(4, 3) on the 512-channel 7 x 7 layer). The constants come from timings of the four
+kernels on ResNet-50's 3 x 3 layers and a few other shapes (docs/benchmark-history.md, "Cost constants of the
+conv_algorithm pass"), so Winograd is picked where it applies and the estimate says so (from about 16 channels up,
+never for a three-channel first layer), and im2col only where the direct kernel's register tile is poor (a prime output
 width) and Winograd does not apply.
 
 `ctx.options["conv_algorithm"]` overrides the choice: one of ALGORITHMS for every convolution where it applies

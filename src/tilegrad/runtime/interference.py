@@ -5,7 +5,7 @@ from Linux's /proc:
 
 - **Runqueue wait** (`/proc/self/task/*/schedstat`, second field, nanoseconds): another thread held the core. The
   tuner's own process is the usual culprit: after a NumPy matmul its BLAS pool spins for ~0.1 s, and a kernel timed
-  then ran its first repeats 3-5x slow (measured on the 2-core machine of docs/benchmarks.md).
+  then shares its cores with it.
 - **Steal** (`/proc/stat`, the `cpuN` lines of the CPUs this process may run on, eighth field, clock ticks): the
   hypervisor ran another guest on our virtual CPU.
 

@@ -153,7 +153,7 @@ def _trampoline(cfg: Config) -> ctypes._CFuncPtr:
 
 
 def _address(a: np.ndarray) -> int:
-    """The data pointer of `a`; `from_buffer` is ~4x faster than `a.ctypes.data` but needs a writable array."""
+    """The data pointer of `a`; `from_buffer` is cheaper than `a.ctypes.data` but needs a writable array."""
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))
     except (TypeError, ValueError):  # read-only or empty

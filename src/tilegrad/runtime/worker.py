@@ -3,7 +3,7 @@
 A `Worker` starts `python -m MODULE ARGS...` (fork+exec, so no child inherits a half-copied OpenMP thread pool or
 a parent's locks) in its own session. The child calls `serve(handle)`: it says it is ready once its imports are
 done, then answers each request line with one reply line. One interpreter serves many requests, so a request
-costs milliseconds, not the ~0.3 s an interpreter start-up costs here.
+costs milliseconds, not an interpreter's start-up.
 
 Failures are values. A child that dies (a kernel that segfaults or aborts) or overruns its time (a kernel that
 spins, a compiler that never finishes) is killed with its whole process group and the request comes back as

@@ -5,8 +5,8 @@ channels), so one rule serves them all, in the manner of `_schedule_packed_conv`
 columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across the block, and
 is written once (through the epilogue, when one is fused on); images, channel blocks and rows run in parallel.
 Each step of a convolution broadcasts one input value and multiplies it by one weight vector into each column.
-Tiles of several channel blocks (more re-use of each broadcast) measured slower here, 25-60% on ResNet-50 shapes
-with AVX2, so the tile is one block wide and as many columns as the registers hold.
+Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2 (docs/benchmark-history.md),
+so the tile is one block wide and as many columns as the registers hold.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 one it would replace.
 
 A task's fastest record is the minimum over hundreds of single timings, each with the machine's noise, so it is
-partly a lucky timing (the winner's curse): on ResNet-50 the tuner's estimate promised 6-24% less latency and
-the compiled model ran no faster, and a search that measures many near-identical candidates collects the
-luckiest timing of them (gradient search's 1200 s curve promised 58 ms; its bests re-timed at 74 ms). Here the
+partly a lucky timing (the winner's curse): the tuner's estimate then promises more than the compiled model
+delivers, the more so for a search that measures many near-identical candidates, since it collects the
+luckiest timing of them. Here the
 contenders are timed `passes` times, each pass one batch over all of them (so a slow spell of the machine is
 spread over all), and the contender with the lowest median wins. The winner is appended as a record whose origin
 names the policy "confirm"; the database prefers the newest such record of a task over its fastest one.

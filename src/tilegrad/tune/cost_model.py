@@ -11,11 +11,10 @@ with query groups made of one task's candidates. Labels are relevance levels fro
 
 so the best candidate of every task is level 30 and a failed one (throughput 0) level 0, whatever the task's
 absolute speed. The gain of a level is the level itself (LightGBM's default, 2^level - 1, cares almost only about
-the top few and ranked mid-table candidates worse: held-out pairwise accuracy 0.83 against 0.95 with 512 rows of
-the analytical benchmark in tests/tune/test_cost_model.py), and every pair of a query counts, not just the top 30.
+the top few and ranks mid-table candidates worse), and every pair of a query counts, not just the top 30.
 A task's rows are shuffled (fixed seed) into queries of at most MAX_GROUP_ROWS, which keeps the pairwise cost
 linear in the rows. The model is retrained from scratch on every row seen so far at each `update` (the data is
-small: 20,000 rows train in about 4 s on one thread). Until it has seen a task with two different levels it
+small: a tuning run's rows train in seconds on one thread). Until it has seen a task with two different levels it
 scores at random, so the first rounds of a search sample at random, as in Ansor.
 """
 

@@ -44,7 +44,7 @@ from .tuner import model_graph
 
 BATCH = 8  # candidates of one task measured per visit
 VALIDATION_FRACTION = 0.1
-TRAIN_EPOCHS = 20  # more overfits ~45 programs per task (cross-validated: 60 epochs 0.646, 20 epochs 0.672)
+TRAIN_EPOCHS = 20  # more overfit the few dozen programs a task has (cross-validated)
 
 
 # -- the workload suite ------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ A batch is measured in two phases, so that no compiler competes with a timing fo
 2. **Run.** One persistent timing worker (`runtime/_runner.py`) times the built kernels one after another on the
    task's random inputs (`Task.random_inputs(seed)`, the same for every candidate of the task): warm-up, a
    calibration that makes a repeat last `min_repeat_s`, then `repeats` repeats, cycling over `placements` copies
-   of the buffers at fixed page offsets (where buffers sit relative to each other moved one Winograd conv between
-   0.54 and 1.10 ms; the median over placements is what a model's own buffer layout can expect). A sample of
+   of the buffers at fixed page offsets (a kernel's speed can depend on where its buffers sit relative to each
+   other; the median over placements is what a model's own buffer layout can expect). A sample of
    candidates (`check_fraction`, spread evenly, the first always) first runs once on poisoned outputs, which are
    compared with the task's NumPy reference. A candidate whose first warm call is `abandon_slower_than` times
    slower than the fastest this measurer has timed for its task (the task's default, once `limit_by_default` has

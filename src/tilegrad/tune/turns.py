@@ -1,8 +1,8 @@
 """Tunings that take turns on one machine: one runs at a time, and each one's clock counts only its own turns.
 
 Two search policies compared one after the other can meet different machines: a shared host has slow spells of
-minutes, and one of them falls on one policy only (session 13 measured the same default schedules 10% apart,
-median, between two policies' runs). Run by turns of some seconds, both see the same machine on average. Each
+minutes, and one of them falls on one policy only. Run by turns of some seconds, both see the same machine on
+average. Each
 tuning runs in a thread of its own and gets `tune_tasks(clock=...)` a clock that, read after its turn is up (the
 tuner reads it between rounds), hands over to the next tuning and waits for its own next turn. A turn starts
 counting after a pause, so that the thread pools the previous tuning left spinning (OpenBLAS spins ~0.1 s after a

@@ -12,9 +12,9 @@ Weights are packed ahead of time (the graph pass does it once, on constants): a 
 channel inside the block).
 
 Padding: a convolution reads a padded copy of its input (`{name}_pad`, tagged "blocked_pad" so that the default
-inlining leaves it a stage of its own), since a bounds check on every multiply-add halves its speed; a depthwise
-convolution or a pool reads through a guard instead, since it does a few operations per load and an extra pass
-over memory to pad would cost it more than the guard (measured: 1.2-2x).
+inlining leaves it a stage of its own), since a bounds check on every multiply-add costs more than the copy; a
+depthwise convolution or a pool reads through a guard instead, since it does a few operations per load and an
+extra pass over memory to pad would cost it more than the guard.
 
 Tags: the transforms are plain "injective" copies; a convolution's stages are tagged "conv2d_nchwc" (its
 reduction, and the bias addition when there is one), a depthwise convolution's "depthwise_conv2d_nchwc", a pool's
