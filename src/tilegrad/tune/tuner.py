@@ -114,8 +114,8 @@ class _TaskState:
 
     def _standing(self) -> tuple[float, Candidate | None]:
         """(latency, candidate) of the re-timed candidate with the lowest median if any was re-timed (and did not
-        fail), else of the fastest measured one. The lower median: interference only ever slows a timing, and
-        with two timings the mean let one disturbed re-timing (7.6 ms beside 0.89) raise a task's best ninefold."""
+        fail), else of the fastest measured one. The lower median: interference only ever slows a timing, so of
+        two timings the faster is kept, not their mean."""
         scored = [(statistics.median_low(v), c) for c, v in self.retimed.items()]
         scored = [sc for sc in scored if math.isfinite(sc[0])] or [
             (s, c) for c, s in self.measured.items() if math.isfinite(s)]
@@ -235,8 +235,8 @@ def _challenge(st: _TaskState, batch: list[Candidate], results: list[MeasureResu
     median, last. A task's first working candidate has nothing to be compared with: it is timed once more, which
     frees its figure from the luck of being the fastest of its batch, and its tally grows when it is challenged.
     An incumbent that no batch challenges is timed once more after each round of its task until its tally holds
-    `passes` timings: else one unlucky timing pins the task's best (on BERT-base, a GEMM timed 4.9 ms inside the
-    search stood all run, where it re-times at 3.2 ms). Returns how many re-timings it took."""
+    `passes` timings: else one unlucky timing could pin the task's best for the whole run. Returns how many
+    re-timings it took."""
     latency, challenger = min(zip((r.latency for r in results), batch), key=lambda lc: lc[0])
     incumbent = st.incumbent()
     if latency < st.best_s:
