@@ -17,7 +17,7 @@ import numpy as np
 
 from . import config as _config
 from .codegen.c import PRELUDE, CRenderer
-from .errors import ShapeError
+from .ir.compute import node_compute
 from .ir.graph import Graph, Node, Value
 from .ir.registry import BROADCAST, ELEMWISE, lookup
 from .loop.lower import lower
@@ -25,7 +25,7 @@ from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .schedule.defaults import default_schedule
 from .schedule.schedule import Schedule
-from .te.tensor import Tensor, placeholder
+from .te.tensor import Tensor
 
 ALIGN = 64
 _ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "int32": 4,
@@ -163,19 +163,6 @@ def _in_place_ok(n: Node) -> bool:
     if n.op == "fused":
         return all(lookup(m.op).kind in (ELEMWISE, BROADCAST) for m in n.attrs["body"].nodes)
     return lookup(n.op).kind in (ELEMWISE, BROADCAST)
-
-
-def node_compute(node: Node) -> tuple[list[Tensor], list[Tensor]]:
-    """(inputs, outputs) of a node's tensor expression. Inputs are named by position, so two nodes of one
-    workload give the same computation, and a tuned trace of one replays on the other."""
-    opdef = lookup(node.op)
-    holders = [placeholder(v.shape, v.dtype, f"in{i}") for i, v in enumerate(node.inputs)]
-    out = opdef.compute(*holders, **node.attrs)
-    outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    if not all(isinstance(o, Tensor) for o in outs) or len(outs) != len(node.outputs):
-        raise ShapeError(f"node {node.name!r} ({node.op}): its compute gave {len(outs)} tensor(s) for "
-                         f"{len(node.outputs)} output(s)")
-    return holders, outs
 
 
 # Chooses a node's schedule: the tuner's best record, or None for the default rules.

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tilegrad import config
-from tilegrad.executor import node_compute
+from tilegrad.ir.compute import node_compute
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.passes import optimize
 from tilegrad.schedule import Schedule, Step, Trace

@@ -18,7 +18,7 @@ from functools import lru_cache
 from ..codegen.c import render_c
 from ..config import Config
 from ..errors import BuildError
-from ..executor import node_compute
+from ..ir.compute import node_compute
 from ..ir.graph import Node
 from ..loop.lower import lower
 from ..runtime.build import build

@@ -1,0 +1,35 @@
+"""A node's tensor-expression compute, and the floating-point work it does.
+
+The one step from the graph to the compute layer: the executor, the tuner's tasks and its build worker all
+build a node's computation here, so that the same node always gives the same computation.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..te.flops import compute_flops
+from ..te.tensor import Tensor, placeholder
+from .graph import Node
+from .registry import lookup
+
+
+def node_compute(node: Node) -> tuple[list[Tensor], list[Tensor]]:
+    """(inputs, outputs) of a node's tensor expression. Inputs are named by position, so two nodes of one
+    workload give the same computation, and a tuned trace of one replays on the other."""
+    opdef = lookup(node.op)
+    holders = [placeholder(v.shape, v.dtype, f"in{i}") for i, v in enumerate(node.inputs)]
+    out = opdef.compute(*holders, **node.attrs)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if not all(isinstance(o, Tensor) for o in outs) or len(outs) != len(node.outputs):
+        raise ShapeError(f"node {node.name!r} ({node.op}): its compute gave {len(outs)} tensor(s) for "
+                         f"{len(node.outputs)} output(s)")
+    return holders, outs
+
+
+def node_flops(node: Node) -> int:
+    """The floating-point operations of one run of `node`: its op's declared count (the arithmetic of the
+    mathematical op, where the compute does more, such as padded lanes), else the count over its compute."""
+    opdef = lookup(node.op)
+    if opdef.flops is not None:
+        return int(opdef.flops([v.type for v in node.inputs], [v.type for v in node.outputs], **node.attrs))
+    return compute_flops(node_compute(node)[1])
