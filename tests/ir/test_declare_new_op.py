@@ -4,6 +4,8 @@ references, fuse with their neighbours, keep a blocked layout and report their F
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -111,20 +113,35 @@ def test_it_fuses_between_a_conv_and_an_add():
         np.testing.assert_allclose(compilation.module(x=x), want, rtol=1e-4, atol=1e-5)
 
 
-def test_a_conv_chain_through_it_stays_blocked():
-    """12 channels fill one and a half blocks of 8; the op's `finite` declaration lets the layout flow through."""
+def _conv_tanh_conv():
+    """x -> Conv 1x1 to 12 channels -> ScaledTanh -> Conv 3x3 to 8 channels -> y."""
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv1"),
              helper.make_node("ScaledTanh", ["c"], ["t"], name="st", scale=0.5),
              helper.make_node("Conv", ["t", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
-    model = _model(nodes, [1, 8, 6, 6], [1, 8, 6, 6], [_weight("w1", 12, 8, 1, 1), _weight("w2", 8, 12, 3, 3)])
-    g = import_onnx(model)
+    return _model(nodes, [1, 8, 6, 6], [1, 8, 6, 6], [_weight("w1", 12, 8, 1, 1), _weight("w2", 8, 12, 3, 3)])
+
+
+def _blocked(g):
     ctx = PassContext(options={"conv_algorithm": "direct", "layout_block": 8})
-    out = layout(conv_algorithm(g, ctx), ctx)
+    return layout(conv_algorithm(g, ctx), ctx)
+
+
+def test_a_conv_chain_through_it_stays_blocked():
+    """12 channels fill one and a half blocks of 8; the op's `finite` declaration lets the layout flow through."""
+    model = _conv_tanh_conv()
+    g = import_onnx(model)
+    out = _blocked(g)
     assert [n.op for n in out.nodes] == ["conv_nchwc", "scaled_tanh", "conv_nchwc", "layout_from_blocked"]
     assert len(out.nodes[1].outputs[0].shape) == 5
     x = RNG.standard_normal((1, 8, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(run_reference(out, [x])[0], run_reference(g, [x])[0], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(tilegrad.compile(model)(x=x), run_reference(g, [x])[0], rtol=1e-4, atol=1e-5)
+
+
+def test_without_the_finite_declaration_the_chain_ends_at_it(monkeypatch):
+    monkeypatch.setitem(OPS, "scaled_tanh", dataclasses.replace(OPS["scaled_tanh"], finite=False))
+    out = _blocked(import_onnx(_conv_tanh_conv()))
+    assert [n.op for n in out.nodes] == ["blocked_conv", "scaled_tanh", "blocked_conv"]
 
 
 def test_it_reports_its_flops(tmp_path, capsys):
