@@ -2,11 +2,10 @@
 
 The module is captured with `torch.export` and decomposed to core ATen, except for the ops the registry has whole
 (those whose mapping is registered with `keep=True`: linear, matmul, layer norm, attention...). Each ATen op maps
-through one small function in
-`torch_ops.py` or `torch_nn_ops.py`. Parameters and buffers become constants. A node whose inputs are all
-constants is evaluated by PyTorch during import, so masks, position indices and weight transposes fold. Every
-unsupported op is reported at once, with the line of Python and the submodule it comes from; a shape that depends
-on tensor values, or a dtype the native code has no type for, is an error that says so.
+through one small function in `torch_ops.py` or `torch_nn_ops.py`. Parameters and buffers become constants. A node
+whose inputs are all constants is evaluated by PyTorch during import, so masks, position indices and weight
+transposes fold. Every unsupported op is reported at once, with the line of Python and the submodule it comes from;
+a shape that depends on tensor values, or a dtype the native code has no type for, is an error that says so.
 """
 
 from __future__ import annotations
