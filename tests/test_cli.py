@@ -172,8 +172,8 @@ def test_info_reports_types_ops_and_flops(convnet, capsys):
     out = capsys.readouterr().out
     assert "opset 17, 4 nodes" in out and "inputs:  x float32[1, 3, 8, 8]" in out
     assert "ops:     Conv 1, Relu 1, Reshape 1, MatMul 1" in out and "unsupported: none" in out
-    conv, matmul = 2 * (4 * 8 * 8) * (3 * 3 * 3), 2 * 10 * 256
-    assert f"FLOPs:   {conv + matmul:,} " in out
+    conv, relu, matmul = 2 * (4 * 8 * 8) * (3 * 3 * 3), 4 * 8 * 8, 2 * 10 * 256
+    assert f"FLOPs:   {conv + relu + matmul:,} " in out
 
 
 def test_info_without_shapes_shows_declared_types_and_why_flops_are_missing(convnet, capsys):

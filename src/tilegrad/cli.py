@@ -451,30 +451,18 @@ def _info(args) -> None:
     if graph is None:
         print(f"FLOPs:   unavailable: {why}")
         return
+    from .ir.compute import node_flops
+
     by_op = collections.Counter()
-    for node in graph.nodes:
-        by_op[node.op] += _flops(node)
+    try:
+        for node in graph.nodes:
+            by_op[node.op] += node_flops(node)
+    except TilegradError as exc:  # an op the registry has no compute for at these shapes
+        print(f"FLOPs:   unavailable: {' '.join(str(exc).split())}")
+        return
     total = sum(by_op.values())
     detail = ", ".join(f"{op} {_count(f)}" for op, f in by_op.most_common() if f)
-    print(f"FLOPs:   {total:,} ({_count(total)}; 2 x multiply-adds of conv/conv_transpose/matmul/gemm"
-          + (f": {detail})" if detail else ")"))
-
-
-def _flops(node) -> int:
-    """2 x the multiply-adds of a conv, transposed conv, matmul or gemm node; 0 for any other op."""
-    if node.op == "conv":  # w: (M, C / group, *kernel); one dot product of prod(w[1:]) per output element
-        return 2 * math.prod(node.outputs[0].shape) * math.prod(node.inputs[1].shape[1:])
-    if node.op == "blocked_conv":  # packed w: (M / b, C, KH, KW, b); a dot product of C * KH * KW per output
-        return 2 * math.prod(node.outputs[0].shape) * math.prod(node.inputs[1].shape[1:4])
-    if node.op == "conv_transpose":  # w: (C, M / group, *kernel); each input element meets prod(w[1:]) weights
-        return 2 * math.prod(node.inputs[0].shape) * math.prod(node.inputs[1].shape[1:])
-    if node.op == "panel_matmul":  # A (M, K) x packed B (N / nr, K, nr)
-        return 2 * math.prod(node.outputs[0].shape) * node.inputs[0].shape[1]
-    if node.op in ("matmul", "gemm"):
-        a = node.inputs[0].shape
-        inner = a[0] if node.op == "gemm" and node.attrs.get("trans_a") else a[-1]
-        return 2 * math.prod(node.outputs[0].shape) * inner
-    return 0
+    print(f"FLOPs:   {total:,} ({_count(total)}; a multiply-add counts two" + (f": {detail})" if detail else ")"))
 
 
 def _declared(vi) -> str:

@@ -46,7 +46,8 @@ def _reference(name: str, sample: Sample, arrays: list[np.ndarray]) -> np.ndarra
 
 
 def test_the_module_declares_exactly_these_ops():
-    declared = {name for name, op in OPS.items() if op.compute.__module__ == "tilegrad.ir.ops.nn"}
+    families = ("tilegrad.ir.ops.nn", "tilegrad.ir.ops.norm")
+    declared = {name for name, op in OPS.items() if op.compute.__module__ in families}
     assert declared == set(NN_OPS)
 
 
@@ -187,7 +188,7 @@ ERRORS = [
     ("conv", [_t(1, 4, 8, 8), _t(6, 2, 3, 3)], {"group": 3}, "group=3 must divide both the 4 input and the 6 output"),
     ("conv", [_t(1, 4, 8, 8), _t(6, 4, 3, 3), _t(4)], {}, r"bias must have shape \(6,\)"),
     ("conv", [_t(1, 4, 8, 8), _t(6, 4, 3, 3)], {"pads": [1, 1]}, "pads .* must be 4 integers"),
-    ("conv", [_t(1, 4, 2, 8), _t(6, 4, 3, 3)], {}, "spatial axis 0 has size 2"),
+    ("conv", [_t(1, 4, 2, 8), _t(6, 4, 3, 3)], {}, "spatial dimension 0 has size 2"),
     ("conv", [_t(1, 4, 8, 8, dtype="int32"), _t(6, 4, 3, 3, dtype="int32")], {}, "float dtype"),
     ("conv_transpose", [_t(1, 4, 5, 5), _t(3, 2, 3, 3)], {}, "weight has 3 input channels"),
     ("conv_transpose", [_t(1, 4, 5, 5), _t(4, 2, 3, 3)], {"strides": [2, 2], "output_padding": [2, 0]},

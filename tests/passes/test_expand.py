@@ -16,10 +16,10 @@ from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize, pass_names
-from tilegrad.passes.expand import EXPANSIONS, expand_composites
+from tilegrad.passes.expand import expand_composites, expandable
 from tilegrad.passes.pipeline import PASSES, PassContext
 
-COMPOSITES = set(EXPANSIONS)
+COMPOSITES = set(expandable())
 BASIC = {"reduce_mean", "reduce_max", "reduce_sum", "add", "sub", "mul", "div", "sqrt", "reciprocal", "exp", "log",
          "erf", "reshape"}
 

@@ -31,7 +31,7 @@ def test_softmax_family(randn, op, ref, axis):
     x = te.placeholder((3, 4, 5), name="x")
     xv = randn(3, 4, 5) * 4
     out = op(x, axis)
-    assert out.op.tag == op.__name__ and out.op.attrs == {"axis": axis % 3}
+    assert out.op.tag == op.__name__ and out.op.attrs == {"axis": axis % 3, "row_axes": axis % 3}
     np.testing.assert_allclose(interpret(out, {"x": xv}), ref(xv.astype(np.float64), axis), rtol=1e-5, atol=1e-6)
 
 
@@ -78,7 +78,7 @@ def test_layer_norm(randn, axis, gamma_shape, beta_shape):
     out = nn.layer_norm(x, gamma, beta, axis=axis, epsilon=1e-3)
     expected = layer_norm_ref(values["x"].astype(np.float64), values.get("gamma"), values.get("beta"), axis % 3, 1e-3)
     np.testing.assert_allclose(interpret(out, values), expected, rtol=1e-5, atol=1e-5)
-    assert out.op.tag == "layer_norm" and out.op.attrs == {"axis": axis % 3, "epsilon": 1e-3}
+    assert out.op.tag == "layer_norm" and out.op.attrs == {"axis": axis % 3, "epsilon": 1e-3, "row_axes": axis % 3}
 
 
 def test_layer_norm_statistics_are_reductions():

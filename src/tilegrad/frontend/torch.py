@@ -1,11 +1,11 @@
 """PyTorch import: an nn.Module and example inputs become a typed Graph over the op registry.
 
 The module is captured with `torch.export` and decomposed to core ATen, except for the ops the registry has whole
-(`KEPT`: linear, matmul, layer norm, attention...). Each ATen op maps through one small function in
-`torch_ops.py` or `torch_nn_ops.py`. Parameters and buffers become constants. A node whose inputs are all
-constants is evaluated by PyTorch during import, so masks, position indices and weight transposes fold. Every
-unsupported op is reported at once, with the line of Python and the submodule it comes from; a shape that depends
-on tensor values, or a dtype the native code has no type for, is an error that says so.
+(those whose mapping is registered with `keep=True`: linear, matmul, layer norm, attention...). Each ATen op maps
+through one small function in `torch_ops.py` or `torch_nn_ops.py`. Parameters and buffers become constants. A node
+whose inputs are all constants is evaluated by PyTorch during import, so masks, position indices and weight
+transposes fold. Every unsupported op is reported at once, with the line of Python and the submodule it comes from;
+a shape that depends on tensor values, or a dtype the native code has no type for, is an error that says so.
 """
 
 from __future__ import annotations
@@ -25,21 +25,23 @@ from ..ir.graph import Graph, GraphBuilder, Value
 from ..ir.registry import TensorType
 
 TORCH_OPS: dict[str, Callable] = {}
-
-# Ops that core ATen would decompose but the registry has whole (or that map onto fewer nodes whole).
-KEPT = ("linear", "matmul", "layer_norm", "scaled_dot_product_attention", "softmax", "log_softmax", "hardtanh",
-        "relu6", "hardswish", "hardsigmoid", "silu", "flatten", "adaptive_avg_pool2d")
+# ATen ops that core ATen would decompose but the registry has whole (or that map onto fewer nodes whole): those
+# registered with `torch_op(..., keep=True)`.
+KEPT: set[str] = set()
 # The dtypes the native code has buffers for.
 DTYPES = ("float32", "float16", "int8", "int32", "int64", "bool")
 # Ops with no effect on the values of an inference graph (export inserts them for checks).
 IGNORED = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range")
 
 
-def torch_op(*names: str):
-    """Register the mapping of ATen ops (`"add"` for every overload, `"add.Tensor"` for one) onto registry ops."""
+def torch_op(*names: str, keep: bool = False):
+    """Register the mapping of ATen ops (`"add"` for every overload, `"add.Tensor"` for one) onto registry ops;
+    with `keep`, export leaves these ops whole instead of decomposing them."""
     def register(fn):
         for n in names:
             TORCH_OPS[n] = fn
+            if keep:
+                KEPT.add(n)
         return fn
     return register
 
@@ -114,6 +116,8 @@ def _torch_reason(exc: Exception) -> str:
 
 
 def _decompositions():
+    from . import torch_nn_ops, torch_ops  # noqa: F401  (fill TORCH_OPS and KEPT)
+
     table = torch.export.default_decompositions()
     for name in KEPT:
         packet = getattr(torch.ops.aten, name)

@@ -15,7 +15,7 @@ from .transposed_conv import transposed_as_conv
 
 # ---- matrix products and convolution ----
 
-@torch_op("linear")
+@torch_op("linear", keep=True)
 def _linear(b: B, name, x, w, bias=None):
     if len(x.shape) == 2:
         return b.op("gemm", x, w, *([bias] if bias is not None else []), name=name, trans_b=1)
@@ -30,7 +30,8 @@ def _addmm(b: B, name, c, x, w, *, beta=1, alpha=1):
     return b.op("gemm", x, w, c, name=name, alpha=float(alpha), beta=float(beta))
 
 
-@torch_op("mm", "bmm", "matmul")
+@torch_op("mm", "bmm")
+@torch_op("matmul", keep=True)
 def _matmul(b: B, name, x, y):
     return b.op("matmul", x, y, name=name)
 
@@ -73,7 +74,7 @@ def _native_layer_norm(b: B, name, x, normalized_shape, weight, bias, eps):
     return out, _Missing("the mean of a layer norm"), _Missing("the inverse deviation of a layer norm")
 
 
-@torch_op("layer_norm")
+@torch_op("layer_norm", keep=True)
 def _layer_norm(b: B, name, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
     axis = -len(normalized_shape)
     if weight is None and bias is not None:
@@ -101,7 +102,7 @@ def _attend(b: B, name, q, k, v, mask=None, *, masked_when=True, scale=None):
     return b.op("matmul", weights, v, name=name), weights
 
 
-@torch_op("scaled_dot_product_attention")
+@torch_op("scaled_dot_product_attention", keep=True)
 def _attention(b: B, name, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
     """The math of PyTorch's reference implementation."""
     if dropout_p:
@@ -218,8 +219,8 @@ def _avg_pool(b: B, name, x, kernel_size, stride=(), padding=0, ceil_mode=False,
                 count_include_pad=int(count_include_pad))
 
 
-@torch_op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d",
-          "_adaptive_avg_pool3d")
+@torch_op("adaptive_avg_pool1d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool3d")
+@torch_op("adaptive_avg_pool2d", keep=True)
 def _adaptive_avg_pool(b: B, name, x, output_size):
     sizes, out = x.shape[2:], _per_axis(output_size, len(x.shape) - 2)
     if all(o == 1 for o in out):

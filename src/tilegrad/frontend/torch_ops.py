@@ -53,7 +53,7 @@ def _as(b: B, x, dtype: str, name: str) -> Value:
 # ---- element-wise ----
 
 _UNARY = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
-          "erf": "erf", "abs": "abs", "neg": "neg", "reciprocal": "reciprocal", "hardswish": "hard_swish"}
+          "erf": "erf", "abs": "abs", "neg": "neg", "reciprocal": "reciprocal"}
 
 
 def _unary(op):
@@ -62,6 +62,7 @@ def _unary(op):
 
 for _aten, _op in _UNARY.items():
     torch_op(_aten)(_unary(_op))
+torch_op("hardswish", keep=True)(_unary("hard_swish"))
 
 
 @torch_op("rsqrt")
@@ -79,7 +80,7 @@ def _expm1(b: B, name, x):
     return b.op("sub", b.op("exp", x, name=f"{name}_exp"), b.scalar(1, x.dtype, name), name=name)
 
 
-@torch_op("silu")
+@torch_op("silu", keep=True)
 def _silu(b: B, name, x):
     return b.op("mul", x, b.op("sigmoid", x, name=f"{name}_sigmoid"), name=name)
 
@@ -98,7 +99,7 @@ def _gelu(b: B, name, x, *, approximate="none"):
     return b.op("mul", half, b.op("add", t, b.scalar(1, x.dtype, f"{name}_one"), name=f"{name}_one_plus"), name=name)
 
 
-@torch_op("hardsigmoid")
+@torch_op("hardsigmoid", keep=True)
 def _hardsigmoid(b: B, name, x):
     return b.op("hard_sigmoid", x, name=name, alpha=1 / 6, beta=0.5)
 
@@ -108,12 +109,12 @@ def _leaky_relu(b: B, name, x, negative_slope=0.01):
     return b.op("leaky_relu", x, name=name, alpha=float(negative_slope))
 
 
-@torch_op("hardtanh")
+@torch_op("hardtanh", keep=True)
 def _hardtanh(b: B, name, x, min_val=-1.0, max_val=1.0):
     return b.op("clip", x, name=name, min=float(min_val), max=float(max_val))
 
 
-@torch_op("relu6")
+@torch_op("relu6", keep=True)
 def _relu6(b: B, name, x):
     return b.op("clip", x, name=name, min=0.0, max=6.0)
 
@@ -364,13 +365,14 @@ def _softmax(op):
     return convert
 
 
-torch_op("_softmax", "softmax")(_softmax("softmax"))
-torch_op("_log_softmax", "log_softmax")(_softmax("log_softmax"))
+torch_op("_softmax")(torch_op("softmax", keep=True)(_softmax("softmax")))
+torch_op("_log_softmax")(torch_op("log_softmax", keep=True)(_softmax("log_softmax")))
 
 
 # ---- shapes and indexing ----
 
-@torch_op("view", "_unsafe_view", "reshape", "flatten", "squeeze", "view_as")
+@torch_op("view", "_unsafe_view", "reshape", "squeeze", "view_as")
+@torch_op("flatten", keep=True)
 def _reshape(b: B, name, x, *_):
     return x if x.shape == b.out_shape else b.op("reshape", x, name=name, shape=b.out_shape)
 

@@ -1,8 +1,13 @@
-"""A node's tensor expression: the op's compute on placeholders of the node's input types."""
+"""A node's tensor-expression compute, and the floating-point work it does.
+
+The one step from the graph to the compute layer: the executor, the tuner's tasks and its build worker all
+build a node's computation here, so that the same node always gives the same computation.
+"""
 
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..te.flops import compute_flops
 from ..te.tensor import Tensor, placeholder
 from .graph import Node
 from .registry import lookup
@@ -19,3 +24,12 @@ def node_compute(node: Node) -> tuple[list[Tensor], list[Tensor]]:
         raise ShapeError(f"node {node.name!r} ({node.op}): its compute gave {len(outs)} tensor(s) for "
                          f"{len(node.outputs)} output(s)")
     return holders, outs
+
+
+def node_flops(node: Node) -> int:
+    """The floating-point operations of one run of `node`: its op's declared count (the arithmetic of the
+    mathematical op, where the compute does more, such as padded lanes), else the count over its compute."""
+    opdef = lookup(node.op)
+    if opdef.flops is not None:
+        return int(opdef.flops([v.type for v in node.inputs], [v.type for v in node.outputs], **node.attrs))
+    return compute_flops(node_compute(node)[1])

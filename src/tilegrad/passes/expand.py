@@ -1,26 +1,27 @@
-"""Composite-op expansion: layer norm, softmax, log-softmax, GELU, instance norm and batch norm become the basic
-ops they are made of (reductions with keepdims and element-wise arithmetic).
+"""Composite-op expansion: ops whose declarations give an `expand=` formula (layer norm, softmax, log-softmax,
+GELU, instance norm, batch norm) become the basic ops they are made of (reductions with keepdims and element-wise
+arithmetic).
 
 This is the first step of MindSpore's "expand, aggregate, re-split". A composite op is a wall that fusion cannot
 see through; its basic ops can be regrouped with their neighbours into row-wise kernels, which the fusion pass
-(order 100) does. Each expansion below is its formula written over `_Term`s, whose arithmetic emits the ops.
+(order 100) does. A declaration writes its formula over `_Term`s, whose arithmetic (+ - * / with terms or
+numbers, `exp`, `log`, `erf`, `rsqrt`, `max`/`sum`/`mean` over axes, `per_channel`) emits the ops.
 
-`ctx.options["expand"]`, a set of op names, picks the composites to expand (default: all six), so that a
+`ctx.options["expand"]`, a set of op names, picks the composites to expand (default: all of them), so that a
 benchmark can compare an expanded op with its hand-written kernel.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from ..errors import TilegradError
 from ..ir.graph import Graph, Node, Value, infer_types
-from ..ir.registry import lookup
+from ..ir.registry import declared_ops, lookup
 from .editor import GraphEditor, map_nodes
 from .pipeline import PassContext, register
 
@@ -115,67 +116,20 @@ class _Term:
         return self if shape == self.value.shape else self.emitter.apply("reshape", self, shape=shape)
 
 
-# ---- the expansions: one formula per composite op ----
-
-def _softmax(x: _Term, *, axis: int) -> _Term:
-    """exp(x - max) / sum(exp(x - max)): subtracting the row's maximum keeps exp from overflowing."""
-    e = (x - x.max(axis)).exp()
-    return e / e.sum(axis)
-
-
-def _log_softmax(x: _Term, *, axis: int) -> _Term:
-    """x - max - log(sum(exp(x - max))), stable for the same reason as softmax."""
-    shifted = x - x.max(axis)
-    return shifted - shifted.exp().sum(axis).log()
-
-
-def _standardized(x: _Term, axes: range, epsilon: float) -> _Term:
-    """(x - mean) / sqrt(var + epsilon) over `axes`; the variance is the mean squared deviation from the mean (two
-    passes, as the references do, which avoids the cancellation of mean(x²) - mean(x)²)."""
-    deviation = x - x.mean(axes)
-    return deviation * ((deviation * deviation).mean(axes) + epsilon).rsqrt()
-
-
-def _layer_norm(x: _Term, scale: _Term | None = None, bias: _Term | None = None, *, axis: int,
-                epsilon: float) -> _Term:
-    """Standardise over the axes from `axis` on; scale and bias broadcast over those trailing axes."""
-    y = _standardized(x, range(axis % x.ndim, x.ndim), epsilon)
-    y = y if scale is None else y * scale
-    return y if bias is None else y + bias
-
-
-def _instance_norm(x: _Term, scale: _Term, bias: _Term, *, epsilon: float) -> _Term:
-    """Standardise each (n, c) over the spatial axes, then scale and shift per channel."""
-    return _standardized(x, range(2, x.ndim), epsilon) * scale.per_channel(x.ndim) + bias.per_channel(x.ndim)
-
-
-def _batch_norm(x: _Term, scale: _Term, bias: _Term, mean: _Term, var: _Term, *, epsilon: float) -> _Term:
-    """(x - mean) * scale / sqrt(var + epsilon) + bias, rearranged as x * a + b with per-channel a and b: two ops
-    per element, and a and b are constants when the statistics are."""
-    a = scale * (var + epsilon).rsqrt()
-    b = bias - mean * a
-    return x * a.per_channel(x.ndim) + b.per_channel(x.ndim)
-
-
-def _gelu(x: _Term) -> _Term:
-    """0.5 x (1 + erf(x / sqrt 2)), the exact GELU."""
-    return 0.5 * x * (1 + (x * math.sqrt(0.5)).erf())
-
-
-EXPANSIONS: dict[str, Callable[..., _Term]] = {
-    "layer_norm": _layer_norm, "softmax": _softmax, "log_softmax": _log_softmax, "gelu": _gelu,
-    "instance_norm": _instance_norm, "batch_norm": _batch_norm,
-}
+def expandable() -> frozenset[str]:
+    """The ops whose declarations give an expansion."""
+    return frozenset(name for name, op in declared_ops().items() if op.expand is not None)
 
 
 def _chosen(names: Iterable[str] | None) -> frozenset[str]:
+    ops = expandable()
     if names is None:
-        return frozenset(EXPANSIONS)
+        return ops
     names = frozenset(names)
-    unknown = names - set(EXPANSIONS)
+    unknown = names - ops
     if unknown:
         raise TilegradError(f"expand: cannot expand {sorted(unknown)}; the expandable ops are "
-                            f"{', '.join(sorted(EXPANSIONS))}")
+                            f"{', '.join(sorted(ops))}")
     return names
 
 
@@ -192,7 +146,7 @@ def expand_composites(g: Graph, ctx: PassContext) -> Graph:
             return None
         emitter = _Emitter(ed, node)
         expanded[node.op] += 1
-        return EXPANSIONS[node.op](*map(emitter.term, ed.inputs_of(node)), **node.attrs).value
+        return lookup(node.op).expand(*map(emitter.term, ed.inputs_of(node)), **node.attrs).value
 
     g = map_nodes(g, rewrite)
     ctx.note("expanded " + ", ".join(f"{op} x{n}" for op, n in sorted(expanded.items())))

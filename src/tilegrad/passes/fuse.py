@@ -36,22 +36,9 @@ class Group:
 
 
 def row_shape(node: Node) -> tuple[int, ...] | None:
-    """The leading axes a reduction keeps, when it reduces only trailing axes (so it can run row by row)."""
-    x = node.inputs[0].shape if node.inputs else ()
-    rank = len(x)
-    op, attrs = node.op, node.attrs
-    if op.startswith("reduce_"):
-        axes = attrs.get("axes")
-        axes = tuple(range(rank)) if axes is None else tuple(sorted(a % rank for a in axes))
-        keep = rank - len(axes)
-        return x[:keep] if axes == tuple(range(keep, rank)) else None
-    if op in ("softmax", "log_softmax"):
-        return x[:-1] if attrs["axis"] % rank == rank - 1 else None
-    if op == "layer_norm":
-        return x[:attrs["axis"] % rank]
-    if op in ("instance_norm", "global_avg_pool", "global_max_pool"):
-        return x[:2]
-    return None
+    """The leading axes a row-wise node keeps (its op's declared `rows`), or None."""
+    rows = lookup(node.op).rows
+    return None if rows is None else rows(node.inputs[0].shape if node.inputs else (), **node.attrs)
 
 
 def _fits_rows(v: Value, rows: tuple[int, ...]) -> bool:

@@ -17,7 +17,7 @@ across a block of channels. This pass:
 
 Lanes past the last channel are not kept zero by every op; the convolutions' packed weights are zero there, so
 such lanes never reach a real channel. With channels that are not whole blocks the layout flows only through
-element-wise ops that keep those lanes finite (a 0 * inf would poison the sum).
+element-wise ops declared `finite` (a 0 * inf would poison the sum).
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from .pipeline import PassContext, register
 
 POOLS = {"max_pool": "max_pool_nchwc", "avg_pool": "avg_pool_nchwc", "global_avg_pool": "global_avg_pool_nchwc"}
 BLOCKED_OPS = {"blocked_conv": "conv_nchwc", "conv": "depthwise_conv_nchwc", **POOLS}  # the rest keep their op
-# Element-wise ops that map finite lanes to finite lanes, for chains whose channels do not fill the last block.
-FINITE = {"add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "leaky_relu", "clip", "sigmoid", "tanh",
-          "hard_sigmoid", "hard_swish", "gelu", "identity"}
 
 
 @register("layout", level=2, order=90)
@@ -114,7 +111,7 @@ def _follows(node: Node, blocked: set[int], block: int) -> bool:
     if lookup(node.op).kind not in (ELEMWISE, BROADCAST):
         return False
     channels = out.shape[1]
-    if channels % block and node.op not in FINITE:
+    if channels % block and not lookup(node.op).finite:
         return False
     return all(v.is_constant or (len(v.shape) == 4 and v.shape[1] == channels) for v in node.inputs)
 

@@ -2,9 +2,9 @@
 
 Rules, in the spirit of TVM's x86 schedules: parallelise the outermost spatial loops, vectorise the innermost
 contiguous loop, tile matmul and convolution around a register-sized accumulator (cache_write, then compute_at),
-and keep row-wise chains (softmax, layer norm) in one parallel loop over rows with their reductions computed per
-row. Cheap injective producers are inlined; a padding stage feeding a convolution is materialised, so the
-convolution's inner loop reads without bounds checks.
+and keep row-wise chains (softmax, layer norm: a last stage whose attrs give `row_axes`) in one parallel loop over
+rows with their reductions computed per row. Cheap injective producers are inlined; a padding stage feeding a
+convolution is materialised, so the convolution's inner loop reads without bounds checks.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
 PACKED_TAGS = {"packed_conv2d_tiles", "packed_matmul_tiles"}
 WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
 MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule
-ROW_TAGS = {"softmax", "log_softmax", "layer_norm", "instance_norm"}
 
 @dataclasses.dataclass(frozen=True)
 class Anchor:
@@ -161,8 +160,8 @@ def _row_axes(sch: Schedule) -> int | None:
     out = sch.state.stage(sch.state.outputs[0].name)
     if out.op.reduce_axes:
         return None
-    if out.op.tag in ROW_TAGS:
-        return out.op.attrs.get("axis", len(out.op.axes) - 1)
+    if "row_axes" in out.op.attrs:  # the last stage of a row-wise op declares how many leading axes are rows
+        return out.op.attrs["row_axes"]
     if out.op.tag not in INJECTIVE_TAGS or len(out.op.axes) < 2:
         return None
     shape = out.tensor.shape

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,7 +20,7 @@ from ..ir.registry import lookup
 from ..passes.memory_plan import intermediates_of, plan_memory
 from ..schedule.defaults import default_schedule
 from ..schedule.trace import Trace
-from ..te import expr as E
+from ..te.flops import compute_flops
 from ..te.printer import format_expr
 from ..te.tensor import ComputeOp, Tensor, topo_order
 
@@ -88,36 +87,6 @@ def workload_key(outputs: list[Tensor]) -> str:
             lines.append(f"{t.name}:{t.shape}:{t.dtype}:input")
     lines.append("out:" + ",".join(t.name for t in outputs))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
-
-
-def compute_flops(outputs: list[Tensor]) -> int:
-    """Floating-point operations of one run: per stage, its elements x its reduction's trips x the float
-    arithmetic in its body (a multiply-add counts two)."""
-    total = 0
-    for t in topo_order(outputs):
-        if not isinstance(t.op, ComputeOp):
-            continue
-        body = t.op.body
-        trips = 1
-        if type(body) is E.Reduce:
-            trips = math.prod(int(a.upper.value) for a in body.axes)
-            ops = _float_ops(body.source) + 1
-        else:
-            ops = _float_ops(body)
-        total += math.prod(t.shape) * trips * ops
-    return total
-
-
-def _float_ops(e: E.Expr) -> int:
-    count, stack = 0, [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is E.Load:
-            continue  # indices are integer arithmetic
-        if E.is_float(x.dtype) and (isinstance(x, E.Call) or type(x) in (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)):
-            count += 1
-        stack.extend(x.children())
-    return count
 
 
 def _task_name(node: Node, outputs: list[Tensor]) -> str:

@@ -3,6 +3,7 @@
 from . import einsum as einsum
 from . import elementwise as elementwise
 from . import nn as nn
+from . import norm as norm
 from . import reduce as reduce
 from . import shape as shape
 from . import packed as packed

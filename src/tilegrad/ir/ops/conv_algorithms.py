@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te.nn import im2col, winograd
 from ..registry import INJECTIVE, OUT_FUSABLE, Sample, TensorType, declare
-from .nn import _conv_ref, _conv_type, _window
+from .nn import _conv_ref, _conv_type, window_attrs
 
 
 def _conv2d_weight(w: TensorType) -> tuple[int, int, int, int]:
@@ -52,7 +52,7 @@ def _winograd_ref(x, u, bias=None, *, m, pads, out_channels):
     mats = winograd.matrices(m)
     at, bt = (np.array(mats[k], dtype=np.float64) for k in ("AT", "BT"))
     alpha = m + 2
-    (pt, pb), (pl, pr) = _window(2, None, pads, None).pads
+    _, ((pt, pb), (pl, pr)), _ = window_attrs("winograd_conv", 2, None, pads, None)
     n, c, h, w = x.shape
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
     th, tw = -(-oh // m), -(-ow // m)
@@ -70,8 +70,8 @@ def _winograd_ref(x, u, bias=None, *, m, pads, out_channels):
 
 
 def _winograd_te(x, u, bias=None, *, m, pads, out_channels):
-    return winograd.winograd_conv2d_transformed(x, u, out_channels, m, _window(2, None, pads, None).pads,
-                                                bias=bias, name="conv")
+    _, pad_pairs, _ = window_attrs("winograd_conv", 2, None, pads, None)
+    return winograd.winograd_conv2d_transformed(x, u, out_channels, m, pad_pairs, bias=bias, name="conv")
 
 
 declare("winograd_weight", kind=INJECTIVE, attrs={"m": 4, "block": 16}, infer=_winograd_weight_type,
@@ -124,9 +124,9 @@ def _im2col_ref(x, wmat, bias=None, *, out_channels, kernel_shape, strides, pads
 
 
 def _im2col_te(x, wmat, bias=None, *, out_channels, kernel_shape, strides, pads, dilations):
-    win = _window(2, strides, pads, dilations)
-    return im2col.im2col_conv2d_packed(x, wmat, out_channels, kernel_shape, win.strides, win.pads, win.dilations,
-                                       bias=bias, name="conv")
+    stride, pad_pairs, dilation = window_attrs("im2col_conv", 2, strides, pads, dilations)
+    return im2col.im2col_conv2d_packed(x, wmat, out_channels, kernel_shape, stride, pad_pairs, dilation, bias=bias,
+                                       name="conv")
 
 
 declare("im2col_weight", kind=INJECTIVE, attrs={"mr": 6}, infer=_im2col_weight_type,

@@ -36,12 +36,14 @@ def _where(cond: TensorType, a: TensorType, b: TensorType, **_) -> list[TensorTy
     return [TensorType(nn.broadcast_shape(cond.shape, out.shape), out.dtype)]
 
 
-def _unary(name: str, compute, reference) -> None:
-    declare(name, kind=ELEMWISE, infer=same_as_input, reference=reference, compute=compute, samples=_UNARY_SAMPLES)
+def _unary(name: str, compute, reference, finite: bool = False, expand=None) -> None:
+    declare(name, kind=ELEMWISE, infer=same_as_input, reference=reference, compute=compute, samples=_UNARY_SAMPLES,
+            finite=finite, expand=expand)
 
 
-def _binary(name: str, compute, reference, infer=broadcast, samples=_BINARY_SAMPLES) -> None:
-    declare(name, kind=BROADCAST, infer=infer, reference=reference, compute=compute, samples=samples, num_inputs=2)
+def _binary(name: str, compute, reference, infer=broadcast, samples=_BINARY_SAMPLES, finite: bool = False) -> None:
+    declare(name, kind=BROADCAST, infer=infer, reference=reference, compute=compute, samples=samples, num_inputs=2,
+            finite=finite)
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -52,33 +54,39 @@ def _map(fn):
     return lambda x: te.compute(x.shape, lambda *i: fn(x[i]), name="map", tag="elemwise")
 
 
-_unary("relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0))
-_unary("sigmoid", lambda x: nn.sigmoid(x), lambda x: 1 / (1 + np.exp(-x)))
-_unary("tanh", lambda x: nn.tanh(x), np.tanh)
+def _gelu_expand(x):
+    """0.5 x (1 + erf(x / sqrt 2)), the exact GELU, in basic ops."""
+    return 0.5 * x * (1 + (x * math.sqrt(0.5)).erf())
+
+
+_unary("relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0), finite=True)
+_unary("sigmoid", lambda x: nn.sigmoid(x), lambda x: 1 / (1 + np.exp(-x)), finite=True)
+_unary("tanh", lambda x: nn.tanh(x), np.tanh, finite=True)
 _unary("exp", lambda x: nn.exp(x), np.exp)
 _unary("log", lambda x: nn.log(x), np.log)
 _unary("sqrt", lambda x: nn.sqrt(x), np.sqrt)
 _unary("erf", lambda x: nn.erf(x), lambda x: _erf(x).astype(x.dtype))
-_unary("gelu", lambda x: nn.gelu(x), lambda x: (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype))
-_unary("abs", _map(E.abs_), np.abs)
-_unary("neg", _map(lambda v: -v), np.negative)
+_unary("gelu", lambda x: nn.gelu(x), lambda x: (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype), finite=True,
+       expand=_gelu_expand)
+_unary("abs", _map(E.abs_), np.abs, finite=True)
+_unary("neg", _map(lambda v: -v), np.negative, finite=True)
 _unary("reciprocal", _map(lambda v: 1.0 / v), np.reciprocal)
 
 declare("leaky_relu", kind=ELEMWISE, attrs={"alpha": 0.01}, infer=same_as_input,
         reference=lambda x, alpha: np.where(x > 0, x, alpha * x),
-        compute=lambda x, alpha: nn.leaky_relu(x, alpha), samples=_UNARY_SAMPLES)
+        compute=lambda x, alpha: nn.leaky_relu(x, alpha), samples=_UNARY_SAMPLES, finite=True)
 declare("clip", kind=ELEMWISE, attrs={"min": -math.inf, "max": math.inf}, infer=same_as_input,
         reference=lambda x, min, max: np.clip(x, min, max),
         compute=lambda x, min, max: nn.clip(x, None if math.isinf(min) else min, None if math.isinf(max) else max),
-        samples=(Sample((((4, 33), "float32"),), {"min": 0.0, "max": 6.0}),))
+        samples=(Sample((((4, 33), "float32"),), {"min": 0.0, "max": 6.0}),), finite=True)
 declare("hard_sigmoid", kind=ELEMWISE, attrs={"alpha": 0.2, "beta": 0.5}, infer=same_as_input,
         reference=lambda x, alpha, beta: np.clip(alpha * x + beta, 0, 1),
         compute=lambda x, alpha, beta: _map(lambda v: E.minimum(E.maximum(v * alpha + beta, 0.0), 1.0))(x),
-        samples=_UNARY_SAMPLES)
+        samples=_UNARY_SAMPLES, finite=True)
 declare("hard_swish", kind=ELEMWISE, infer=same_as_input,
         reference=lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
         compute=_map(lambda v: v * E.minimum(E.maximum(v * (1.0 / 6.0) + 0.5, 0.0), 1.0)),
-        samples=_UNARY_SAMPLES)
+        samples=_UNARY_SAMPLES, finite=True)
 declare("cast", kind=ELEMWISE, attrs={"to": "float32"},
         infer=lambda x, to: [TensorType(x.shape, to)],
         reference=lambda x, to: x.astype(to),
@@ -110,13 +118,13 @@ def _div_te(a, b):
     return te.compute(nn.broadcast_shape(a.shape, b.shape), body, name="div", tag="broadcast")
 
 
-_binary("add", nn.add, np.add)
-_binary("sub", nn.sub, np.subtract)
-_binary("mul", nn.mul, np.multiply)
+_binary("add", nn.add, np.add, finite=True)
+_binary("sub", nn.sub, np.subtract, finite=True)
+_binary("mul", nn.mul, np.multiply, finite=True)
 _binary("div", _div_te, _div_ref, samples=_BINARY_SAMPLES + (Sample((((4, 9), "int32"), ((9,), "int32"))),))
 _binary("pow", nn.power, np.power, samples=(Sample((((4, 33), "float32"), ((1,), "float32"))),))
-_binary("maximum", nn.maximum, np.maximum)
-_binary("minimum", nn.minimum, np.minimum)
+_binary("maximum", nn.maximum, np.maximum, finite=True)
+_binary("minimum", nn.minimum, np.minimum, finite=True)
 _binary("equal", nn.equal, np.equal, infer=_comparison)
 _binary("less", nn.less, np.less, infer=_comparison)
 _binary("greater", nn.greater, np.greater, infer=_comparison)

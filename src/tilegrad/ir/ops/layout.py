@@ -17,9 +17,9 @@ from ...errors import ShapeError
 from ...te.nn import nchwc
 from ..registry import INJECTIVE, OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
 from .nn import (
-    _avg_pool_ref, _avg_pool_type, _conv_ref, _conv_type, _float_dtype, _max_pool_ref, _max_pool_type, _pool_window,
-    _window,
+    _avg_pool_ref, _avg_pool_type, _conv_ref, _conv_type, _max_pool_ref, _max_pool_type, _pool_window, window_attrs,
 )
+from .operands import float_dtype
 
 
 def block_array(a: np.ndarray, block: int) -> np.ndarray:
@@ -90,7 +90,7 @@ def _weights(wpack: np.ndarray) -> np.ndarray:
 
 
 def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations):
-    _float_dtype(x, wpack, bias)
+    float_dtype(x, wpack, bias)
     if len(wpack.shape) != 5:
         raise ShapeError(f"expected packed weights (O / b, C, KH, KW, b), got {wpack.shape}")
     blocks, channels, kh, kw, block = wpack.shape
@@ -116,12 +116,12 @@ def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations):
 
 
 def _conv_nchwc_te(x, wpack, bias=None, *, strides, pads, dilations):
-    win = _window(2, strides, pads, dilations)
-    return nchwc.conv2d_nchwc(x, wpack, win.strides, win.pads, win.dilations, bias=bias, name="conv_nchwc")
+    stride, pad_pairs, dilation = window_attrs("conv_nchwc", 2, strides, pads, dilations)
+    return nchwc.conv2d_nchwc(x, wpack, stride, pad_pairs, dilation, bias=bias, name="conv_nchwc")
 
 
 def _depthwise_type(x, wpack, bias=None, *, strides, pads, dilations):
-    _float_dtype(x, wpack, bias)
+    float_dtype(x, wpack, bias)
     _check_blocked(x)
     if len(wpack.shape) != 4 or wpack.shape[0] != x.shape[1] or wpack.shape[3] != x.shape[4]:
         raise ShapeError(f"expected weights packed as (C / b, KH, KW, b) = ({x.shape[1]}, KH, KW, {x.shape[4]}), "
@@ -142,8 +142,8 @@ def _depthwise_ref(x, wpack, bias=None, *, strides, pads, dilations):
 
 
 def _depthwise_te(x, wpack, bias=None, *, strides, pads, dilations):
-    win = _window(2, strides, pads, dilations)
-    return nchwc.depthwise_conv2d_nchwc(x, wpack, win.strides, win.pads, win.dilations, bias=bias,
+    stride, pad_pairs, dilation = window_attrs("depthwise_conv_nchwc", 2, strides, pads, dilations)
+    return nchwc.depthwise_conv2d_nchwc(x, wpack, stride, pad_pairs, dilation, bias=bias,
                                            name="depthwise_conv_nchwc")
 
 
@@ -179,16 +179,16 @@ def _avg_pool_nchwc_type(x, **attrs):
 
 
 def _max_pool_nchwc_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
-    kernel, win, _ = _pool_window(_nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads, dilations,
-                                  ceil_mode)
-    return nchwc.max_pool2d_nchwc(x, kernel, win.strides, win.pads, win.dilations, bool(ceil_mode),
+    win = _pool_window("max_pool_nchwc", _nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads,
+                       dilations, ceil_mode)
+    return nchwc.max_pool2d_nchwc(x, win.kernel, win.stride, win.pads, win.dilation, bool(ceil_mode),
                                      name="max_pool_nchwc")
 
 
 def _avg_pool_nchwc_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
-    kernel, win, _ = _pool_window(_nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads, dilations,
-                                  ceil_mode)
-    return nchwc.avg_pool2d_nchwc(x, kernel, win.strides, win.pads, win.dilations, bool(ceil_mode),
+    win = _pool_window("avg_pool_nchwc", _nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads,
+                       dilations, ceil_mode)
+    return nchwc.avg_pool2d_nchwc(x, win.kernel, win.stride, win.pads, win.dilation, bool(ceil_mode),
                                      bool(count_include_pad), name="avg_pool_nchwc")
 
 
@@ -199,7 +199,7 @@ def _lanewise(reference):
 
 def _global_avg_pool_nchwc_type(x):
     _check_blocked(x)
-    _float_dtype(x)
+    float_dtype(x)
     n, blocks, _, _, block = x.shape
     return [TensorType((n, blocks, 1, 1, block), x.dtype)]
 

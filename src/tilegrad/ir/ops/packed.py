@@ -4,12 +4,14 @@ block (te.nn.blocked_conv2d). The ONNX frontend lowers 2-D, ungrouped Conv with 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...errors import ShapeError
 from ...te import nn
 from ..registry import OUT_FUSABLE, INJECTIVE, Sample, TensorType, declare
-from .nn import _conv_ref, _conv_type, _window
+from .nn import _conv_ref, _conv_type, window_attrs
 
 
 def _pack_type(w: TensorType, *, block: int) -> list[TensorType]:
@@ -49,8 +51,14 @@ def _blocked_ref(x, wpack, bias=None, *, out_channels, strides, pads, dilations)
 
 
 def _blocked_te(x, wpack, bias=None, *, out_channels, strides, pads, dilations):
-    win = _window(2, strides, pads, dilations)
-    return nn.blocked_conv2d(x, wpack, out_channels, win.strides, win.pads, win.dilations, bias=bias, name="conv")
+    stride, pad_pairs, dilation = window_attrs("blocked_conv", 2, strides, pads, dilations)
+    return nn.blocked_conv2d(x, wpack, out_channels, stride, pad_pairs, dilation, bias=bias, name="conv")
+
+
+def _blocked_flops(ins, outs, **_) -> int:
+    """2 x the multiply-adds: a dot product of C * KH * KW per output element (packed w is (O / b, C, KH, KW, b);
+    the compute also multiplies the zero weights of the padded channels)."""
+    return 2 * math.prod(outs[0].shape) * math.prod(ins[1].shape[1:4])
 
 
 declare("conv_weight_pack", kind=INJECTIVE, attrs={"block": 16}, infer=_pack_type, reference=_pack_ref,
@@ -58,7 +66,7 @@ declare("conv_weight_pack", kind=INJECTIVE, attrs={"block": 16}, infer=_pack_typ
         samples=(Sample((((10, 3, 3, 3), "float32"),), {"block": 4}),))
 declare("blocked_conv", kind=OUT_FUSABLE, num_inputs=(2, 3),
         attrs={"out_channels": None, "strides": None, "pads": None, "dilations": None},
-        infer=_blocked_type, reference=_blocked_ref, compute=_blocked_te, samples=(
+        infer=_blocked_type, reference=_blocked_ref, compute=_blocked_te, flops=_blocked_flops, samples=(
             Sample((((1, 3, 9, 8), "float32"), ((3, 3, 3, 3, 4), "float32"), ((10,), "float32")),
                    {"out_channels": 10, "strides": [2, 1], "pads": [1, 0, 1, 2]}),
             Sample((((2, 5, 7, 7), "float32"), ((2, 5, 1, 1, 8), "float32")), {"out_channels": 16}),
@@ -102,11 +110,16 @@ def _panel_ref(a, bpack, bias=None, *, n, mr, alpha, beta):
     return out.astype(a.dtype)
 
 
+def _panel_flops(ins, outs, **_) -> int:
+    """2 x the multiply-adds of A (M, K) times B (K, N), whatever the panels' padding."""
+    return 2 * math.prod(outs[0].shape) * ins[0].shape[1]
+
+
 declare("matmul_weight_pack", kind=INJECTIVE, attrs={"transpose": 0, "nr": 16}, infer=_rhs_pack_type,
         reference=_rhs_pack_ref, compute=lambda b, transpose, nr: nn.pack_matmul_rhs(b, bool(transpose), nr, "bpack"),
         samples=(Sample((((7, 10), "float32"),), {"nr": 4}), Sample((((10, 7), "float32"),), {"transpose": 1})))
 declare("panel_matmul", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={"n": None, "mr": 6, "alpha": 1.0, "beta": 1.0},
-        infer=_panel_type, reference=_panel_ref,
+        infer=_panel_type, reference=_panel_ref, flops=_panel_flops,
         compute=lambda a, bpack, bias=None, *, n, mr, alpha, beta: nn.panel_matmul(
             a, bpack, n, mr=mr, bias=bias, alpha=alpha, beta=beta, name="gemm"),
         samples=(Sample((((13, 7), "float32"), ((3, 7, 4), "float32"), ((10,), "float32")),

@@ -34,6 +34,14 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims) -> t
     return tuple(1 if d in axes else n for d, n in enumerate(shape) if keepdims or d not in axes)
 
 
+def _rows(x: tuple[int, ...], *, axes, **_) -> tuple[int, ...] | None:
+    """The axes a reduction keeps, when it reduces only trailing axes (so it can run row by row)."""
+    rank = len(x)
+    axes = tuple(range(rank)) if axes is None else tuple(sorted(a % rank for a in axes))
+    keep = rank - len(axes)
+    return x[:keep] if axes == tuple(range(keep, rank)) else None
+
+
 def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> None:
     """Declare `name` with the te compute `te_reduce(x, axes, keepdims)` and the reference `np_reduce(x, axes,
     keepdims)`, which accumulates in float64 for floats."""
@@ -53,7 +61,7 @@ def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> No
         return te_reduce(x, _axes(x.ndim, axes), bool(keepdims))
 
     declare(name, kind=REDUCTION, attrs={"axes": None, "keepdims": 1}, infer=infer, reference=reference,
-            compute=compute, samples=_SAMPLES)
+            compute=compute, rows=_rows, samples=_SAMPLES)
 
 
 def _l2_te(x, axes, keepdims):

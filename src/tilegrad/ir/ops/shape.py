@@ -297,7 +297,7 @@ declare("tile", kind=INJECTIVE, attrs={"repeats": None}, infer=_keeps_dtype(_til
                  Sample((((1, 4, 2), "float32"),), {"repeats": (3, 1, 2)})))
 declare("identity", kind=ELEMWISE, infer=same_as_input, reference=np.copy,
         compute=lambda x: te.compute(x.shape, lambda *i: x[i], name="identity", tag="elemwise"),
-        samples=(Sample((((4, 33), "float32"),)), Sample((((2, 3), "bool"),))))
+        samples=(Sample((((4, 33), "float32"),)), Sample((((2, 3), "bool"),))), finite=True)
 
 
 def _dilate_type(x: TensorType, *, strides) -> list[TensorType]:

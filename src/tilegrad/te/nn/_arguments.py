@@ -38,11 +38,14 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tupl
     return tuple(sorted(out))
 
 
-def int_tuple(value: int | Sequence[int], n: int, what: str, op: str, minimum: int = 1) -> tuple[int, ...]:
-    """`value` as `n` integers, each at least `minimum`; one integer stands for all `n`."""
+def int_tuple(value: int | Sequence[int], n: int, what: str, op: str, minimum: int = 1,
+              scalar: bool = True) -> tuple[int, ...]:
+    """`value` as `n` integers, each at least `minimum`; one integer stands for all `n` if `scalar` allows it
+    (ONNX attributes are always lists)."""
     values = [value] * n if _is_int(value) else list(value)
-    if len(values) != n or not all(_is_int(v) for v in values):
-        raise ShapeError(f"{op}: {what} must be an integer or {n} integers, got {value!r}")
+    if (_is_int(value) and not scalar) or len(values) != n or not all(_is_int(v) for v in values):
+        spelling = f"an integer or {n} integers" if scalar else f"{n} integers"
+        raise ShapeError(f"{op}: {what} must be {spelling}, got {value!r}")
     if any(v < minimum for v in values):
         raise ShapeError(f"{op}: every {what} must be at least {minimum}, got {value!r}")
     return tuple(int(v) for v in values)

@@ -78,8 +78,10 @@ def guarded_load(x: Tensor, lead: Sequence, coords: Sequence[E.Expr], fill) -> E
 
 
 @dataclasses.dataclass(frozen=True)
-class Window2d:
-    """The validated window arithmetic of one op over two spatial axes: stride, pads, dilation, output extents."""
+class Window:
+    """The validated arithmetic of one sliding-window op over its spatial axes: the input's sizes, the kernel,
+    stride, (before, after) pads, dilation and the output's extents. Every window op uses it, from the type rules
+    and NumPy references of the graph layer to the computes here, so the two layers agree on every extent."""
 
     sizes: tuple[int, ...]
     kernel: tuple[int, ...]
@@ -89,12 +91,44 @@ class Window2d:
     out_sizes: tuple[int, ...]
 
     @staticmethod
-    def of(op: str, sizes, kernel, stride, padding, dilation, ceil_mode: bool = False) -> "Window2d":
-        stride = int_tuple(stride, 2, "stride", op)
-        dilation = int_tuple(dilation, 2, "dilation", op)
-        pads = side_pads(padding, 2, op)
+    def of(op: str, sizes, kernel, stride, padding, dilation, ceil_mode: bool = False) -> "Window":
+        """The window of a convolution or pool; a ShapeError if an argument is malformed or a window does not fit."""
+        nd = len(sizes)
+        kernel = int_tuple(kernel, nd, "kernel", op)
+        stride = int_tuple(stride, nd, "stride", op)
+        dilation = int_tuple(dilation, nd, "dilation", op)
+        pads = side_pads(padding, nd, op)
         out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation, ceil_mode)
-        return Window2d(tuple(sizes), tuple(kernel), stride, pads, dilation, out_sizes)
+        return Window(tuple(sizes), kernel, stride, pads, dilation, out_sizes)
+
+    @staticmethod
+    def transposed(op: str, sizes, kernel, stride, padding, dilation, output_padding) -> tuple["Window", tuple]:
+        """The window of a transposed convolution, whose output is the input of the forward window, and its output
+        padding (extra positions at the end of each axis)."""
+        nd = len(sizes)
+        kernel = int_tuple(kernel, nd, "kernel", op)
+        stride = int_tuple(stride, nd, "stride", op)
+        dilation = int_tuple(dilation, nd, "dilation", op)
+        pads = side_pads(padding, nd, op)
+        extra = int_tuple(output_padding, nd, "output_padding", op, minimum=0)
+        for e, s, d in zip(extra, stride, dilation):
+            if e >= max(s, d):
+                raise ShapeError(f"{op}: output_padding {extra} must be smaller than the stride {stride} or the "
+                                 f"dilation {dilation} in each dimension")
+        out_sizes = tuple((n - 1) * s - p[0] - p[1] + d * (k - 1) + e + 1
+                          for n, s, p, d, k, e in zip(sizes, stride, pads, dilation, kernel, extra))
+        if min(out_sizes) <= 0:
+            raise ShapeError(f"{op}: padding {pads} leaves no output (output size {out_sizes})")
+        return Window(tuple(sizes), kernel, stride, pads, dilation, out_sizes), extra
+
+    def check_inside(self, op: str) -> None:
+        """A ShapeError if some window reads only padding (a pool would have nothing to take the max or mean of)."""
+        for d, (size, k, s, p, dl, n) in enumerate(zip(self.sizes, self.kernel, self.stride, self.pads,
+                                                        self.dilation, self.out_sizes)):
+            for o in range(n):
+                if not any(0 <= o * s - p[0] + j * dl < size for j in range(k)):
+                    raise ShapeError(f"{op}: window {o} of spatial dimension {d} lies wholly in the padding {p}; "
+                                     f"use less padding than the kernel {self.kernel}")
 
     def taps(self, out, taps) -> tuple[E.Expr, ...]:
         """The input coordinates that output `out` reads at window `taps`, in the unpadded input."""

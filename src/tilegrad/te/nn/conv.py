@@ -11,11 +11,9 @@ from __future__ import annotations
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
-from ._arguments import check_rank, check_same_dtype, int_tuple, side_pads
+from ._arguments import check_rank, check_same_dtype
+from ._window import LAYOUTS, SPATIAL_NAMES, Window, guarded_load, in_bounds, named_indices, window_coords
 from .transform import pad
-from ._window import (
-    LAYOUTS, SPATIAL_NAMES, guarded_load, in_bounds, named_indices, output_extents, window_coords,
-)
 
 
 def conv1d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation=1, groups: int = 1,
@@ -107,10 +105,8 @@ def _convolution(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, padd
     if group_in * groups != channels:
         raise ShapeError(f"{op}: {weight.name} has {group_in} input channels per group, but {x.name} has "
                          f"{channels} channels in {groups} group(s)")
-    stride = int_tuple(stride, nd, "stride", op)
-    dilation = int_tuple(dilation, nd, "dilation", op)
-    pads = side_pads(padding, nd, op)
-    out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation)
+    win = Window.of(op, sizes, kernel, stride, padding, dilation)
+    stride, pads, dilation, out_sizes = win.stride, win.pads, win.dilation, win.out_sizes
     attrs = {"stride": stride, "padding": pads, "dilation": dilation, "groups": groups, "kernel": tuple(kernel),
              "layout": LAYOUTS[nd]}
     if any(lo or hi for lo, hi in pads):
@@ -146,18 +142,8 @@ def _transposed(op: str, x: te.Tensor, weight: te.Tensor, nd: int, stride, paddi
         raise ShapeError(f"{op}: {weight.name} has {in_channels} input channels (dimension 0) but {x.name} has "
                          f"{channels}")
     _check_groups(op, groups, channels, group_out * groups)
-    stride = int_tuple(stride, nd, "stride", op)
-    dilation = int_tuple(dilation, nd, "dilation", op)
-    pads = side_pads(padding, nd, op)
-    extra = int_tuple(output_padding, nd, "output_padding", op, minimum=0)
-    for e, s, d in zip(extra, stride, dilation):
-        if e >= max(s, d):
-            raise ShapeError(f"{op}: output_padding {extra} must be smaller than the stride {stride} or the "
-                             f"dilation {dilation} in each dimension")
-    out_sizes = tuple((n - 1) * s - p[0] - p[1] + d * (k - 1) + e + 1
-                      for n, s, p, d, k, e in zip(sizes, stride, pads, dilation, kernel, extra))
-    if min(out_sizes) <= 0:
-        raise ShapeError(f"{op}: padding {pads} leaves no output (output size {out_sizes})")
+    win, extra = Window.transposed(op, sizes, kernel, stride, padding, dilation, output_padding)
+    stride, pads, dilation, out_sizes = win.stride, win.pads, win.dilation, win.out_sizes
     group_in = channels // groups
     rc = _channel_axis(group_in)
     taps = [te.reduce_axis(k, f"k{s}") for k, s in zip(kernel, SPATIAL_NAMES[nd])]

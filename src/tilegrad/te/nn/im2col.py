@@ -24,7 +24,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
-from ._window import Window2d, guarded_load
+from ._window import Window, guarded_load
 
 
 def position_tile(out_width: int) -> int:
@@ -76,7 +76,7 @@ def im2col_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation
     """conv2d (groups = 1) of x (N, C, H, W) with weight (O, C, KH, KW) by im2col + GEMM."""
     if weight.ndim != 4:
         raise ShapeError(f"im2col_conv2d: expected weight (O, C, KH, KW), got {weight.shape}")
-    ow = Window2d.of("im2col_conv2d", x.shape[2:], weight.shape[2:], stride, padding, dilation).out_sizes[1]
+    ow = Window.of("im2col_conv2d", x.shape[2:], weight.shape[2:], stride, padding, dilation).out_sizes[1]
     wm = weight_matrix(weight, channel_tile(weight.shape[0], ow), name=f"{name}_wmat")
     return im2col_conv2d_packed(x, wm, weight.shape[0], weight.shape[2:], stride, padding, dilation, bias=bias,
                                 name=name)
@@ -97,7 +97,7 @@ def im2col_conv2d_packed(x: te.Tensor, wm: te.Tensor, out_channels: int, kernel,
                          f"depth {channels * kh * kw}, got {wm.shape}")
     if not (panels - 1) * mr < out_channels <= panels * mr:
         raise ShapeError(f"im2col_conv2d: {out_channels} output channels do not fit {panels} panels of {mr}")
-    win = Window2d.of("im2col_conv2d", (height, width), (kh, kw), stride, padding, dilation)
+    win = Window.of("im2col_conv2d", (height, width), (kh, kw), stride, padding, dilation)
     stride, dilation, pads, (oh, ow) = win.stride, win.dilation, win.pads, win.out_sizes
     nr = position_tile(ow)
     row_panels = -(-ow // nr)

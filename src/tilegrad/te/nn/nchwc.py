@@ -27,7 +27,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
-from ._window import Window2d, in_bounds
+from ._window import Window, in_bounds
 from .pool import _taps_between
 
 Pads = tuple[tuple[int, int], ...]
@@ -77,7 +77,7 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
         raise ShapeError(f"conv2d_nchwc: the weights have {in_channels} input channels but {x.name} has "
                          f"{channels}")
     _check_bias("conv2d_nchwc", bias, blocks, block)
-    win = Window2d.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
+    win = Window.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
     xp = _pad_spatial(x, win.pads, f"{name}_pad")
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     if x.ndim == 5:
@@ -110,7 +110,7 @@ def depthwise_conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, 
     check_same_dtype([x, wpack], "depthwise_conv2d_nchwc")
     blocks, kh, kw, block = wpack.shape
     _check_bias("depthwise_conv2d_nchwc", bias, blocks, block)
-    win = Window2d.of("depthwise_conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
+    win = Window.of("depthwise_conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def body(n, cb, h, w, ci):
@@ -180,16 +180,12 @@ def global_avg_pool_nchwc(x: te.Tensor, name: str = "global_avg_pool_nchwc") -> 
                       attrs=attrs)
 
 
-def _pool_window(op: str, x: te.Tensor, kernel, stride, padding, dilation, ceil_mode: bool) -> Window2d:
+def _pool_window(op: str, x: te.Tensor, kernel, stride, padding, dilation, ceil_mode: bool) -> Window:
     if x.ndim != 5:
         raise ShapeError(f"{op}: {x.name} must be (N, C / b, H, W, b), got shape {x.shape}")
     kernel = int_tuple(kernel, 2, "kernel", op)
-    win = Window2d.of(op, x.shape[2:4], kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
-    for d in range(2):
-        size, k, s, (lo, _), dl = win.sizes[d], kernel[d], win.stride[d], win.pads[d], win.dilation[d]
-        if any(not any(0 <= o * s - lo + j * dl < size for j in range(k)) for o in range(win.out_sizes[d])):
-            raise ShapeError(f"{op}: a window along spatial axis {d} lies wholly in the padding {win.pads[d]}; "
-                             f"use less padding than the kernel {kernel}")
+    win = Window.of(op, x.shape[2:4], kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
+    win.check_inside(op)
     return win
 
 

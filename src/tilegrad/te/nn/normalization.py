@@ -4,8 +4,9 @@ Softmax subtracts the maximum before exponentiating so that no exponential overf
 `{name}_exp` (exp(x - max), kept per row by the default schedule so each element is exponentiated once),
 `{name}_expsum` and the output, which multiplies by the reciprocal of the sum. Log-softmax recomputes exp(x - max)
 inside its sum. Layer norm takes the mean and the (biased) variance as reductions, `{name}_mean` and `{name}_var`, and
-the output normalises, scales and shifts. The final stage of each is tagged with the op's name, which lets a
-schedule recognise the whole chain; the reductions are tagged "reduce".
+the output normalises, scales and shifts. The final stage of each is tagged with the op's name, and its `row_axes`
+attribute (the leading axes that are rows) lets the default schedule run the whole chain row by row; the
+reductions are tagged "reduce".
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ def softmax(x: te.Tensor, axis: int = -1, name: str = "softmax") -> te.Tensor:
                       tag="reduce", attrs={"axis": (a,)})
     one = E.const(1.0, x.dtype)
     return te.compute(x.shape, lambda *i: exps[i] * (one / sums[_drop(i, a)]), name=name, tag="softmax",
-                      attrs={"axis": a})
+                      attrs={"axis": a, "row_axes": a})
 
 
 def log_softmax(x: te.Tensor, axis: int = -1, name: str = "log_softmax") -> te.Tensor:
     """x - log(sum(exp(x))) along `axis`, computed stably as x - max - log(sum(exp(x - max)))."""
     a, maxes, expsum = _exp_sums("log_softmax", x, axis, name)
     return te.compute(x.shape, lambda *i: x[i] - maxes[_drop(i, a)] - E.log(expsum[_drop(i, a)]), name=name,
-                      tag="log_softmax", attrs={"axis": a})
+                      tag="log_softmax", attrs={"axis": a, "row_axes": a})
 
 
 def layer_norm(x: te.Tensor, gamma: te.Tensor | None = None, beta: te.Tensor | None = None, axis: int = -1,
@@ -75,7 +76,8 @@ def layer_norm(x: te.Tensor, gamma: te.Tensor | None = None, beta: te.Tensor | N
             out = out + beta[broadcast_index(beta.shape, i[a:])]
         return out
 
-    return te.compute(x.shape, normalised, name=name, tag="layer_norm", attrs={"axis": a, "epsilon": epsilon})
+    return te.compute(x.shape, normalised, name=name, tag="layer_norm",
+                      attrs={"axis": a, "epsilon": epsilon, "row_axes": a})
 
 
 def _check_param(param: te.Tensor, x: te.Tensor, inner: tuple[int, ...]) -> None:

@@ -14,7 +14,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype
-from ._window import Window2d
+from ._window import Window
 from .transform import pad
 
 
@@ -59,7 +59,7 @@ def blocked_conv2d(x: te.Tensor, wpack: te.Tensor, out_channels: int, stride=1, 
                          f"{channels}; grouped convolutions use conv2d")
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"blocked_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
-    win = Window2d.of("blocked_conv2d", (height, width), (kh, kw), stride, padding, dilation)
+    win = Window.of("blocked_conv2d", (height, width), (kh, kw), stride, padding, dilation)
     stride, dilation, pads, (oh, ow) = win.stride, win.dilation, win.pads, win.out_sizes
     attrs = {"stride": stride, "padding": pads, "dilation": dilation, "kernel": (kh, kw), "block": block}
     if any(lo or hi for lo, hi in pads):

@@ -10,13 +10,11 @@ an element-wise division.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
-from ._arguments import check_rank, int_tuple, side_pads
-from ._window import LAYOUTS, SPATIAL_NAMES, guarded_load, named_indices, output_extents, window_coords
+from ._arguments import check_rank
+from ._window import LAYOUTS, SPATIAL_NAMES, Window, guarded_load, named_indices
 from .reduction import reduce_max, reduce_mean
 
 
@@ -73,66 +71,47 @@ def _spatial_axes(op: str, x: te.Tensor) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@dataclass(frozen=True)
-class _Windows:
-    """The validated window arithmetic of one pooling op."""
-
-    sizes: tuple[int, ...]
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    pads: tuple[tuple[int, int], ...]
-    dilation: tuple[int, ...]
-    out_sizes: tuple[int, ...]
-    taps: tuple[E.Var, ...]
-
-    def coords(self, out) -> tuple[E.Expr, ...]:
-        return window_coords(out, self.taps, self.stride, self.pads, self.dilation)
-
-    def attrs(self, ceil_mode: bool) -> dict:
-        return {"kernel": self.kernel, "stride": self.stride, "padding": self.pads, "dilation": self.dilation,
-                "ceil_mode": ceil_mode}
-
-
-def _windows(op: str, x: te.Tensor, nd: int, kernel, stride, padding, dilation, ceil_mode: bool) -> _Windows:
+def _window(op: str, x: te.Tensor, nd: int, kernel, stride, padding, dilation, ceil_mode: bool) -> Window:
     check_rank(x, nd + 2, op, LAYOUTS[nd])
-    kernel = int_tuple(kernel, nd, "kernel", op)
-    stride = kernel if stride is None else int_tuple(stride, nd, "stride", op)
-    dilation = int_tuple(dilation, nd, "dilation", op)
-    pads = side_pads(padding, nd, op)
-    sizes = x.shape[2:]
-    out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation, ceil_mode)
-    for d, (size, k, s, p, dl, n) in enumerate(zip(sizes, kernel, stride, pads, dilation, out_sizes)):
-        for o in range(n):
-            if not any(0 <= o * s - p[0] + j * dl < size for j in range(k)):
-                raise ShapeError(f"{op}: window {o} of spatial dimension {d} lies wholly in the padding {p}; "
-                                 f"use less padding than the kernel {kernel}")
-    taps = tuple(te.reduce_axis(k, f"k{s}") for k, s in zip(kernel, SPATIAL_NAMES[nd]))
-    return _Windows(sizes, kernel, stride, pads, dilation, out_sizes, taps)
+    win = Window.of(op, x.shape[2:], kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
+    win.check_inside(op)
+    return win
+
+
+def _taps(win: Window, nd: int) -> list[E.Var]:
+    """The reduction over a window's taps, one axis per spatial dimension (kd, kh, kw)."""
+    return [te.reduce_axis(k, f"k{s}") for k, s in zip(win.kernel, SPATIAL_NAMES[nd])]
+
+
+def _pool_attrs(win: Window, ceil_mode: bool) -> dict:
+    return {"kernel": win.kernel, **win.attrs(), "ceil_mode": ceil_mode}
 
 
 def _max_pool(op: str, x: te.Tensor, nd: int, kernel, stride, padding, dilation, ceil_mode: bool,
               name: str) -> te.Tensor:
-    win = _windows(op, x, nd, kernel, stride, padding, dilation, ceil_mode)
+    win = _window(op, x, nd, kernel, stride, padding, dilation, ceil_mode)
+    taps = _taps(win, nd)
     lowest = te.reduce_identity("max", x.dtype)
 
     def body(n, c, out):
-        return te.max(guarded_load(x, (n, c), win.coords(out), lowest), axis=list(win.taps))
+        return te.max(guarded_load(x, (n, c), win.taps(out, taps), lowest), axis=taps)
 
     return te.compute((*x.shape[:2], *win.out_sizes), named_indices(nd, body), name=name, tag="pool",
-                      attrs={**win.attrs(ceil_mode), "pool_type": "max", "layout": LAYOUTS[nd]})
+                      attrs={**_pool_attrs(win, ceil_mode), "pool_type": "max", "layout": LAYOUTS[nd]})
 
 
 def _avg_pool(op: str, x: te.Tensor, nd: int, kernel, stride, padding, dilation, ceil_mode: bool,
               count_include_pad: bool, name: str) -> te.Tensor:
     if not E.is_float(x.dtype):
         raise ShapeError(f"{op}: {x.name} must have a float dtype to be averaged, got {x.dtype}")
-    win = _windows(op, x, nd, kernel, stride, padding, dilation, ceil_mode)
+    win = _window(op, x, nd, kernel, stride, padding, dilation, ceil_mode)
+    taps = _taps(win, nd)
     shape = (*x.shape[:2], *win.out_sizes)
-    attrs = {**win.attrs(ceil_mode), "pool_type": "avg", "count_include_pad": count_include_pad,
+    attrs = {**_pool_attrs(win, ceil_mode), "pool_type": "avg", "count_include_pad": count_include_pad,
              "layout": LAYOUTS[nd]}
 
     def window_sum(n, c, out):
-        return te.sum(guarded_load(x, (n, c), win.coords(out), 0), axis=list(win.taps))
+        return te.sum(guarded_load(x, (n, c), win.taps(out, taps), 0), axis=taps)
 
     sums = te.compute(shape, named_indices(nd, window_sum), name=f"{name}_sum", tag="pool", attrs=attrs)
 

@@ -1,0 +1,42 @@
+"""The floating-point work of a computation, counted over its tensor expressions.
+
+One counter serves the tuner (a task's FLOP/s), the op registry (an op's FLOPs where it declares none) and the
+CLI's `info`, so that all three report the same number for the same computation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import expr as E
+from .tensor import ComputeOp, Tensor, topo_order
+
+
+def compute_flops(outputs: list[Tensor]) -> int:
+    """Floating-point operations of one run: per stage, its elements x its reduction's trips x the float
+    arithmetic in its body (a multiply-add counts two)."""
+    total = 0
+    for t in topo_order(outputs):
+        if not isinstance(t.op, ComputeOp):
+            continue
+        body = t.op.body
+        trips = 1
+        if type(body) is E.Reduce:
+            trips = math.prod(int(a.upper.value) for a in body.axes)
+            ops = _float_ops(body.source) + 1
+        else:
+            ops = _float_ops(body)
+        total += math.prod(t.shape) * trips * ops
+    return total
+
+
+def _float_ops(e: E.Expr) -> int:
+    count, stack = 0, [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load:
+            continue  # indices are integer arithmetic
+        if E.is_float(x.dtype) and (isinstance(x, E.Call) or type(x) in (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)):
+            count += 1
+        stack.extend(x.children())
+    return count
