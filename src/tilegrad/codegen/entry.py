@@ -27,4 +27,5 @@ def render_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy]) -> s
     declarations = [f"void {c.function}(void** args);" for c in calls]
     body = [f"  {{ void* a[] = {{{', '.join(c.pointers)}}}; {c.function}(a); }}" for c in calls]
     body += [f"  memcpy({c.target}, {c.source}, {c.nbytes});" for c in copies]
-    return "#include <string.h>\n" + "\n".join(declarations) + "\nvoid tg_run(void** args) {\n" + "\n".join(body) + "\n}\n"
+    return ("#include <string.h>\n" + "\n".join(declarations) + "\nvoid tg_run(void** args) {\n"
+            + "\n".join(body) + "\n}\n")

@@ -65,6 +65,9 @@ class OpDef:
     # (input types, output types, **attrs) -> floating-point operations, for ops whose compute does other
     # arithmetic than the op (padded lanes, zeros of a transposed convolution). None: counted over the compute.
     flops: Callable[..., int] | None = None
+    # Whether the output is the input's bytes seen with another shape (reshape): it runs no kernel, and the
+    # memory plan gives it its input's memory.
+    view: bool = False
 
     def bind_attrs(self, given: dict, where: str) -> dict:
         """The op's attributes with defaults filled in; unknown names are an error that says where."""
@@ -87,7 +90,7 @@ OPS: dict[str, OpDef] = {}
 def declare(name: str, *, kind: str, infer: Callable, reference: Callable, compute: Callable,
             attrs: dict | None = None, samples: Sequence[Sample] = (), num_inputs: int | tuple[int, int] = 1,
             expand: Callable | None = None, rows: Callable | None = None, finite: bool = False,
-            flops: Callable | None = None) -> OpDef:
+            flops: Callable | None = None, view: bool = False) -> OpDef:
     """Register op `name`. Called at import time by the family modules in `ir/ops/`."""
     if name in OPS:
         raise ValueError(f"op {name!r} is declared twice")
@@ -95,7 +98,7 @@ def declare(name: str, *, kind: str, infer: Callable, reference: Callable, compu
         raise ValueError(f"op {name!r}: unknown fusion kind {kind!r}; expected one of {KINDS}")
     arity = (num_inputs, num_inputs) if isinstance(num_inputs, int) else tuple(num_inputs)
     op = OpDef(name, kind, dict(attrs or {}), infer, reference, compute, tuple(samples), arity, expand, rows, finite,
-               flops)
+               flops, view)
     OPS[name] = op
     return op
 

@@ -22,7 +22,6 @@ def nbytes(v: Value) -> int:
     return int(np.prod(v.shape, dtype=np.int64)) * itemsize(v.dtype)
 
 
-VIEW_OPS = {"reshape", "flatten", "squeeze", "unsqueeze", "identity"}  # same bytes, another shape: no kernel
 
 
 @dataclasses.dataclass
@@ -51,7 +50,7 @@ def plan_memory(g: Graph, intermediates: list[Value]) -> MemoryPlan:
     intermediates = [v for v in intermediates if id(v) in wanted]
     for n in g.nodes:
         v = n.inputs[0] if n.inputs else None
-        if n.op in VIEW_OPS and id(n.outputs[0]) not in outputs and v is not None:
+        if lookup(n.op).view and id(n.outputs[0]) not in outputs and v is not None:
             views[id(n.outputs[0])] = views.get(id(v), v)
     block_of = {vid: vid for vid in wanted}  # id(value) -> a value in the same block (follow to the owner)
     for vid, root in views.items():
@@ -116,8 +115,8 @@ def _output_views(g: Graph) -> tuple[dict[int, Value], set[int]]:
     views, elided = {}, set()
     for n in g.nodes:
         v = n.inputs[0] if n.inputs else None
-        if (n.op in VIEW_OPS and v is not None and outputs.count(id(n.outputs[0])) == 1 and id(v) not in outputs
-                and id(v) in producers and producers[id(v)].op not in VIEW_OPS and len(consumers[id(v)]) == 1):
+        if (lookup(n.op).view and v is not None and outputs.count(id(n.outputs[0])) == 1 and id(v) not in outputs
+                and id(v) in producers and not lookup(producers[id(v)].op).view and len(consumers[id(v)]) == 1):
             views[id(v)] = n.outputs[0]
             elided.add(id(n))
     return views, elided

@@ -114,20 +114,21 @@ def _keeps_dtype(rule):
     return lambda x, **attrs: [TensorType(rule(x.shape, **attrs), x.dtype)]
 
 
-declare("reshape", kind=INJECTIVE, attrs={"shape": None}, infer=_keeps_dtype(_reshape_shape), reference=_reshape_ref,
+declare("reshape", view=True, kind=INJECTIVE, attrs={"shape": None}, infer=_keeps_dtype(_reshape_shape),
+        reference=_reshape_ref,
         compute=lambda x, shape: nn.reshape(x, _reshape_shape(x.shape, shape)),
         samples=(Sample((((2, 3, 4), "float32"),), {"shape": (0, -1)}),
                  Sample((((2, 3, 4), "float32"),), {"shape": (4, 0, -1)}),
                  Sample((((6,), "int32"),), {"shape": (1, 2, -1)})))
-declare("flatten", kind=INJECTIVE, attrs={"axis": 1}, infer=_keeps_dtype(_flatten_shape),
+declare("flatten", view=True, kind=INJECTIVE, attrs={"axis": 1}, infer=_keeps_dtype(_flatten_shape),
         reference=lambda x, axis: x.reshape(math.prod(x.shape[:axis]), -1),
         compute=lambda x, axis: nn.flatten(x, axis),
         samples=(Sample((((2, 3, 4, 5), "float32"),), {"axis": -2}), Sample((((2, 3, 4), "float32"),), {"axis": 0})))
-declare("squeeze", kind=INJECTIVE, attrs={"axes": None}, infer=_keeps_dtype(_squeeze_shape),
+declare("squeeze", view=True, kind=INJECTIVE, attrs={"axes": None}, infer=_keeps_dtype(_squeeze_shape),
         reference=lambda x, axes: np.squeeze(x, None if axes is None else tuple(axes)),
         compute=lambda x, axes: nn.reshape(x, _squeeze_shape(x.shape, axes), name="squeeze"),
         samples=(Sample((((1, 3, 1, 4), "float32"),)), Sample((((1, 3, 1, 4), "float32"),), {"axes": (-2,)})))
-declare("unsqueeze", kind=INJECTIVE, attrs={"axes": None}, infer=_keeps_dtype(_unsqueeze_shape),
+declare("unsqueeze", view=True, kind=INJECTIVE, attrs={"axes": None}, infer=_keeps_dtype(_unsqueeze_shape),
         reference=lambda x, axes: np.expand_dims(x, tuple(axes)),
         compute=lambda x, axes: nn.reshape(x, _unsqueeze_shape(x.shape, axes), name="unsqueeze"),
         samples=(Sample((((3, 4), "float32"),), {"axes": (0, -1)}), Sample((((3, 4), "float32"),), {"axes": (1,)})))
@@ -295,7 +296,7 @@ declare("tile", kind=INJECTIVE, attrs={"repeats": None}, infer=_keeps_dtype(_til
         reference=lambda x, repeats: np.tile(x, repeats), compute=_tile_te,
         samples=(Sample((((2, 3), "float32"),), {"repeats": (2, 3)}),
                  Sample((((1, 4, 2), "float32"),), {"repeats": (3, 1, 2)})))
-declare("identity", kind=ELEMWISE, infer=same_as_input, reference=np.copy,
+declare("identity", view=True, kind=ELEMWISE, infer=same_as_input, reference=np.copy,
         compute=lambda x: te.compute(x.shape, lambda *i: x[i], name="identity", tag="elemwise"),
         samples=(Sample((((4, 33), "float32"),)), Sample((((2, 3), "bool"),))), finite=True)
 
