@@ -16,14 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tilegrad.tune.cost_model import (
-    RELEVANCE_LEVELS,
-    TreeCostModel,
-    ranking_accuracy,
-    relevance,
-    throughput_of,
-    top_k_recall,
-)
+from tilegrad.tune.cost_model.model import throughput_of
+from tilegrad.tune.cost_model.trees import RELEVANCE_LEVELS, TreeCostModel, ranking_accuracy, relevance, top_k_recall
 
 CORES, L1, L2, VECTOR = 8, 32 * 1024, 1024 * 1024, 8
 PEAK = 2 * VECTOR * 2 * 3e9  # flop/s per core: 2 FMA units x 8 lanes x 2 flops x 3 GHz

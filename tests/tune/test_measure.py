@@ -11,7 +11,7 @@ from tilegrad.ir.graph import GraphBuilder
 from tilegrad.passes import optimize
 from tilegrad.schedule import Schedule, Step, Trace
 from tilegrad.te import expr as E
-from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult, _WithoutWeights
+from tilegrad.tune.measure.measurer import ERROR_KINDS, MeasureInput, Measurer, MeasureResult, _WithoutWeights
 from tilegrad.tune.task import extract_tasks
 
 REPEATS = 2

@@ -1,4 +1,4 @@
-"""The measurer's build worker (`python -m tilegrad.tune._builder CONFIG.pkl`): trace in, kernel library out.
+"""The measurer's build worker (`python -m tilegrad.tune.measure._builder CONFIG.pkl`): trace in, kernel library out.
 
 A request names a task's node (a pickle the measurer wrote, weights stripped), a trace as JSON and the kernel's
 name; the worker replays the trace on the node's computation, lowers it, renders C and compiles it with the
@@ -15,15 +15,15 @@ import sys
 import time
 from functools import lru_cache
 
-from ..codegen.c import render_c
-from ..config import Config
-from ..errors import BuildError
-from ..executor import node_compute
-from ..ir.graph import Node
-from ..loop.lower import lower
-from ..runtime.build import build
-from ..runtime.worker import serve
-from ..schedule import Trace, apply_trace
+from ...codegen.c import render_c
+from ...config import Config
+from ...errors import BuildError
+from ...executor import node_compute
+from ...ir.graph import Node
+from ...loop.lower import lower
+from ...runtime.build import build
+from ...runtime.worker import serve
+from ...schedule import Trace, apply_trace
 
 
 def _handle(request: dict, cfg: Config) -> dict:

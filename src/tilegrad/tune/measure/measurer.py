@@ -42,13 +42,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import config
-from ..config import Config
-from ..ir.graph import Value
-from ..runtime.timing import harness_library
-from ..runtime.worker import Reply, Worker, call_all
-from ..schedule import Trace
-from .task import Task
+from ... import config
+from ...config import Config
+from ...ir.graph import Value
+from ...runtime.timing import harness_library
+from ...runtime.worker import Reply, Worker, call_all
+from ...schedule import Trace
+from ..task import Task
 
 ERROR_KINDS = ("lower", "build", "timeout", "crash", "run", "wrong")
 KERNEL_NAME = "candidate"  # the function every candidate's library defines (and a `source_override` must)
@@ -142,7 +142,7 @@ class Measurer:
         cfg_path = Path(self._dir.name) / "config.pkl"
         cfg_path.write_bytes(pickle.dumps(self.cfg))
         self._harness = str(harness_library(self.cfg))
-        self._builders = [Worker("tilegrad.tune._builder", [cfg_path]) for _ in range(builders or os.cpu_count() or 1)]
+        self._builders = [Worker("tilegrad.tune.measure._builder", [cfg_path]) for _ in range(builders or os.cpu_count() or 1)]
         self._runner = Worker("tilegrad.runtime._runner")
         self._tasks: dict[str, _Prepared] = {}
         self._references: dict[str, list[np.ndarray]] = {}
