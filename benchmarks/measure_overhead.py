@@ -24,7 +24,7 @@ from pathlib import Path
 from tilegrad import config
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.schedule import Schedule
-from tilegrad.tune.measure.measurer import MeasureInput, Measurer
+from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.task import extract_tasks
 
 

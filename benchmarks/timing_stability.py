@@ -14,7 +14,7 @@ import sys
 
 from models import MODELS, _export  # benchmarks/models.py, beside this script
 
-from tilegrad.tune.measure.measurer import MeasureInput, Measurer
+from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.model import model_graph

@@ -160,7 +160,7 @@ def _tune(args) -> None:
 def _list_tasks(tasks) -> None:
     """Each task with its FLOPs, weight and share of the untuned latency (its default schedule, measured); the
     other convolution algorithms' tasks after, their share that of the kernels they would stand in for."""
-    from .tune.measure.measurer import MeasureInput, Measurer
+    from .tune.measure import MeasureInput, Measurer
 
     with Measurer() as measurer:
         results = measurer.measure([MeasureInput(t, t.default_trace()) for t in tasks])

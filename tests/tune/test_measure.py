@@ -11,7 +11,8 @@ from tilegrad.ir.graph import GraphBuilder
 from tilegrad.passes import optimize
 from tilegrad.schedule import Schedule, Step, Trace
 from tilegrad.te import expr as E
-from tilegrad.tune.measure.measurer import ERROR_KINDS, MeasureInput, Measurer, MeasureResult, _WithoutWeights
+from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult
+from tilegrad.tune.measure.builder import _WithoutWeights
 from tilegrad.tune.task import extract_tasks
 
 REPEATS = 2
@@ -90,9 +91,9 @@ def test_valid_candidates_give_costs(measurer, task):
 def test_a_trace_built_before_is_timed_again_without_building(measurer, task):
     trace = tiled(task, 8, 4)
     (first,) = measurer.measure([MeasureInput(task, trace)])
-    sent = sum(w.requests_served for w in measurer._builders)
+    sent = sum(w.requests_served for w in measurer.builder.workers)
     (again,) = measurer.measure([MeasureInput(task, trace)])
-    assert sum(w.requests_served for w in measurer._builders) == sent
+    assert sum(w.requests_served for w in measurer.builder.workers) == sent
     assert first.valid and again.valid and first.build_s > 0 and again.build_s == 0
 
 
@@ -206,7 +207,7 @@ def _pickle_without_weights(node) -> bytes:
 
 
 def test_a_build_over_its_time_limit_is_a_timeout(measurer, task, monkeypatch):
-    monkeypatch.setattr(measurer, "build_timeout_s", 0.02)  # gcc takes longer than that to start
+    monkeypatch.setattr(measurer.builder, "timeout_s", 0.02)  # gcc takes longer than that to start
     slow = MeasureInput(task, task.default_trace(), source_override=ZEROS + "/* not in the build cache */")
     (result,) = measurer.measure([slow])
     assert result.error_kind == "timeout" and result.error.startswith("build timeout after 0.02 s")

@@ -74,7 +74,7 @@ def test_incomplete_records_are_refused(tmp_path):
 
 def test_a_record_from_a_measurement():
     from tilegrad.ir.graph import GraphBuilder
-    from tilegrad.tune.measure.measurer import MeasureInput, MeasureResult
+    from tilegrad.tune.measure import MeasureInput, MeasureResult
     from tilegrad.tune.task import extract_tasks
 
     b = GraphBuilder()

@@ -21,7 +21,7 @@ from tilegrad.executor import compile_graph
 from tilegrad.schedule.trace import Trace
 from tilegrad.tune.apply import BestRecords
 from tilegrad.tune.confirm import confirm_best, retime
-from tilegrad.tune.measure.measurer import MeasureInput, MeasureResult
+from tilegrad.tune.measure import MeasureInput, MeasureResult
 from tilegrad.tune.records import Database, Record
 from tilegrad.tune.callbacks import Callback, default_callbacks
 from tilegrad.tune.model import model_graph

@@ -36,7 +36,7 @@ from torch import nn
 
 from ..tune.cost_model.model import throughput_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
-from ..tune.measure.measurer import MeasureInput, Measurer
+from ..tune.measure import MeasureInput, Measurer
 from ..tune.cost_model.mlp import NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.records import Database, Record, machine_fingerprint
 from ..tune.search.space import Candidate, TaskSpace

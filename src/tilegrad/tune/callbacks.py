@@ -14,7 +14,7 @@ import numpy as np
 from .cost_model.model import throughput_of
 
 if TYPE_CHECKING:
-    from .measure.measurer import MeasureResult
+    from .measure import MeasureResult
     from .records import Record
     from .search.space import Candidate
     from .state import TaskState

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..schedule.trace import Trace
-from .measure.measurer import MeasureInput, Measurer, MeasureResult
+from .measure import MeasureInput, Measurer, MeasureResult
 from .records import CONFIRMED, Database, Record
 from .task import Task
 

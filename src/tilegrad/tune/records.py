@@ -33,7 +33,7 @@ from ..runtime.build import compiler_identity, find_compiler
 
 if TYPE_CHECKING:
     from ..schedule import Trace
-    from .measure.measurer import MeasureInput, MeasureResult
+    from .measure import MeasureInput, MeasureResult
 
 APPLICATION = "tilegrad-records"
 SCHEMA_VERSION = 1

@@ -25,7 +25,7 @@ from ..errors import TilegradError
 from .callbacks import Callback, default_callbacks
 from .confirm import confirm_best, confirmed_origin, median_latency, retime
 from .cost_model import CostModel, make_cost_model
-from .measure.measurer import MeasureInput, Measurer, MeasureResult
+from .measure import MeasureInput, Measurer, MeasureResult
 from .records import CONFIRMED, Database, Record
 from .results import TaskResult, TuneResult
 from .search import SearchPolicy, make_policy
