@@ -16,6 +16,7 @@ FORBIDDEN = {
     "runtime": {"te", "schedule", "loop", "codegen", "tune", "ir", "passes", "frontend"},
     "ir": {"schedule", "loop", "codegen", "runtime", "passes", "frontend", "tune"},
     "frontend": {"schedule", "loop", "codegen", "runtime", "passes", "tune"},
+    "tune": {"api", "cli", "tools"},
 }
 
 
