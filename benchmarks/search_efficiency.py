@@ -44,10 +44,10 @@ from models import MODELS, _export  # benchmarks/models.py, beside this script
 
 from tilegrad import config
 from tilegrad.schedule.trace import Trace
-from tilegrad.tune.confirm import retime
-from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tools.turns import run_by_turns
 from tilegrad.tune.callbacks import default_callbacks
+from tilegrad.tune.confirm import retime
+from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.results import TuneResult
 from tilegrad.tune.task import Task, extract_tasks

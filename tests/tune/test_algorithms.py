@@ -12,9 +12,9 @@ from tilegrad.frontend.load import import_model
 from tilegrad.passes.conv_algorithm import ALGORITHMS
 from tilegrad.tune.algorithms import MIXED, algorithm_tasks, choose, variants
 from tilegrad.tune.apply import BestRecords
+from tilegrad.tune.model import model_tasks
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
 from tilegrad.tune.task import kernels
-from tilegrad.tune.model import model_tasks
 
 KERNEL_OF = {"blocked_conv": "direct", "conv_nchwc": "direct", "im2col_conv": "im2col"}
 

@@ -5,10 +5,10 @@ import torch
 from torch import nn
 
 from tilegrad.tune.cost_model.trees import TreeCostModel
+from tilegrad.tune.model import model_graph
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy, EvolutionarySearch
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.model import model_graph
 
 
 def _layer_norm_space() -> TaskSpace:

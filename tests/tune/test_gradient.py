@@ -11,18 +11,13 @@ from hypothesis import strategies as st
 from tilegrad import te
 from tilegrad.schedule.sketch import MAX_INNERMOST, generate_sketches
 from tilegrad.te import nn
-from tilegrad.tune.features.extract import aggregate
-from tilegrad.tune.search.gradient import (
-    GradientPolicy,
-    GradientSearch,
-    ParameterBox,
-    log_features,
-)
+from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.cost_model.mlp import MLPCostModel
+from tilegrad.tune.features.extract import aggregate
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search.gradient import GradientPolicy, GradientSearch, ParameterBox, log_features
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.callbacks import default_callbacks
-from tilegrad.tune.model import model_graph
 from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 

@@ -17,8 +17,8 @@ import torch
 
 from tilegrad.tools import dataset
 from tilegrad.tune.cost_model import mlp as mlp_model
-from tilegrad.tune.cost_model.trees import ranking_accuracy
 from tilegrad.tune.cost_model.mlp import MLPCostModel, normalised_throughput
+from tilegrad.tune.cost_model.trees import ranking_accuracy
 
 
 def _load_tree_tests():

@@ -20,11 +20,11 @@ from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.schedule.trace import Trace
 from tilegrad.tune.apply import BestRecords
+from tilegrad.tune.callbacks import Callback, default_callbacks
 from tilegrad.tune.confirm import confirm_best, retime
 from tilegrad.tune.measure import MeasureInput, MeasureResult
-from tilegrad.tune.records import Database, Record
-from tilegrad.tune.callbacks import Callback, default_callbacks
 from tilegrad.tune.model import model_graph
+from tilegrad.tune.records import Database, Record
 from tilegrad.tune.search import register_policy
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
 from tilegrad.tune.search.policy import POLICIES

@@ -34,14 +34,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..tune.cost_model.mlp import NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.cost_model.model import throughput_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
 from ..tune.measure import MeasureInput, Measurer
-from ..tune.cost_model.mlp import NUM_FEATURES, PRETRAINED, MLPCostModel
+from ..tune.model import model_graph
 from ..tune.records import Database, Record, machine_fingerprint
 from ..tune.search.space import Candidate, TaskSpace
 from ..tune.task import Task, extract_tasks
-from ..tune.model import model_graph
 
 BATCH = 8  # candidates of one task measured per visit
 VALIDATION_FRACTION = 0.1
