@@ -27,8 +27,8 @@ from tilegrad.schedule import Schedule, apply_trace  # noqa: E402
 from tilegrad.te import expr as E  # noqa: E402
 from tilegrad.te import nn  # noqa: E402
 from tilegrad.te.nn import nchwc  # noqa: E402
-from tilegrad.tune.features import features  # noqa: E402
-from tilegrad.tune.formulas import FeatureFormulas  # noqa: E402
+from tilegrad.tune.features.extract import features  # noqa: E402
+from tilegrad.tune.features.formulas import FeatureFormulas  # noqa: E402
 
 
 def _var(name: str, hi: int, lo: int = 1) -> E.Var:

@@ -71,7 +71,7 @@ def main() -> None:
         with Measurer(cfg=cfg) as m:
             setup = time.perf_counter() - start
             rows = {"cold": batch(m, inputs), "warm": batch(m, inputs)}
-            m.repeats, m.warmup, m.min_repeat_s = 1, 0, 0.0
+            m.runner.repeats, m.runner.warmup, m.runner.min_repeat_s = 1, 0, 0.0
             rows["bare"] = batch(m, inputs)
     if args.json:
         print(json.dumps({"candidates": len(inputs), "setup_s": setup, **rows}, indent=2))

@@ -1,11 +1,11 @@
 """Search efficiency: Felix's gradient search against Ansor's evolutionary search on a network's task set.
 
 Both policies get the same start (nothing built: each its own measurer and an empty kernel cache), the same
-wall-clock budget and the same measurer settings. They run by turns (`tilegrad.tune.turns`): one at a time, each
+wall-clock budget and the same measurer settings. They run by turns (`tilegrad.tools.turns`): one at a time, each
 for some seconds of its own clock (`--turn`), so that a slow spell of the machine, minutes long on a shared host,
 falls on both rather than on whichever ran during it; each one's clock counts only its own turns. Each records
 after every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency, a task's
-best being its re-timed best: `tune_tasks(recheck=3)`, so the curves are not minima over lucky timings). Two
+best being its re-timed best: `TuneOptions(recheck=3)`, so the curves are not minima over lucky timings). Two
 starts:
 
 - `--start scratch` (the papers' setting, the default): an empty records database. Each task's hand-written
@@ -43,11 +43,14 @@ from models import MODELS, _export  # benchmarks/models.py, beside this script
 
 from tilegrad import config
 from tilegrad.schedule.trace import Trace
+from tilegrad.tools.turns import run_by_turns
+from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.confirm import retime
 from tilegrad.tune.measure import MeasureInput, Measurer
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.results import TuneResult
 from tilegrad.tune.task import Task, extract_tasks
-from tilegrad.tune.tuner import TuneResult, model_graph, tune_tasks
-from tilegrad.tune.turns import run_by_turns
+from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
 POLICIES = ("gradient", "evolutionary")
@@ -59,7 +62,8 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
     tasks = extract_tasks(model_graph(_export(module.eval(), args)))
     base = workdir / f"{name}-base.db"
     with Measurer() as measurer:
-        start = tune_tasks(tasks, base, trials=0, measurer=measurer, progress=False)  # the defaults only
+        start = tune_tasks(tasks, base, options=TuneOptions(trials=0), measurer=measurer,  # the defaults only
+                           callbacks=default_callbacks(progress=False))
 
     def search(policy: str):
         def job(clock) -> TuneResult:
@@ -72,8 +76,9 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
             # policy built for free whatever the first had built (defaults, small tasks' few schedules).
             with tempfile.TemporaryDirectory(prefix=f"tilegrad-{policy}-cache-") as cache, \
                     Measurer(cfg=dataclasses.replace(config.get(), cache_dir=Path(cache))) as measurer:
-                return tune_tasks(tasks, db, policy=policy, budget=budget, measurer=measurer, seed=seed,
-                                  from_defaults=not scratch, confirm=0, clock=clock)  # the search alone
+                # The search alone: no final confirmation.
+                options = TuneOptions(budget=budget, seed=seed, from_defaults=not scratch, confirm=0)
+                return tune_tasks(tasks, db, policy, options, measurer=measurer, clock=clock)
         return job
 
     runs: dict[str, TuneResult] = run_by_turns({p: search(p) for p in POLICIES}, turn_s=turn_s)

@@ -15,9 +15,9 @@ import sys
 from models import MODELS, _export  # benchmarks/models.py, beside this script
 
 from tilegrad.tune.measure import MeasureInput, Measurer
-from tilegrad.tune.space import TaskSpace
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph
 
 
 def main(argv=None) -> int:

@@ -28,8 +28,11 @@ from timing import median_time  # benchmarks/timing.py, beside this script
 from torch import nn
 
 import tilegrad
+from tilegrad.tune.callbacks import default_callbacks
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search import POLICIES
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import POLICIES, model_graph, tune_tasks
+from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 THREADS = os.cpu_count() or 1
 IDLE_S = 0.5
@@ -73,7 +76,8 @@ def run(name: str, trials: int, rounds: int, db_dir: str, policy: str) -> dict:
     db = os.path.join(db_dir, f"{name}.db")
     tasks = extract_tasks(model_graph(proto))
     t0 = time.monotonic()
-    result = tune_tasks(tasks, db, policy=policy, trials=trials, progress=sys.stderr.isatty())
+    result = tune_tasks(tasks, db, policy, TuneOptions(trials=trials),
+                        callbacks=default_callbacks(progress=sys.stderr.isatty()))
     tune_s = time.monotonic() - t0
     default = tilegrad.compile(proto)
     tuned = tilegrad.compile(proto, db=db)
@@ -108,7 +112,7 @@ def main() -> None:
     p.add_argument("--only", default=",".join(OPS), help="comma-separated: " + ", ".join(OPS))
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--policy", choices=POLICIES, default="evolutionary")
+    p.add_argument("--policy", choices=sorted(POLICIES), default="evolutionary")
     p.add_argument("--db-dir", default=None, help="keep the records databases here (default: a temporary dir)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()

@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tilegrad import conformance
-from tilegrad.conformance import Result, TilegradBackend
+from tilegrad.tools import conformance
+from tilegrad.tools.conformance import Result, TilegradBackend
 
 PASSING = ("test_relu", "test_add", "test_softmax_axis_0", "test_matmul_2d", "test_conv_with_strides_padding")
 UNSUPPORTED = "test_det_2d"  # Det has no mapping

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import TilegradError
+from .frontend.load import import_model
 from .runtime.module import Module, load as _load
 from .target import TARGETS
 
@@ -67,26 +67,6 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
     with BestRecords(db) as chooser:
         chosen = choose(imported, chooser.latency, opt_level=opt_level, disable=disable_passes, enable=enable_passes)
         return Compilation(compile_graph(chosen.graph, choose=chooser), chosen.report, chosen.graph)
-
-
-def import_model(model, example_inputs=None, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """The graph of an ONNX model or of a torch.nn.Module called on `example_inputs`, before any pass."""
-    torch = sys.modules.get("torch")  # a torch module means torch is imported; ONNX users never import it
-    if torch is not None and isinstance(model, torch.nn.Module):
-        from .frontend.torch import import_torch
-
-        if example_inputs is None:
-            raise TilegradError("a torch.nn.Module needs example inputs: tilegrad.compile(module, (x, ...))")
-        if input_shapes:
-            raise TilegradError("input_shapes applies to ONNX models; a torch.nn.Module takes its input shapes "
-                                "from example_inputs")
-        return import_torch(model, example_inputs)
-    from .frontend.onnx import import_onnx
-
-    if example_inputs is not None:
-        raise TilegradError(f"example_inputs applies to a torch.nn.Module, not to {type(model).__name__}; an ONNX "
-                            f"model's symbolic dimensions are fixed with input_shapes")
-    return import_onnx(model, input_shapes=input_shapes)
 
 
 def load(directory) -> Module:

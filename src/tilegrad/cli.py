@@ -110,8 +110,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "machine; the records go to --db, which `compile --db` then uses.")
     t.add_argument("model", help=MODEL_HELP)
     t.add_argument("--db", metavar="FILE", help="the records database (SQLite; created or resumed)")
-    t.add_argument("--policy", default="gradient", choices=("gradient", "evolutionary"),
-                   help="search policy: gradient (Felix, the default) or evolutionary (Ansor)")
+    t.add_argument("--policy", default="gradient", metavar="NAME",
+                   help="search policy, a registered name: gradient (Felix, the default) or evolutionary (Ansor)")
     t.add_argument("--trials", type=int, default=None, metavar="N", help="candidates to measure in all")
     t.add_argument("--budget", default=None, metavar="TIME", help="wall-clock budget: seconds, or e.g. 10m, 1h")
     t.add_argument("--measure-per-round", type=int, default=None, metavar="N",
@@ -136,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
 # ---- tune ----
 
 def _tune(args) -> None:
-    from .tune.tuner import model_tasks, tune_tasks
+    from .tune.model import model_tasks
+    from .tune.tuner import TuneOptions, tune_tasks
 
     spec = _load(args.model, args.input_shape)
     tasks = model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
@@ -149,8 +150,9 @@ def _tune(args) -> None:
         raise UsageError("tune needs --db FILE, the records database to write")
     if args.trials is None and budget is None:
         raise UsageError("give --trials N or --budget TIME (or both)")
-    result = tune_tasks(tasks, args.db, policy=args.policy, trials=args.trials, budget=budget,
-                        measure_per_round=args.measure_per_round, recheck=args.recheck)
+    options = TuneOptions(trials=args.trials, budget=budget, measure_per_round=args.measure_per_round,
+                          recheck=args.recheck)
+    result = tune_tasks(tasks, args.db, args.policy, options)
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
 

@@ -7,13 +7,14 @@ import torch
 from torch import nn
 
 import tilegrad
-from tilegrad.api import compile_with_report, import_model
+from tilegrad.api import compile_with_report
+from tilegrad.frontend.load import import_model
 from tilegrad.passes.conv_algorithm import ALGORITHMS
 from tilegrad.tune.algorithms import MIXED, algorithm_tasks, choose, variants
 from tilegrad.tune.apply import BestRecords
-from tilegrad.tune.evolutionary import EvolutionaryOptions
+from tilegrad.tune.model import model_tasks
+from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
 from tilegrad.tune.task import kernels
-from tilegrad.tune.tuner import model_tasks
 
 KERNEL_OF = {"blocked_conv": "direct", "conv_nchwc": "direct", "im2col_conv": "im2col"}
 
@@ -130,9 +131,8 @@ def test_tuning_every_algorithm_then_compiling_keeps_the_outputs(tmp_path):
     torch.manual_seed(0)
     module, x = TwoConvs().eval(), torch.randn(1, 16, 12, 12)
     db = tmp_path / "tune.db"
-    options = EvolutionaryOptions(population=32, generations=1, measure_per_round=2)
-    result = tilegrad.tune(module, example_inputs=(x,), db=db, policy="evolutionary", trials=8, options=options,
-                           progress=False, confirm=0)
+    policy = EvolutionaryPolicy(population=32, generations=1, measure_per_round=2)
+    result = tilegrad.tune(module, example_inputs=(x,), db=db, policy=policy, trials=8, progress=False, confirm=0)
     assert any(r.task.algorithm for r in result.tasks)
     compilation = compile_with_report(module, (x,), db=db)
     with BestRecords(db) as records:

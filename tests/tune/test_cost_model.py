@@ -16,14 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tilegrad.tune.cost_model import (
-    RELEVANCE_LEVELS,
-    TreeCostModel,
-    ranking_accuracy,
-    relevance,
-    throughput_of,
-    top_k_recall,
-)
+from tilegrad.errors import TilegradError
+from tilegrad.tune.cost_model import COST_MODELS, make_cost_model, register_cost_model
+from tilegrad.tune.cost_model.model import throughput_of
+from tilegrad.tune.cost_model.trees import RELEVANCE_LEVELS, TreeCostModel, ranking_accuracy, relevance, top_k_recall
 
 CORES, L1, L2, VECTOR = 8, 32 * 1024, 1024 * 1024, 8
 PEAK = 2 * VECTOR * 2 * 3e9  # flop/s per core: 2 FMA units x 8 lanes x 2 flops x 3 GHz
@@ -223,3 +219,16 @@ def test_save_and_load_round_trip(tmp_path):
     (tmp_path / "other.json").write_text('{"format": "something else"}')
     with pytest.raises(ValueError, match="not a saved TreeCostModel"):
         loaded.load(tmp_path / "other.json")
+
+
+def test_cost_models_are_made_by_name_and_new_ones_register():
+    assert isinstance(make_cost_model("trees"), TreeCostModel)
+    model = TreeCostModel(num_rounds=3)
+    assert make_cost_model(model) is model
+    register_cost_model("tiny-trees", lambda: TreeCostModel(num_rounds=3))
+    try:
+        assert make_cost_model("tiny-trees").num_rounds == 3
+    finally:
+        del COST_MODELS["tiny-trees"]
+    with pytest.raises(TilegradError, match="unknown cost model 'forest'; available: trees, mlp"):
+        make_cost_model("forest")

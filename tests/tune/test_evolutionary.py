@@ -4,11 +4,11 @@
 import torch
 from torch import nn
 
-from tilegrad.tune.cost_model import TreeCostModel
-from tilegrad.tune.evolutionary import EvolutionaryOptions, EvolutionarySearch
-from tilegrad.tune.space import TaskSpace
+from tilegrad.tune.cost_model.trees import TreeCostModel
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search.evolutionary import EvolutionaryPolicy, EvolutionarySearch
+from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph
 
 
 def _layer_norm_space() -> TaskSpace:
@@ -20,11 +20,11 @@ def _layer_norm_space() -> TaskSpace:
 
 def test_a_round_admits_a_bounded_number_of_new_structures():
     space = _layer_norm_space()
-    options = EvolutionaryOptions(population=128, generations=2, measure_per_round=8, new_structures=3)
+    options = EvolutionaryPolicy(population=128, generations=2, measure_per_round=8, new_structures=3)
     search = EvolutionarySearch(space, TreeCostModel(), options, seed=0)
     measured = set()
     for round_ in range(1, 3):
-        batch = search.propose(measured, [])
+        batch = search.propose(measured, [], 8)
         assert batch and all(space.valid(c) for c in batch) and not set(batch) & measured
         measured |= set(batch)
         scored_structures = len(search.known)

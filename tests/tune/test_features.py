@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 from tilegrad import te
 from tilegrad.loop import lower
+from tilegrad.loop.ir import Store, walk
 from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.te import expr as E
 from tilegrad.te import nn
-from tilegrad.loop.ir import Store, walk
-from tilegrad.tune.features import BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, aggregate, extract, features
-from tilegrad.tune.formulas import _CALLS, FeatureFormulas
+from tilegrad.tune.features.extract import BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, aggregate, extract, features
+from tilegrad.tune.features.formulas import _CALLS, FeatureFormulas
 
 from ..schedule.strategies import valid_schedules
 

@@ -11,17 +11,14 @@ from hypothesis import strategies as st
 from tilegrad import te
 from tilegrad.schedule.sketch import MAX_INNERMOST, generate_sketches
 from tilegrad.te import nn
-from tilegrad.tune.features import aggregate
-from tilegrad.tune.gradient import (
-    GradientOptions,
-    GradientSearch,
-    ParameterBox,
-    log_features,
-)
-from tilegrad.tune.mlp_model import MLPCostModel
-from tilegrad.tune.space import TaskSpace
+from tilegrad.tune.callbacks import default_callbacks
+from tilegrad.tune.cost_model.mlp import MLPCostModel
+from tilegrad.tune.features.extract import aggregate
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search.gradient import GradientPolicy, GradientSearch, ParameterBox, log_features
+from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph, tune_tasks
+from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 
 def _matmul(m=48, k=96, n=40):
@@ -113,7 +110,7 @@ def test_objective_gradient_is_autograds_through_the_smooth_features():
     """The descent's hand-chained gradient (C tape, NumPy features, NumPy MLP, penalty) equals PyTorch autograd
     through the differentiable smooth formulas, the aggregation and the cost model's net."""
     space = TaskSpace(_matmul_task(32, 64, 48))
-    search = GradientSearch(space, MLPCostModel(seed=2), GradientOptions(), seed=0)
+    search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(), seed=0)
     seeds = search._sample_seeds(4)
     key = space.structure_key(seeds[0])
     smooth, box = space.smooth_formulas(key, 1.0), search._box(key)
@@ -152,19 +149,19 @@ def _matmul_task(m, k, n):
 
 def test_a_round_proposes_distinct_valid_unmeasured_candidates():
     space = TaskSpace(_matmul_task(16, 32, 24))
-    options = GradientOptions(seeds=4, steps=30, measure_per_round=8)
+    options = GradientPolicy(seeds=4, steps=30, measure_per_round=8)
     search = GradientSearch(space, MLPCostModel(), options, seed=0)
-    first = search.propose(set(), [])
+    first = search.propose(set(), [], 8)
     assert len(first) == 8 and len(set(first)) == 8
     assert all(space.valid(c) for c in first)
-    second = search.propose(set(first), first[:2])
+    second = search.propose(set(first), first[:2], 8)
     assert len(second) == 8 and not set(second) & set(first)
     assert all(space.valid(c) for c in second)
 
 
 def test_a_round_opens_at_most_new_structures_structures_per_sketch():
     space = TaskSpace(_matmul_task(32, 64, 48))
-    search = GradientSearch(space, MLPCostModel(), GradientOptions(new_structures=1), seed=0)
+    search = GradientSearch(space, MLPCostModel(), GradientPolicy(new_structures=1), seed=0)
     first = {space.structure_key(c) for c in search._sample_seeds(8)}
     second = {space.structure_key(c) for c in search._sample_seeds(8)}
     per_sketch = [sum(1 for k in first if k[0] == i) for i in range(len(space.sketches))]
@@ -176,7 +173,7 @@ def test_descent_raises_the_models_score_of_its_seeds():
     """Adam on the smoothed objective moves the seeds to points the model (on exact features) scores higher."""
     space = TaskSpace(_matmul_task(32, 64, 48))
     model = MLPCostModel(seed=1)
-    search = GradientSearch(space, model, GradientOptions(seeds=6, steps=120, best_seeds=0), seed=0)
+    search = GradientSearch(space, model, GradientPolicy(seeds=6, steps=120, best_seeds=0), seed=0)
     seeds = [c for c in search._sample_seeds(6) if c.values]  # the default sketch has nothing to descend on
     assert seeds
     visited = search._descend({key: [s for s in seeds if space.structure_key(s) == key]
@@ -194,7 +191,7 @@ def test_gradient_search_beats_the_default_schedule_on_a_small_matmul(tmp_path):
             return a @ b
 
     (task,) = extract_tasks(model_graph(MatMul(), example_inputs=(torch.randn(24, 40), torch.randn(40, 36))))
-    result = tune_tasks([task], tmp_path / "g.db", policy="gradient", trials=32,
-                        options=GradientOptions(seeds=4, steps=60), progress=False)
+    result = tune_tasks([task], tmp_path / "g.db", GradientPolicy(seeds=4, steps=60), TuneOptions(trials=32),
+                        callbacks=default_callbacks(progress=False))
     (r,) = result.tasks
     assert r.trials == 32 and r.best_s < r.default_s

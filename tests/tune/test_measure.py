@@ -1,6 +1,7 @@
 import math
 import pickle
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ from tilegrad.ir.graph import GraphBuilder
 from tilegrad.passes import optimize
 from tilegrad.schedule import Schedule, Step, Trace
 from tilegrad.te import expr as E
-from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult, _WithoutWeights
+from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult
+from tilegrad.tune.measure.result import Built
+from tilegrad.tune.measure.builder import _WithoutWeights
 from tilegrad.tune.task import extract_tasks
 
 REPEATS = 2
@@ -90,9 +93,9 @@ def test_valid_candidates_give_costs(measurer, task):
 def test_a_trace_built_before_is_timed_again_without_building(measurer, task):
     trace = tiled(task, 8, 4)
     (first,) = measurer.measure([MeasureInput(task, trace)])
-    sent = sum(w.requests_served for w in measurer._builders)
+    sent = sum(w.requests_served for w in measurer.builder.workers)
     (again,) = measurer.measure([MeasureInput(task, trace)])
-    assert sum(w.requests_served for w in measurer._builders) == sent
+    assert sum(w.requests_served for w in measurer.builder.workers) == sent
     assert first.valid and again.valid and first.build_s > 0 and again.build_s == 0
 
 
@@ -206,9 +209,39 @@ def _pickle_without_weights(node) -> bytes:
 
 
 def test_a_build_over_its_time_limit_is_a_timeout(measurer, task, monkeypatch):
-    monkeypatch.setattr(measurer, "build_timeout_s", 0.02)  # gcc takes longer than that to start
+    monkeypatch.setattr(measurer.builder, "timeout_s", 0.02)  # gcc takes longer than that to start
     slow = MeasureInput(task, task.default_trace(), source_override=ZEROS + "/* not in the build cache */")
     (result,) = measurer.measure([slow])
     assert result.error_kind == "timeout" and result.error.startswith("build timeout after 0.02 s")
     monkeypatch.undo()
     assert measurer.measure_one(task, tiled(task, 16, 16)).valid
+
+
+class _CountingRunner:
+    """A runner elsewhere, as the measurer sees one: every kernel takes 1 ms per call."""
+
+    def __init__(self):
+        self.prepared, self.ran, self.closed = [], [], False
+
+    def prepare(self, task):
+        self.prepared.append(task.key)
+
+    def run(self, inp, built: Built, check):
+        self.ran.append((built.library, check))
+        return MeasureResult((1e-3,), build_s=built.build_s, checked=check)
+
+    def limit_by_default(self, task, default_latency):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_another_runner_plugs_into_the_measurer(cfg, task):
+    runner = _CountingRunner()
+    with Measurer(runner=runner, builders=1, check_fraction=0.5, cfg=cfg) as m:
+        results = m.measure([MeasureInput(task, tiled(task, 8, 4)), MeasureInput(task, tiled(task, 4, 8)),
+                             MeasureInput(task, task.default_trace(), source_override=NOT_C)])
+    assert [r.latency for r in results[:2]] == [1e-3, 1e-3] and results[2].error_kind == "build"
+    assert runner.prepared == [task.key, task.key] and [c for _, c in runner.ran] == [True, False]
+    assert all(Path(lib).is_file() for lib, _ in runner.ran) and runner.closed

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from tilegrad.tune import dataset, mlp_model
-from tilegrad.tune.cost_model import ranking_accuracy
-from tilegrad.tune.mlp_model import MLPCostModel, normalised_throughput
+from tilegrad.tools import dataset
+from tilegrad.tune.cost_model import mlp as mlp_model
+from tilegrad.tune.cost_model.mlp import MLPCostModel, normalised_throughput
+from tilegrad.tune.cost_model.trees import ranking_accuracy
 
 
 def _load_tree_tests():

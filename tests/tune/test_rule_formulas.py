@@ -13,8 +13,8 @@ from tilegrad import te
 from tilegrad.loop import lower
 from tilegrad.schedule import apply_trace
 from tilegrad.schedule.sketch import generate_sketches
-from tilegrad.tune.features import FEATURE_NAMES, features
-from tilegrad.tune.formulas import FeatureFormulas
+from tilegrad.tune.features.extract import FEATURE_NAMES, features
+from tilegrad.tune.features.formulas import FeatureFormulas
 from tilegrad.workloads import WORKLOADS
 
 RULES = ("inline", "tile_fused", "tile_cache_write", "tile", "rfactor", "simple")

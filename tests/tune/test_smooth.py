@@ -17,10 +17,10 @@ from torch import nn
 
 from tilegrad.te import expr as E
 from tilegrad.te.evaluate import evaluate
-from tilegrad.tune.smooth import smooth, smooth_all
-from tilegrad.tune.space import TaskSpace
+from tilegrad.tune.felix.smooth import smooth, smooth_all
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph
 
 X, Y = E.Var("x", "float64"), E.Var("y", "float64")
 A, B = E.Var("a", E.INDEX, -60, 60), E.Var("b", E.INDEX, 1, 40)

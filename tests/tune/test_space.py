@@ -7,9 +7,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from tilegrad.tune.space import Candidate, TaskSpace
+from tilegrad.tune.model import model_graph
+from tilegrad.tune.search.space import Candidate, TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import model_graph
 
 
 def test_every_sketch_of_a_conv_block_has_finite_features():

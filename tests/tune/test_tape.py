@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tilegrad.tune.tape import TapeBuilder
+from tilegrad.tune.felix.tape import TapeBuilder
 
 
 def test_identities_and_constants_fold_and_repeats_share_a_row():

@@ -1,11 +1,13 @@
 """The tuning loop end to end on a tiny model: records appended, the best applied by compile(db=), a rerun
 resumes without measuring a candidate twice, and the CLI lists tasks and tunes."""
 
+import dataclasses
 import io
 import json
 import random
 import sqlite3
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -18,15 +20,21 @@ from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.schedule.trace import Trace
 from tilegrad.tune.apply import BestRecords
+from tilegrad.tune.callbacks import Callback, default_callbacks
 from tilegrad.tune.confirm import confirm_best, retime
-from tilegrad.tune.evolutionary import EvolutionaryOptions
 from tilegrad.tune.measure import MeasureInput, MeasureResult
+from tilegrad.tune.model import model_graph
 from tilegrad.tune.records import Database, Record
-from tilegrad.tune.space import TaskSpace
+from tilegrad.tune.search import register_policy
+from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
+from tilegrad.tune.search.policy import POLICIES
+from tilegrad.tune.search.space import TaskSpace
+from tilegrad.tune.state import TaskState
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import _challenge, _resume, _TaskState, model_graph, tune_tasks
+from tilegrad.tune.tuner import TuneOptions, _challenge, _resume, tune_tasks
 
-SMALL = EvolutionaryOptions(population=48, generations=2, measure_per_round=6)
+SMALL = EvolutionaryPolicy(population=48, generations=2, measure_per_round=6)
+QUIET = default_callbacks(progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +63,7 @@ def _measured_origins(db):
 def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
-    result = tune_tasks(tasks, db, policy="evolutionary", trials=12, options=SMALL, progress=False, confirm=0)
+    result = tune_tasks(tasks, db, SMALL, TuneOptions(trials=12, confirm=0), callbacks=QUIET)
     assert result.trials == 12
     origins = _measured_origins(db)
     assert len(origins) == 12 + len(tasks)  # every candidate, and each task's default schedule first
@@ -70,8 +78,9 @@ def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_
     np.testing.assert_allclose(tuned(x), tilegrad.compile(str(model))(x), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(tilegrad.compile(str(model), db=db)(x), tuned(x), rtol=1e-6)
 
-    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
-                       confirm=0)  # resumes: defaults are not re-measured
+    # Resumes: defaults are not re-measured
+    again = tune_tasks(tasks, db, SMALL, TuneOptions(trials=6, confirm=0),
+                       callbacks=QUIET)
     origins = _measured_origins(db)
     assert len(origins) == 12 + len(tasks) + 6
     assert again.trials == 6
@@ -82,8 +91,8 @@ def test_tuning_records_every_candidate_and_compile_applies_the_best(model, tmp_
 def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
-    result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
-                        from_defaults=False, confirm=0, recheck=0)
+    result = tune_tasks(tasks, db, SMALL, TuneOptions(trials=6 * len(tasks), from_defaults=False, confirm=0, recheck=0),
+                        callbacks=QUIET)
     origins = [json.loads(o) for o in _origins(db)]
     assert sum(o["policy"] == "default" for o in origins) == len(tasks)  # timed once, for the timeouts
     # The history counts only what the search measured: nothing until every task has a working candidate.
@@ -94,8 +103,9 @@ def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_pa
     final = sum(t.weight * min(searched[t.key]) for t in tasks)
     assert result.history[-1][2] == pytest.approx(final)
     assert all(np.isinf(h[2]) for h in result.history[:len(tasks) - 1])
-    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False,
-                       from_defaults=False, confirm=0, recheck=0)  # resumes without timing the defaults again
+    # Resumes without timing the defaults again
+    again = tune_tasks(tasks, db, SMALL, TuneOptions(trials=6, from_defaults=False, confirm=0, recheck=0),
+                       callbacks=QUIET)
     assert sum(json.loads(o)["policy"] == "default" for o in _origins(db)) == len(tasks)
     assert again.history[-1][2] <= final
 
@@ -103,8 +113,7 @@ def test_tuning_from_nothing_leaves_the_defaults_out_of_the_search(model, tmp_pa
 def test_the_best_candidates_are_confirmed_and_compile_uses_the_winner(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
-    result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
-                        confirm=2, recheck=0)
+    result = tune_tasks(tasks, db, SMALL, TuneOptions(trials=6 * len(tasks), confirm=2, recheck=0), callbacks=QUIET)
     origins = [json.loads(o) for o in _origins(db)]
     confirmed = [o for o in origins if o["policy"] == "confirm"]
     assert len(confirmed) == len(tasks)  # one winner per task: its default or one of its two fastest candidates
@@ -119,7 +128,7 @@ def test_the_best_candidates_are_confirmed_and_compile_uses_the_winner(model, tm
     x = np.random.default_rng(0).standard_normal((8, 32)).astype("float32")
     np.testing.assert_allclose(tilegrad.compile(str(model), db=db)(x), tilegrad.compile(str(model))(x),
                                rtol=1e-4, atol=1e-5)
-    again = tune_tasks(tasks, db, policy="evolutionary", trials=6, options=SMALL, progress=False, confirm=0)
+    again = tune_tasks(tasks, db, SMALL, TuneOptions(trials=6, confirm=0), callbacks=QUIET)
     assert again.trials == 6  # a rerun recovers confirmed records as measured candidates
 
 
@@ -145,7 +154,7 @@ def _distinct_candidates(space, n):
 def test_a_lucky_timing_does_not_displace_the_best_and_the_final_confirmation_sees_the_standing_best(
         model, tmp_path):
     task = extract_tasks(model_graph(str(model)))[0]
-    st = _TaskState(task, lambda space, seed: None, 0)
+    st = TaskState(task, lambda space: None)
     default, lucky, steady = _distinct_candidates(st.space, 2)
     trace = {c: st.space.trace(c).to_json() for c in (default, lucky, steady)}
     db = tmp_path / "tune.db"
@@ -153,11 +162,11 @@ def test_a_lucky_timing_does_not_displace_the_best_and_the_final_confirmation_se
         # Measured once each: the default at 3 ms; then steady at 1 ms; then lucky at 0.5 ms, which re-times at 2 ms.
         st.observe([default], [3e-3])
         again = _FixedTimings({trace[default]: 3e-3, trace[steady]: 1e-3})
-        assert _challenge(st, [steady], [MeasureResult((1e-3,))], again, database, "gradient", 3) == 6
+        assert _challenge(st, [steady], [MeasureResult((1e-3,))], again, database.add, "gradient", 3) == 6
         st.observe([steady], [1e-3])
         assert st.incumbent() == steady and st.best_s == pytest.approx(1e-3)
         again = _FixedTimings({trace[steady]: 1e-3, trace[lucky]: 2e-3})
-        assert _challenge(st, [lucky], [MeasureResult((0.5e-3,))], again, database, "gradient", 3) == 6
+        assert _challenge(st, [lucky], [MeasureResult((0.5e-3,))], again, database.add, "gradient", 3) == 6
         database.add(Record.from_measurement(MeasureInput(task, st.space.trace(lucky)), MeasureResult((0.5e-3,)),
                                              origin=st.space.origin(lucky, "gradient")))
         st.observe([lucky], [0.5e-3])
@@ -176,16 +185,16 @@ def test_a_lucky_timing_does_not_displace_the_best_and_the_final_confirmation_se
 
 def test_a_first_working_candidate_is_timed_once_more_and_its_tally_grows_when_challenged(model, tmp_path):
     task = extract_tasks(model_graph(str(model)))[0]
-    st = _TaskState(task, lambda space, seed: None, 0)
+    st = TaskState(task, lambda space: None)
     first, second = _distinct_candidates(st.space, 2)[1:]
     trace = {c: st.space.trace(c).to_json() for c in (first, second)}
     with Database(tmp_path / "tune.db") as database:
         again = _FixedTimings({trace[first]: 2e-3})
-        assert _challenge(st, [first], [MeasureResult((1.5e-3,))], again, database, "gradient", 3) == 1
+        assert _challenge(st, [first], [MeasureResult((1.5e-3,))], again, database.add, "gradient", 3) == 1
         st.observe([first], [1.5e-3])
         assert st.retimed[first] == [2e-3] and st.best_s == pytest.approx(2e-3)  # the re-timing, not the luck
         again = _FixedTimings({trace[first]: 2e-3, trace[second]: 1e-3})
-        assert _challenge(st, [second], [MeasureResult((1e-3,))], again, database, "gradient", 3) == 6
+        assert _challenge(st, [second], [MeasureResult((1e-3,))], again, database.add, "gradient", 3) == 6
         assert st.retimed[first] == [2e-3] * 4 and st.incumbent() == second
 
 
@@ -193,17 +202,17 @@ def test_an_unchallenged_incumbent_is_timed_again_until_its_tally_is_full(model,
     """One unlucky re-timing must not pin a task's best: rounds that bring no faster candidate time the incumbent
     once more each, until its tally holds `passes` timings; then they cost nothing."""
     task = extract_tasks(model_graph(str(model)))[0]
-    st = _TaskState(task, lambda space, seed: None, 0)
+    st = TaskState(task, lambda space: None)
     first, slow = _distinct_candidates(st.space, 2)[1:]
     trace = {c: st.space.trace(c).to_json() for c in (first, slow)}
     with Database(tmp_path / "tune.db") as database:
-        assert _challenge(st, [first], [MeasureResult((3e-3,))], _FixedTimings({trace[first]: 5e-3}), database,
+        assert _challenge(st, [first], [MeasureResult((3e-3,))], _FixedTimings({trace[first]: 5e-3}), database.add,
                           "gradient", 3) == 1
         st.observe([first], [3e-3])
         assert st.best_s == pytest.approx(5e-3)  # the unlucky re-timing
         steady = _FixedTimings({trace[first]: 3e-3})
         for retimings, tally in ((1, 2), (1, 3), (0, 3)):
-            assert _challenge(st, [slow], [MeasureResult((9e-3,))], steady, database, "gradient", 3) == retimings
+            assert _challenge(st, [slow], [MeasureResult((9e-3,))], steady, database.add, "gradient", 3) == retimings
             assert len(st.retimed[first]) == tally
             if tally == 2:  # the lower of two timings: interference only slows, so a mean would keep the bad one
                 assert st.best_s == pytest.approx(3e-3)
@@ -226,8 +235,8 @@ def test_retiming_shuffles_each_pass_and_keeps_each_result_with_its_candidate(mo
 def test_a_search_from_nothing_counts_only_retimed_bests(model, tmp_path):
     db = tmp_path / "tune.db"
     tasks = extract_tasks(model_graph(str(model)))
-    result = tune_tasks(tasks, db, policy="evolutionary", trials=6 * len(tasks), options=SMALL, progress=False,
-                        from_defaults=False, confirm=0, recheck=2)
+    result = tune_tasks(tasks, db, SMALL, TuneOptions(trials=6 * len(tasks), from_defaults=False, confirm=0, recheck=2),
+                        callbacks=QUIET)
     assert result.rechecks >= len(tasks)  # each task's first working candidate is re-timed once, at least
     with Database(db) as database:
         standing = [database.best(t.key) for t in tasks]
@@ -237,7 +246,7 @@ def test_a_search_from_nothing_counts_only_retimed_bests(model, tmp_path):
     latest = {key: trace for _, _, key, trace in result.incumbents}  # each task's best as it changed
     assert latest == {t.key: r.trace_json for t, r in zip(tasks, standing)}
     assert [i[:2] for i in result.incumbents] == sorted(i[:2] for i in result.incumbents)
-    states = [_TaskState(t, lambda space, seed: None, 0) for t in tasks]
+    states = [TaskState(t, lambda space: None) for t in tasks]
     with Database(db) as database:
         _resume(states, database, from_defaults=False)  # a rerun takes up the tallies
     for st, r in zip(states, standing):
@@ -251,12 +260,56 @@ def test_compile_with_a_missing_database_is_an_error(model, tmp_path):
 
 def test_tune_needs_trials_or_budget(model, tmp_path):
     with pytest.raises(TilegradError, match="trials"):
-        tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db")
+        tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db", callbacks=QUIET)
 
 
-def test_options_must_fit_the_policy(model, tmp_path):
-    with pytest.raises(TilegradError, match="GradientOptions"):
-        tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db", trials=1, options=SMALL)
+def test_an_unknown_policy_names_the_registered_ones(model, tmp_path):
+    with pytest.raises(TilegradError, match="annealing.*available:.*gradient"):
+        tune_tasks(extract_tasks(model_graph(str(model))), tmp_path / "x.db", "annealing", TuneOptions(trials=1),
+                   callbacks=QUIET)
+
+
+@register_policy("random-test")
+@dataclasses.dataclass(frozen=True)
+class _RandomPolicy:
+    """A third policy, registered here only: random valid candidates, whatever the cost model says."""
+
+    name: ClassVar[str] = "random-test"
+    cost_model: ClassVar[str] = "trees"
+    measure_per_round: int = 3
+
+    def for_task(self, space, model, seed):
+        return _RandomSearch(space, random.Random(seed))
+
+
+@dataclasses.dataclass
+class _RandomSearch:
+    space: TaskSpace
+    rng: random.Random
+
+    def propose(self, measured, best, n):
+        return [self.space.sample(self.rng) for _ in range(n)]
+
+
+class _Rounds(Callback):
+    """Notes each round's task and batch size."""
+
+    def __init__(self):
+        self.batches = []
+
+    def measured(self, run, st, batch, results):
+        self.batches.append((st.task.key, len(batch)))
+
+
+def test_a_registered_policy_plugs_into_the_tuner_by_name(model, tmp_path):
+    assert "random-test" in POLICIES
+    db, rounds = tmp_path / "random.db", _Rounds()
+    tasks = extract_tasks(model_graph(str(model)))
+    result = tune_tasks(tasks, db, "random-test", TuneOptions(trials=6, confirm=0, recheck=0),
+                        callbacks=[*QUIET, rounds])
+    assert result.trials == 6 == sum(n for _, n in rounds.batches) and all(n <= 3 for _, n in rounds.batches)
+    origins = [json.loads(o)["policy"] for o in _origins(db)]
+    assert origins.count("random-test") == 6 and origins.count("default") == len(tasks)
 
 
 def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
@@ -271,8 +324,7 @@ def test_cli_lists_tasks_and_tunes(model, tmp_path, capsys):
 
 
 def test_tilegrad_tune_is_the_entry_point(model, tmp_path):
-    result = tilegrad.tune(str(model), db=tmp_path / "api.db", policy="evolutionary", trials=6, options=SMALL,
-                           progress=False)
+    result = tilegrad.tune(str(model), db=tmp_path / "api.db", policy=SMALL, trials=6, progress=False)
     assert result.trials == 6 and "estimated end-to-end" in result.table()
 
 

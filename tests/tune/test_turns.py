@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tilegrad.tune.turns import run_by_turns
+from tilegrad.tools.turns import run_by_turns
 
 
 def _worker(log: list, name: str, work_s: float, step_s: float = 0.01):

@@ -53,9 +53,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..te import expr as E
-from .features import F64
-from .formulas import FeatureFormulas
+from ...te import expr as E
+from ..features.extract import F64
+from ..features.formulas import FeatureFormulas
 from .tape import Tape, TapeBuilder
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,11 +15,10 @@ One round (Algorithm 1 of Felix) for a task: draw `seeds` valid starting points 
 whose features are not derived are rejected; at most `new_structures` structures new to the search per round),
 run Adam for `steps` steps from all of them at once (one batch per structure, the structures in lockstep), round
 every point visited, drop duplicates and points already measured, rank the rest by the model on their exact
-features, and propose the best `measure_per_round`. The objective and its gradient are chained by hand in NumPy
-(`_objective_gradients`): the smoothed formulas' C tape, the aggregation, the MLP's layers (one call for the points
-of every structure: OpenBLAS takes ~60 us for a 3 x 256 x 256 product and hardly more for 24 rows), the
-penalties, then Adam; a step of a ResNet-50 convolution's two structures with variables costs ~2.5 ms that way,
-against ~5 ms a structure through PyTorch's autograd, whose dispatch dominated.
+features, and propose the best (as many as the tuner asks: `measure_per_round` by default). The objective and its
+gradient are chained by hand in NumPy (`_objective_gradients`): the smoothed formulas' C tape, the aggregation,
+the MLP's layers (one call for the points of every structure, which costs hardly more than a call for one), the
+penalties, then Adam; PyTorch's autograd would spend most of a step on dispatch.
 Structural choices (compute location, parallel grain) stay those of each seed; Felix's objective sums over
 sketches, which here are the seeds' structures.
 """
@@ -31,17 +30,24 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
-from ..schedule.sketch import MAX_INNERMOST, Space, divisors
+from ...schedule.sketch import MAX_INNERMOST, Space, divisors
+from .policy import register_policy
 from .space import Candidate, TaskSpace
 
 
-@dataclasses.dataclass
-class GradientOptions:
-    """Felix's defaults: 8 seeds, 200 Adam steps, 16 measurements per round. `best_seeds` of the seeds start
-    from the best measured candidates (the rest are random), `penalty` is lambda, `tau` the smoothing width."""
+@register_policy("gradient")
+@dataclasses.dataclass(frozen=True)
+class GradientPolicy:
+    """Felix's search, with the pretrained MLP cost model. Felix's defaults: 8 seeds, 200 Adam steps, 16
+    measurements per round. `best_seeds` of the seeds start from the best measured candidates (the rest are
+    random), `penalty` is lambda, `tau` the smoothing width."""
+
+    name: ClassVar[str] = "gradient"
+    cost_model: ClassVar[str] = "mlp"
 
     seeds: int = 8
     steps: int = 200
@@ -52,6 +58,9 @@ class GradientOptions:
     best_seeds: int = 2
     patience: int = 50  # stop a structure's descent once this many steps round to no point not seen before
     new_structures: int = 2  # structures of a sketch not derived before that one round's seeds may open
+
+    def for_task(self, space: TaskSpace, model, seed: int) -> GradientSearch:
+        return GradientSearch(space, model, self, seed)
 
 
 class ParameterBox:
@@ -182,18 +191,17 @@ class _Descent:
 class GradientSearch:
     """Proposes measurement batches for one task by gradient descent on the cost model."""
 
-    name = "gradient"
-
-    def __init__(self, space: TaskSpace, model, options: GradientOptions | None = None, seed: int = 0):
+    def __init__(self, space: TaskSpace, model, options: GradientPolicy | None = None, seed: int = 0):
         self.space = space
         self.model = model
-        self.options = options or GradientOptions()
+        self.options = options or GradientPolicy()
         self.rng = random.Random(seed)
         self._boxes: dict[tuple, ParameterBox] = {}
         self._known: dict[tuple, None] = {}  # structures whose smooth features this search has derived
 
-    def propose(self, measured: set[Candidate], best: list[Candidate]) -> list[Candidate]:
-        """The next batch: `measured` are never proposed again; `best` (best first) give some of the seeds."""
+    def propose(self, measured: set[Candidate], best: list[Candidate], n: int) -> list[Candidate]:
+        """The next `n` candidates: `measured` are never proposed again; `best` (best first) give some of the
+        seeds."""
         opt = self.options
         seeds = [c for c in best[:opt.best_seeds] if self._smooth(c) is not None]
         seeds += self._sample_seeds(opt.seeds - len(seeds))
@@ -202,10 +210,10 @@ class GradientSearch:
             groups[self.space.structure_key(c)].append(c)
         found = dict.fromkeys(c for c in self._descend(groups) if c not in measured)
         ranked = self._rank(list(found))
-        batch = ranked[:opt.measure_per_round]
+        batch = ranked[:n]
         taken = set(batch) | measured
-        for _ in range(8 * opt.measure_per_round):  # too few distinct points: random valid ones fill the batch
-            if len(batch) >= opt.measure_per_round:
+        for _ in range(8 * n):  # too few distinct points: random valid ones fill the batch
+            if len(batch) >= n:
                 break
             c = self.space.sample(self.rng)
             if c not in taken:

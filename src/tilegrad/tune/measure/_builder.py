@@ -1,4 +1,4 @@
-"""The measurer's build worker (`python -m tilegrad.tune._builder CONFIG.pkl`): trace in, kernel library out.
+"""The measurer's build worker (`python -m tilegrad.tune.measure._builder CONFIG.pkl`): trace in, kernel library out.
 
 A request names a task's node (a pickle the measurer wrote, weights stripped), a trace as JSON and the kernel's
 name; the worker replays the trace on the node's computation, lowers it, renders C and compiles it with the
@@ -15,12 +15,12 @@ import sys
 import time
 from functools import lru_cache
 
-from ..config import Config
-from ..errors import BuildError
-from ..ir.graph import Node
-from ..kernel import compile_kernel, lower_kernel, render_kernel
-from ..runtime.worker import serve
-from ..schedule import Trace
+from ...config import Config
+from ...errors import BuildError
+from ...ir.graph import Node
+from ...kernel import compile_kernel, lower_kernel, render_kernel
+from ...runtime.worker import serve
+from ...schedule import Trace
 
 
 def _handle(request: dict, cfg: Config) -> dict:

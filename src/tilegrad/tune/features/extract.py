@@ -16,8 +16,8 @@ import dataclasses
 
 import numpy as np
 
-from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
-from ..te import expr as E
+from ...loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ...te import expr as E
 from .access import (ONE, ZERO, Access, BufferUse, Nest, NestLoop, buffer_uses, elem_bytes, has_load, ind,
                      index_ops, product, total)
 

@@ -1,8 +1,8 @@
 """The cost model's training set: a suite of workloads from the benchmark models, random programs of each measured
 on this machine, and the training of `MLPCostModel` on them (TenSet's recipe, at the scale of one machine).
 
-    python -m tilegrad.tune.dataset generate --db DATASET.db --minutes 30 [--per-task N] [--seed S]
-    python -m tilegrad.tune.dataset train --db DATASET.db [--out PATH] [--epochs E]
+    python -m tilegrad.tools.dataset generate --db DATASET.db --minutes 30 [--per-task N] [--seed S]
+    python -m tilegrad.tools.dataset train --db DATASET.db [--out PATH] [--epochs E]
 
 The suite is small torch modules at the shapes of ResNet-50, MobileNetV2, BERT-base/GPT-2, ViT-B/16 and DCGAN:
 convolutions 7x7/3x3/1x1 (strided too), depthwise 3x3, dense layers, attention's batch matmuls, softmax, layer
@@ -34,13 +34,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from .cost_model import TreeCostModel, ranking_accuracy, throughput_of, top_k_recall
-from .measure import MeasureInput, Measurer
-from .mlp_model import NUM_FEATURES, PRETRAINED, MLPCostModel
-from .records import Database, Record, machine_fingerprint
-from .space import Candidate, TaskSpace
-from .task import Task, extract_tasks
-from .tuner import model_graph
+from ..tune.cost_model.mlp import NUM_FEATURES, PRETRAINED, MLPCostModel
+from ..tune.cost_model.model import throughput_of
+from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
+from ..tune.measure import MeasureInput, Measurer
+from ..tune.model import model_graph
+from ..tune.records import Database, Record, machine_fingerprint
+from ..tune.search.space import Candidate, TaskSpace
+from ..tune.task import Task, extract_tasks
 
 BATCH = 8  # candidates of one task measured per visit
 VALIDATION_FRACTION = 0.1
@@ -315,7 +316,7 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tilegrad.tune.dataset", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tilegrad.tools.dataset", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("generate", help="measure random programs of the suite's tasks into a database")
     gen.add_argument("--db", required=True, help="records database (created or resumed)")

@@ -14,14 +14,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernel import lower_kernel
-from ..loop.ir import Store, walk
-from ..schedule.sketch import Sketch, Space, generate_sketches
-from ..schedule.trace import Trace
-from ..te import expr as E
-from .features import FEATURE_NAMES, aggregate
-from .formulas import FeatureFormulas
-from .task import Task
+from ...kernel import lower_kernel
+from ...loop.ir import Store, walk
+from ...schedule.sketch import Sketch, Space, generate_sketches
+from ...schedule.trace import Trace
+from ...te import expr as E
+from ..features.extract import FEATURE_NAMES, aggregate
+from ..features.formulas import FeatureFormulas
+from ..task import Task
 
 # Feature formulas grow with the reads of each store and the size of its expression written out; a kernel beyond
 # these (a Winograd transform reads 36 taps at indices with min/max over all of them) is scored as unknown
@@ -130,7 +130,7 @@ class TaskSpace:
         None where its features are not derived."""
         if (key, tau) not in self._smooth:
             # imported here: PyTorch is needed by the gradient search only, not by every user of a task space
-            from .smooth import SmoothFormulas
+            from ..felix.smooth import SmoothFormulas
 
             formulas = self._formulas_for(key)
             self._smooth[key, tau] = None if formulas is None else SmoothFormulas(formulas, tau)

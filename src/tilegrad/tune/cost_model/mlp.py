@@ -96,14 +96,14 @@ class MLPCostModel:
 
     @classmethod
     def pretrained(cls, **options) -> MLPCostModel:
-        """The model trained by `python -m tilegrad.tune.dataset train` and shipped with the package; a fresh
+        """The model trained by `python -m tilegrad.tools.dataset train` and shipped with the package; a fresh
         (untrained) model, with a warning, if the weights are missing."""
         model = cls(**options)
         if PRETRAINED.exists():
             model.load(PRETRAINED)
         else:
             warnings.warn(f"no pretrained cost model at {PRETRAINED}; using an untrained MLP (train one with "
-                          "`python -m tilegrad.tune.dataset train --db DATASET.db`)", stacklevel=2)
+                          "`python -m tilegrad.tools.dataset train --db DATASET.db`)", stacklevel=2)
         return model
 
     def score_and_gradient(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

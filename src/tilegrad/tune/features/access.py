@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..loop.ir import Buffer
-from ..te import expr as E
+from ...loop.ir import Buffer
+from ...te import expr as E
 
 ZERO = E.Const(0, E.INDEX)
 ONE = E.Const(1, E.INDEX)

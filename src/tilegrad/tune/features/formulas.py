@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..loop.ir import Kernel
-from ..te import expr as E
-from .features import FeatureRows, extract
+from ...loop.ir import Kernel
+from ...te import expr as E
+from .extract import FeatureRows, extract
 
 # Every node a feature formula can contain: arithmetic, comparisons, logic, select and casts (features.py builds
 # nothing else).

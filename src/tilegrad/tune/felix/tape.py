@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from ..runtime.build import build
-from ..runtime.kernel import load_library
+from ...runtime.build import build
+from ...runtime.kernel import load_library
 
 TINY = 1e-9
 

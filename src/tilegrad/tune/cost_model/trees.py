@@ -1,8 +1,4 @@
-"""Learned cost models: rank a task's candidate schedules from their feature vectors before measuring any.
-
-A cost model sees a float matrix (one row of program features per candidate, see `features.py`) and answers a
-score per row, higher meaning faster. Scores are only compared within one task: the model is trained to order
-the candidates of each task, not to predict absolute times across tasks.
+"""Ansor's cost model: gradient-boosted ranking trees over program features, and ranking metrics for any model.
 
 `TreeCostModel` is Ansor's: gradient-boosted trees trained with a ranking objective (LightGBM's `lambdarank`),
 with query groups made of one task's candidates. Labels are relevance levels from throughput normalised per task:
@@ -23,35 +19,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 import lightgbm as lgb
 import numpy as np
 
+from .model import CostModel
+
 RELEVANCE_LEVELS = 30  # labels are 0..30; label_gain below has one entry per level
 MAX_GROUP_ROWS = 256  # a task's rows are cut into query groups of at most this many (lambdarank cost per group)
 _FORMAT = "tilegrad.tree_cost_model/1"
-
-
-class CostModel(Protocol):
-    """Scores candidates from features (higher = faster) and learns from measured throughputs."""
-
-    def predict(self, x: np.ndarray) -> np.ndarray: ...
-
-    def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str]) -> None: ...
-
-    def save(self, path: str | Path) -> None: ...
-
-    def load(self, path: str | Path) -> None: ...
-
-
-def throughput_of(latency: np.ndarray, flops: float | None = None) -> np.ndarray:
-    """FLOPs per second (or 1/latency without `flops`); failed measurements (inf, nan, <= 0) get 0."""
-    lat = np.asarray(latency, dtype=np.float64)
-    ok = np.isfinite(lat) & (lat > 0)
-    out = np.zeros_like(lat)
-    out[ok] = (1.0 if flops is None else flops) / lat[ok]
-    return out
 
 
 def relevance(throughput: np.ndarray, groups: Sequence[str]) -> np.ndarray:

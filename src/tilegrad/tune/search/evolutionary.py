@@ -15,17 +15,24 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import ClassVar
 
 import numpy as np
 
-from ..schedule.sketch import MAX_INNERMOST, Tiling
-from .cost_model import CostModel
+from ...schedule.sketch import MAX_INNERMOST, Tiling
+from ..cost_model.model import CostModel
+from .policy import register_policy
 from .space import Candidate, TaskSpace
 
 
-@dataclasses.dataclass
-class EvolutionaryOptions:
-    """Ansor's defaults: population 2048, 4 generations, 64 measurements per round, 5% random picks."""
+@register_policy("evolutionary")
+@dataclasses.dataclass(frozen=True)
+class EvolutionaryPolicy:
+    """Ansor's search, with gradient-boosted trees. Ansor's defaults: population 2048, 4 generations, 64
+    measurements per round, 5% random picks."""
+
+    name: ClassVar[str] = "evolutionary"
+    cost_model: ClassVar[str] = "trees"
 
     population: int = 2048
     generations: int = 4
@@ -35,24 +42,26 @@ class EvolutionaryOptions:
     elite_fraction: float = 0.25  # of the initial population: the best measured candidates
     new_structures: int = 16  # structures not derived before that may enter one round's population
 
+    def for_task(self, space: TaskSpace, model: CostModel, seed: int) -> EvolutionarySearch:
+        return EvolutionarySearch(space, model, self, seed)
+
 
 class EvolutionarySearch:
     """Proposes measurement batches for one task."""
 
-    name = "evolutionary"
-
-    def __init__(self, space: TaskSpace, model: CostModel, options: EvolutionaryOptions | None = None,
+    def __init__(self, space: TaskSpace, model: CostModel, options: EvolutionaryPolicy | None = None,
                  seed: int = 0):
         self.space = space
         self.model = model
-        self.options = options or EvolutionaryOptions()
+        self.options = options or EvolutionaryPolicy()
         self.rng = random.Random(seed)
         self.known: list[tuple] = []  # structure keys in the order they entered a population
         self._known_set: set[tuple] = set()
         self._room = 0  # new structures this round may still admit
 
-    def propose(self, measured: set[Candidate], best: list[Candidate]) -> list[Candidate]:
-        """The next batch: `measured` are never proposed again; `best` (best first) seed the population."""
+    def propose(self, measured: set[Candidate], best: list[Candidate], n: int) -> list[Candidate]:
+        """The next `n` candidates: `measured` are never proposed again; `best` (best first) seed the
+        population."""
         opt = self.options
         self._room = opt.new_structures
         population = list(dict.fromkeys(best[:int(opt.population * opt.elite_fraction)]))
@@ -66,11 +75,11 @@ class EvolutionarySearch:
                 break
             population = self._next_generation(population, scores)
         fresh = sorted((c for c in scored if c not in measured), key=lambda c: -scored[c])
-        n_random = int(round(opt.measure_per_round * opt.eps_greedy))
-        batch = fresh[:opt.measure_per_round - n_random]
+        n_random = int(round(n * opt.eps_greedy))
+        batch = fresh[:n - n_random]
         taken = set(batch) | measured
         for c in self._random(4 * n_random + 8):
-            if len(batch) >= opt.measure_per_round:
+            if len(batch) >= n:
                 break
             if c not in taken:
                 batch.append(c)

@@ -1,0 +1,103 @@
+"""The tuning loop's side effects, as callbacks: keeping records, retraining the cost model, showing progress.
+
+The loop (`tuner.py`) measures and decides; everything it tells the outside world goes through the hooks of its
+callbacks, in order. `default_callbacks()` are what `tune_tasks` runs unless given others: a benchmark or a
+remote service adds its own (say, streaming each record elsewhere) beside them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .cost_model.model import throughput_of
+
+if TYPE_CHECKING:
+    from .measure import MeasureResult
+    from .records import Record
+    from .search.space import Candidate
+    from .state import TaskState
+    from .tuner import TuningRun
+
+
+class Callback:
+    """Hooks of the tuning loop; each does nothing unless a subclass overrides it."""
+
+    def started(self, run: TuningRun) -> None:
+        """Earlier records are loaded and the defaults timed: the search begins."""
+
+    def recorded(self, run: TuningRun, rec: Record) -> None:
+        """A measurement or a tally of re-timings to keep."""
+
+    def measured(self, run: TuningRun, st: TaskState, batch: list[Candidate], results: list[MeasureResult]) -> None:
+        """A round ended: `batch` of `st`'s task was measured, and its state and the scheduler updated."""
+
+    def confirming(self, run: TuningRun) -> None:
+        """The search ended; the final confirmation of each task's best begins."""
+
+    def finished(self, run: TuningRun) -> None:
+        """The run ended, normally or not."""
+
+
+class CommitRecords(Callback):
+    """Appends every record to the run's database."""
+
+    def recorded(self, run: TuningRun, rec: Record) -> None:
+        run.database.add(rec)
+
+
+class UpdateCostModel(Callback):
+    """Hands the cost model the rows measured since its last update: once before the search (the records of
+    earlier runs and the defaults), then after every round."""
+
+    def started(self, run: TuningRun) -> None:
+        retrain(run.model, run.states)
+
+    def measured(self, run: TuningRun, st: TaskState, batch: list[Candidate], results: list[MeasureResult]) -> None:
+        retrain(run.model, run.states)
+
+
+class ShowProgress(Callback):
+    """A progress bar: candidates measured against the trial budget, the latest task's best and the estimate."""
+
+    def __init__(self):
+        self._bar = None
+
+    def started(self, run: TuningRun) -> None:
+        from tqdm import tqdm
+
+        budget = run.options.budget
+        self._bar = tqdm(total=run.options.trials, unit="trial", dynamic_ncols=True,
+                         desc="tuning" if budget is None else f"tuning ({budget:.0f} s budget)")
+
+    def measured(self, run: TuningRun, st: TaskState, batch: list[Candidate], results: list[MeasureResult]) -> None:
+        self._bar.update(len(batch))
+        self._bar.set_postfix_str(f"{st.task.name[:28]} best {st.best_s * 1e3:.3f} ms, "
+                                  f"model {run.estimate() * 1e3:.2f} ms")
+
+    def confirming(self, run: TuningRun) -> None:
+        self._bar.set_postfix_str(f"confirming the best {run.options.confirm} candidates of each task")
+
+    def finished(self, run: TuningRun) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def default_callbacks(progress: bool = True) -> list[Callback]:
+    """Records to the database, the cost model retrained after each round, and (with `progress`) a progress bar."""
+    return [CommitRecords(), UpdateCostModel(), *([ShowProgress()] if progress else [])]
+
+
+def retrain(model, states: list[TaskState]) -> None:
+    """Hand the cost model the rows measured since its last update."""
+    xs, tps, groups = [], [], []
+    for st in states:
+        if st.trained == len(st.x):
+            continue
+        xs.append(np.stack(st.x[st.trained:]))
+        tps.append(throughput_of(np.array(st.latency[st.trained:]), max(st.task.flops, 1)))
+        groups += [st.task.key] * (len(st.x) - st.trained)
+        st.trained = len(st.x)
+    if xs and len({x.shape[1] for x in xs}) == 1:
+        model.update(np.concatenate(xs), np.concatenate(tps), groups)

@@ -1,0 +1,28 @@
+"""Cost models: the protocol and its registry (`model.py`), Ansor's ranking trees (`trees.py`) and Felix's
+differentiable MLP with its shipped pretrained weights (`mlp.py`, `pretrained/`).
+
+The implementations register here by name and are imported only when a tuner makes one: LightGBM and PyTorch
+load on first use.
+"""
+
+from .model import COST_MODELS as COST_MODELS
+from .model import CostModel as CostModel
+from .model import make_cost_model as make_cost_model
+from .model import register_cost_model as register_cost_model
+from .model import throughput_of as throughput_of
+
+
+def _trees() -> CostModel:
+    from .trees import TreeCostModel
+
+    return TreeCostModel()
+
+
+def _pretrained_mlp() -> CostModel:
+    from .mlp import MLPCostModel
+
+    return MLPCostModel.pretrained()
+
+
+register_cost_model("trees", _trees)
+register_cost_model("mlp", _pretrained_mlp)

@@ -1,0 +1,86 @@
+"""The measurer: candidate schedules in, costs (or the reason there are none) out.
+
+A batch is measured in two phases, so that no compiler competes with a timing for the cores:
+
+1. **Build.** The builder (`builder.py`) replays, lowers, renders and compiles each candidate in parallel.
+2. **Run.** A `Runner` (`runner.py`; by default `LocalRunner`, an isolated timing worker on this machine) times
+   the built kernels one after another. A sample of candidates (`check_fraction`, spread evenly, the first always)
+   also has its outputs compared with the task's NumPy reference.
+
+Failures are values (`result.py`): a crashing, hanging or wrong candidate is a result with its `error_kind`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ... import config
+from ...config import Config
+from ...schedule import Trace
+from ..task import Task
+from .builder import LocalBuilder
+from .result import MeasureInput, MeasureResult
+from .runner import LocalRunner, Runner
+
+
+class Measurer:
+    """Builds candidates with `builders` local workers, then times them one by one with `runner`.
+
+    Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
+    `min_repeat_s`, `placements`, `timeout_s`, `abandon_slower_than`, `num_threads`, `seed`).
+    """
+
+    def __init__(self, *, runner: Runner | None = None, builders: int | None = None, build_timeout_s: float = 60.0,
+                 check_fraction: float = 0.25, cfg: Config | None = None, **timing):
+        if not 0 <= check_fraction <= 1:
+            raise ValueError(f"need 0 <= check_fraction <= 1; got {check_fraction}")
+        self.cfg = cfg or config.get()
+        self.check_fraction = check_fraction
+        self.runner = runner or LocalRunner(self.cfg, **timing)
+        self.builder = LocalBuilder(self.cfg, workers=builders, timeout_s=build_timeout_s)
+        self._measured = 0
+
+    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        """One result per input, in order. Builds the whole batch first, then times it."""
+        checks = [self._sample_check() for _ in inputs]
+        results: list[MeasureResult | None] = [None] * len(inputs)
+        to_build = []
+        for i, inp in enumerate(inputs):
+            unbound = inp.trace.variables()
+            if unbound:
+                names = ", ".join(v.name for v in unbound)
+                results[i] = MeasureResult((), "lower", f"the trace has unbound variables: {names}")
+            else:
+                to_build.append(i)
+        for i in to_build:  # now, while the builds still separate it from any timing
+            if checks[i]:
+                self.runner.prepare(inputs[i].task)
+        built = self.builder.build([inputs[i] for i in to_build])
+        for i, b in zip(to_build, built):  # timed in the order given (a re-timing pass shuffles it)
+            results[i] = b if isinstance(b, MeasureResult) else self.runner.run(inputs[i], b, checks[i])
+        return results
+
+    def measure_one(self, task: Task, trace: Trace) -> MeasureResult:
+        """Measure a single trace (benchmarks, the chosen schedule of a tuned task)."""
+        return self.measure([MeasureInput(task, trace)])[0]
+
+    def limit_by_default(self, task: Task, default_latency: float) -> None:
+        """Tell the runner the latency of the task's default schedule (`Runner.limit_by_default`)."""
+        self.runner.limit_by_default(task, default_latency)
+
+    def close(self) -> None:
+        """Stop the workers and remove the temporary files."""
+        self.builder.close()
+        self.runner.close()
+
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _sample_check(self) -> bool:
+        n, f = self._measured, self.check_fraction
+        self._measured += 1
+        return math.ceil((n + 1) * f) > math.ceil(n * f)
