@@ -12,6 +12,7 @@ import pytest
 from tilegrad import config, metrics
 from tilegrad.errors import BuildError
 from tilegrad.runtime import BufferSpec, Kernel, assemble, build
+from tilegrad.target import Target
 
 # The package re-exports the function `build`, which shadows the submodule of the same name as an attribute.
 build_module = importlib.import_module("tilegrad.runtime.build")
@@ -57,7 +58,7 @@ def test_different_flags_give_a_different_library():
 
 def test_native_code_is_keyed_by_the_host_cpu(monkeypatch):
     here = build(SCALE)
-    monkeypatch.setattr(build_module, "_host_identity", lambda: "another cpu")
+    monkeypatch.setattr(build_module, "host", lambda: Target(model="another cpu"))
     assert build(SCALE) != here
 
 
