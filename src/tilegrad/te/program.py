@@ -1,0 +1,81 @@
+"""Expression DAGs numbered into straight-line programs: the one walk behind every evaluator of formulas.
+
+`number(exprs)` visits each distinct subexpression once, operands before their users, and gives it a slot:
+`Program.nodes[k]` is computed from the slots `Program.args[k]` (all below k), and `Program.outputs[i]` is the
+slot of `exprs[i]`. Structurally equal nodes share one slot, so a value used by many formulas is computed once.
+An evaluator is then a loop over the slots with a table keyed by node class: `run` with `te.evaluate.EVAL_NUMPY`
+(`evaluate_numpy`, `interpret`), the feature formulas' batched program (`tune.formulas`), the smoothing rules
+(`tune.smooth`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from . import expr as E
+
+
+class Program:
+    """An expression DAG as slots in an order where operands come first (see the module doc)."""
+
+    __slots__ = ("nodes", "args", "outputs")
+
+    def __init__(self, nodes: tuple[E.Expr, ...], args: tuple[tuple[int, ...], ...], outputs: tuple[int, ...]):
+        self.nodes, self.args, self.outputs = nodes, args, outputs
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+def number(exprs: Sequence[E.Expr]) -> Program:
+    """The program computing `exprs`, each distinct subexpression once. A node is identified by its class, dtype
+    and operands' slots; a constant by its dtype and value, a variable, load or reduction by itself."""
+    slots: dict[object, int] = {}
+    by_id: dict[int, int] = {}  # id of a node met in the walk -> its slot, found without hashing the node
+    nodes: list[E.Expr] = []
+    args: list[tuple[int, ...]] = []
+    for root in exprs:
+        stack = [root]
+        while stack:  # post-order without recursion: formulas can be deeper than Python's stack
+            e = stack[-1]
+            if id(e) in by_id:
+                stack.pop()
+                continue
+            t = type(e)
+            if t is E.Const:
+                key, operands = (e.dtype, e.value), ()
+            elif t is E.Var:
+                key, operands = e, ()
+            else:
+                children = e.children()
+                pending = [k for k in children if id(k) not in by_id]
+                if pending:
+                    stack += pending
+                    continue
+                operands = tuple([by_id[id(k)] for k in children])
+                key = e if t in _BY_NODE else (t, e.dtype, operands)
+            stack.pop()
+            slot = slots.get(key)
+            if slot is None:
+                slot = slots[key] = len(nodes)
+                nodes.append(e)
+                args.append(operands)
+            by_id[id(e)] = slot
+    return Program(tuple(nodes), tuple(args), tuple(by_id[id(e)] for e in exprs))
+
+
+_BY_NODE = (E.Load, E.Reduce)  # nodes with fields besides their operands (a buffer, axes): keyed by themselves
+
+
+def run(program: Program, table: Mapping[type, Callable], structural: Mapping[type, Callable]) -> list:
+    """The value of each output of `program`: slot by slot, `structural[cls](node, *operands)` for the node
+    classes it has (leaves, casts, loads: what needs the node itself), else `table[cls](*operands)`."""
+    values: list = []
+    for node, args in zip(program.nodes, program.args):
+        t = type(node)
+        rule = structural.get(t)
+        if rule is not None:
+            values.append(rule(node, *[values[a] for a in args]))
+        else:
+            values.append(table[t](*[values[a] for a in args]))
+    return [values[k] for k in program.outputs]
