@@ -4,7 +4,7 @@ import numpy as np
 
 from tilegrad.te import expr as E
 from tilegrad.te.evaluate import EVAL_NUMPY, evaluate_numpy, numpy_cast, numpy_const
-from tilegrad.te.program import number, run
+from tilegrad.te.program import Numbering, number, run
 
 a, b = E.Var("a"), E.Var("b")
 
@@ -49,3 +49,12 @@ def test_run_evaluates_with_the_numpy_table():
     (got,) = run(number([e]), EVAL_NUMPY, structural)
     np.testing.assert_array_equal(got, evaluate_numpy(e, env))
     np.testing.assert_array_equal(got, np.where(env["a"] < 3, env["a"] * 2, 1) + env["x"].astype(np.int64))
+
+
+def test_a_growing_numbering_keeps_the_ids_it_knows():
+    """Nodes that share another's slot are kept alive: a node built later at a freed one's address is new."""
+    numbering = Numbering()
+    for k in range(2, 200):
+        numbering.slot(a + 1)  # from the second time on, a node that only the numbering still holds
+        e = a * k
+        assert numbering.nodes[numbering.slot(e)] is e

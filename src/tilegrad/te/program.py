@@ -1,6 +1,7 @@
 """Expression DAGs numbered into straight-line programs: the one walk behind every evaluator of formulas.
 
-`number(exprs)` visits each distinct subexpression once, operands before their users, and gives it a slot:
+`number(exprs)` visits each distinct subexpression once, operands before their users, and gives it a slot
+(`Numbering` does the same for a DAG as it is built):
 `Program.nodes[k]` is computed from the slots `Program.args[k]` (all below k), and `Program.outputs[i]` is the
 slot of `exprs[i]`. Structurally equal nodes share one slot, so a value used by many formulas is computed once.
 An evaluator is then a loop over the slots with a table keyed by node class: `run` with `te.evaluate.EVAL_NUMPY`
@@ -27,14 +28,24 @@ class Program:
         return len(self.nodes)
 
 
-def number(exprs: Sequence[E.Expr]) -> Program:
-    """The program computing `exprs`, each distinct subexpression once. A node is identified by its class, dtype
-    and operands' slots; a constant by its dtype and value, a variable, load or reduction by itself."""
-    slots: dict[object, int] = {}
-    by_id: dict[int, int] = {}  # id of a node met in the walk -> its slot, found without hashing the node
-    nodes: list[E.Expr] = []
-    args: list[tuple[int, ...]] = []
-    for root in exprs:
+class Numbering:
+    """Slots for the distinct nodes of a DAG that may grow: `slot(e)` numbers `e` and whichever of its
+    subexpressions are not numbered yet (operands first), and `program` is everything numbered so far. A node is
+    identified by its class, dtype and operands' slots; a constant by its dtype and value, a variable, load or
+    reduction by itself. Numbering nodes as they are built keeps the slots in the order they were built."""
+
+    def __init__(self):
+        self.nodes: list[E.Expr] = []
+        self.args: list[tuple[int, ...]] = []
+        self._slots: dict[object, int] = {}
+        self._by_id: dict[int, int] = {}  # id of a node met -> its slot, found without hashing the node
+        self._met: list[E.Expr] = []  # the nodes met that share another's slot, kept alive so their ids stay theirs
+
+    def slot(self, root: E.Expr) -> int:
+        by_id, slots = self._by_id, self._slots
+        hit = by_id.get(id(root))
+        if hit is not None:
+            return hit
         stack = [root]
         while stack:  # post-order without recursion: formulas can be deeper than Python's stack
             e = stack[-1]
@@ -57,14 +68,26 @@ def number(exprs: Sequence[E.Expr]) -> Program:
             stack.pop()
             slot = slots.get(key)
             if slot is None:
-                slot = slots[key] = len(nodes)
-                nodes.append(e)
-                args.append(operands)
+                slot = slots[key] = len(self.nodes)
+                self.nodes.append(e)
+                self.args.append(operands)
+            else:
+                self._met.append(e)
             by_id[id(e)] = slot
-    return Program(tuple(nodes), tuple(args), tuple(by_id[id(e)] for e in exprs))
+        return by_id[id(root)]
+
+    def program(self, outputs: Sequence[E.Expr]) -> Program:
+        """The program of every node numbered so far (and of `outputs`), whose outputs are `outputs`."""
+        slots = tuple(self.slot(e) for e in outputs)
+        return Program(tuple(self.nodes), tuple(self.args), slots)
 
 
 _BY_NODE = (E.Load, E.Reduce)  # nodes with fields besides their operands (a buffer, axes): keyed by themselves
+
+
+def number(exprs: Sequence[E.Expr]) -> Program:
+    """The program computing `exprs`, each distinct subexpression once."""
+    return Numbering().program(exprs)
 
 
 def run(program: Program, table: Mapping[type, Callable], structural: Mapping[type, Callable]) -> list:
