@@ -68,10 +68,6 @@ EVAL_PY = {
 }
 
 
-def _np_floordiv(a, b):
-    return np.floor_divide(a, b)
-
-
 def _np_sigmoid(v):
     with np.errstate(over="ignore"):  # exp(-v) = inf for very negative v gives the right limit, 0
         return 1.0 / (1.0 + np.exp(-v))
@@ -82,7 +78,7 @@ EVAL_NUMPY = {
     E.Sub: np.subtract,
     E.Mul: np.multiply,
     E.Div: np.true_divide,
-    E.FloorDiv: _np_floordiv,
+    E.FloorDiv: np.floor_divide,
     E.FloorMod: np.mod,
     E.Min: np.minimum,
     E.Max: np.maximum,

@@ -42,39 +42,61 @@ class Numbering:
         self._met: list[E.Expr] = []  # the nodes met that share another's slot, kept alive so their ids stay theirs
 
     def slot(self, root: E.Expr) -> int:
-        by_id, slots = self._by_id, self._slots
-        hit = by_id.get(id(root))
-        if hit is not None:
-            return hit
+        hit = self._by_id.get(id(root))
+        return hit if hit is not None else self._visit(root, 0)
+
+    def _visit(self, e: E.Expr, depth: int) -> int:
+        """Number `e`, not numbered yet, after its operands (the last one first)."""
+        t = type(e)
+        if t is E.Const:
+            key, operands = (e.dtype, e.value), ()
+        elif t is E.Var:
+            key, operands = e, ()
+        elif depth > _RECURSION_DEPTH:
+            return self._walk(e)
+        else:
+            by_id, visit = self._by_id, self._visit
+            found = []
+            for k in reversed(e.children()):
+                s = by_id.get(id(k))
+                found.append(s if s is not None else visit(k, depth + 1))
+            operands = tuple(reversed(found))
+            key = e if t in _BY_NODE else (t, e.dtype, operands)
+        slot = self._by_id[id(e)] = self._add(e, key, operands)
+        return slot
+
+    def _walk(self, root: E.Expr) -> int:
+        """`_visit` with a stack of its own instead of Python's, for deep formulas."""
+        by_id = self._by_id
         stack = [root]
-        while stack:  # post-order without recursion: formulas can be deeper than Python's stack
+        while stack:
             e = stack[-1]
             if id(e) in by_id:
                 stack.pop()
                 continue
-            t = type(e)
-            if t is E.Const:
-                key, operands = (e.dtype, e.value), ()
-            elif t is E.Var:
-                key, operands = e, ()
-            else:
-                children = e.children()
-                pending = [k for k in children if id(k) not in by_id]
-                if pending:
-                    stack += pending
-                    continue
-                operands = tuple([by_id[id(k)] for k in children])
-                key = e if t in _BY_NODE else (t, e.dtype, operands)
+            children = e.children()
+            pending = [k for k in children if id(k) not in by_id]
+            if pending:
+                stack += pending
+                continue
             stack.pop()
-            slot = slots.get(key)
-            if slot is None:
-                slot = slots[key] = len(self.nodes)
-                self.nodes.append(e)
-                self.args.append(operands)
+            if children:
+                operands = tuple([by_id[id(k)] for k in children])
+                t = type(e)
+                by_id[id(e)] = self._add(e, e if t in _BY_NODE else (t, e.dtype, operands), operands)
             else:
-                self._met.append(e)
-            by_id[id(e)] = slot
+                self._visit(e, 0)
         return by_id[id(root)]
+
+    def _add(self, e: E.Expr, key: object, operands: tuple[int, ...]) -> int:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = len(self.nodes)
+            self.nodes.append(e)
+            self.args.append(operands)
+        else:
+            self._met.append(e)
+        return slot
 
     def program(self, outputs: Sequence[E.Expr]) -> Program:
         """The program of every node numbered so far (and of `outputs`), whose outputs are `outputs`."""
@@ -82,6 +104,7 @@ class Numbering:
         return Program(tuple(self.nodes), tuple(self.args), slots)
 
 
+_RECURSION_DEPTH = 200  # nesting the walk recurses to (fast); deeper nodes get a stack of their own (`_walk`)
 _BY_NODE = (E.Load, E.Reduce)  # nodes with fields besides their operands (a buffer, axes): keyed by themselves
 
 

@@ -90,6 +90,8 @@ class _Smoother:
         self.tau = tau
         self.r = math.exp(-2 * math.pi * tau)
         self.numbering = Numbering()
+        self._number = self.numbering.slot
+        self._consts: dict[float, E.Const] = {}
 
     def rewrite(self, program: Program) -> list[E.Expr]:
         """The smooth forms of the outputs of a numbered DAG: each slot rewritten once, operands first."""
@@ -100,27 +102,44 @@ class _Smoother:
                              "comparisons, logic, select, casts and floor-like calls")
         return run(program, {}, {cls: functools.partial(rule, self) for cls, rule in _SMOOTHING.items()})
 
-    def built(self, e: E.Expr) -> E.Expr:
-        self.numbering.slot(e)
+    def add(self, a, b) -> E.Expr:
+        e = E.add(self._lift(a), self._lift(b))
+        self._number(e)
         return e
 
-    def add(self, a, b) -> E.Expr:
-        return self.built(E.add(a, b))
-
     def sub(self, a, b) -> E.Expr:
-        return self.built(E.sub(a, b))
+        e = E.sub(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
 
     def mul(self, a, b) -> E.Expr:
-        return self.built(E.mul(a, b))
+        e = E.mul(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
 
     def div(self, a, b) -> E.Expr:
-        return self.built(E.div(a, b))
+        e = E.div(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
 
     def call(self, cls: type[E.Call], x: E.Expr) -> E.Expr:
-        return self.built(E.Const(_CONST_CALLS[cls](x.value), F64) if type(x) is E.Const else cls(x))
+        e = E.Const(_CONST_CALLS[cls](x.value), F64) if type(x) is E.Const else cls(x)
+        self._number(e)
+        return e
+
+    def _lift(self, x):
+        """A Python float operand as one constant node per value (not a new node at every use)."""
+        if type(x) is not float:
+            return x
+        c = self._consts.get(x)
+        if c is None:
+            c = self._consts[x] = E.Const(x, F64)
+        return c
 
     def leaf(self, e: E.Expr) -> E.Expr:
-        return self.built(E.Const(float(e.value), F64) if type(e) is E.Const else E.Var(e.name, F64, e.lo, e.hi))
+        form = E.Const(float(e.value), F64) if type(e) is E.Const else E.Var(e.name, F64, e.lo, e.hi)
+        self._number(form)
+        return form
 
     def step(self, x):
         """S(x): the smoothed unit step."""

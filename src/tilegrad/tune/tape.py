@@ -139,36 +139,31 @@ def tape_of(program: Program, variables: tuple[str, ...]) -> Tape:
     """The tape of a numbered DAG of float64 arithmetic (constants, `variables`, + - * / atan sin cos), whose
     outputs are the program's: one row per slot, the operations in the slots' order."""
     columns = {v: j for j, v in enumerate(variables)}
-    consts: list[float] = []
-    kind = np.empty(len(program), np.int64)  # per slot: its constant's index, its variable's column, or -1
-    ops: list[tuple[int, int, int]] = []
-    for slot, (e, args) in enumerate(zip(program.nodes, program.args)):
+    consts = [e.value for e in program.nodes if type(e) is E.Const]
+    first = len(consts) + len(variables)
+    row: list[int] = []  # per slot, its row
+    ops: list[tuple[int, int, int]] = []  # per operation, its code and its operands' slots
+    n_consts = 0
+    for e, args in zip(program.nodes, program.args):
         t = type(e)
         if t is E.Const:
-            kind[slot] = len(consts)
-            consts.append(e.value)
+            row.append(n_consts)
+            n_consts += 1
         elif t is E.Var:
             if e.name not in columns:
                 raise ValueError(f"the smoothed features read {e.name}, which is not among {list(variables)}")
-            kind[slot] = columns[e.name]
+            row.append(len(consts) + columns[e.name])
         else:
             code = _CODES.get(t)
             if code is None:
                 raise ValueError(f"a tape has no operation {t.__name__} ({e})")
-            kind[slot] = -1
+            row.append(first + len(ops))
             ops.append((code, args[0], args[-1]))  # a call's unused second operand repeats its first
-    leaves = np.array([type(e) is E.Const for e in program.nodes], bool)
-    variable = np.array([type(e) is E.Var for e in program.nodes], bool)
-    first = len(consts) + len(variables)
-    row = np.empty(len(program), np.int64)
-    row[leaves] = kind[leaves]
-    row[variable] = len(consts) + kind[variable]
-    operation = ~(leaves | variable)
-    row[operation] = first + np.arange(int(operation.sum()))
+    rows = np.array(row, np.int64)
     written = np.array(ops, np.int64).reshape(-1, 3)
     return Tape(np.array(consts, np.float64), len(variables), written[:, 0].astype(np.int8),
-                row[written[:, 1]].astype(np.int32), row[written[:, 2]].astype(np.int32),
-                row[np.array(program.outputs, np.int64)].astype(np.intp))
+                rows[written[:, 1]].astype(np.int32), rows[written[:, 2]].astype(np.int32),
+                rows[np.array(program.outputs, np.int64)].astype(np.intp))
 
 
 _CODES = {E.Add: 0, E.Sub: 1, E.Mul: 2, E.Div: 3, E.Atan: 4, E.Sin: 5, E.Cos: 6}
