@@ -82,7 +82,8 @@ def _shift(e: E.Expr) -> float:
 class _Smoother:
     """One rewriting into smooth forms at width `tau`, float64 expressions built with `te.expr`'s constructors
     (which fold constants; calls of constants are folded here; a Python float operand is a constant). Every node
-    built is numbered as it is built (`numbering`), so the tape of the forms has its rows in that order."""
+    built is numbered as it is built (`numbering`), so the tape of the forms has its rows in that order, which fixes
+    the order its backward pass sums gradients in."""
 
     def __init__(self, tau: float):
         if not tau > 0:

@@ -1,11 +1,10 @@
 """The evaluator of smoothed feature formulas: a tape of arithmetic nodes run forwards and backwards in C.
 
 Felix's search evaluates a structure's smoothed features and their gradient at every Adam step, for a batch of a
-few points, on DAGs of ~10,000 nodes. Interpreted in NumPy (one array call per group of like nodes) a step took
-~6 ms, nearly all of it call overhead; PyTorch's dispatch per node was slower still. Here the tape is flat arrays
-(operation, operand rows) and one C loop runs every node over the batch: the same arithmetic, ~20x fewer
-nanoseconds per node. The interpreter is generic, so it is compiled once (through the build cache) and every
-tape of every task reuses it.
+few points, on DAGs of thousands of nodes, where a NumPy or PyTorch call per node would cost far more in call
+overhead than in arithmetic. Here the tape is flat arrays (operation, operand rows), written from the smoothed
+formulas' numbered DAG (`tape_of`, over `te.program`), and one C loop runs every node over the batch. The
+interpreter is generic, so it is compiled once (through the build cache) and every tape of every task reuses it.
 
 Rows of the value array are constants, then the variables, then one row per operation node in an order where
 operands come first. Divisors below `TINY` in magnitude are clamped (keeping their sign): a smoothed count can
