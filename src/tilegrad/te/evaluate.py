@@ -112,6 +112,7 @@ EVAL_NUMPY = {
 }
 EVAL_NUMPY[E.Erf] = np.vectorize(math.erf, otypes=[np.float64])
 
+
 def _env_value(env: dict, v: E.Var):
     if v.name in env:
         return env[v.name]

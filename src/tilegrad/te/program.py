@@ -1,12 +1,12 @@
 """Expression DAGs numbered into straight-line programs: the one walk behind every evaluator of formulas.
 
-`number(exprs)` visits each distinct subexpression once, operands before their users, and gives it a slot
-(`Numbering` does the same for a DAG as it is built):
+`number(exprs)` visits each distinct subexpression once, operands before their users, and gives it a slot:
 `Program.nodes[k]` is computed from the slots `Program.args[k]` (all below k), and `Program.outputs[i]` is the
 slot of `exprs[i]`. Structurally equal nodes share one slot, so a value used by many formulas is computed once.
-An evaluator is then a loop over the slots with a table keyed by node class: `run` with `te.evaluate.EVAL_NUMPY`
-(`evaluate_numpy`, `interpret`), the feature formulas' batched program (`tune.formulas`), the smoothing rules
-(`tune.smooth`).
+`Numbering` does the same for a DAG while it is built, slots in the order nodes were built. An evaluator is then a
+loop over the slots with a table keyed by node class: `run` with `te.evaluate.EVAL_NUMPY` (`evaluate_numpy`,
+`interpret`), the feature formulas' batched program (`tune.formulas`), the smoothing rules (`tune.smooth`), the
+smoothed formulas' C tape (`tune.tape`).
 """
 
 from __future__ import annotations
