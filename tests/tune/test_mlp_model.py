@@ -75,22 +75,6 @@ def test_an_update_goes_over_its_new_rows_with_earlier_rows_replayed():
     assert sorted(first) == list(range(320))  # a first training goes over every row once per epoch
 
 
-def test_the_written_out_adam_steps_as_torchs():
-    torch.manual_seed(0)
-    ours, theirs = torch.nn.Linear(5, 3), torch.nn.Linear(5, 3)
-    theirs.load_state_dict(ours.state_dict())
-    reference, adam = torch.optim.Adam(theirs.parameters(), lr=1e-2), mlp_model._Adam(list(ours.parameters()))
-    for _ in range(20):
-        x = torch.randn(8, 5)
-        for net in (ours, theirs):
-            net.zero_grad()
-            (net(x) ** 2).sum().backward()
-        reference.step()
-        adam.step(1e-2)
-    for p, q in zip(ours.parameters(), theirs.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
-
-
 def test_torch_thread_count_is_restored():
     before = torch.get_num_threads()
     model = MLPCostModel(num_features=WIDTH, threads=max(1, before - 1) if before > 1 else 2)

@@ -1,7 +1,9 @@
 """Evaluation of expressions: to Python numbers, and vectorised over NumPy arrays.
 
 Each evaluator is a table keyed by node class; a test checks that every table covers every node class. Integer
-division and modulo are floor operations in both, as in the expression semantics (and Python).
+division and modulo are floor operations in both, as in the expression semantics (and Python). `EVAL_NUMPY` is the
+one NumPy table: `evaluate_numpy`, `interpret` and the feature formulas' batches (`tune.formulas`) all run an
+expression's numbered program (`program.py`) with it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import numpy as np
 
 from ..errors import ExprError
 from . import expr as E
+from .program import number, run
 
 
 def _sigmoid(v):
@@ -65,10 +68,6 @@ EVAL_PY = {
 }
 
 
-def _np_floordiv(a, b):
-    return np.floor_divide(a, b)
-
-
 def _np_sigmoid(v):
     with np.errstate(over="ignore"):  # exp(-v) = inf for very negative v gives the right limit, 0
         return 1.0 / (1.0 + np.exp(-v))
@@ -79,7 +78,7 @@ EVAL_NUMPY = {
     E.Sub: np.subtract,
     E.Mul: np.multiply,
     E.Div: np.true_divide,
-    E.FloorDiv: _np_floordiv,
+    E.FloorDiv: np.floor_divide,
     E.FloorMod: np.mod,
     E.Min: np.minimum,
     E.Max: np.maximum,
@@ -112,8 +111,6 @@ EVAL_NUMPY = {
     E.Reduce: None,
 }
 EVAL_NUMPY[E.Erf] = np.vectorize(math.erf, otypes=[np.float64])
-
-_STRUCTURAL = (E.Const, E.Var, E.Cast, E.Load, E.Reduce)
 
 
 def _env_value(env: dict, v: E.Var):
@@ -158,30 +155,25 @@ def _cast_py(dtype: str, v):
 
 def evaluate_numpy(e: E.Expr, env: dict | None = None, tensors: dict | None = None):
     """`e` evaluated elementwise over NumPy arrays (broadcasting) bound to its variables."""
+    program = number([e])
+    if any(type(x) is E.Reduce for x in program.nodes):
+        raise ExprError("evaluate a Reduce through a compute, not as a scalar expression")
     env = env or {}
-    memo: dict[int, object] = {}
 
-    def go(x: E.Expr):
-        key = id(x)
-        if key in memo:
-            return memo[key]
-        t = type(x)
-        if t is E.Const:
-            out = np.asarray(x.value, dtype=x.dtype)
-        elif t is E.Var:
-            out = np.asarray(_env_value(env, x))
-        elif t is E.Cast:
-            out = np.asarray(go(x.a)).astype(x.dtype)
-        elif t is E.Load:
-            if tensors is None or x.buffer.name not in tensors:
-                raise ExprError(f"no array for tensor {x.buffer.name!r}")
-            idx = tuple(np.asarray(go(i)).astype(np.int64) for i in x.indices)
-            out = tensors[x.buffer.name][idx]
-        elif t is E.Reduce:
-            raise ExprError("evaluate a Reduce through a compute, not as a scalar expression")
-        else:
-            out = EVAL_NUMPY[t](*(go(k) for k in x.children()))
-        memo[key] = out
-        return out
+    def load(x: E.Load, *indices):
+        if tensors is None or x.buffer.name not in tensors:
+            raise ExprError(f"no array for tensor {x.buffer.name!r}")
+        return tensors[x.buffer.name][tuple(np.asarray(i).astype(np.int64) for i in indices)]
 
-    return go(e)
+    structural = {E.Const: numpy_const, E.Var: lambda x: np.asarray(_env_value(env, x)), E.Cast: numpy_cast,
+                  E.Load: load}
+    return run(program, EVAL_NUMPY, structural)[0]
+
+
+def numpy_const(x: E.Const) -> np.ndarray:
+    """A constant as a 0-d array of its dtype, so that NumPy promotes it as the expression semantics do."""
+    return np.asarray(x.value, dtype=x.dtype)
+
+
+def numpy_cast(x: E.Cast, a) -> np.ndarray:
+    return np.asarray(a).astype(x.dtype)

@@ -5,7 +5,8 @@ dimension `d`, each reduce axis varies along one extra trailing dimension, the b
 and the trailing dimensions are then summed (or max/min-ed) away. Large grids go in blocks of the outermost axis.
 That is slow but short enough to trust, which is what a correctness oracle for the compiler needs.
 
-Two choices differ from `evaluate_numpy`:
+The body is numbered once (`program.py`) and run with `evaluate_numpy`'s table, `EVAL_NUMPY`. Two choices differ
+from `evaluate_numpy`:
 
 - Loads clip their indices into bounds. NumPy's `where` evaluates both branches of a select, so the branch a
   padding guard does *not* take may read outside the tensor; clipping keeps that harmless, and the taken branch
@@ -22,7 +23,8 @@ import numpy as np
 
 from ..errors import ExprError, ShapeError
 from . import expr as E
-from .evaluate import EVAL_NUMPY
+from .evaluate import EVAL_NUMPY, numpy_cast, numpy_const
+from .program import Program, number, run
 from .tensor import ComputeOp, Tensor, topo_order
 
 
@@ -72,32 +74,37 @@ _BLOCK_ELEMENTS = 1 << 22  # grid points evaluated at once, which bounds memory 
 
 
 def _run_compute(t: Tensor, values: dict[Tensor, np.ndarray]) -> np.ndarray:
-    """The compute's value, evaluated in blocks of its outermost axis."""
+    """The compute's value, evaluated in blocks of its outermost axis (its body numbered once for all of them)."""
     op = t.op
+    reduce = op.body if type(op.body) is E.Reduce else None
+    program = number([reduce.source if reduce is not None else op.body])
+    if any(type(x) is E.Reduce for x in program.nodes):
+        raise ExprError(f"compute {op.name!r} has a reduction inside its body; a reduction must be the root")
     axes = op.axes + op.reduce_axes
     ranges = [(int(v.lo), int(v.hi) + 1) for v in axes]
     if not op.axes:
-        return _run_block(op, values, ranges).astype(t.dtype)
+        return _run_block(op, program, values, ranges).astype(t.dtype)
     lo, hi = ranges[0]
     rows = max(1, _BLOCK_ELEMENTS // math.prod(b - a for a, b in ranges[1:]))
-    blocks = [_run_block(op, values, [(start, min(start + rows, hi)), *ranges[1:]]) for start in range(lo, hi, rows)]
+    blocks = [_run_block(op, program, values, [(start, min(start + rows, hi)), *ranges[1:]])
+              for start in range(lo, hi, rows)]
     return np.concatenate(blocks).astype(t.dtype)
 
 
-def _run_block(op: ComputeOp, values: dict[Tensor, np.ndarray], ranges: list[tuple[int, int]]) -> np.ndarray:
-    """The compute over the grid `ranges` of its axes then reduce axes; the reduce dimensions are reduced away."""
+def _run_block(op: ComputeOp, program: Program, values: dict[Tensor, np.ndarray],
+               ranges: list[tuple[int, int]]) -> np.ndarray:
+    """The compute's body `program` over the grid `ranges` of its axes then reduce axes; the reduce dimensions
+    are reduced away."""
     axes = op.axes + op.reduce_axes
     env = {}
     for d, (v, (lo, hi)) in enumerate(zip(axes, ranges)):
         grid = [1] * len(axes)
         grid[d] = hi - lo
         env[v.name] = np.arange(lo, hi, dtype=np.int64).reshape(grid)
-    reduce = op.body if type(op.body) is E.Reduce else None
-    source = reduce.source if reduce is not None else op.body
     with np.errstate(all="ignore"):  # the untaken branch of a select may overflow or divide by zero
-        value = np.broadcast_to(_evaluate(source, env, values, op.name), tuple(hi - lo for lo, hi in ranges))
-        if reduce is not None:
-            value = _reduce(reduce.combiner, value, tuple(range(len(op.axes), len(axes))))
+        value = np.broadcast_to(_evaluate(program, env, values, op.name), tuple(hi - lo for lo, hi in ranges))
+        if type(op.body) is E.Reduce:
+            value = _reduce(op.body.combiner, value, tuple(range(len(op.axes), len(axes))))
     return np.asarray(value)
 
 
@@ -114,37 +121,18 @@ def _reduce(combiner: str, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarr
     raise ExprError(f"unknown reduction combiner {combiner!r}")
 
 
-def _evaluate(e: E.Expr, env: dict, values: dict[Tensor, np.ndarray], where: str):
-    memo: dict[int, object] = {}
+def _evaluate(program: Program, env: dict, values: dict[Tensor, np.ndarray], where: str):
+    def var(x: E.Var):
+        if x.name not in env:
+            raise ExprError(f"compute {where!r} reads variable {x.name!r}, which is neither an index nor a "
+                            f"reduce axis of it")
+        return env[x.name]
 
-    def go(x: E.Expr):
-        key = id(x)
-        if key not in memo:
-            memo[key] = visit(x)
-        return memo[key]
-
-    def visit(x: E.Expr):
-        t = type(x)
-        if t is E.Const:
-            return np.asarray(x.value, dtype=x.dtype)
-        if t is E.Var:
-            if x.name not in env:
-                raise ExprError(f"compute {where!r} reads variable {x.name!r}, which is neither an index nor a "
-                                f"reduce axis of it")
-            return env[x.name]
-        if t is E.Cast:
-            return np.asarray(go(x.a)).astype(x.dtype)
-        if t is E.Load:
-            return load(x)
-        if t is E.Reduce:
-            raise ExprError(f"compute {where!r} has a reduction inside its body; a reduction must be the root")
-        return EVAL_NUMPY[t](*(go(k) for k in x.children()))
-
-    def load(x: E.Load):
+    def load(x: E.Load, *indices):
         arr = values.get(x.buffer)
         if arr is None:
             raise ExprError(f"compute {where!r} reads {x.buffer.name!r}, which is not a tensor of this graph")
-        idx = tuple(np.clip(np.asarray(go(i)).astype(np.int64), 0, n - 1) for i, n in zip(x.indices, arr.shape))
-        return arr[idx]
+        return arr[tuple(np.clip(np.asarray(i).astype(np.int64), 0, n - 1) for i, n in zip(indices, arr.shape))]
 
-    return go(e)
+    structural = {E.Const: numpy_const, E.Var: var, E.Cast: numpy_cast, E.Load: load}
+    return run(program, EVAL_NUMPY, structural)[0]

@@ -43,6 +43,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..adam import Adam
+
 NUM_FEATURES = 320  # features.aggregate: sum and max over stores of 160 per-store features
 HIDDEN = 256
 RANK_WEIGHT = 0.3
@@ -208,7 +210,7 @@ class MLPCostModel:
         steps = sum(len(b) for b in batches)
         groups = torch.from_numpy(group_ids)
         params = list(self.net.parameters())
-        adam = _Adam(params)
+        adam = Adam([p.detach().numpy() for p in params])  # NumPy views: the steps write the weights in place
         self.net.train()
         for k, rows in enumerate(rows for epoch in batches for rows in epoch):
             rows = torch.from_numpy(rows)
@@ -216,29 +218,8 @@ class MLPCostModel:
             for p in params:
                 p.grad = None
             loss.backward()
-            adam.step(LEARNING_RATE * 0.5 * (1 + math.cos(math.pi * k / steps)))
+            adam.step([p.grad.numpy() for p in params], LEARNING_RATE * 0.5 * (1 + math.cos(math.pi * k / steps)))
         self.net.eval()
-
-
-class _Adam:
-    """Adam (Kingma and Ba; PyTorch's defaults: betas 0.9 and 0.999, eps 1e-8) on a list of parameters, in
-    place. Written out because `torch.optim`'s first optimiser imports TorchDynamo, 2.5 s of a tuning's first
-    round."""
-
-    def __init__(self, params: list[torch.Tensor], betas=(0.9, 0.999), eps: float = 1e-8):
-        self.params, self.betas, self.eps, self.t = params, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in params]
-        self.v = [torch.zeros_like(p) for p in params]
-
-    @torch.no_grad()
-    def step(self, learning_rate: float) -> None:
-        b1, b2 = self.betas
-        self.t += 1
-        first, second = 1 - b1 ** self.t, 1 - b2 ** self.t
-        for p, m, v in zip(self.params, self.m, self.v):
-            m.lerp_(p.grad, 1 - b1)
-            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-            p.addcdiv_(m, v.sqrt().div_(math.sqrt(second)).add_(self.eps), value=-learning_rate / first)
 
 
 def normalised_throughput(throughput: np.ndarray, group_ids: np.ndarray) -> np.ndarray:

@@ -2,12 +2,12 @@
 
 A sketch lowered with its parameters left as variables gives features that are formulas of those parameters
 (`features.extract`). The tuner scores thousands of assignments per second, so the formulas are numbered once
-into a straight-line program: one step per distinct subexpression (structurally equal nodes are computed once,
-across all features and stores), each a NumPy call over arrays holding one value per candidate. `evaluate` runs
-that program on a whole batch of assignments. The program is interpreted rather than written out as Python source
-and compiled: numbering halves the derivation (`benchmarks/features.py`: 17 ms against 35 ms for a tiled matmul,
-whose `compile` was most of it), while looping over ~1,700 steps costs 0.2-0.5 ms more per batch, which a search
-evaluates a few times per round but derives for every structure it meets.
+(`te.program.number`: one slot per distinct subexpression, across all features and stores) into a straight-line
+program of NumPy calls (`te.evaluate.EVAL_NUMPY`) over arrays holding one value per candidate; `evaluate` runs it
+on a whole batch of assignments. The program is interpreted rather than written out as Python source and
+compiled: a search derives formulas for every structure it meets but evaluates each only a few times per round,
+and compiling the source cost more than the interpretation saves. The numbered DAG (`dag`) is also what Felix's
+smoothing rewrites (`smooth.py`).
 """
 
 from __future__ import annotations
@@ -19,18 +19,9 @@ import numpy as np
 
 from ...loop.ir import Kernel
 from ...te import expr as E
+from ...te.evaluate import EVAL_NUMPY
+from ...te.program import Program, number
 from .extract import FeatureRows, extract
-
-# Every node a feature formula can contain: arithmetic, comparisons, logic, select and casts (features.py builds
-# nothing else).
-_CALLS = {
-    E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.Div: np.true_divide,
-    E.FloorDiv: np.floor_divide, E.FloorMod: np.mod, E.Min: np.minimum, E.Max: np.maximum,
-    E.EQ: np.equal, E.NE: np.not_equal, E.LT: np.less, E.LE: np.less_equal,
-    E.And: np.logical_and, E.Or: np.logical_or, E.Not: np.logical_not, E.Select: np.where,
-}
-_NP_DTYPES = {"bool": np.bool_, "float16": np.float16, "float32": np.float32, "float64": np.float64,
-              "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
 
 
 class FeatureFormulas:
@@ -42,8 +33,8 @@ class FeatureFormulas:
     def __init__(self, kernel: Kernel, variables: Sequence[E.Var | str] | None = None):
         start = time.perf_counter()
         self.rows: FeatureRows = extract(kernel)
-        exprs = [e for row in self.rows.rows for e in row]
-        self.program = Program(exprs)
+        self.dag = number([e for row in self.rows.rows for e in row])
+        self.program = BatchProgram(self.dag)
         free = self.program.variables
         if variables is None:
             self.variables = free
@@ -80,44 +71,29 @@ class FeatureFormulas:
         return out.transpose(2, 0, 1)
 
 
-class Program:
-    """Formulas as a straight-line program over numbered slots: the constants and variables first, then one step
-    per distinct operation node, each `slots[target] = fn(*slots[args])`."""
+class BatchProgram:
+    """Numbered formulas (`te.program.number`) as NumPy calls over arrays of one value per candidate: the
+    constants and variables first, then one step per distinct operation node, each `slots[target] =
+    fn(*slots[args])` with `fn` from `te.evaluate.EVAL_NUMPY`."""
 
-    def __init__(self, exprs: list[E.Expr]):
-        slots: dict[object, int] = {}
-        by_id: dict[int, int] = {}
+    def __init__(self, program: Program):
         self._consts: list[tuple[int, object]] = []
         self._vars: list[tuple[int, str]] = []
         steps: list[tuple[int, Callable, tuple[int, ...]]] = []
-
-        def number(e: E.Expr) -> int:
-            hit = by_id.get(id(e))
-            if hit is not None:
-                return hit
-            # A constant is keyed by its Python type too: 1 and 1.0 are equal, but NumPy promotes an int64 array
-            # with the one to int64 and with the other to float64.
-            key = (e.dtype, type(e.value), e.value) if type(e) is E.Const else e
-            hit = slots.get(key)
-            if hit is None:
-                args = tuple(number(k) for k in e.children())  # the children take their slots first
-                hit = slots[key] = len(slots)
-                if type(e) is E.Const:
-                    self._consts.append((hit, e.value))
-                elif type(e) is E.Var:
-                    self._vars.append((hit, e.name))
-                else:
-                    steps.append((hit, _call(e), args))
-            by_id[id(e)] = hit
-            return hit
-
-        outputs = [number(e) for e in exprs]
-        self.n_slots, self.n_nodes = len(slots), len(steps)
+        for slot, (e, args) in enumerate(zip(program.nodes, program.args)):
+            t = type(e)
+            if t is E.Const:  # a Python number, which NumPy promotes as the formulas' other operand
+                self._consts.append((slot, e.value))
+            elif t is E.Var:
+                self._vars.append((slot, e.name))
+            else:
+                steps.append((slot, _call(e), args))
+        self.n_slots, self.n_nodes = len(program), len(steps)
         self.variables = tuple(sorted({name for _, name in self._vars}))
         # A step writes the formulas it computes into `out` at once, and empties each temporary it reads for the
         # last time (itself too, if nothing reads it), so a large batch keeps few arrays alive.
         writes: dict[int, list[int]] = {}
-        for k, slot in enumerate(outputs):
+        for k, slot in enumerate(program.outputs):
             writes.setdefault(slot, []).append(k)
         last = {target: i for i, (target, _, _) in enumerate(steps)}
         last.update({a: i for i, (_, _, args) in enumerate(steps) for a in args if a in last})
@@ -160,9 +136,9 @@ def _index(ks: list[int] | None) -> int | list[int] | None:
 def _call(e: E.Expr) -> Callable:
     t = type(e)
     if t is E.Cast:
-        dtype = _NP_DTYPES[e.dtype]
+        dtype = np.dtype(e.dtype).type
         return lambda x: np.asarray(x).astype(dtype)
-    fn = _CALLS.get(t)
+    fn = EVAL_NUMPY.get(t)
     if fn is None:
         raise ValueError(f"feature formulas cannot contain {t.__name__} ({e})")
     return fn

@@ -34,19 +34,20 @@ in a quantity of size 1e5: the features of a real conv task match at integer poi
 tau = 1e-12, to ~1e-3 at 1e-10.
 
 Every node is rewritten exactly once, bottom-up, from integers and booleans into float64 reals; there is no fixpoint
-to reach, so the pass is a table keyed by node class (`_SMOOTHING`) rather than a `Rewriter` rule set. The rules
-are written against a small algebra (add, sub, mul, div, atan/sin/cos, constants folded) with two instances: one
-builds float64 expressions (`smooth`, `smooth_all`), the other writes each smoothed node straight into a tape's
-rows (`smooth_tape`), ~2.4x faster than building the expressions and then numbering their DAG.
+to reach, so the pass is a table keyed by node class (`_SMOOTHING`) run over the formulas' numbered DAG
+(`te.program`) rather than a `Rewriter` rule set. The smooth forms are built with `te.expr`'s constructors, which
+fold constants and the identities x + 0, x * 1, x / 1.
 
 `SmoothFormulas` evaluates the smoothed features of a sketch structure as a differentiable PyTorch function of
 x' = ln x (Felix substitutes x = e^x', so products of tile sizes become sums). The smoothed DAG has thousands of
-nodes, and PyTorch spends ~16 us per node and step on its own dispatch; so the smoothing writes a flat tape that a
-C interpreter runs forwards and backwards over the whole batch (`tape.py`), wrapped as one autograd function.
+nodes, and PyTorch's dispatch per node and step would dominate; so the smoothed formulas are numbered into a flat
+tape that a C interpreter runs forwards and backwards over the whole batch (`tape.py`), wrapped as one autograd
+function.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -54,9 +55,10 @@ import numpy as np
 import torch
 
 from ...te import expr as E
+from ...te.program import Numbering, Program, number, run
 from ..features.extract import F64
 from ..features.formulas import FeatureFormulas
-from .tape import Tape, TapeBuilder
+from .tape import Tape, tape_of
 
 # ---------------------------------------------------------------------------------------------------------------
 # the rewriting pass
@@ -69,16 +71,7 @@ def smooth(e: E.Expr, tau: float) -> E.Expr:
 
 def smooth_all(exprs: Sequence[E.Expr], tau: float) -> list[E.Expr]:
     """`smooth` of each expression, rewriting each distinct subexpression once across all of them."""
-    smoother = _ExprSmoother(tau)
-    return [smoother(e) for e in exprs]
-
-
-def smooth_tape(exprs: Sequence[E.Expr], tau: float, variables: tuple[str, ...]) -> Tape:
-    """The tape computing `smooth_all(exprs, tau)` from `variables`, written without building the smoothed
-    expressions (each smoothed node goes straight to one row: ~2.4x faster, and formulas are smoothed at every
-    structure a search opens)."""
-    smoother = _TapeSmoother(tau, variables)
-    return smoother.tape.finish([smoother(e) for e in exprs])
+    return _Smoother(tau).rewrite(number(exprs))
 
 
 def _shift(e: E.Expr) -> float:
@@ -87,62 +80,82 @@ def _shift(e: E.Expr) -> float:
 
 
 class _Smoother:
-    """One rewriting of a DAG: smooth forms at width `tau`, each distinct node rewritten once. The forms are
-    built by an algebra (`add`, `sub`, `mul`, `div`, `call`, `value`; a Python float operand is a constant) that
-    a subclass supplies: expressions (`_ExprSmoother`) or rows of a tape (`_TapeSmoother`)."""
+    """One rewriting into smooth forms at width `tau`, float64 expressions built with `te.expr`'s constructors
+    (which fold constants; calls of constants are folded here; a Python float operand is a constant). Every node
+    built is numbered as it is built (`numbering`), so the tape of the forms has its rows in that order, which fixes
+    the order its backward pass sums gradients in."""
 
     def __init__(self, tau: float):
         if not tau > 0:
             raise ValueError(f"the smoothing width tau must be positive, got {tau}")
         self.tau = tau
         self.r = math.exp(-2 * math.pi * tau)
-        self.done: dict[int, object] = {}  # id of a node (alive in the caller's formulas) -> its smooth form
-        # A node's class and dtype, and its children's smooth forms and dtypes -> its smooth form: structurally
-        # equal nodes share one form, found without comparing whole subtrees.
-        self.forms: dict[object, object] = {}
+        self.numbering = Numbering()
+        self._number = self.numbering.slot
+        self._consts: dict[float, E.Const] = {}
 
-    def __call__(self, root: E.Expr):
-        done, stack = self.done, [root]
-        while stack:  # post-order without recursion: formulas can be deeper than Python's stack
-            e = stack[-1]
-            if id(e) in done:
-                stack.pop()
-                continue
-            children = e.children()
-            todo = [k for k in children if id(k) not in done]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
-            kids = tuple(done[id(k)] for k in children)
-            if kids:
-                key = (type(e), e.dtype, tuple((self.identity(s), k.dtype) for s, k in zip(kids, children)))
-            else:  # a constant by its value (cheaper to hash than the node), a variable by itself
-                key = (E.Const, e.dtype, e.value) if type(e) is E.Const else e
-            form = self.forms.get(key)
-            if form is None:
-                rule = _SMOOTHING.get(type(e))
-                if rule is None:
-                    raise ValueError(f"cannot smooth {type(e).__name__} ({e}): feature formulas use only "
-                                     "arithmetic, comparisons, logic, select, casts and floor-like calls")
-                form = self.forms[key] = rule(self, e, *kids)
-            done[id(e)] = form
-        return done[id(root)]
+    def rewrite(self, program: Program) -> list[E.Expr]:
+        """The smooth forms of the outputs of a numbered DAG: each slot rewritten once, operands first."""
+        unknown = {type(e) for e in program.nodes} - set(_SMOOTHING)
+        if unknown:
+            e = next(e for e in program.nodes if type(e) in unknown)
+            raise ValueError(f"cannot smooth {type(e).__name__} ({e}): feature formulas use only arithmetic, "
+                             "comparisons, logic, select, casts and floor-like calls")
+        return run(program, {}, {cls: functools.partial(rule, self) for cls, rule in _SMOOTHING.items()})
+
+    def add(self, a, b) -> E.Expr:
+        e = E.add(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
+
+    def sub(self, a, b) -> E.Expr:
+        e = E.sub(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
+
+    def mul(self, a, b) -> E.Expr:
+        e = E.mul(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
+
+    def div(self, a, b) -> E.Expr:
+        e = E.div(self._lift(a), self._lift(b))
+        self._number(e)
+        return e
+
+    def call(self, cls: type[E.Call], x: E.Expr) -> E.Expr:
+        e = E.Const(_CONST_CALLS[cls](x.value), F64) if type(x) is E.Const else cls(x)
+        self._number(e)
+        return e
+
+    def _lift(self, x):
+        """A Python float operand as one constant node per value (not a new node at every use)."""
+        if type(x) is not float:
+            return x
+        c = self._consts.get(x)
+        if c is None:
+            c = self._consts[x] = E.Const(x, F64)
+        return c
+
+    def leaf(self, e: E.Expr) -> E.Expr:
+        form = E.Const(float(e.value), F64) if type(e) is E.Const else E.Var(e.name, F64, e.lo, e.hi)
+        self._number(form)
+        return form
 
     def step(self, x):
         """S(x): the smoothed unit step."""
-        return self.add(0.5, self.mul(self.call(math.atan, self.mul(x, 1 / self.tau)), 1 / math.pi))
+        return self.add(0.5, self.mul(self.call(E.Atan, self.mul(x, 1 / self.tau)), 1 / math.pi))
 
     def box(self, d):
         """The smoothed indicator of -1/2 < d < 1/2."""
-        up = self.call(math.atan, self.mul(self.add(d, 0.5), 1 / self.tau))
-        down = self.call(math.atan, self.mul(self.sub(d, 0.5), 1 / self.tau))
+        up = self.call(E.Atan, self.mul(self.add(d, 0.5), 1 / self.tau))
+        down = self.call(E.Atan, self.mul(self.sub(d, 0.5), 1 / self.tau))
         return self.mul(self.sub(up, down), 1 / math.pi)
 
     def floor(self, y):
         turn = self.mul(y, 2 * math.pi)
-        sin, cos = self.call(math.sin, turn), self.call(math.cos, turn)
-        wave = self.call(math.atan, self.div(self.mul(sin, self.r), self.sub(1.0, self.mul(cos, self.r))))
+        sin, cos = self.call(E.Sin, turn), self.call(E.Cos, turn)
+        wave = self.call(E.Atan, self.div(self.mul(sin, self.r), self.sub(1.0, self.mul(cos, self.r))))
         return self.add(self.sub(y, 0.5), self.mul(wave, 1 / math.pi))
 
     def ramp(self, d):
@@ -151,51 +164,15 @@ class _Smoother:
 
     def over(self, a, b):
         """a / b, as a product when b is a constant (cheaper, and no division to guard)."""
-        c = self.value(b)
-        return self.mul(a, 1 / c) if c is not None else self.div(a, b)
+        return self.mul(a, 1 / b.value) if type(b) is E.Const else self.div(a, b)
 
     def neg(self, x):
         return self.sub(0.0, x)
 
 
-class _ExprSmoother(_Smoother):
-    """The rewriting pass proper: smooth forms as float64 expressions."""
+_CONST_CALLS = {E.Atan: math.atan, E.Sin: math.sin, E.Cos: math.cos}
 
-    add, sub, mul, div = staticmethod(E.add), staticmethod(E.sub), staticmethod(E.mul), staticmethod(E.div)
-    identity = staticmethod(id)
-
-    def leaf(self, e: E.Expr) -> E.Expr:
-        return E.Const(float(e.value), F64) if type(e) is E.Const else E.Var(e.name, F64, e.lo, e.hi)
-
-    def call(self, fn: Callable[[float], float], x: E.Expr) -> E.Expr:
-        return E.Const(fn(x.value), F64) if type(x) is E.Const else _EXPR_CALLS[fn](x)
-
-    @staticmethod
-    def value(x) -> float | None:
-        return x.value if type(x) is E.Const else x if isinstance(x, float) else None
-
-
-_EXPR_CALLS = {math.atan: E.Atan, math.sin: E.Sin, math.cos: E.Cos}
-
-
-class _TapeSmoother(_Smoother):
-    """The same rewriting, each smooth form an int handle of a `TapeBuilder` (rows made as they are needed)."""
-
-    def __init__(self, tau: float, variables: tuple[str, ...]):
-        super().__init__(tau)
-        self.tape = TapeBuilder(variables)
-        t = self.tape
-        self.add, self.sub, self.mul, self.div, self.call, self.value = t.add, t.sub, t.mul, t.div, t.call, t.value
-
-    @staticmethod
-    def identity(form: int) -> int:
-        return form
-
-    def leaf(self, e: E.Expr) -> int:
-        return self.tape.const(float(e.value)) if type(e) is E.Const else self.tape.var(e.name)
-
-
-_SMOOTHING: dict[type, Callable[..., object]] = {
+_SMOOTHING: dict[type, Callable[..., E.Expr]] = {
     E.Const: lambda s, e: s.leaf(e),
     E.Var: lambda s, e: s.leaf(e),
     E.Add: lambda s, e, a, b: s.add(a, b),
@@ -219,9 +196,9 @@ _SMOOTHING: dict[type, Callable[..., object]] = {
     E.Ceil: lambda s, e, a: s.neg(s.floor(s.neg(a))),
     E.Round: lambda s, e, a: s.floor(s.add(a, 0.5)),
     E.Abs: lambda s, e, a: s.mul(a, s.sub(s.mul(2.0, s.step(a)), 1.0)),
-    E.Sin: lambda s, e, a: s.call(math.sin, a),
-    E.Cos: lambda s, e, a: s.call(math.cos, a),
-    E.Atan: lambda s, e, a: s.call(math.atan, a),
+    E.Sin: lambda s, e, a: s.call(E.Sin, a),
+    E.Cos: lambda s, e, a: s.call(E.Cos, a),
+    E.Atan: lambda s, e, a: s.call(E.Atan, a),
 }
 
 
@@ -239,7 +216,9 @@ class SmoothFormulas:
         self.tau = tau
         self.variables = formulas.variables
         self.names, self.stores = formulas.names, formulas.stores
-        self._tape = smooth_tape([e for row in formulas.rows.rows for e in row], tau, self.variables)
+        smoother = _Smoother(tau)
+        forms = smoother.rewrite(formulas.dag)
+        self._tape = tape_of(smoother.numbering.program(forms), self.variables)
         self.n_nodes = self._tape.n_rows
 
     def __call__(self, log_values: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,10 @@
 """The evaluator of smoothed feature formulas: a tape of arithmetic nodes run forwards and backwards in C.
 
 Felix's search evaluates a structure's smoothed features and their gradient at every Adam step, for a batch of a
-few points, on DAGs of ~10,000 nodes. Interpreted in NumPy (one array call per group of like nodes) a step took
-~6 ms, nearly all of it call overhead; PyTorch's dispatch per node was slower still. Here the tape is flat arrays
-(operation, operand rows) and one C loop runs every node over the batch: the same arithmetic, ~20x fewer
-nanoseconds per node. The interpreter is generic, so it is compiled once (through the build cache) and every
-tape of every task reuses it.
+few points, on DAGs of thousands of nodes, where a NumPy or PyTorch call per node would cost far more in call
+overhead than in arithmetic. Here the tape is flat arrays (operation, operand rows), written from the smoothed
+formulas' numbered DAG (`tape_of`, over `te.program`), and one C loop runs every node over the batch. The
+interpreter is generic, so it is compiled once (through the build cache) and every tape of every task reuses it.
 
 Rows of the value array are constants, then the variables, then one row per operation node in an order where
 operands come first. Divisors below `TINY` in magnitude are clamped (keeping their sign): a smoothed count can
@@ -16,17 +15,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 
 import numpy as np
 
 from ...runtime.build import build
 from ...runtime.kernel import load_library
+from ...te import expr as E
+from ...te.program import Program
 
 TINY = 1e-9
 
-# Operation codes of the C source below (`TapeBuilder` writes them): 0 +, 1 -, 2 *, 3 /, 4 atan, 5 sin, 6 cos;
-# unary operations leave their second operand unused.
+# Operation codes of the C source below (`_CODES`): 0 +, 1 -, 2 *, 3 /, 4 atan, 5 sin, 6 cos; unary operations
+# leave their second operand unused.
 
 _SOURCE = r"""
 #include <math.h>
@@ -93,7 +93,7 @@ def _library() -> ctypes.CDLL:
 
 class Tape:
     """A flat program over named variables, as rows: constants, variables, then operations (operands first).
-    `TapeBuilder` writes one."""
+    `tape_of` writes one."""
 
     def __init__(self, consts: np.ndarray, n_vars: int, op: np.ndarray, a: np.ndarray, b: np.ndarray,
                  outputs: np.ndarray):
@@ -134,100 +134,35 @@ class Tape:
         return g[nc:self.first].T.copy()
 
 
-class TapeBuilder:
-    """Writes a tape one operation at a time. A value is an int handle; a Python float operand is a constant.
-    Operations on constants are folded and x + 0, x - 0, x * 1, x / 1 are x (as `te.expr`'s constructors do),
-    and an operation already written is not written again, so building from a DAG's nodes directly, without an
-    expression tree in between, gives each distinct node one row."""
-
-    def __init__(self, variables: tuple[str, ...]):
-        self.variables = variables
-        self._kind: list[int] = []  # per handle: -1 a constant, -2 an operation, else the variable's column
-        self._value: list[float] = []  # per handle: a constant's value (0 for the others)
-        self._consts: dict[float, int] = {}
-        self._ops: dict[tuple[int, int, int], int] = {}
-        self._columns = {v: j for j, v in enumerate(variables)}
-        self._vars: dict[str, int] = {}
-
-    def const(self, value: float) -> int:
-        h = self._consts.get(value)
-        if h is None:
-            h = self._consts[value] = self._new(-1, float(value))
-        return h
-
-    def var(self, name: str) -> int:
-        if name not in self._vars:
-            if name not in self._columns:
-                raise ValueError(f"the smoothed features read {name}, which is not among {list(self.variables)}")
-            self._vars[name] = self._new(self._columns[name], 0.0)
-        return self._vars[name]
-
-    def value(self, x) -> float | None:
-        """The constant `x` stands for, or None."""
-        if isinstance(x, float):
-            return x
-        return self._value[x] if self._kind[x] == -1 else None
-
-    def add(self, x, y) -> int:
-        cx, cy = self.value(x), self.value(y)
-        if cx is not None and cy is not None:
-            return self.const(cx + cy)
-        return self._lift(x) if cy == 0 else self._lift(y) if cx == 0 else self._op(0, x, y)
-
-    def sub(self, x, y) -> int:
-        cx, cy = self.value(x), self.value(y)
-        if cx is not None and cy is not None:
-            return self.const(cx - cy)
-        return self._lift(x) if cy == 0 else self._op(1, x, y)
-
-    def mul(self, x, y) -> int:
-        cx, cy = self.value(x), self.value(y)
-        if cx is not None and cy is not None:
-            return self.const(cx * cy)
-        return self._lift(x) if cy == 1 else self._lift(y) if cx == 1 else self._op(2, x, y)
-
-    def div(self, x, y) -> int:
-        cx, cy = self.value(x), self.value(y)
-        if cx is not None and cy is not None and cy != 0:
-            return self.const(cx / cy)
-        return self._lift(x) if cy == 1 else self._op(3, x, y)
-
-    def call(self, fn, x) -> int:
-        """atan, sin or cos (the math functions) of x."""
-        cx = self.value(x)
-        return self.const(fn(cx)) if cx is not None else self._op(_CALLS[fn], x, x)
-
-    def finish(self, outputs: list) -> Tape:
-        """The tape whose outputs are the values `outputs`: constants, variables, operations in the order
-        written (an operation is written after its operands)."""
-        kind = np.array(self._kind, np.int64)
-        row = np.empty(len(kind), np.int64)
-        consts, ops = np.flatnonzero(kind == -1), np.flatnonzero(kind == -2)
-        first = len(consts) + len(self.variables)
-        row[consts] = np.arange(len(consts))
-        columns = kind >= 0
-        row[columns] = len(consts) + kind[columns]
-        row[ops] = first + np.arange(len(ops))
-        written = np.array(list(self._ops), np.int64).reshape(-1, 3)  # (code, x, y) per operation, in handle order
-        return Tape(np.array([self._value[h] for h in consts], np.float64), len(self.variables),
-                    written[:, 0].astype(np.int8), row[written[:, 1]].astype(np.int32),
-                    row[written[:, 2]].astype(np.int32),
-                    row[np.array([self._lift(x) for x in outputs], np.int64)].astype(np.intp))
-
-    def _lift(self, x) -> int:
-        return self.const(x) if isinstance(x, float) else x
-
-    def _op(self, code: int, x, y) -> int:
-        key = (code, self._lift(x), self._lift(y))
-        h = self._ops.get(key)
-        if h is None:
-            h = self._ops[key] = self._new(-2, 0.0)
-        return h
-
-    def _new(self, kind: int, value: float) -> int:
-        self._kind.append(kind)
-        self._value.append(value)
-        return len(self._kind) - 1
+def tape_of(program: Program, variables: tuple[str, ...]) -> Tape:
+    """The tape of a numbered DAG of float64 arithmetic (constants, `variables`, + - * / atan sin cos), whose
+    outputs are the program's: one row per slot, the operations in the slots' order."""
+    columns = {v: j for j, v in enumerate(variables)}
+    consts = [e.value for e in program.nodes if type(e) is E.Const]
+    first = len(consts) + len(variables)
+    row: list[int] = []  # per slot, its row
+    ops: list[tuple[int, int, int]] = []  # per operation, its code and its operands' slots
+    n_consts = 0
+    for e, args in zip(program.nodes, program.args):
+        t = type(e)
+        if t is E.Const:
+            row.append(n_consts)
+            n_consts += 1
+        elif t is E.Var:
+            if e.name not in columns:
+                raise ValueError(f"the smoothed features read {e.name}, which is not among {list(variables)}")
+            row.append(len(consts) + columns[e.name])
+        else:
+            code = _CODES.get(t)
+            if code is None:
+                raise ValueError(f"a tape has no operation {t.__name__} ({e})")
+            row.append(first + len(ops))
+            ops.append((code, args[0], args[-1]))  # a call's unused second operand repeats its first
+    rows = np.array(row, np.int64)
+    written = np.array(ops, np.int64).reshape(-1, 3)
+    return Tape(np.array(consts, np.float64), len(variables), written[:, 0].astype(np.int8),
+                rows[written[:, 1]].astype(np.int32), rows[written[:, 2]].astype(np.int32),
+                rows[np.array(program.outputs, np.int64)].astype(np.intp))
 
 
-_CALLS = {math.atan: 4, math.sin: 5, math.cos: 6}
+_CODES = {E.Add: 0, E.Sub: 1, E.Mul: 2, E.Div: 3, E.Atan: 4, E.Sin: 5, E.Cos: 6}

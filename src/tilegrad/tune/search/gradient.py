@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...schedule.sketch import MAX_INNERMOST, Space, divisors
+from ..adam import Adam
 from .policy import register_policy
 from .space import Candidate, TaskSpace
 
@@ -153,35 +154,20 @@ def log_features(rows: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], n
     return np.sign(stacked) * np.log2(1.0 + np.abs(stacked)), vjp
 
 
-class _Adam:
-    """Adam (Kingma and Ba; PyTorch's defaults: betas 0.9 and 0.999, eps 1e-8) on an array of points."""
-
-    def __init__(self, shape: tuple[int, ...], learning_rate: float, betas=(0.9, 0.999), eps: float = 1e-8):
-        self.lr, self.betas, self.eps, self.t = learning_rate, betas, eps, 0
-        self.m, self.v = np.zeros(shape), np.zeros(shape)
-
-    def step(self, x: np.ndarray, grad: np.ndarray) -> np.ndarray:
-        b1, b2 = self.betas
-        self.t += 1
-        self.m = b1 * self.m + (1 - b1) * grad
-        self.v = b2 * self.v + (1 - b2) * grad ** 2
-        m_hat, v_hat = self.m / (1 - b1 ** self.t), self.v / (1 - b2 ** self.t)
-        return x - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
-
-
 class _Descent:
     """One structure's points under Adam: where they are, and the distinct rounded points visited so far."""
 
     def __init__(self, key: tuple, smooth, box: ParameterBox, seeds: list[Candidate], learning_rate: float):
         self.key, self.smooth, self.box = key, smooth, box
         self.x = box.encode([c.values for c in seeds])
-        self.adam = _Adam(self.x.shape, learning_rate)
+        self.learning_rate = learning_rate
+        self.adam = Adam([self.x])
         self.seen = {tuple(r) for r in box.round(self.x)}
         self.points = list(self.seen)
         self.quiet = 0  # steps in a row that rounded to no point not seen before
 
     def step(self, grad: np.ndarray) -> None:
-        self.x = self.adam.step(self.x, grad)
+        self.adam.step([grad], self.learning_rate)  # moves self.x in place
         new = {tuple(r) for r in self.box.round(self.x)} - self.seen
         self.seen |= new
         self.points += new
