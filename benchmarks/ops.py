@@ -25,7 +25,7 @@ from tilegrad.kernel import build
 from tilegrad.runtime import time_kernel
 from tilegrad.schedule import Schedule
 from tilegrad.schedule.defaults import default_schedule
-from tilegrad.target import Target, host
+from tilegrad.target import host
 from tilegrad.te import nn
 
 THREADS = os.cpu_count() or 1

@@ -12,7 +12,7 @@ import pytest
 from tilegrad.codegen.c import PRELUDE, render_c
 from tilegrad.loop import lower
 from tilegrad.schedule.defaults import default_schedule
-from tilegrad.target import Target, host
+from tilegrad.target import Target
 from tilegrad.workloads import WORKLOADS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

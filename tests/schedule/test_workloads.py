@@ -9,7 +9,7 @@ import pytest
 from tilegrad.kernel import build
 from tilegrad.schedule import Schedule
 from tilegrad.schedule.defaults import default_schedule
-from tilegrad.target import Target, host
+from tilegrad.target import Target
 from tilegrad.te.interpret import interpret
 from tilegrad.workloads import WORKLOADS
 

@@ -18,7 +18,6 @@ from tilegrad.loop.ir import Store, walk
 from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.te import expr as E
 from tilegrad.te import nn
-from tilegrad.loop.ir import Store, walk
 from tilegrad.te.evaluate import EVAL_NUMPY
 from tilegrad.tune.features.extract import BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, aggregate, extract, features
 from tilegrad.tune.features.formulas import FeatureFormulas
