@@ -57,16 +57,17 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
     if opt_level not in (0, 1, 2, 3):
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    machine = TARGETS[target]()
     imported = import_model(model, example_inputs, input_shapes)
     if db is None:
-        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes)
-        return Compilation(compile_graph(graph), report, graph)
+        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
+        return Compilation(compile_graph(graph, target=machine), report, graph)
     from .tune.algorithms import choose
     from .tune.apply import BestRecords
 
     with BestRecords(db) as chooser:
         chosen = choose(imported, chooser.latency, opt_level=opt_level, disable=disable_passes, enable=enable_passes)
-        return Compilation(compile_graph(chosen.graph, choose=chooser), chosen.report, chosen.graph)
+        return Compilation(compile_graph(chosen.graph, choose=chooser, target=machine), chosen.report, chosen.graph)
 
 
 def load(directory) -> Module:

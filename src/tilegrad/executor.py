@@ -21,6 +21,7 @@ from .passes.memory_plan import MemoryPlan, intermediates_of, nbytes, plan_memor
 from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .schedule.trace import Trace
+from .target import Target, host
 from .te.tensor import Tensor
 
 # Chooses a node's schedule from its computation's outputs: a tuned trace, or None for the default rules.
@@ -32,11 +33,13 @@ def _c_name(text: str) -> str:
     return name if name and not name[0].isdigit() else f"v_{name}"
 
 
-def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleChooser | None = None) -> Module:
+def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleChooser | None = None,
+                  target: Target | None = None) -> Module:
     """One native library for the whole graph, loaded and ready to call. `choose` may give a node's schedule
-    (tuned records); nodes it returns None for get the default rules."""
+    (tuned records); nodes it returns None for get the target's default rules (default: this machine)."""
     cfg = cfg or _config.get()
-    renderer = CRenderer()
+    target = target or host()
+    renderer = CRenderer(target)
     plan = plan_memory(g, intermediates_of(g))
     slots = _slots(g, plan)
     functions, calls = [], []
@@ -44,7 +47,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
         fname = f"k{t}_{_c_name(node.name)}"
         inputs, outputs = node_compute(node)
         trace = choose(node, outputs) if choose else None
-        functions.append(renderer.render_function(lower_kernel((inputs, outputs), trace, name=fname)))
+        functions.append(renderer.render_function(lower_kernel((inputs, outputs), trace, name=fname, target=target)))
         calls.append(KernelCall(fname, [slots[id(v)] for v in [*node.inputs, *node.outputs]]))
     entry = render_entry(calls, _output_copies(g, slots))
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))

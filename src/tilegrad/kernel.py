@@ -93,7 +93,7 @@ def build(computation: Computation | Tensor | Sequence[Tensor], trace: Trace | N
         computation = Schedule(computation)
     cfg = cfg or _config.get()
     loop = lower_kernel(computation, trace, name=name, args=args, target=target)
-    source = render_kernel(loop)
+    source = render_kernel(loop, CRenderer(target))
     library = compile_kernel(loop, source, cfg)
     if isinstance(computation, Schedule):
         num_outputs = len(computation.state.outputs)

@@ -13,6 +13,7 @@ from tilegrad.passes import optimize
 from tilegrad.passes.conv_algorithm import conv_algorithm
 from tilegrad.passes.layout import layout
 from tilegrad.passes.pipeline import PassContext
+from tilegrad.target import Target
 
 RNG = np.random.default_rng(0)
 DIRECT = {"conv_algorithm": "direct"}  # blocked_conv for every convolution, whatever else the pass could pick
@@ -184,3 +185,12 @@ def test_compiled_graphs_match_numpy(make):
     bodies = [m.op for n in fused.nodes if n.op == "fused" for m in n.attrs["body"].nodes]
     assert "conv_nchwc" in bodies and "blocked_conv" not in bodies
     np.testing.assert_allclose(compile_graph(fused)(*x), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_block_is_the_targets_vector_width(lanes):
+    """The pipeline's target, not the host, sizes the channel blocks."""
+    g = bottleneck()
+    out, _ = optimize(g, 2, options=DIRECT, target=Target.with_lanes(lanes))
+    blocks = {n.attrs["block"] for n in out.nodes if n.op == "layout_to_blocked"}
+    assert blocks == {lanes}
