@@ -17,16 +17,15 @@ temperature TEMPERATURE) trains exactly the order that search uses, including am
 whose normalised throughputs are all near 0 and which squared error hardly separates. The squared-error term pins
 the scores to the [0, 1] label scale: a score that means the same thing in every task, and a bounded objective for
 gradient ascent, which a pure ranking loss (scores free to drift by any per-task offset or scale) does not give.
-On the 3,300 programs of the shipped model's dataset the two terms rank held-out programs alike (pairwise accuracy
-0.672 with RANK_WEIGHT 0.3 and TEMPERATURE 0.3, 0.671 with squared error alone, 0.661 with weight 1 at temperature
-0.1; 4-fold cross-validation, +-0.013): the data, not the loss, limits the model there.
+On the shipped model's dataset the two terms rank held-out programs alike: the data, not the loss, limits the
+model there (docs/benchmark-history.md).
 
 Batches are made of chunks of one task's rows (shuffled), so every batch holds many same-task pairs. `update`
 fine-tunes from the current weights with Adam and a cosine learning-rate decay; a fresh optimiser each call keeps
 saved models to weights alone. An update's epochs go over its new rows only, each batch topped up with REPLAY
 times as many rows from earlier updates drawn at random: the model keeps what it learned (experience replay), and
-an update of a tuning round costs the same after 2,000 rows as after 20 (passes over every row seen took 0.4 s a
-round at 600 rows, 13 s of the first 35 rounds of a ResNet-50 tuning). Training is deterministic for a given seed
+an update of a tuning round costs the same after 2,000 rows as after 20, where passes over every row seen would
+grow with the run. Training is deterministic for a given seed
 and sequence of calls, and runs on `threads` torch threads, restored afterwards.
 """
 
@@ -111,7 +110,7 @@ class MLPCostModel:
     def score_and_gradient(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predicted normalised throughput of each row of `x` (n, num_features) and its gradient in `x`, in
         NumPy: the gradient search calls this at every Adam step on a handful of rows, where PyTorch's
-        autograd spends ~1 ms on dispatch; these are the net's layers written out in its own float32 (features NaN
+        autograd would be mostly dispatch; these are the net's layers written out in its own float32 (features NaN
         or infinite are zero, as in `_Net.forward`, and pass no gradient)."""
         mean, scale, weights, biases = self._layer_arrays()
         finite = np.isfinite(x)
@@ -130,7 +129,7 @@ class MLPCostModel:
     def _layer_arrays(self) -> tuple:
         """(mean, scale, weights, biases) of the net as NumPy views of its tensors: training and loading write into
         those tensors in place, so the views stay current for as long as `self.net` is the same module (iterating
-        the module's parameters at every call took a fifth of `score_and_gradient`'s time)."""
+        the module's parameters at every call would cost as much as the small products themselves)."""
         if self._arrays is None or self._arrays[0] is not self.net:
             linears = [m for m in self.net.layers if isinstance(m, nn.Linear)]
             self._arrays = (self.net, (self.net.mean.numpy(), self.net.scale.numpy(),
