@@ -209,8 +209,8 @@ class GradientSearch:
 
     def _sample_seeds(self, n: int) -> list[Candidate]:
         """Rejection sampling: random valid candidates of structures whose smooth features exist. Deriving a
-        structure's features costs more than descending on it,
-        so at most `new_structures` structures of each sketch that the search has not derived before enter a
+        structure's features costs more than descending on it, so
+        at most `new_structures` structures of each sketch that the search has not derived before enter a
         round; once they have, further seeds of that sketch are random numbers on one of its structures already
         derived (the evolutionary search bounds its new structures the same way). The bound is per sketch so that
         the hand-written default's sketch keeps its share of the seeds in a task's first round."""
