@@ -1,0 +1,268 @@
+"""Model zoo: public architectures with random weights, exported to ONNX, compiled by tilegrad, checked against
+ONNX Runtime.
+
+Every model is built offline from its configuration (Hugging Face transformers' model classes; nothing is
+downloaded), in eval mode, batch 1, float32. "full" uses each class's default configuration (the published base
+size); "tiny" shrinks widths and depths so that the whole zoo runs in minutes (the test suite's subset). Each
+model is exported with torch.onnx (the TorchScript exporter, opset 17; torch.export's exporter for models the
+first cannot trace, when onnxscript is installed), run by ONNX Runtime and by tilegrad
+(untuned, opt level 2); it is correct when the largest difference is at most 1e-4 of the output's largest value.
+Run:
+
+    python benchmarks/zoo.py --size tiny                 # table
+    python benchmarks/zoo.py --size full --json          # [{"model", "source", "correct", "max_rel_err",
+                                                         #   "compile_s", "tilegrad_ms", "onnxruntime_ms", "exporter",
+                                                         #   "error"}]
+    python benchmarks/zoo.py --only bert,vit --size full
+
+Needs `pip install transformers` (the `zoo` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from timing import median_time  # noqa: E402
+
+TOLERANCE = 1e-4
+IDLE_S = 0.5
+
+# Shrunken settings per configuration attribute; only those a configuration has are applied.
+TINY = {
+    "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "intermediate_size": 128, "vocab_size": 1000, "n_embd": 64, "n_layer": 2, "n_head": 4, "d_model": 64,
+    "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "num_layers": 2, "num_heads": 4, "d_ff": 128, "d_kv": 16,
+    "embedding_size": 64, "max_position_embeddings": 128, "image_size": 64, "patch_size": 16,
+    "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1], "embed_dim": 32, "ffn_dim": 128,
+    "projection_dim": 64, "attention_types": [[["global", "local"], 1]], "window_size": 4,
+}
+
+TEXT, IMAGE = "text", "image"
+
+# name -> (transformers class, input kind, configuration overrides for both sizes, overrides for tiny only)
+ZOO: dict[str, tuple[str, str, dict, dict]] = {
+    "bert": ("BertModel", TEXT, {}, {}),
+    "roberta": ("RobertaModel", TEXT, {}, {}),
+    "distilbert": ("DistilBertModel", TEXT, {}, {"dim": 64, "hidden_dim": 128, "n_layers": 2, "n_heads": 4}),
+    "albert": ("AlbertModel", TEXT, {}, {}),
+    "electra": ("ElectraModel", TEXT, {}, {}),
+    "deberta": ("DebertaModel", TEXT, {}, {}),
+    "mpnet": ("MPNetModel", TEXT, {}, {}),
+    "xlm_roberta": ("XLMRobertaModel", TEXT, {}, {}),
+    "squeezebert": ("SqueezeBertModel", TEXT, {}, {"embedding_size": 64}),
+    "mobilebert": ("MobileBertModel", TEXT, {}, {"embedding_size": 64, "intra_bottleneck_size": 32,
+                                                  "true_hidden_size": 32}),
+    "funnel": ("FunnelModel", TEXT, {}, {"block_sizes": [1, 1], "num_hidden_layers": None, "n_head": 4,
+                                         "d_head": 16}),
+    "convbert": ("ConvBertModel", TEXT, {}, {}),
+    "gpt2": ("GPT2Model", TEXT, {"use_cache": False}, {}),
+    "gpt_neo": ("GPTNeoModel", TEXT, {"use_cache": False}, {}),
+    "opt": ("OPTModel", TEXT, {"use_cache": False}, {"word_embed_proj_dim": 64}),
+    "llama": ("LlamaModel", TEXT, {"use_cache": False}, {}),
+    "mistral": ("MistralModel", TEXT, {"use_cache": False}, {}),
+    "qwen2": ("Qwen2Model", TEXT, {"use_cache": False}, {}),
+    "falcon": ("FalconModel", TEXT, {"use_cache": False}, {}),
+    "phi": ("PhiModel", TEXT, {"use_cache": False}, {}),
+    "gemma": ("GemmaModel", TEXT, {"use_cache": False}, {"head_dim": 16}),
+    "t5_encoder": ("T5EncoderModel", TEXT, {}, {}),
+    "bart_encoder": ("BartModel", "bart", {}, {}),
+    "clip_text": ("CLIPTextModel", TEXT, {}, {}),
+    "vit": ("ViTModel", IMAGE, {}, {}),
+    "deit": ("DeiTModel", IMAGE, {}, {}),
+    "beit": ("BeitModel", IMAGE, {}, {}),
+    "dinov2": ("Dinov2Model", IMAGE, {}, {}),
+    "swin": ("SwinModel", IMAGE, {}, {"image_size": 56, "patch_size": 4, "window_size": 7, "embed_dim": 32,
+                                      "depths": [1, 1], "num_heads": [2, 4]}),
+    "clip_vision": ("CLIPVisionModel", IMAGE, {}, {}),
+    "resnet": ("ResNetModel", IMAGE, {}, {"embedding_size": 16}),
+    "convnext": ("ConvNextModel", IMAGE, {}, {"num_hidden_layers": None, "patch_size": None}),
+    "convnextv2": ("ConvNextV2Model", IMAGE, {}, {"num_hidden_layers": None, "patch_size": None}),
+    "regnet": ("RegNetModel", IMAGE, {}, {"embedding_size": 16, "groups_width": 8}),
+    "mobilenet_v1": ("MobileNetV1Model", IMAGE, {}, {"depth_multiplier": 0.25}),
+    "mobilenet_v2": ("MobileNetV2Model", IMAGE, {}, {"depth_multiplier": 0.35}),
+    "efficientnet": ("EfficientNetModel", IMAGE, {}, {"width_coefficient": 0.25, "depth_coefficient": 0.25,
+                                                      "hidden_dim": 320}),
+    "mobilevit": ("MobileViTModel", IMAGE, {}, {"hidden_sizes": [32, 48, 64], "neck_hidden_sizes":
+                                                [8, 16, 24, 24, 32, 40, 160]}),
+    "segformer": ("SegformerModel", IMAGE, {}, {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1]}),
+    "poolformer": ("PoolFormerModel", IMAGE, {}, {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1]}),
+    "levit": ("LevitModel", IMAGE, {}, {}),
+    "cvt": ("CvtModel", IMAGE, {}, {}),
+    "bit": ("BitModel", IMAGE, {}, {"hidden_sizes": [128, 256, 512, 1024], "embedding_size": 64}),
+    "wav2vec2": ("Wav2Vec2Model", "audio", {}, {"conv_dim": [32] * 7, "num_conv_pos_embeddings": 16}),
+    "whisper_encoder": ("WhisperModel", "whisper", {}, {"num_mel_bins": 80, "max_source_positions": 64,
+                                                        "vocab_size": None}),
+}
+
+
+class FirstOutput(torch.nn.Module):
+    """The model's first output alone (the last hidden state), so every export has one output."""
+
+    def __init__(self, model, part: str | None = None):
+        super().__init__()
+        self.model = model.get_encoder() if part == "encoder" else model
+
+    def forward(self, *args):
+        out = self.model(*args)
+        return out[0] if isinstance(out, (tuple, list)) or hasattr(out, "to_tuple") else out
+
+
+def _config(config_class, both: dict, tiny: dict | None):
+    """The model's configuration: its defaults with `both`, and for the tiny size the shrunken settings that fit
+    it (the same kind of value as its default, lists of the same length; `tiny`'s own always, None skips one)."""
+    default = config_class(**both)
+    if tiny is None:
+        return default
+    changes = {}
+    for key, value in {**TINY, **tiny}.items():
+        if value is None or not hasattr(default, key):
+            continue
+        old = getattr(default, key)
+        sequence = isinstance(old, (list, tuple))
+        fits = (isinstance(value, list) and len(old) == len(value)) if sequence else type(old) is type(value)
+        if key in tiny or fits:
+            changes[key] = value
+    return config_class(**both, **changes)
+
+
+def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The model `name` with random weights, and an example input."""
+    import transformers
+
+    cls_name, kind, both, tiny = ZOO[name]
+    model_cls = getattr(transformers, cls_name)
+    config = _config(model_cls.config_class, both, tiny if size == "tiny" else None)
+    torch.manual_seed(0)
+    model = model_cls(config).eval()
+    g = torch.Generator().manual_seed(0)
+    if kind in (TEXT, "bart"):
+        vocab = getattr(config, "vocab_size", 1000)
+        inputs = (torch.randint(0, min(vocab, 1000), (1, 32 if size == "tiny" else 128), generator=g),)
+    elif kind == IMAGE:
+        side = getattr(config, "image_size", 224)
+        side = side[0] if isinstance(side, (list, tuple)) else side
+        inputs = (torch.randn(1, getattr(config, "num_channels", 3), side, side, generator=g),)
+    elif kind == "audio":
+        inputs = (torch.randn(1, 4000 if size == "tiny" else 16000, generator=g),)
+    else:  # whisper: the encoder takes 2 x max_source_positions mel frames
+        inputs = (torch.randn(1, config.num_mel_bins, 2 * config.max_source_positions, generator=g),)
+    part = "encoder" if kind in ("bart", "whisper") else None
+    return FirstOutput(model, part).eval(), inputs
+
+
+def _export(module, args) -> tuple[bytes, str]:
+    """The ONNX model and the exporter that wrote it: the TorchScript exporter, else torch.export's (which
+    needs onnxscript) for models the first cannot trace."""
+    names = [f"in{i}" for i in range(len(args))]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            f = io.BytesIO()
+            torch.onnx.export(module, args, f, dynamo=False, opset_version=17, input_names=names)
+            return f.getvalue(), "torchscript"
+        except Exception as first:  # noqa: BLE001 - try the other exporter, and report the first failure
+            try:
+                program = torch.onnx.export(module, args, dynamo=True, input_names=names, verbose=False)
+                return program.model_proto.SerializeToString(), "dynamo"
+            except Exception:  # noqa: BLE001
+                raise first from None
+
+
+def measure(name: str, size: str, rounds: int, repeats: int) -> dict:
+    """One row: correctness against ONNX Runtime and latencies, or the error that stopped the model."""
+    import onnxruntime as ort
+
+    import tilegrad
+
+    cls_name = ZOO[name][0]
+    row = {"model": name, "source": f"transformers.{cls_name}", "correct": False, "max_rel_err": None,
+           "compile_s": None, "tilegrad_ms": None, "onnxruntime_ms": None, "exporter": None,
+           "error": None}
+    stage = "build"
+    try:
+        module, args = build(name, size)
+        stage = "export"
+        model, row["exporter"] = _export(module, args)
+        feeds = {f"in{i}": a.numpy() for i, a in enumerate(args)}
+        stage = "onnxruntime"
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = os.cpu_count() or 1
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        want = session.run(None, feeds)[0]
+        stage = "tilegrad compile"
+        start = time.perf_counter()
+        compiled = tilegrad.compile(model)
+        row["compile_s"] = time.perf_counter() - start
+        stage = "tilegrad run"
+        got = compiled(**feeds)
+        got = got[0] if isinstance(got, list) else got
+        err = float(np.max(np.abs(got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-12))
+        row["max_rel_err"], row["correct"] = err, bool(err <= TOLERANCE)
+        stage = "timing"
+        ours, theirs = [], []
+        for _ in range(rounds):
+            ours.append(median_time(lambda: compiled(**feeds), repeats))
+            time.sleep(IDLE_S)
+            theirs.append(median_time(lambda: session.run(None, feeds), repeats))
+            time.sleep(IDLE_S)
+        if rounds:
+            row["tilegrad_ms"] = statistics.median(ours) * 1e3
+            row["onnxruntime_ms"] = statistics.median(theirs) * 1e3
+    except Exception as e:  # noqa: BLE001 - a model that fails is a row of the table, not the end of the run
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        row["error"] = f"{stage}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''} " \
+                       f"({os.path.basename(last.filename)}:{last.lineno})"
+    return row
+
+
+def _table(rows: list[dict]) -> str:
+    lines = [f"{'model':<16} {'ok':<3} {'rel err':>8} {'compile s':>9} {'tilegrad ms':>11} {'ORT ms':>8}  error"]
+    for r in rows:
+        def num(key, fmt):
+            width = int(fmt.split(".")[0])
+            return format(r[key], fmt) if r[key] is not None else "-".rjust(width)
+        lines.append(f"{r['model']:<16} {'yes' if r['correct'] else 'no':<3} {num('max_rel_err', '8.1e')} "
+                     f"{num('compile_s', '9.1f')} {num('tilegrad_ms', '11.2f')} {num('onnxruntime_ms', '8.2f')}  "
+                     f"{r['error'] or ''}")
+    correct = sum(r["correct"] for r in rows)
+    lines.append(f"{correct} of {len(rows)} correct")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--size", choices=("tiny", "full"), default="full")
+    p.add_argument("--only", default=None, help="comma-separated model names: " + ", ".join(ZOO))
+    p.add_argument("--rounds", type=int, default=3, help="timing rounds (0: correctness only)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    args = p.parse_args(argv)
+    names = args.only.split(",") if args.only else list(ZOO)
+    unknown = [n for n in names if n not in ZOO]
+    if unknown:
+        p.error(f"unknown model(s) {unknown}; the zoo: {', '.join(ZOO)}")
+    rows = []
+    for name in names:
+        rows.append(measure(name, args.size, args.rounds, args.repeats))
+        if not args.json:
+            print(_table(rows[-1:]).splitlines()[1], flush=True)
+    print(json.dumps(rows, indent=1) if args.json else _table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
