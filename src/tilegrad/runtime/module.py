@@ -168,7 +168,7 @@ def _input(spec: BufferSpec, dtype: np.dtype, value) -> np.ndarray:
     if a.shape != spec.shape:
         rank = "" if a.ndim == len(spec.shape) else f" (rank {a.ndim}, expected rank {len(spec.shape)})"
         raise KernelCallError(f"input {spec.name!r} expects shape {spec.shape}, got {a.shape}{rank}")
-    return np.require(a, requirements="CA")
+    return a if a.flags.c_contiguous and a.flags.aligned else np.require(a, requirements="CA")
 
 
 def load(directory, cfg: _config.Config | None = None) -> Module:
