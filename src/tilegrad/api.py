@@ -71,5 +71,7 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
 
 
 def load(directory) -> Module:
-    """A module saved with `Module.save(directory)`, loaded without the original model."""
+    """A module saved with `Module.save(directory)`, loaded without the original model. Its library is native
+    code that runs with your rights: load only directories you trust. The manifest, the library and the weights
+    are checked (checksums, sizes, dtypes); a failed check is a ModuleFormatError saying which file."""
     return _load(directory)

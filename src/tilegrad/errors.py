@@ -39,7 +39,17 @@ class BuildError(TilegradError):
 
 
 class KernelCallError(TilegradError):
-    """Arrays passed to a kernel that do not match its parameters."""
+    """Arrays passed to a kernel or a module that do not match its parameters (count, name, dtype, shape)."""
+
+
+class MemoryLimitError(TilegradError):
+    """A model whose tensors cannot exist on this machine: more bytes than its memory, or sizes that overflow
+    64-bit indices; the message names the largest tensor or the total."""
+
+
+class ModuleFormatError(TilegradError):
+    """A module directory that cannot be loaded or saved into: incomplete, edited or truncated, from an
+    incompatible version, or (for saving) holding files that are not a module's."""
 
 
 class MeasureError(TilegradError):

@@ -4,6 +4,8 @@ Every node that is not a view becomes a kernel (`kernel.lower_kernel`: its compu
 under the trace a chooser gives it). The kernels go into a few C files, compiled in parallel and linked into one
 library with the entry `tg_run(void** args)` (`codegen/entry.py`), args being the model's inputs, its outputs,
 its weights and one workspace buffer whose layout `passes/memory_plan.py` decides. One native call per inference.
+The weights are the constants nodes read and the constants that are graph outputs; an output that no node
+writes (a weight, a graph input) is copied from where its bytes are.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from . import config as _config
 from .codegen.c import PRELUDE, CRenderer
 from .codegen.entry import KernelCall, OutputCopy, render_entry
 from .ir.compute import node_compute
-from .ir.graph import Graph, Node
+from .ir.graph import Graph, Node, Value
 from .kernel import lower_kernel
-from .passes.memory_plan import MemoryPlan, intermediates_of, nbytes, plan_memory
+from .passes.memory_plan import MemoryPlan, check_fits, intermediates_of, nbytes, plan_memory
 from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .schedule.trace import Trace
@@ -41,7 +43,9 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     target = target or host()
     renderer = CRenderer(target)
     plan = plan_memory(g, intermediates_of(g))
-    slots = _slots(g, plan)
+    check_fits(g, plan)
+    weights = _weights(g)
+    slots = _slots(g, weights, plan)
     functions, calls = [], []
     for t, node in enumerate(plan.kernel_nodes(g)):
         fname = f"k{t}_{_c_name(node.name)}"
@@ -53,22 +57,31 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [PRELUDE + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
     library = build_many(units + [entry], cfg=cfg)
-    spec = ModuleSpec.of(g.inputs, g.outputs, g.constants, plan.workspace_bytes, plan.unshared_bytes)
-    return Module(library, spec, [w.data for w in g.constants], cfg=cfg)
+    spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes)
+    return Module(library, spec, [w.data for w in weights], cfg=cfg)
 
 
-def _slots(g: Graph, plan: MemoryPlan) -> dict[int, str]:
-    """Where each value's bytes are, as a C expression over `args`: inputs, outputs, weights, then the workspace."""
+def _weights(g: Graph) -> list[Value]:
+    """The constants the module binds: those nodes read, then those only the outputs name."""
+    weights = {id(w): w for w in g.constants}
+    for v in g.outputs:
+        if v.is_constant:
+            weights.setdefault(id(v), v)
+    return list(weights.values())
+
+
+def _slots(g: Graph, weights: list[Value], plan: MemoryPlan) -> dict[int, str]:
+    """Where each value's bytes are, as a C expression over `args` (inputs, outputs, weights, then the workspace).
+    An input or a weight that is also an output keeps its own slot: the output buffer is only written at the end."""
     slots: dict[int, str] = {}
+    base = len(g.inputs) + len(g.outputs)
     for i, v in enumerate(g.inputs):
         slots[id(v)] = f"args[{i}]"
-    base = len(g.inputs)
-    for j, v in enumerate(g.outputs):
-        slots.setdefault(id(v), f"args[{base + j}]")
-    base += len(g.outputs)
-    for k, w in enumerate(g.constants):
+    for k, w in enumerate(weights):
         slots.setdefault(id(w), f"args[{base + k}]")
-    workspace = f"((char*)args[{base + len(g.constants)}])"
+    for j, v in enumerate(g.outputs):
+        slots.setdefault(id(v), f"args[{len(g.inputs) + j}]")
+    workspace = f"((char*)args[{base + len(weights)}])"
     for vid, off in plan.offsets.items():
         slots[vid] = f"(void*)({workspace} + {off})"
     for vid, out in plan.in_outputs.items():
@@ -79,11 +92,11 @@ def _slots(g: Graph, plan: MemoryPlan) -> dict[int, str]:
 
 
 def _output_copies(g: Graph, slots: dict[int, str]) -> list[OutputCopy]:
-    """Outputs that no node writes (a graph input or a constant passed straight through) are copied."""
-    produced = {id(v) for n in g.nodes for v in n.outputs}
+    """Outputs whose bytes are elsewhere are copied: a graph input or a weight passed straight through, or a value
+    named by an earlier output too."""
     copies = []
     for j, v in enumerate(g.outputs):
         target = f"args[{len(g.inputs) + j}]"
-        if id(v) not in produced or slots[id(v)] != target:
+        if slots[id(v)] != target:
             copies.append(OutputCopy(target, slots[id(v)], nbytes(v)))
     return copies

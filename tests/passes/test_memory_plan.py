@@ -4,9 +4,12 @@ reused, and the numbers stay right."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from tilegrad import metrics
+from tilegrad.errors import MemoryLimitError
 from tilegrad.executor import compile_graph
-from tilegrad.passes.memory_plan import intermediates_of, kernel_count, plan_memory
+from tilegrad.passes.memory_plan import check_fits, intermediates_of, kernel_count, nbytes, plan_memory
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 
@@ -57,3 +60,25 @@ def test_a_reshape_into_a_graph_output_is_written_by_its_producer():
     plan = plan_memory(g, intermediates_of(g))
     assert kernel_count(g) == 1 and plan.workspace_bytes == 0
     _check(g)
+
+
+def test_sizes_are_exact_and_a_tensor_larger_than_memory_is_refused_before_building():
+    b = GraphBuilder()
+    big = b.op("expand", b.input("x", (1,)), shape=(2**32, 2**32))
+    g = b.build(b.op("relu", b.op("reduce_sum", big, keepdims=0)))
+    assert nbytes(big) == 2**66  # 2**64 elements: an int64 product would wrap to 0
+    metrics.reset()
+    with pytest.raises(MemoryLimitError, match=r"value 'expand' of shape \(4294967296, 4294967296\) float32 needs "
+                                               r"64 EiB, more than this machine's memory"):
+        compile_graph(g)
+    assert metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"] == 0
+
+
+def test_a_model_larger_than_memory_in_total_is_refused():
+    b = GraphBuilder()
+    g = b.build(b.op("neg", b.op("exp", b.input("x", (64, 64)))))
+    plan = plan_memory(g, intermediates_of(g))
+    check_fits(g, plan, limit=3 * 64 * 64 * 4)
+    with pytest.raises(MemoryLimitError, match=r"the model needs 49152 bytes \(workspace 16384 bytes, inputs, "
+                                               r"outputs and weights 32768 bytes\), more than this machine's memory"):
+        check_fits(g, plan, limit=3 * 64 * 64 * 4 - 1)

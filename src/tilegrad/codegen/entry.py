@@ -23,7 +23,11 @@ class OutputCopy(NamedTuple):
 
 
 def render_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy]) -> str:
-    """The C source of `tg_run`, with the declarations of the kernels it calls."""
+    """The C source of `tg_run`, with the declarations of the kernels it calls. A copy onto itself means the
+    output is written nowhere (its bytes would be stale memory), so it is refused."""
+    for c in copies:
+        if c.source == c.target:
+            raise ValueError(f"output {c.target} is copied onto itself: nothing writes its bytes")
     declarations = [f"void {c.function}(void** args);" for c in calls]
     body = [f"  {{ void* a[] = {{{', '.join(c.pointers)}}}; {c.function}(a); }}" for c in calls]
     body += [f"  memcpy({c.target}, {c.source}, {c.nbytes});" for c in copies]

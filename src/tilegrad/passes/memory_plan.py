@@ -3,15 +3,18 @@
 Intermediate values share workspace blocks: a view (reshape) is its input's memory; an element-wise kernel
 writes over an input it reads for the last time (in place); otherwise a value takes the first free block that
 fits (lifetime-based first fit). A reshape into a graph output lets its producer write the output directly.
+Sizes are exact integers; `check_fits` refuses a graph whose buffers cannot exist on this machine before any
+kernel is built.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
-import numpy as np
+import math
+import os
 
 from ..dtype import itemsize
+from ..errors import MemoryLimitError
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 
@@ -19,9 +22,8 @@ ALIGN = 64
 
 
 def nbytes(v: Value) -> int:
-    return int(np.prod(v.shape, dtype=np.int64)) * itemsize(v.dtype)
-
-
+    """The bytes of `v`, exactly (a Python integer: no product of dimensions wraps around)."""
+    return math.prod(v.shape) * itemsize(v.dtype)
 
 
 @dataclasses.dataclass
@@ -143,3 +145,48 @@ def _in_place_ok(n: Node) -> bool:
     if n.op == "fused":
         return all(lookup(m.op).kind in (ELEMWISE, BROADCAST) for m in n.attrs["body"].nodes)
     return lookup(n.op).kind in (ELEMWISE, BROADCAST)
+
+
+def check_fits(g: Graph, plan: MemoryPlan, limit: int | None = None) -> None:
+    """Raise MemoryLimitError if a tensor of `g`, or its weights, inputs, outputs and workspace together, need
+    more than `limit` bytes (default: this machine's physical memory), so a model too large to run (or whose
+    sizes overflow 64-bit indices) is refused at compile time instead of writing out of bounds at run time."""
+    limit = _physical_memory() if limit is None else limit
+    values = [*g.inputs, *g.outputs, *g.constants, *_node_values(g.nodes)]
+    largest = max(values, key=nbytes, default=None)
+    if largest is not None and nbytes(largest) > limit:
+        raise MemoryLimitError(f"value {largest.name!r} of shape {largest.shape} {largest.dtype} needs "
+                               f"{_size(nbytes(largest))}, more than this machine's memory ({_size(limit)}); "
+                               f"compile it with smaller input shapes")
+    io = {id(v): v for v in [*g.inputs, *g.outputs, *g.constants]}
+    total = plan.workspace_bytes + sum(nbytes(v) for v in io.values())
+    if total > limit:
+        raise MemoryLimitError(f"the model needs {_size(total)} (workspace {_size(plan.workspace_bytes)}, inputs, "
+                               f"outputs and weights {_size(total - plan.workspace_bytes)}), more than this "
+                               f"machine's memory ({_size(limit)}); compile it with smaller input shapes")
+
+
+def _node_values(nodes) -> list[Value]:
+    """Every value the nodes compute, those inside fused bodies included."""
+    out = []
+    for n in nodes:
+        out += n.outputs
+        if n.op == "fused":
+            out += _node_values(n.attrs["body"].nodes)
+    return out
+
+
+def _physical_memory() -> int:
+    """Bytes of physical memory; the largest 64-bit signed size where the system does not say."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    return total if 0 < total < 2**63 else 2**63 - 1
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"

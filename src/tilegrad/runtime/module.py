@@ -1,34 +1,26 @@
-"""A compiled model: its native library, its weights and its workspace, callable with NumPy arrays.
+"""A compiled model: its native library, its weights and its workspaces, callable with NumPy arrays.
 
-The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer;
-the weights and the workspace are bound here once, so a call passes only the inputs. A module saves to a
-directory (library, weights, JSON manifest with checksums) that loads in a fresh process without the model.
+The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer.
+The weights are bound here once, so a call passes only the inputs. Each call in flight has a workspace of its
+own, taken from a small pool and given back after the call: concurrent calls from several threads never share
+intermediates, and a lone call pays no lock. Inputs are checked by name, dtype and shape, and copied only when
+not aligned and C-contiguous. A module saves to a directory that loads in a fresh process without the model
+(`saved.py`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import shutil
-import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from .. import config as _config
-from ..errors import KernelCallError, TilegradError
+from ..errors import KernelCallError, ModuleFormatError, ShapeError
+from . import saved
 from .kernel import BufferSpec, Kernel
 from .timing import time_kernel
-
-MANIFEST = "manifest.json"
-LIBRARY = "model.so"
-WEIGHTS = "weights.npz"
-
-
-class ModuleFormatError(TilegradError):
-    """A saved module directory that is incomplete, tampered with or from an incompatible version."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,23 +45,41 @@ class ModuleSpec:
 
     @staticmethod
     def from_json(obj: dict) -> "ModuleSpec":
-        def specs(rows):
+        """The spec a manifest holds; a missing or ill-typed field is a ModuleFormatError naming it."""
+        def specs(key):
+            rows = obj[key]
+            if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r["name"], str)
+                                                     and isinstance(r["shape"], list) for r in rows):
+                raise TypeError(f"{key!r} is not a list of buffers with a name, a shape and a dtype")
             return tuple(BufferSpec(r["name"], tuple(r["shape"]), r["dtype"]) for r in rows)
-        return ModuleSpec(specs(obj["inputs"]), specs(obj["outputs"]), specs(obj["weights"]),
-                          int(obj["workspace_bytes"]), int(obj["unshared_bytes"]))
+
+        def count(key):
+            if type(obj[key]) is not int or obj[key] < 0:
+                raise TypeError(f"{key!r} is {obj[key]!r}, not a byte count")
+            return obj[key]
+
+        try:
+            return ModuleSpec(specs("inputs"), specs("outputs"), specs("weights"), count("workspace_bytes"),
+                              count("unshared_bytes"))
+        except KeyError as exc:
+            raise ModuleFormatError(f"the manifest's spec has no field {exc}") from None
+        except (TypeError, ShapeError) as exc:
+            raise ModuleFormatError(f"the manifest's spec is not valid: {exc}") from None
 
 
 class Module:
-    """Call with positional or named NumPy arrays; returns the output array (or a list for several)."""
+    """Call with positional or named NumPy arrays; returns the output array (or a list for several). Safe to
+    call from several threads at once."""
 
     def __init__(self, library: Path, spec: ModuleSpec, weights: Sequence[np.ndarray],
                  cfg: _config.Config | None = None):
         self.library = Path(library)
         self.spec = spec
-        self._weights = [np.require(w, requirements='C') for w in weights]
-        self._workspace = np.empty(max(spec.workspace_bytes, 1), dtype="int8")
+        self._weights = [np.require(w, requirements="C") for w in weights]
+        self._workspaces = _Workspaces(spec.workspace_bytes)
+        self._input_dtypes = [np.dtype(s.dtype) for s in spec.inputs]
         params = list(spec.inputs) + list(spec.outputs) + list(spec.weights)
-        params.append(BufferSpec("workspace", self._workspace.shape, "int8"))
+        params.append(BufferSpec("workspace", (self._workspaces.nbytes,), "int8"))
         self._kernel = Kernel(self.library, "tg_run", params, cfg=cfg)
 
     @property
@@ -85,24 +95,30 @@ class Module:
         return {s.name: s.shape for s in self.spec.inputs}
 
     def _arguments(self, args, kwargs) -> list[np.ndarray]:
-        if len(args) > len(self.spec.inputs):
-            raise KernelCallError(f"the model takes {len(self.spec.inputs)} inputs, got {len(args)}")
-        given = dict(zip(self.input_names, args))
+        names = self.input_names
+        if len(args) > len(names):
+            raise KernelCallError(f"the model takes {len(names)} input(s) ({', '.join(names)}), got {len(args)} "
+                                  f"positional arguments")
+        given = dict(zip(names, args))
         for name, value in kwargs.items():
-            if name not in self.input_names:
-                raise KernelCallError(f"the model has no input {name!r}; its inputs are {self.input_names}")
+            if name not in names:
+                raise KernelCallError(f"the model has no input {name!r}; its inputs are {names}")
             if name in given:
                 raise KernelCallError(f"input {name!r} given twice")
             given[name] = value
-        missing = [n for n in self.input_names if n not in given]
+        missing = [n for n in names if n not in given]
         if missing:
-            raise KernelCallError(f"missing input(s) {missing}; the model takes {self.input_names}")
-        return [np.asarray(given[n]) for n in self.input_names]
+            raise KernelCallError(f"missing input(s) {missing}; the model takes {names}")
+        return [_input(s, dtype, given[s.name]) for s, dtype in zip(self.spec.inputs, self._input_dtypes)]
 
     def __call__(self, *args, **kwargs):
         inputs = self._arguments(args, kwargs)
         outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
-        self._kernel(*inputs, *outputs, *self._weights, self._workspace)
+        workspace = self._workspaces.take()
+        try:
+            self._kernel(*inputs, *outputs, *self._weights, workspace)
+        finally:
+            self._workspaces.give_back(workspace)
         return outputs[0] if len(outputs) == 1 else outputs
 
     def benchmark(self, repeats: int = 10, min_repeat_s: float = 0.05) -> float:
@@ -111,46 +127,60 @@ class Module:
         inputs = [rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
                   else np.zeros(s.shape, s.dtype) for s in self.spec.inputs]
         outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
-        return time_kernel(self._kernel, inputs + outputs + self._weights + [self._workspace], repeats=repeats,
-                           min_repeat_s=min_repeat_s).median
+        workspace = self._workspaces.take()
+        try:
+            return time_kernel(self._kernel, inputs + outputs + self._weights + [workspace], repeats=repeats,
+                               min_repeat_s=min_repeat_s).median
+        finally:
+            self._workspaces.give_back(workspace)
 
     def save(self, directory) -> Path:
-        """Write the library, the weights and a manifest with their checksums into `directory`."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.library, out / LIBRARY)
-        np.savez(out / WEIGHTS, *self._weights)
-        manifest = {"format": 1, "spec": self.spec.to_json(), "entry": "tg_run",
-                    "sha256": {LIBRARY: _sha256(out / LIBRARY), WEIGHTS: _sha256(out / WEIGHTS)},
-                    "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        return out
+        """Write the library, the weights and a checksummed manifest into `directory` (new, empty or a saved
+        module's), replacing it whole by a rename so a process running the old module is unaffected."""
+        return saved.write(directory, self.library, self.spec.to_json(), self._weights)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+class _Workspaces:
+    """Workspace buffers not in use. A call takes one (a new one if none is free) and gives it back, so the pool
+    holds as many as calls have ever run at once; list pop and append are atomic, so no lock is needed."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = max(nbytes, 1)
+        self._free: list[np.ndarray] = []
+
+    def take(self) -> np.ndarray:
+        try:
+            return self._free.pop()
+        except IndexError:
+            return np.empty(self.nbytes, dtype="int8")
+
+    def give_back(self, workspace: np.ndarray) -> None:
+        self._free.append(workspace)
+
+
+def _input(spec: BufferSpec, dtype: np.dtype, value) -> np.ndarray:
+    """`value` as an aligned C-contiguous array for input `spec`, copied only if it is not one already; a wrong
+    dtype or shape is a KernelCallError naming the input and what it expects."""
+    a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if a.dtype != dtype:
+        raise KernelCallError(f"input {spec.name!r} expects dtype {spec.dtype}, got {a.dtype}; convert it with "
+                              f".astype(numpy.{spec.dtype})")
+    if a.shape != spec.shape:
+        rank = "" if a.ndim == len(spec.shape) else f" (rank {a.ndim}, expected rank {len(spec.shape)})"
+        raise KernelCallError(f"input {spec.name!r} expects shape {spec.shape}, got {a.shape}{rank}")
+    return a if a.flags.c_contiguous and a.flags.aligned else np.require(a, requirements="CA")
 
 
 def load(directory, cfg: _config.Config | None = None) -> Module:
-    """A module saved by `Module.save`; a missing, altered or foreign file is a ModuleFormatError."""
-    root = Path(directory)
-    for name in (MANIFEST, LIBRARY, WEIGHTS):
-        if not (root / name).is_file():
-            raise ModuleFormatError(f"{root} is not a complete tilegrad module: {name} is missing")
-    try:
-        manifest = json.loads((root / MANIFEST).read_text())
-        spec = ModuleSpec.from_json(manifest["spec"])
-        sums = manifest["sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ModuleFormatError(f"{root / MANIFEST} is not a valid manifest: {exc}") from None
-    if manifest.get("format") != 1:
-        raise ModuleFormatError(f"{root} was saved in format {manifest.get('format')!r}; this version reads 1")
-    for name in (LIBRARY, WEIGHTS):
-        if _sha256(root / name) != sums.get(name):
-            raise ModuleFormatError(f"{root / name} does not match its checksum in the manifest (altered?)")
-    with np.load(root / WEIGHTS) as data:
-        weights = [data[f"arr_{i}"] for i in range(len(spec.weights))]
+    """A module saved by `Module.save`; a missing, altered, truncated or foreign file is a ModuleFormatError.
+    The library is native code: load only directories you trust."""
+    library, spec_json, weights = saved.read(directory, cfg)
+    spec = ModuleSpec.from_json(spec_json)
+    if len(weights) != len(spec.weights):
+        raise ModuleFormatError(f"{directory}: the weights file holds {len(weights)} arrays, the manifest names "
+                                f"{len(spec.weights)}")
     for w, s in zip(weights, spec.weights):
         if w.shape != s.shape or str(w.dtype) != s.dtype:
-            raise ModuleFormatError(f"weight {s.name!r} in {root / WEIGHTS} has the wrong shape or dtype")
-    return Module(root / LIBRARY, spec, weights, cfg=cfg)
+            raise ModuleFormatError(f"{directory}: weight {s.name!r} is {w.shape} {w.dtype} in the weights file, "
+                                    f"{s.describe()} in the manifest")
+    return Module(library, spec, weights, cfg=cfg)

@@ -1,0 +1,118 @@
+"""A saved module directory: saving replaces it whole by a rename (a process running the old module is
+unaffected), and loading refuses an edited manifest, truncated files and foreign content with clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilegrad
+from tilegrad.errors import ModuleFormatError
+from tilegrad.executor import compile_graph
+from tilegrad.ir.graph import GraphBuilder
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+X = np.arange(12, dtype="float32").reshape(3, 4) / 10
+
+
+def _module(scale: float):
+    """x -> exp(x) * scale: modules of other scales have other libraries."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 4))
+    return compile_graph(b.build(b.op("mul", b.op("exp", x), b.const(np.float32(scale), "scale"))))
+
+
+@pytest.fixture
+def saved(tmp_path):
+    return _module(2.0).save(tmp_path / "m")
+
+
+def test_a_saved_module_loads_and_gives_the_same_outputs(saved):
+    np.testing.assert_allclose(tilegrad.load(saved)(X), np.exp(X) * 2, rtol=1e-6)
+    assert sorted(p.name for p in saved.parent.iterdir()) == ["cache", "m"]  # no temporary directory left behind
+
+
+def test_saving_over_a_module_a_running_process_uses_leaves_that_process_running(saved, tmp_path, cache_dir):
+    """The process keeps calling the old module while the directory is replaced three times, then loads the new
+    one from the same path (a subprocess, since a regression here is a segfault)."""
+    stop = tmp_path / "stop"
+    child = f"""
+import sys, numpy as np, tilegrad
+from pathlib import Path
+x = np.arange(12, dtype="float32").reshape(3, 4) / 10
+m = tilegrad.load({str(saved)!r})
+print("ready", flush=True)
+calls = 0
+while not Path({str(stop)!r}).exists():
+    assert np.allclose(m(x), np.exp(x) * 2, rtol=1e-6), "the old module changed under its caller"
+    calls += 1
+assert np.allclose(tilegrad.load({str(saved)!r})(x), np.exp(x) * 3, rtol=1e-6), "a fresh load is the new module"
+assert np.allclose(m(x), np.exp(x) * 2, rtol=1e-6), "the old module still runs beside the new one"
+print("calls", calls, flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TILEGRAD_CACHE_DIR": str(cache_dir)}
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        replacement = _module(3.0)
+        for _ in range(3):
+            replacement.save(saved)
+            time.sleep(0.05)
+        stop.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, f"exit {proc.returncode}: {err}"
+    assert out.startswith("calls ")
+
+
+def test_an_edited_manifest_is_refused(saved):
+    manifest = json.loads((saved / "manifest.json").read_text())
+    manifest["spec"]["outputs"][0]["shape"] = [1, 4]
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModuleFormatError, match=r"manifest.json does not match its own checksum \(edited\?\)"):
+        tilegrad.load(saved)
+
+
+@pytest.mark.parametrize("name", ["weights.npz", "model.so"])
+def test_truncated_files_are_refused(saved, name):
+    path = saved / name
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(ModuleFormatError, match=rf"{name} does not match its checksum .*truncated or altered"):
+        tilegrad.load(saved)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "not a JSON object"),
+    ('{"format": 1}', "saved in format 1; this version reads format 2"),
+])
+def test_foreign_manifests_are_refused(saved, text, message):
+    (saved / "manifest.json").write_text(text)
+    with pytest.raises(ModuleFormatError, match=message):
+        tilegrad.load(saved)
+
+
+def test_a_missing_file_is_named(saved):
+    (saved / "weights.npz").unlink()
+    with pytest.raises(ModuleFormatError, match="weights.npz is missing"):
+        tilegrad.load(saved)
+
+
+def test_saving_never_deletes_other_files(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(ModuleFormatError, match=r"holds other files \(notes.txt\), which saving would delete"):
+        _module(2.0).save(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ModuleFormatError, match="exists and is not a directory"):
+        _module(2.0).save(tmp_path / "file")
