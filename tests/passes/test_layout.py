@@ -194,3 +194,16 @@ def test_the_block_is_the_targets_vector_width(lanes):
     out, _ = optimize(g, 2, options=DIRECT, target=Target.with_lanes(lanes))
     blocks = {n.attrs["block"] for n in out.nodes if n.op == "layout_to_blocked"}
     assert blocks == {lanes}
+
+
+def test_a_value_given_a_blocked_copy_keeps_its_nchw_form_for_later_consumers():
+    """ConvNeXt's shape: the block input feeds a blocked chain and, after it, an NCHW consumer (the residual
+    path through a layer norm over channels); the later consumer reads the original, not an unblocked copy."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 8, 8))
+    h = b.op("relu", _conv(b, _conv(b, x, 16, kernel=3, group=16), 32))
+    y = b.op("reduce_mean", x, axes=[1], keepdims=1)
+    g = b.build([h, y], ["h", "y"])
+    out, _ = _run_pass(g)
+    assert any(n.op == "layout_to_blocked" for n in out.nodes)
+    _check_meaning(g, out)

@@ -150,8 +150,9 @@ class _Rewrite:
     # ---- the transforms ----
 
     def _unblock(self, v: Value, producer: dict, why: str) -> None:
-        """Give blocked `v` its NCHW form (once) for a consumer that needs NCHW."""
-        if id(v) not in self.blocked or id(v) in self.unblocked:
+        """Give blocked `v` its NCHW form (once) for a consumer that needs NCHW. A value a chain produces needs a
+        transform; an NCHW value that was only given a blocked copy for a chain keeps its own form."""
+        if id(v) not in self.blocked or id(v) in self.unblocked or id(producer.get(id(v))) not in self.chain_of:
             return
         self.unblocked.add(id(v))
         nchw = self.ed.op("layout_from_blocked", self.blocked[id(v)], name=f"{v.name}_nchw", channels=v.shape[1])
