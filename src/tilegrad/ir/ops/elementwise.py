@@ -166,15 +166,15 @@ _binary("pow", nn.power, np.power, samples=(Sample((((4, 33), "float32"), ((1,),
 
 def _mod_type(a: TensorType, b: TensorType, *, fmod) -> list[TensorType]:
     out = broadcast(a, b)[0]
-    if out.dtype == "bool" or (E.is_float(out.dtype) and not fmod):
-        raise ShapeError(f"mod of {out.dtype} needs {'fmod=1' if out.dtype != 'bool' else 'numbers'} (ONNX Mod)")
+    if out.dtype == "bool":
+        raise ShapeError("mod needs numbers, got bool; insert a Cast")
     return [out]
 
 
 def _mod_ref(a, b, *, fmod):
     """np.fmod (the dividend's sign) or np.mod (the divisor's); an integer divisor of 0 gives 0."""
     if a.dtype.kind == "f":
-        return np.fmod(a, b)
+        return (np.fmod if fmod else np.mod)(a, b)
     safe = np.where(b == 0, 1, b).astype(b.dtype)
     return np.where(b == 0, 0, (np.fmod if fmod else np.mod)(a, safe)).astype(a.dtype)
 
@@ -182,7 +182,7 @@ def _mod_ref(a, b, *, fmod):
 declare("mod", kind=BROADCAST, attrs={"fmod": 0}, infer=_mod_type, reference=_mod_ref,
         compute=lambda a, b, fmod: nn.mod(a, b, bool(fmod)), num_inputs=2,
         samples=(Sample((((4, 33), "float32"), ((33,), "float32")), {"fmod": 1}),
-                 Sample((((4, 9), "int32"), ((9,), "int32"))),
+                 Sample((((4, 33), "float32"), ((33,), "float32"))), Sample((((4, 9), "int32"), ((9,), "int32"))),
                  Sample((((2, 1, 5), "int64"), ((3, 1), "int64")), {"fmod": 1})))
 _binary("maximum", nn.maximum, np.maximum, finite=True)
 _binary("minimum", nn.minimum, np.minimum, finite=True)

@@ -140,11 +140,12 @@ def gelu(x: te.Tensor, name: str = "gelu") -> te.Tensor:
 
 
 def mod(a: Operand, b: Operand, fmod: bool = False, name: str = "mod") -> te.Tensor:
-    """The remainder of a / b: with the divisor's sign (Python's %, integers only), or with `fmod` the dividend's
-    (C's fmod, integers or floats). An integer divisor of 0 gives 0 rather than a trap."""
+    """The remainder of a / b: with the divisor's sign (Python's %), or with `fmod` the dividend's (C's fmod). An
+    integer divisor of 0 gives 0 rather than a trap; a float one gives NaN."""
     def rem(u, v):
         if E.is_float(u.dtype):
-            return E.fmod(u, v)
+            r = E.fmod(u, v)
+            return r if fmod else E.select(E.logical_and(r.ne(0.0), (r < 0.0).ne(v < 0.0)), r + v, r)
         safe = E.select(v.eq(0), E.const(1, v.dtype), v)
         r = E.floormod(u, safe)
         if fmod:  # floor modulo has the divisor's sign; C's remainder has the dividend's
