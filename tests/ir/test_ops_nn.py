@@ -228,3 +228,13 @@ def test_compute_checks_what_te_nn_does_not():
         OPS["conv"].compute(x, w, bias, **OPS["conv"].attrs)
     with pytest.raises(ShapeError, match="kernel_shape is required"):
         OPS["max_pool"].compute(x, **OPS["max_pool"].attrs)
+
+
+def test_float16_products_accumulate_in_float32():
+    """A float16 matmul within ONNX's tolerance of the float32 product rounded once (rounding each step to float16
+    misses it in most elements)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((16, 200), (200, 16)))
+    got = _run("matmul", Sample((((16, 200), "float16"), ((200, 16), "float16"))), [a, b])
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16), rtol=1e-3)

@@ -95,3 +95,12 @@ def test_errors_say_what_to_change(name, x, attrs, message):
     op = lookup(name)
     with pytest.raises(ShapeError, match=message):
         op.infer(TensorType(*x), **op.bind_attrs(attrs, name))
+
+
+def test_float16_sums_accumulate_in_float32():
+    """A float16 sum is the float32 sum rounded once, as in NumPy and ONNX Runtime (rounding each step to float16
+    gets most of these rows wrong)."""
+    x = np.random.default_rng(0).standard_normal((16, 200)).astype(np.float16)
+    got = _run("reduce_sum", [x], axes=(1,), keepdims=0)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, x.astype(np.float32).sum(1).astype(np.float16))

@@ -18,7 +18,7 @@ from ...te import nn
 from ...te import tensor as te
 from ...te.nn._arguments import normalize_axis
 from ..registry import BROADCAST, REDUCTION, Sample, TensorType, declare
-from .operands import broadcasts_to, float_dtype, te_type
+from .operands import broadcasts_to, float_dtype, te_type, widened
 
 
 # ---- batch norm (inference) ----
@@ -99,10 +99,10 @@ def _last_axis_rows(x: tuple[int, ...], *, axis, **_) -> tuple[int, ...] | None:
 _SOFTMAX_SAMPLES = (Sample((((4, 33), "float32"),)), Sample((((2, 5, 7), "float32"),), {"axis": 1}))
 declare("softmax", kind=REDUCTION, attrs={"axis": -1}, infer=_softmax_type,
         reference=lambda x, *, axis: np.exp(_log_softmax_ref(x.astype(np.float64), axis=axis)).astype(x.dtype),
-        compute=lambda x, *, axis: nn.softmax(x, axis), expand=_softmax_expand, rows=_last_axis_rows,
+        compute=widened(lambda x, *, axis: nn.softmax(x, axis)), expand=_softmax_expand, rows=_last_axis_rows,
         samples=_SOFTMAX_SAMPLES)
 declare("log_softmax", kind=REDUCTION, attrs={"axis": -1}, infer=_softmax_type, reference=_log_softmax_ref,
-        compute=lambda x, *, axis: nn.log_softmax(x, axis), expand=_log_softmax_expand, rows=_last_axis_rows,
+        compute=widened(lambda x, *, axis: nn.log_softmax(x, axis)), expand=_log_softmax_expand, rows=_last_axis_rows,
         samples=_SOFTMAX_SAMPLES)
 
 
@@ -150,7 +150,7 @@ def _layer_norm_expand(x, scale=None, bias=None, *, axis, epsilon):
 
 
 declare("layer_norm", kind=REDUCTION, attrs={"axis": -1, "epsilon": 1e-5}, infer=_layer_norm_type,
-        reference=_layer_norm_ref, compute=_layer_norm_te, expand=_layer_norm_expand,
+        reference=_layer_norm_ref, compute=widened(_layer_norm_te), expand=_layer_norm_expand,
         rows=lambda x, *, axis, **_: x[:axis % len(x)], num_inputs=(1, 3), samples=(
             Sample((((4, 33), "float32"), ((33,), "float32"), ((33,), "float32"))),
             Sample((((2, 3, 8), "float32"), ((3, 8), "float32")), {"axis": 1, "epsilon": 1e-3}),

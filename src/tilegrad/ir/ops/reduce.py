@@ -15,6 +15,7 @@ from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
 from ..registry import REDUCTION, Sample, TensorType, declare
+from .operands import widened
 from .shape import ints, normalize_axes, normalize_axis
 
 _SAMPLES = (Sample((((3, 4, 5), "float32"),), {"keepdims": 0}),
@@ -42,9 +43,9 @@ def _rows(x: tuple[int, ...], *, axes, **_) -> tuple[int, ...] | None:
     return x[:keep] if axes == tuple(range(keep, rank)) else None
 
 
-def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> None:
+def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False, widen: bool = False) -> None:
     """Declare `name` with the te compute `te_reduce(x, axes, keepdims)` and the reference `np_reduce(x, axes,
-    keepdims)`, which accumulates in float64 for floats."""
+    keepdims)`, which accumulates in float64 for floats; with `widen`, float16 accumulates in float32."""
     def infer(x: TensorType, axes, keepdims) -> list[TensorType]:
         if x.dtype == "bool" or (floats_only and not E.is_float(x.dtype)):
             raise ShapeError(f"{name} needs a {'float' if floats_only else 'numeric'} input, got {x.dtype}; "
@@ -61,7 +62,7 @@ def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> No
         return te_reduce(x, _axes(x.ndim, axes), bool(keepdims))
 
     declare(name, kind=REDUCTION, attrs={"axes": None, "keepdims": 1}, infer=infer, reference=reference,
-            compute=compute, rows=_rows, samples=_SAMPLES)
+            compute=widened(compute) if widen else compute, rows=_rows, samples=_SAMPLES)
 
 
 def _l2_te(x, axes, keepdims):
@@ -69,12 +70,12 @@ def _l2_te(x, axes, keepdims):
                    name="reduce_l2")
 
 
-_reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dtype, keepdims=k))
-_reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True)
+_reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dtype, keepdims=k), widen=True)
+_reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True, widen=True)
 _reduction("reduce_max", nn.reduce_max, lambda x, a, k: np.max(x, a, keepdims=k))
 _reduction("reduce_min", nn.reduce_min, lambda x, a, k: np.min(x, a, keepdims=k))
-_reduction("reduce_prod", nn.reduce_prod, lambda x, a, k: np.prod(x, a, dtype=x.dtype, keepdims=k))
-_reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True)
+_reduction("reduce_prod", nn.reduce_prod, lambda x, a, k: np.prod(x, a, dtype=x.dtype, keepdims=k), widen=True)
+_reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True, widen=True)
 
 
 # --- argmax and argmin: the extreme value, then the first (or last) index that holds it ---
