@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from . import onnx_composite_ops, onnx_index_ops  # noqa: F401  (register RMSNormalization, ..., GatherND, ...)
+from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .transposed_conv import transposed_as_conv
