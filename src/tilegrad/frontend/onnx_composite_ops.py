@@ -29,13 +29,15 @@ def _rms_normalization(b: B, name, x, scale, *, axis=-1, epsilon=1e-5, stash_typ
 
 @onnx_op("LpNormalization")
 def _lp_normalization(b: B, name, x, *, axis=-1, p=2):
-    """x divided by its L1 or L2 norm along `axis`."""
+    """x divided by its L1 or L2 norm along `axis`; 0 where the norm is 0, as ONNX's reference has it."""
     if p not in (1, 2):
         raise UnsupportedFeatureError(f"node {name!r}: LpNormalization with p={p} is not supported (only 1 and 2)")
     a = (axis % len(x.shape),)
     norm = (b.op("reduce_l2", x, name=f"{name}_norm", axes=a, keepdims=1) if p == 2 else
             b.op("reduce_sum", b.op("abs", x, name=f"{name}_abs"), name=f"{name}_norm", axes=a, keepdims=1))
-    return b.op("div", x, norm, name=name)
+    zero = _scalar(b, f"{name}_zero", 0, x)
+    return b.op("where", b.op("equal", norm, zero, name=f"{name}_is_zero"), zero,
+                b.op("div", x, norm, name=f"{name}_divided"), name=name)
 
 
 @onnx_op("MeanVarianceNormalization")
