@@ -1,8 +1,10 @@
-"""ONNX ops written as compositions of registry ops, as ONNX's own function bodies are: RMSNormalization,
-LpNormalization, MeanVarianceNormalization, Hardmax, DepthToSpace, SpaceToDepth and EyeLike. Importing `onnx_ops`
-registers them."""
+"""ONNX ops written as compositions of registry ops, as ONNX's own function bodies are: variadic Sum and Mean,
+Swish, Gelu's tanh approximation, RMSNormalization, LpNormalization, MeanVarianceNormalization, Hardmax,
+DepthToSpace, SpaceToDepth and EyeLike. Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -14,6 +16,40 @@ from .onnx import onnx_op
 def _scalar(b: B, name, value, like):
     """A constant scalar of `like`'s dtype, which broadcasts against it."""
     return b.const(np.asarray(value, like.dtype), name)
+
+
+@onnx_op("Sum")
+def _sum(b: B, name, *xs):
+    """A chain of broadcasting adds; a single input is its own sum."""
+    out = xs[0]
+    for i, x in enumerate(xs[1:]):
+        out = b.op("add", out, x, name=name if i == len(xs) - 2 else f"{name}_{i}")
+    return out
+
+
+@onnx_op("Mean")
+def _mean(b: B, name, *xs):
+    total = _sum(b, f"{name}_sum", *xs)
+    return b.op("div", total, _scalar(b, f"{name}_count", len(xs), total), name=name) if len(xs) > 1 else total
+
+
+@onnx_op("Swish")
+def _swish(b: B, name, x, *, alpha=1.0):
+    """x * sigmoid(alpha * x), ONNX's function body in basic ops."""
+    scaled = x if alpha == 1.0 else b.op("mul", x, _scalar(b, f"{name}_alpha", alpha, x), name=f"{name}_scaled")
+    return b.op("mul", x, b.op("sigmoid", scaled, name=f"{name}_sigmoid"), name=name)
+
+
+def gelu_tanh(b: B, name, x):
+    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), Gelu's tanh approximation in basic ops."""
+    def c(what, value):
+        return _scalar(b, f"{name}_{what}", value, x)
+
+    cube = b.op("mul", b.op("mul", x, x, name=f"{name}_square"), x, name=f"{name}_cube")
+    inner = b.op("add", x, b.op("mul", cube, c("k", 0.044715), name=f"{name}_scaled_cube"), name=f"{name}_inner")
+    t = b.op("tanh", b.op("mul", inner, c("s", math.sqrt(2 / math.pi)), name=f"{name}_arg"), name=f"{name}_tanh")
+    half = b.op("mul", x, c("half", 0.5), name=f"{name}_half")
+    return b.op("mul", half, b.op("add", t, c("one", 1.0), name=f"{name}_one_plus"), name=name)
 
 
 @onnx_op("RMSNormalization")

@@ -12,6 +12,7 @@ from ..errors import ShapeError, UnsupportedFeatureError
 from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
+from .onnx_composite_ops import gelu_tanh
 from .transposed_conv import transposed_as_conv
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
@@ -79,7 +80,7 @@ def _hard_sigmoid(b: B, name, x, *, alpha=0.2, beta=0.5):
 @onnx_op("Gelu")
 def _gelu(b: B, name, x, *, approximate="none"):
     if approximate == "tanh":
-        return _gelu_tanh(b, name, x)
+        return gelu_tanh(b, name, x)
     if approximate != "none":
         raise UnsupportedFeatureError(f"node {name!r}: Gelu approximate={approximate!r} is not supported "
                                       f"(only 'none' and 'tanh')")
@@ -441,7 +442,7 @@ def _pow(b: B, name, x, y):
     return out if x.dtype == "float32" else b.op("cast", out, name=f"{name}_result", to=x.dtype)
 
 
-# --- trigonometry, activations, float tests, variadic Sum and Mean, Mod, CastLike and LRN ---
+# --- trigonometry, activations, float tests, Mod, CastLike and LRN ---
 
 _UNARY_MATH = {"Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
                "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
@@ -450,26 +451,6 @@ _UNARY_MATH = {"Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos":
 onnx_op("PRelu")(_binary("prelu"))
 for _onnx, _op in _UNARY_MATH.items():
     onnx_op(_onnx)(_unary(_op))
-
-
-def _scalar(b: B, name, value, like):
-    """A constant scalar of `like`'s dtype, which broadcasts against it."""
-    return b.const(np.asarray(value, like.dtype), name)
-
-
-@onnx_op("Sum")
-def _sum(b: B, name, *xs):
-    """A chain of broadcasting adds; a single input is its own sum."""
-    out = xs[0]
-    for i, x in enumerate(xs[1:]):
-        out = b.op("add", out, x, name=name if i == len(xs) - 2 else f"{name}_{i}")
-    return out
-
-
-@onnx_op("Mean")
-def _mean(b: B, name, *xs):
-    total = _sum(b, f"{name}_sum", *xs)
-    return b.op("div", total, _scalar(b, f"{name}_count", len(xs), total), name=name) if len(xs) > 1 else total
 
 
 @onnx_op("Mod")
@@ -510,25 +491,6 @@ def _thresholded_relu(b: B, name, x, *, alpha=1.0):
 @onnx_op("Shrink")
 def _shrink(b: B, name, x, *, bias=0.0, lambd=0.5):
     return b.op("shrink", x, name=name, bias=float(bias), lambd=float(lambd))
-
-
-@onnx_op("Swish")
-def _swish(b: B, name, x, *, alpha=1.0):
-    """x * sigmoid(alpha * x), ONNX's function body in basic ops."""
-    scaled = x if alpha == 1.0 else b.op("mul", x, _scalar(b, f"{name}_alpha", alpha, x), name=f"{name}_scaled")
-    return b.op("mul", x, b.op("sigmoid", scaled, name=f"{name}_sigmoid"), name=name)
-
-
-def _gelu_tanh(b: B, name, x):
-    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), Gelu's tanh approximation in basic ops."""
-    def c(what, value):
-        return _scalar(b, f"{name}_{what}", value, x)
-
-    cube = b.op("mul", b.op("mul", x, x, name=f"{name}_square"), x, name=f"{name}_cube")
-    inner = b.op("add", x, b.op("mul", cube, c("k", 0.044715), name=f"{name}_scaled_cube"), name=f"{name}_inner")
-    t = b.op("tanh", b.op("mul", inner, c("s", math.sqrt(2 / math.pi)), name=f"{name}_arg"), name=f"{name}_tanh")
-    half = b.op("mul", x, c("half", 0.5), name=f"{name}_half")
-    return b.op("mul", half, b.op("add", t, c("one", 1.0), name=f"{name}_one_plus"), name=name)
 
 
 @onnx_op("IsInf")
