@@ -4,6 +4,7 @@ against ONNX Runtime; and the error paths (unsupported ops, malformed files, sym
 from __future__ import annotations
 
 import io
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -153,3 +154,133 @@ def test_resize_matches_onnxruntime(attrs, sizes, scales):
 
     got = tilegrad.compile(model)(x)
     np.testing.assert_allclose(got, _ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+# ---- one-node models of more ops (math, activations, variadic, indexing), compiled, against ONNX Runtime ----
+
+_rng = np.random.default_rng(26)
+
+
+def _normal(*shape, scale=1.0):
+    return (_rng.standard_normal(shape) * scale).astype("float32")
+
+
+def _unit(*shape):
+    return _rng.uniform(-0.9, 0.9, shape).astype("float32")
+
+
+def _ints(*shape, dtype="int32", low=-9, high=10, nonzero=False):
+    out = _rng.integers(low, high, shape).astype(dtype)
+    return np.where(out == 0, 3, out).astype(dtype) if nonzero else out
+
+
+class _Const(NamedTuple):
+    """An input given as an initializer (k, depth, ...), not fed."""
+
+    data: np.ndarray
+
+
+_BOOL, _INT64 = TensorProto.BOOL, TensorProto.INT64
+_SPECIALS = np.array([[np.inf, -np.inf, np.nan, 0.0, -2.5], [1.0, -0.0, 3.0, -np.inf, 7.0]], "float32")
+_ONE_NODE = [
+    ("LRN", [_normal(1, 5, 4, 4)], {"size": 3, "alpha": 1e-3, "bias": 2.0}, 17, None),
+    ("LRN", [_normal(2, 6, 3, 2)], {"size": 5}, 17, None),
+    ("Sum", [_normal(3, 4), _normal(4), _normal(1, 4)], {}, 17, None),
+    ("Mean", [_normal(3, 4), _normal(4), _normal(2, 1, 4)], {}, 17, None),
+    ("Max", [_ints(3, 4), _ints(4), _ints(1, 4)], {}, 17, None),
+    ("Min", [_normal(3, 4), _normal(3, 1)], {}, 17, None),
+    ("Dropout", [_normal(3, 4)], {}, 13, (TensorProto.FLOAT, _BOOL)),
+    ("GatherElements", [_normal(3, 4), np.array([[0, -1, 2, 1], [2, 0, -3, 1]], "int64")], {}, 17, None),
+    ("GatherElements", [_normal(3, 4, 2), _ints(3, 2, 2, dtype="int64", low=-4, high=4)], {"axis": 1}, 17, None),
+    *[(op, [_unit(3, 5)], {}, 17, None)
+      for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Atanh")],
+    ("Acosh", [1.0 + np.abs(_normal(3, 5))], {}, 17, None),
+    ("Sin", [_normal(4, 6, scale=10.0)], {}, 17, None),
+    ("Mod", [_ints(4, 5), _ints(5, nonzero=True)], {}, 17, None),
+    ("Mod", [_ints(4, 5, dtype="int64"), _ints(4, 1, dtype="int64", nonzero=True)], {"fmod": 1}, 17, None),
+    ("Mod", [_normal(4, 5, scale=5.0), _normal(5) + 0.5], {"fmod": 1}, 17, None),
+    ("CastLike", [_normal(3, 4, scale=4.0), np.zeros(1, "int32")], {}, 19, (TensorProto.INT32,)),
+    ("CastLike", [_ints(3, 4, dtype="int64"), np.zeros((), "float32")], {}, 19, (TensorProto.FLOAT,)),
+    ("Softplus", [_normal(3, 5, scale=6.0)], {}, 17, None),
+    ("Softsign", [_normal(3, 5, scale=3.0)], {}, 17, None),
+    ("Mish", [_normal(3, 5, scale=4.0)], {}, 18, None),
+    ("Elu", [_normal(3, 5)], {"alpha": 0.7}, 17, None),
+    ("Selu", [_normal(3, 5)], {}, 17, None),
+    ("Celu", [_normal(3, 5)], {"alpha": 1.5}, 17, None),
+    ("ThresholdedRelu", [_normal(3, 5)], {"alpha": 0.3}, 17, None),
+    ("Shrink", [_normal(3, 5)], {"bias": 0.2, "lambd": 0.8}, 17, None),
+    ("HardSigmoid", [_normal(3, 5)], {"alpha": 0.3, "beta": 0.4}, 17, None),
+    ("HardSwish", [_normal(3, 5, scale=4.0)], {}, 17, None),
+    ("Gelu", [_normal(3, 5, scale=2.0)], {"approximate": "tanh"}, 20, None),
+    ("Swish", [_normal(3, 5, scale=2.0)], {"alpha": 0.5}, 24, None),
+    ("PRelu", [_normal(2, 3, 4), _normal(3, 1)], {}, 17, None),
+    ("Floor", [_normal(3, 5, scale=3.0)], {}, 17, None),
+    ("Ceil", [_normal(3, 5, scale=3.0)], {}, 17, None),
+    ("Round", [np.array([[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], [0.4, -0.6, 3.5, -3.5, 1.2, 7.0]], "float32")], {}, 17,
+     None),
+    ("ArgMin", [_ints(3, 5, low=-2, high=3)], {"axis": 1, "select_last_index": 1}, 17, (_INT64,)),
+    ("ArgMax", [_ints(4, 5, low=-2, high=3)], {"keepdims": 0, "select_last_index": 1}, 17, (_INT64,)),
+    ("ReduceL1", [_normal(3, 4, 5)], {"axes": [1], "keepdims": 0}, 17, None),
+    ("ReduceSumSquare", [_normal(3, 4, 5)], {"axes": [0, 2]}, 17, None),
+    ("ReduceLogSum", [np.abs(_normal(3, 4)) + 0.1], {}, 17, None),
+    ("ReduceLogSumExp", [_normal(3, 4, 5, scale=10.0)], {"axes": [-1], "keepdims": 0}, 17, None),
+    ("RMSNormalization", [_normal(2, 3, 8), _normal(8)], {"epsilon": 1e-3}, 23, None),
+    ("RMSNormalization", [_normal(2, 3, 8), _normal(3, 8)], {"axis": 1}, 23, None),
+    ("LpNormalization", [_normal(3, 5)], {"p": 1, "axis": 0}, 17, None),
+    ("LpNormalization", [_normal(3, 5)], {}, 17, None),
+    ("MeanVarianceNormalization", [_normal(2, 3, 4, 5)], {}, 17, None),
+    ("Hardmax", [_ints(3, 5, low=-2, high=3).astype("float32")], {"axis": 0}, 17, None),
+    ("DepthToSpace", [_normal(1, 8, 2, 3)], {"blocksize": 2}, 17, None),
+    ("DepthToSpace", [_normal(1, 8, 2, 3)], {"blocksize": 2, "mode": "CRD"}, 17, None),
+    ("SpaceToDepth", [_normal(1, 2, 4, 6)], {"blocksize": 2}, 17, None),
+    ("EyeLike", [_normal(3, 5)], {"k": 1, "dtype": TensorProto.INT32}, 17, (TensorProto.INT32,)),
+    ("NegativeLogLikelihoodLoss", [_normal(3, 5), np.array([1, 4, 0], "int64")], {"reduction": "mean"}, 17, None),
+    ("SoftmaxCrossEntropyLoss", [_normal(3, 5, 2), np.array([[1, 4], [0, 2], [3, 3]], "int64")],
+     {"reduction": "sum"}, 17, None),
+    ("Attention", [_normal(2, 3, 4, 8), _normal(2, 3, 6, 8), _normal(2, 3, 6, 8)], {"is_causal": 1}, 23, None),
+    ("IsNaN", [_SPECIALS], {}, 17, (_BOOL,)),
+    ("IsInf", [_SPECIALS], {}, 17, (_BOOL,)),
+    ("IsInf", [_SPECIALS], {"detect_positive": 0}, 17, (_BOOL,)),
+    ("Sign", [np.ascontiguousarray(_SPECIALS[:, 3:])], {}, 17, None),
+    ("Sign", [_ints(3, 4)], {}, 17, None),
+    ("GatherND", [_normal(4, 5, 3), np.array([[0, 1], [-1, 4], [2, -2]], "int64")], {}, 17, None),
+    ("GatherND", [_normal(2, 4, 3), np.array([[[1], [3]], [[0], [-1]]], "int64")], {"batch_dims": 1}, 17, None),
+    ("ScatterElements", [_normal(4, 5), np.array([[1, 0, 3], [1, 2, 0]], "int64"), _normal(2, 3)], {}, 17, None),
+    ("ScatterElements", [_normal(3, 6), np.array([[5, -1, 0, 2]], "int64"), _normal(1, 4)],
+     {"axis": 1, "reduction": "add"}, 18, None),
+    ("ScatterND", [_normal(4, 3, 2), np.array([[1, 2], [-1, 0], [1, 2]], "int64"), _normal(3, 2)],
+     {"reduction": "add"}, 18, None),
+    ("ScatterND", [_normal(4, 3), np.array([[2], [0]], "int64"), _normal(2, 3)], {}, 17, None),
+    ("OneHot", [np.array([[0, 3, -1], [4, 2, 9]], "int64"), _Const(np.array(5, "int64")),
+                _Const(np.array([-1.0, 2.0], "float32"))], {"axis": 1}, 17, (TensorProto.FLOAT,)),
+    ("TopK", [_normal(3, 7), _Const(np.array([3], "int64"))], {}, 17, (TensorProto.FLOAT, _INT64)),
+    ("TopK", [_ints(6, 4, low=-2, high=3), _Const(np.array([2], "int64"))], {"axis": 0, "largest": 0}, 17,
+     (TensorProto.INT32, _INT64)),
+]
+
+
+def _case_id(case):
+    op, _, attrs, _, _ = case
+    return op + "".join(f"-{k}={v}" for k, v in attrs.items())
+
+
+@pytest.mark.parametrize("case", _ONE_NODE, ids=[_case_id(c) for c in _ONE_NODE])
+def test_one_node_model_matches_onnxruntime(case):
+    import tilegrad
+
+    op, arrays, attrs, opset, out_types = case
+    names = [f"in{i}" for i in range(len(arrays))]
+    feeds = {n: a for n, a in zip(names, arrays) if not isinstance(a, _Const)}
+    inputs = [_vi(n, list(a.shape), helper.np_dtype_to_tensor_dtype(a.dtype)) for n, a in feeds.items()]
+    inits = [numpy_helper.from_array(a.data, n) for n, a in zip(names, arrays) if isinstance(a, _Const)]
+    out_types = out_types or (helper.np_dtype_to_tensor_dtype(arrays[0].dtype),)
+    outputs = [_vi(f"out{i}", None, t) for i, t in enumerate(out_types)]
+    node = helper.make_node(op, names, [o.name for o in outputs], **attrs)
+    model = _model([node], inputs, outputs, inits, opset=opset)
+    want = _ort(model, feeds)
+    got = tilegrad.compile(model)(*feeds.values())
+    got = got if isinstance(got, list) else [got]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -1,5 +1,6 @@
 """The reductions of `ir/ops/reduce.py`: each sample compiled with its default schedule against the NumPy reference,
-the type rule against the reference's output, argmax's ties, and the errors a bad attribute or dtype gets."""
+the type rule against the reference's output, the ties of argmax and argmin, and the errors a bad attribute or
+dtype gets."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tilegrad.errors import ShapeError
 from tilegrad.ir.registry import REDUCTION, TensorType, lookup
 from tilegrad.schedule.defaults import default_schedule
 
-NAMES = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_l2", "argmax"]
+NAMES = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_l2", "argmax", "argmin"]
 CASES = [pytest.param(name, k, id=f"{name}-{k}") for name in NAMES for k in range(len(lookup(name).samples))]
 
 
@@ -49,7 +50,8 @@ def test_every_reduction_is_declared_with_samples():
     for name in NAMES:
         op = lookup(name)
         assert op.kind == REDUCTION and op.samples and op.infer and op.reference and op.compute
-        assert op.attrs == ({"axis": 0, "keepdims": 1} if name == "argmax" else {"axes": None, "keepdims": 1})
+        arg = {"axis": 0, "keepdims": 1, "select_last_index": 0}
+        assert op.attrs == (arg if name.startswith("arg") else {"axes": None, "keepdims": 1})
 
 
 @pytest.mark.parametrize("name", ["reduce_sum", "reduce_max", "reduce_min"])
@@ -64,6 +66,13 @@ def test_argmax_picks_the_first_of_equal_maxima():
     x = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-5, -1, -9, -1]], np.float32)
     np.testing.assert_array_equal(_run("argmax", [x], axis=1, keepdims=0), [1, 0, 1])
     np.testing.assert_array_equal(_run("argmax", [x], axis=0), [[1, 0, 0, 1]])
+
+
+def test_argmin_and_the_last_of_equal_extremes():
+    x = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-5, -1, -9, -1]], np.float32)
+    np.testing.assert_array_equal(_run("argmax", [x], axis=1, keepdims=0, select_last_index=1), [2, 3, 3])
+    np.testing.assert_array_equal(_run("argmin", [x], axis=1, keepdims=0), [3, 0, 2])
+    np.testing.assert_array_equal(_run("argmin", [x], axis=1, keepdims=0, select_last_index=1), [3, 3, 2])
 
 
 def test_empty_axes_reduce_everything():
@@ -86,3 +95,12 @@ def test_errors_say_what_to_change(name, x, attrs, message):
     op = lookup(name)
     with pytest.raises(ShapeError, match=message):
         op.infer(TensorType(*x), **op.bind_attrs(attrs, name))
+
+
+def test_float16_sums_accumulate_in_float32():
+    """A float16 sum is the float32 sum rounded once, as in NumPy and ONNX Runtime (rounding each step to float16
+    gets most of these rows wrong)."""
+    x = np.random.default_rng(0).standard_normal((16, 200)).astype(np.float16)
+    got = _run("reduce_sum", [x], axes=(1,), keepdims=0)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, x.astype(np.float32).sum(1).astype(np.float16))

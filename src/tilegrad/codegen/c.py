@@ -98,7 +98,8 @@ class CRenderer(Renderer):
              "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",
-             E.Rsqrt: None, E.Sigmoid: None}
+             E.Fmod: "fmod", E.Tan: "tan", E.Asin: "asin", E.Acos: "acos", E.Atan: "atan", E.Sinh: "sinh",
+             E.Cosh: "cosh", E.Asinh: "asinh", E.Acosh: "acosh", E.Atanh: "atanh", E.Rsqrt: None, E.Sigmoid: None}
 
     @property
     def alignment(self) -> int:

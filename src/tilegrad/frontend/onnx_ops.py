@@ -9,8 +9,10 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
+from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
+from .onnx_composite_ops import gelu_tanh
 from .transposed_conv import transposed_as_conv
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
@@ -55,12 +57,14 @@ def _identity(b: B, name, x):
 
 @onnx_op("Dropout")
 def _dropout(b: B, name, x, ratio=None, training_mode=None, *, seed=None, is_test=1, **legacy):
-    """Inference only: the identity. Training mode (which drops at random) is refused, not silently ignored."""
+    """Inference only: the identity, and a mask of all true if the node asks for one. Training mode (which drops at
+    random) is refused, not silently ignored."""
     training = constant_input(training_mode, "training_mode", name) if training_mode is not None else False
     if bool(np.asarray(training)) or not is_test:
         raise UnsupportedFeatureError(f"node {name!r}: Dropout in training mode is not supported "
                                       f"(inference only)")
-    return b.op("identity", x, name=name)
+    out = b.op("identity", x, name=name)
+    return (out, b.const(np.ones(x.shape, bool), f"{name}_mask")) if b.node_outputs > 1 else out
 
 
 @onnx_op("LeakyRelu")
@@ -75,9 +79,11 @@ def _hard_sigmoid(b: B, name, x, *, alpha=0.2, beta=0.5):
 
 @onnx_op("Gelu")
 def _gelu(b: B, name, x, *, approximate="none"):
+    if approximate == "tanh":
+        return gelu_tanh(b, name, x)
     if approximate != "none":
         raise UnsupportedFeatureError(f"node {name!r}: Gelu approximate={approximate!r} is not supported "
-                                      f"(only 'none')")
+                                      f"(only 'none' and 'tanh')")
     return b.op("gelu", x, name=name)
 
 
@@ -307,11 +313,14 @@ for _onnx, _op in {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "Redu
     onnx_op(_onnx)(_reduce(_op))
 
 
-@onnx_op("ArgMax")
-def _argmax(b: B, name, x, *, axis=0, keepdims=1, select_last_index=0):
-    if select_last_index:
-        raise UnsupportedFeatureError(f"node {name!r}: ArgMax with select_last_index=1 is not supported")
-    return b.op("argmax", x, name=name, axis=axis, keepdims=keepdims)
+def _arg(op):
+    def convert(b: B, name, x, *, axis=0, keepdims=1, select_last_index=0):
+        return b.op(op, x, name=name, axis=axis, keepdims=keepdims, select_last_index=int(select_last_index))
+    return convert
+
+
+onnx_op("ArgMax")(_arg("argmax"))
+onnx_op("ArgMin")(_arg("argmin"))
 
 
 @onnx_op("Constant")
@@ -431,3 +440,92 @@ def _pow(b: B, name, x, y):
     exponent = y if y.dtype == "float32" else b.op("cast", y, name=f"{name}_exponent", to="float32")
     out = b.op("pow", base, exponent, name=name)
     return out if x.dtype == "float32" else b.op("cast", out, name=f"{name}_result", to=x.dtype)
+
+
+# --- trigonometry, activations, float tests, Mod, CastLike and LRN ---
+
+_UNARY_MATH = {"Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
+               "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
+               "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish", "IsNaN": "is_nan", "Sign": "sign",
+               "Floor": "floor", "Ceil": "ceil", "Round": "round"}
+onnx_op("PRelu")(_binary("prelu"))
+for _onnx, _op in _UNARY_MATH.items():
+    onnx_op(_onnx)(_unary(_op))
+
+
+@onnx_op("Mod")
+def _mod(b: B, name, x, y, *, fmod=0):
+    return b.op("mod", x, y, name=name, fmod=int(fmod))
+
+
+@onnx_op("CastLike")
+def _cast_like(b: B, name, x, like, *, saturate=1):
+    return b.op("cast", x, name=name, to=like.dtype)
+
+
+@onnx_op("LRN")
+def _lrn(b: B, name, x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    return b.op("lrn", x, name=name, size=int(size), alpha=float(alpha), beta=float(beta), bias=float(bias))
+
+
+@onnx_op("Elu")
+def _elu(b: B, name, x, *, alpha=1.0):
+    return b.op("elu", x, name=name, alpha=float(alpha))
+
+
+@onnx_op("Selu")
+def _selu(b: B, name, x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+    return b.op("selu", x, name=name, alpha=float(alpha), gamma=float(gamma))
+
+
+@onnx_op("Celu")
+def _celu(b: B, name, x, *, alpha=1.0):
+    return b.op("celu", x, name=name, alpha=float(alpha))
+
+
+@onnx_op("ThresholdedRelu")
+def _thresholded_relu(b: B, name, x, *, alpha=1.0):
+    return b.op("thresholded_relu", x, name=name, alpha=float(alpha))
+
+
+@onnx_op("Shrink")
+def _shrink(b: B, name, x, *, bias=0.0, lambd=0.5):
+    return b.op("shrink", x, name=name, bias=float(bias), lambd=float(lambd))
+
+
+@onnx_op("IsInf")
+def _is_inf(b: B, name, x, *, detect_negative=1, detect_positive=1):
+    return b.op("is_inf", x, name=name, detect_negative=int(detect_negative), detect_positive=int(detect_positive))
+
+
+def _reduce_of(before, op, after=None):
+    """A reduction of a map of x, then a map of its result (ReduceL1: the sum of |x|; ReduceLogSum: the log of the
+    sum). With no axes and noop_with_empty_axes the maps' meaning is unclear, so that case is refused."""
+    def convert(b: B, name, x, axes_input=None, *, keepdims=1, noop_with_empty_axes=0, axes=None):
+        chosen = _axes(b, name, axes_input, axes)
+        if chosen == () and noop_with_empty_axes:
+            raise UnsupportedFeatureError(f"node {name!r}: noop_with_empty_axes=1 with no axes is not supported")
+        mapped = before(b, f"{name}_map", x) if before else x
+        out = b.op(op, mapped, name=name if after is None else f"{name}_reduce", axes=chosen or None,
+                   keepdims=keepdims)
+        return out if after is None else b.op(after, out, name=name)
+    return convert
+
+
+onnx_op("ReduceL1")(_reduce_of(lambda b, name, x: b.op("abs", x, name=name), "reduce_sum"))
+onnx_op("ReduceSumSquare")(_reduce_of(lambda b, name, x: b.op("mul", x, x, name=name), "reduce_sum"))
+onnx_op("ReduceLogSum")(_reduce_of(None, "reduce_sum", "log"))
+
+
+@onnx_op("ReduceLogSumExp")
+def _reduce_log_sum_exp(b: B, name, x, axes_input=None, *, keepdims=1, noop_with_empty_axes=0, axes=None):
+    """log(sum(exp(x - max))) + max: the maximum keeps exp from overflowing."""
+    chosen = _axes(b, name, axes_input, axes)
+    if chosen == () and noop_with_empty_axes:
+        raise UnsupportedFeatureError(f"node {name!r}: noop_with_empty_axes=1 with no axes is not supported")
+    kept = b.op("reduce_max", x, name=f"{name}_max", axes=chosen or None, keepdims=1)
+    shifted = b.op("exp", b.op("sub", x, kept, name=f"{name}_shift"), name=f"{name}_exp")
+    logs = b.op("log", b.op("reduce_sum", shifted, name=f"{name}_sum", axes=chosen or None, keepdims=keepdims),
+                name=f"{name}_log")
+    top = kept if keepdims else b.op("reduce_max", x, name=f"{name}_max_dropped", axes=chosen or None, keepdims=0)
+    return b.op("add", logs, top, name=name)

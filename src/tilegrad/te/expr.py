@@ -354,11 +354,18 @@ Floor = _math("Floor", "floor")
 Ceil = _math("Ceil", "ceil")
 Round = _math("Round", "round")
 Pow = _math("Pow", "pow", 2)
-MATH_CALLS: tuple[type[Call], ...] = (Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Abs, Sin, Cos, Floor, Ceil, Round, Pow)
-# Only Felix's smoothed feature formulas (tune/felix/smooth.py) use atan, and its own evaluator computes them; kernels never
-# contain it, so it stays out of MATH_CALLS and NODE_CLASSES, whose every member the evaluators and the C renderer
-# must cover.
+Fmod = _math("Fmod", "fmod", 2)  # C's remainder: the sign of the dividend
+Tan = _math("Tan", "tan")
+Asin = _math("Asin", "asin")
+Acos = _math("Acos", "acos")
 Atan = _math("Atan", "atan")
+Sinh = _math("Sinh", "sinh")
+Cosh = _math("Cosh", "cosh")
+Asinh = _math("Asinh", "asinh")
+Acosh = _math("Acosh", "acosh")
+Atanh = _math("Atanh", "atanh")
+MATH_CALLS: tuple[type[Call], ...] = (Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Abs, Sin, Cos, Floor, Ceil, Round, Pow,
+                                      Fmod, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh)
 
 
 class Load(Expr):
@@ -503,7 +510,7 @@ def count_nodes(e: Expr) -> int:
 # The folding constructors and the intervals are part of this module's interface (`expr.add`, `Expr.lo`); they
 # live in their own modules, imported last because they build on the classes above.
 from .fold import (  # noqa: E402, F401
-    _compare, abs_, add, all_of, as_expr, cast, ceil, ceildiv, const, cos, div, erf, exp, floor, floordiv, floormod,
-    log, logical_and, logical_not, logical_or, maximum, minimum, mul, power, round_, rsqrt, select, sigmoid, sin, sqrt,
-    sub, tanh)
+    _compare, abs_, acos, acosh, add, all_of, as_expr, asin, asinh, atan, atanh, cast, ceil, ceildiv, const, cos, cosh,
+    div, erf, exp, floor, floordiv, floormod, fmod, log, logical_and, logical_not, logical_or, maximum, minimum, mul,
+    power, round_, rsqrt, select, sigmoid, sin, sinh, sqrt, sub, tan, tanh)
 from .intervals import interval as _interval  # noqa: E402

@@ -11,8 +11,9 @@ from typing import Iterable
 
 from ..errors import ExprError
 from ..dtype import DTYPES, INDEX, INT_RANGES, is_float, is_int
-from .expr import (Abs, Add, And, Call, Cast, Ceil, Const, Cos, Div, Erf, Exp, Expr, Floor, FloorDiv, FloorMod, Log, Max,
-                   Min, Mul, Not, Or, Pow, Round, Rsqrt, Select, Sigmoid, Sin, Sqrt, Sub, Tanh)
+from .expr import (Abs, Acos, Acosh, Add, And, Asin, Asinh, Atan, Atanh, Call, Cast, Ceil, Const, Cos, Cosh, Div, Erf,
+                   Exp, Expr, Floor, FloorDiv, FloorMod, Fmod, Log, Max, Min, Mul, Not, Or, Pow, Round, Rsqrt, Select,
+                   Sigmoid, Sin, Sinh, Sqrt, Sub, Tan, Tanh)
 
 def const(value, dtype: str | None = None) -> Const:
     if dtype is None:
@@ -307,6 +308,47 @@ def round_(x):
 
 def power(x, y):
     return _call(Pow, x, y)
+
+
+def fmod(x, y):
+    """The remainder of x / y with the sign of x (C's fmod), for floats."""
+    return _call(Fmod, x, y)
+
+
+def tan(x):
+    return _call(Tan, x)
+
+
+def asin(x):
+    return _call(Asin, x)
+
+
+def acos(x):
+    return _call(Acos, x)
+
+
+def atan(x):
+    return _call(Atan, x)
+
+
+def sinh(x):
+    return _call(Sinh, x)
+
+
+def cosh(x):
+    return _call(Cosh, x)
+
+
+def asinh(x):
+    return _call(Asinh, x)
+
+
+def acosh(x):
+    return _call(Acosh, x)
+
+
+def atanh(x):
+    return _call(Atanh, x)
 
 
 def ceildiv(a, b) -> Expr:

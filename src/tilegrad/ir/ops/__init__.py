@@ -2,10 +2,12 @@
 
 from . import einsum as einsum
 from . import elementwise as elementwise
+from . import activation as activation
 from . import nn as nn
 from . import norm as norm
 from . import reduce as reduce
 from . import shape as shape
+from . import indexing as indexing
 from . import packed as packed
 from . import resize as resize
 from . import fused as fused

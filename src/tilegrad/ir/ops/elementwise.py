@@ -71,7 +71,46 @@ _unary("gelu", lambda x: nn.gelu(x), lambda x: (0.5 * x * (1 + _erf(x / math.sqr
 _unary("abs", _map(E.abs_), np.abs, finite=True)
 _unary("neg", _map(lambda v: -v), np.negative, finite=True)
 _unary("reciprocal", _map(lambda v: 1.0 / v), np.reciprocal)
+# Trigonometric and hyperbolic functions and their inverses: one C math call each.
+for _name, _call, _ref in (("sin", E.sin, np.sin), ("cos", E.cos, np.cos), ("tan", E.tan, np.tan),
+                           ("asin", E.asin, np.arcsin), ("acos", E.acos, np.arccos), ("atan", E.atan, np.arctan),
+                           ("sinh", E.sinh, np.sinh), ("cosh", E.cosh, np.cosh), ("asinh", E.asinh, np.arcsinh),
+                           ("acosh", E.acosh, np.arccosh), ("atanh", E.atanh, np.arctanh)):
+    _unary(_name, _map(_call), _ref, finite=_name in ("sin", "cos", "atan", "asinh"))
+_unary("floor", _map(E.floor), np.floor, finite=True)
+_unary("ceil", _map(E.ceil), np.ceil, finite=True)
+_unary("round", _map(E.round_), np.round, finite=True)  # half to even, as C's nearbyint and ONNX
 
+
+def _float_test(x: TensorType, **_) -> list[TensorType]:
+    """The type rule of tests on floats (is_nan, is_inf): a bool per element."""
+    if not E.is_float(x.dtype):
+        raise ShapeError(f"the test needs a float input, got {x.dtype}")
+    return [TensorType(x.shape, "bool")]
+
+
+def _is_inf_te(x, *, detect_negative, detect_positive):
+    inf = E.const(math.inf, x.dtype)
+    no = E.const(False, "bool")
+    return _map(lambda v: E.logical_or(v.eq(inf) if detect_positive else no, v.eq(-inf) if detect_negative else no))(x)
+
+
+def _is_inf_ref(x, *, detect_negative, detect_positive):
+    return np.isinf(x) & (((x > 0) & bool(detect_positive)) | ((x < 0) & bool(detect_negative)))
+
+
+def _sign(v):
+    one, zero = E.const(1, v.dtype), E.const(0, v.dtype)
+    return E.select(v > zero, one, E.select(v < zero, zero - one, zero))
+
+
+declare("is_nan", kind=ELEMWISE, infer=_float_test, reference=np.isnan, compute=_map(lambda v: v.ne(v)),
+        samples=_UNARY_SAMPLES[:1])
+declare("is_inf", kind=ELEMWISE, attrs={"detect_negative": 1, "detect_positive": 1}, infer=_float_test,
+        reference=_is_inf_ref, compute=_is_inf_te,
+        samples=(Sample((((4, 33), "float32"),)), Sample((((4, 33), "float32"),), {"detect_negative": 0})))
+declare("sign", kind=ELEMWISE, infer=same_as_input, reference=np.sign, compute=_map(_sign), finite=True,
+        samples=_UNARY_SAMPLES[:1] + (Sample((((3, 7), "int32"),)),))
 declare("leaky_relu", kind=ELEMWISE, attrs={"alpha": 0.01}, infer=same_as_input,
         reference=lambda x, alpha: np.where(x > 0, x, alpha * x),
         compute=lambda x, alpha: nn.leaky_relu(x, alpha), samples=_UNARY_SAMPLES, finite=True)
@@ -123,8 +162,31 @@ _binary("sub", nn.sub, np.subtract, finite=True)
 _binary("mul", nn.mul, np.multiply, finite=True)
 _binary("div", _div_te, _div_ref, samples=_BINARY_SAMPLES + (Sample((((4, 9), "int32"), ((9,), "int32"))),))
 _binary("pow", nn.power, np.power, samples=(Sample((((4, 33), "float32"), ((1,), "float32"))),))
+
+
+def _mod_type(a: TensorType, b: TensorType, *, fmod) -> list[TensorType]:
+    out = broadcast(a, b)[0]
+    if out.dtype == "bool":
+        raise ShapeError("mod needs numbers, got bool; insert a Cast")
+    return [out]
+
+
+def _mod_ref(a, b, *, fmod):
+    """np.fmod (the dividend's sign) or np.mod (the divisor's); an integer divisor of 0 gives 0."""
+    if a.dtype.kind == "f":
+        return (np.fmod if fmod else np.mod)(a, b)
+    safe = np.where(b == 0, 1, b).astype(b.dtype)
+    return np.where(b == 0, 0, (np.fmod if fmod else np.mod)(a, safe)).astype(a.dtype)
+
+
+declare("mod", kind=BROADCAST, attrs={"fmod": 0}, infer=_mod_type, reference=_mod_ref,
+        compute=lambda a, b, fmod: nn.mod(a, b, bool(fmod)), num_inputs=2,
+        samples=(Sample((((4, 33), "float32"), ((33,), "float32")), {"fmod": 1}),
+                 Sample((((4, 33), "float32"), ((33,), "float32"))), Sample((((4, 9), "int32"), ((9,), "int32"))),
+                 Sample((((2, 1, 5), "int64"), ((3, 1), "int64")), {"fmod": 1})))
 _binary("maximum", nn.maximum, np.maximum, finite=True)
 _binary("minimum", nn.minimum, np.minimum, finite=True)
+_binary("prelu", nn.prelu, lambda x, slope: np.where(x < 0, x * slope, x), finite=True)
 _binary("equal", nn.equal, np.equal, infer=_comparison)
 _binary("less", nn.less, np.less, infer=_comparison)
 _binary("greater", nn.greater, np.greater, infer=_comparison)

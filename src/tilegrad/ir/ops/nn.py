@@ -20,7 +20,7 @@ from ...te import tensor as te
 from ...te.nn._arguments import int_tuple
 from ...te.nn._window import Window
 from ..registry import OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
-from .operands import broadcasts_to, float_dtype, same_dtype, te_type
+from .operands import broadcasts_to, float_dtype, same_dtype, te_type, widened
 
 _CONV = {1: nn.conv1d, 2: nn.conv2d, 3: nn.conv3d}
 _CONV_TRANSPOSE = {1: nn.conv1d_transpose, 2: nn.conv2d_transpose, 3: nn.conv3d_transpose}
@@ -193,7 +193,7 @@ def _conv_transpose_flops(ins, outs, **_) -> int:
 
 
 _CONV_ATTRS = {**_WINDOW_ATTRS, "group": 1}
-declare("conv", kind=OUT_FUSABLE, attrs=_CONV_ATTRS, infer=_conv_type, reference=_conv_ref, compute=_conv_te,
+declare("conv", kind=OUT_FUSABLE, attrs=_CONV_ATTRS, infer=_conv_type, reference=_conv_ref, compute=widened(_conv_te),
         flops=_conv_flops,
         num_inputs=(2, 3), samples=(
             Sample((((1, 4, 9, 8), "float32"), ((6, 4, 3, 3), "float32"), ((6,), "float32")),
@@ -286,14 +286,14 @@ def _matmul_flops(ins, outs, *, trans_a=0, **_) -> int:
     return 2 * math.prod(outs[0].shape) * (a[0] if trans_a else a[-1])
 
 
-declare("matmul", kind=OUT_FUSABLE, infer=_matmul_type, reference=_matmul_ref, compute=_matmul_te, num_inputs=2,
-        flops=_matmul_flops,
+declare("matmul", kind=OUT_FUSABLE, infer=_matmul_type, reference=_matmul_ref, compute=widened(_matmul_te),
+        num_inputs=2, flops=_matmul_flops,
         samples=(Sample((((5,), "float32"), ((5,), "float32"))),
                  Sample((((5, 7), "float32"), ((7, 3), "float32"))),
                  Sample((((2, 1, 4, 6), "float32"), ((3, 6, 5), "float32"))),
                  Sample((((2, 4, 6), "float32"), ((6,), "float32")))))
 declare("gemm", kind=OUT_FUSABLE, attrs={"alpha": 1.0, "beta": 1.0, "trans_a": 0, "trans_b": 0},
-        infer=_gemm_type, reference=_gemm_ref, compute=_gemm_te, num_inputs=(2, 3), flops=_matmul_flops,
+        infer=_gemm_type, reference=_gemm_ref, compute=widened(_gemm_te), num_inputs=(2, 3), flops=_matmul_flops,
         samples=(Sample((((4, 6), "float32"), ((6, 5), "float32"), ((5,), "float32")), {"alpha": 0.5, "beta": 2.0}),
                  Sample((((6, 4), "float32"), ((5, 6), "float32"), ((4, 1), "float32")),
                         {"trans_a": 1, "trans_b": 1}),

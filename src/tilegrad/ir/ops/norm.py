@@ -1,8 +1,9 @@
-"""Normalisations: batch norm (inference), softmax, log-softmax, layer norm and instance norm.
+"""Normalisations: batch norm (inference), softmax, log-softmax, layer norm, instance norm, and
+local response normalisation across channels (LRN).
 
-Each is a composite: besides its own compute (a short chain whose last stage runs row by row) it declares the
-formula that `expand_composites` rewrites it into, written over terms whose arithmetic emits basic ops (reductions
-keep the reduced axes, so their results broadcast back over the rows).
+Each but LRN is a composite: besides its own compute (a short chain whose last stage runs row by row) it declares
+the formula that `expand_composites` rewrites it into, written over terms whose arithmetic emits basic ops
+(reductions keep the reduced axes, so their results broadcast back over the rows).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ...te import nn
 from ...te import tensor as te
 from ...te.nn._arguments import normalize_axis
 from ..registry import BROADCAST, REDUCTION, Sample, TensorType, declare
-from .operands import broadcasts_to, float_dtype, te_type
+from .operands import broadcasts_to, float_dtype, te_type, widened
 
 
 # ---- batch norm (inference) ----
@@ -98,10 +99,10 @@ def _last_axis_rows(x: tuple[int, ...], *, axis, **_) -> tuple[int, ...] | None:
 _SOFTMAX_SAMPLES = (Sample((((4, 33), "float32"),)), Sample((((2, 5, 7), "float32"),), {"axis": 1}))
 declare("softmax", kind=REDUCTION, attrs={"axis": -1}, infer=_softmax_type,
         reference=lambda x, *, axis: np.exp(_log_softmax_ref(x.astype(np.float64), axis=axis)).astype(x.dtype),
-        compute=lambda x, *, axis: nn.softmax(x, axis), expand=_softmax_expand, rows=_last_axis_rows,
+        compute=widened(lambda x, *, axis: nn.softmax(x, axis)), expand=_softmax_expand, rows=_last_axis_rows,
         samples=_SOFTMAX_SAMPLES)
 declare("log_softmax", kind=REDUCTION, attrs={"axis": -1}, infer=_softmax_type, reference=_log_softmax_ref,
-        compute=lambda x, *, axis: nn.log_softmax(x, axis), expand=_log_softmax_expand, rows=_last_axis_rows,
+        compute=widened(lambda x, *, axis: nn.log_softmax(x, axis)), expand=_log_softmax_expand, rows=_last_axis_rows,
         samples=_SOFTMAX_SAMPLES)
 
 
@@ -149,7 +150,7 @@ def _layer_norm_expand(x, scale=None, bias=None, *, axis, epsilon):
 
 
 declare("layer_norm", kind=REDUCTION, attrs={"axis": -1, "epsilon": 1e-5}, infer=_layer_norm_type,
-        reference=_layer_norm_ref, compute=_layer_norm_te, expand=_layer_norm_expand,
+        reference=_layer_norm_ref, compute=widened(_layer_norm_te), expand=_layer_norm_expand,
         rows=lambda x, *, axis, **_: x[:axis % len(x)], num_inputs=(1, 3), samples=(
             Sample((((4, 33), "float32"), ((33,), "float32"), ((33,), "float32"))),
             Sample((((2, 3, 8), "float32"), ((3, 8), "float32")), {"axis": 1, "epsilon": 1e-3}),
@@ -211,3 +212,26 @@ declare("instance_norm", kind=REDUCTION, attrs={"epsilon": 1e-5}, infer=_instanc
             Sample((((2, 3, 5, 4), "float32"), ((3,), "float32"), ((3,), "float32"))),
             Sample((((1, 4, 10), "float32"), ((4,), "float32"), ((4,), "float32")), {"epsilon": 1e-3}),
         ))
+
+
+# ---- local response normalisation (across channels) ----
+
+def _lrn_type(x, *, size, alpha, beta, bias):
+    if len(x.shape) < 3:
+        raise ShapeError(f"lrn needs x of shape (N, C, D1, ...), got {x.shape}")
+    if size is None or int(size) < 1:
+        raise ShapeError(f"lrn needs a positive size, got {size!r}")
+    return [TensorType(x.shape, float_dtype(x))]
+
+
+def _lrn_ref(x, *, size, alpha, beta, bias):
+    wide = x.astype(np.float64)
+    squares = np.pad(wide * wide, [(0, 0), ((size - 1) // 2, size // 2)] + [(0, 0)] * (x.ndim - 2))
+    sums = sum(squares[:, k:k + x.shape[1]] for k in range(size))
+    return (wide / (bias + alpha / size * sums) ** beta).astype(x.dtype)
+
+
+declare("lrn", kind=REDUCTION, attrs={"size": None, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}, infer=_lrn_type,
+        reference=_lrn_ref, compute=lambda x, *, size, alpha, beta, bias: nn.lrn(x, int(size), alpha, beta, bias),
+        samples=(Sample((((2, 7, 5, 4), "float32"),), {"size": 3, "alpha": 0.2, "beta": 0.75, "bias": 2.0}),
+                 Sample((((1, 5, 6), "float32"),), {"size": 4, "alpha": 0.5, "beta": 0.5})))

@@ -1,6 +1,9 @@
-"""Checks on operand types shared by the type rules of the nn families (window ops, matrix products, norms)."""
+"""Checks on operand types shared by the type rules of the nn families (window ops, matrix products, norms), and
+the float32 widening of their float16 sums."""
 
 from __future__ import annotations
+
+import functools
 
 from ...errors import ShapeError
 from ...te import expr as E
@@ -36,3 +39,18 @@ def broadcasts_to(shape, target) -> bool:
         return len(shape) <= len(target) and nn.broadcast_shape(shape, target) == tuple(target)
     except ShapeError:
         return False
+
+
+def widened(compute):
+    """`compute` run in float32 on float16 operands, its result rounded to float16 once: the sums of a float16
+    product or reduction then accumulate in float32, as NumPy and ONNX Runtime do, instead of rounding each step."""
+    @functools.wraps(compute)
+    def run(*xs, **attrs):
+        if not any(x is not None and x.dtype == "float16" for x in xs):
+            return compute(*xs, **attrs)
+        casts: dict[int, te.Tensor] = {}
+        for x in xs:
+            if x is not None and x.dtype == "float16" and id(x) not in casts:
+                casts[id(x)] = nn.cast(x, "float32", name=f"{x.name}_wide")
+        return nn.cast(compute(*(casts.get(id(x), x) for x in xs), **attrs), "float16", name="narrow")
+    return run

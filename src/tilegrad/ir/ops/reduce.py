@@ -1,9 +1,9 @@
-"""Reductions over a set of axes (sum, mean, max, min, L2 norm) and argmax, with ONNX's axes and keepdims, and
-the cumulative sum along one axis.
+"""Reductions over a set of axes (sum, mean, max, min, L2 norm), argmax and argmin, with ONNX's axes and keepdims,
+and the cumulative sum along one axis.
 
 Sums, means, maxima and minima are `te.nn.reduction`'s; the L2 norm is the square root of a sum of squares; argmax
-takes two stages, the maximum and then the least index holding it. There is no product: the te reducers are sum,
-max and min only, and exp(sum(log|x|)) would lose signs and zeros.
+(argmin) takes two stages, the maximum (minimum) and then the first (or last) index holding it. There is no
+product: the te reducers are sum, max and min only, and exp(sum(log|x|)) would lose signs and zeros.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
 from ..registry import REDUCTION, Sample, TensorType, declare
+from .operands import widened
 from .shape import ints, normalize_axes, normalize_axis
 
 _SAMPLES = (Sample((((3, 4, 5), "float32"),), {"keepdims": 0}),
@@ -42,9 +43,9 @@ def _rows(x: tuple[int, ...], *, axes, **_) -> tuple[int, ...] | None:
     return x[:keep] if axes == tuple(range(keep, rank)) else None
 
 
-def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> None:
+def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False, widen: bool = False) -> None:
     """Declare `name` with the te compute `te_reduce(x, axes, keepdims)` and the reference `np_reduce(x, axes,
-    keepdims)`, which accumulates in float64 for floats."""
+    keepdims)`, which accumulates in float64 for floats; with `widen`, float16 accumulates in float32."""
     def infer(x: TensorType, axes, keepdims) -> list[TensorType]:
         if x.dtype == "bool" or (floats_only and not E.is_float(x.dtype)):
             raise ShapeError(f"{name} needs a {'float' if floats_only else 'numeric'} input, got {x.dtype}; "
@@ -61,7 +62,7 @@ def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False) -> No
         return te_reduce(x, _axes(x.ndim, axes), bool(keepdims))
 
     declare(name, kind=REDUCTION, attrs={"axes": None, "keepdims": 1}, infer=infer, reference=reference,
-            compute=compute, rows=_rows, samples=_SAMPLES)
+            compute=widened(compute) if widen else compute, rows=_rows, samples=_SAMPLES)
 
 
 def _l2_te(x, axes, keepdims):
@@ -69,42 +70,58 @@ def _l2_te(x, axes, keepdims):
                    name="reduce_l2")
 
 
-_reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dtype, keepdims=k))
-_reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True)
+_reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dtype, keepdims=k), widen=True)
+_reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True, widen=True)
 _reduction("reduce_max", nn.reduce_max, lambda x, a, k: np.max(x, a, keepdims=k))
 _reduction("reduce_min", nn.reduce_min, lambda x, a, k: np.min(x, a, keepdims=k))
-_reduction("reduce_prod", nn.reduce_prod, lambda x, a, k: np.prod(x, a, dtype=x.dtype, keepdims=k))
-_reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True)
+_reduction("reduce_prod", nn.reduce_prod, lambda x, a, k: np.prod(x, a, dtype=x.dtype, keepdims=k), widen=True)
+_reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True, widen=True)
 
 
-# --- argmax: the maximum, then the least index that holds it ---
+# --- argmax and argmin: the extreme value, then the first (or last) index that holds it ---
 
-def _argmax(x: TensorType, axis, keepdims) -> list[TensorType]:
-    if x.dtype == "bool":
-        raise ShapeError("argmax needs a numeric input, got bool; insert a Cast")
-    a = normalize_axis(axis, len(x.shape))
-    return [TensorType(_reduced_shape(x.shape, (a,), keepdims), "int64")]
-
-
-def _argmax_te(x: te.Tensor, axis, keepdims) -> te.Tensor:
-    a = normalize_axis(axis, x.ndim)
-    maxes = nn.reduce_max(x, a, keepdims=True, name="argmax_max")
-    k = te.reduce_axis(x.shape[a], f"r{a}")
-
-    def body(*i):
-        row = (*i[:a], 0, *i[a + 1:]) if keepdims else (*i[:a], 0, *i[a:])  # the index into maxes
-        at_max = x[(*row[:a], k, *row[a + 1:])].eq(maxes[row])
-        return te.min(E.select(at_max, k, E.const(x.shape[a], E.INDEX)), axis=k)
-
-    shape = _reduced_shape(x.shape, (a,), keepdims)
-    return te.compute(shape, body, name="argmax", tag="reduce", attrs={"axis": a, "keepdims": bool(keepdims)})
+def _arg_type(op: str):
+    def infer(x: TensorType, axis, keepdims, select_last_index) -> list[TensorType]:
+        if x.dtype == "bool":
+            raise ShapeError(f"{op} needs a numeric input, got bool; insert a Cast")
+        a = normalize_axis(axis, len(x.shape))
+        return [TensorType(_reduced_shape(x.shape, (a,), keepdims), "int64")]
+    return infer
 
 
-declare("argmax", kind=REDUCTION, attrs={"axis": 0, "keepdims": 1}, infer=_argmax,
-        reference=lambda x, axis, keepdims: np.argmax(x, axis, keepdims=bool(keepdims)).astype(np.int64),
-        compute=_argmax_te,
-        samples=(Sample((((3, 4, 5), "float32"),)), Sample((((3, 4, 5), "float32"),), {"axis": -1, "keepdims": 0}),
-                 Sample((((4, 7), "int32"),), {"axis": 1})))
+def _arg_te(op: str, reduce_extreme):
+    def compute(x: te.Tensor, axis, keepdims, select_last_index) -> te.Tensor:
+        a = normalize_axis(axis, x.ndim)
+        extremes = reduce_extreme(x, a, keepdims=True, name=f"{op}_{op[3:]}")
+        k = te.reduce_axis(x.shape[a], f"r{a}")
+
+        def body(*i):
+            row = (*i[:a], 0, *i[a + 1:]) if keepdims else (*i[:a], 0, *i[a:])  # the index into the extremes
+            at_extreme = x[(*row[:a], k, *row[a + 1:])].eq(extremes[row])
+            if select_last_index:
+                return te.max(E.select(at_extreme, k, E.const(-1, E.INDEX)), axis=k)
+            return te.min(E.select(at_extreme, k, E.const(x.shape[a], E.INDEX)), axis=k)
+
+        shape = _reduced_shape(x.shape, (a,), keepdims)
+        return te.compute(shape, body, name=op, tag="reduce", attrs={"axis": a, "keepdims": bool(keepdims)})
+    return compute
+
+
+def _arg_ref(np_arg):
+    def reference(x, axis, keepdims, select_last_index):
+        if select_last_index:  # the first index in the flipped axis, counted from the end
+            x = np.flip(x, axis)
+            return (x.shape[axis] - 1 - np_arg(x, axis, keepdims=bool(keepdims))).astype(np.int64)
+        return np_arg(x, axis, keepdims=bool(keepdims)).astype(np.int64)
+    return reference
+
+
+for _op, _reduce_extreme, _np_arg in (("argmax", nn.reduce_max, np.argmax), ("argmin", nn.reduce_min, np.argmin)):
+    declare(_op, kind=REDUCTION, attrs={"axis": 0, "keepdims": 1, "select_last_index": 0}, infer=_arg_type(_op),
+            reference=_arg_ref(_np_arg), compute=_arg_te(_op, _reduce_extreme),
+            samples=(Sample((((3, 4, 5), "float32"),)), Sample((((3, 4, 5), "float32"),), {"axis": -1, "keepdims": 0}),
+                     Sample((((4, 7), "int32"),), {"axis": 1}),
+                     Sample((((4, 7), "int32"),), {"axis": 1, "keepdims": 0, "select_last_index": 1})))
 
 
 # --- cumulative sum: each output sums the input up to (or, reversed, from) its position ---

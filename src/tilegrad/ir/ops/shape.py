@@ -1,5 +1,5 @@
 """Shape and data-movement ops with ONNX semantics: reshape, transpose, flatten, squeeze, unsqueeze, concat, slice,
-gather, expand, pad, identity and tile.
+gather, gather_elements, expand, pad, identity and tile.
 
 Every output element is one read of an input, so the computes (mostly `te.nn.transform`'s) inline into their
 consumers. Tensors have no zero extents, so a slice that selects nothing is an error here rather than an empty
@@ -231,6 +231,30 @@ declare("gather", kind=INJECTIVE, attrs={"axis": 0}, infer=_gather,
         compute=lambda data, indices, axis: nn.gather(data, indices, axis), num_inputs=2,
         samples=(Sample((((5, 4), "float32"), ((2, 3), "int64"))),
                  Sample((((3, 6, 2), "float32"), ((4,), "int64")), {"axis": -2})))
+
+
+def _gather_elements(data: TensorType, indices: TensorType, axis) -> list[TensorType]:
+    if indices.dtype not in ("int32", "int64"):
+        raise ShapeError(f"gather_elements indices must be int32 or int64, got {indices.dtype}")
+    a = normalize_axis(axis, len(data.shape), "gather_elements axis")
+    if len(indices.shape) != len(data.shape) or any(m > n for d, (m, n) in enumerate(zip(indices.shape, data.shape))
+                                                    if d != a):
+        raise ShapeError(f"gather_elements indices of shape {indices.shape} must have the rank of the data "
+                         f"{data.shape} and no larger extent outside axis {a}")
+    return [TensorType(indices.shape, data.dtype)]
+
+
+def _gather_elements_ref(data, indices, axis):
+    a = axis % data.ndim
+    index = list(np.indices(indices.shape, sparse=True))
+    index[a] = np.where(indices < 0, indices + data.shape[a], indices)
+    return data[tuple(index)]
+
+
+declare("gather_elements", kind=INJECTIVE, attrs={"axis": 0}, infer=_gather_elements,
+        reference=_gather_elements_ref, compute=lambda data, indices, axis: nn.gather_elements(data, indices, axis),
+        num_inputs=2, samples=(Sample((((4, 5), "float32"), ((6, 5), "int64"))),
+                               Sample((((3, 6, 4), "float32"), ((2, 3, 4), "int32")), {"axis": -1})))
 
 
 # --- expand, pad, tile, identity ---

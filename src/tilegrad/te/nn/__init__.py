@@ -16,7 +16,9 @@ from .elementwise import (
     div as div, maximum as maximum, minimum as minimum, power as power, equal as equal, not_equal as not_equal,
     less as less, less_equal as less_equal, greater as greater, greater_equal as greater_equal, where as where,
     relu as relu, leaky_relu as leaky_relu, sigmoid as sigmoid, tanh as tanh, exp as exp, log as log, sqrt as sqrt,
-    erf as erf, gelu as gelu, clip as clip, cast as cast,
+    erf as erf, gelu as gelu, clip as clip, cast as cast, mod as mod, prelu as prelu, softplus as softplus,
+    softsign as softsign, mish as mish, elu as elu, selu as selu, celu as celu, thresholded_relu as thresholded_relu,
+    shrink as shrink,
 )
 from .linalg import (
     matmul as matmul, batch_matmul as batch_matmul, dense as dense, packed_matmul as packed_matmul,
@@ -25,7 +27,7 @@ from .linalg import (
 from .packed_conv import (
     blocked_conv2d as blocked_conv2d, pack_conv_weight as pack_conv_weight, packed_conv2d as packed_conv2d,
 )
-from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm
+from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn
 from .pool import (
     max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,
     avg_pool2d as avg_pool2d, avg_pool3d as avg_pool3d, global_avg_pool as global_avg_pool,
@@ -37,5 +39,9 @@ from .reduction import (
 )
 from .transform import (
     transpose as transpose, reshape as reshape, flatten as flatten, pad as pad, concat as concat, slice_ as slice,
-    gather as gather, broadcast_to as broadcast_to, expand as expand,
+    gather as gather, gather_elements as gather_elements, broadcast_to as broadcast_to, expand as expand,
+)
+from .indexing import (
+    gather_nd as gather_nd, scatter_elements as scatter_elements, scatter_nd as scatter_nd, one_hot as one_hot,
+    topk_indices as topk_indices,
 )

@@ -139,6 +139,81 @@ def gelu(x: te.Tensor, name: str = "gelu") -> te.Tensor:
     return _map("gelu", [x], lambda v: v * 0.5 * (1.0 + E.erf(v * (1 / math.sqrt(2.0)))), name, floats=True)
 
 
+def mod(a: Operand, b: Operand, fmod: bool = False, name: str = "mod") -> te.Tensor:
+    """The remainder of a / b: with the divisor's sign (Python's %), or with `fmod` the dividend's (C's fmod). An
+    integer divisor of 0 gives 0 rather than a trap; a float one gives NaN."""
+    def rem(u, v):
+        if E.is_float(u.dtype):
+            r = E.fmod(u, v)
+            return r if fmod else E.select(E.logical_and(r.ne(0.0), (r < 0.0).ne(v < 0.0)), r + v, r)
+        safe = E.select(v.eq(0), E.const(1, v.dtype), v)
+        r = E.floormod(u, safe)
+        if fmod:  # floor modulo has the divisor's sign; C's remainder has the dividend's
+            r = E.select(E.logical_and(r.ne(0), (u < 0).ne(v < 0)), r - safe, r)
+        return E.select(v.eq(0), E.const(0, u.dtype), r)
+
+    return _map("mod", [a, b], rem, name, attrs={"fmod": bool(fmod)})
+
+
+def prelu(x: te.Tensor, slope: Operand, name: str = "prelu") -> te.Tensor:
+    """x where non-negative, slope * x elsewhere, the slope broadcast against x (a learned leaky relu)."""
+    return _map("prelu", [x, slope], lambda u, s: E.select(u < 0, u * s, u), name)
+
+
+def softplus(x: te.Tensor, name: str = "softplus") -> te.Tensor:
+    """log(1 + exp(x)), as max(x, 0) + log1p(exp(-|x|)) so that no exponential overflows."""
+    return _map("softplus", [x], lambda v: E.maximum(v, 0.0) + _log1p(E.exp(-E.abs_(v))), name, floats=True)
+
+
+def softsign(x: te.Tensor, name: str = "softsign") -> te.Tensor:
+    return _map("softsign", [x], lambda v: v / (E.abs_(v) + 1.0), name, floats=True)
+
+
+def mish(x: te.Tensor, name: str = "mish") -> te.Tensor:
+    """x * tanh(softplus(x))."""
+    return _map("mish", [x], lambda v: v * E.tanh(E.maximum(v, 0.0) + _log1p(E.exp(-E.abs_(v)))), name,
+                floats=True)
+
+
+def elu(x: te.Tensor, alpha: float = 1.0, name: str = "elu") -> te.Tensor:
+    """x where positive, alpha * (exp(x) - 1) elsewhere."""
+    return _map("elu", [x], lambda v: E.select(v > 0.0, v, (E.exp(v) - 1.0) * alpha), name, floats=True,
+                attrs={"alpha": alpha})
+
+
+def selu(x: te.Tensor, alpha: float, gamma: float, name: str = "selu") -> te.Tensor:
+    """gamma * x where positive, gamma * alpha * (exp(x) - 1) elsewhere."""
+    return _map("selu", [x], lambda v: E.select(v > 0.0, v * gamma, (E.exp(v) * alpha - alpha) * gamma), name,
+                floats=True, attrs={"alpha": alpha, "gamma": gamma})
+
+
+def celu(x: te.Tensor, alpha: float = 1.0, name: str = "celu") -> te.Tensor:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    return _map("celu", [x], lambda v: E.maximum(v, 0.0) + E.minimum((E.exp(v / alpha) - 1.0) * alpha, 0.0), name,
+                floats=True, attrs={"alpha": alpha})
+
+
+def thresholded_relu(x: te.Tensor, alpha: float = 1.0, name: str = "thresholded_relu") -> te.Tensor:
+    """x where greater than alpha, else 0."""
+    return _map("thresholded_relu", [x], lambda v: E.select(v > alpha, v, E.const(0.0, v.dtype)), name, floats=True,
+                attrs={"alpha": alpha})
+
+
+def shrink(x: te.Tensor, bias: float = 0.0, lambd: float = 0.5, name: str = "shrink") -> te.Tensor:
+    """x + bias below -lambd, x - bias above lambd, 0 between."""
+    def body(v):
+        return E.select(v < -lambd, v + bias, E.select(v > lambd, v - bias, E.const(0.0, v.dtype)))
+
+    return _map("shrink", [x], body, name, floats=True, attrs={"bias": bias, "lambd": lambd})
+
+
+def _log1p(v: E.Expr) -> E.Expr:
+    """log(1 + v), accurate for small v: with u = 1 + v rounded, v where u is 1, else log(u) * v / (u - 1)
+    (Goldberg's correction for the rounding of u)."""
+    u = v + 1.0
+    return E.select(u.eq(1.0), v, E.log(u) * v / (u - 1.0))
+
+
 def clip(x: te.Tensor, min_value: float | None = None, max_value: float | None = None,
          name: str = "clip") -> te.Tensor:
     """`x` limited to [min_value, max_value]; a bound given as None is not applied."""

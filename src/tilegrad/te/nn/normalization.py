@@ -1,4 +1,4 @@
-"""Softmax, log-softmax and layer normalisation, each a short chain of computes.
+"""Softmax, log-softmax, layer normalisation and local response normalisation (LRN), each a short chain of computes.
 
 Softmax subtracts the maximum before exponentiating so that no exponential overflows: stages `{name}_max`,
 `{name}_exp` (exp(x - max), kept per row by the default schedule so each element is exponentiated once),
@@ -6,7 +6,8 @@ Softmax subtracts the maximum before exponentiating so that no exponential overf
 inside its sum. Layer norm takes the mean and the (biased) variance as reductions, `{name}_mean` and `{name}_var`, and
 the output normalises, scales and shifts. The final stage of each is tagged with the op's name, and its `row_axes`
 attribute (the leading axes that are rows) lets the default schedule run the whole chain row by row; the
-reductions are tagged "reduce".
+reductions are tagged "reduce". LRN's window of channels is no row: its sums are a "reduce" stage and its output
+an element-wise one.
 """
 
 from __future__ import annotations
@@ -78,6 +79,29 @@ def layer_norm(x: te.Tensor, gamma: te.Tensor | None = None, beta: te.Tensor | N
 
     return te.compute(x.shape, normalised, name=name, tag="layer_norm",
                       attrs={"axis": a, "epsilon": epsilon, "row_axes": a})
+
+
+def lrn(x: te.Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
+        name: str = "lrn") -> te.Tensor:
+    """Local response normalisation across channels (ONNX LRN, AlexNet): x / (bias + alpha / size * s) ** beta,
+    where s sums the squares of x over the `size` channels around each one (floor((size - 1) / 2) before it,
+    the rest after), channels beyond the edges counting as zeros. The sums are the stage `{name}_sqsum`."""
+    check_float(x, "lrn")
+    if x.ndim < 2 or size < 1:
+        raise ShapeError(f"lrn: needs x of shape (N, C, ...) and a positive size, got {x.shape} and {size}")
+    channels, before = x.shape[1], (size - 1) // 2
+    k = te.reduce_axis(size, "k")
+
+    def square_sum(*i):
+        c = i[1] - before + k
+        v = x[(i[0], c, *i[2:])]
+        inside = E.logical_and(c >= 0, c < channels)
+        return te.sum(E.select(inside, v * v, E.const(0.0, x.dtype)), axis=k)
+
+    sums = te.compute(x.shape, square_sum, name=f"{name}_sqsum", tag="reduce")
+    scale = alpha / size
+    return te.compute(x.shape, lambda *i: x[i] * E.power(sums[i] * scale + bias, -beta), name=name, tag="elemwise",
+                      attrs={"size": size, "alpha": alpha, "beta": beta, "bias": bias})
 
 
 def _check_param(param: te.Tensor, x: te.Tensor, inner: tuple[int, ...]) -> None:

@@ -1,4 +1,5 @@
-"""Data movement: transpose, reshape, flatten, pad, concat, slice, gather and broadcasting to a shape.
+"""Data movement: transpose, reshape, flatten, pad, concat, slice, gather (whole slices or element by
+element) and broadcasting to a shape.
 
 Each output element is one read of an input at an index computed from the output index, so these computes are
 tagged "injective" (the broadcasts "broadcast") and inline into their consumers. Reads that may fall outside an input
@@ -141,6 +142,26 @@ def gather(x: te.Tensor, indices: te.Tensor, axis: int = 0, name: str = "gather"
 
     shape = x.shape[:a] + indices.shape + x.shape[a + 1:]
     return te.compute(shape, body, name=name, tag="injective", attrs={"axis": a})
+
+
+def gather_elements(x: te.Tensor, indices: te.Tensor, axis: int = 0, name: str = "gather_elements") -> te.Tensor:
+    """x read at `indices` along `axis`, position by position (ONNX GatherElements): the output has the indices'
+    shape, and out[i] = x[i with its `axis` coordinate replaced by indices[i]]. Indices wrap and clamp as in
+    `gather`."""
+    if not E.is_int(indices.dtype):
+        raise ShapeError(f"gather_elements: indices {indices.name} must have an integer dtype, got {indices.dtype}")
+    a = normalize_axis(axis, x.ndim, "gather_elements")
+    if indices.ndim != x.ndim or any(m > n for d, (m, n) in enumerate(zip(indices.shape, x.shape)) if d != a):
+        raise ShapeError(f"gather_elements: indices of shape {indices.shape} must have the rank of {x.name} "
+                         f"{x.shape} and no larger extent outside axis {a}")
+    n = x.shape[a]
+
+    def body(*i):
+        pos = E.cast(E.INDEX, indices[i])
+        pos = E.minimum(E.maximum(E.select(pos < 0, pos + n, pos), 0), n - 1)
+        return x[(*i[:a], pos, *i[a + 1:])]
+
+    return te.compute(indices.shape, body, name=name, tag="injective", attrs={"axis": a})
 
 
 def broadcast_to(x: te.Tensor, shape: Sequence[int], name: str = "broadcast_to") -> te.Tensor:
