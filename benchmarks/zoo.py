@@ -21,6 +21,7 @@ Needs `pip install transformers` (the `zoo` extra).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -164,11 +165,25 @@ def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ..
     return FirstOutput(model, part).eval(), inputs
 
 
+@contextlib.contextmanager
+def _stdout_silenced():
+    """The exporters print whole graphs when they fail, some from C++: stdout (the --json document) stays clean."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def _export(module, args) -> tuple[bytes, str]:
     """The ONNX model and the exporter that wrote it: the TorchScript exporter, else torch.export's (which
     needs onnxscript) for models the first cannot trace."""
     names = [f"in{i}" for i in range(len(args))]
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad(), _stdout_silenced():
         warnings.simplefilter("ignore")
         try:
             f = io.BytesIO()
