@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
+from .onnx_tensors import check_constant, tensor_array
 from .transposed_conv import transposed_as_conv
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
@@ -216,9 +217,10 @@ def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
 
 @onnx_op("Reshape")
 def _reshape(b: B, name, x, shape, *, allowzero=0):
-    if allowzero:
-        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 is not supported")
     target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
+    if allowzero and 0 in target:  # without a 0, allowzero changes nothing
+        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 to a shape with a 0 makes an empty "
+                                      f"tensor; empty tensors are not supported")
     return b.op("reshape", x, name=name, shape=target)
 
 
@@ -316,10 +318,8 @@ def _argmax(b: B, name, x, *, axis=0, keepdims=1, select_last_index=0):
 
 @onnx_op("Constant")
 def _constant(b: B, name, **attrs):
-    from onnx import numpy_helper
-
     if "value" in attrs:
-        return b.const(numpy_helper.to_array(attrs["value"]), name)
+        return b.const(tensor_array(attrs["value"], f"node {name!r}: Constant value"), name)
     for key, dtype in (("value_float", "float32"), ("value_int", "int64")):
         if key in attrs:
             return b.const(np.array(attrs[key], dtype), name)
@@ -341,17 +341,20 @@ def _size(b: B, name, x):
 
 @onnx_op("ConstantOfShape")
 def _constant_of_shape(b: B, name, shape, *, value=None):
-    from onnx import numpy_helper
-
     dims = tuple(int(d) for d in constant_input(shape, "the shape", name))
-    fill = np.zeros(1, "float32") if value is None else numpy_helper.to_array(value).reshape(-1)
+    check_constant(dims, f"node {name!r} (ConstantOfShape)")
+    fill = np.zeros(1, "float32") if value is None else tensor_array(value, f"node {name!r}: value").reshape(-1)
     return b.const(np.full(dims, fill[0], fill.dtype), name)
 
 
 @onnx_op("Range")
 def _range(b: B, name, start, limit, delta):
     args = [constant_input(v, "Range's inputs", name) for v in (start, limit, delta)]
-    return b.const(np.arange(*[np.asarray(a).item() for a in args]).astype(np.asarray(args[0]).dtype), name)
+    first, last, step = (np.asarray(a).item() for a in args)
+    if step == 0:
+        raise ShapeError(f"node {name!r}: Range with delta 0")
+    check_constant((max(0, math.ceil((last - first) / step)),), f"node {name!r} (Range)")
+    return b.const(np.arange(first, last, step).astype(np.asarray(args[0]).dtype), name)
 
 
 @onnx_op("Split")
@@ -362,11 +365,15 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
     n = x.shape[a]
     if sizes is not None:
         split = [int(s) for s in constant_input(sizes, "split", name)]
+    if num_outputs is not None and num_outputs != b.node_outputs:
+        raise ShapeError(f"node {name!r}: Split with num_outputs={num_outputs} has {b.node_outputs} output(s)")
     if split is None:
-        parts = num_outputs or b.node_outputs
+        parts = b.node_outputs
         step = -(-n // parts)
         split = [min(step, n - i * step) for i in range(parts)]
     split = [int(s) for s in split]
+    if len(split) != b.node_outputs:
+        raise ShapeError(f"node {name!r}: Split into {len(split)} part(s) has {b.node_outputs} output(s)")
     if sum(split) != n or min(split) < 0:
         raise ShapeError(f"node {name!r}: split sizes {split} must be positive and add up to the extent {n} of "
                          f"axis {axis}")
