@@ -254,3 +254,13 @@ def test_an_empty_result_is_refused_as_a_feature():
                    [_vi("y", [0])], [starts, ends])
     with pytest.raises(ShapeError, match="'empty'.*(zero extents|empty tensor)"):
         import_onnx(model)
+
+
+def test_a_chain_that_reads_each_value_twice_compiles_without_blowing_up():
+    """Inlining x * x copies x's expression twice: forty steps would be 2**40 copies in one kernel."""
+    nodes = [helper.make_node("Mul", [f"v{i}", f"v{i}"], [f"v{i + 1}"], name=f"square{i}") for i in range(40)]
+    model = _model(nodes, [_vi("v0", [4, 8])], [_vi("v40", [4, 8])])
+    x = np.full((4, 8), 1.0001, "float32")
+    t0 = time.perf_counter()
+    np.testing.assert_allclose(tilegrad.compile(model)(x), _ort(model, {"v0": x})[0], rtol=1e-4)
+    assert time.perf_counter() - t0 < 60

@@ -83,8 +83,11 @@ class OnnxBuilder(GraphBuilder):
             check_constant(t.shape, f"{where} ({op})")
         opdef = lookup(op)
         bound = opdef.bind_attrs(attrs, where)
-        with np.errstate(all="ignore"):
-            out = opdef.reference(*(v.data for v in inputs), **bound)
+        try:
+            with np.errstate(all="ignore"):
+                out = opdef.reference(*(v.data for v in inputs), **bound)
+        except (IndexError, ValueError, TypeError, ArithmeticError) as exc:  # the data breaks the op: an index
+            raise ShapeError(f"{where} ({op}) fails on its constant inputs: {type(exc).__name__}: {exc}") from None
         outs = out if isinstance(out, tuple) else (out,)
         values = tuple(self.const(np.asarray(o).astype(t.dtype).reshape(t.shape), name)
                        for o, t in zip(outs, types))
@@ -98,6 +101,8 @@ def constant_input(v: Value | None, what: str, node: str):
     if not v.is_constant:
         raise UnsupportedFeatureError(f"node {node!r}: {what} must be a constant (it is computed at run time); "
                                       f"tilegrad compiles static shapes")
+    if v.data.ndim > 1:
+        raise ShapeError(f"node {node!r}: {what} must be a scalar or a 1-D tensor, got shape {list(v.data.shape)}")
     return v.data
 
 

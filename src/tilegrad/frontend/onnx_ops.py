@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
-from .onnx_tensors import check_constant, tensor_array
+from .onnx_tensors import check_constant, onnx_dtype, tensor_array
 from .transposed_conv import transposed_as_conv
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
@@ -93,9 +93,7 @@ def _clip(b: B, name, x, lo=None, hi=None, *, min=-math.inf, max=math.inf):
 
 @onnx_op("Cast")
 def _cast(b: B, name, x, *, to, saturate=1):
-    from onnx import helper
-
-    return b.op("cast", x, name=name, to=str(helper.tensor_dtype_to_np_dtype(to)))
+    return b.op("cast", x, name=name, to=onnx_dtype(to, f"node {name!r}: Cast's target"))
 
 
 @onnx_op("Where")

@@ -59,9 +59,13 @@ def _check_types(node, schema, inputs, where: str) -> None:
     formals = list(schema.inputs)
     bound: dict[str, tuple[int, str]] = {}
     for i, v in enumerate(inputs):
-        if v is None or not formals:
-            continue
+        if not formals:
+            return
         formal = formals[min(i, len(formals) - 1)]
+        if v is None:
+            if formal.option == formal.option.Single:
+                raise ModelFormatError(f"{where}: input {i} ({formal.name}) is required, but the node leaves it out")
+            continue
         got = f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})"
         ok = allowed.get(formal.type_str, {formal.type_str})
         if got not in ok:
