@@ -234,7 +234,7 @@ def _flatten(b: B, name, x, *, axis=1):
 
 def _axes(b: B, name, axes_input, axes_attr):
     if axes_input is not None:
-        return tuple(int(a) for a in constant_input(axes_input, "axes", name))
+        return tuple(int(a) for a in np.ravel(constant_input(axes_input, "axes", name)))
     return None if axes_attr is None else tuple(axes_attr)
 
 

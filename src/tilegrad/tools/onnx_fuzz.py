@@ -10,7 +10,8 @@ compiler) and `run` (a native build, a call on random inputs). The outcome is `o
 around a node's conversion, which turns any other exception into a `ModelFormatError`: a refusal, not a bug the
 user sees, but a message that could be clearer), `other exception` (a bug: any other exception), or, from
 the process that runs it (`benchmarks/fuzz_onnx.py`), `crash` or `timeout`. A model that reads external data
-from outside its directory and still imports is `hostile accepted`.
+from outside its directory and still imports is `hostile accepted`; one that runs but whose outputs differ from
+ONNX Runtime's on the same inputs is `mismatch`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import TilegradError
 
-OUTCOMES = ("ok", "tilegrad error", "wrapped exception", "other exception", "crash", "timeout", "hostile accepted")
+OUTCOMES = ("ok", "tilegrad error", "wrapped exception", "other exception", "crash", "timeout", "hostile accepted",
+            "mismatch")
 STAGES = ("import", "compile", "run")
 
 
@@ -201,7 +203,9 @@ def run_case(case: Case, directory: Path, stages: tuple[str, ...] = ("import", "
             _lower_all(graph)
         if "run" in stages:
             stage = "run"
-            _build_and_run(path, graph)
+            problem = _build_and_run(path, graph)
+            if problem:
+                return Outcome("mismatch", stage, message=problem, mutations=done)
     except TilegradError as exc:
         return Outcome("tilegrad error", stage, type(exc).__name__, _line(exc), done)
     except Exception as exc:  # noqa: BLE001  (the fuzzer's job: count it, go on)
@@ -225,15 +229,30 @@ def _lower_all(graph) -> None:
         renderer.render_function(lower_kernel(node, name=f"k{t}", target=target))
 
 
-def _build_and_run(path: Path, graph) -> None:
-    """Build the module and call it once on random inputs of the graph's input types."""
+def _build_and_run(path: Path, graph) -> str | None:
+    """Build the module and call it once on random inputs of the graph's input types; how its outputs differ from
+    ONNX Runtime's (None when they agree, or when ONNX Runtime refuses the model)."""
     import tilegrad
 
     rng = np.random.default_rng(0)
     mod = tilegrad.compile(path)
     inputs = {v.name: (rng.standard_normal(v.shape) if v.dtype.startswith("float") else np.zeros(v.shape))
               .astype(v.dtype) for v in graph.inputs}
-    mod(**inputs)
+    got = mod(**inputs)
+    got = got if isinstance(got, list) else [got]
+    try:
+        import onnxruntime as ort
+
+        want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    except Exception:  # noqa: BLE001  (ONNX Runtime refusing a mutated model is no finding)
+        return None
+    for name, g, w in zip(mod.output_names, got, want):
+        same = g.shape == w.shape and g.dtype == w.dtype and np.allclose(
+            g.astype("float64"), w.astype("float64"), rtol=1e-3, atol=1e-4, equal_nan=True)
+        if not same:
+            return (f"output {name!r}: tilegrad's {g.dtype}{list(g.shape)} differs from ONNX Runtime's "
+                    f"{w.dtype}{list(w.shape)}")
+    return None
 
 
 def _line(exc: BaseException) -> str:

@@ -217,8 +217,41 @@ def shape_constant(case, rng) -> str:
     return f"{t.name}: values {values.tolist()}"
 
 
+def nudge(case, rng) -> str:
+    """A small plausible change: an integer attribute, an int64 constant or an input dimension moved by a step,
+    so that the model often stays valid and reaches compilation and the comparison with ONNX Runtime."""
+    g = case.model.graph
+    choice = int(rng.integers(3))
+    delta = int(_pick(rng, (-2, -1, 1, 2)))
+    ints = [(n, i) for n in g.node for i, a in enumerate(n.attribute) if a.type in (AttributeProto.INT,
+                                                                                     AttributeProto.INTS)]
+    if choice == 0 and ints:
+        node, i = _pick(rng, ints)
+        a = node.attribute[i]
+        if a.type == AttributeProto.INT:
+            a.i += delta
+        elif a.ints:
+            a.ints[int(rng.integers(len(a.ints)))] += delta
+        return f"{node.name}: attribute {a.name!r} moved by {delta}"
+    consts = [t for t in g.initializer if t.data_type == TensorProto.INT64 and t.HasField("raw_data")]
+    if choice == 1 and consts:
+        t = _pick(rng, consts)
+        values = np.frombuffer(t.raw_data, "int64").copy()
+        if values.size:
+            values[int(rng.integers(values.size))] += delta
+        t.raw_data = values.tobytes()
+        return f"{t.name}: values {values.tolist()[:8]}"
+    vi = _pick(rng, list(g.input))
+    dims = [d for d in vi.type.tensor_type.shape.dim if d.HasField("dim_value")]
+    if not dims:
+        return "no static input dimension"
+    d = _pick(rng, dims)
+    d.dim_value = max(1, d.dim_value + delta)
+    return f"{vi.name}: a dimension set to {d.dim_value}"
+
+
 HOSTILE = ('x"); system("rm -rf /"); //', "*/ int main(){} /*", "a\nb", "%s%n%x", "ünï©ødé", "0", "-",
            "a" * 5000, "\\", "k0_relu", "args", "tg_run")
 MUTATIONS = {"dims": dims, "dtype": dtype, "attribute": attribute, "edge": edge, "name": name,
              "initializer": initializer, "external": external, "opset": opset, "op_type": op_type,
-             "shape_constant": shape_constant}
+             "shape_constant": shape_constant, "nudge": nudge, "nudge again": nudge}
