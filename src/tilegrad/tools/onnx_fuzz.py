@@ -215,18 +215,16 @@ def run_case(case: Case, directory: Path, stages: tuple[str, ...] = ("import", "
 
 def _lower_all(graph) -> None:
     """The graph passes, then every kernel lowered and rendered to C, as `compile` does before the C compiler."""
-    from ..codegen.c import CRenderer
-    from ..kernel import lower_kernel
+    from ..kernel import lower_kernel, render_kernel
     from ..passes import optimize
     from ..passes.memory_plan import intermediates_of, plan_memory
     from ..target import host
 
     target = host()
     g, _ = optimize(graph, 2, target=target)
-    renderer = CRenderer(target)
     plan = plan_memory(g, intermediates_of(g))
     for t, node in enumerate(plan.kernel_nodes(g)):
-        renderer.render_function(lower_kernel(node, name=f"k{t}", target=target))
+        render_kernel(lower_kernel(node, name=f"k{t}", target=target))
 
 
 def _build_and_run(path: Path, graph) -> str | None:
