@@ -233,7 +233,8 @@ def nudge(case, rng) -> str:
         elif a.ints:
             a.ints[int(rng.integers(len(a.ints)))] += delta
         return f"{node.name}: attribute {a.name!r} moved by {delta}"
-    consts = [t for t in g.initializer if t.data_type == TensorProto.INT64 and t.HasField("raw_data")]
+    consts = [t for t in g.initializer
+              if t.data_type == TensorProto.INT64 and t.HasField("raw_data") and len(t.raw_data) % 8 == 0]
     if choice == 1 and consts:
         t = _pick(rng, consts)
         values = np.frombuffer(t.raw_data, "int64").copy()
