@@ -264,3 +264,11 @@ def test_a_chain_that_reads_each_value_twice_compiles_without_blowing_up():
     t0 = time.perf_counter()
     np.testing.assert_allclose(tilegrad.compile(model)(x), _ort(model, {"v0": x})[0], rtol=1e-4)
     assert time.perf_counter() - t0 < 60
+
+
+def test_constant_gather_indices_out_of_range_are_refused():
+    idx = numpy_helper.from_array(np.array([0, 5], "int64"), "idx")
+    model = _model([helper.make_node("Gather", ["x", "idx"], ["y"], name="pick")], [_vi("x", [2, 3])],
+                   [_vi("y", [2, 3])], [idx])
+    with pytest.raises(ShapeError, match=r"'pick'.*outside \[-2, 1\]"):
+        import_onnx(model)

@@ -257,7 +257,7 @@ def _concat(b: B, name, *xs, axis):
 def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs):
     def ints(v, what):
         data = constant_input(v, what, name)
-        return None if data is None else tuple(int(d) for d in data)
+        return None if data is None else tuple(int(d) for d in np.ravel(data))
     if b.opset < 10:
         return b.op("slice", x, name=name, starts=tuple(attrs["starts"]), ends=tuple(attrs["ends"]),
                     axes=None if "axes" not in attrs else tuple(attrs["axes"]))
@@ -267,6 +267,11 @@ def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs
 
 @onnx_op("Gather")
 def _gather(b: B, name, x, indices, *, axis=0):
+    if indices.is_constant and indices.data.size and x.shape and -len(x.shape) <= axis < len(x.shape):
+        n = x.shape[axis]  # out of range is an error, as in ONNX Runtime (the kernel would clamp them)
+        if not (-n <= int(indices.data.min()) and int(indices.data.max()) < n):
+            raise ShapeError(f"node {name!r}: Gather indices {indices.data.min()}..{indices.data.max()} are outside "
+                             f"[-{n}, {n - 1}], the extent of axis {axis}")
     return b.op("gather", x, indices, name=name, axis=axis)
 
 
