@@ -283,7 +283,7 @@ def test_info_lists_what_compile_would_refuse_besides_unsupported_ops(tmp_path, 
 def test_info_names_the_symbolic_dimensions(convnet, capsys):
     assert main(["info", convnet]) == 0
     out = capsys.readouterr().out
-    assert "symbolic: input x float32[N, 3, 8, 8] has symbolic dimensions (dimension 0 (N))" in out
+    assert "symbolic: input x float32[N, 3, 8, 8] has symbolic dimensions (0: N)" in out
 
 
 def _external(directory):

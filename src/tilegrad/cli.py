@@ -538,11 +538,11 @@ def _symbolic_inputs(proto, shapes) -> str | None:
         dims = vi.type.tensor_type.shape.dim
         if vi.name in shapes or all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
             continue
-        which = ", ".join(f"{i} ({d.dim_param or '?'})" for i, d in enumerate(dims)
+        which = ", ".join(f"{i}: {d.dim_param or '?'}" for i, d in enumerate(dims)
                           if not (d.HasField("dim_value") and d.dim_value > 0))
         example = ",".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
                            else f"<{d.dim_param or '?'}>" for d in dims)
-        problems.append(f"input {_declared(vi)} has symbolic dimensions (dimension {which}); fix them with "
+        problems.append(f"input {_declared(vi)} has symbolic dimensions ({which}); fix them with "
                         f"--input-shape {vi.name}={example}")
     return "; ".join(problems) or None
 
