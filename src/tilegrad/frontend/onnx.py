@@ -5,10 +5,11 @@ with ONNX's defaults). Nodes whose inputs are all constants are evaluated during
 sub-computations (Shape -> Gather -> Concat -> Reshape) fold to constants when the input shapes are static; a
 constant node of an op tilegrad lacks is evaluated by ONNX's reference implementation (`onnx_fold.py`).
 
-A model is untrusted input. Each node is checked against its ONNX schema (attribute names and kinds, input and
-output counts) before it is converted, every tensor type against the size limit (`onnx_tensors.py`), and every
-failure becomes a `TilegradError` that names the node, its op and the reason. Import goes on past a failing node
-(skipping what depends on it), so that every unsupported op and feature of a model is reported at once.
+A model is untrusted input. Each node is checked against its ONNX schema (`onnx_schema.py`: attributes, input
+and output counts, element types) before it is converted, every tensor type against the size limit
+(`onnx_tensors.py`), and every failure becomes a `TilegradError` that names the node, its op and the reason.
+Import goes on past a failing node (skipping what depends on it), so that every unsupported op and feature of a
+model is reported at once.
 """
 
 from __future__ import annotations
