@@ -86,8 +86,10 @@ def _gelu(b: B, name, x, *, approximate="none"):
 def _clip(b: B, name, x, lo=None, hi=None, *, min=-math.inf, max=math.inf):
     if b.opset >= 11:
         lo_v, hi_v = constant_input(lo, "min", name), constant_input(hi, "max", name)
-        min = -math.inf if lo_v is None else float(lo_v)
-        max = math.inf if hi_v is None else float(hi_v)
+        if any(v is not None and np.size(v) != 1 for v in (lo_v, hi_v)):
+            raise ShapeError(f"node {name!r}: Clip's min and max must be scalars")
+        min = -math.inf if lo_v is None else float(np.ravel(lo_v)[0])
+        max = math.inf if hi_v is None else float(np.ravel(hi_v)[0])
     return b.op("clip", x, name=name, min=float(min), max=float(max))
 
 

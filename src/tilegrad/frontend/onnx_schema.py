@@ -63,7 +63,7 @@ def _check_types(node, schema, inputs, where: str) -> None:
             return
         formal = formals[min(i, len(formals) - 1)]
         if v is None:
-            if formal.option == formal.option.Single:
+            if formal.option != formal.option.Optional:
                 raise ModelFormatError(f"{where}: input {i} ({formal.name}) is required, but the node leaves it out")
             continue
         got = f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})"
