@@ -131,8 +131,42 @@ def _norm():
     return _model(nodes, [_vi("x", [2, 4, 6])], [_vi("y", [2, 6])], inits)
 
 
+def _attention():
+    rng = np.random.default_rng(4)
+    mask = np.tril(np.ones((4, 4), bool))
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="project"),
+             helper.make_node("Reshape", ["q", "heads"], ["qh"], name="split_heads"),
+             helper.make_node("Transpose", ["qh"], ["qt"], name="heads_first", perm=[0, 2, 1, 3]),
+             helper.make_node("Einsum", ["qt", "qt"], ["s"], name="scores", equation="bhqd,bhkd->bhqk"),
+             helper.make_node("Mul", ["s", "scale"], ["ss"], name="scale"),
+             helper.make_node("Where", ["mask", "ss", "neg"], ["masked"], name="causal"),
+             helper.make_node("Softmax", ["masked"], ["p"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["p", "qt"], ["o"], name="context"),
+             helper.make_node("Transpose", ["o"], ["ot"], name="heads_back", perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["ot", "merged"], ["y"], name="merge_heads")]
+    inits = [_init("wq", rng.standard_normal((8, 8)).astype("float32")),
+             _init("heads", np.array([1, 4, 2, 4], "int64")), _init("scale", np.array(0.5, "float32")),
+             _init("mask", mask), _init("neg", np.array(-1e9, "float32")),
+             _init("merged", np.array([1, 4, 8], "int64"))]
+    return _model(nodes, [_vi("x", [1, 4, 8])], [_vi("y", [1, 4, 8])], inits)
+
+
+def _upsample():
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], name="deconv", strides=[2, 2], pads=[1, 1, 1, 1],
+                              output_padding=[1, 1]),
+             helper.make_node("Resize", ["c", "", "scales"], ["r"], name="resize", mode="nearest"),
+             helper.make_node("AveragePool", ["r"], ["a"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Concat", ["a", "a"], ["cat"], name="concat", axis=1),
+             helper.make_node("LeakyRelu", ["cat"], ["y"], name="leaky", alpha=0.1)]
+    inits = [_init("w", rng.standard_normal((2, 3, 3, 3)).astype("float32")),
+             _init("scales", np.array([1, 1, 0.5, 0.5], "float32"))]
+    return _model(nodes, [_vi("x", [1, 2, 4, 4])], [_vi("y", [1, 6, 2, 2])], inits)
+
+
 SEEDS: dict[str, Callable[[], onnx.ModelProto]] = {"mlp": _mlp, "cnn": _cnn, "shapes": _shapes, "chain": _chain,
-                                                   "broadcast": _broadcast, "norm": _norm}
+                                                   "broadcast": _broadcast, "norm": _norm, "attention": _attention,
+                                                   "upsample": _upsample}
 
 
 @dataclasses.dataclass
