@@ -52,7 +52,8 @@ class _Worker:
         if self.conn.poll(timeout_s):
             try:
                 return self.conn.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError):  # it died: wait until it is gone, so that it is not taken for a hang
+                self.proc.join(10)
                 return None
         return None
 
@@ -96,6 +97,8 @@ def table(results, elapsed: float) -> str:
     counts = Counter(o.kind for _, o in results)
     lines = [f"{len(results)} cases in {elapsed:.1f} s", f"{'outcome':<18} {'cases':>6}"]
     lines += [f"{kind:<18} {counts.get(kind, 0):>6}" for kind in OUTCOMES]
+    stages = Counter(o.stage for _, o in results if o.kind == "ok")
+    lines.append("ok, by the last stage run: " + ", ".join(f"{k} {n}" for k, n in sorted(stages.items())))
     errors = Counter(o.error for _, o in results if o.kind == "tilegrad error")
     lines.append("tilegrad errors by class: " + ", ".join(f"{k} {n}" for k, n in errors.most_common()))
     escapes = defaultdict(list)
@@ -125,7 +128,9 @@ def main(argv=None) -> int:
         counts = Counter(o.kind for _, o in results)
         escapes = [{"case": n, **dataclasses.asdict(o)} for n, o in results if o.kind in LISTED]
         print(json.dumps({"cases": len(results), "seconds": round(elapsed, 1),
-                          "counts": {k: counts.get(k, 0) for k in OUTCOMES}, "escapes": escapes}, indent=1))
+                          "counts": {k: counts.get(k, 0) for k in OUTCOMES},
+                          "ok_by_stage": dict(Counter(o.stage for _, o in results if o.kind == "ok")),
+                          "escapes": escapes}, indent=1))
     else:
         print(table(results, elapsed))
     return 0
