@@ -261,3 +261,80 @@ def test_unknown_pass_or_pass_flags_on_a_compiled_module_are_user_errors(normali
     _user_error(capsys, ["run", str(tmp_path), "--explain"], "--explain, --opt-level and --disable-pass apply only")
     assert main(["compile", normalized, "-o", str(tmp_path / "o"), "--opt-level", "4"]) == 2
     assert "invalid choice" in capsys.readouterr().err  # argparse's own usage error
+
+
+def test_info_lists_what_compile_would_refuse_besides_unsupported_ops(tmp_path, capsys):
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu_0", approximate="tanh"),
+             helper.make_node("Mod", ["seven", "three"], ["m"], name="const_mod", fmod=1),
+             helper.make_node("Add", ["g", "m"], ["y"], name="y")]
+    inits = [numpy_helper.from_array(np.array(7.0, np.float32), "seven"),
+             numpy_helper.from_array(np.array(3.0, np.float32), "three")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+    path = tmp_path / "gelu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10), path)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "unsupported: none" in out and "problems: 1" in out and "'gelu_0'" in out and "approximate" in out
+    assert "FLOPs:   unavailable" in out and "const_mod" not in out  # a constant Mod folds
+    _user_error(capsys, ["compile", str(path), "-o", str(tmp_path / "o")], "gelu_0", "approximate='tanh'")
+
+
+def test_info_names_the_symbolic_dimensions(convnet, capsys):
+    assert main(["info", convnet]) == 0
+    out = capsys.readouterr().out
+    assert "symbolic: input x float32[N, 3, 8, 8] has symbolic dimensions (0: N)" in out
+
+
+def _external(directory):
+    directory.mkdir()
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "m"], ["y"], name="y")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                              [numpy_helper.from_array(M, "m")])
+    path = directory / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path,
+              save_as_external_data=True, location="model.onnx.data", size_threshold=0)
+    return path
+
+
+def test_external_data_loads_from_any_working_directory(tmp_path, capsys, monkeypatch):
+    path = _external(tmp_path / "models")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["info", str(path)]) == 0
+    assert "2,560 parameters" in capsys.readouterr().out
+    assert main(["compile", str(path), "-o", "out"]) == 0
+    x = RNG.standard_normal((1, 256)).astype(np.float32)
+    assert main(["run", "out", "--input", _npy(tmp_path, "x.npy", x), "-o", "y.npz"]) == 0
+    np.testing.assert_allclose(np.load("y.npz")["y"], x @ M, rtol=1e-4, atol=1e-5)
+
+
+def test_hostile_models_are_one_line_errors(tmp_path, capsys):
+    path = _external(tmp_path / "models")
+    model = onnx.load(path, load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../model.onnx.data"
+    (tmp_path / "model.onnx.data").write_bytes((tmp_path / "models" / "model.onnx.data").read_bytes())
+    path.write_bytes(model.SerializeToString())
+    _user_error(capsys, ["info", str(path)], "'m'", "outside the model's directory")
+    _user_error(capsys, ["compile", str(path), "-o", str(tmp_path / "o")], "'m'", "outside the model's directory")
+    bad = _save(tmp_path, [helper.make_node("Softmax", ["x"], ["y"], name="sm", axis="one")],
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], name="bad.onnx")
+    _user_error(capsys, ["compile", bad, "-o", str(tmp_path / "o")], "Softmax", "'sm'", "attribute 'axis'")
+
+
+def test_an_internal_error_is_one_line_with_status_1(convnet, capsys, monkeypatch):
+    import tilegrad.frontend.onnx as frontend
+
+    def broken(*args, **kwargs):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(frontend, "read_onnx", broken)
+    assert main(["info", convnet, "--input-shape", "x=1,3,8,8"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tilegrad: internal error: ValueError: boom") and "Traceback" not in err
+    with pytest.raises(ValueError):
+        main(["--debug", "info", convnet, "--input-shape", "x=1,3,8,8"])

@@ -2,8 +2,9 @@
 models given as `path/to/file.py:factory`, see `frontend/model_spec.py`) and saved modules.
 
 Every subcommand prints a short human report and exits 0; a mistake the user can fix (a bad file, an unsupported
-op, a missing or misshapen input) is one line `tilegrad: error: ...` on stderr and exit status 2. `--debug`
-re-raises instead, for the traceback.
+op, a missing or misshapen input) is one line `tilegrad: error: ...` on stderr and exit status 2, and any other
+failure (a bug) one line `tilegrad: internal error: ...` and exit status 1. `--debug` re-raises instead, for the
+traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from .errors import TilegradError
 
 USER_ERROR = 2
+INTERNAL_ERROR = 1
 PEERS = ("onnxruntime", "torch")
 TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
                  "(converting one needs onnx2torch, which tilegrad does not depend on)")
@@ -55,6 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print("tilegrad: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001  (a bug of ours: one line that says so, not a traceback)
+        if args.debug:
+            raise
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:2000]
+        print(f"tilegrad: internal error: {message} (a bug in tilegrad; --debug shows the traceback)",
+              file=sys.stderr)
+        return INTERNAL_ERROR
     return 0
 
 
@@ -415,20 +424,15 @@ def _median_seconds(run, repeats: int, min_repeat_s: float) -> float:
 
 def _info(args) -> None:
     from .frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
-    from .frontend.onnx import ONNX_OPS, import_onnx, load_model
+    from .frontend.onnx import ONNX_OPS, load_model, read_onnx
 
     proto = load_model(_model_path(args.model))
     shapes = _input_shapes(args.input_shape)
     _check_shape_names(proto, shapes)
     g = proto.graph
     initializers = {t.name for t in g.initializer}
-    unsupported = [n for n in g.node if n.op_type not in ONNX_OPS or n.domain not in ("", "ai.onnx")]
-    graph, why = None, _symbolic_inputs(proto, shapes)
-    if not unsupported and why is None:
-        try:
-            graph = import_onnx(proto, input_shapes=shapes)
-        except TilegradError as exc:
-            why = " ".join(str(exc).split())
+    symbolic = _symbolic_inputs(proto, shapes)
+    graph, problems = read_onnx(proto, input_shapes=shapes) if symbolic is None else (None, [])
     opset = next((i.version for i in proto.opset_import if i.domain in ("", "ai.onnx")), None)
     params = sum(math.prod(t.dims) for t in g.initializer)
     print(f"{args.model}: opset {opset}, {len(g.node)} nodes, {params:,} parameters in {len(initializers)} "
@@ -439,20 +443,28 @@ def _info(args) -> None:
     else:
         print("inputs:  " + ", ".join(_declared(vi) for vi in g.input if vi.name not in initializers))
         print("outputs: " + ", ".join(_declared(vi) for vi in g.output))
-    histogram = collections.Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-                                    for n in g.node)
+    if symbolic is not None:
+        print(f"symbolic: {symbolic}")
+    histogram = collections.Counter(_op_label(n) for n in g.node)
     print("ops:     " + ", ".join(f"{op} {count}" for op, count in histogram.most_common()))
-    if unsupported:
-        print(f"unsupported: {len(unsupported)} node(s)")
-        for n in unsupported:
-            domain = f" (domain {n.domain!r})" if n.domain not in ("", "ai.onnx") else ""
-            print(f"  {n.op_type}{domain}: node {n.name!r}")
-        print("FLOPs:   unavailable (the model cannot be imported while it has unsupported ops)")
+    if symbolic is not None:  # constants cannot fold yet: list the ops with no mapping, which fail unless they do
+        unmapped = [f"{_op_label(n)} (node {n.name!r})" for n in g.node
+                    if n.op_type not in ONNX_OPS or n.domain not in ("", "ai.onnx")]
+        print(f"unsupported: not known until the symbolic dimensions are fixed; ops with no mapping (refused unless "
+              f"their inputs are constants): {', '.join(unmapped) or 'none'}\nFLOPs:   unavailable until then")
         return
-    print("unsupported: none")
+    unsupported = [f"\n  {p.op_type}: node {p.node!r}" for p in problems if p.unsupported_op]
+    print(f"unsupported: {len(unsupported)} node(s){''.join(unsupported)}" if unsupported else "unsupported: none")
+    others = [f"\n  {' '.join(str(p.error).split())}" for p in problems if not p.unsupported_op]
+    if others:
+        print(f"problems: {len(others)}{''.join(others)}")
     if graph is None:
-        print(f"FLOPs:   unavailable: {why}")
+        print("FLOPs:   unavailable (the model does not import: see above)")
         return
+    _print_flops(graph)
+
+
+def _print_flops(graph) -> None:
     from .ir.compute import node_flops
 
     by_op = collections.Counter()
@@ -465,6 +477,10 @@ def _info(args) -> None:
     total = sum(by_op.values())
     detail = ", ".join(f"{op} {_count(f)}" for op, f in by_op.most_common() if f)
     print(f"FLOPs:   {total:,} ({_count(total)}; a multiply-add counts two" + (f": {detail})" if detail else ")"))
+
+
+def _op_label(node) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
 def _declared(vi) -> str:
@@ -515,16 +531,19 @@ def _check_shape_names(proto, shapes) -> None:
 
 
 def _symbolic_inputs(proto, shapes) -> str | None:
-    """Why the inputs' shapes are not all static (naming the flag that fixes it), or None when they are."""
+    """Why the inputs' shapes are not all static: each input with the positions and names of its symbolic
+    dimensions, and the flag that fixes them; None when they are all static."""
     problems = []
     for vi in _graph_inputs(proto):
         dims = vi.type.tensor_type.shape.dim
         if vi.name in shapes or all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
             continue
+        which = ", ".join(f"{i}: {d.dim_param or '?'}" for i, d in enumerate(dims)
+                          if not (d.HasField("dim_value") and d.dim_value > 0))
         example = ",".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
                            else f"<{d.dim_param or '?'}>" for d in dims)
-        problems.append(f"input {_declared(vi)} has symbolic dimensions; fix them with --input-shape "
-                        f"{vi.name}={example}")
+        problems.append(f"input {_declared(vi)} has symbolic dimensions ({which}); fix them with "
+                        f"--input-shape {vi.name}={example}")
     return "; ".join(problems) or None
 
 

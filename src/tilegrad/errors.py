@@ -59,3 +59,8 @@ class MeasureError(TilegradError):
 class RecordsError(TilegradError):
     """A tuning records database that cannot be used: not a records file, another schema, corrupt; the message
     names the path."""
+
+
+class ResourceLimitError(UnsupportedFeatureError):
+    """A model larger than tilegrad compiles: a tensor of too many elements, or a constant too large to compute
+    while compiling; the message names the node or input and the limit."""

@@ -13,6 +13,7 @@ from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
+from .onnx_tensors import check_constant, onnx_dtype, tensor_array
 from .transposed_conv import transposed_as_conv
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
@@ -91,16 +92,16 @@ def _gelu(b: B, name, x, *, approximate="none"):
 def _clip(b: B, name, x, lo=None, hi=None, *, min=-math.inf, max=math.inf):
     if b.opset >= 11:
         lo_v, hi_v = constant_input(lo, "min", name), constant_input(hi, "max", name)
-        min = -math.inf if lo_v is None else float(lo_v)
-        max = math.inf if hi_v is None else float(hi_v)
+        if any(v is not None and np.size(v) != 1 for v in (lo_v, hi_v)):
+            raise ShapeError(f"node {name!r}: Clip's min and max must be scalars")
+        min = -math.inf if lo_v is None else float(np.ravel(lo_v)[0])
+        max = math.inf if hi_v is None else float(np.ravel(hi_v)[0])
     return b.op("clip", x, name=name, min=float(min), max=float(max))
 
 
 @onnx_op("Cast")
 def _cast(b: B, name, x, *, to, saturate=1):
-    from onnx import helper
-
-    return b.op("cast", x, name=name, to=str(helper.tensor_dtype_to_np_dtype(to)))
+    return b.op("cast", x, name=name, to=onnx_dtype(to, f"node {name!r}: Cast's target"))
 
 
 @onnx_op("Where")
@@ -222,9 +223,10 @@ def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
 
 @onnx_op("Reshape")
 def _reshape(b: B, name, x, shape, *, allowzero=0):
-    if allowzero:
-        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 is not supported")
     target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
+    if allowzero and 0 in target:  # without a 0, allowzero changes nothing
+        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 to a shape with a 0 makes an empty "
+                                      f"tensor; empty tensors are not supported")
     return b.op("reshape", x, name=name, shape=target)
 
 
@@ -240,7 +242,7 @@ def _flatten(b: B, name, x, *, axis=1):
 
 def _axes(b: B, name, axes_input, axes_attr):
     if axes_input is not None:
-        return tuple(int(a) for a in constant_input(axes_input, "axes", name))
+        return tuple(int(a) for a in np.ravel(constant_input(axes_input, "axes", name)))
     return None if axes_attr is None else tuple(axes_attr)
 
 
@@ -263,7 +265,7 @@ def _concat(b: B, name, *xs, axis):
 def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs):
     def ints(v, what):
         data = constant_input(v, what, name)
-        return None if data is None else tuple(int(d) for d in data)
+        return None if data is None else tuple(int(d) for d in np.ravel(data))
     if b.opset < 10:
         return b.op("slice", x, name=name, starts=tuple(attrs["starts"]), ends=tuple(attrs["ends"]),
                     axes=None if "axes" not in attrs else tuple(attrs["axes"]))
@@ -273,6 +275,11 @@ def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs
 
 @onnx_op("Gather")
 def _gather(b: B, name, x, indices, *, axis=0):
+    if indices.is_constant and indices.data.size and x.shape and -len(x.shape) <= axis < len(x.shape):
+        n = x.shape[axis]  # out of range is an error, as in ONNX Runtime (the kernel would clamp them)
+        if not (-n <= int(indices.data.min()) and int(indices.data.max()) < n):
+            raise ShapeError(f"node {name!r}: Gather indices {indices.data.min()}..{indices.data.max()} are outside "
+                             f"[-{n}, {n - 1}], the extent of axis {axis}")
     return b.op("gather", x, indices, name=name, axis=axis)
 
 
@@ -325,10 +332,8 @@ onnx_op("ArgMin")(_arg("argmin"))
 
 @onnx_op("Constant")
 def _constant(b: B, name, **attrs):
-    from onnx import numpy_helper
-
     if "value" in attrs:
-        return b.const(numpy_helper.to_array(attrs["value"]), name)
+        return b.const(tensor_array(attrs["value"], f"node {name!r}: Constant value"), name)
     for key, dtype in (("value_float", "float32"), ("value_int", "int64")):
         if key in attrs:
             return b.const(np.array(attrs[key], dtype), name)
@@ -350,17 +355,20 @@ def _size(b: B, name, x):
 
 @onnx_op("ConstantOfShape")
 def _constant_of_shape(b: B, name, shape, *, value=None):
-    from onnx import numpy_helper
-
     dims = tuple(int(d) for d in constant_input(shape, "the shape", name))
-    fill = np.zeros(1, "float32") if value is None else numpy_helper.to_array(value).reshape(-1)
+    check_constant(dims, f"node {name!r} (ConstantOfShape)")
+    fill = np.zeros(1, "float32") if value is None else tensor_array(value, f"node {name!r}: value").reshape(-1)
     return b.const(np.full(dims, fill[0], fill.dtype), name)
 
 
 @onnx_op("Range")
 def _range(b: B, name, start, limit, delta):
     args = [constant_input(v, "Range's inputs", name) for v in (start, limit, delta)]
-    return b.const(np.arange(*[np.asarray(a).item() for a in args]).astype(np.asarray(args[0]).dtype), name)
+    first, last, step = (np.asarray(a).item() for a in args)
+    if step == 0:
+        raise ShapeError(f"node {name!r}: Range with delta 0")
+    check_constant((max(0, math.ceil((last - first) / step)),), f"node {name!r} (Range)")
+    return b.const(np.arange(first, last, step).astype(np.asarray(args[0]).dtype), name)
 
 
 @onnx_op("Split")
@@ -371,11 +379,15 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
     n = x.shape[a]
     if sizes is not None:
         split = [int(s) for s in constant_input(sizes, "split", name)]
+    if num_outputs is not None and num_outputs != b.node_outputs:
+        raise ShapeError(f"node {name!r}: Split with num_outputs={num_outputs} has {b.node_outputs} output(s)")
     if split is None:
-        parts = num_outputs or b.node_outputs
+        parts = b.node_outputs
         step = -(-n // parts)
         split = [min(step, n - i * step) for i in range(parts)]
     split = [int(s) for s in split]
+    if len(split) != b.node_outputs:
+        raise ShapeError(f"node {name!r}: Split into {len(split)} part(s) has {b.node_outputs} output(s)")
     if sum(split) != n or min(split) < 0:
         raise ShapeError(f"node {name!r}: split sizes {split} must be positive and add up to the extent {n} of "
                          f"axis {axis}")

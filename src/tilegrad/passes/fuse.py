@@ -8,7 +8,10 @@ Nodes are visited in topological order; each tries to join the groups of its pro
   further reductions over the same rows (softmax, layer norm and their expanded forms become one kernel that runs
   row by row, as FusionStitching stitches memory-bound chains);
 - opaque ops stand alone.
-A merge that would make a cycle between groups (A -> B -> C with A -> C, B left out) is refused. A value read
+A merge that would make a cycle between groups (A -> B -> C with A -> C, B left out) is refused, and so is one that
+would put a chain of more than MAX_FUSED_DEPTH ops in a group (the kernel's compute is one expression that deep,
+and the walks over it recurse) or more than MAX_FUSED_SIZE ops in one output's expression, counting each read
+(inlining copies a producer into each of its reads: a chain of `x * x` doubles at every step). A value read
 outside its group must be the group's output; a group that ends up with an intermediate read from outside is
 sealed there (it takes no more consumers) and fusion runs again. Finally small independent element-wise groups next to each other merge
 horizontally into one kernel with several outputs (each saves a parallel region).
@@ -26,6 +29,8 @@ from .pipeline import PassContext, register
 
 POINTWISE = (ELEMWISE, BROADCAST)
 HORIZONTAL_MAX_ELEMENTS = 1 << 12  # outputs up to this size are small enough that a kernel call dominates
+MAX_FUSED_DEPTH = 32  # the longest chain of ops in one group
+MAX_FUSED_SIZE = 512  # the most ops in the expression of one node's output, each read of a producer counted
 
 
 @dataclasses.dataclass
@@ -57,6 +62,8 @@ class _Fusion:
                 self.consumers.setdefault(id(v), []).append(i)
         self.graph_outputs = {id(v) for v in g.outputs}
         self.group_of: list[int] = list(range(len(g.nodes)))
+        self.depth = [1] * len(g.nodes)  # the longest chain of ops in its group that ends at each node
+        self.size = [1] * len(g.nodes)  # the ops of each node's expression within its group, reads counted
         self.groups: dict[int, Group] = {i: Group([i], self._kind(n)) for i, n in enumerate(g.nodes)}
         for i, n in enumerate(g.nodes):
             if self.groups[i].kind == REDUCTION:
@@ -74,8 +81,12 @@ class _Fusion:
                 if p is None:
                     continue
                 gp, gn = self.group_of[p], self.group_of[i]
-                if gp != gn and self._can_merge(gp, gn, n, v) and not self._would_cycle(gp, gn):
+                small = self.depth[p] < MAX_FUSED_DEPTH and self.size[i] + self.size[p] <= MAX_FUSED_SIZE
+                if gp != gn and small and self._can_merge(gp, gn, n, v) and not self._would_cycle(gp, gn):
                     self._merge(gp, gn, n)
+                if self.group_of[p] == self.group_of[i]:
+                    self.depth[i] = max(self.depth[i], self.depth[p] + 1)
+                    self.size[i] += self.size[p]
 
     # --- the rules -----------------------------------------------------------------------------------------
 
