@@ -82,7 +82,8 @@ def expand_function(b: B, name, op_type, inputs, attrs):
                                          f"which is not supported")
             b.node_outputs = len(fn_node.output)
             args = [env[x] if x else None for x in fn_node.input]
-            attributes = _attributes(_resolved(fn_node, caller_attributes))
+            attributes = _attributes(_resolved(fn_node, caller_attributes),
+                                     f"{op_type} (node {name!r}): {fn_node.op_type} of its function body")
             out = ONNX_OPS[fn_node.op_type](b, f"{name}_{k}", *args, **attributes)
             for formal, v in zip(fn_node.output, out if isinstance(out, tuple) else (out,)):
                 if formal:
