@@ -220,8 +220,8 @@ def test_malformed_nodes_name_the_node_and_the_op(node, fragment):
 
 def test_every_unsupported_op_and_feature_is_listed_at_once():
     nodes = [helper.make_node("Frobnicate", ["x"], ["a"], name="frob"),
-             helper.make_node("Gelu", ["x"], ["b"], name="gelu", approximate="tanh"),
-             helper.make_node("ArgMax", ["x"], ["c"], name="argmax", select_last_index=1),
+             helper.make_node("LpNormalization", ["x"], ["b"], name="lpnorm", p=3),
+             helper.make_node("LpNormalization", ["x"], ["c"], name="lpnorm4", p=4),
              helper.make_node("Relu", ["a"], ["d"], name="after_frob"),
              helper.make_node("NonMaxSuppression", ["x", "x"], ["e"], name="nms")]
     model = _model(nodes, [_vi("x", [2, 3])], [_vi(n, [2, 3]) for n in "bcde"], opset=20)
@@ -229,10 +229,10 @@ def test_every_unsupported_op_and_feature_is_listed_at_once():
         import_onnx(model)
     text = str(info.value)
     assert "2 op(s) not supported: Frobnicate (node 'frob'), NonMaxSuppression (node 'nms')" in text, text
-    assert "'gelu'" in text and "approximate='tanh'" in text and "'argmax'" in text and "select_last_index" in text
+    assert "'lpnorm'" in text and "p=3" in text and "'lpnorm4'" in text and "p=4" in text
     assert "after_frob" not in text  # it only reads what an unsupported op makes
     problems = read_onnx(model).problems
-    assert [(p.node, p.unsupported_op) for p in problems] == [("frob", True), ("gelu", False), ("argmax", False),
+    assert [(p.node, p.unsupported_op) for p in problems] == [("frob", True), ("lpnorm", False), ("lpnorm4", False),
                                                               ("nms", True)]
 
 
