@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 import tilegrad
-from tilegrad.errors import KernelCallError, MemoryLimitError, ModuleFormatError, TilegradError
+from tilegrad.errors import KernelCallError, ModuleFormatError, ResourceLimitError, TilegradError
 
 
 def _ort(model, feeds):
@@ -154,7 +154,7 @@ def test_a_model_too_large_for_memory_is_refused_not_crashed():
              helper.make_node("ReduceSum", ["big"], ["sum"], keepdims=0), helper.make_node("Relu", ["sum"], ["y"])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], initializer=[shape])
-    with pytest.raises(MemoryLimitError, match=r"\(4294967296, 4294967296\) float32 needs 64 EiB"):
+    with pytest.raises(ResourceLimitError, match=r"\[4294967296, 4294967296\]"):
         tilegrad.compile(helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]))
 
 

@@ -264,7 +264,7 @@ def test_unknown_pass_or_pass_flags_on_a_compiled_module_are_user_errors(normali
 
 
 def test_info_lists_what_compile_would_refuse_besides_unsupported_ops(tmp_path, capsys):
-    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu_0", approximate="tanh"),
+    nodes = [helper.make_node("LpNormalization", ["x"], ["g"], name="lp_0", p=3),
              helper.make_node("Mod", ["seven", "three"], ["m"], name="const_mod", fmod=1),
              helper.make_node("Add", ["g", "m"], ["y"], name="y")]
     inits = [numpy_helper.from_array(np.array(7.0, np.float32), "seven"),
@@ -275,9 +275,9 @@ def test_info_lists_what_compile_would_refuse_besides_unsupported_ops(tmp_path, 
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10), path)
     assert main(["info", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "unsupported: none" in out and "problems: 1" in out and "'gelu_0'" in out and "approximate" in out
+    assert "unsupported: none" in out and "problems: 1" in out and "'lp_0'" in out and "p=3" in out
     assert "FLOPs:   unavailable" in out and "const_mod" not in out  # a constant Mod folds
-    _user_error(capsys, ["compile", str(path), "-o", str(tmp_path / "o")], "gelu_0", "approximate='tanh'")
+    _user_error(capsys, ["compile", str(path), "-o", str(tmp_path / "o")], "lp_0", "p=3")
 
 
 def test_info_names_the_symbolic_dimensions(convnet, capsys):

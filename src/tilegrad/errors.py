@@ -42,11 +42,6 @@ class KernelCallError(TilegradError):
     """Arrays passed to a kernel or a module that do not match its parameters (count, name, dtype, shape)."""
 
 
-class MemoryLimitError(TilegradError):
-    """A model whose tensors cannot exist on this machine: more bytes than its memory, or sizes that overflow
-    64-bit indices; the message names the largest tensor or the total."""
-
-
 class ModuleFormatError(TilegradError):
     """A module directory that cannot be loaded or saved into: incomplete, edited or truncated, from an
     incompatible version, or (for saving) holding files that are not a module's."""
@@ -64,3 +59,8 @@ class RecordsError(TilegradError):
 class ResourceLimitError(UnsupportedFeatureError):
     """A model larger than tilegrad compiles: a tensor of too many elements, or a constant too large to compute
     while compiling; the message names the node or input and the limit."""
+
+
+class MemoryLimitError(ResourceLimitError):
+    """A model whose tensors cannot exist on this machine: more bytes than its memory, or sizes that overflow
+    64-bit indices; the message names the largest tensor or the total."""
