@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from .errors import TilegradError
-from .frontend.load import import_model
+from .errors import ShapeError, TilegradError
+from .frontend.load import import_model, onnx_proto
+from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
+from .runtime import specializing
 from .runtime.module import Module, load as _load
+from .runtime.specializing import MAX_SPECIALIZATIONS, SpecializingModule
 from .target import TARGETS
 
 if TYPE_CHECKING:
@@ -31,28 +34,48 @@ class Compilation(NamedTuple):
 
 def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
             target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
-            enable_passes: Sequence[str] = (), db=None) -> Module:
+            enable_passes: Sequence[str] = (), db=None,
+            max_specializations: int = MAX_SPECIALIZATIONS) -> Module | SpecializingModule:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out).
 
-    `input_shapes` fixes symbolic input dimensions of an ONNX model. `opt_level` picks the graph passes (0: none,
-    one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
-    (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each
+    `input_shapes` fixes symbolic input dimensions of an ONNX model. An ONNX model with symbolic dimensions left
+    open, or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an
+    input), becomes a SpecializingModule instead: it compiles on each call with a new signature (input shapes,
+    and values of the value inputs), keeping the `max_specializations` most recently used. `opt_level` picks the
+    graph passes (0: none, one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off
+    or on (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each
     convolution gets the algorithm whose tuned kernels make the graph fastest, each kernel the best valid
     schedule recorded for its workload on this machine, and the default rules where none was tuned.
     `compile_with_report` takes the same arguments and also says what the passes did.
     """
-    return compile_with_report(model, example_inputs, input_shapes=input_shapes, target=target, opt_level=opt_level,
-                               disable_passes=disable_passes, enable_passes=enable_passes, db=db).module
+    proto = onnx_proto(model, example_inputs)
+    inputs = _inputs(proto, input_shapes)
+    if inputs is not None and is_dynamic(inputs):
+        options = {"input_shapes": {n: list(s) for n, s in (input_shapes or {}).items()}, "target": target,
+                   "opt_level": opt_level, "disable_passes": list(disable_passes),
+                   "enable_passes": list(enable_passes), "db": None if db is None else str(db)}
+        return _specializing(proto.SerializeToString(), options, max_specializations)
+    return compile_with_report(model if proto is None else proto, example_inputs, input_shapes=input_shapes,
+                               target=target, opt_level=opt_level, disable_passes=disable_passes,
+                               enable_passes=enable_passes, db=db).module
 
 
 def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                         target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
                         enable_passes: Sequence[str] = (), db=None) -> Compilation:
-    """`compile`, returning the module together with the pass pipeline's report and the optimised graph."""
+    """`compile`, returning the module together with the pass pipeline's report and the optimised graph. It
+    compiles one shape: an ONNX model whose inputs leave shapes open is a ShapeError naming them."""
     from .executor import compile_graph
     from .passes import optimize
 
+    proto = onnx_proto(model, example_inputs)
+    open_inputs = [i for i in _inputs(proto, input_shapes) or () if i.symbolic or i.value_needed]
+    if open_inputs:
+        raise ShapeError("compile_with_report compiles one shape, but " + "; ".join(map(_why_open, open_inputs))
+                         + "; fix the dimensions with input_shapes, or call tilegrad.compile, which compiles "
+                         "per call")
+    model = model if proto is None else proto
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
     if opt_level not in (0, 1, 2, 3):
@@ -70,8 +93,45 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
         return Compilation(compile_graph(chosen.graph, choose=chooser, target=machine), chosen.report, chosen.graph)
 
 
-def load(directory) -> Module:
-    """A module saved with `Module.save(directory)`, loaded without the original model. Its library is native
-    code that runs with your rights: load only directories you trust. The manifest, the library and the weights
-    are checked (checksums, sizes, dtypes); a failed check is a ModuleFormatError saying which file."""
+def load(directory) -> Module | SpecializingModule:
+    """A module saved with `Module.save(directory)`, loaded without the original model, or a SpecializingModule
+    saved with its `save`, its specialisations loaded (not compiled again). Its libraries are native code that
+    runs with your rights: load only directories you trust. The manifest, the library and the weights are checked
+    (checksums, sizes, dtypes); a failed check is a ModuleFormatError saying which file."""
+    if specializing.is_saved(directory):
+        return specializing.load(directory, _specializing)
     return _load(directory)
+
+
+def _inputs(proto, input_shapes):
+    """The inputs of an ONNX model (None for anything else, or a model whose inputs do not read: the import
+    reports every problem of those)."""
+    if proto is None:
+        return None
+    try:
+        return model_inputs(proto, input_shapes)
+    except TilegradError:
+        return None
+
+
+def _why_open(i) -> str:
+    if i.value_needed:
+        return f"input {i.describe()} is a value input (it reaches {', '.join(i.shape_uses)})"
+    return f"input {i.describe()} has symbolic dimensions"
+
+
+def _specializing(model: bytes, options: dict, max_specializations: int) -> SpecializingModule:
+    """The SpecializingModule of an ONNX model (serialised) compiled under `options` (compile's keywords)."""
+    from .frontend.onnx import load_model
+
+    proto = load_model(model)
+    fixed = options["input_shapes"]
+
+    def compile_one(shapes, values) -> Module:
+        static = {n: s for n, s in shapes.items() if n not in values}
+        return compile_with_report(specialize(proto, values), input_shapes=static, target=options["target"],
+                                   opt_level=options["opt_level"], disable_passes=options["disable_passes"],
+                                   enable_passes=options["enable_passes"], db=options["db"]).module
+
+    return SpecializingModule(model, options, model_inputs(proto, fixed), [vo.name for vo in proto.graph.output],
+                              compile_one, max_specializations)

@@ -37,6 +37,18 @@ def import_model(model, example_inputs=None, input_shapes: Mapping[str, Sequence
     return import_onnx(model, input_shapes=input_shapes)
 
 
+def onnx_proto(model, example_inputs=None):
+    """`model` loaded as an onnx.ModelProto when it is an ONNX model (a path, bytes or a ModelProto) given without
+    example inputs; None for a PyTorch module or factory (or anything given with example inputs)."""
+    torch = sys.modules.get("torch")
+    if (example_inputs is not None or (isinstance(model, str) and is_torch_spec(model))
+            or (torch is not None and isinstance(model, torch.nn.Module))):
+        return None
+    from .onnx import load_model
+
+    return load_model(model)
+
+
 def _import_torch(module, example_inputs, input_shapes) -> Graph:
     from .torch import import_torch
 

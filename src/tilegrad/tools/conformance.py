@@ -41,32 +41,20 @@ STATUSES = ("passed", "failed", "skipped")
 
 
 class TilegradRep(BackendRep):
-    """A compiled model. Models with symbolic input dimensions compile on first run, once per input shape set."""
+    """A compiled model: `tilegrad.compile`'s module, which compiles a model with symbolic input dimensions or
+    value inputs on each run with a new signature."""
 
     def __init__(self, model: onnx.ModelProto):
         from ..api import compile as tg_compile
 
-        self._compile = tg_compile
-        self._model = model
-        inits = {i.name for i in model.graph.initializer}
-        self._inputs = [vi for vi in model.graph.input if vi.name not in inits]
-        self._modules: dict[tuple, Any] = {}
-        if all(_static_shape(vi) is not None for vi in self._inputs):
-            self._module_for([_static_shape(vi) for vi in self._inputs])
-
-    def _module_for(self, shapes: Sequence[tuple[int, ...]]):
-        key = tuple(shapes)
-        if key not in self._modules:
-            fixed = {vi.name: s for vi, s in zip(self._inputs, shapes) if _static_shape(vi) is None}
-            self._modules[key] = self._compile(self._model, input_shapes=fixed or None)
-        return self._modules[key]
+        self._module = tg_compile(model)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """The outputs, in the model's output order, for `inputs` in the order of its (non-initializer) inputs."""
         if isinstance(inputs, dict):
-            inputs = [inputs[vi.name] for vi in self._inputs]
+            inputs = [inputs[name] for name in self._module.input_names]
         arrays = [np.asarray(_to_array(x)) for x in inputs]
-        out = self._module_for([a.shape for a in arrays])(*arrays)
+        out = self._module(*arrays)
         return tuple(out) if isinstance(out, list) else (out,)
 
 
@@ -98,13 +86,6 @@ class TilegradBackend(Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return str(device).upper() == "CPU"
-
-
-def _static_shape(vi) -> tuple[int, ...] | None:
-    dims = vi.type.tensor_type.shape.dim
-    if all(d.HasField("dim_value") for d in dims):
-        return tuple(d.dim_value for d in dims)
-    return None
 
 
 def _to_array(x):

@@ -1,0 +1,133 @@
+"""What an ONNX model's inputs leave open until it is called: symbolic dimensions, and value inputs.
+
+tilegrad compiles static shapes, so a model is compiled once per distinct set of input shapes (its
+specialisations, `runtime/specializing.py`). A *value input* is a graph input whose value, not only its shape,
+decides shapes or other compile-time facts: its data reaches a shape-like operand of a node (a Reshape's shape,
+Tile's repeats, Squeeze's axes, TopK's k, ...; `SHAPE_OPERANDS`) through data flow that does not pass Shape or
+Size (those read only the shape, which is already known). Each distinct value of a value input compiles once, as
+an initializer the import folds. Only integer and bool inputs are value inputs; a float input reaching such an
+operand is left to the frontend, which refuses it with `UnsupportedFeatureError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ShapeError
+from .onnx_tensors import onnx_dtype
+
+_REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+
+# ONNX op type -> the positions of its operands that the frontend needs as constants (after folding)
+SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Slice": (1, 2, 3, 4),
+    "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Clip": (1, 2), "Range": (0, 1, 2), "OneHot": (1,),
+    "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "ConstantOfShape": (0,), "CumSum": (1,),
+    "Dropout": (2,), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    **{op: (1,) for op in _REDUCTIONS},
+}
+_SHAPE_READERS = ("Shape", "Size")  # their outputs depend on their input's shape only
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInput:
+    """A graph input as the model declares it: `dims` holds ints (static) and names (symbolic; "?" unnamed), or
+    is None when no shape is declared; `shape_uses` names the operands its value reaches (empty: none)."""
+
+    name: str
+    dtype: str
+    dims: tuple[int | str, ...] | None
+    shape_uses: tuple[str, ...] = ()
+
+    @property
+    def value_needed(self) -> bool:
+        return bool(self.shape_uses)
+
+    @property
+    def symbolic(self) -> bool:
+        return self.dims is None or any(isinstance(d, str) for d in self.dims)
+
+    def describe(self) -> str:
+        """`x float32[N, 3, 224, 224]`, symbolic dimensions by name."""
+        return f"{self.name} {self.dtype}[{'?' if self.dims is None else ', '.join(map(str, self.dims))}]"
+
+
+def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[ModelInput, ...]:
+    """The graph inputs of `proto` (initializers excluded), their dims fixed by `input_shapes` where given."""
+    shapes = dict(input_shapes or {})
+    g = proto.graph
+    initializers = {t.name for t in g.initializer}
+    graph_inputs = [vi for vi in g.input if vi.name not in initializers]
+    unknown = sorted(set(shapes) - {vi.name for vi in graph_inputs})
+    if unknown:
+        raise ShapeError(f"input_shapes names {unknown}, which are not inputs of the model")
+    uses = _value_uses(proto, {vi.name for vi in graph_inputs})
+    out = []
+    for vi in graph_inputs:
+        dtype = onnx_dtype(vi.type.tensor_type.elem_type, f"input {vi.name!r}")
+        dims = _declared_dims(vi)
+        if vi.name in shapes:
+            dims = _fixed(vi.name, tuple(int(d) for d in shapes[vi.name]), dims)
+        needed = uses.get(vi.name, ()) if np.dtype(dtype).kind in "iub" else ()
+        out.append(ModelInput(vi.name, dtype, dims, tuple(needed)))
+    return tuple(out)
+
+
+def is_dynamic(inputs: Sequence[ModelInput]) -> bool:
+    """True when the inputs leave shapes open: a symbolic dimension, or a value input."""
+    return any(i.symbolic or i.value_needed for i in inputs)
+
+
+def specialize(proto, values: Mapping[str, np.ndarray]):
+    """A copy of `proto` whose value inputs are initializers holding `values`, so the import folds them."""
+    from onnx import ModelProto, numpy_helper
+
+    out = ModelProto()
+    out.CopyFrom(proto)
+    kept = [vi for vi in out.graph.input if vi.name not in values]
+    del out.graph.input[:]
+    out.graph.input.extend(kept)
+    out.graph.initializer.extend(numpy_helper.from_array(np.asarray(a), name) for name, a in values.items())
+    return out
+
+
+def _value_uses(proto, names: set[str]) -> dict[str, list[str]]:
+    """{graph input: the shape-like operands its value reaches}, by one walk over the nodes in order."""
+    sources: dict[str, frozenset[str]] = {n: frozenset([n]) for n in names}
+    uses: dict[str, list[str]] = {}
+    for i, node in enumerate(proto.graph.node):
+        where = f"{node.op_type} (node {node.name or f'{node.op_type}_{i}'!r})"
+        default_domain = node.domain in ("", "ai.onnx")
+        for k in SHAPE_OPERANDS.get(node.op_type, ()) if default_domain else ():
+            if k < len(node.input):
+                for src in sorted(sources.get(node.input[k], ())):
+                    uses.setdefault(src, []).append(f"{where} input {k}")
+        flowing = frozenset() if default_domain and node.op_type in _SHAPE_READERS else \
+            frozenset().union(*(sources.get(x, frozenset()) for x in node.input))
+        for y in node.output:
+            if y:
+                sources[y] = flowing
+    return uses
+
+
+def _declared_dims(vi) -> tuple[int | str, ...] | None:
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)
+
+
+def _fixed(name: str, shape: tuple[int, ...], declared: tuple[int | str, ...] | None) -> tuple[int, ...]:
+    """`shape` from input_shapes, checked against the declared rank and static dimensions."""
+    if declared is not None and len(shape) != len(declared):
+        raise ShapeError(f"input_shapes gives input {name!r} {len(shape)} dimension(s), {shape}, but the model "
+                         f"declares {len(declared)}")
+    for i, (n, d) in enumerate(zip(shape, declared or ())):
+        if isinstance(d, int) and d != n:
+            raise ShapeError(f"input_shapes gives input {name!r} the shape {shape}, but the model fixes its "
+                             f"dimension {i} to {d}")
+    return shape
