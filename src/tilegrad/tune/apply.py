@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from .. import metrics
 from ..errors import TilegradError
 from ..ir.graph import Node
 from ..schedule.schedule import apply_trace
@@ -41,6 +42,7 @@ class BestRecords:
                           stacklevel=2)
             return None
         self.applied += 1
+        metrics.bump("tune.records_applied")
         return record.trace
 
     def __enter__(self) -> BestRecords:
