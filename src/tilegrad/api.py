@@ -125,13 +125,14 @@ def _specializing(model: bytes, options: dict, max_specializations: int) -> Spec
     from .frontend.onnx import load_model
 
     proto = load_model(model)
-    fixed = options["input_shapes"]
+    inputs = model_inputs(proto, options["input_shapes"])
+    symbolic = {i.name for i in inputs if i.symbolic and not i.value_needed}
 
     def compile_one(shapes, values) -> Module:
-        static = {n: s for n, s in shapes.items() if n not in values}
+        static = {n: s for n, s in shapes.items() if n in symbolic}  # declared static shapes are checked there
         return compile_with_report(specialize(proto, values), input_shapes=static, target=options["target"],
                                    opt_level=options["opt_level"], disable_passes=options["disable_passes"],
                                    enable_passes=options["enable_passes"], db=options["db"]).module
 
-    return SpecializingModule(model, options, model_inputs(proto, fixed), [vo.name for vo in proto.graph.output],
+    return SpecializingModule(model, options, inputs, [vo.name for vo in proto.graph.output],
                               compile_one, max_specializations)

@@ -45,10 +45,10 @@ def _source(out, n_in, n_out, transform):
     if transform == "align_corners":
         return out * ((n_in - 1) / (n_out - 1)) if n_out > 1 else out * 0.0
     if transform == "asymmetric":
-        return out * (1.0 / scale)
+        return out / scale  # a division, as ONNX writes it: times 1/scale can miss a half and round the other way
     if transform == "pytorch_half_pixel" and n_out == 1:
         return out * 0.0
-    return (out + 0.5) * (1.0 / scale) - 0.5
+    return (out + 0.5) / scale - 0.5
 
 
 def _round(c, nearest_mode, floor):
