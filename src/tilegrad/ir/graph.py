@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedFeatureError
 from .registry import TensorType, lookup
 
 
@@ -114,8 +114,9 @@ def infer_types(op: str, types: Sequence[TensorType], attrs: dict, where: str) -
     bound = opdef.bind_attrs(attrs, f"node {where!r}")
     try:
         return list(opdef.infer(*types, **bound))
-    except ShapeError as exc:
-        raise ShapeError(f"node {where!r} ({op}) with inputs {_types(types)}: {exc}") from None
+    except ShapeError as exc:  # an UnsupportedFeatureError stays one: a known op used in a way not compiled
+        kind = UnsupportedFeatureError if isinstance(exc, UnsupportedFeatureError) else ShapeError
+        raise kind(f"node {where!r} ({op}) with inputs {_types(types)}: {exc}") from None
 
 
 class GraphBuilder:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import ShapeError, UnsupportedFeatureError
 from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
@@ -83,7 +83,7 @@ _reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdim
 def _arg_type(op: str):
     def infer(x: TensorType, axis, keepdims, select_last_index) -> list[TensorType]:
         if x.dtype == "bool":
-            raise ShapeError(f"{op} needs a numeric input, got bool; insert a Cast")
+            raise UnsupportedFeatureError(f"{op} needs a numeric input, got bool; insert a Cast")
         a = normalize_axis(axis, len(x.shape))
         return [TensorType(_reduced_shape(x.shape, (a,), keepdims), "int64")]
     return infer

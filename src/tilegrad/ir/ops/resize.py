@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import ShapeError, UnsupportedFeatureError
 from ...te import expr as E
 from ...te import tensor as te
 from ..registry import INJECTIVE, Sample, TensorType, declare
@@ -23,12 +23,12 @@ NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 def _check(mode, transform, nearest_mode):
     if mode not in MODES:
-        raise ShapeError(f"resize mode {mode!r} is not supported; supported: {', '.join(MODES)}")
+        raise UnsupportedFeatureError(f"resize mode {mode!r} is not supported; supported: {', '.join(MODES)}")
     if transform not in TRANSFORMS:
-        raise ShapeError(f"coordinate transformation {transform!r} is not supported; "
+        raise UnsupportedFeatureError(f"coordinate transformation {transform!r} is not supported; "
                          f"supported: {', '.join(TRANSFORMS)}")
     if nearest_mode not in NEAREST:
-        raise ShapeError(f"nearest mode {nearest_mode!r} is not supported; supported: {', '.join(NEAREST)}")
+        raise UnsupportedFeatureError(f"nearest mode {nearest_mode!r} is not supported; supported: {', '.join(NEAREST)}")
 
 
 def _resize_type(x: TensorType, *, sizes, mode, transform, nearest_mode) -> list[TensorType]:

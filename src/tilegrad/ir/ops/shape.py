@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...errors import ShapeError, UnsupportedFeatureError
 from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
@@ -184,7 +184,7 @@ def _slice_plan(in_shape: tuple[int, ...], starts, ends, axes, steps) -> list[tu
     plan = []
     for a, start, end, step in zip(axes, starts, ends, steps):
         if step <= 0:
-            raise ShapeError(f"slice step {step} on axis {a} is not supported: steps must be positive")
+            raise UnsupportedFeatureError(f"slice step {step} on axis {a} is not supported: steps must be positive")
         n = in_shape[a]
         lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (start, end))
         if hi <= lo:

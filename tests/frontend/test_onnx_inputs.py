@@ -1,0 +1,86 @@
+"""The analysis of an ONNX model's inputs: symbolic dimensions, and value inputs found by data flow (through any
+node but Shape and Size) into shape-like operands; and the specialised model, checked against ONNX Runtime."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from tilegrad.errors import ShapeError
+from tilegrad.frontend.onnx_inputs import is_dynamic, model_inputs, specialize
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _model(nodes, inputs, outputs=None):
+    outputs = outputs or [helper.make_tensor_value_info("y", F, None)]
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _by_name(proto, **shapes):
+    return {i.name: i for i in model_inputs(proto, shapes)}
+
+
+def test_a_value_reaches_a_shape_operand_through_arithmetic():
+    nodes = [helper.make_node("Add", ["k", "one"], ["k1"]), helper.make_node("Concat", ["k1", "k1"], ["s"], axis=0),
+             helper.make_node("Reshape", ["x", "s"], ["y"], name="r")]
+    inputs = [helper.make_tensor_value_info("x", F, ["N", 4]), helper.make_tensor_value_info("k", I64, [1]),
+              helper.make_tensor_value_info("one", I64, [1])]
+    found = _by_name(_model(nodes, inputs))
+    assert found["k"].shape_uses == found["one"].shape_uses == ("Reshape (node 'r') input 1",)
+    assert not found["x"].value_needed and found["x"].symbolic and found["x"].dims == ("N", 4)
+    assert found["x"].describe() == "x float32[N, 4]"
+
+
+def test_shape_cuts_the_flow_of_values():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", I64, [2, 3])]
+    (x,) = model_inputs(_model(nodes, inputs))
+    assert not x.value_needed and not x.symbolic
+    assert not is_dynamic([x])
+
+
+def test_every_shape_like_operand_of_a_node_counts():
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends"], ["y"], name="s"),
+             helper.make_node("ReduceSum", ["y", "axes"], ["z"], name="sum")]
+    inputs = [helper.make_tensor_value_info("x", F, [4, 4])] + \
+        [helper.make_tensor_value_info(n, I64, [1]) for n in ("starts", "ends", "axes")]
+    found = _by_name(_model(nodes, inputs, [helper.make_tensor_value_info("z", F, None)]))
+    assert found["starts"].shape_uses == ("Slice (node 's') input 1",)
+    assert found["ends"].shape_uses == ("Slice (node 's') input 2",)
+    assert found["axes"].shape_uses == ("ReduceSum (node 'sum') input 1",)
+    assert not found["x"].value_needed
+
+
+def test_only_integer_inputs_are_value_inputs():
+    nodes = [helper.make_node("Cast", ["s"], ["i"], to=I64), helper.make_node("Reshape", ["x", "i"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", F, [2, 3]), helper.make_tensor_value_info("s", F, [2])]
+    assert not _by_name(_model(nodes, inputs))["s"].value_needed
+
+
+def test_input_shapes_fix_symbolic_dimensions_and_are_checked():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, ["N", 4])])
+    assert _by_name(model, x=(2, 4))["x"].dims == (2, 4) and not is_dynamic(model_inputs(model, {"x": (2, 4)}))
+    with pytest.raises(ShapeError, match="fixes its dimension 1 to 4"):
+        model_inputs(model, {"x": (2, 5)})
+    with pytest.raises(ShapeError, match=r"input_shapes names \['z'\]"):
+        model_inputs(model, {"z": (2, 5)})
+    with pytest.raises(ShapeError, match="3 dimension"):
+        model_inputs(model, {"x": (2, 4, 1)})
+
+
+def test_a_specialised_model_holds_the_values_and_matches_onnxruntime():
+    import onnxruntime as ort
+
+    nodes = [helper.make_node("TopK", ["x", "k"], ["y", "i"])]
+    inputs = [helper.make_tensor_value_info("x", F, [2, 6]), helper.make_tensor_value_info("k", I64, [1])]
+    outputs = [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("i", I64, None)]
+    model = _model(nodes, inputs, outputs)
+    fixed = specialize(model, {"k": np.array([3], "int64")})
+    assert [vi.name for vi in fixed.graph.input] == ["x"] and [t.name for t in fixed.graph.initializer] == ["k"]
+    x = np.random.default_rng(0).standard_normal((2, 6)).astype("float32")
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "k": np.array([3], "int64")})
+    got = ort.InferenceSession(fixed.SerializeToString()).run(None, {"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert len(model.graph.input) == 2  # the original is left alone
