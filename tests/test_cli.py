@@ -158,13 +158,48 @@ def test_malformed_and_missing_models_are_user_errors(tmp_path, capsys):
     _user_error(capsys, ["run", str(tmp_path)], "not a complete tilegrad module")
 
 
-def test_symbolic_dimensions_need_an_input_shape(convnet, tmp_path, capsys):
-    _user_error(capsys, ["compile", convnet, "-o", str(tmp_path / "o")], "input x float32[N, 3, 8, 8] has symbolic dimensions",
+def test_symbolic_dimensions_need_an_input_shape_to_bench_or_explain(convnet, tmp_path, capsys):
+    _user_error(capsys, ["bench", convnet], "input x float32[N, 3, 8, 8] has symbolic dimensions",
                 "--input-shape x=<N>,3,8,8")
+    _user_error(capsys, ["compile", convnet, "-o", str(tmp_path / "o"), "--explain"], "--explain reports one",
+                "x float32[N, 3, 8, 8]")
     _user_error(capsys, ["compile", convnet, "-o", str(tmp_path / "o"), "--input-shape", "x=1,three"],
                 "x=1,three", "positive integer")
     _user_error(capsys, ["info", convnet, "--input-shape", "z=1"], "names 'z'", "its inputs are x")
     assert main(["compile"]) == 2 and "required" in capsys.readouterr().err  # argparse's own usage error
+
+
+def test_compile_without_input_shapes_saves_a_module_that_specialises_when_run(convnet, tmp_path, capsys):
+    out = tmp_path / "dynamic"
+    assert main(["compile", convnet, "-o", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "compiles on each call" in report and "inputs     x float32[N, 3, 8, 8]" in report
+    for n in (1, 3):
+        x = RNG.standard_normal((n, 3, 8, 8)).astype(np.float32)
+        result = tmp_path / f"y{n}.npz"
+        assert main(["run", str(out), "--input", "x=" + _npy(tmp_path, f"x{n}.npy", x), "-o", str(result)]) == 0
+        with np.load(result) as saved:
+            np.testing.assert_allclose(saved["y"], _convnet_reference(x), rtol=1e-4, atol=1e-4)
+    capsys.readouterr()
+    bad = _npy(tmp_path, "bad.npy", np.zeros((2, 4, 8, 8), np.float32))
+    _user_error(capsys, ["run", str(out), "--input", "x=" + bad], "expected float32[N, 3, 8, 8], got float32[2, 4, 8, 8]")
+
+
+def test_a_value_input_is_shown_by_info_and_run_by_run(tmp_path, capsys):
+    nodes = [helper.make_node("Tile", ["x", "repeats"], ["y"], name="tile_0")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+              helper.make_tensor_value_info("repeats", TensorProto.INT64, [2])]
+    path = _save(tmp_path, nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                 name="tile.onnx")
+    assert main(["info", path]) == 0
+    assert "value inputs (each distinct value compiles once): repeats int64[2] (value input) reaches Tile " \
+           "(node 'tile_0') input 1" in capsys.readouterr().out
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    argv = ["run", path, "--input", "x=" + _npy(tmp_path, "x.npy", x),
+            "--input", "repeats=" + _npy(tmp_path, "r.npy", np.array([2, 1], np.int64)), "-o", str(tmp_path / "y.npz")]
+    assert main(argv) == 0
+    with np.load(tmp_path / "y.npz") as saved:
+        np.testing.assert_array_equal(saved["y"], np.tile(x, (2, 1)))
 
 
 def test_info_reports_types_ops_and_flops(convnet, capsys):

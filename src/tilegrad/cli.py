@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -197,11 +198,16 @@ def _duration(text: str) -> float:
 # ---- compile ----
 
 def _compile(args) -> None:
-    _, mod, elapsed = _compile_model(args)
+    _, mod, elapsed = _compile_model(args, dynamic=True)
     try:
         out = mod.save(args.output)
     except OSError as exc:
         raise UsageError(f"cannot save the module to {args.output}: {exc.strerror or exc}") from None
+    if not hasattr(mod, "spec"):  # a SpecializingModule: nothing compiled yet
+        print(f"saved {args.model} to {out}; it compiles on each call with new input shapes or values")
+        print("  inputs     " + ", ".join(_declared_input(i) for i in mod.inputs))
+        print("  outputs    " + ", ".join(mod.output_names))
+        return
     spec = mod.spec
     print(f"compiled {args.model} in {elapsed:.2f} s -> {out}")
     _print_buffers("inputs", spec.inputs)
@@ -216,15 +222,25 @@ def _print_buffers(title: str, specs) -> None:
     print(f"  {title:<10} {len(specs)}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in specs))
 
 
-def _compile_model(args):
+def _compile_model(args, dynamic: bool = False):
     """(ModelSpec, Module, seconds) for `args.model`, under the pass flags; with --explain, say what the passes
-    did before the command's own report."""
+    did before the command's own report. With `dynamic`, an ONNX model whose inputs leave shapes open (symbolic
+    dimensions, value inputs) gives a SpecializingModule, which compiles when called."""
     from . import api
+    from .frontend.onnx_inputs import is_dynamic, model_inputs
 
     opt_level = 2 if args.opt_level is None else args.opt_level
     _check_pass_names(args.disable_pass)
-    spec = _load(args.model, args.input_shape)
+    spec = _load(args.model, args.input_shape, dynamic=dynamic)
     t0 = time.perf_counter()
+    if dynamic and spec.kind == "onnx" and is_dynamic(model_inputs(spec.model, spec.input_shapes)):
+        if args.explain:
+            raise UsageError("--explain reports one compiled shape, but the model's inputs leave shapes open: "
+                             + "; ".join(_declared_input(i) for i in model_inputs(spec.model, spec.input_shapes)
+                                         if i.symbolic or i.value_needed) + "; fix them with --input-shape")
+        mod = api.compile(spec.model, input_shapes=spec.input_shapes, opt_level=opt_level,
+                          disable_passes=args.disable_pass, db=getattr(args, "db", None))
+        return spec, mod, time.perf_counter() - t0
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
                                           opt_level=opt_level, disable_passes=args.disable_pass,
                                           db=getattr(args, "db", None))
@@ -269,8 +285,9 @@ def _run(args) -> None:
                              f"the module in {source} is already compiled")
         mod = api.load(source)
     else:
-        _, mod, _ = _compile_model(args)
-    inputs = _read_inputs(args.input, mod.spec.inputs)
+        _, mod, _ = _compile_model(args, dynamic=True)
+    inputs = _read_inputs(args.input, mod.spec.inputs if hasattr(mod, "spec") else
+                          [_Declared(i.name, i.dims, i.dtype) for i in mod.inputs])
     outputs = mod(**inputs)
     outputs = dict(zip(mod.output_names, outputs if isinstance(outputs, list) else [outputs]))
     if args.output:
@@ -284,6 +301,20 @@ def _run(args) -> None:
         return
     for name, y in outputs.items():
         print(f"{name}: {_type(y.shape, str(y.dtype))}  {_statistics(y)}")
+
+
+class _Declared(NamedTuple):
+    """An input of a SpecializingModule as `_read_inputs` reads it: symbolic dims by name, None for any shape."""
+
+    name: str
+    shape: tuple[int | str, ...] | None
+    dtype: str
+
+
+def _fits(shape: tuple[int, ...], declared) -> bool:
+    """`shape` has the declared rank and static dimensions (symbolic ones take any size)."""
+    return declared is None or (len(shape) == len(declared) and
+                                all(not isinstance(d, int) or n == d for n, d in zip(shape, declared)))
 
 
 def _read_inputs(items: Sequence[str], specs) -> dict[str, np.ndarray]:
@@ -318,7 +349,7 @@ def _read_inputs(items: Sequence[str], specs) -> dict[str, np.ndarray]:
             raise UsageError(f"input {s.name!r}: {problem}") from None
         if not isinstance(a, np.ndarray):
             raise UsageError(f"input {s.name!r}: {path} holds several arrays (.npz); save one array with np.save")
-        if a.shape != s.shape or str(a.dtype) != s.dtype:
+        if not _fits(a.shape, s.shape) or str(a.dtype) != s.dtype:
             raise UsageError(f"input {s.name!r}: expected {_type(s.shape, s.dtype)}, got "
                              f"{_type(a.shape, str(a.dtype))} from {path}")
         arrays[s.name] = np.ascontiguousarray(a)
@@ -445,6 +476,10 @@ def _info(args) -> None:
         print("outputs: " + ", ".join(_declared(vi) for vi in g.output))
     if symbolic is not None:
         print(f"symbolic: {symbolic}")
+    values = [i for i in _analysed_inputs(proto, shapes) if i.value_needed]
+    if values:
+        print("value inputs (each distinct value compiles once): "
+              + "; ".join(f"{_declared_input(i)} reaches {', '.join(i.shape_uses)}" for i in values))
     histogram = collections.Counter(_op_label(n) for n in g.node)
     print("ops:     " + ", ".join(f"{op} {count}" for op, count in histogram.most_common()))
     if symbolic is not None:  # constants cannot fold yet: list the ops with no mapping, which fail unless they do
@@ -479,6 +514,21 @@ def _print_flops(graph) -> None:
     print(f"FLOPs:   {total:,} ({_count(total)}; a multiply-add counts two" + (f": {detail})" if detail else ")"))
 
 
+def _analysed_inputs(proto, shapes) -> tuple:
+    """The model's inputs with their value uses; none when they do not read (the import reports why)."""
+    from .frontend.onnx_inputs import model_inputs
+
+    try:
+        return model_inputs(proto, shapes)
+    except TilegradError:
+        return ()
+
+
+def _declared_input(i) -> str:
+    """`x float32[N, 3]` of an analysed input, with `(value input)` when its value is compiled in."""
+    return i.describe() + (" (value input)" if i.value_needed else "")
+
+
 def _op_label(node) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
@@ -500,9 +550,9 @@ def _declared(vi) -> str:
 
 # ---- shared parsing and formatting ----
 
-def _load(model: str, shape_items: Sequence[str]):
+def _load(model: str, shape_items: Sequence[str], dynamic: bool = False):
     """The ModelSpec of `model` (an ONNX file or a PyTorch `file.py:factory`) under the `--input-shape` items,
-    checked to make every input's shape static."""
+    checked to make every input's shape static (unless `dynamic`: compile and run specialise on each call)."""
     from .frontend.model_spec import ModelSpec, is_torch_spec, load_model_spec
     from .frontend.onnx import load_model
 
@@ -511,7 +561,7 @@ def _load(model: str, shape_items: Sequence[str]):
         return load_model_spec(model, shapes)
     proto = load_model(_model_path(model))
     _check_shape_names(proto, shapes)
-    problem = _symbolic_inputs(proto, shapes)
+    problem = None if dynamic else _symbolic_inputs(proto, shapes)
     if problem:
         raise UsageError(problem)
     return ModelSpec("onnx", proto, None, shapes)
@@ -575,7 +625,7 @@ def _input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
 
 
 def _type(shape, dtype: str) -> str:
-    return f"{dtype}[{', '.join(map(str, shape))}]"
+    return f"{dtype}[{'?' if shape is None else ', '.join(map(str, shape))}]"
 
 
 def _bytes(n: int) -> str:
