@@ -84,3 +84,24 @@ def test_a_specialised_model_holds_the_values_and_matches_onnxruntime():
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert len(model.graph.input) == 2  # the original is left alone
+
+
+def test_clip_bounds_given_at_run_time_are_data_not_value_inputs():
+    import onnxruntime as ort
+
+    import tilegrad
+    from tilegrad.runtime.module import Module
+
+    nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", F, [3, 5]), helper.make_tensor_value_info("lo", F, []),
+              helper.make_tensor_value_info("hi", F, [])]
+    model = _model(nodes, inputs)
+    assert not any(i.value_needed for i in model_inputs(model))
+    mod = tilegrad.compile(model)
+    assert isinstance(mod, Module)  # one compile serves every bound
+    session = ort.InferenceSession(model.SerializeToString())
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype("float32")
+    for lo, hi in ((-0.5, 0.5), (0.0, 2.0), (1.0, -1.0)):  # min above max gives max, as in ONNX Runtime
+        feeds = {"x": x, "lo": np.array(lo, "float32"), "hi": np.array(hi, "float32")}
+        np.testing.assert_array_equal(mod(**feeds),
+                                      session.run(None, feeds)[0])

@@ -25,7 +25,7 @@ _REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"
 # ONNX op type -> the positions of its operands that the frontend needs as constants (after folding)
 SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Slice": (1, 2, 3, 4),
-    "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Clip": (1, 2), "Range": (0, 1, 2), "OneHot": (1,),
+    "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Range": (0, 1, 2), "OneHot": (1,),
     "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "ConstantOfShape": (0,), "CumSum": (1,),
     "Dropout": (2,), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
     **{op: (1,) for op in _REDUCTIONS},

@@ -90,6 +90,11 @@ def _gelu(b: B, name, x, *, approximate="none"):
 
 @onnx_op("Clip")
 def _clip(b: B, name, x, lo=None, hi=None, *, min=-math.inf, max=math.inf):
+    if b.opset >= 11 and any(v is not None and not v.is_constant for v in (lo, hi)):  # bounds known at run time
+        if any(v is not None and v.shape not in ((), (1,)) for v in (lo, hi)):
+            raise ShapeError(f"node {name!r}: Clip's min and max must be scalars")
+        out = x if lo is None else b.op("maximum", x, lo, name=f"{name}_min")
+        return out if hi is None else b.op("minimum", out, hi, name=name)
     if b.opset >= 11:
         lo_v, hi_v = constant_input(lo, "min", name), constant_input(hi, "max", name)
         if any(v is not None and np.size(v) != 1 for v in (lo_v, hi_v)):

@@ -48,8 +48,8 @@ def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False, widen
     keepdims)`, which accumulates in float64 for floats; with `widen`, float16 accumulates in float32."""
     def infer(x: TensorType, axes, keepdims) -> list[TensorType]:
         if x.dtype == "bool" or (floats_only and not E.is_float(x.dtype)):
-            raise ShapeError(f"{name} needs a {'float' if floats_only else 'numeric'} input, got {x.dtype}; "
-                             f"insert a Cast")
+            raise UnsupportedFeatureError(f"{name} needs a {'float' if floats_only else 'numeric'} input, got "
+                                          f"{x.dtype}; insert a Cast")
         if not x.shape:
             raise ShapeError(f"{name} of a rank-0 tensor reduces nothing; use identity")
         return [TensorType(_reduced_shape(x.shape, _axes(len(x.shape), axes), keepdims), x.dtype)]
