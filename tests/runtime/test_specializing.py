@@ -215,3 +215,21 @@ def test_each_specialization_uses_the_tuning_records(mlp, tmp_path):
         np.testing.assert_allclose(mod(x), _onnxruntime(mlp, {"x": x})[0], rtol=1e-5, atol=1e-5)
         applied.append(metrics.counters["tune.records_applied"] - before)
     assert applied[0] >= 1 and applied[1] >= 1 and applied[2] == 0  # batch 3 was never tuned
+
+
+def test_an_edited_manifest_is_refused(reshape, tmp_path):
+    import json
+
+    mod = tilegrad.compile(reshape)
+    mod(_x(2, 6), np.array([3, 4], "int64"))
+    mod.save(tmp_path / "saved")
+    manifest = tmp_path / "saved" / "specializing.json"
+    body = json.loads(manifest.read_text())
+    body["specializations"][0]["shapes"] = {"x": [2, 6]}  # the value input 'shape' is missing
+    manifest.write_text(json.dumps(body))
+    with pytest.raises(ModuleFormatError, match="does not fit the model"):
+        tilegrad.load(tmp_path / "saved")
+    del body["options"]
+    manifest.write_text(json.dumps(body))
+    with pytest.raises(ModuleFormatError, match="lacks a field"):
+        tilegrad.load(tmp_path / "saved")

@@ -236,16 +236,16 @@ def load(directory, make: Callable[[bytes, dict, int], SpecializingModule]) -> S
     if hashlib.sha256(model).hexdigest() != manifest.get("model_sha256"):
         raise ModuleFormatError(f"{root / MODEL} does not match its checksum in the manifest (altered?); save "
                                 f"the module again")
-    module = make(model, manifest.get("options", {}), manifest.get("max_specializations", MAX_SPECIALIZATIONS))
     try:
+        module = make(model, manifest["options"], manifest["max_specializations"])
         for row in manifest["specializations"]:
             key = _key_of(module.inputs, row)
             future: Future = Future()
             future.set_result(load_module(root / row["directory"]))
             module._cache[key] = future
     except (KeyError, TypeError, ValueError) as exc:
-        raise ModuleFormatError(f"{root / MANIFEST} lists a specialisation that does not fit the model ({exc}); "
-                                f"save the module again") from None
+        raise ModuleFormatError(f"{root / MANIFEST} lacks a field or lists a specialisation that does not fit the "
+                                f"model ({type(exc).__name__}: {exc}); save the module again") from None
     module._evict()
     return module
 
