@@ -10,7 +10,13 @@ from onnx import TensorProto, helper, numpy_helper
 import tilegrad
 from tilegrad import metrics
 from tilegrad.api import compile_with_report
-from tilegrad.errors import KernelCallError, ModuleFormatError, ShapeError, UnsupportedFeatureError
+from tilegrad.errors import (
+    KernelCallError,
+    ModuleFormatError,
+    ShapeError,
+    TilegradError,
+    UnsupportedFeatureError,
+)
 from tilegrad.runtime.module import Module
 from tilegrad.runtime.specializing import SpecializingModule
 
@@ -163,6 +169,8 @@ def test_the_cache_keeps_the_most_recently_used(mlp):
     assert metrics.counters["specializations_evicted"] == 1
     mod(_x(2, 8))
     assert metrics.counters["specializations_compiled"] == 4
+    with pytest.raises(TilegradError, match="max_specializations must be at least 1"):
+        tilegrad.compile(mlp, max_specializations=0)
 
 
 def test_wrong_inputs_are_clear_errors(mlp, reshape):

@@ -32,7 +32,7 @@ from typing import Protocol
 import numpy as np
 
 from .. import metrics
-from ..errors import KernelCallError, ModuleFormatError
+from ..errors import KernelCallError, ModuleFormatError, TilegradError
 from .module import Module
 from .module import load as load_module
 
@@ -78,7 +78,7 @@ class SpecializingModule:
     def __init__(self, model: bytes, options: dict, inputs: Sequence[DynamicInput], outputs: Sequence[str],
                  compile: Compile, max_specializations: int = MAX_SPECIALIZATIONS):
         if max_specializations < 1:
-            raise ValueError(f"max_specializations must be at least 1, got {max_specializations}")
+            raise TilegradError(f"max_specializations must be at least 1, got {max_specializations!r}")
         self.model = model
         self.options = options
         self.inputs = tuple(inputs)
