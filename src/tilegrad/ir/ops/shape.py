@@ -188,8 +188,8 @@ def _slice_plan(in_shape: tuple[int, ...], starts, ends, axes, steps) -> list[tu
         n = in_shape[a]
         lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (start, end))
         if hi <= lo:
-            raise ShapeError(f"slice [{start}:{end}] selects nothing from axis {a} of extent {n}; tensors "
-                             f"cannot have zero extents")
+            raise UnsupportedFeatureError(f"slice [{start}:{end}] selects nothing from axis {a} of extent {n}; "
+                                          f"tensors cannot have zero extents")
         plan.append((a, lo, step, -(-(hi - lo) // step)))
     return plan
 
