@@ -166,12 +166,17 @@ def _op_names() -> dict[str, str]:
 
 def skip_reason(model: onnx.ModelProto) -> str | None:
     """Why tilegrad cannot run this model: an op it lacks, or an input/output dtype or kind (sequence, optional)
-    the runtime has no buffers for; None when it should run."""
+    the runtime has no buffers for; None when it should run. An op it lacks whose inputs are all shape-like
+    (HannWindow's size) is left to the compile: specialised on their values, the node folds."""
     from ..frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
     from ..frontend.onnx import ONNX_OPS
+    from ..frontend.onnx_inputs import SHAPE_OPERANDS
 
-    missing = sorted({n.op_type for n in model.graph.node
-                      if n.op_type not in ONNX_OPS or n.domain not in ("", "ai.onnx")})
+    def lacking(n) -> bool:
+        shape_like = SHAPE_OPERANDS.get(n.op_type, ())
+        return n.op_type not in ONNX_OPS and any(k not in shape_like for k in range(len(n.input)))
+
+    missing = sorted({n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx") or lacking(n)})
     if missing:
         return f"unsupported op: {', '.join(missing)}"
     for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
