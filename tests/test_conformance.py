@@ -108,6 +108,19 @@ def test_backend_interface():
     assert TilegradBackend.supports_device("CPU") and not TilegradBackend.supports_device("CUDA")
 
 
+def test_the_backend_compiles_a_shape_given_as_an_input_per_value():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    shape = helper.make_tensor_value_info("shape", TensorProto.INT64, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                                                [x, shape], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    rep = TilegradBackend.prepare(model, "CPU")
+    a = np.arange(6, dtype="float32").reshape(2, 3)
+    for target in ([3, 2], [6, 1]):
+        (out,) = rep.run({"x": a, "shape": np.array(target, "int64")})
+        np.testing.assert_array_equal(out, a.reshape(target))
+
+
 def test_reads_a_test_directory(tmp_path):
     from types import SimpleNamespace
 

@@ -69,6 +69,8 @@ def test_a_symbolic_batch_compiles_once_per_batch_size_and_matches_onnxruntime(m
         np.testing.assert_allclose(mod(x), _onnxruntime(mlp, {"x": x})[0], rtol=1e-5, atol=1e-5)
     assert metrics.counters["specializations_compiled"] == 3
     assert [s.shapes for s in mod.specializations()] == [{"x": (8, 8)}, {"x": (3, 8)}, {"x": (1, 8)}]
+    assert mod.specialization(_x(3, 8)).input_shapes == {"x": (3, 8)}  # the compiled Module, not compiled again
+    assert metrics.counters["specializations_compiled"] == 3
 
 
 def test_a_static_model_is_still_a_plain_module(mlp):
