@@ -11,7 +11,7 @@ of any run-time shape-like operand. Importing `onnx_ops` registers these mapping
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -158,7 +158,7 @@ def _type_string(tp, where: str) -> str:
 
 
 @onnx_op("Optional")
-def _optional(b: B, name, x=None, *, type=None):  # noqa: A002  (ONNX's attribute name)
+def _optional(b: B, name, x=None, *, type=None):
     if x is not None:
         return OptionalValue(x, f"optional({getattr(x, 'onnx_type', None) or tensor_type(x.dtype)})")
     if type is None:
