@@ -163,3 +163,37 @@ def test_scan_matches_onnxruntime(in_axes, in_dirs, out_axes, out_dirs):
                    [_vi("s", F, [2]), _vi("ys", F, None)], [("w", rng.normal(size=2).astype(np.float32))])
     _check(model, {"s0": rng.normal(size=2).astype(np.float32), "a": rng.normal(size=a_shape).astype(np.float32),
                    "b": rng.normal(size=b_shape).astype(np.float32)})
+
+
+def test_nested_loops_are_limited_in_all(monkeypatch):
+    """Each Loop alone is small, but the inner one unrolls once per outer iteration: the model-wide count of
+    inlined subgraph nodes refuses it."""
+    from tilegrad.frontend import onnx_control_flow
+
+    monkeypatch.setattr(onnx_control_flow, "MAX_INLINED_NODES", 50)
+    inner = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                               helper.make_node("Add", ["v", "x"], ["v_out"])],
+                              "inner", [_vi("j", I64, []), _vi("c_in", BOOL, []), _vi("v", F, [3])],
+                              [_vi("c_out", BOOL, []), _vi("v_out", F, [3])])
+    outer = helper.make_graph([_const("m_in", np.array(10, np.int64)),
+                               helper.make_node("Loop", ["m_in", "", "acc"], ["acc_out"], body=inner),
+                               helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+                              "outer", [_vi("i", I64, []), _vi("cond_in", BOOL, []), _vi("acc", F, [3])],
+                              [_vi("cond_out", BOOL, []), _vi("acc_out", F, [3])])
+    nodes = [_const("m", np.array(10, np.int64)), helper.make_node("Loop", ["m", "", "acc0"], ["acc"], body=outer)]
+    model = _model(nodes, [_vi("x", F, [3]), _vi("acc0", F, [3])], [_vi("acc", F, [3])])
+    with pytest.raises(ResourceLimitError, match="more than 50 subgraph nodes"):
+        import_onnx(model)
+    monkeypatch.setattr(onnx_control_flow, "MAX_INLINED_NODES", 1000)
+    _check(model, {"x": np.array([1, 2, 3], np.float32), "acc0": np.zeros(3, np.float32)})
+
+
+def test_scan_attributes_that_do_not_fit_its_inputs_are_named():
+    from tilegrad.frontend.onnx_file import ModelFormatError
+
+    body = helper.make_graph([helper.make_node("Add", ["s", "a_t"], ["s_out"])], "body",
+                             [_vi("s", F, [2]), _vi("a_t", F, [2])], [_vi("s_out", F, [2])])
+    node = helper.make_node("Scan", ["s0", "a"], ["s"], body=body, num_scan_inputs=1, scan_input_axes=[0, 1])
+    model = _model([node], [_vi("s0", F, [2]), _vi("a", F, [4, 2])], [_vi("s", F, [2])])
+    with pytest.raises(ModelFormatError, match="scan_input_axes has 2 entries; it needs 1"):
+        import_onnx(model)

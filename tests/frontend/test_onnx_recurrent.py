@@ -146,3 +146,14 @@ def test_bad_activations_and_lengths_are_named():
     model, _ = _layer("RNN", lens=[6, 1, 1])
     with pytest.raises(ShapeError, match="sequence_lens"):
         import_onnx(model)
+
+
+def test_too_long_a_sequence_is_refused_before_unrolling():
+    from tilegrad.errors import ResourceLimitError
+
+    node = helper.make_node("RNN", ["X", "W", "R"], ["Y"], hidden_size=1)
+    graph = helper.make_graph([node], "long", [helper.make_tensor_value_info("X", TensorProto.FLOAT, (6000, 1, 1))],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), n) for n in ("W", "R")])
+    with pytest.raises(ResourceLimitError, match="6000 time step"):
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))

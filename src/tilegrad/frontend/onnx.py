@@ -49,6 +49,7 @@ class OnnxBuilder(GraphBuilder):
         self.opset = opset
         self.node_outputs = 1  # how many outputs the ONNX node being converted declares (Split needs it)
         self.scope: Mapping[str, object] = {}  # the values visible to the node being converted (If, Loop, Scan)
+        self.inlined = 0  # subgraph nodes converted so far (If, Loop, Scan), which the control flow limits
         self._taken = set(reserved)
 
     def _fresh(self, base: str) -> str:

@@ -23,6 +23,7 @@ from .onnx_sequences import TensorSequence, stack
 from .onnx_tensors import onnx_dtype
 
 MAX_UNROLLED_NODES = 10_000  # body nodes one Loop, Scan or SequenceMap may unroll into
+MAX_INLINED_NODES = 100_000  # subgraph nodes a whole model may inline (nested loops multiply)
 
 
 def inline(b: B, graph, inputs, scope: Mapping, prefix: str) -> list:
@@ -30,6 +31,13 @@ def inline(b: B, graph, inputs, scope: Mapping, prefix: str) -> list:
     names it does not define resolve through `scope`, the values of the enclosing graphs."""
     from .onnx import _convert_node
 
+    b.inlined += len(graph.node)
+    if b.inlined > MAX_INLINED_NODES:
+        raise ResourceLimitError(f"{prefix!r} inlines more than {MAX_INLINED_NODES} subgraph nodes in all (nested "
+                                 f"If, Loop or Scan bodies unrolled)")
+    if len(graph.input) != len(inputs):
+        raise ModelFormatError(f"subgraph {graph.name!r} (in {prefix!r}) declares {len(graph.input)} input(s); "
+                               f"its node passes {len(inputs)}")
     values = ChainMap({formal.name: v for formal, v in zip(graph.input, inputs)}, scope)
     for i, node in enumerate(graph.node):
         name = f"{prefix}_{node.name or f'{node.op_type}_{i}'}"
@@ -55,6 +63,12 @@ def _check_unrolled(name: str, op_type: str, steps: int, body) -> None:
     if steps * len(body.node) > MAX_UNROLLED_NODES:
         raise ResourceLimitError(f"{op_type} (node {name!r}) unrolls {steps} iteration(s) of a {len(body.node)}-node "
                                  f"body, more than the limit of {MAX_UNROLLED_NODES} nodes")
+
+
+def _check_outputs(name: str, op_type: str, body, least: int) -> None:
+    if len(body.output) < least:
+        raise ModelFormatError(f"{op_type} (node {name!r}): its body has {len(body.output)} output(s), fewer than "
+                               f"the {least} its inputs need")
 
 
 def _flag(v, what: str, name: str) -> bool:
@@ -83,6 +97,7 @@ def _loop(b: B, name, trip_count=None, cond=None, *initial, body):
         raise UnsupportedFeatureError(f"Loop (node {name!r}) has neither a trip count nor a condition; it would run "
                                       f"forever")
     going = True if cond is None else _flag(cond, "the condition", name)
+    _check_outputs(name, "Loop", body, 1 + len(initial))
     carried, scans, i = list(initial), [[] for _ in range(len(body.output) - 1 - len(initial))], 0
     if limit is not None:
         _check_unrolled(name, "Loop", limit, body)
@@ -114,12 +129,21 @@ def _scan(b: B, name, *inputs, body, num_scan_inputs, scan_input_axes=None, scan
     if b.opset < 9 or opset_8:
         raise UnsupportedFeatureError(f"Scan (node {name!r}) at opset {b.opset}: the opset-8 form (a batch axis and "
                                       f"sequence_lens) is not supported; opset 9 and later are")
+    if not 1 <= num_scan_inputs <= len(inputs):
+        raise ModelFormatError(f"Scan (node {name!r}): num_scan_inputs={num_scan_inputs}, but it has "
+                               f"{len(inputs)} input(s)")
     states, xs = list(inputs[:len(inputs) - num_scan_inputs]), inputs[len(inputs) - num_scan_inputs:]
+    _check_outputs(name, "Scan", body, len(states))
     n_out = len(body.output) - len(states)
-    in_axes = [_axis(a, len(x.shape), name) for a, x in zip(scan_input_axes or [0] * len(xs), xs)]
+    in_axes = list(scan_input_axes or [0] * len(xs))
     in_reverse = list(scan_input_directions or [0] * len(xs))
     out_axes = list(scan_output_axes or [0] * n_out)
     out_reverse = list(scan_output_directions or [0] * n_out)
+    for what, given, want in (("scan_input_axes", in_axes, len(xs)), ("scan_input_directions", in_reverse, len(xs)),
+                              ("scan_output_axes", out_axes, n_out), ("scan_output_directions", out_reverse, n_out)):
+        if len(given) != want:
+            raise ModelFormatError(f"Scan (node {name!r}): {what} has {len(given)} entries; it needs {want}")
+    in_axes = [_axis(a, len(x.shape), name) for a, x in zip(in_axes, xs)]
     lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
     if len(lengths) != 1:
         raise ShapeError(f"Scan (node {name!r}): its scan inputs have different lengths {sorted(lengths)}")

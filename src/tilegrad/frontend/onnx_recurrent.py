@@ -15,11 +15,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedFeatureError
+from ..errors import ResourceLimitError, ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_sequences import stack
+
+MAX_STEPS = 5_000  # time steps (over all directions) a layer may unroll into, some 20 nodes each
 
 # Activation -> (default alpha, default beta); None: it takes no such parameter.
 _PARAMETERS = {"relu": (None, None), "tanh": (None, None), "sigmoid": (None, None), "softsign": (None, None),
@@ -234,6 +236,9 @@ def _recurrent(op_type: str):
                                        for v in (x, initial_h, initial_c))
         hidden = _check_shapes(name, x, w, r, dirs, layer.gates, hidden_size)
         seq, batch = x.shape[0], x.shape[1]
+        if seq * dirs > MAX_STEPS:
+            raise ResourceLimitError(f"{op_type} (node {name!r}) unrolls {seq} time step(s) in {dirs} direction(s), "
+                                     f"more than the limit of {MAX_STEPS} steps")
         lens = _lengths(sequence_lens, seq, batch, name)
         ys, hs, cs = [], [], []
         for d in range(dirs):
