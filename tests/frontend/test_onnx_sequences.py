@@ -67,11 +67,15 @@ def test_split_then_pick_insert_erase_and_concatenate(split, attrs):
     _check(_model(nodes, [_vi("x", F, [4, 6])], [_vi("y")]), {"x": X})
 
 
-def test_construct_and_stack_along_a_new_axis():
+def test_construct_and_stack_along_a_new_axis_compiled():
+    import tilegrad
+
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["n"]),
              helper.make_node("SequenceConstruct", ["x", "r", "n"], ["seq"]),
              helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=-1, new_axis=1)]
-    _check(_model(nodes, [_vi("x", F, [4, 6])], [_vi("y")]), {"x": X - 1})
+    model = _model(nodes, [_vi("x", F, [4, 6])], [_vi("y")])
+    _check(model, {"x": X - 1})
+    np.testing.assert_allclose(tilegrad.compile(model)(X - 1), _ort(model, {"x": X - 1})[0], rtol=1e-6)
 
 
 def test_sequence_map_inlines_its_body_per_element():

@@ -108,7 +108,9 @@ def _gru_cell(b: B, name, s: Step, acts, clip, hidden, linear_before_reset=0, **
         return f.apply(b, f"{name}_{label}", _clipped(b, f"{name}_{label}", pre, clip))
     z, r = gate(0, "z"), gate(1, "r")
     if linear_before_reset:
-        rec_h = b.op("add", _gate(b, f"{name}_rh", rec, 2, hidden), s.extra["rb_h"], name=f"{name}_rec_h")
+        rec_h = _gate(b, f"{name}_rh", rec, 2, hidden)
+        if "rb_h" in s.extra:
+            rec_h = b.op("add", rec_h, s.extra["rb_h"], name=f"{name}_rec_h")
         reset = b.op("mul", r, rec_h, name=f"{name}_reset")
     else:
         rh = _gate(b, f"{name}_rt_h", s.rt, 2, hidden)
@@ -171,11 +173,10 @@ class _Order(NamedTuple):
         return bool((self.index == self.index[:, :1]).all())
 
 
-def _direction(b: B, name, d, x, w, r, bias, h0, c0, p, order: _Order, layer: _Layer, acts, hidden, clip, attrs):
-    """Y [seq, batch, hidden], and the final H and C of direction `d`."""
-    seq, batch = order.index.shape
+def _projection(b: B, name, pick, x, w, bias, p, layer: _Layer, hidden: int, attrs) -> tuple[Value, dict]:
+    """Every step's input projection X @ W^T with the biases added, [seq, batch, gates * hidden], and the
+    cell's extra inputs of this direction (peepholes, GRU's recurrent bias of h when linear_before_reset)."""
     gh = layer.gates * hidden
-    pick = b.const(np.array(d, np.int64), f"{name}_direction")
     wt = b.op("transpose", b.op("gather", w, pick, name=f"{name}_w", axis=0), name=f"{name}_wt", perm=(1, 0))
     proj = b.op("matmul", x, wt, name=f"{name}_projection")
     extra = {}
@@ -187,17 +188,23 @@ def _direction(b: B, name, d, x, w, r, bias, h0, c0, p, order: _Order, layer: _L
             rb = b.op("concat", _gate(b, f"{name}_rb_zr", rb, 0, 2 * hidden),
                       b.const(np.zeros(hidden, rb.dtype), f"{name}_zeros"), name=f"{name}_rb_masked", axis=0)
         proj = b.op("add", proj, b.op("add", wb, rb, name=f"{name}_bias"), name=f"{name}_projection_biased")
-    elif layer.gates == 3:
-        extra["rb_h"] = b.const(np.zeros(hidden, x.dtype), f"{name}_rb_h")
     if p is not None:
         pd = b.op("gather", p, pick, name=f"{name}_p", axis=0)
         extra["p"] = tuple(_gate(b, f"{name}_p{k}", pd, k, hidden) for k in range(3))
+    return proj, extra
+
+
+def _direction(b: B, name, d, x, w, r, bias, h0, c0, p, order: _Order, layer: _Layer, acts, hidden, clip, attrs):
+    """Y [seq, batch, hidden], and the final H and C of direction `d`."""
+    seq, batch = order.index.shape
+    pick = b.const(np.array(d, np.int64), f"{name}_direction")
+    proj, extra = _projection(b, name, pick, x, w, bias, p, layer, hidden, attrs)
     rt = b.op("transpose", b.op("gather", r, pick, name=f"{name}_r", axis=0), name=f"{name}_rt", perm=(1, 0))
     zeros = b.const(np.zeros((batch, hidden), x.dtype), f"{name}_zero_state")
     h = zeros if h0 is None else b.op("gather", h0, pick, name=f"{name}_h0", axis=0)
     c = None if layer.gates != 4 else zeros if c0 is None else b.op("gather", c0, pick, name=f"{name}_c0", axis=0)
     if not order.uniform:  # each batch row walks its own steps: reorder the rows' time indices once
-        index = b.const(np.broadcast_to(order.index[:, :, None], (seq, batch, gh)).copy(), f"{name}_order")
+        index = b.const(np.broadcast_to(order.index[:, :, None], proj.shape).copy(), f"{name}_order")
         proj = b.op("gather_elements", proj, index, name=f"{name}_reordered", axis=0)
     ys = []
     for s in range(seq):
