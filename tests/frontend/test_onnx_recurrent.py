@@ -67,6 +67,9 @@ CASES = [
     ("RNN", {"direction": "bidirectional", "activations": ["Elu", "ThresholdedRelu"],
              "activation_alpha": [0.5, 0.2]}),
     ("RNN", {"direction": "bidirectional", "activations": ["Softsign", "Softplus"]}),
+    ("RNN", {"direction": "bidirectional", "activations": ["ThresholdedRelu", "ScaledTanh"]}),  # the defaults
+    ("RNN", {"direction": "bidirectional", "activations": ["LeakyRelu", "Affine"], "activation_alpha": [0.3],
+             "activation_beta": [0.5]}),  # Affine's alpha is its default, its beta the first given
     ("RNN", {"clip": 0.5, "layout": 1, "initial": True}),
     ("RNN", {"direction": "bidirectional", "lens": [5, 2, 4], "initial": True}),
     ("GRU", {}),

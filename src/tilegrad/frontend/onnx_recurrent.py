@@ -23,10 +23,11 @@ from .onnx_sequences import stack
 
 MAX_STEPS = 5_000  # time steps (over all directions) a layer may unroll into, some 20 nodes each
 
-# Activation -> (default alpha, default beta); None: it takes no such parameter.
+# Activation -> (default alpha, default beta); None: it takes no such parameter. The defaults are ONNX Runtime's:
+# the ops' own for LeakyRelu, HardSigmoid and Elu, 0 where it has none (Affine, ScaledTanh, ThresholdedRelu).
 _PARAMETERS = {"relu": (None, None), "tanh": (None, None), "sigmoid": (None, None), "softsign": (None, None),
-               "softplus": (None, None), "affine": (1.0, 0.0), "leakyrelu": (0.01, None),
-               "thresholdedrelu": (1.0, None), "scaledtanh": (1.0, 1.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0, None)}
+               "softplus": (None, None), "affine": (0.0, 0.0), "leakyrelu": (0.01, None),
+               "thresholdedrelu": (0.0, None), "scaledtanh": (0.0, 0.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0, None)}
 
 
 class Activation(NamedTuple):
