@@ -197,3 +197,17 @@ def test_scan_attributes_that_do_not_fit_its_inputs_are_named():
     model = _model([node], [_vi("s0", F, [2]), _vi("a", F, [4, 2])], [_vi("s", F, [2])])
     with pytest.raises(ModelFormatError, match="scan_input_axes has 2 entries; it needs 1"):
         import_onnx(model)
+
+
+def test_a_loop_whose_condition_stays_true_ends_at_the_limit(monkeypatch):
+    """The body passes its condition and value through without a node: no trip count, so only the limit ends
+    the unrolling."""
+    from tilegrad.frontend import onnx_control_flow
+
+    monkeypatch.setattr(onnx_control_flow, "MAX_UNROLLED_NODES", 100)
+    body = helper.make_graph([], "body", [_vi("i", I64, []), _vi("cond_in", BOOL, []), _vi("v", F, [3])],
+                             [_vi("cond_in", BOOL, []), _vi("v", F, [3])])
+    nodes = [_const("go", np.array(True)), helper.make_node("Loop", ["", "go", "x"], ["y"], body=body)]
+    model = _model(nodes, [_vi("x", F, [3])], [_vi("y", F, [3])])
+    with pytest.raises(ResourceLimitError, match="Loop_1.*unrolls 101 iteration"):
+        import_onnx(model)

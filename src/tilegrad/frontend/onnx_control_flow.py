@@ -60,7 +60,9 @@ def _results(outs):
 
 
 def _check_unrolled(name: str, op_type: str, steps: int, body) -> None:
-    if steps * len(body.node) > MAX_UNROLLED_NODES:
+    """Refuse more than MAX_UNROLLED_NODES body nodes; a body without nodes counts as one, so that a loop whose
+    condition stays true still ends."""
+    if steps * max(len(body.node), 1) > MAX_UNROLLED_NODES:
         raise ResourceLimitError(f"{op_type} (node {name!r}) unrolls {steps} iteration(s) of a {len(body.node)}-node "
                                  f"body, more than the limit of {MAX_UNROLLED_NODES} nodes")
 
