@@ -102,10 +102,14 @@ def test_optionals_with_a_known_presence():
     _check(_model(nodes, [_vi("x", F, [4, 6])], [_vi("y")]), {"x": X})
 
 
-def test_a_sequence_graph_output_and_bad_positions_are_refused():
+def test_sequence_graph_inputs_and_outputs_and_bad_positions_are_refused():
     seq_out = helper.make_tensor_sequence_value_info("parts", F, None)
     model = _model([helper.make_node("SplitToSequence", ["x"], ["parts"])], [_vi("x", F, [4, 6])], [seq_out])
     with pytest.raises(UnsupportedFeatureError, match="graph output 'parts' is a seq\\(tensor\\(float\\)\\)"):
+        import_onnx(model)
+    seq_in = helper.make_tensor_sequence_value_info("parts", F, None)
+    model = _model([helper.make_node("SequenceLength", ["parts"], ["n"])], [seq_in], [_vi("n", I64, [])])
+    with pytest.raises(UnsupportedFeatureError, match="input 'parts' is a sequence_type; tilegrad takes tensors"):
         import_onnx(model)
     nodes = [helper.make_node("SplitToSequence", ["x"], ["parts"]), _const("far", np.array(9, np.int64)),
              helper.make_node("SequenceAt", ["parts", "far"], ["y"])]
