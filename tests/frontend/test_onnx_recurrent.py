@@ -160,3 +160,35 @@ def test_too_long_a_sequence_is_refused_before_unrolling():
                               [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), n) for n in ("W", "R")])
     with pytest.raises(ResourceLimitError, match="6000 time step"):
         import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_pytorch_stacked_bidirectional_layer_matches_onnxruntime(kind):
+    """torch.nn's two-layer bidirectional batch-first layer as its exporter writes it (initial states built by
+    Shape/Expand, a Gemm head on the last step)."""
+    import io
+    import warnings
+
+    import onnx
+    import torch
+
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(torch.nn, kind)(4, 8, num_layers=2, batch_first=True, bidirectional=True)
+            self.head = torch.nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+
+    x = torch.randn(2, 5, 4)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Net().eval(), (x,), f, dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load_from_string(f.getvalue())
+    assert kind in {n.op_type for n in model.graph.node}
+    got = run_reference(import_onnx(model), [x.numpy()])[0]
+    np.testing.assert_allclose(got, _ort(model, {"x": x.numpy()})[0], rtol=1e-5, atol=1e-6)
