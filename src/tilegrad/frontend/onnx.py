@@ -48,6 +48,8 @@ class OnnxBuilder(GraphBuilder):
         super().__init__()
         self.opset = opset
         self.node_outputs = 1  # how many outputs the ONNX node being converted declares (Split needs it)
+        self.scope: Mapping[str, object] = {}  # the values visible to the node being converted (If, Loop, Scan)
+        self.inlined = 0  # subgraph nodes converted so far (If, Loop, Scan), which the control flow limits
         self._taken = set(reserved)
 
     def _fresh(self, base: str) -> str:
@@ -190,6 +192,10 @@ def read_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None)
         v = values.get(vo.name)
         if vo.name not in values:
             problems.append(Problem("", "", ShapeError(f"graph output {vo.name!r} is never computed")))
+        elif v is not None and not isinstance(v, Value):
+            problems.append(Problem("", "", UnsupportedFeatureError(
+                f"graph output {vo.name!r} is a {v.onnx_type}; tilegrad's runtime returns tensors only")))
+            v = None
         elif v is not None:
             attempt("", "", check_dtype, v.dtype, f"graph output {vo.name!r}")
         outputs.append(v)
@@ -236,7 +242,7 @@ def _convert_node(b: OnnxBuilder, node, name: str, values: dict) -> dict[str, Va
     except TypeError as exc:
         raise ModelFormatError(f"{where}: its {len(args)} input(s) and attributes {sorted(attrs)} do not fit "
                                f"the op: {exc}") from None
-    b.node_outputs = len(node.output)
+    b.node_outputs, b.scope = len(node.output), values
     try:
         out = fn(*bound.args, **bound.kwargs)
     except ResourceLimitError as exc:

@@ -17,11 +17,12 @@ RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "Random
 
 
 def can_fold(node, inputs) -> bool:
-    """True when every input of `node` is a constant (at least one), its op is a deterministic ONNX op, and the
-    inputs are small enough to compute on during import."""
+    """True when every input of `node` is a constant tensor (at least one; a sequence is not), its op is a
+    deterministic ONNX op, and the inputs are small enough to compute on during import."""
     present = [v for v in inputs if v is not None]
-    return (bool(present) and all(v.is_constant for v in present) and node.domain in ("", "ai.onnx")
-            and node.op_type not in RANDOM and sum(v.data.size for v in present) <= CONSTANT_ELEMENTS)
+    return (bool(present) and all(getattr(v, "is_constant", False) for v in present)
+            and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM
+            and sum(v.data.size for v in present) <= CONSTANT_ELEMENTS)
 
 
 def evaluate(node, inputs, opset: int, where: str) -> list[np.ndarray]:

@@ -12,6 +12,11 @@ _ONNX_TYPE = {"float32": "float", "float64": "double", "float16": "float16", "in
               "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool"}
 
 
+def tensor_type(dtype: str) -> str:
+    """The ONNX spelling of a tensor of `dtype` (`tensor(float)`), as schemas' type constraints write it."""
+    return f"tensor({_ONNX_TYPE.get(dtype, dtype)})"
+
+
 def check_node(node, inputs, where: str, opset: int) -> None:
     """Refuse `node` (with its input Values, None where absent) when it breaks its schema at `opset`; a node of
     an op ONNX does not define is left to its mapping."""
@@ -66,7 +71,7 @@ def _check_types(node, schema, inputs, where: str) -> None:
             if formal.option != formal.option.Optional:
                 raise ModelFormatError(f"{where}: input {i} ({formal.name}) is required, but the node leaves it out")
             continue
-        got = f"tensor({_ONNX_TYPE.get(v.dtype, v.dtype)})"
+        got = getattr(v, "onnx_type", None) or tensor_type(v.dtype)
         ok = allowed.get(formal.type_str, {formal.type_str})
         if got not in ok:
             raise ModelFormatError(f"{where}: input {i} ({node.input[i]!r}) is {got}, but {node.op_type} takes "
