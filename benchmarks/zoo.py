@@ -18,6 +18,7 @@ Run:
                                                          #   "torch_compile_correct", "torch_compile_compiled",
                                                          #   "torch_compile_graph_breaks", "torch_compile_error"}]
     python benchmarks/zoo.py --only bert,vit --size full
+    python benchmarks/zoo.py --size full --paths ''      # only build each model and run it in PyTorch
 
 Needs `pip install transformers` (the `zoo` extra).
 """
@@ -304,7 +305,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", choices=("tiny", "full"), default="full")
     p.add_argument("--only", default=None, help="comma-separated model names: " + ", ".join(MODELS))
-    p.add_argument("--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS))
+    p.add_argument("--paths", default=",".join(PATHS),
+                   help=f"comma-separated, of: {', '.join(PATHS)} ('': only build and run each model in PyTorch)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds (0: correctness only)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -313,7 +315,7 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {unknown}; the zoo: {', '.join(MODELS)}")
-    paths = tuple(args.paths.split(","))
+    paths = tuple(path for path in args.paths.split(",") if path)  # none: build and run eagerly only
     if set(paths) - set(PATHS):
         p.error(f"unknown path(s) {sorted(set(paths) - set(PATHS))}; the paths: {', '.join(PATHS)}")
     rows = []
