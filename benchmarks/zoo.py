@@ -1,19 +1,24 @@
 """Model zoo: public architectures with random weights, exported to ONNX, compiled by tilegrad, checked against
-ONNX Runtime.
+ONNX Runtime; and the same modules through tilegrad's two PyTorch paths, checked against eager PyTorch.
 
-Every model is built offline from its configuration (Hugging Face transformers' model classes; nothing is
-downloaded), in eval mode, batch 1, float32. "full" uses each class's default configuration (the published base
-size); "tiny" shrinks widths and depths so that the whole zoo runs in minutes (the test suite's subset). Each
-model is exported with torch.onnx (the TorchScript exporter, opset 17; torch.export's exporter for models the
-first cannot trace, when onnxscript is installed), run by ONNX Runtime and by tilegrad
-(untuned, opt level 2); it is correct when the largest difference is at most 1e-4 of the output's largest value.
+Every model is built offline (nothing is downloaded), in eval mode, batch 1, float32: from its configuration with
+Hugging Face transformers' model classes, or, for the CNN families transformers does not carry, from tilegrad's
+own definitions of torchvision's architectures (`zoo_vision.py`). "full" is the published configuration; "tiny"
+shrinks widths and depths so that the whole zoo runs in minutes (the test suite's subset). Each model is exported
+with torch.onnx (the TorchScript exporter, opset 17; torch.export's exporter for models the first cannot trace,
+when onnxscript is installed), run by ONNX Runtime and by tilegrad (untuned, opt level 2); it is correct when the
+largest difference is at most 1e-4 of the output's largest value. `tilegrad.compile(module, inputs)` and
+`torch.compile(module, backend="tilegrad")` are held to the same rule against eager PyTorch (`zoo_torch.py`).
 Run:
 
     python benchmarks/zoo.py --size tiny                 # table
     python benchmarks/zoo.py --size full --json          # [{"model", "source", "correct", "max_rel_err",
                                                          #   "compile_s", "tilegrad_ms", "onnxruntime_ms", "exporter",
-                                                         #   "error"}]
+                                                         #   "error", "export_correct", "export_error",
+                                                         #   "torch_compile_correct", "torch_compile_compiled",
+                                                         #   "torch_compile_graph_breaks", "torch_compile_error"}]
     python benchmarks/zoo.py --only bert,vit --size full
+    python benchmarks/zoo.py --size full --paths ''      # only build each model and run it in PyTorch
 
 Needs `pip install transformers` (the `zoo` extra).
 """
@@ -28,15 +33,15 @@ import os
 import statistics
 import sys
 import time
-import traceback
 import warnings
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from timing import median_time  # noqa: E402
+from timing import median_time
+from zoo_torch import describe, relative_error, through_export, through_torch_compile
+from zoo_vision import VISION
 
 TOLERANCE = 1e-4
 IDLE_S = 0.5
@@ -53,6 +58,7 @@ TINY = {
 }
 
 TEXT, IMAGE = "text", "image"
+VISION_SOURCE = "tilegrad definitions (torchvision architecture)"
 
 # name -> (transformers class, input kind, configuration overrides for both sizes, overrides for tiny only)
 ZOO: dict[str, tuple[str, str, dict, dict]] = {
@@ -109,6 +115,8 @@ ZOO: dict[str, tuple[str, str, dict, dict]] = {
                                                         "vocab_size": None}),
 }
 
+MODELS = [*ZOO, *VISION]
+
 
 class FirstOutput(torch.nn.Module):
     """The model's first output alone (the last hidden state), so every export has one output."""
@@ -142,6 +150,10 @@ def _config(config_class, both: dict, tiny: dict | None):
 
 def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The model `name` with random weights, and an example input."""
+    if name in VISION:
+        import zoo_vision
+
+        return zoo_vision.build(name, size)
     import transformers
 
     cls_name, kind, both, tiny = ZOO[name]
@@ -197,20 +209,43 @@ def _export(module, args) -> tuple[bytes, str]:
                 raise first from None
 
 
-def measure(name: str, size: str, rounds: int, repeats: int) -> dict:
-    """One row: correctness against ONNX Runtime and latencies, or the error that stopped the model."""
+PATHS = ("onnx", "export", "torch_compile")
+
+
+def source(name: str) -> str:
+    """Where the model's definition comes from: a transformers class, or zoo_vision's own."""
+    return VISION_SOURCE if name in VISION else f"transformers.{ZOO[name][0]}"
+
+
+def measure(name: str, size: str, rounds: int, repeats: int, paths=PATHS) -> dict:
+    """One row: for each of `paths`, correctness (ONNX against ONNX Runtime, with latencies; the PyTorch paths
+    against eager PyTorch), or the error that stopped the model there."""
+    row = {"model": name, "source": source(name), "correct": False, "max_rel_err": None, "compile_s": None,
+           "tilegrad_ms": None, "onnxruntime_ms": None, "exporter": None, "error": None}
+    try:
+        module, args = build(name, size)
+        with torch.no_grad():
+            eager = module(*args)
+    except Exception as e:  # noqa: BLE001 - a model that fails is a row of the table, not the end of the run
+        row["error"] = describe("build", e)
+        return row
+    if "onnx" in paths:
+        row.update(_through_onnx(module, args, rounds, repeats))
+    if "export" in paths:
+        row.update(through_export(module, args, eager.numpy(), TOLERANCE))
+    if "torch_compile" in paths:
+        row.update(through_torch_compile(module, args, eager.numpy(), TOLERANCE))
+    return row
+
+
+def _through_onnx(module, args, rounds: int, repeats: int) -> dict:
+    """The ONNX path's fields: exported, run by ONNX Runtime and by tilegrad, compared, timed."""
     import onnxruntime as ort
 
     import tilegrad
 
-    cls_name = ZOO[name][0]
-    row = {"model": name, "source": f"transformers.{cls_name}", "correct": False, "max_rel_err": None,
-           "compile_s": None, "tilegrad_ms": None, "onnxruntime_ms": None, "exporter": None,
-           "error": None}
-    stage = "build"
+    row, stage = {}, "export"
     try:
-        module, args = build(name, size)
-        stage = "export"
         model, row["exporter"] = _export(module, args)
         feeds = {f"in{i}": a.numpy() for i, a in enumerate(args)}
         stage = "onnxruntime"
@@ -224,8 +259,7 @@ def measure(name: str, size: str, rounds: int, repeats: int) -> dict:
         row["compile_s"] = time.perf_counter() - start
         stage = "tilegrad run"
         got = compiled(**feeds)
-        got = got[0] if isinstance(got, list) else got
-        err = float(np.max(np.abs(got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-12))
+        err = relative_error(got[0] if isinstance(got, list) else got, want)
         row["max_rel_err"], row["correct"] = err, bool(err <= TOLERANCE)
         stage = "timing"
         ours, theirs = [], []
@@ -237,42 +271,56 @@ def measure(name: str, size: str, rounds: int, repeats: int) -> dict:
         if rounds:
             row["tilegrad_ms"] = statistics.median(ours) * 1e3
             row["onnxruntime_ms"] = statistics.median(theirs) * 1e3
-    except Exception as e:  # noqa: BLE001 - a model that fails is a row of the table, not the end of the run
-        last = traceback.extract_tb(e.__traceback__)[-1]
-        row["error"] = f"{stage}: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''} " \
-                       f"({os.path.basename(last.filename)}:{last.lineno})"
+    except Exception as e:  # noqa: BLE001
+        row["error"] = describe(stage, e)
     return row
 
 
 def _table(rows: list[dict]) -> str:
-    lines = [f"{'model':<16} {'ok':<3} {'rel err':>8} {'compile s':>9} {'tilegrad ms':>11} {'ORT ms':>8}  error"]
+    """Fixed-width lines: ONNX correctness and times, then the PyTorch paths (export, torch.compile: correct /
+    compiled by tilegrad / graph breaks), then the first error."""
+    def yes(value):
+        return "-" if value is None else "yes" if value else "no"
+
+    def num(r, key, fmt):
+        width = int(fmt.split(".")[0].rstrip("d"))
+        return format(r[key], fmt) if r.get(key) is not None else "-".rjust(width)
+
+    lines = [(f"{'model':<20} {'ok':<3} {'rel err':>8} {'compile s':>9} {'tilegrad ms':>11} {'ORT ms':>8} "
+              f"{'export':<6} {'t.c ok':<6} {'t.c tg':<6} {'breaks':>6}  error")]
     for r in rows:
-        def num(key, fmt):
-            width = int(fmt.split(".")[0])
-            return format(r[key], fmt) if r[key] is not None else "-".rjust(width)
-        lines.append(f"{r['model']:<16} {'yes' if r['correct'] else 'no':<3} {num('max_rel_err', '8.1e')} "
-                     f"{num('compile_s', '9.1f')} {num('tilegrad_ms', '11.2f')} {num('onnxruntime_ms', '8.2f')}  "
-                     f"{r['error'] or ''}")
-    correct = sum(r["correct"] for r in rows)
-    lines.append(f"{correct} of {len(rows)} correct")
+        error = r["error"] or r.get("export_error") or r.get("torch_compile_error") or ""
+        lines.append(f"{r['model']:<20} {yes(r['correct']):<3} {num(r, 'max_rel_err', '8.1e')} "
+                     f"{num(r, 'compile_s', '9.1f')} {num(r, 'tilegrad_ms', '11.2f')} {num(r, 'onnxruntime_ms', '8.2f')} "
+                     f"{yes(r.get('export_correct')):<6} {yes(r.get('torch_compile_correct')):<6} "
+                     f"{yes(r.get('torch_compile_compiled')):<6} {num(r, 'torch_compile_graph_breaks', '6d')}  {error}")
+    lines.append(f"{sum(r['correct'] for r in rows)} of {len(rows)} correct through ONNX, "
+                 f"{sum(bool(r.get('export_correct')) for r in rows)} through tilegrad.compile(module), "
+                 f"{sum(bool(r.get('torch_compile_correct') and r.get('torch_compile_compiled')) for r in rows)} "
+                 f"compiled and correct through torch.compile")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", choices=("tiny", "full"), default="full")
-    p.add_argument("--only", default=None, help="comma-separated model names: " + ", ".join(ZOO))
+    p.add_argument("--only", default=None, help="comma-separated model names: " + ", ".join(MODELS))
+    p.add_argument("--paths", default=",".join(PATHS),
+                   help=f"comma-separated, of: {', '.join(PATHS)} ('': only build and run each model in PyTorch)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds (0: correctness only)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = p.parse_args(argv)
-    names = args.only.split(",") if args.only else list(ZOO)
-    unknown = [n for n in names if n not in ZOO]
+    names = args.only.split(",") if args.only else MODELS
+    unknown = [n for n in names if n not in MODELS]
     if unknown:
-        p.error(f"unknown model(s) {unknown}; the zoo: {', '.join(ZOO)}")
+        p.error(f"unknown model(s) {unknown}; the zoo: {', '.join(MODELS)}")
+    paths = tuple(path for path in args.paths.split(",") if path)  # none: build and run eagerly only
+    if set(paths) - set(PATHS):
+        p.error(f"unknown path(s) {sorted(set(paths) - set(PATHS))}; the paths: {', '.join(PATHS)}")
     rows = []
     for name in names:
-        rows.append(measure(name, args.size, args.rounds, args.repeats))
+        rows.append(measure(name, args.size, args.rounds, args.repeats, paths))
         if not args.json:
             print(_table(rows[-1:]).splitlines()[1], flush=True)
     print(json.dumps(rows, indent=1) if args.json else _table(rows))

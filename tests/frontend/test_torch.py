@@ -126,6 +126,20 @@ def test_op_coverage(module, shapes):
     _check(module.eval(), args)
 
 
+@pytest.mark.parametrize("shape, size", [((1, 3, 2, 2), 7), ((1, 2, 5, 9), (3, 4)), ((2, 3, 10), 4),
+                                         ((1, 2, 6, 5, 7), (4, 5, 3))], ids=["2x2-to-7x7", "5x9-to-3x4", "1d", "3d"])
+def test_adaptive_average_pooling_with_windows_of_unequal_size(shape, size):
+    """VGG's classifier pools its last feature map to 7x7 whatever its size: windows overlap and differ."""
+    pool = {3: F.adaptive_avg_pool1d, 4: F.adaptive_avg_pool2d, 5: F.adaptive_avg_pool3d}[len(shape)]
+
+    class Pool(nn.Module):
+        def forward(self, x):
+            return pool(x, size)
+
+    torch.manual_seed(0)
+    _check(Pool(), (torch.randn(shape),))
+
+
 def test_outputs_that_are_inputs_constants_or_repeated():
     class Aliases(nn.Module):
         def __init__(self):

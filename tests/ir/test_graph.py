@@ -62,3 +62,13 @@ def test_names_are_unique():
     x = b.input("x", (2,))
     y = b.op("relu", b.op("relu", x))
     assert y.name == "relu_1"
+
+
+def test_a_made_up_name_skips_a_name_taken_as_it_is():
+    """`relu_1` given as a name of its own, then `relu` twice: the second is `relu_2`, not a second `relu_1`
+    (Funnel's exported graph has node names like `Reshape` and `Reshape_3` side by side)."""
+    b = GraphBuilder()
+    x = b.input("x", (2,))
+    first = b.op("relu", x, name="relu_1")
+    names = [first.name, b.op("relu", first).name, b.op("relu", first).name, b.op("relu", first, name="relu_1").name]
+    assert names == ["relu_1", "relu", "relu_2", "relu_1_1"]

@@ -49,3 +49,16 @@ def test_a_reshape_that_changes_the_last_axis_is_left_alone():
     x = b.op("reshape", b.input("x", (4, 6)), shape=(4, 2, 3))
     g = b.build(b.op("exp", x))
     assert [n.op for n in sink_reshape(g, PassContext()).nodes] == ["reshape", "exp"]
+
+
+def test_a_moved_op_takes_a_name_no_kept_node_has():
+    """The rewritten `act` is named afresh while a kept node is already called `act_3` (as in Funnel's exported
+    graph, with its `Reshape` and `Reshape_3`): the result keeps every value name unique."""
+    b = GraphBuilder()
+    rows = b.input("rows", (16, 64))
+    y = b.op("relu", b.op("reshape", rows, name="view", shape=(1, 16, 64)), name="act")
+    g = b.build(b.op("softmax", y, name="act_3"))
+    out = sink_reshape(g, PassContext())
+    names = [v.name for n in out.nodes for v in n.outputs]
+    assert len(names) == len(set(names)) and "relu" in [n.op for n in out.nodes]
+    _same(g, out)

@@ -226,11 +226,31 @@ def _adaptive_avg_pool(b: B, name, x, output_size):
     if all(o == 1 for o in out):
         return b.op("global_avg_pool", x, name=name)
     if any(n % o for n, o in zip(sizes, out)):
-        raise UnsupportedFeatureError(f"adaptive average pooling of spatial size {list(sizes)} to {list(out)}: "
-                                      f"only sizes that divide evenly are supported")
+        return _uneven_adaptive_avg_pool(b, name, x, sizes, out)
     kernel = tuple(n // o for n, o in zip(sizes, out))
     return b.op("avg_pool", x, name=name, kernel_shape=kernel, strides=kernel, pads=(0,) * (2 * len(kernel)),
                 dilations=(1,) * len(kernel))
+
+
+def _uneven_adaptive_avg_pool(b: B, name, x, sizes, out):
+    """Windows of unequal, overlapping extent (VGG pools 2x2 to 7x7): per spatial axis, a product with the
+    constant matrix that averages window i = [floor(i*n/o), ceil((i+1)*n/o)), the axis moved last and back."""
+    rank = len(x.shape)
+    for k, (n, o) in enumerate(zip(sizes, out)):
+        if n == o:
+            continue
+        axis = rank - len(sizes) + k
+        perm = tuple(i for i in range(rank) if i != axis) + (axis,)
+        back = tuple(int(np.argsort(perm)[i]) for i in range(rank))
+        moved = x if axis == rank - 1 else b.op("transpose", x, name=f"{name}_axis{k}_last", perm=perm)
+        mean = np.zeros((n, o), np.float32)
+        for i in range(o):
+            lo, hi = i * n // o, -(-(i + 1) * n // o)
+            mean[lo:hi, i] = 1.0 / (hi - lo)
+        pooled = b.op("matmul", moved, b.const(mean.astype(x.dtype), f"{name}_axis{k}_windows"),
+                      name=f"{name}_axis{k}")
+        x = pooled if axis == rank - 1 else b.op("transpose", pooled, name=f"{name}_axis{k}_back", perm=back)
+    return x
 
 
 @torch_op("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")

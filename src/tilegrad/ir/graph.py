@@ -125,12 +125,19 @@ class GraphBuilder:
     def __init__(self):
         self._inputs: list[Value] = []
         self._nodes: list[Node] = []
-        self._names: dict[str, int] = {}
+        self._names: dict[str, int] = {}  # base -> how many names were made from it
+        self._given: set[str] = set()
 
     def _fresh(self, base: str) -> str:
+        """`base`, or `base_N` with the first N that no earlier name took (`x_3` may be a name of its own)."""
         n = self._names.get(base, 0)
+        name = base if n == 0 else f"{base}_{n}"
+        while name in self._given:
+            n += 1
+            name = f"{base}_{n}"
         self._names[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
+        self._given.add(name)
+        return name
 
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
         v = Value(self._fresh(name), TensorType(tuple(int(d) for d in shape), dtype))
