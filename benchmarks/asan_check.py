@@ -7,7 +7,8 @@ pattern run, and the AddressSanitizer reports are counted (the target is 0). Run
     python benchmarks/asan_check.py --tests tests/frontend/test_onnx.py --pattern 'test_(conv|gemm)'
 
 A library built with AddressSanitizer loads only into a process that loaded ASan's runtime first, so the script
-re-executes itself with LD_PRELOAD=$(cc -print-file-name=libasan.so) and ASAN_OPTIONS set: leak detection off
+re-executes itself with LD_PRELOAD=$(cc -print-file-name=libasan.so) (and libstdc++ after it, which PyTorch's and
+ONNX Runtime's exceptions need) and ASAN_OPTIONS set: leak detection off
 (kernels keep their scratch buffers for the life of the process), reports logged to files under a temporary
 directory without stopping the run (the kernels are built with -fsanitize-recover=address), one file per process.
 Each step runs as a child process that inherits those settings, and its reports are counted from the files it left.
@@ -44,13 +45,17 @@ def _asan_loaded() -> bool:
 def _reexecute_under_asan() -> None:
     """Start this script again with ASan's runtime preloaded and the kernels built with it; does not return."""
     cc = os.environ.get("TILEGRAD_CC", "gcc")
-    runtime = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    runtime, cxx = (subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+                    for name in ("libasan.so", "libstdc++.so.6"))
     if not os.path.isabs(runtime):
         sys.exit(f"{cc} has no AddressSanitizer runtime (-print-file-name=libasan.so gave {runtime!r}); install "
                  f"libasan (Debian/Ubuntu: apt install libasan8, or the one matching your gcc)")
     logs = tempfile.mkdtemp(prefix="tilegrad-asan-")
     env = dict(os.environ, TILEGRAD_SANITIZE="address", **{_LOGS_VAR: logs})
-    env["LD_PRELOAD"] = " ".join(filter(None, [runtime, os.environ.get("LD_PRELOAD")]))
+    # libstdc++ right after libasan: otherwise ASan's __cxa_throw finds no real one, and the first C++ exception
+    # (PyTorch, ONNX Runtime) aborts the process.
+    preload = [runtime, cxx if os.path.isabs(cxx) else "", os.environ.get("LD_PRELOAD", "")]
+    env["LD_PRELOAD"] = " ".join(filter(None, preload))
     env["ASAN_OPTIONS"] = f"detect_leaks=0:halt_on_error=0:log_path={logs}/asan"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
