@@ -13,14 +13,31 @@ def _default_cache_dir() -> Path:
     return Path(base) / "tilegrad"
 
 
+# Compiler flags per sanitizer (`Config.sanitize`). Reports do not stop the process (-fsanitize-recover), so one
+# run counts them all; libasan must be loaded first: benchmarks/asan_check.py re-executes itself with it preloaded.
+SANITIZER_FLAGS = {"address": ("-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer", "-g")}
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     cc: str | None = None  # C compiler; None picks the first of gcc, clang, cc found on PATH
     cflags: tuple[str, ...] = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno",
                                "-fno-trapping-math", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
+    extra_cflags: tuple[str, ...] = ()  # added after `cflags` (and a sanitizer's flags), where cflags replace them
+    sanitize: str | None = None  # a key of SANITIZER_FLAGS: build every kernel with that sanitizer
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
     num_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     debug: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sanitize is not None and self.sanitize not in SANITIZER_FLAGS:
+            raise ValueError(f"sanitize={self.sanitize!r} (TILEGRAD_SANITIZE) is not one of "
+                             f"{', '.join(SANITIZER_FLAGS)}; leave it unset for a normal build")
+
+    @property
+    def compile_flags(self) -> tuple[str, ...]:
+        """What every build passes to the compiler: `cflags`, the sanitizer's flags, then `extra_cflags`."""
+        return self.cflags + SANITIZER_FLAGS.get(self.sanitize, ()) + self.extra_cflags
 
 
 def _from_environment() -> Config:
@@ -30,6 +47,10 @@ def _from_environment() -> Config:
         kwargs["cc"] = env["TILEGRAD_CC"]
     if env.get("TILEGRAD_CFLAGS"):
         kwargs["cflags"] = tuple(env["TILEGRAD_CFLAGS"].split())
+    if env.get("TILEGRAD_EXTRA_CFLAGS"):
+        kwargs["extra_cflags"] = tuple(env["TILEGRAD_EXTRA_CFLAGS"].split())
+    if env.get("TILEGRAD_SANITIZE"):
+        kwargs["sanitize"] = env["TILEGRAD_SANITIZE"]
     if env.get("TILEGRAD_CACHE_DIR"):
         kwargs["cache_dir"] = Path(env["TILEGRAD_CACHE_DIR"])
     if env.get("TILEGRAD_NUM_THREADS"):

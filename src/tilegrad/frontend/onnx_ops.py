@@ -537,13 +537,20 @@ onnx_op("ReduceLogSum")(_reduce_of(None, "reduce_sum", "log"))
 
 @onnx_op("ReduceLogSumExp")
 def _reduce_log_sum_exp(b: B, name, x, axes_input=None, *, keepdims=1, noop_with_empty_axes=0, axes=None):
-    """log(sum(exp(x - max))) + max: the maximum keeps exp from overflowing."""
+    """log(sum(exp(x - max))) + max: the maximum keeps exp from overflowing. An infinite maximum shifts by 0
+    instead, so rows holding inf or only -inf give inf or -inf (as ONNX Runtime does), not inf - inf = NaN."""
     chosen = _axes(b, name, axes_input, axes)
     if chosen == () and noop_with_empty_axes:
         raise UnsupportedFeatureError(f"node {name!r}: noop_with_empty_axes=1 with no axes is not supported")
-    kept = b.op("reduce_max", x, name=f"{name}_max", axes=chosen or None, keepdims=1)
+
+    def finite_max(suffix, keep):
+        top = b.op("reduce_max", x, name=f"{name}_{suffix}", axes=chosen or None, keepdims=keep)
+        zero = b.const(np.zeros((), x.dtype), f"{name}_{suffix}_zero")
+        return b.op("where", b.op("is_inf", top, name=f"{name}_{suffix}_inf"), zero, top, name=f"{name}_{suffix}_finite")
+
+    kept = finite_max("max", 1)
     shifted = b.op("exp", b.op("sub", x, kept, name=f"{name}_shift"), name=f"{name}_exp")
     logs = b.op("log", b.op("reduce_sum", shifted, name=f"{name}_sum", axes=chosen or None, keepdims=keepdims),
                 name=f"{name}_log")
-    top = kept if keepdims else b.op("reduce_max", x, name=f"{name}_max_dropped", axes=chosen or None, keepdims=0)
+    top = kept if keepdims else finite_max("max_dropped", 0)
     return b.op("add", logs, top, name=name)

@@ -9,6 +9,7 @@ partial library behind. The source is kept next to the library as `<key>.c` for 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import hashlib
@@ -77,9 +78,18 @@ def _key(source: str, flags: Sequence[str], cc: str) -> str:
     return h.hexdigest()
 
 
+def check_sanitizer_runtime(cfg: Config) -> None:
+    """Refuse to build for a sanitizer whose runtime this process lacks: loading such a library would abort it."""
+    if cfg.sanitize == "address" and not hasattr(ctypes.CDLL(None), "__asan_init"):
+        raise BuildError("kernels built with sanitize='address' (TILEGRAD_SANITIZE) load only in a process started "
+                         "with AddressSanitizer's runtime first: LD_PRELOAD=$(gcc -print-file-name=libasan.so) "
+                         "ASAN_OPTIONS=detect_leaks=0 python ...; benchmarks/asan_check.py does this for you")
+
+
 def build(source: str, *, cfg: Config | None = None) -> Path:
     """Compile C `source` into a shared library (or find it in the cache) and return the library's path."""
     cfg = cfg or config.get()
+    check_sanitizer_runtime(cfg)
     cc = find_compiler(cfg)
 
     def produce(stem: Path, library: Path) -> None:
@@ -87,13 +97,14 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
         c_file.write_text(source)
         _into_place(cc, cfg, [str(c_file)], library, str(c_file))
 
-    return _cached(_key(source, cfg.cflags, cc), cfg, produce)
+    return _cached(_key(source, cfg.compile_flags, cc), cfg, produce)
 
 
 def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
     """One shared library from several C translation units, compiled in parallel and linked (a whole model's
     kernels: one file per chunk keeps each gcc process small and uses every core)."""
     cfg = cfg or config.get()
+    check_sanitizer_runtime(cfg)
     cc = find_compiler(cfg)
 
     def produce(stem: Path, library: Path) -> None:
@@ -101,7 +112,7 @@ def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
         for c_file, source in zip(c_files, sources):
             c_file.write_text(source)
         objects = [c.with_suffix(".o") for c in c_files]
-        compile_flags = [flag for flag in cfg.cflags if flag != "-shared"]
+        compile_flags = [flag for flag in cfg.compile_flags if flag != "-shared"]
         try:
             with ThreadPoolExecutor(max_workers=max(1, cfg.num_threads)) as pool:
                 procs = list(pool.map(lambda co: _run([cc, *compile_flags, "-c", "-o", str(co[1]), str(co[0])], cfg),
@@ -115,7 +126,7 @@ def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
                 with contextlib.suppress(FileNotFoundError):
                     o.unlink()
 
-    return _cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.cflags, cc), cfg, produce)
+    return _cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.compile_flags, cc), cfg, produce)
 
 
 def _cached(key: str, cfg: Config, produce) -> Path:
@@ -139,7 +150,7 @@ def assemble(source: str, *, cfg: Config | None = None) -> str:
     """The assembly the compiler emits for `source` with the build flags; lets tests check vectorisation (zmm)."""
     cfg = cfg or config.get()
     cc = find_compiler(cfg)
-    flags = [flag for flag in cfg.cflags if flag != "-shared"]
+    flags = [flag for flag in cfg.compile_flags if flag != "-shared"]
     cmd = [cc, *flags, "-S", "-o", "-", "-x", "c", "-"]
     proc = _run(cmd, cfg, stdin=source)
     if proc.returncode != 0:
@@ -153,7 +164,7 @@ def _into_place(cc: str, cfg: Config, inputs: list[str], library: Path, what: st
     fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=f"{library.stem}.", suffix=".tmp")
     os.close(fd)
     try:
-        cmd = [cc, *cfg.cflags, "-o", tmp, *inputs, *_LIBS]
+        cmd = [cc, *cfg.compile_flags, "-o", tmp, *inputs, *_LIBS]
         proc = _run(cmd, cfg)
         if proc.returncode != 0:
             raise BuildError(_failure(cmd, proc, what))

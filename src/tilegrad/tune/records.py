@@ -113,7 +113,7 @@ def machine_fingerprint(cfg: Config | None = None) -> str:
     cfg = cfg or config.get()
     machine = host()
     cc = compiler_identity(find_compiler(cfg))
-    return f"{machine.model}; isa {_digest(' '.join(sorted(machine.flags)))}; {cc}; cflags {_digest(' '.join(cfg.cflags))}; {cfg.num_threads} threads"
+    return f"{machine.model}; isa {_digest(' '.join(sorted(machine.flags)))}; {cc}; cflags {_digest(' '.join(cfg.compile_flags))}; {cfg.num_threads} threads"
 
 
 class Database:

@@ -100,8 +100,10 @@ def _is_inf_ref(x, *, detect_negative, detect_positive):
 
 
 def _sign(v):
+    """1, -1 or 0, and NaN for NaN (as ONNX Runtime gives)."""
     one, zero = E.const(1, v.dtype), E.const(0, v.dtype)
-    return E.select(v > zero, one, E.select(v < zero, zero - one, zero))
+    rest = E.select(v.eq(v), zero, v) if E.is_float(v.dtype) else zero
+    return E.select(v > zero, one, E.select(v < zero, zero - one, rest))
 
 
 declare("is_nan", kind=ELEMWISE, infer=_float_test, reference=np.isnan, compute=_map(lambda v: v.ne(v)),

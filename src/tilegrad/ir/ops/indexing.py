@@ -141,7 +141,9 @@ def _topk_type(x: TensorType, *, k, axis, largest) -> list[TensorType]:
 
 
 def _topk_ref(x, *, k, axis, largest):
-    order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    """Stable order by value, NaN counting as the largest (ONNX Runtime's order)."""
+    nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+    order = np.lexsort((-x, ~nan) if largest else (x, nan), axis=axis)
     return np.take(order, range(int(k)), axis=axis).astype(np.int64)
 
 

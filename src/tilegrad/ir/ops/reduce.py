@@ -97,7 +97,10 @@ def _arg_te(op: str, reduce_extreme):
 
         def body(*i):
             row = (*i[:a], 0, *i[a + 1:]) if keepdims else (*i[:a], 0, *i[a:])  # the index into the extremes
-            at_extreme = x[(*row[:a], k, *row[a + 1:])].eq(extremes[row])
+            v, extreme = x[(*row[:a], k, *row[a + 1:])], extremes[row]
+            at_extreme = v.eq(extreme)
+            if E.is_float(x.dtype):  # a NaN is the extreme (max and min propagate it), found like NumPy's argmax
+                at_extreme = E.logical_or(at_extreme, E.logical_and(extreme.ne(extreme), v.ne(v)))
             if select_last_index:
                 return te.max(E.select(at_extreme, k, E.const(-1, E.INDEX)), axis=k)
             return te.min(E.select(at_extreme, k, E.const(x.shape[a], E.INDEX)), axis=k)

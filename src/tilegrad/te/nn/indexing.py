@@ -152,8 +152,9 @@ def one_hot(indices: te.Tensor, values: te.Tensor, depth: int, axis: int = -1, n
 
 def topk_indices(x: te.Tensor, k: int, axis: int = -1, largest: bool = True, name: str = "topk") -> te.Tensor:
     """The positions of the k largest (smallest) elements along `axis`, in order, ties going to the lower position
-    (ONNX TopK's indices). Each element's rank counts the elements that come before it (`{name}_rank`); the output
-    finds the element of each rank. Both take n steps per element: for the small axes of models' TopK."""
+    (ONNX TopK's indices). NaN counts as larger than every number, as in ONNX Runtime: first when largest, last
+    when smallest. Each element's rank counts the elements that come before it (`{name}_rank`); the output finds
+    the element of each rank. Both take n steps per element: for the small axes of models' TopK."""
     a = normalize_axis(axis, x.ndim, "topk")
     n = x.shape[a]
     if not 1 <= k <= n:
@@ -163,7 +164,14 @@ def topk_indices(x: te.Tensor, k: int, axis: int = -1, largest: bool = True, nam
     def rank(*i):
         mine, other = x[i], x[(*i[:a], m, *i[a + 1:])]
         ahead = other > mine if largest else other < mine
-        before = E.logical_or(ahead, E.logical_and(other.eq(mine), m < i[a]))
+        tie = other.eq(mine)
+        if E.is_float(x.dtype):
+            other_nan, mine_nan = other.ne(other), mine.ne(mine)
+            nan_first = E.logical_and(other_nan, E.logical_not(mine_nan)) if largest else \
+                E.logical_and(mine_nan, E.logical_not(other_nan))
+            ahead = E.logical_or(ahead, nan_first)
+            tie = E.logical_or(tie, E.logical_and(other_nan, mine_nan))
+        before = E.logical_or(ahead, E.logical_and(tie, m < i[a]))
         return te.sum(E.select(before, E.const(1, E.INDEX), E.const(0, E.INDEX)), axis=m)
 
     ranks = te.compute(x.shape, rank, name=f"{name}_rank", tag="reduce")
