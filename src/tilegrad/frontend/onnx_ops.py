@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
+from . import onnx_composite_ops, onnx_functions, onnx_index_ops, onnx_padding  # noqa: F401  (register more op types)
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
@@ -291,19 +291,6 @@ def _expand(b: B, name, x, shape):
 @onnx_op("Tile")
 def _tile(b: B, name, x, repeats):
     return b.op("tile", x, name=name, repeats=tuple(int(d) for d in constant_input(repeats, "repeats", name)))
-
-
-@onnx_op("Pad")
-def _pad(b: B, name, x, pads=None, value=None, axes=None, *, mode="constant", **attrs):
-    if b.opset < 11:
-        pad_list, fill = tuple(attrs["pads"]), float(attrs.get("value", 0.0))
-    else:
-        pad_list = tuple(int(p) for p in constant_input(pads, "pads", name))
-        data = constant_input(value, "the pad value", name)
-        fill = 0.0 if data is None else float(np.asarray(data).reshape(-1)[0])
-        if axes is not None:
-            raise UnsupportedFeatureError(f"node {name!r}: Pad with an axes input is not supported")
-    return b.op("pad", x, name=name, pads=pad_list, value=fill, mode=mode)
 
 
 def _reduce(op):
