@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from . import onnx_composite_ops, onnx_functions, onnx_index_ops, onnx_padding  # noqa: F401  (register more op types)
+from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
+from . import onnx_norm_outputs, onnx_padding  # noqa: F401
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
@@ -168,14 +169,6 @@ def _gemm(b: B, name, a, w, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     return b.op("gemm", *inputs, name=name, alpha=float(alpha), beta=float(beta), trans_a=transA, trans_b=transB)
 
 
-@onnx_op("BatchNormalization")
-def _batch_norm(b: B, name, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1):
-    if training_mode:
-        raise UnsupportedFeatureError(f"node {name!r}: BatchNormalization in training mode is not supported "
-                                      f"(inference only)")
-    return b.op("batch_norm", x, scale, bias, mean, var, name=name, epsilon=float(epsilon))
-
-
 def _pool(op):
     def convert(b: B, name, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                 kernel_shape, pads=None, storage_order=0, strides=None):
@@ -208,12 +201,6 @@ def _softmax(op):
 
 onnx_op("Softmax")(_softmax("softmax"))
 onnx_op("LogSoftmax")(_softmax("log_softmax"))
-
-
-@onnx_op("LayerNormalization")
-def _layer_norm(b: B, name, x, scale=None, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
-    inputs = tuple(v for v in (x, scale, bias) if v is not None)
-    return b.op("layer_norm", *inputs, name=name, axis=axis, epsilon=float(epsilon))
 
 
 @onnx_op("InstanceNormalization")
