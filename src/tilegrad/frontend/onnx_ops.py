@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
+from ..ir.graph import infer_types
 from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
 from . import onnx_norm_outputs, onnx_padding  # noqa: F401
 from .onnx import OnnxBuilder as B
@@ -211,9 +212,11 @@ def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
 @onnx_op("Reshape")
 def _reshape(b: B, name, x, shape, *, allowzero=0):
     target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
-    if allowzero and 0 in target:  # without a 0, allowzero changes nothing
-        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 to a shape with a 0 makes an empty "
-                                      f"tensor; empty tensors are not supported")
+    if allowzero and 0 in target:  # a 0 is an extent of 0, not "copy the input's extent"
+        if -1 in target or math.prod(x.shape) != 0:
+            raise ShapeError(f"node {name!r}: Reshape with allowzero=1 of {list(x.shape)} to {list(target)}: the "
+                             f"element counts differ")
+        return b.const(np.zeros(target, x.dtype), name)
     return b.op("reshape", x, name=name, shape=target)
 
 
@@ -245,7 +248,10 @@ def _unsqueeze(b: B, name, x, axes_input=None, *, axes=None):
 
 @onnx_op("Concat")
 def _concat(b: B, name, *xs, axis):
-    return b.op("concat", *xs, name=name, axis=axis)
+    """Empty inputs add nothing (their other extents still have to match)."""
+    infer_types("concat", [x.type for x in xs], {"axis": axis}, name)
+    kept = [x for x in xs if math.prod(x.shape)] or xs[:1]
+    return b.op("concat", *kept, name=name, axis=axis) if len(kept) > 1 else b.op("identity", kept[0], name=name)
 
 
 @onnx_op("Slice")
@@ -351,7 +357,9 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
     axis is cut into equal parts, the last one smaller if need be."""
     a = axis % len(x.shape)
     n = x.shape[a]
-    if sizes is not None:
+    if n == 0:  # whatever the sizes (a run-time input, say), every part is empty
+        split = [0] * b.node_outputs
+    elif sizes is not None:
         split = [int(s) for s in constant_input(sizes, "split", name)]
     if num_outputs is not None and num_outputs != b.node_outputs:
         raise ShapeError(f"node {name!r}: Split with num_outputs={num_outputs} has {b.node_outputs} output(s)")
@@ -363,11 +371,8 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
     if len(split) != b.node_outputs:
         raise ShapeError(f"node {name!r}: Split into {len(split)} part(s) has {b.node_outputs} output(s)")
     if sum(split) != n or min(split) < 0:
-        raise ShapeError(f"node {name!r}: split sizes {split} must be positive and add up to the extent {n} of "
-                         f"axis {axis}")
-    if min(split) == 0:
-        raise UnsupportedFeatureError(f"node {name!r}: split sizes {split} make an empty tensor; empty tensors are "
-                                      f"not supported")
+        raise ShapeError(f"node {name!r}: split sizes {split} must not be negative and must add up to the extent "
+                         f"{n} of axis {axis}")
     starts = np.cumsum([0] + split[:-1])
     return tuple(b.op("slice", x, name=f"{name}_{i}", starts=(int(s),), ends=(int(s) + k,), axes=(a,))
                  for i, (s, k) in enumerate(zip(starts, split)))
@@ -375,6 +380,8 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
 
 @onnx_op("Trilu")
 def _trilu(b: B, name, x, k=None, *, upper=1):
+    if math.prod(x.shape) == 0:  # empty whatever k is
+        return b.const(np.zeros(x.shape, x.dtype), name)
     shift = constant_input(k, "k", name)
     return b.op("trilu", x, name=name, upper=int(upper), k=0 if shift is None else int(np.asarray(shift).item()))
 
