@@ -146,10 +146,10 @@ def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, gro
 @onnx_op("ConvTranspose")
 def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                     output_padding=None, output_shape=None, pads=None, strides=None):
-    if output_shape is not None or auto_pad not in ("NOTSET", "VALID"):
-        raise UnsupportedFeatureError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} "
-                                      f"is not supported")
     nd = len(x.shape) - 2
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads, output_padding = _transposed_pads(name, x, w, auto_pad, kernel_shape, output_shape, output_padding,
+                                                strides, dilations)
     as_conv = transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, output_padding, group)
     if as_conv is not None:
         return as_conv
@@ -157,6 +157,31 @@ def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations
     return b.op("conv_transpose", *inputs, name=name, strides=tuple(strides) if strides else (1,) * nd,
                 pads=tuple(pads) if pads else (0,) * (2 * nd), dilations=tuple(dilations) if dilations else (1,) * nd,
                 group=group, output_padding=tuple(output_padding) if output_padding else (0,) * nd)
+
+
+def _transposed_pads(name, x, w, auto_pad, kernel_shape, output_shape, output_padding, strides, dilations):
+    """(pads, output_padding) that give ConvTranspose its `output_shape` (by default the input's extents times
+    the strides, for auto_pad SAME_*), as ONNX Runtime computes them: the padding that the full output exceeds the
+    wanted one by, split by auto_pad (the odd one at the end for SAME_UPPER), and output_padding for the rest."""
+    nd = len(x.shape) - 2
+    kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
+    strides = tuple(strides) if strides else (1,) * nd
+    dilations = tuple(dilations) if dilations else (1,) * nd
+    extra = tuple(output_padding) if output_padding else (0,) * nd
+    wanted = tuple(output_shape)[-nd:] if output_shape is not None else tuple(n * s for n, s in zip(x.shape[2:],
+                                                                                                      strides))
+    if len(wanted) != nd:
+        raise ShapeError(f"node {name!r}: ConvTranspose output_shape {tuple(output_shape)} needs {nd} spatial "
+                         f"extents")
+    begins, ends, rest = [], [], []
+    for n, k, s, d, e, out in zip(x.shape[2:], kernel, strides, dilations, extra, wanted):
+        full = s * (n - 1) + (k - 1) * d + 1
+        total = max(0, full + e - out)
+        begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        begins.append(begin)
+        ends.append(total - begin)
+        rest.append(out - (full - total))
+    return tuple(begins + ends), tuple(rest)
 
 
 @onnx_op("MatMul")
