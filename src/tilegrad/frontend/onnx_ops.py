@@ -15,6 +15,7 @@ from . import onnx_norm_outputs, onnx_padding  # noqa: F401
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
+from .onnx_pool_indices import max_pool_indices
 from .onnx_tensors import check_constant, onnx_dtype, tensor_array
 from .transposed_conv import transposed_as_conv
 
@@ -201,8 +202,11 @@ def _pool(op):
         kernel = tuple(kernel_shape)
         strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
         extra = {"count_include_pad": count_include_pad} if op == "avg_pool" else {}
-        return b.op(op, x, name=name, kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
-                    ceil_mode=ceil_mode, **extra)
+        y = b.op(op, x, name=name, kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
+                 ceil_mode=ceil_mode, **extra)
+        if op == "max_pool" and b.node_outputs > 1:  # MaxPool's Indices
+            return y, max_pool_indices(b, name, x, y.shape[2:], kernel, strides, pads, dilations, storage_order)
+        return y
     return convert
 
 
