@@ -291,8 +291,31 @@ def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs
     if b.opset < 10:
         return b.op("slice", x, name=name, starts=tuple(attrs["starts"]), ends=tuple(attrs["ends"]),
                     axes=None if "axes" not in attrs else tuple(attrs["axes"]))
-    return b.op("slice", x, name=name, starts=ints(starts, "starts"), ends=ints(ends, "ends"),
-                axes=ints(axes, "axes"), steps=ints(steps, "steps"))
+    steps_v = ints(steps, "steps")
+    if steps_v is None or min(steps_v) > 0:
+        return b.op("slice", x, name=name, starts=ints(starts, "starts"), ends=ints(ends, "ends"),
+                    axes=ints(axes, "axes"), steps=steps_v)
+    return _slice_backwards(b, name, x, ints(starts, "starts"), ints(ends, "ends"), ints(axes, "axes"), steps_v)
+
+
+def _slice_backwards(b: B, name, x, starts, ends, axes, steps):
+    """A slice with negative steps: the positions each axis keeps (ONNX's clamping: a start in [0, n - 1], an end
+    in [-1, n - 1]) gathered one axis at a time."""
+    rank = len(x.shape)
+    axes = tuple(range(len(starts))) if axes is None else axes
+    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+        raise ShapeError(f"node {name!r}: Slice starts {starts}, ends {ends}, axes {axes} and steps {steps} must "
+                         f"have one entry per sliced axis, and no step may be 0")
+    if any(not -rank <= a < rank for a in axes):
+        raise ShapeError(f"node {name!r}: Slice axes {axes} must be axes of a rank-{rank} tensor")
+    for k, (a, start, end, step) in enumerate(zip(axes, starts, ends, steps)):
+        n = x.shape[a % rank]
+        start, end = (v + n if v < 0 else v for v in (start, end))
+        lo = -1 if step < 0 else 0
+        start, end = min(max(start, 0), n - 1 if step < 0 else n), min(max(end, lo), n - 1 if step < 0 else n)
+        x = b.op("gather", x, b.const(np.arange(start, end, step, dtype=np.int64), f"{name}_positions_{k}"),
+                 axis=a % rank, name=name if k == len(axes) - 1 else f"{name}_axis_{k}")
+    return x
 
 
 @onnx_op("Gather")
