@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import infer_types
 from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
-from . import onnx_norm_outputs, onnx_padding  # noqa: F401
+from . import onnx_norm_outputs, onnx_padding, onnx_resize  # noqa: F401
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
@@ -447,32 +447,6 @@ def _cumsum(b: B, name, x, axis, *, exclusive=0, reverse=0):
 @onnx_op("Einsum")
 def _einsum(b: B, name, *xs, equation):
     return b.op("einsum", *xs, name=name, equation=equation)
-
-
-@onnx_op("Resize")
-def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
-            coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor", antialias=0,
-            exclude_outside=0, keep_aspect_ratio_policy="stretch", axes=None, cubic_coeff_a=-0.75,
-            extrapolation_value=0.0):
-    if b.opset < 11:  # Resize-10: (X, scales), asymmetric coordinates, floor for nearest
-        scales, sizes = roi, None
-        coordinate_transformation_mode, nearest_mode = "asymmetric", "floor"
-    if antialias or exclude_outside or axes is not None or keep_aspect_ratio_policy != "stretch":
-        raise UnsupportedFeatureError(f"node {name!r}: Resize with antialias, exclude_outside, axes or a "
-                                      f"keep-aspect-ratio policy is not supported")
-    size_data = constant_input(sizes, "sizes", name)
-    if size_data is not None and np.asarray(size_data).size:
-        out = tuple(int(v) for v in size_data)
-    else:
-        factors = constant_input(scales, "scales", name)
-        if factors is None:
-            raise ShapeError(f"node {name!r}: Resize needs scales or sizes")
-        out = tuple(int(math.floor(n * float(f))) for n, f in zip(x.shape, factors))
-        if any(abs(n * float(f) - o) > 1e-6 for n, f, o in zip(x.shape, factors, out)):
-            raise ShapeError(f"node {name!r}: Resize scales {tuple(factors)} give fractional output sizes; "
-                             f"pass sizes instead")
-    return b.op("resize", x, name=name, sizes=out, mode=mode, transform=coordinate_transformation_mode,
-                nearest_mode=nearest_mode)
 
 
 @onnx_op("Pow")
