@@ -343,6 +343,10 @@ def _reduce(op):
         chosen = _axes(b, name, axes_input, axes)
         if chosen == () and noop_with_empty_axes:
             return b.op("identity", x, name=name)
+        if x.dtype == "bool" and op in ("reduce_max", "reduce_min"):  # any / all, over 0 and 1; > 0 maps the
+            ints = b.op("cast", x, name=f"{name}_int8", to="int8")  # identities of an empty set to False / True
+            out = b.op(op, ints, name=f"{name}_int8_{op}", axes=chosen or None, keepdims=keepdims)
+            return b.op("greater", out, b.const(np.zeros((), np.int8), f"{name}_zero"), name=name)
         return b.op(op, x, name=name, axes=chosen or None, keepdims=keepdims)
     return convert
 
