@@ -43,8 +43,8 @@ def test_resize_matches_onnxruntime(attrs, kind, values, roi):
     inits = [numpy_helper.from_array(np.array(values, np.int64 if kind == "sizes" else np.float32), kind)]
     if roi is not None:
         inits.append(numpy_helper.from_array(np.array(roi, np.float32), "roi"))
-    names = ["x", "roi" if roi is not None else "", kind if kind == "scales" else "", "sizes" if kind == "sizes" else ""]
-    node = helper.make_node("Resize", names[:4] if kind == "sizes" else names[:3], ["y"], **attrs)
+    names = ["x", "roi" if roi is not None else "", "scales" if kind == "scales" else ""]
+    node = helper.make_node("Resize", names + ["sizes"] if kind == "sizes" else names, ["y"], **attrs)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 2, 5, 6))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=10)

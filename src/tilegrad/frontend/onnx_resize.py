@@ -52,8 +52,8 @@ def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
     box = _roi(b, name, roi, chosen, rank) if transform == "tf_crop_and_resize" else None
     wide = x if x.dtype == "float32" else b.op("cast", x, name=f"{name}_float32", to="float32")
     coeffs = _coefficients(mode, nearest_mode, cubic_coeff_a, antialias)
-    moved = [a for a in chosen if (x.shape[a], factors[a], out[a]) != (out[a], 1.0, out[a]) or box is not None]
-    for k, a in enumerate(moved):
+    moved = [a for a in chosen if box is not None or out[a] != x.shape[a] or factors[a] != 1.0]
+    for a in moved:
         weights, fill = _axis_table(x.shape[a], factors[a], out[a], coeffs, transform, exclude_outside,
                                     None if box is None else box[a], extrapolation_value)
         wide = _apply(b, f"{name}_axis_{a}", wide, a, weights, fill)
