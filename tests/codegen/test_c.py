@@ -131,3 +131,11 @@ def test_vectorised_tanh_and_erf(fn, ref):
     finite = np.isfinite(x)
     np.testing.assert_allclose(got[finite], want[finite], rtol=5e-7, atol=1e-37)
     assert got[-4] == 1 and got[-3] == -1 and np.isnan(got[-2])
+
+
+def test_double_math_calls_are_not_shadowed_by_buffers_of_their_name():
+    a = te.placeholder((16,), dtype="float64", name="exp")
+    c = te.compute((16,), lambda i: te.exp(a[i]) + te.sqrt(a[i]), name="C")
+    source = render_c(lower(default_schedule(c).state, "k"))
+    assert "__builtin_exp(exp[" in source and "__builtin_sqrt(exp[" in source
+    assemble(source)  # gcc rejects `exp(exp[i])` once a local `exp` shadows the function

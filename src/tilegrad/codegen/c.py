@@ -133,12 +133,15 @@ class CRenderer(Renderer):
         if E.is_int(e.dtype):  # only abs takes integers
             return f"llabs({args[0]})"
         suffix = "" if e.dtype == "float64" else "f"
+        # double's libm names (exp, log, ...) are also the names of buffers that hold their results, which shadow
+        # the function inside a kernel; gcc's and clang's builtins cannot be shadowed
+        libm = "__builtin_" if e.dtype == "float64" else ""
         if e.dtype == "float16":
             args = [f"((float){a})" for a in args]
         t = type(e)
-        exp = "tg_expf" if e.dtype != "float64" else "exp"
+        exp = "tg_expf" if e.dtype != "float64" else "__builtin_exp"
         if t is E.Rsqrt:
-            text = f"(1.0{suffix} / sqrt{suffix}({args[0]}))"
+            text = f"(1.0{suffix} / {libm}sqrt{suffix}({args[0]}))"
         elif t is E.Sigmoid:
             text = f"(1.0{suffix} / (1.0{suffix} + {exp}(-{args[0]})))"
         elif t is E.Exp:
@@ -146,7 +149,7 @@ class CRenderer(Renderer):
         elif t in (E.Tanh, E.Erf) and e.dtype != "float64":
             text = f"tg_{self.calls[t]}f({args[0]})"
         else:
-            text = f"{self.calls[t]}{suffix}({', '.join(args)})"
+            text = f"{libm}{self.calls[t]}{suffix}({', '.join(args)})"
         return f"((_Float16){text})" if e.dtype == "float16" else text
 
 

@@ -15,6 +15,7 @@ model is reported at once.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -60,24 +61,31 @@ class OnnxBuilder(GraphBuilder):
         return name
 
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
+        """A graph input; one with no elements stays an input of the module but is known, so the nodes read an
+        empty constant in its place."""
         check_dtype(dtype, f"input {name!r}")
         check_size(shape, f"input {name!r}")
-        return super().input(name, shape, dtype)
+        v = super().input(name, shape, dtype)
+        return self.const(np.zeros(v.shape, dtype), name) if math.prod(v.shape) == 0 else v
 
     def op(self, op: str, *inputs: Value, name: str | None = None, **attrs):
         where = f"node {name or op!r}"
         types = infer_types(op, [v.type for v in inputs], attrs, name or op)
         for t in types:
             check_size(t.shape, f"{where} ({op}): its output")
+        if all(math.prod(t.shape) == 0 for t in types):  # nothing to compute: no node, no kernel
+            values = tuple(self.const(np.zeros(t.shape, t.dtype), name or op) for t in types)
+            return values[0] if len(values) == 1 else values
         if inputs and all(v.is_constant for v in inputs):
             return self._fold(op, inputs, types, name or op, attrs)
         for v in inputs:
             check_dtype(v.dtype, f"{where} ({op}): input {v.name!r}")
+            if math.prod(v.shape) == 0:
+                raise UnsupportedFeatureError(f"{where} ({op}) reads the empty tensor {v.name!r} (shape "
+                                              f"{list(v.shape)}) together with computed ones and makes a non-empty "
+                                              f"result; tilegrad computes nothing from empty tensors at run time")
         for t in types:
             check_dtype(t.dtype, f"{where} ({op}): its output")
-            if min(t.shape, default=1) <= 0:
-                raise UnsupportedFeatureError(f"{where} ({op}) makes an empty tensor, of shape {list(t.shape)}; "
-                                              f"empty tensors are not supported")
         return super().op(op, *inputs, name=name, **attrs)
 
     def _fold(self, op, inputs, types, name, attrs):
@@ -325,9 +333,8 @@ def _input_type(vi, input_shapes: Mapping[str, Sequence[int]]) -> tuple[tuple[in
     dims = []
     for i, d in enumerate(declared):
         if d.HasField("dim_value"):
-            if d.dim_value <= 0:
-                raise UnsupportedFeatureError(f"{what} has a dimension of size {d.dim_value}; empty tensors are "
-                                              f"not supported")
+            if d.dim_value < 0:
+                raise ModelFormatError(f"{what} declares the negative dimension {d.dim_value}")
             dims.append(d.dim_value)
         else:
             label = d.dim_param or "?"

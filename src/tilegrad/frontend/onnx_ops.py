@@ -9,11 +9,14 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
+from ..ir.graph import infer_types
 from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
 from . import onnx_control_flow, onnx_recurrent, onnx_sequences  # noqa: F401  (register more op types)
+from . import onnx_norm_outputs, onnx_padding, onnx_resize  # noqa: F401
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
+from .onnx_pool_indices import max_pool_indices
 from .onnx_tensors import check_constant, onnx_dtype, tensor_array
 from .transposed_conv import transposed_as_conv
 
@@ -150,10 +153,10 @@ def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, gro
 @onnx_op("ConvTranspose")
 def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                     output_padding=None, output_shape=None, pads=None, strides=None):
-    if output_shape is not None or auto_pad not in ("NOTSET", "VALID"):
-        raise UnsupportedFeatureError(f"node {name!r}: ConvTranspose with output_shape or auto_pad={auto_pad!r} "
-                                      f"is not supported")
     nd = len(x.shape) - 2
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads, output_padding = _transposed_pads(name, x, w, auto_pad, kernel_shape, output_shape, output_padding,
+                                                strides, dilations)
     as_conv = transposed_as_conv(b, name, x, w, bias, strides, pads, dilations, output_padding, group)
     if as_conv is not None:
         return as_conv
@@ -161,6 +164,31 @@ def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations
     return b.op("conv_transpose", *inputs, name=name, strides=tuple(strides) if strides else (1,) * nd,
                 pads=tuple(pads) if pads else (0,) * (2 * nd), dilations=tuple(dilations) if dilations else (1,) * nd,
                 group=group, output_padding=tuple(output_padding) if output_padding else (0,) * nd)
+
+
+def _transposed_pads(name, x, w, auto_pad, kernel_shape, output_shape, output_padding, strides, dilations):
+    """(pads, output_padding) that give ConvTranspose its `output_shape` (by default the input's extents times
+    the strides, for auto_pad SAME_*), as ONNX Runtime computes them: the padding that the full output exceeds the
+    wanted one by, split by auto_pad (the odd one at the end for SAME_UPPER), and output_padding for the rest."""
+    nd = len(x.shape) - 2
+    kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
+    strides = tuple(strides) if strides else (1,) * nd
+    dilations = tuple(dilations) if dilations else (1,) * nd
+    extra = tuple(output_padding) if output_padding else (0,) * nd
+    wanted = tuple(output_shape)[-nd:] if output_shape is not None else tuple(n * s for n, s in zip(x.shape[2:],
+                                                                                                      strides))
+    if len(wanted) != nd:
+        raise ShapeError(f"node {name!r}: ConvTranspose output_shape {tuple(output_shape)} needs {nd} spatial "
+                         f"extents")
+    begins, ends, rest = [], [], []
+    for n, k, s, d, e, out in zip(x.shape[2:], kernel, strides, dilations, extra, wanted):
+        full = s * (n - 1) + (k - 1) * d + 1
+        total = max(0, full + e - out)
+        begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        begins.append(begin)
+        ends.append(total - begin)
+        rest.append(out - (full - total))
+    return tuple(begins + ends), tuple(rest)
 
 
 @onnx_op("MatMul")
@@ -174,22 +202,17 @@ def _gemm(b: B, name, a, w, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     return b.op("gemm", *inputs, name=name, alpha=float(alpha), beta=float(beta), trans_a=transA, trans_b=transB)
 
 
-@onnx_op("BatchNormalization")
-def _batch_norm(b: B, name, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1):
-    if training_mode:
-        raise UnsupportedFeatureError(f"node {name!r}: BatchNormalization in training mode is not supported "
-                                      f"(inference only)")
-    return b.op("batch_norm", x, scale, bias, mean, var, name=name, epsilon=float(epsilon))
-
-
 def _pool(op):
     def convert(b: B, name, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                 kernel_shape, pads=None, storage_order=0, strides=None):
         kernel = tuple(kernel_shape)
         strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
         extra = {"count_include_pad": count_include_pad} if op == "avg_pool" else {}
-        return b.op(op, x, name=name, kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
-                    ceil_mode=ceil_mode, **extra)
+        y = b.op(op, x, name=name, kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
+                 ceil_mode=ceil_mode, **extra)
+        if op == "max_pool" and b.node_outputs > 1:  # MaxPool's Indices
+            return y, max_pool_indices(b, name, x, y.shape[2:], kernel, strides, pads, dilations, storage_order)
+        return y
     return convert
 
 
@@ -216,12 +239,6 @@ onnx_op("Softmax")(_softmax("softmax"))
 onnx_op("LogSoftmax")(_softmax("log_softmax"))
 
 
-@onnx_op("LayerNormalization")
-def _layer_norm(b: B, name, x, scale=None, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
-    inputs = tuple(v for v in (x, scale, bias) if v is not None)
-    return b.op("layer_norm", *inputs, name=name, axis=axis, epsilon=float(epsilon))
-
-
 @onnx_op("InstanceNormalization")
 def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
     return b.op("instance_norm", x, scale, bias, name=name, epsilon=float(epsilon))
@@ -230,9 +247,11 @@ def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
 @onnx_op("Reshape")
 def _reshape(b: B, name, x, shape, *, allowzero=0):
     target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
-    if allowzero and 0 in target:  # without a 0, allowzero changes nothing
-        raise UnsupportedFeatureError(f"node {name!r}: Reshape with allowzero=1 to a shape with a 0 makes an empty "
-                                      f"tensor; empty tensors are not supported")
+    if allowzero and 0 in target:  # a 0 is an extent of 0, not "copy the input's extent"
+        if -1 in target or math.prod(x.shape) != 0:
+            raise ShapeError(f"node {name!r}: Reshape with allowzero=1 of {list(x.shape)} to {list(target)}: the "
+                             f"element counts differ")
+        return b.const(np.zeros(target, x.dtype), name)
     return b.op("reshape", x, name=name, shape=target)
 
 
@@ -264,7 +283,10 @@ def _unsqueeze(b: B, name, x, axes_input=None, *, axes=None):
 
 @onnx_op("Concat")
 def _concat(b: B, name, *xs, axis):
-    return b.op("concat", *xs, name=name, axis=axis)
+    """Empty inputs add nothing (their other extents still have to match)."""
+    infer_types("concat", [x.type for x in xs], {"axis": axis}, name)
+    kept = [x for x in xs if math.prod(x.shape)] or xs[:1]
+    return b.op("concat", *kept, name=name, axis=axis) if len(kept) > 1 else b.op("identity", kept[0], name=name)
 
 
 @onnx_op("Slice")
@@ -275,8 +297,31 @@ def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs
     if b.opset < 10:
         return b.op("slice", x, name=name, starts=tuple(attrs["starts"]), ends=tuple(attrs["ends"]),
                     axes=None if "axes" not in attrs else tuple(attrs["axes"]))
-    return b.op("slice", x, name=name, starts=ints(starts, "starts"), ends=ints(ends, "ends"),
-                axes=ints(axes, "axes"), steps=ints(steps, "steps"))
+    steps_v = ints(steps, "steps")
+    if steps_v is None or min(steps_v) > 0:
+        return b.op("slice", x, name=name, starts=ints(starts, "starts"), ends=ints(ends, "ends"),
+                    axes=ints(axes, "axes"), steps=steps_v)
+    return _slice_backwards(b, name, x, ints(starts, "starts"), ints(ends, "ends"), ints(axes, "axes"), steps_v)
+
+
+def _slice_backwards(b: B, name, x, starts, ends, axes, steps):
+    """A slice with negative steps: the positions each axis keeps (ONNX's clamping: a start in [0, n - 1], an end
+    in [-1, n - 1]) gathered one axis at a time."""
+    rank = len(x.shape)
+    axes = tuple(range(len(starts))) if axes is None else axes
+    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+        raise ShapeError(f"node {name!r}: Slice starts {starts}, ends {ends}, axes {axes} and steps {steps} must "
+                         f"have one entry per sliced axis, and no step may be 0")
+    if any(not -rank <= a < rank for a in axes):
+        raise ShapeError(f"node {name!r}: Slice axes {axes} must be axes of a rank-{rank} tensor")
+    for k, (a, start, end, step) in enumerate(zip(axes, starts, ends, steps)):
+        n = x.shape[a % rank]
+        start, end = (v + n if v < 0 else v for v in (start, end))
+        lo = -1 if step < 0 else 0
+        start, end = min(max(start, 0), n - 1 if step < 0 else n), min(max(end, lo), n - 1 if step < 0 else n)
+        x = b.op("gather", x, b.const(np.arange(start, end, step, dtype=np.int64), f"{name}_positions_{k}"),
+                 axis=a % rank, name=name if k == len(axes) - 1 else f"{name}_axis_{k}")
+    return x
 
 
 @onnx_op("Gather")
@@ -299,24 +344,15 @@ def _tile(b: B, name, x, repeats):
     return b.op("tile", x, name=name, repeats=tuple(int(d) for d in constant_input(repeats, "repeats", name)))
 
 
-@onnx_op("Pad")
-def _pad(b: B, name, x, pads=None, value=None, axes=None, *, mode="constant", **attrs):
-    if b.opset < 11:
-        pad_list, fill = tuple(attrs["pads"]), float(attrs.get("value", 0.0))
-    else:
-        pad_list = tuple(int(p) for p in constant_input(pads, "pads", name))
-        data = constant_input(value, "the pad value", name)
-        fill = 0.0 if data is None else float(np.asarray(data).reshape(-1)[0])
-        if axes is not None:
-            raise UnsupportedFeatureError(f"node {name!r}: Pad with an axes input is not supported")
-    return b.op("pad", x, name=name, pads=pad_list, value=fill, mode=mode)
-
-
 def _reduce(op):
     def convert(b: B, name, x, axes_input=None, *, keepdims=1, noop_with_empty_axes=0, axes=None):
         chosen = _axes(b, name, axes_input, axes)
         if chosen == () and noop_with_empty_axes:
             return b.op("identity", x, name=name)
+        if x.dtype == "bool" and op in ("reduce_max", "reduce_min"):  # any / all, over 0 and 1; > 0 maps the
+            ints = b.op("cast", x, name=f"{name}_int8", to="int8")  # identities of an empty set to False / True
+            out = b.op(op, ints, name=f"{name}_int8_{op}", axes=chosen or None, keepdims=keepdims)
+            return b.op("greater", out, b.const(np.zeros((), np.int8), f"{name}_zero"), name=name)
         return b.op(op, x, name=name, axes=chosen or None, keepdims=keepdims)
     return convert
 
@@ -383,7 +419,9 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
     axis is cut into equal parts, the last one smaller if need be."""
     a = axis % len(x.shape)
     n = x.shape[a]
-    if sizes is not None:
+    if n == 0:  # whatever the sizes (a run-time input, say), every part is empty
+        split = [0] * b.node_outputs
+    elif sizes is not None:
         split = [int(s) for s in constant_input(sizes, "split", name)]
     if num_outputs is not None and num_outputs != b.node_outputs:
         raise ShapeError(f"node {name!r}: Split with num_outputs={num_outputs} has {b.node_outputs} output(s)")
@@ -395,11 +433,8 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
     if len(split) != b.node_outputs:
         raise ShapeError(f"node {name!r}: Split into {len(split)} part(s) has {b.node_outputs} output(s)")
     if sum(split) != n or min(split) < 0:
-        raise ShapeError(f"node {name!r}: split sizes {split} must be positive and add up to the extent {n} of "
-                         f"axis {axis}")
-    if min(split) == 0:
-        raise UnsupportedFeatureError(f"node {name!r}: split sizes {split} make an empty tensor; empty tensors are "
-                                      f"not supported")
+        raise ShapeError(f"node {name!r}: split sizes {split} must not be negative and must add up to the extent "
+                         f"{n} of axis {axis}")
     starts = np.cumsum([0] + split[:-1])
     return tuple(b.op("slice", x, name=f"{name}_{i}", starts=(int(s),), ends=(int(s) + k,), axes=(a,))
                  for i, (s, k) in enumerate(zip(starts, split)))
@@ -407,6 +442,8 @@ def _split(b: B, name, x, sizes=None, *, axis=0, num_outputs=None, split=None):
 
 @onnx_op("Trilu")
 def _trilu(b: B, name, x, k=None, *, upper=1):
+    if math.prod(x.shape) == 0:  # empty whatever k is
+        return b.const(np.zeros(x.shape, x.dtype), name)
     shift = constant_input(k, "k", name)
     return b.op("trilu", x, name=name, upper=int(upper), k=0 if shift is None else int(np.asarray(shift).item()))
 
@@ -420,32 +457,6 @@ def _cumsum(b: B, name, x, axis, *, exclusive=0, reverse=0):
 @onnx_op("Einsum")
 def _einsum(b: B, name, *xs, equation):
     return b.op("einsum", *xs, name=name, equation=equation)
-
-
-@onnx_op("Resize")
-def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
-            coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor", antialias=0,
-            exclude_outside=0, keep_aspect_ratio_policy="stretch", axes=None, cubic_coeff_a=-0.75,
-            extrapolation_value=0.0):
-    if b.opset < 11:  # Resize-10: (X, scales), asymmetric coordinates, floor for nearest
-        scales, sizes = roi, None
-        coordinate_transformation_mode, nearest_mode = "asymmetric", "floor"
-    if antialias or exclude_outside or axes is not None or keep_aspect_ratio_policy != "stretch":
-        raise UnsupportedFeatureError(f"node {name!r}: Resize with antialias, exclude_outside, axes or a "
-                                      f"keep-aspect-ratio policy is not supported")
-    size_data = constant_input(sizes, "sizes", name)
-    if size_data is not None and np.asarray(size_data).size:
-        out = tuple(int(v) for v in size_data)
-    else:
-        factors = constant_input(scales, "scales", name)
-        if factors is None:
-            raise ShapeError(f"node {name!r}: Resize needs scales or sizes")
-        out = tuple(int(math.floor(n * float(f))) for n, f in zip(x.shape, factors))
-        if any(abs(n * float(f) - o) > 1e-6 for n, f, o in zip(x.shape, factors, out)):
-            raise ShapeError(f"node {name!r}: Resize scales {tuple(factors)} give fractional output sizes; "
-                             f"pass sizes instead")
-    return b.op("resize", x, name=name, sizes=out, mode=mode, transform=coordinate_transformation_mode,
-                nearest_mode=nearest_mode)
 
 
 @onnx_op("Pow")

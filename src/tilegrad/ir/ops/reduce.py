@@ -71,9 +71,23 @@ def _l2_te(x, axes, keepdims):
 
 
 _reduction("reduce_sum", nn.reduce_sum, lambda x, a, k: np.sum(x, a, dtype=x.dtype, keepdims=k), widen=True)
-_reduction("reduce_mean", nn.reduce_mean, lambda x, a, k: np.mean(x, a, keepdims=k), floats_only=True, widen=True)
-_reduction("reduce_max", nn.reduce_max, lambda x, a, k: np.max(x, a, keepdims=k))
-_reduction("reduce_min", nn.reduce_min, lambda x, a, k: np.min(x, a, keepdims=k))
+def _mean_ref(x, axes, keepdims):
+    """The mean; over an empty set 0, as ONNX Runtime gives (not NumPy's NaN)."""
+    return np.sum(x, axes, keepdims=keepdims) / max(1, int(np.prod([x.shape[a] for a in axes])))
+
+
+_reduction("reduce_mean", nn.reduce_mean, _mean_ref, floats_only=True, widen=True)
+def _lowest(dtype: np.dtype):
+    """The identity of max (ONNX's result for an empty set): -inf, the least integer, or False."""
+    return -np.inf if dtype.kind == "f" else False if dtype.kind == "b" else np.iinfo(dtype).min
+
+
+def _highest(dtype: np.dtype):
+    return np.inf if dtype.kind == "f" else True if dtype.kind == "b" else np.iinfo(dtype).max
+
+
+_reduction("reduce_max", nn.reduce_max, lambda x, a, k: np.max(x, a, keepdims=k, initial=_lowest(x.dtype)))
+_reduction("reduce_min", nn.reduce_min, lambda x, a, k: np.min(x, a, keepdims=k, initial=_highest(x.dtype)))
 _reduction("reduce_prod", nn.reduce_prod, lambda x, a, k: np.prod(x, a, dtype=x.dtype, keepdims=k), widen=True)
 _reduction("reduce_l2", _l2_te, lambda x, a, k: np.sqrt(np.sum(x * x, a, keepdims=k)), floats_only=True, widen=True)
 

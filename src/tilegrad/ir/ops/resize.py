@@ -40,10 +40,12 @@ def _resize_type(x: TensorType, *, sizes, mode, transform, nearest_mode) -> list
 
 
 def _source(out, n_in, n_out, transform):
-    """The input coordinate of output coordinate `out` (Python floats or te float expressions)."""
+    """The input coordinate of output coordinate `out` (Python floats or te float expressions). Divided, not
+    multiplied by a reciprocal, as ONNX writes it: a coordinate exactly halfway between two inputs stays exact in
+    float32, so nearest's tie rule picks the same input as ONNX Runtime."""
     scale = n_out / n_in
     if transform == "align_corners":
-        return out * ((n_in - 1) / (n_out - 1)) if n_out > 1 else out * 0.0
+        return out * float(n_in - 1) / float(n_out - 1) if n_out > 1 else out * 0.0
     if transform == "asymmetric":
         return out / scale  # a division, as ONNX writes it: times 1/scale can miss a half and round the other way
     if transform == "pytorch_half_pixel" and n_out == 1:

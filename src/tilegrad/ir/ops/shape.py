@@ -2,8 +2,8 @@
 gather, gather_elements, expand, pad, identity and tile.
 
 Every output element is one read of an input, so the computes (mostly `te.nn.transform`'s) inline into their
-consumers. Tensors have no zero extents, so a slice that selects nothing is an error here rather than an empty
-result.
+consumers. A slice that selects nothing has an extent of 0; the frontend makes such a result an empty constant,
+so no compute sees it.
 """
 
 from __future__ import annotations
@@ -187,10 +187,7 @@ def _slice_plan(in_shape: tuple[int, ...], starts, ends, axes, steps) -> list[tu
             raise UnsupportedFeatureError(f"slice step {step} on axis {a} is not supported: steps must be positive")
         n = in_shape[a]
         lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (start, end))
-        if hi <= lo:
-            raise UnsupportedFeatureError(f"slice [{start}:{end}] selects nothing from axis {a} of extent {n}; "
-                                          f"tensors cannot have zero extents")
-        plan.append((a, lo, step, -(-(hi - lo) // step)))
+        plan.append((a, lo, step, max(0, -(-(hi - lo) // step))))
     return plan
 
 
