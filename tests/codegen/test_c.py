@@ -52,7 +52,8 @@ def test_every_expression_node_renders():
     i = te.Var("i", lo=-3, hi=3)
     samples = [x + 1.0, x - 1.0, x * 2.0, x / 2.0, i // 2, i % 2, E.minimum(i, 1), E.maximum(x, 0.0),
                i.eq(1), i.ne(1), i < 1, i <= 1, (i < 1) & (i > -1), (i < 1) | (i > 2), E.logical_not(i < 1),
-               E.select(i < 0, x, 0.0), E.cast("int32", x)]
+               E.select(i < 0, x, 0.0), E.cast("int32", x), E.bit_and(i, 6), E.bit_or(i, 1), E.bit_xor(i, 3),
+               E.shift_left(i, 2), E.shift_right(i, 1)]
     samples += [cls(x) if cls.arity == 1 else cls(x, x) for cls in E.MATH_CALLS]
     rendered = {type(s) for s in samples}
     structural = {E.Const, E.Var, E.Load, E.Reduce}
