@@ -94,6 +94,16 @@ def test_a_wrong_result_is_a_failure_with_the_difference():
     assert "dtype" in conformance._compare([np.ones(4, "float32")], [np.ones(4, "int64")], 1e-3, 1e-7)
 
 
+def test_bfloat16_outputs_are_compared_within_two_ulps_as_onnx_does():
+    import ml_dtypes
+
+    ref = np.array([1.0, 2.0, -4.0], ml_dtypes.bfloat16)
+    two_ulps = np.array([1.015625, 2.0, -4.0], ml_dtypes.bfloat16)  # 1 + 2**-6
+    three_ulps = np.array([1.0234375, 2.0, -4.0], ml_dtypes.bfloat16)
+    assert conformance._compare([two_ulps], [ref], 1e-3, 1e-7) is None
+    assert conformance._compare([three_ulps], [ref], 1e-3, 1e-7).startswith("output 0: 1/3 elements differ")
+
+
 def test_backend_interface():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])

@@ -27,8 +27,9 @@ class Renderer:
     unroll: str | None = None  # of an unrolled loop, formatted with the trip count n
     types: dict[str, str] = {}  # the type a value of each dtype computes in
     # Where a buffer element is stored in another type than its value computes in (bfloat16: float32 arithmetic
-    # on uint16 bits): the storage type, the function reading an element as a value and the one rounding a value
-    # to an element, and the helpers that define both (emitted before the first kernel that uses them).
+    # on uint16 bits, each result rounded): the storage type, the function reading an element as a value and the
+    # one rounding a value to an element, and the helpers that define both (emitted before the first kernel that
+    # uses them).
     storage: dict[str, str] = {}
     widen: dict[str, str] = {}
     narrow: dict[str, str] = {}
@@ -135,7 +136,7 @@ class Renderer:
         op = self.binary_ops.get(t)
         if op is not None:
             text = f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-            return f"(({self.types[e.dtype]}){text})" if e.dtype in self.promoted else text
+            return f"(({self.types[e.dtype]}){text})" if e.dtype in self.promoted else self._rounded(e.dtype, text)
         if t is E.FloorDiv or t is E.FloorMod:
             a, b = self.expr(e.a), self.expr(e.b)
             if (e.a.lo >= 0 and e.b.lo > 0) or is_unsigned(e.dtype):  # unsigned division is floor division
@@ -148,15 +149,19 @@ class Renderer:
         if t is E.Select:
             return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
         if t is E.Cast:
-            text = f"(({self.types[e.dtype]}){self.expr(e.a)})"
-            if e.dtype in self.narrow:  # rounded to the stored type once, and read back as a value
-                text = self._convert(self.widen, e.dtype, self._convert(self.narrow, e.dtype, text))
-            return text
+            return self._rounded(e.dtype, f"(({self.types[e.dtype]}){self.expr(e.a)})")
         if t is E.Load:
             return self._convert(self.widen, e.dtype, f"{e.buffer.name}[{self._flat(e.buffer, e.indices)}]")
         if isinstance(e, E.Call):
-            return self._call(e)
+            return self._rounded(e.dtype, self._call(e))
         raise TypeError(f"no C rendering for {t.__name__}")
+
+    def _rounded(self, dtype: str, text: str) -> str:
+        """The value `text` rounded to its stored type, where that differs from the type it computes in: a result
+        of bfloat16 arithmetic is a bfloat16 value, as it is when each op's result is a bfloat16 tensor."""
+        if dtype not in self.narrow:
+            return text
+        return self._convert(self.widen, dtype, self._convert(self.narrow, dtype, text))
 
     def _const(self, e: E.Const) -> str:
         v = e.value
