@@ -132,3 +132,26 @@ def test_vectorised_tanh_and_erf(fn, ref):
     finite = np.isfinite(x)
     np.testing.assert_allclose(got[finite], want[finite], rtol=5e-7, atol=1e-37)
     assert got[-4] == 1 and got[-3] == -1 and np.isnan(got[-2])
+
+
+def test_bfloat16_is_stored_as_bits_and_rounded_where_stored():
+    a = te.placeholder((16,), "bfloat16", name="A")
+    c = te.compute((16,), lambda i: a[i] * a[i] + 1.0, name="C")
+    src = render_c(lower(Schedule(c).state, "sq"))
+    assert src.count("#define TG_BFLOAT16") == 1 and "uint16_t* restrict A = (uint16_t*)args[0];" in src
+    # each bfloat16 result is rounded, the stored value too; the arithmetic itself is float32
+    assert "C[i] = tg_float_to_bf16(tg_bf16_to_float(tg_float_to_bf16(" in src
+    assert "(tg_bf16_to_float(A[i]) * tg_bf16_to_float(A[i]))" in src and "1.0f" in src
+    assert "TG_BFLOAT16" not in render_c(lower(Schedule(_add()).state, "add"))  # float32 sources are unchanged
+    x = (np.arange(16, dtype="float32") * 1.37).astype("bfloat16")
+    want = ((x.astype("float32") * x.astype("float32")).astype("bfloat16").astype("float32") + 1).astype("bfloat16")
+    got = build(default_schedule(c)).run(x)
+    np.testing.assert_array_equal(got.view("uint16"), want.view("uint16"))
+
+
+def test_unsigned_division_comparison_and_constants():
+    r = CRenderer()
+    u = te.Var("u", "uint64")
+    assert r.expr(E.floordiv(u, E.const(3, "uint64"))) == "(u / 3)"  # unsigned division is floor division
+    assert r.expr(u < E.const(2**63 + 1, "uint64")) == "(u < 9223372036854775809ULL)"
+    assert r.expr(E.add(te.Var("v", "uint8"), E.const(200, "uint8"))) == "((uint8_t)(v + 200))"  # wraps at once

@@ -171,6 +171,9 @@ class Const(Expr):
             value = bool(value)
         elif is_int(dtype):
             value = int(value)
+            lo, hi = INT_RANGES[dtype]
+            if dtype != INDEX and not lo <= value <= hi:  # a folded result wraps around, as its C type does
+                value = (value - lo) % (hi - lo + 1) + lo
         else:
             value = float(value)
         self.value = value

@@ -164,12 +164,6 @@ def _integers(what: str, a, b) -> tuple[Expr, Expr]:
     return a, b
 
 
-def _wrap(value: int, dtype: str) -> int:
-    """`value` wrapped around into the range of integer `dtype`, as the C operation does."""
-    lo, hi = INT_RANGES[dtype]
-    return (value - lo) % (hi - lo + 1) + lo
-
-
 def bit_and(a, b) -> Expr:
     a, b = _integers("&", a, b)
     if type(a) is Const and type(b) is Const:
@@ -187,7 +181,7 @@ def bit_or(a, b) -> Expr:
 def bit_xor(a, b) -> Expr:
     a, b = _integers("^", a, b)
     if type(a) is Const and type(b) is Const:
-        return Const(_wrap(a.value ^ b.value, a.dtype), a.dtype)
+        return Const(a.value ^ b.value, a.dtype)
     return BitXor(a, b)
 
 
@@ -202,7 +196,7 @@ def bit_not(a) -> Expr:
 def shift_left(a, b) -> Expr:
     a, b = _integers("<<", a, b)
     if type(a) is Const and type(b) is Const:
-        return Const(_wrap(a.value << b.value, a.dtype), a.dtype)
+        return Const(a.value << b.value, a.dtype)
     return ShiftLeft(a, b)
 
 
