@@ -155,3 +155,15 @@ def test_unsigned_division_comparison_and_constants():
     assert r.expr(E.floordiv(u, E.const(3, "uint64"))) == "(u / 3)"  # unsigned division is floor division
     assert r.expr(u < E.const(2**63 + 1, "uint64")) == "(u < 9223372036854775809ULL)"
     assert r.expr(E.add(te.Var("v", "uint8"), E.const(200, "uint8"))) == "((uint8_t)(v + 200))"  # wraps at once
+
+
+def test_float64_calls_cannot_be_hidden_by_a_buffer_named_like_them():
+    r = CRenderer()
+    x = te.Var("x", "float64")
+    assert r.expr(E.exp(x)) == "__builtin_exp(x)" and r.expr(E.erf(x)) == "__builtin_erf(x)"
+    a = te.placeholder((6,), "float64", name="A")
+    exp = te.compute((6,), lambda i: E.exp(a[i]), name="exp")
+    out = te.compute((6,), lambda i: exp[i] + E.exp(exp[i]), name="C")
+    sch = default_schedule(out)
+    got = build(sch).run(np.linspace(-1, 1, 6))
+    np.testing.assert_allclose(got, np.exp(np.linspace(-1, 1, 6)) + np.exp(np.exp(np.linspace(-1, 1, 6))), rtol=1e-15)

@@ -154,12 +154,15 @@ class CRenderer(Renderer):
         if E.is_int(e.dtype):  # only abs takes integers
             return args[0] if is_unsigned(e.dtype) else f"llabs({args[0]})"
         suffix = "" if e.dtype == "float64" else "f"
+        # double's functions are named like ops (exp, sqrt, erf), so a local buffer of that name would hide them;
+        # GCC's builtins cannot be hidden
+        prefix = "__builtin_" if e.dtype == "float64" else ""
         if e.dtype == "float16":
             args = [f"((float){a})" for a in args]
         t = type(e)
-        exp = "tg_expf" if e.dtype != "float64" else "exp"
+        exp = "tg_expf" if e.dtype != "float64" else "__builtin_exp"
         if t is E.Rsqrt:
-            text = f"(1.0{suffix} / sqrt{suffix}({args[0]}))"
+            text = f"(1.0{suffix} / {prefix}sqrt{suffix}({args[0]}))"
         elif t is E.Sigmoid:
             text = f"(1.0{suffix} / (1.0{suffix} + {exp}(-{args[0]})))"
         elif t is E.Exp:
@@ -167,7 +170,7 @@ class CRenderer(Renderer):
         elif t in (E.Tanh, E.Erf) and e.dtype != "float64":
             text = f"tg_{self.calls[t]}f({args[0]})"
         else:
-            text = f"{self.calls[t]}{suffix}({', '.join(args)})"
+            text = f"{prefix}{self.calls[t]}{suffix}({', '.join(args)})"
         return f"((_Float16){text})" if e.dtype == "float16" else text
 
 
