@@ -52,7 +52,8 @@ def test_every_expression_node_renders():
     i = te.Var("i", lo=-3, hi=3)
     samples = [x + 1.0, x - 1.0, x * 2.0, x / 2.0, i // 2, i % 2, E.minimum(i, 1), E.maximum(x, 0.0),
                i.eq(1), i.ne(1), i < 1, i <= 1, (i < 1) & (i > -1), (i < 1) | (i > 2), E.logical_not(i < 1),
-               E.select(i < 0, x, 0.0), E.cast("int32", x)]
+               E.select(i < 0, x, 0.0), E.cast("int32", x), E.bit_and(i, 6), E.bit_or(i, 1), E.bit_xor(i, 3),
+               E.shift_left(i, 2), E.shift_right(i, 1)]
     samples += [cls(x) if cls.arity == 1 else cls(x, x) for cls in E.MATH_CALLS]
     rendered = {type(s) for s in samples}
     structural = {E.Const, E.Var, E.Load, E.Reduce}
@@ -133,9 +134,36 @@ def test_vectorised_tanh_and_erf(fn, ref):
     assert got[-4] == 1 and got[-3] == -1 and np.isnan(got[-2])
 
 
-def test_double_math_calls_are_not_shadowed_by_buffers_of_their_name():
-    a = te.placeholder((16,), dtype="float64", name="exp")
-    c = te.compute((16,), lambda i: te.exp(a[i]) + te.sqrt(a[i]), name="C")
-    source = render_c(lower(default_schedule(c).state, "k"))
-    assert "__builtin_exp(exp[" in source and "__builtin_sqrt(exp[" in source
-    assemble(source)  # gcc rejects `exp(exp[i])` once a local `exp` shadows the function
+def test_bfloat16_is_stored_as_bits_and_rounded_where_stored():
+    a = te.placeholder((16,), "bfloat16", name="A")
+    c = te.compute((16,), lambda i: a[i] * a[i] + 1.0, name="C")
+    src = render_c(lower(Schedule(c).state, "sq"))
+    assert src.count("#define TG_BFLOAT16") == 1 and "uint16_t* restrict A = (uint16_t*)args[0];" in src
+    # each bfloat16 result is rounded, the stored value too; the arithmetic itself is float32
+    assert "C[i] = tg_float_to_bf16(tg_bf16_to_float(tg_float_to_bf16(" in src
+    assert "(tg_bf16_to_float(A[i]) * tg_bf16_to_float(A[i]))" in src and "1.0f" in src
+    assert "TG_BFLOAT16" not in render_c(lower(Schedule(_add()).state, "add"))  # float32 sources are unchanged
+    x = (np.arange(16, dtype="float32") * 1.37).astype("bfloat16")
+    want = ((x.astype("float32") * x.astype("float32")).astype("bfloat16").astype("float32") + 1).astype("bfloat16")
+    got = build(default_schedule(c)).run(x)
+    np.testing.assert_array_equal(got.view("uint16"), want.view("uint16"))
+
+
+def test_unsigned_division_comparison_and_constants():
+    r = CRenderer()
+    u = te.Var("u", "uint64")
+    assert r.expr(E.floordiv(u, E.const(3, "uint64"))) == "(u / 3)"  # unsigned division is floor division
+    assert r.expr(u < E.const(2**63 + 1, "uint64")) == "(u < 9223372036854775809ULL)"
+    assert r.expr(E.add(te.Var("v", "uint8"), E.const(200, "uint8"))) == "((uint8_t)(v + 200))"  # wraps at once
+
+
+def test_float64_calls_cannot_be_hidden_by_a_buffer_named_like_them():
+    r = CRenderer()
+    x = te.Var("x", "float64")
+    assert r.expr(E.exp(x)) == "__builtin_exp(x)" and r.expr(E.erf(x)) == "__builtin_erf(x)"
+    a = te.placeholder((6,), "float64", name="A")
+    exp = te.compute((6,), lambda i: E.exp(a[i]), name="exp")
+    out = te.compute((6,), lambda i: exp[i] + E.exp(exp[i]), name="C")
+    sch = default_schedule(out)
+    got = build(sch).run(np.linspace(-1, 1, 6))
+    np.testing.assert_allclose(got, np.exp(np.linspace(-1, 1, 6)) + np.exp(np.exp(np.linspace(-1, 1, 6))), rtol=1e-15)

@@ -21,6 +21,8 @@ def _random(shape, dtype, rng):
         return rng.random(shape) > 0.5
     if dtype.startswith("int"):
         return rng.integers(-3, 4, size=shape).astype(dtype)
+    if dtype.startswith("uint"):
+        return rng.integers(0, 9, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
 
 

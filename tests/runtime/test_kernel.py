@@ -122,8 +122,9 @@ def test_unloadable_library(tmp_path):
 def test_buffer_spec():
     assert BufferSpec("x", (4, 8), "float16").nbytes == 64
     assert BufferSpec("m", (3,), "bool").nbytes == 3
-    with pytest.raises(ShapeError, match="'float64' is not one of"):
-        BufferSpec("x", (4,), "float64")
+    assert BufferSpec("b", (5,), "bfloat16").nbytes == 10 and BufferSpec("u", (2,), "uint64").nbytes == 16
+    with pytest.raises(ShapeError, match="'float8_e4m3fn' is not one of"):
+        BufferSpec("x", (4,), "float8_e4m3fn")
     with pytest.raises(ShapeError, match="tuple of non-negative ints"):
         BufferSpec("x", [4], "float32")
 

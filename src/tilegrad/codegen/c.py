@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..loop.ir import Allocate, Kernel
 from ..te import expr as E
-from ..dtype import itemsize
+from ..dtype import is_unsigned, itemsize
 from .renderer import Renderer
 
 PRELUDE = """\
@@ -81,10 +81,25 @@ static inline float tg_erff(float x) {
   large = x < 0.0f ? -large : large;
   return x != x ? x : a < 0.5f ? small : large;
 }
-/* min and max propagate NaN from either side, as ONNX Runtime's Min and Max do (a NaN `a` fails every comparison,
-   hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
-#define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y || _x != _x ? _x : _y; })
-#define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y || _x != _x ? _x : _y; })
+#define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y ? _x : _y; })
+#define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y ? _x : _y; })
+"""
+
+
+BFLOAT16 = """\
+#ifndef TG_BFLOAT16
+#define TG_BFLOAT16
+/* bfloat16 is stored as the upper 16 bits of a float32 and computed in float32; a value is rounded to bfloat16
+   (to nearest, ties to even, as ml_dtypes and ONNX Runtime do) once, where it is stored or cast. */
+static inline float tg_bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, sizeof f); return f;
+}
+static inline uint16_t tg_float_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);  /* a NaN stays a quiet NaN */
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+#endif
 """
 
 
@@ -96,8 +111,14 @@ class CRenderer(Renderer):
     simd = "#pragma omp simd"
     unroll = "#pragma GCC unroll {n}"
     stack_limit_bytes = 64 * 1024  # larger local buffers go to the heap
-    types = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t", "uint8": "uint8_t",
-             "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
+    types = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "float", "int8": "int8_t",
+             "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t",
+             "int64": "int64_t", "uint64": "uint64_t", "bool": "bool"}
+    storage = {"bfloat16": "uint16_t"}
+    widen = {"bfloat16": "tg_bf16_to_float"}
+    narrow = {"bfloat16": "tg_float_to_bf16"}
+    helpers = {"bfloat16": BFLOAT16}
+    promoted = ("int8", "uint8", "int16", "uint16")
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",
              E.Fmod: "fmod", E.Tan: "tan", E.Asin: "asin", E.Acos: "acos", E.Atan: "atan", E.Sinh: "sinh",
@@ -110,7 +131,7 @@ class CRenderer(Renderer):
 
     def _allocate(self, s: Allocate, ind: int) -> None:
         b = s.buffer
-        t = self.types[b.dtype]
+        t = self._storage(b.dtype)
         size = b.size()
         if type(size) is not E.Const:
             raise ValueError(f"buffer {b.name} has a symbolic size {size}; bind the schedule's variables first")
@@ -131,17 +152,17 @@ class CRenderer(Renderer):
     def _call(self, e: E.Call) -> str:
         args = [self.expr(a) for a in e.args]
         if E.is_int(e.dtype):  # only abs takes integers
-            return f"llabs({args[0]})"
+            return args[0] if is_unsigned(e.dtype) else f"llabs({args[0]})"
         suffix = "" if e.dtype == "float64" else "f"
-        # double's libm names (exp, log, ...) are also the names of buffers that hold their results, which shadow
-        # the function inside a kernel; gcc's and clang's builtins cannot be shadowed
-        libm = "__builtin_" if e.dtype == "float64" else ""
+        # double's functions are named like ops (exp, sqrt, erf), so a local buffer of that name would hide them;
+        # GCC's builtins cannot be hidden
+        prefix = "__builtin_" if e.dtype == "float64" else ""
         if e.dtype == "float16":
             args = [f"((float){a})" for a in args]
         t = type(e)
         exp = "tg_expf" if e.dtype != "float64" else "__builtin_exp"
         if t is E.Rsqrt:
-            text = f"(1.0{suffix} / {libm}sqrt{suffix}({args[0]}))"
+            text = f"(1.0{suffix} / {prefix}sqrt{suffix}({args[0]}))"
         elif t is E.Sigmoid:
             text = f"(1.0{suffix} / (1.0{suffix} + {exp}(-{args[0]})))"
         elif t is E.Exp:
@@ -149,7 +170,7 @@ class CRenderer(Renderer):
         elif t in (E.Tanh, E.Erf) and e.dtype != "float64":
             text = f"tg_{self.calls[t]}f({args[0]})"
         else:
-            text = f"{libm}{self.calls[t]}{suffix}({', '.join(args)})"
+            text = f"{prefix}{self.calls[t]}{suffix}({', '.join(args)})"
         return f"((_Float16){text})" if e.dtype == "float16" else text
 
 

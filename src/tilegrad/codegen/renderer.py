@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..dtype import is_unsigned
 from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
 from ..target import Target, host
 from ..te import expr as E
@@ -22,9 +25,21 @@ class Renderer:
     parallel_for: str | None = None  # the annotation of a parallel loop
     simd: str | None = None  # of a vectorized loop
     unroll: str | None = None  # of an unrolled loop, formatted with the trip count n
-    types: dict[str, str] = {}
+    types: dict[str, str] = {}  # the type a value of each dtype computes in
+    # Where a buffer element is stored in another type than its value computes in (bfloat16: float32 arithmetic
+    # on uint16 bits, each result rounded): the storage type, the function reading an element as a value and the
+    # one rounding a value to an element, and the helpers that define both (emitted before the first kernel that
+    # uses them).
+    storage: dict[str, str] = {}
+    widen: dict[str, str] = {}
+    narrow: dict[str, str] = {}
+    helpers: dict[str, str] = {}
+    # Integer types narrower than the C `int` their arithmetic is promoted to: results are cast back, so that
+    # they wrap around within an expression as they would in memory.
+    promoted: tuple[str, ...] = ()
     binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
-                  E.And: "&&", E.Or: "||"}
+                  E.And: "&&", E.Or: "||", E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.ShiftLeft: "<<",
+                  E.ShiftRight: ">>"}
 
     def __init__(self, target: Target | None = None):
         self.target = target or host()
@@ -37,12 +52,28 @@ class Renderer:
         """The kernel's function alone, for files that hold many kernels after one prelude."""
         self._lines: list[str] = []
         self._parallel_depth = 0
+        self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses
         self._emit(0, self.signature.format(name=k.name) + " {")
         for i, b in enumerate(k.params):
-            self._emit(1, self.param.format(type=self.types[b.dtype], name=b.name, index=i))
+            self._emit(1, self.param.format(type=self._storage(b.dtype), name=b.name, index=i))
         self._stmt(k.body, 1)
         self._emit(0, "}")
-        return "\n".join(self._lines) + "\n"
+        return "".join(self.helpers[d] for d in sorted(self._stored)) + "\n".join(self._lines) + "\n"
+
+    def _storage(self, dtype: str) -> str:
+        """The type of a buffer element of `dtype`."""
+        if dtype in self.storage:
+            self._stored.add(dtype)
+            return self.storage[dtype]
+        return self.types[dtype]
+
+    def _convert(self, table: dict[str, str], dtype: str, text: str) -> str:
+        """`text` through the storage conversion of `table` for `dtype`, where it has one."""
+        fn = table.get(dtype)
+        if fn is None:
+            return text
+        self._stored.add(dtype)
+        return f"{fn}({text})"
 
     def _emit(self, indent: int, text: str) -> None:
         self._lines.append("  " * indent + text)
@@ -55,7 +86,8 @@ class Renderer:
         elif isinstance(s, For):
             self._for(s, ind)
         elif isinstance(s, Store):
-            self._emit(ind, f"{s.buffer.name}[{self._flat(s.buffer, s.indices)}] = {self.expr(s.value)};")
+            value = self._convert(self.narrow, s.buffer.dtype, self.expr(s.value))
+            self._emit(ind, f"{s.buffer.name}[{self._flat(s.buffer, s.indices)}] = {value};")
         elif isinstance(s, IfThenElse):
             self._emit(ind, f"if ({self.expr(s.cond)}) {{")
             self._stmt(s.then, ind + 1)
@@ -103,10 +135,11 @@ class Renderer:
             return e.name
         op = self.binary_ops.get(t)
         if op is not None:
-            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+            text = f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+            return f"(({self.types[e.dtype]}){text})" if e.dtype in self.promoted else self._rounded(e.dtype, text)
         if t is E.FloorDiv or t is E.FloorMod:
             a, b = self.expr(e.a), self.expr(e.b)
-            if e.a.lo >= 0 and e.b.lo > 0:
+            if (e.a.lo >= 0 and e.b.lo > 0) or is_unsigned(e.dtype):  # unsigned division is floor division
                 return f"({a} {'/' if t is E.FloorDiv else '%'} {b})"
             return f"tg_{'floordiv' if t is E.FloorDiv else 'floormod'}({a}, {b})"
         if t is E.Min or t is E.Max:
@@ -116,26 +149,37 @@ class Renderer:
         if t is E.Select:
             return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
         if t is E.Cast:
-            return f"(({self.types[e.dtype]}){self.expr(e.a)})"
+            return self._rounded(e.dtype, f"(({self.types[e.dtype]}){self.expr(e.a)})")
         if t is E.Load:
-            return f"{e.buffer.name}[{self._flat(e.buffer, e.indices)}]"
+            return self._convert(self.widen, e.dtype, f"{e.buffer.name}[{self._flat(e.buffer, e.indices)}]")
         if isinstance(e, E.Call):
-            return self._call(e)
+            return self._rounded(e.dtype, self._call(e))
         raise TypeError(f"no C rendering for {t.__name__}")
+
+    def _rounded(self, dtype: str, text: str) -> str:
+        """The value `text` rounded to its stored type, where that differs from the type it computes in: a result
+        of bfloat16 arithmetic is a bfloat16 value, as it is when each op's result is a bfloat16 tensor."""
+        if dtype not in self.narrow:
+            return text
+        return self._convert(self.widen, dtype, self._convert(self.narrow, dtype, text))
 
     def _const(self, e: E.Const) -> str:
         v = e.value
         if e.dtype == "bool":
             return "true" if v else "false"
         if E.is_int(e.dtype):
+            if v >= 2**63:
+                return f"{v}ULL"
             return f"{v}LL" if abs(v) >= 2**31 else str(v)
         if math.isnan(v):
             text = "NAN"
         elif math.isinf(v):
             text = "INFINITY" if v > 0 else "(-INFINITY)"
         else:
+            if e.dtype == "bfloat16":  # the constant a bfloat16 tensor would hold
+                v = float(np.float32(v).astype("bfloat16"))
             text = repr(float(v)) + ("f" if e.dtype != "float64" else "")
-        return text if e.dtype in ("float32", "float64") else f"(({self.types[e.dtype]}){text})"
+        return text if e.dtype in ("float32", "float64", "bfloat16") else f"(({self.types[e.dtype]}){text})"
 
     def _allocate(self, s: Allocate, ind: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot allocate buffer {s.buffer.name}")

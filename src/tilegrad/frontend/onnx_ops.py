@@ -461,14 +461,16 @@ def _einsum(b: B, name, *xs, equation):
 
 @onnx_op("Pow")
 def _pow(b: B, name, x, y):
-    """ONNX Pow allows an integer base and an exponent of another type; the power is taken in float32 and the
-    result has the base's type."""
-    if x.dtype == y.dtype and x.dtype.startswith("float"):
+    """ONNX Pow allows an integer base and an exponent of another type; the power is taken in float64 when the
+    base is an integer or either operand is float64 (so no digit is lost), else in float32, and the result has the
+    base's type."""
+    if x.dtype == y.dtype and "float" in x.dtype:
         return b.op("pow", x, y, name=name)
-    base = x if x.dtype == "float32" else b.op("cast", x, name=f"{name}_base", to="float32")
-    exponent = y if y.dtype == "float32" else b.op("cast", y, name=f"{name}_exponent", to="float32")
+    wide = "float64" if "float64" in (x.dtype, y.dtype) or "float" not in x.dtype else "float32"
+    base = x if x.dtype == wide else b.op("cast", x, name=f"{name}_base", to=wide)
+    exponent = y if y.dtype == wide else b.op("cast", y, name=f"{name}_exponent", to=wide)
     out = b.op("pow", base, exponent, name=name)
-    return out if x.dtype == "float32" else b.op("cast", out, name=f"{name}_result", to=x.dtype)
+    return out if x.dtype == wide else b.op("cast", out, name=f"{name}_result", to=x.dtype)
 
 
 # --- trigonometry, activations, float tests, Mod, CastLike and LRN ---
@@ -485,6 +487,18 @@ for _onnx, _op in _UNARY_MATH.items():
 @onnx_op("Mod")
 def _mod(b: B, name, x, y, *, fmod=0):
     return b.op("mod", x, y, name=name, fmod=int(fmod))
+
+
+for _onnx, _op in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")):
+    onnx_op(_onnx)(_binary(_op))
+onnx_op("BitwiseNot")(_unary("bitwise_not"))
+
+
+@onnx_op("BitShift")
+def _bit_shift(b: B, name, x, y, *, direction):
+    if direction not in ("LEFT", "RIGHT"):
+        raise UnsupportedFeatureError(f"node {name!r}: BitShift direction={direction!r} is not LEFT or RIGHT")
+    return b.op("bit_shift", x, y, name=name, left=direction == "LEFT")
 
 
 @onnx_op("CastLike")

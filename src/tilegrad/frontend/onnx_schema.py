@@ -8,8 +8,9 @@ from __future__ import annotations
 from .onnx_file import ModelFormatError
 
 # The ONNX type name of each element type tilegrad holds (NumPy name -> the `tensor(...)` spelling of schemas).
-_ONNX_TYPE = {"float32": "float", "float64": "double", "float16": "float16", "int8": "int8", "int16": "int16",
-              "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool"}
+_ONNX_TYPE = {"float32": "float", "float64": "double", "float16": "float16", "bfloat16": "bfloat16", "int8": "int8",
+              "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
+              "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
 
 
 def tensor_type(dtype: str) -> str:

@@ -171,6 +171,9 @@ class Const(Expr):
             value = bool(value)
         elif is_int(dtype):
             value = int(value)
+            lo, hi = INT_RANGES[dtype]
+            if dtype != INDEX and not lo <= value <= hi:  # a folded result wraps around, as its C type does
+                value = (value - lo) % (hi - lo + 1) + lo
         else:
             value = float(value)
         self.value = value
@@ -291,6 +294,35 @@ class Or(Binary):
     op = "||"
 
 
+class BitAnd(Binary):
+    """Bitwise operations and shifts of integers (ONNX's BitwiseAnd/Or/Xor/Not and BitShift)."""
+
+    __slots__ = ()
+    op = "&"
+
+
+class BitOr(Binary):
+    __slots__ = ()
+    op = "|"
+
+
+class BitXor(Binary):
+    __slots__ = ()
+    op = "^"
+
+
+class ShiftLeft(Binary):
+    """`a << b` for a shift `b` below the bit width (the builder guards wider ones)."""
+
+    __slots__ = ()
+    op = "<<"
+
+
+class ShiftRight(Binary):
+    __slots__ = ()
+    op = ">>"
+
+
 class Not(Expr):
     __slots__ = ("a",)
     _fields = ("a",)
@@ -401,7 +433,7 @@ class Reduce(Expr):
 
 NODE_CLASSES: tuple[type[Expr], ...] = (
     Const, Var, Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, And, Or, Not, Select, Cast,
-    Load, Reduce,
+    Load, Reduce, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight,
 ) + MATH_CALLS
 
 
@@ -435,6 +467,11 @@ _REBUILD = {
     LE: lambda e, c: _compare(LE, *c),
     And: lambda e, c: logical_and(*c),
     Or: lambda e, c: logical_or(*c),
+    BitAnd: lambda e, c: bit_and(*c),
+    BitOr: lambda e, c: bit_or(*c),
+    BitXor: lambda e, c: bit_xor(*c),
+    ShiftLeft: lambda e, c: shift_left(*c),
+    ShiftRight: lambda e, c: shift_right(*c),
     Not: lambda e, c: logical_not(*c),
     Select: lambda e, c: select(*c),
     Cast: lambda e, c: cast(e.dtype, *c),
@@ -510,7 +547,7 @@ def count_nodes(e: Expr) -> int:
 # The folding constructors and the intervals are part of this module's interface (`expr.add`, `Expr.lo`); they
 # live in their own modules, imported last because they build on the classes above.
 from .fold import (  # noqa: E402, F401
-    _compare, abs_, acos, acosh, add, all_of, as_expr, asin, asinh, atan, atanh, cast, ceil, ceildiv, const, cos, cosh,
-    div, erf, exp, floor, floordiv, floormod, fmod, log, logical_and, logical_not, logical_or, maximum, minimum, mul,
-    power, round_, rsqrt, select, sigmoid, sin, sinh, sqrt, sub, tan, tanh)
+    _compare, abs_, acos, acosh, add, all_of, as_expr, asin, asinh, atan, atanh, bit_and, bit_not, bit_or, bit_xor,
+    cast, ceil, ceildiv, const, cos, cosh, div, erf, exp, floor, floordiv, floormod, fmod, log, logical_and,
+    logical_not, logical_or, maximum, minimum, mul, power, round_, rsqrt, select, shift_left, shift_right, sigmoid, sin, sinh, sqrt, sub, tan, tanh)
 from .intervals import interval as _interval  # noqa: E402

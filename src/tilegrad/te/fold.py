@@ -10,10 +10,10 @@ import math
 from typing import Iterable
 
 from ..errors import ExprError
-from ..dtype import DTYPES, INDEX, INT_RANGES, is_float, is_int
-from .expr import (Abs, Acos, Acosh, Add, And, Asin, Asinh, Atan, Atanh, Call, Cast, Ceil, Const, Cos, Cosh, Div, Erf,
-                   Exp, Expr, Floor, FloorDiv, FloorMod, Fmod, Log, Max, Min, Mul, Not, Or, Pow, Round, Rsqrt, Select,
-                   Sigmoid, Sin, Sinh, Sqrt, Sub, Tan, Tanh)
+from ..dtype import DTYPES, INDEX, INT_RANGES, is_float, is_int, is_unsigned
+from .expr import (Abs, Acos, Acosh, Add, And, Asin, Asinh, Atan, Atanh, BitAnd, BitOr, BitXor, Call, Cast, Ceil, Const,
+                   Cos, Cosh, Div, Erf, Exp, Expr, Floor, FloorDiv, FloorMod, Fmod, Log, Max, Min, Mul, Not, Or, Pow,
+                   Round, Rsqrt, Select, ShiftLeft, ShiftRight, Sigmoid, Sin, Sinh, Sqrt, Sub, Tan, Tanh)
 
 def const(value, dtype: str | None = None) -> Const:
     if dtype is None:
@@ -155,6 +155,56 @@ def maximum(a, b) -> Expr:
     if a == b:
         return a
     return Max(a, b)
+
+
+def _integers(what: str, a, b) -> tuple[Expr, Expr]:
+    a, b = _operands(a, b)
+    if not is_int(a.dtype):
+        raise ExprError(f"{what} needs integer operands, got {a} and {b} of dtype {a.dtype}")
+    return a, b
+
+
+def bit_and(a, b) -> Expr:
+    a, b = _integers("&", a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value & b.value, a.dtype)
+    return BitAnd(a, b)
+
+
+def bit_or(a, b) -> Expr:
+    a, b = _integers("|", a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value | b.value, a.dtype)
+    return BitOr(a, b)
+
+
+def bit_xor(a, b) -> Expr:
+    a, b = _integers("^", a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value ^ b.value, a.dtype)
+    return BitXor(a, b)
+
+
+def bit_not(a) -> Expr:
+    """Every bit flipped: `a ^ ~0`, whose all-ones constant is -1 for signed types and the maximum for unsigned."""
+    a = as_expr(a)
+    if not is_int(a.dtype):
+        raise ExprError(f"~ needs an integer operand, got {a} of dtype {a.dtype}")
+    return bit_xor(a, Const(INT_RANGES[a.dtype][1] if is_unsigned(a.dtype) else -1, a.dtype))
+
+
+def shift_left(a, b) -> Expr:
+    a, b = _integers("<<", a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value << b.value, a.dtype)
+    return ShiftLeft(a, b)
+
+
+def shift_right(a, b) -> Expr:
+    a, b = _integers(">>", a, b)
+    if type(a) is Const and type(b) is Const:
+        return Const(a.value >> b.value, a.dtype)
+    return ShiftRight(a, b)
 
 
 _COMPARE_FOLD = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..dtype import INT_RANGES, is_int
+from ..dtype import INT_RANGES, is_int, is_unsigned
 from .expr import Add, Cast, Const, Expr, FloorDiv, FloorMod, Max, Min, Mul, Select, Sub
 
 INF = math.inf
@@ -23,8 +23,12 @@ def interval(e: Expr) -> tuple:
     if rule is None:
         if e.dtype == "bool":
             return 0, 1
-        return -INF, INF
-    return rule(e)
+        return INT_RANGES[e.dtype] if is_unsigned(e.dtype) else (-INF, INF)
+    lo, hi = rule(e)
+    if is_unsigned(e.dtype):  # unsigned arithmetic wraps around: outside its range, any value is possible
+        full = INT_RANGES[e.dtype]
+        return (lo, hi) if full[0] <= lo and hi <= full[1] else full
+    return lo, hi
 
 
 def _mul_interval(a_lo, a_hi, b_lo, b_hi):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from . import expr as E
 
-# Higher binds tighter.
+# Higher binds tighter; the bitwise operators sit between comparisons and sums, as in Python.
 _PRECEDENCE = {
-    E.Or: 1, E.And: 2, E.EQ: 4, E.NE: 4, E.LT: 4, E.LE: 4,
-    E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.FloorDiv: 6, E.FloorMod: 6,
+    E.Or: 1, E.And: 2, E.EQ: 4, E.NE: 4, E.LT: 4, E.LE: 4, E.BitOr: 4.25, E.BitXor: 4.5, E.BitAnd: 4.75,
+    E.ShiftLeft: 4.9, E.ShiftRight: 4.9, E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.FloorDiv: 6, E.FloorMod: 6,
 }
 
 _COMPARE_PREC = 4
-_ASSOCIATIVE = (E.Add, E.Mul, E.And, E.Or)
+_ASSOCIATIVE = (E.Add, E.Mul, E.And, E.Or, E.BitAnd, E.BitOr, E.BitXor)
 
 
 def _prec(e: E.Expr) -> int:

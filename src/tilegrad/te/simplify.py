@@ -2,11 +2,13 @@
 
 Integer arithmetic is put in a canonical form (a sum of monomials with integer coefficients, terms in a fixed
 order, the constant last) so that equal index expressions print and hash alike. Float arithmetic is only
-constant-folded: reassociating floats would change the numbers.
+constant-folded: reassociating floats would change the numbers. Unsigned arithmetic wraps around, so the algebra
+of signed integers does not hold for it: it is left as written, and only its intervals are used.
 """
 
 from __future__ import annotations
 
+from ..dtype import is_unsigned
 from . import expr as E
 from .rewrite import P, Rewriter, Rules
 
@@ -105,16 +107,21 @@ def lower_bound(e: E.Expr):
     return bound.lo
 
 
+def _algebraic(dtype: str) -> bool:
+    """Whether the algebra of integers holds for `dtype` (signed integers; unsigned ones wrap around)."""
+    return E.is_int(dtype) and not is_unsigned(dtype)
+
+
 def prove_lt(a: E.Expr, b: E.Expr) -> bool:
     if a.hi < b.lo:
         return True
-    return E.is_int(a.dtype) and lower_bound(E.sub(b, a)) > 0
+    return _algebraic(a.dtype) and lower_bound(E.sub(b, a)) > 0
 
 
 def prove_le(a: E.Expr, b: E.Expr) -> bool:
     if a.hi <= b.lo:
         return True
-    return E.is_int(a.dtype) and lower_bound(E.sub(b, a)) >= 0
+    return _algebraic(a.dtype) and lower_bound(E.sub(b, a)) >= 0
 
 
 def prove_nonneg(e: E.Expr) -> bool:
@@ -126,7 +133,7 @@ def prove_nonneg(e: E.Expr) -> bool:
 
 
 def _canonical_rule(e):
-    return canonical(e) if E.is_int(e.dtype) else None
+    return canonical(e) if _algebraic(e.dtype) else None
 
 
 def _split_by_divisor(x: E.Expr, d: E.Expr):
@@ -172,7 +179,7 @@ def _positive_divisor(d: E.Expr) -> bool:
 
 
 def _floordiv_rule(x, d):
-    if not _positive_divisor(d):
+    if not _algebraic(x.dtype) or not _positive_divisor(d):
         return None
     if prove_nonneg(x) and prove_lt(x, d):
         return E.Const(0, x.dtype)
@@ -194,7 +201,7 @@ def _floordiv_rule(x, d):
 
 
 def _floormod_rule(x, d):
-    if not _positive_divisor(d):
+    if not _algebraic(x.dtype) or not _positive_divisor(d):
         return None
     if prove_nonneg(x) and prove_lt(x, d):
         return x
@@ -247,7 +254,7 @@ def _le_rule(x, y):
 
 def _eq_rule(x, y):
     a, b = x, y
-    if E.is_int(a.dtype) and canonical(E.sub(a, b)) == E.Const(0, a.dtype):
+    if _algebraic(a.dtype) and canonical(E.sub(a, b)) == E.Const(0, a.dtype):
         return E.Const(True, "bool")
     if prove_lt(a, b) or prove_lt(b, a):
         return E.Const(False, "bool")

@@ -10,14 +10,13 @@ import inspect
 import math
 from typing import Callable, Sequence
 
+from ..dtype import BUFFER_DTYPES as DTYPES
 from ..errors import ShapeError
 from . import expr as E
 
-DTYPES = ("float32", "float16", "int8", "int32", "int64", "bool")
-
 
 def _check_dtype(dtype: str) -> str:
-    if dtype not in DTYPES and dtype not in E.DTYPES:
+    if dtype not in DTYPES:
         raise ShapeError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     return dtype
 

@@ -2,6 +2,7 @@
 
 from . import einsum as einsum
 from . import elementwise as elementwise
+from . import bitwise as bitwise
 from . import activation as activation
 from . import nn as nn
 from . import norm as norm

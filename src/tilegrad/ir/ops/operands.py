@@ -1,5 +1,5 @@
 """Checks on operand types shared by the type rules of the nn families (window ops, matrix products, norms), and
-the float32 widening of their float16 sums."""
+the float32 widening of their half-precision sums."""
 
 from __future__ import annotations
 
@@ -42,15 +42,20 @@ def broadcasts_to(shape, target) -> bool:
 
 
 def widened(compute):
-    """`compute` run in float32 on float16 operands, its result rounded to float16 once: the sums of a float16
-    product or reduction then accumulate in float32, as NumPy and ONNX Runtime do, instead of rounding each step."""
+    """`compute` run in float32 on float16 or bfloat16 operands, its result rounded back once: the sums of a
+    half-precision product or reduction then accumulate in float32, as NumPy and ONNX Runtime do, instead of
+    rounding each step."""
     @functools.wraps(compute)
     def run(*xs, **attrs):
-        if not any(x is not None and x.dtype == "float16" for x in xs):
+        narrow = {x.dtype for x in xs if x is not None and x.dtype in _HALF}
+        if not narrow:
             return compute(*xs, **attrs)
         casts: dict[int, te.Tensor] = {}
         for x in xs:
-            if x is not None and x.dtype == "float16" and id(x) not in casts:
+            if x is not None and x.dtype in _HALF and id(x) not in casts:
                 casts[id(x)] = nn.cast(x, "float32", name=f"{x.name}_wide")
-        return nn.cast(compute(*(casts.get(id(x), x) for x in xs), **attrs), "float16", name="narrow")
+        return nn.cast(compute(*(casts.get(id(x), x) for x in xs), **attrs), narrow.pop(), name="narrow")
     return run
+
+
+_HALF = ("float16", "bfloat16")

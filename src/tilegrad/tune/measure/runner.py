@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from ...config import Config
+from ...dtype import is_float
 from ...runtime.timing import harness_library
 from ...runtime.worker import Worker
 from ..task import Task
@@ -34,7 +35,7 @@ from .result import KERNEL_NAME, Built, MeasureInput, MeasureResult
 
 # (rtol, atol): atol is scaled by the largest reference magnitude, since reductions round differently per order
 # and Winograd F(4x4, 3x3) transforms lose about 1e-3 of it by design.
-_TOLERANCES = {"float32": (1e-3, 1e-3), "float16": (1e-2, 1e-2)}
+_TOLERANCES = {"float32": (1e-3, 1e-3), "float16": (1e-2, 1e-2), "bfloat16": (2**-6, 2**-6)}
 _RUNNER_REQUESTS = 256  # a fresh timing worker after this many kernels, so loaded libraries do not pile up
 # Once a task's default latency is known, a candidate whose timing runs past this many times what the default's
 # would take is stopped as a timeout: it cannot win, and a random 1024^3 tiling can take seconds per call.
@@ -182,7 +183,7 @@ def _mismatch(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
     for k, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape:
             return f"output {k}: shape {g.shape}, the reference's is {w.shape}"
-        if g.dtype.kind == "f":
+        if is_float(str(g.dtype)):  # bfloat16 too, whose NumPy kind is "V"
             rtol, atol = _TOLERANCES.get(str(g.dtype), _TOLERANCES["float32"])
             w64 = w.astype(np.float64)
             scale = max(1.0, float(np.max(np.abs(w64[np.isfinite(w64)]), initial=0.0)))
