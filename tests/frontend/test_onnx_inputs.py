@@ -52,10 +52,15 @@ def test_every_shape_like_operand_of_a_node_counts():
     assert not found["x"].value_needed
 
 
-def test_only_integer_inputs_are_value_inputs():
+def test_float_inputs_and_conditions_are_value_inputs_too():
     nodes = [helper.make_node("Cast", ["s"], ["i"], to=I64), helper.make_node("Reshape", ["x", "i"], ["y"])]
     inputs = [helper.make_tensor_value_info("x", F, [2, 3]), helper.make_tensor_value_info("s", F, [2])]
-    assert not _by_name(_model(nodes, inputs))["s"].value_needed
+    assert _by_name(_model(nodes, inputs))["s"].shape_uses == ("Reshape (node 'Reshape_1') input 1",)
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [],
+                               [helper.make_tensor_value_info("o", F, [2, 3])])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=branch)]
+    inputs = [helper.make_tensor_value_info("x", F, [2, 3]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+    assert _by_name(_model(nodes, inputs))["c"].shape_uses == ("If (node 'if') input 0",)
 
 
 def test_input_shapes_fix_symbolic_dimensions_and_are_checked():

@@ -199,12 +199,14 @@ def test_a_report_needs_a_fixed_shape(mlp, reshape):
     assert compile_with_report(mlp, input_shapes={"x": (2, 8)}).kernels >= 1
 
 
-def test_a_float_input_that_shapes_is_refused_by_the_frontend():
+def test_a_float_input_that_shapes_compiles_per_value():
     model = _model([helper.make_node("Cast", ["s"], ["i"], to=I64), helper.make_node("Reshape", ["x", "i"], ["y"])],
                    [helper.make_tensor_value_info("x", F, [2, 3]), helper.make_tensor_value_info("s", F, [2])],
                    [helper.make_tensor_value_info("y", F, None)])
-    with pytest.raises(UnsupportedFeatureError, match="computed at run time"):
-        tilegrad.compile(model)
+    module = tilegrad.compile(model)
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    assert module(x, np.array([3, 2], "float32")).shape == (3, 2)
+    assert module(x, np.array([6, 1], "float32")).shape == (6, 1)
 
 
 def test_each_specialization_uses_the_tuning_records(mlp, tmp_path):

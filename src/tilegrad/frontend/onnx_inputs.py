@@ -5,8 +5,8 @@ specialisations, `runtime/specializing.py`). A *value input* is a graph input wh
 decides shapes or other compile-time facts: its data reaches a shape-like operand of a node (a Reshape's shape,
 Tile's repeats, Squeeze's axes, TopK's k, ...; `SHAPE_OPERANDS`) through data flow that does not pass Shape or
 Size (those read only the shape, which is already known). Each distinct value of a value input compiles once, as
-an initializer the import folds. Only integer and bool inputs are value inputs; a float input reaching such an
-operand is left to the frontend, which refuses it with `UnsupportedFeatureError`.
+an initializer the import folds. Inputs of any dtype can be value inputs (Resize's scales and Range's bounds
+are floats; an If's condition and a Loop's trip count decide which nodes exist).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Slice": (1, 2, 3, 4),
     "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Range": (0, 1, 2), "OneHot": (1,),
     "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "ConstantOfShape": (0,), "CumSum": (1,),
-    "Dropout": (2,), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    "Dropout": (2,), "If": (0,), "Loop": (0, 1), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
     **{op: (1,) for op in _REDUCTIONS},
 }
 _SHAPE_READERS = ("Shape", "Size")  # their outputs depend on their input's shape only
@@ -72,8 +72,7 @@ def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None)
         dims = _declared_dims(vi)
         if vi.name in shapes:
             dims = _fixed(vi.name, tuple(int(d) for d in shapes[vi.name]), dims)
-        needed = uses.get(vi.name, ()) if np.dtype(dtype).kind in "iub" else ()
-        out.append(ModelInput(vi.name, dtype, dims, tuple(needed)))
+        out.append(ModelInput(vi.name, dtype, dims, tuple(uses.get(vi.name, ()))))
     return tuple(out)
 
 
