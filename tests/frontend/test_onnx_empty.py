@@ -114,3 +114,14 @@ def test_bool_max_and_min_are_any_and_all(op, shape):
         np.testing.assert_array_equal(want, _ort(model, {"x": x})[0])
     assert got.dtype == np.bool_
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_module_with_empty_inputs_and_outputs_saves_and_loads(tmp_path):
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1), helper.make_node("Trilu", ["e"], ["z"])]
+    model = _model(nodes, [_vi("x", [3, 4]), _vi("axes", [0], TensorProto.INT64), _vi("e", [0, 4])],
+                   [_vi("y", None), _vi("z", None)])
+    tilegrad.compile(model).save(tmp_path / "m")
+    y, z = tilegrad.load(tmp_path / "m")(np.ones((3, 4), np.float32), np.zeros(0, np.int64),
+                                         np.zeros((0, 4), np.float32))
+    np.testing.assert_array_equal(y, [[12.0]])
+    assert z.shape == (0, 4) and z.dtype == np.float32
