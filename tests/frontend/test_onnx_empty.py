@@ -71,6 +71,16 @@ def test_empty_slice_and_split_parts_vanish_from_a_concat():
     assert got[1].shape == want[1].shape == (2, 0)
 
 
+def test_expand_and_tile_to_zero_extents_make_empty_outputs():
+    shape = numpy_helper.from_array(np.array([0, 3], np.int64), "shape")
+    repeats = numpy_helper.from_array(np.array([1, 0], np.int64), "repeats")
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"]), helper.make_node("Tile", ["x", "repeats"], ["z"])]
+    model = _model(nodes, [_vi("x", [1, 3])], [_vi("y", None), _vi("z", None)], [shape, repeats])
+    x = np.ones((1, 3), np.float32)
+    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})
+    assert [g.shape for g in got] == [w.shape for w in want] == [(0, 3), (1, 0)]
+
+
 def test_empty_input_passes_through_trilu_and_cast():
     nodes = [helper.make_node("Trilu", ["x"], ["t"]), helper.make_node("Cast", ["t"], ["y"], to=TensorProto.INT64)]
     model = _model(nodes, [_vi("x", [0, 5])], [_vi("y", None, TensorProto.INT64)])
