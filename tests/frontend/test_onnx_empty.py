@@ -71,6 +71,16 @@ def test_empty_slice_and_split_parts_vanish_from_a_concat():
     assert got[1].shape == want[1].shape == (2, 0)
 
 
+def test_expand_and_tile_to_zero_extents_make_empty_outputs():
+    shape = numpy_helper.from_array(np.array([0, 3], np.int64), "shape")
+    repeats = numpy_helper.from_array(np.array([1, 0], np.int64), "repeats")
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"]), helper.make_node("Tile", ["x", "repeats"], ["z"])]
+    model = _model(nodes, [_vi("x", [1, 3])], [_vi("y", None), _vi("z", None)], [shape, repeats])
+    x = np.ones((1, 3), np.float32)
+    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})
+    assert [g.shape for g in got] == [w.shape for w in want] == [(0, 3), (1, 0)]
+
+
 def test_empty_input_passes_through_trilu_and_cast():
     nodes = [helper.make_node("Trilu", ["x"], ["t"]), helper.make_node("Cast", ["t"], ["y"], to=TensorProto.INT64)]
     model = _model(nodes, [_vi("x", [0, 5])], [_vi("y", None, TensorProto.INT64)])
@@ -114,3 +124,14 @@ def test_bool_max_and_min_are_any_and_all(op, shape):
         np.testing.assert_array_equal(want, _ort(model, {"x": x})[0])
     assert got.dtype == np.bool_
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_module_with_empty_inputs_and_outputs_saves_and_loads(tmp_path):
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1), helper.make_node("Trilu", ["e"], ["z"])]
+    model = _model(nodes, [_vi("x", [3, 4]), _vi("axes", [0], TensorProto.INT64), _vi("e", [0, 4])],
+                   [_vi("y", None), _vi("z", None)])
+    tilegrad.compile(model).save(tmp_path / "m")
+    y, z = tilegrad.load(tmp_path / "m")(np.ones((3, 4), np.float32), np.zeros(0, np.int64),
+                                         np.zeros((0, 4), np.float32))
+    np.testing.assert_array_equal(y, [[12.0]])
+    assert z.shape == (0, 4) and z.dtype == np.float32

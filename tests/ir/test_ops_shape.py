@@ -107,7 +107,8 @@ def test_gather_takes_the_shape_of_its_indices():
     ("pad", [((3, 4), "float32")], {"pads": (0, -1, 0, 0)}, "negative pads .* are not supported"),
     ("pad", [((3, 4), "int32")], {"pads": (0, 1, 0, 0), "value": 0.5}, "pad value 0.5 does not fit dtype int32"),
     ("tile", [((3, 4), "float32")], {"repeats": (2,)}, "one entry per axis of the rank-2 input"),
-    ("tile", [((3, 4), "float32")], {"repeats": (2, 0)}, "must be at least 1"),
+    ("tile", [((3, 4), "float32")], {"repeats": (2, -1)}, "must not be negative"),
+    ("expand", [((3, 1), "float32")], {"shape": (3, -2)}, "must not have negative extents"),
 ])
 def test_errors_say_what_to_change(name, types, attrs, message):
     with pytest.raises(ShapeError, match=message):

@@ -317,8 +317,10 @@ def _slice_backwards(b: B, name, x, starts, ends, axes, steps):
     for k, (a, start, end, step) in enumerate(zip(axes, starts, ends, steps)):
         n = x.shape[a % rank]
         start, end = (v + n if v < 0 else v for v in (start, end))
-        lo = -1 if step < 0 else 0
-        start, end = min(max(start, 0), n - 1 if step < 0 else n), min(max(end, lo), n - 1 if step < 0 else n)
+        if step < 0:
+            start, end = min(max(start, 0), n - 1), min(max(end, -1), n - 1)
+        else:
+            start, end = min(max(start, 0), n), min(max(end, 0), n)
         x = b.op("gather", x, b.const(np.arange(start, end, step, dtype=np.int64), f"{name}_positions_{k}"),
                  axis=a % rank, name=name if k == len(axes) - 1 else f"{name}_axis_{k}")
     return x
@@ -349,9 +351,10 @@ def _reduce(op):
         chosen = _axes(b, name, axes_input, axes)
         if chosen == () and noop_with_empty_axes:
             return b.op("identity", x, name=name)
-        if x.dtype == "bool" and op in ("reduce_max", "reduce_min"):  # any / all, over 0 and 1; > 0 maps the
-            ints = b.op("cast", x, name=f"{name}_int8", to="int8")  # identities of an empty set to False / True
-            out = b.op(op, ints, name=f"{name}_int8_{op}", axes=chosen or None, keepdims=keepdims)
+        if x.dtype == "bool" and op in ("reduce_max", "reduce_min"):
+            # any / all, over 0 and 1; "> 0" maps the int8 identities of an empty set to False / True
+            as_int8 = b.op("cast", x, name=f"{name}_int8", to="int8")
+            out = b.op(op, as_int8, name=f"{name}_int8_{op}", axes=chosen or None, keepdims=keepdims)
             return b.op("greater", out, b.const(np.zeros((), np.int8), f"{name}_zero"), name=name)
         return b.op(op, x, name=name, axes=chosen or None, keepdims=keepdims)
     return convert

@@ -258,8 +258,8 @@ declare("gather_elements", kind=INJECTIVE, attrs={"axis": 0}, infer=_gather_elem
 
 def _expand_shape(in_shape: tuple[int, ...], shape) -> tuple[int, ...]:
     shape = ints(_required(shape, "shape", "expand"), "expand shape")
-    if any(n < 1 for n in shape):
-        raise ShapeError(f"expand shape {shape} must have positive extents")
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"expand shape {shape} must not have negative extents")
     return nn.broadcast_shape(in_shape, shape)
 
 
@@ -295,8 +295,8 @@ def _tile_shape(in_shape: tuple[int, ...], repeats) -> tuple[int, ...]:
     repeats = ints(_required(repeats, "repeats", "tile"), "tile repeats")
     if len(repeats) != len(in_shape):
         raise ShapeError(f"tile repeats {repeats} must have one entry per axis of the rank-{len(in_shape)} input")
-    if any(n < 1 for n in repeats):
-        raise ShapeError(f"tile repeats {repeats} must be at least 1; tensors cannot have zero extents")
+    if any(n < 0 for n in repeats):
+        raise ShapeError(f"tile repeats {repeats} must not be negative")
     return tuple(n * k for n, k in zip(in_shape, repeats))
 
 
