@@ -72,7 +72,8 @@ def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None)
         dims = _declared_dims(vi)
         if vi.name in shapes:
             dims = _fixed(vi.name, tuple(int(d) for d in shapes[vi.name]), dims)
-        out.append(ModelInput(vi.name, dtype, dims, tuple(uses.get(vi.name, ()))))
+        empty = dims is not None and 0 in dims  # its value is known: no elements
+        out.append(ModelInput(vi.name, dtype, dims, () if empty else tuple(uses.get(vi.name, ()))))
     return tuple(out)
 
 
