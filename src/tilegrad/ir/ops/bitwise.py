@@ -70,4 +70,5 @@ declare("bit_shift", kind=BROADCAST, attrs={"left": True}, infer=_integer, refer
         compute=_elementwise(_shift, "bit_shift"), num_inputs=2,
         samples=(Sample((((4, 9), "uint8"), ((9,), "uint8"))), Sample((((3, 5), "uint64"), ((5,), "uint64"))),
                  Sample((((3, 5), "uint32"), ((3, 5), "uint32")), {"left": False}),
-                 Sample((((4, 9), "int8"), ((9,), "int8"))), Sample((((4, 9), "int32"), ((4, 9), "int32")), {"left": False})))
+                 Sample((((4, 9), "int8"), ((9,), "int8"))),
+                 Sample((((4, 9), "int32"), ((4, 9), "int32")), {"left": False})))
