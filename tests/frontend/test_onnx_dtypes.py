@@ -7,7 +7,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import tilegrad
@@ -186,3 +186,40 @@ def test_mod_matches_the_reference(dtype, fmod):
     feeds = {"a": _values(dtype, rng), "b": _values(dtype, rng, nonzero=True)}
     got, want = _run(model, feeds)
     _check(got, want, ["y"], dtype)
+
+
+@pytest.mark.parametrize("dtype", ("bfloat16", "float64", "uint64", "int16"))
+def test_weights_of_every_dtype_survive_save_and_load(dtype, tmp_path):
+    """NumPy's file format cannot name bfloat16; its weights come back as bfloat16 all the same."""
+    w = _values(dtype, np.random.default_rng(5))
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", _elem(dtype), SHAPE)],
+                              [helper.make_tensor_value_info("y", _elem(dtype), SHAPE)],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    x = _values(dtype, np.random.default_rng(6))
+    module = tilegrad.compile(model)
+    want = module(x=x)
+    module.save(tmp_path / "m")
+    got = tilegrad.load(tmp_path / "m")(x=x)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(f"u{got.dtype.itemsize}"), want.view(f"u{want.dtype.itemsize}"))
+    _check([want], ReferenceEvaluator(model).run(None, {"x": x}), ["y"], dtype)
+
+
+def test_bfloat16_constants_fold_as_floats():
+    """A node of constant bfloat16 inputs is folded by its NumPy reference, which must treat bfloat16 (NumPy kind
+    "V") as a float: MatMul and Div once folded it as integers."""
+    rng = np.random.default_rng(7)
+    a, b, d = ((rng.standard_normal(s) * 3).astype(ml_dtypes.bfloat16) for s in ((3, 4), (4, 5), (3, 4)))
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["mm"]), helper.make_node("Div", ["a", "d"], ["dv"]),
+             helper.make_node("Gemm", ["a", "b"], ["gm"], alpha=0.5), helper.make_node("Add", ["mm", "x"], ["y1"]),
+             helper.make_node("Add", ["dv", "x2"], ["y2"]), helper.make_node("Add", ["gm", "x"], ["y3"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", _elem("bfloat16"), [3, 5]),
+                                           helper.make_tensor_value_info("x2", _elem("bfloat16"), [3, 4])],
+                              [helper.make_tensor_value_info(n, _elem("bfloat16"), None) for n in ("y1", "y2", "y3")],
+                              [numpy_helper.from_array(v, n) for v, n in ((a, "a"), (b, "b"), (d, "d"))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    feeds = {"x": np.zeros((3, 5), ml_dtypes.bfloat16), "x2": np.zeros((3, 4), ml_dtypes.bfloat16)}
+    got, want = _run(model, feeds)
+    _check(got, want, ["matmul", "div", "gemm"], "bfloat16")

@@ -198,16 +198,34 @@ def test_data_dependent_shapes_are_refused():
 
 
 def test_unsupported_dtypes_are_refused():
-    class Double(nn.Module):
+    class Brain(nn.Module):
         def forward(self, x):
-            return (x.double() * 2).float()
+            return (x.bfloat16() * 2).float()
 
-    with pytest.raises(UnsupportedFeatureError, match=r"input 'x' has dtype float64.*\.float\(\)"):
-        tilegrad.compile(Double(), (torch.randn(3, dtype=torch.float64),))
-    with pytest.raises(UnsupportedFeatureError, match=r"_to_copy.* has dtype float64"):
-        tilegrad.compile(Double(), (torch.randn(3),))
+    with pytest.raises(UnsupportedFeatureError, match=r"input 'x' has dtype bfloat16.*\.float\(\)"):
+        tilegrad.compile(Brain(), (torch.randn(3, dtype=torch.bfloat16),))
+    with pytest.raises(UnsupportedFeatureError, match=r"_to_copy.* has dtype bfloat16"):
+        tilegrad.compile(Brain(), (torch.randn(3),))
     with pytest.raises(UnsupportedFeatureError, match="complex64"):
         tilegrad.compile(nn.Identity(), (torch.randn(3, dtype=torch.complex64),))
+
+
+def test_float64_and_int16_models_match_pytorch():
+    """float64 keeps its digits (no float32 step); int16 arithmetic wraps and floor-divides as PyTorch's."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4), nn.Softmax(-1)).double()
+    x = torch.randn(3, 8, dtype=torch.float64)
+    got = tilegrad.compile(mlp.eval(), (x,))(x.numpy())
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, mlp(x).detach().numpy(), rtol=1e-13, atol=1e-15)
+
+    class Ints(nn.Module):
+        def forward(self, a, b):
+            return (a * b + a) // 3, a < b
+
+    a, b = (torch.randint(-300, 300, (4, 5), dtype=torch.int16) for _ in range(2))
+    for got, want in zip(tilegrad.compile(Ints(), (a, b))(a.numpy(), b.numpy()), Ints()(a, b)):
+        np.testing.assert_array_equal(got, want.numpy())
 
 
 def test_constants_of_other_dtypes_may_fold():

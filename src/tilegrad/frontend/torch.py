@@ -28,8 +28,9 @@ TORCH_OPS: dict[str, Callable] = {}
 # ATen ops that core ATen would decompose but the registry has whole (or that map onto fewer nodes whole): those
 # registered with `torch_op(..., keep=True)`.
 KEPT: set[str] = set()
-# The dtypes the native code has buffers for.
-DTYPES = ("float32", "float16", "int8", "int32", "int64", "bool")
+# The dtypes the native code has buffers for and torch's tensors convert to NumPy in (not bfloat16; torch barely
+# computes in uint16-uint64).
+DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 # Ops with no effect on the values of an inference graph (export inserts them for checks).
 IGNORED = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range")
 
@@ -189,7 +190,7 @@ class _Importer:
     def _constant(self, tensor: torch.Tensor, name: str) -> Value:
         """A constant holding a copy of `tensor` (updating the module's weights later does not change the
         compiled module's)."""
-        if dtype_name(tensor.dtype) not in DTYPES + ("float64", "uint8", "int16"):  # what NumPy can hold
+        if dtype_name(tensor.dtype) not in DTYPES:
             _check_dtype(tensor.dtype, f"constant {name!r}")
         v = self.b.const(tensor.detach().contiguous().numpy().copy(), re.sub(r"\W", "_", name))
         self.tensors[id(v)] = tensor.detach()

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import config
 from ..config import Config
-from ..dtype import BUFFER_DTYPES
+from ..dtype import BUFFER_DTYPES, is_float
 from ..errors import BuildError, KernelCallError, ShapeError
 from .build import build
 
@@ -177,7 +177,7 @@ def random_arguments(
     arrays = []
     for spec, offset in zip(params, offsets):
         out = _aligned_empty(spec.shape, np.dtype(spec.dtype), offset)
-        if out.dtype.kind == "f":
+        if is_float(spec.dtype):
             out[...] = rng.uniform(-1.0, 1.0, spec.shape)
         elif out.dtype.kind == "b":
             out[...] = rng.random(spec.shape) < 0.5

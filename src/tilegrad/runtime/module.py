@@ -179,6 +179,9 @@ def load(directory, cfg: _config.Config | None = None) -> Module:
     if len(weights) != len(spec.weights):
         raise ModuleFormatError(f"{directory}: the weights file holds {len(weights)} arrays, the manifest names "
                                 f"{len(spec.weights)}")
+    # NumPy's file format cannot name bfloat16: such weights come back as raw 2-byte records, viewed as bfloat16
+    weights = [w.view(s.dtype) if w.dtype.kind == "V" and w.dtype.itemsize == np.dtype(s.dtype).itemsize else w
+               for w, s in zip(weights, spec.weights)]
     for w, s in zip(weights, spec.weights):
         if w.shape != s.shape or str(w.dtype) != s.dtype:
             raise ModuleFormatError(f"{directory}: weight {s.name!r} is {w.shape} {w.dtype} in the weights file, "

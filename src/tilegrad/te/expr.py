@@ -549,5 +549,6 @@ def count_nodes(e: Expr) -> int:
 from .fold import (  # noqa: E402, F401
     _compare, abs_, acos, acosh, add, all_of, as_expr, asin, asinh, atan, atanh, bit_and, bit_not, bit_or, bit_xor,
     cast, ceil, ceildiv, const, cos, cosh, div, erf, exp, floor, floordiv, floormod, fmod, log, logical_and,
-    logical_not, logical_or, maximum, minimum, mul, power, round_, rsqrt, select, shift_left, shift_right, sigmoid, sin, sinh, sqrt, sub, tan, tanh)
+    logical_not, logical_or, maximum, minimum, mul, power, round_, rsqrt, select, shift_left, shift_right, sigmoid,
+    sin, sinh, sqrt, sub, tan, tanh)
 from .intervals import interval as _interval  # noqa: E402

@@ -110,7 +110,7 @@ def _run_block(op: ComputeOp, program: Program, values: dict[Tensor, np.ndarray]
 
 def _reduce(combiner: str, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     if combiner == "sum":
-        wide = np.float64 if value.dtype.kind == "f" else None  # float sums in double: the oracle should be exact
+        wide = np.float64 if E.is_float(str(value.dtype)) else None  # float sums in double: the oracle should be exact
         return np.sum(value, axis=dims, dtype=wide)
     if combiner == "prod":
         return np.prod(value, axis=dims)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..dtype import is_float
 from ..ir.compute import node_compute
 from ..ir.graph import Graph, Node
 from ..ir.registry import lookup
@@ -57,7 +58,7 @@ class Task:
         rng = np.random.default_rng(seed)
         arrays = []
         for v in self.node.inputs:
-            if np.dtype(v.dtype).kind == "f":
+            if is_float(v.dtype):
                 arrays.append(rng.standard_normal(v.shape).astype(v.dtype))
             elif v.dtype == "bool":
                 arrays.append(rng.random(v.shape) < 0.5)

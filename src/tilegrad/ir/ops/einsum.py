@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...dtype import is_float
 from ...errors import ShapeError
 from ...te import tensor as te
 from ..registry import OUT_FUSABLE, Sample, TensorType, declare
@@ -72,7 +73,7 @@ def _einsum_type(*xs, equation):
 
 
 def _einsum_ref(*xs, equation):
-    wide = np.float64 if np.issubdtype(xs[0].dtype, np.floating) else np.int64
+    wide = np.float64 if is_float(str(xs[0].dtype)) else np.int64
     return np.einsum(equation, *(x.astype(wide) for x in xs)).astype(xs[0].dtype)
 
 

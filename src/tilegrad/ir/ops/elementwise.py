@@ -138,7 +138,7 @@ declare("cast", kind=ELEMWISE, attrs={"to": "float32"},
 def _div_ref(a, b):
     """True division of floats; integers divide as ONNX Runtime (C) does, truncating toward zero, and a zero
     divisor gives 0 rather than a trap."""
-    if a.dtype.kind == "f":
+    if E.is_float(str(a.dtype)):  # bfloat16 too, whose NumPy kind is "V"
         return np.divide(a, b)
     with np.errstate(all="ignore"):
         q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
@@ -175,7 +175,7 @@ def _mod_type(a: TensorType, b: TensorType, *, fmod) -> list[TensorType]:
 
 def _mod_ref(a, b, *, fmod):
     """np.fmod (the dividend's sign) or np.mod (the divisor's); an integer divisor of 0 gives 0."""
-    if a.dtype.kind == "f":
+    if E.is_float(str(a.dtype)):
         return (np.fmod if fmod else np.mod)(a, b)
     safe = np.where(b == 0, 1, b).astype(b.dtype)
     return np.where(b == 0, 0, (np.fmod if fmod else np.mod)(a, safe)).astype(a.dtype)

@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from ...dtype import is_float
 from ...errors import ShapeError
 from ...te import nn
 from ...te import tensor as te
@@ -231,7 +232,7 @@ def _matmul_type(a, b):
 
 
 def _matmul_ref(a, b):
-    wide = np.float64 if np.issubdtype(a.dtype, np.floating) else np.int64
+    wide = np.float64 if is_float(str(a.dtype)) else np.int64
     return np.matmul(a.astype(wide), b.astype(wide)).astype(a.dtype)
 
 
@@ -330,7 +331,7 @@ def _avg_pool_type(x, *, kernel_shape, strides, pads, dilations, ceil_mode, coun
 def _max_pool_ref(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
     win = _pool_window("max_pool", TensorType(x.shape, str(x.dtype)), kernel_shape, strides, pads, dilations,
                        ceil_mode)
-    lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+    lowest = -np.inf if is_float(str(x.dtype)) else np.iinfo(x.dtype).min
     views = (v for _, v in _tap_views(_padded(x, win, lowest, lowest), win))
     return functools.reduce(np.maximum, views).astype(x.dtype)
 

@@ -55,7 +55,7 @@ def _reduction(name: str, te_reduce, np_reduce, floats_only: bool = False, widen
         return [TensorType(_reduced_shape(x.shape, _axes(len(x.shape), axes), keepdims), x.dtype)]
 
     def reference(x, axes, keepdims):
-        wide = x.astype(np.float64) if x.dtype.kind == "f" else x
+        wide = x.astype(np.float64) if E.is_float(str(x.dtype)) else x
         return np.asarray(np_reduce(wide, _axes(x.ndim, axes), bool(keepdims))).astype(x.dtype)
 
     def compute(x, axes, keepdims):
@@ -152,7 +152,7 @@ def _cumsum_type(x: TensorType, *, axis, exclusive, reverse) -> list[TensorType]
 
 def _cumsum_ref(x, *, axis, exclusive, reverse):
     a = normalize_axis(axis, x.ndim)
-    wide = x.astype(np.float64) if x.dtype.kind == "f" else x
+    wide = x.astype(np.float64) if E.is_float(str(x.dtype)) else x
     y = np.flip(wide, a) if reverse else wide
     y = np.cumsum(y, a)
     if exclusive:
