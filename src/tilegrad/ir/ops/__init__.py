@@ -13,3 +13,5 @@ from . import resize as resize
 from . import fused as fused
 from . import layout as layout
 from . import conv_algorithms as conv_algorithms
+from . import sampling as sampling
+from . import signal as signal

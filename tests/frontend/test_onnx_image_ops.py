@@ -1,0 +1,59 @@
+"""GridSample, LpPool and the image ops with constant shapes, against ONNX Runtime (`onnx_cases` in conftest)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+_rng = np.random.default_rng(27)
+
+
+def _normal(*shape):
+    return _rng.standard_normal(shape).astype("float32")
+
+
+def _grid(*shape):
+    return _rng.uniform(-2.2, 2.2, shape).astype("float32")
+
+
+def test_grid_sample_every_mode_matches_onnxruntime(onnx_cases):
+    x = _normal(2, 3, 5, 4)
+    onnx_cases([{"op": "GridSample", "inputs": [x, _grid(2, 6, 3, 2)],
+                 "attrs": {"mode": mode, "padding_mode": padding, "align_corners": align}}
+                for mode, padding, align in itertools.product(("nearest", "linear", "cubic"),
+                                                              ("zeros", "border", "reflection"), (0, 1))])
+
+
+def test_grid_sample_3d_and_opset_16_names_match_onnxruntime(onnx_cases):
+    volume = [{"op": "GridSample", "inputs": [_normal(1, 2, 3, 4, 5), _grid(1, 2, 3, 2, 3)],
+               "attrs": {"mode": mode, "padding_mode": padding}}
+              for mode, padding in (("nearest", "zeros"), ("linear", "border"), ("linear", "reflection"))]
+    onnx_cases(volume)
+    onnx_cases([{"op": "GridSample", "inputs": [_normal(1, 2, 4, 4), _grid(1, 3, 3, 2)], "attrs": {"mode": mode}}
+                for mode in ("bilinear", "bicubic", "nearest")], opset=16)
+
+
+def test_lp_pool_matches_onnxruntime(onnx_cases):
+    x2, x1 = np.abs(_normal(1, 3, 9, 8)) + 0.1, _normal(2, 2, 11)
+    onnx_cases([
+        {"op": "LpPool", "inputs": [x2], "attrs": {"kernel_shape": [3, 2], "p": 3, "pads": [1, 0, 1, 1]}},
+        {"op": "LpPool", "inputs": [x2], "attrs": {"kernel_shape": [2, 2], "strides": [2, 3], "dilations": [2, 1]}},
+        {"op": "LpPool", "inputs": [x2], "attrs": {"kernel_shape": [3, 3], "auto_pad": "SAME_LOWER", "p": 1}},
+        {"op": "LpPool", "inputs": [x2], "attrs": {"kernel_shape": [3, 3], "ceil_mode": 1, "strides": [3, 1]}},
+        {"op": "LpPool", "inputs": [x1], "attrs": {"kernel_shape": [4], "p": 4, "strides": [2], "pads": [1, 2]}},
+    ], opset=18, rtol=1e-4)
+
+
+def test_lp_pool_refuses_a_partial_ceil_window():
+    import pytest
+
+    from tilegrad.errors import UnsupportedFeatureError
+    from tilegrad.frontend.onnx import import_onnx
+
+    with pytest.raises(UnsupportedFeatureError, match="ceil_mode"):
+        from onnx import TensorProto, helper
+        node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2], strides=[2], ceil_mode=1)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
