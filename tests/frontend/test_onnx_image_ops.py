@@ -57,3 +57,16 @@ def test_lp_pool_refuses_a_partial_ceil_window():
         graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
         import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+def test_roi_align_every_mode_matches_onnxruntime(onnx_cases):
+    x = _normal(2, 3, 10, 9)
+    rois = np.array([[0.5, 1.0, 6.3, 7.2], [-2.0, 3.1, 4.0, 12.0], [2.0, 2.0, 2.2, 2.1], [7.5, 0.0, 9.5, 9.9]],
+                    "float32")
+    batch = np.array([0, 1, 1, 0], "int64")
+    onnx_cases([{"op": "RoiAlign", "inputs": [x, rois, batch],
+                 "attrs": {"mode": mode, "coordinate_transformation_mode": transform, "output_height": 3,
+                           "output_width": 4, "sampling_ratio": ratio, "spatial_scale": scale}}
+                for mode, transform, ratio, scale in itertools.product(("avg", "max"),
+                                                                       ("half_pixel", "output_half_pixel"),
+                                                                       (1, 2), (1.0, 0.7))], opset=16)

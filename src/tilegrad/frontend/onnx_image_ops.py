@@ -51,3 +51,21 @@ def _lp_pool(b: B, name, x, *, kernel_shape, p=2, auto_pad="NOTSET", ceil_mode=0
     total = b.op("conv", powered, ones, name=f"{name}_sum", strides=strides, pads=pads, dilations=dilations,
                  group=channels)
     return total if float(p) == 1 else _power(b, name, total, 1 / float(p))
+
+
+@onnx_op("RoiAlign")
+def _roi_align(b: B, name, x, rois, batch_indices, *, coordinate_transformation_mode="half_pixel", mode="avg",
+               output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
+    """RoiAlign-10 has no coordinate_transformation_mode: its coordinates are output_half_pixel's."""
+    if b.opset < 16:
+        coordinate_transformation_mode = "output_half_pixel"
+    if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
+        raise UnsupportedFeatureError(f"node {name!r}: RoiAlign coordinate_transformation_mode "
+                                      f"{coordinate_transformation_mode!r} is not supported")
+    if sampling_ratio < 1:
+        raise UnsupportedFeatureError(f"node {name!r}: RoiAlign with sampling_ratio={sampling_ratio} (adaptive: the "
+                                      f"sample count depends on each region's size, a run-time value) is not "
+                                      f"supported; give a positive sampling_ratio")
+    return b.op("roi_align", x, rois, batch_indices, name=name, mode=mode, output_height=int(output_height),
+                output_width=int(output_width), sampling_ratio=int(sampling_ratio),
+                spatial_scale=float(spatial_scale), half_pixel=int(coordinate_transformation_mode == "half_pixel"))

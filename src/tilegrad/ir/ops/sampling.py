@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te import expr as E
 from ...te import tensor as te
-from ..registry import INJECTIVE, Sample, TensorType, declare
+from ..registry import INJECTIVE, REDUCTION, Sample, TensorType, declare
 
 MODES = ("nearest", "linear", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
@@ -213,3 +213,138 @@ declare("grid_sample", kind=INJECTIVE, num_inputs=2, infer=_grid_sample_type, re
                         {"mode": "cubic", "padding_mode": "reflection", "align_corners": 1}),
                  Sample((((1, 2, 3, 4, 2), "float32"), ((1, 2, 2, 3, 3), "float32")),
                         {"mode": "nearest", "padding_mode": "border"})))
+
+
+# --- roi_align: the average (or maximum) of bilinear samples on a regular grid in each bin of each region ---
+# A batch index outside the batch reads its nearest image (ONNX Runtime refuses it), so no read leaves x.
+
+ROI_MODES = ("avg", "max")
+
+
+def _roi_axis(rois, first: int, size: int, bins: int, samples: int, scale: float, half_pixel: int, name: str):
+    """(index, weight) stages of shape (R, bins, samples, 2): the two rows (or columns) each sample of each bin
+    reads and their bilinear weights, zero for a sample outside the image (as ONNX Runtime has it: beyond one
+    pixel past either edge). `first` is the column of the region's start along this axis in `rois`."""
+    offset = 0.5 if half_pixel else 0.0
+
+    def coord(r, p, s):
+        start = E.cast("float32", rois[r, first]) * scale - offset
+        extent = E.cast("float32", rois[r, first + 2]) * scale - offset - start
+        extent = extent if half_pixel else E.maximum(extent, 1.0)
+        step = extent * (1.0 / bins)
+        return start + E.cast("float32", p) * step + (E.cast("float32", s) + 0.5) * step * (1.0 / samples)
+
+    c = te.compute((rois.shape[0], bins, samples), coord, name=f"{name}_coord", tag="sampling_taps")
+
+    def corners(r, p, s):
+        v = c[r, p, s]
+        low = E.floor(E.maximum(v, 0.0))
+        at_edge = low >= size - 1.0
+        return v, E.select(at_edge, size - 1.0, low), E.select(at_edge, size - 1.0, low + 1.0), at_edge
+
+    def index(r, p, s, j):
+        _, low, high, _ = corners(r, p, s)
+        return E.cast("int64", E.select(j.eq(0), low, high))
+
+    def weight(r, p, s, j):
+        v, low, _, at_edge = corners(r, p, s)
+        frac = E.select(at_edge, 0.0, E.maximum(v, 0.0) - low)
+        valid = E.logical_and(v >= -1.0, v <= float(size))
+        return E.select(valid, E.select(j.eq(0), 1.0 - frac, frac), 0.0)
+
+    shape = (rois.shape[0], bins, samples, 2)
+    return (te.compute(shape, index, name=f"{name}_index", tag="sampling_taps"),
+            te.compute(shape, weight, name=f"{name}_weight", tag="sampling_taps"))
+
+
+def _roi_align_type(x: TensorType, rois: TensorType, batch_indices: TensorType, *, mode, output_height,
+                    output_width, sampling_ratio, spatial_scale, half_pixel):
+    if mode not in ROI_MODES:
+        raise ShapeError(f"roi_align mode {mode!r} is not supported; supported: {', '.join(ROI_MODES)}")
+    if len(x.shape) != 4 or rois.shape[1:] != (4,) or batch_indices.shape != rois.shape[:1]:
+        raise ShapeError(f"roi_align needs x (N, C, H, W), rois (R, 4) and batch_indices (R,), got {x.shape}, "
+                         f"{rois.shape} and {batch_indices.shape}")
+    if not E.is_float(x.dtype) or rois.dtype != x.dtype or batch_indices.dtype not in ("int32", "int64"):
+        raise ShapeError(f"roi_align needs float x and rois of one dtype and integer batch indices, got {x.dtype}, "
+                         f"{rois.dtype} and {batch_indices.dtype}")
+    if not isinstance(sampling_ratio, int) or sampling_ratio < 1:
+        raise ShapeError(f"roi_align sampling_ratio {sampling_ratio!r} must be a positive integer (0, adaptive, "
+                         f"makes the sample count depend on the regions' data)")
+    return [TensorType((rois.shape[0], x.shape[1], int(output_height), int(output_width)), x.dtype)]
+
+
+def _roi_axis_ref(rois, first, size, bins, samples, scale, half_pixel):
+    """NumPy's (low, high, low weight, high weight), each (R, bins, samples), of one axis."""
+    offset = 0.5 if half_pixel else 0.0
+    start = rois[:, first] * scale - offset
+    extent = rois[:, first + 2] * scale - offset - start
+    extent = extent if half_pixel else np.maximum(extent, 1.0)
+    step = (extent / bins)[:, None, None]
+    v = start[:, None, None] + np.arange(bins)[None, :, None] * step + (np.arange(samples) + 0.5) * step / samples
+    low = np.floor(np.maximum(v, 0.0))
+    at_edge = low >= size - 1
+    frac = np.where(at_edge, 0.0, np.maximum(v, 0.0) - low)
+    valid = (v >= -1.0) & (v <= size)
+    low = np.where(at_edge, size - 1, low).astype(np.int64)
+    high = np.where(at_edge, size - 1, low + 1).astype(np.int64)
+    return low, high, np.where(valid, 1.0 - frac, 0.0), np.where(valid, frac, 0.0)
+
+
+def _roi_align_ref(x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio, spatial_scale,
+                   half_pixel):
+    _roi_align_type(TensorType(x.shape, str(x.dtype)), TensorType(rois.shape, str(rois.dtype)),
+                    TensorType(batch_indices.shape, str(batch_indices.dtype)), mode=mode, output_height=output_height,
+                    output_width=output_width, sampling_ratio=sampling_ratio, spatial_scale=spatial_scale,
+                    half_pixel=half_pixel)
+    r64 = rois.astype(np.float64)
+    ys = _roi_axis_ref(r64, 1, x.shape[2], output_height, sampling_ratio, spatial_scale, half_pixel)
+    xs = _roi_axis_ref(r64, 0, x.shape[3], output_width, sampling_ratio, spatial_scale, half_pixel)
+    out = np.zeros((rois.shape[0], x.shape[1], output_height, output_width))
+    for r, n in enumerate(np.clip(batch_indices, 0, x.shape[0] - 1)):
+        image = x[n].astype(np.float64)
+        terms = []
+        for (yi, yw), (xi, xw) in itertools.product(((ys[0][r], ys[2][r]), (ys[1][r], ys[3][r])),
+                                                    ((xs[0][r], xs[2][r]), (xs[1][r], xs[3][r]))):
+            # (C, bins_y, samples_y, bins_x, samples_x)
+            picked = image[:, yi[:, :, None, None], xi[None, None, :, :]]
+            terms.append(picked * (yw[:, :, None, None] * xw[None, None, :, :]))
+        if mode == "avg":
+            out[r] = sum(terms).sum(axis=(2, 4)) / (sampling_ratio * sampling_ratio)
+        else:
+            out[r] = np.max(np.maximum.reduce(terms), axis=(2, 4))
+    return out.astype(x.dtype)
+
+
+def _roi_align_te(x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio, spatial_scale,
+                  half_pixel):
+    (out,) = _roi_align_type(TensorType(x.shape, x.dtype), TensorType(rois.shape, rois.dtype),
+                             TensorType(batch_indices.shape, batch_indices.dtype), mode=mode,
+                             output_height=output_height, output_width=output_width, sampling_ratio=sampling_ratio,
+                             spatial_scale=spatial_scale, half_pixel=half_pixel)
+    y_index, y_weight = _roi_axis(rois, 1, x.shape[2], output_height, sampling_ratio, spatial_scale, half_pixel,
+                                  "roi_align_y")
+    x_index, x_weight = _roi_axis(rois, 0, x.shape[3], output_width, sampling_ratio, spatial_scale, half_pixel,
+                                  "roi_align_x")
+    sy, sx = te.reduce_axis(sampling_ratio, "sy"), te.reduce_axis(sampling_ratio, "sx")
+
+    def body(r, c, ph, pw):
+        n = E.minimum(E.maximum(E.cast("int64", batch_indices[r]), 0), x.shape[0] - 1)
+        terms = [E.cast("float32", x[n, c, y_index[r, ph, sy, jy], x_index[r, pw, sx, jx]])
+                 * y_weight[r, ph, sy, jy] * x_weight[r, pw, sx, jx] for jy, jx in itertools.product((0, 1), (0, 1))]
+        if mode == "avg":
+            return te.sum(terms[0] + terms[1] + terms[2] + terms[3], axis=[sy, sx])
+        return te.max(E.maximum(E.maximum(terms[0], terms[1]), E.maximum(terms[2], terms[3])), axis=[sy, sx])
+
+    total = te.compute(out.shape, body, name="roi_align_samples", tag="reduce")
+    scale = 1.0 / (sampling_ratio * sampling_ratio) if mode == "avg" else 1.0
+    return te.compute(out.shape, lambda *i: E.cast(x.dtype, total[i] * scale), name="roi_align", tag="elemwise")
+
+
+declare("roi_align", kind=REDUCTION, num_inputs=3, infer=_roi_align_type, reference=_roi_align_ref,
+        compute=_roi_align_te, attrs={"mode": "avg", "output_height": 1, "output_width": 1, "sampling_ratio": 2,
+                                      "spatial_scale": 1.0, "half_pixel": 1},
+        samples=(Sample((((2, 3, 6, 5), "float32"), ((4, 4), "float32"), ((4,), "int64")),
+                        {"output_height": 3, "output_width": 2, "spatial_scale": 2.0}),
+                 Sample((((1, 2, 5, 7), "float32"), ((3, 4), "float32"), ((3,), "int32")),
+                        {"mode": "max", "output_height": 2, "output_width": 3, "sampling_ratio": 3,
+                         "half_pixel": 0})))
