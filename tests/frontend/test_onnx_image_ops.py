@@ -70,3 +70,41 @@ def test_roi_align_every_mode_matches_onnxruntime(onnx_cases):
                 for mode, transform, ratio, scale in itertools.product(("avg", "max"),
                                                                        ("half_pixel", "output_half_pixel"),
                                                                        (1, 2), (1.0, 0.7))], opset=16)
+
+
+def _i64(*values):
+    return np.array(values, "int64")
+
+
+def test_constant_shaped_image_ops_match_onnxruntime(onnx_cases):
+    x = _normal(5, 6, 3)
+    onnx_cases([
+        {"op": "CenterCropPad", "inputs": [x, _i64(3, 9, 3)], "attrs": {}, "consts": (1,)},
+        {"op": "CenterCropPad", "inputs": [x, _i64(8, 3)], "attrs": {"axes": [0, -2]}, "consts": (1,)},
+        {"op": "CenterCropPad", "inputs": [x, _i64(2, 7)], "attrs": {"axes": [1, 2]}, "consts": (1,)},
+        {"op": "AffineGrid", "inputs": [_normal(2, 2, 3), _i64(2, 3, 4, 5)], "attrs": {}, "consts": (1,)},
+        {"op": "AffineGrid", "inputs": [_normal(2, 2, 3), _i64(2, 1, 4, 3)], "attrs": {"align_corners": 1},
+         "consts": (1,)},
+        {"op": "AffineGrid", "inputs": [_normal(1, 3, 4), _i64(1, 2, 3, 4, 2)], "attrs": {"align_corners": 1},
+         "consts": (1,)},
+        {"op": "Col2Im", "inputs": [_normal(2, 2 * 4, 12), _i64(4, 5), _i64(2, 2)], "attrs": {}, "consts": (1, 2)},
+        {"op": "Col2Im", "inputs": [_normal(1, 3 * 6, 6), _i64(5, 7), _i64(2, 3)],
+         "attrs": {"strides": [2, 2], "pads": [1, 0, 0, 1], "dilations": [1, 2]}, "consts": (1, 2)},
+        {"op": "Col2Im", "inputs": [_normal(1, 2 * 8, 8), _i64(3, 4, 5), _i64(2, 2, 2)],
+         "attrs": {"strides": [1, 2, 3]}, "consts": (1, 2)},
+    ], opset=20)
+
+
+def test_affine_grid_refuses_one_pixel_with_align_corners():
+    import pytest
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tilegrad.errors import UnsupportedFeatureError
+    from tilegrad.frontend.onnx import import_onnx
+
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TensorProto.FLOAT, [1, 2, 3])],
+                              [helper.make_tensor_value_info("grid", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(_i64(1, 1, 4, 1), "size")])
+    with pytest.raises(UnsupportedFeatureError, match="one pixel"):
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))

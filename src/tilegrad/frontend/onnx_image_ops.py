@@ -1,14 +1,15 @@
-"""ONNX's image ops mapped onto the registry: GridSample (the `grid_sample` op), LpPool (a depthwise convolution
-of |x|^p with a window of ones), and the ops whose shapes come from constant inputs. Importing `onnx_ops`
-registers them."""
+"""ONNX's image ops mapped onto the registry: GridSample and RoiAlign (the `grid_sample` and `roi_align` ops),
+LpPool (a depthwise convolution of |x|^p with a window of ones), and the ops whose shapes come from inputs that
+must be constants: CenterCropPad (a slice and a pad), AffineGrid (a matmul of the base grid with theta) and
+Col2Im (a transposed convolution with one-hot filters). Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedFeatureError
+from ..errors import ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
-from .onnx import onnx_op
+from .onnx import constant_input, onnx_op
 
 _GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}  # GridSample-16's names for linear and cubic
 
@@ -69,3 +70,83 @@ def _roi_align(b: B, name, x, rois, batch_indices, *, coordinate_transformation_
     return b.op("roi_align", x, rois, batch_indices, name=name, mode=mode, output_height=int(output_height),
                 output_width=int(output_width), sampling_ratio=int(sampling_ratio),
                 spatial_scale=float(spatial_scale), half_pixel=int(coordinate_transformation_mode == "half_pixel"))
+
+
+def _ints(v, what: str, name) -> tuple[int, ...]:
+    return tuple(int(d) for d in np.ravel(constant_input(v, what, name)))
+
+
+@onnx_op("CenterCropPad")
+def _center_crop_pad(b: B, name, x, shape, *, axes=None):
+    """Each axis cropped or zero-padded to its target extent around its centre (the odd element goes to the
+    end)."""
+    rank = len(x.shape)
+    target = _ints(shape, "shape", name)
+    chosen = [a % rank for a in axes] if axes is not None else list(range(rank))
+    if len(chosen) != len(target) or min(target, default=1) < 1:
+        raise ShapeError(f"node {name!r}: CenterCropPad shape {list(target)} does not fit axes {chosen}")
+    starts, ends, crop_axes, pads = [], [], [], [0] * (2 * rank)
+    for a, t in zip(chosen, target):
+        n = x.shape[a]
+        if t < n:
+            crop_axes.append(a)
+            starts.append((n - t) // 2)
+            ends.append((n - t) // 2 + t)
+        elif t > n:
+            pads[a], pads[rank + a] = (t - n) // 2, t - n - (t - n) // 2
+    out = b.op("slice", x, name=f"{name}_crop", starts=tuple(starts), ends=tuple(ends),
+               axes=tuple(crop_axes)) if crop_axes else x
+    return b.op("pad", out, name=name, pads=tuple(pads), value=0.0, mode="constant") if any(pads) else out
+
+
+def _base_coordinates(n: int, align_corners: int) -> np.ndarray:
+    """The n positions of an axis in [-1, 1]: pixel centres, or from -1 to 1 with align_corners."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, n)
+    return (2.0 * np.arange(n) + 1.0) / n - 1.0
+
+
+@onnx_op("AffineGrid")
+def _affine_grid(b: B, name, theta, size, *, align_corners=0):
+    """theta applied to the base grid's homogeneous points (x, y[, z], 1): a matmul of the constant points by
+    theta's transpose."""
+    dims = _ints(size, "size", name)
+    nd = len(dims) - 2
+    if nd not in (2, 3) or theta.shape != (dims[0], nd, nd + 1):
+        raise ShapeError(f"node {name!r}: AffineGrid needs a size (N, C, [D,] H, W) and theta (N, {nd}, {nd + 1}), "
+                         f"got size {list(dims)} and theta {list(theta.shape)}")
+    spatial = dims[2:]
+    if align_corners and 1 in spatial:
+        raise UnsupportedFeatureError(f"node {name!r}: AffineGrid with align_corners=1 over an axis of one pixel is "
+                                      f"not supported: ONNX's reference puts that pixel at -1, ONNX Runtime at 1")
+    axes = np.meshgrid(*(_base_coordinates(n, align_corners) for n in spatial), indexing="ij")
+    points = np.stack([*axes[::-1], np.ones(spatial)], axis=-1).reshape(-1, nd + 1)
+    base = b.const(points.astype(theta.dtype), f"{name}_base")
+    turned = b.op("transpose", theta, name=f"{name}_theta_t", perm=(0, 2, 1))
+    moved = b.op("matmul", base, turned, name=f"{name}_points")
+    return b.op("reshape", moved, name=name, shape=(dims[0], *spatial, nd))
+
+
+@onnx_op("Col2Im")
+def _col2im(b: B, name, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """The sum of each column's block into the image: a transposed convolution over the grid of block
+    positions whose filters, one group per channel, put column row k at block position k."""
+    image, block = _ints(image_shape, "image_shape", name), _ints(block_shape, "block_shape", name)
+    nd = len(image)
+    dilations = tuple(dilations) if dilations else (1,) * nd
+    pads = tuple(pads) if pads else (0,) * (2 * nd)
+    strides = tuple(strides) if strides else (1,) * nd
+    taps = int(np.prod(block))
+    positions = [(n + pads[d] + pads[nd + d] - dilations[d] * (k - 1) - 1) // strides[d] + 1
+                 for d, (n, k) in enumerate(zip(image, block))]
+    if len(x.shape) != 3 or x.shape[1] % taps or min(positions) < 1 or x.shape[2] != int(np.prod(positions)):
+        raise ShapeError(f"node {name!r}: Col2Im input of shape {list(x.shape)} does not hold blocks {list(block)} "
+                         f"of an image {list(image)} (expected (N, C * {taps}, {int(np.prod(positions))}))")
+    channels = x.shape[1] // taps
+    one_hot = np.eye(taps, dtype=x.dtype).reshape(taps, 1, *block)
+    filters = b.const(np.tile(one_hot, (channels, 1, *[1] * nd)), f"{name}_filters")
+    grid = b.op("reshape", x, name=f"{name}_grid", shape=(x.shape[0], x.shape[1], *positions))
+    reach = [(p - 1) * s - pads[d] - pads[nd + d] + dilations[d] * (k - 1) + 1
+             for d, (p, s, k) in enumerate(zip(positions, strides, block))]
+    return b.op("conv_transpose", grid, filters, name=name, strides=strides, pads=pads, dilations=dilations,
+                group=channels, output_padding=tuple(n - r for n, r in zip(image, reach)))
