@@ -68,8 +68,6 @@ def _einsum_terms(equation, shapes) -> tuple[list[list[str]], list[str], dict[st
 def _einsum_type(*xs, equation):
     dtype = _dtype(xs)
     _, out, extents = _einsum_terms(equation, [x.shape for x in xs])
-    if not out:
-        raise ShapeError(f"einsum {equation!r} gives a scalar, which tensors here cannot be")
     return [TensorType(tuple(extents[c] for c in out), dtype)]
 
 
@@ -103,4 +101,5 @@ declare("einsum", kind=OUT_FUSABLE, attrs={"equation": None}, infer=_einsum_type
             Sample((((2, 3, 5, 4), "float32"), ((2, 3, 6, 4), "float32")), {"equation": "...qd,...kd->...qk"}),
             Sample((((4, 6), "float32"), ((6,), "float32")), {"equation": "ij,j"}),
             Sample((((5, 5, 3), "float32"),), {"equation": "iij->ji"}),
+            Sample((((3, 4), "float32"), ((4,), "float32")), {"equation": "ij,j->"}),
         ))
