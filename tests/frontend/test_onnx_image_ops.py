@@ -108,3 +108,16 @@ def test_affine_grid_refuses_one_pixel_with_align_corners():
                               [numpy_helper.from_array(_i64(1, 1, 4, 1), "size")])
     with pytest.raises(UnsupportedFeatureError, match="one pixel"):
         import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
+
+
+def test_deform_conv_matches_onnxruntime(onnx_cases):
+    x = _normal(2, 4, 7, 6)
+    onnx_cases([
+        {"op": "DeformConv", "inputs": [x, _normal(3, 4, 3, 3), _normal(2, 18, 5, 4)], "attrs": {}},
+        {"op": "DeformConv", "inputs": [x, _normal(4, 2, 2, 3), 2 * _normal(2, 24, 4, 2), _normal(4),
+                                        _rng.uniform(0, 1, (2, 12, 4, 2)).astype("float32")],
+         "attrs": {"group": 2, "offset_group": 2, "strides": [2, 1], "pads": [1, 0, 0, 0], "dilations": [1, 2]}},
+        {"op": "DeformConv", "inputs": [x, _normal(2, 4, 2, 2), _normal(2, 8, 3, 3), None,
+                                        _rng.uniform(0, 1, (2, 4, 3, 3)).astype("float32")],
+         "attrs": {"strides": [2, 2], "kernel_shape": [2, 2]}},
+    ], opset=19, rtol=1e-4, atol=1e-4)

@@ -1,7 +1,7 @@
-"""ONNX's image ops mapped onto the registry: GridSample and RoiAlign (the `grid_sample` and `roi_align` ops),
-LpPool (a depthwise convolution of |x|^p with a window of ones), and the ops whose shapes come from inputs that
-must be constants: CenterCropPad (a slice and a pad), AffineGrid (a matmul of the base grid with theta) and
-Col2Im (a transposed convolution with one-hot filters). Importing `onnx_ops` registers them."""
+"""ONNX's image ops mapped onto the registry: GridSample, RoiAlign and DeformConv (the `grid_sample`, `roi_align`
+and `deform_conv` ops), LpPool (a depthwise convolution of |x|^p with a window of ones), and the ops whose shapes
+come from inputs that must be constants: CenterCropPad (a slice and a pad), AffineGrid (a matmul of the base grid
+with theta) and Col2Im (a transposed convolution with one-hot filters). Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
 
@@ -150,3 +150,21 @@ def _col2im(b: B, name, x, image_shape, block_shape, *, dilations=None, pads=Non
              for d, (p, s, k) in enumerate(zip(positions, strides, block))]
     return b.op("conv_transpose", grid, filters, name=name, strides=strides, pads=pads, dilations=dilations,
                 group=channels, output_padding=tuple(n - r for n, r in zip(image, reach)))
+
+
+@onnx_op("DeformConv")
+def _deform_conv(b: B, name, x, w, offset, bias=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
+                 offset_group=1, pads=None, strides=None):
+    """The `deform_conv` op (2-D), with a bias of zeros and a mask of ones when they are absent."""
+    if len(x.shape) != 4 or (kernel_shape is not None and tuple(kernel_shape) != tuple(w.shape[2:])):
+        raise UnsupportedFeatureError(f"node {name!r}: DeformConv over {len(x.shape) - 2} spatial axes or with a "
+                                      f"kernel_shape other than the weight's is not supported (2-D only)")
+    if bias is None:
+        bias = b.const(np.zeros(w.shape[0], x.dtype), f"{name}_bias")
+    if mask is None:
+        shape = list(offset.shape)
+        shape[1] //= 2
+        mask = b.const(np.ones(shape, x.dtype), f"{name}_mask")
+    return b.op("deform_conv", x, w, offset, bias, mask, name=name, strides=tuple(strides or (1, 1)),
+                pads=tuple(pads or (0, 0, 0, 0)), dilations=tuple(dilations or (1, 1)), group=int(group),
+                offset_group=int(offset_group))

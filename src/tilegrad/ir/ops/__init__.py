@@ -15,3 +15,4 @@ from . import layout as layout
 from . import conv_algorithms as conv_algorithms
 from . import sampling as sampling
 from . import signal as signal
+from . import deform_conv as deform_conv
