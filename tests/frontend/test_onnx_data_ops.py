@@ -1,5 +1,6 @@
-"""CumSum and CumProd (every attribute), ReverseSequence, MaxUnpool, Compress, NonZero, Unique and Det, against
-ONNX Runtime (`onnx_cases` in conftest)."""
+"""CumSum and CumProd (every attribute), ReverseSequence, MaxUnpool, Compress and Det against ONNX Runtime
+(`onnx_cases` in conftest); NonZero of a constant; the refusals of data-shaped ops on run-time data and of
+Bernoulli."""
 
 from __future__ import annotations
 
@@ -64,11 +65,18 @@ def _model(op, inputs, initializers=(), **attrs):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("op", ["NonZero", "Unique"])
+@pytest.mark.parametrize("op", ["NonZero", "Unique", "NonMaxSuppression"])
 def test_data_shaped_ops_of_run_time_inputs_are_refused_by_name(op):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    shapes = {"NonMaxSuppression": [[1, 3, 4], [1, 1, 3]]}.get(op, [[2, 3]])
+    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, s) for i, s in enumerate(shapes)]
     with pytest.raises(UnsupportedFeatureError, match=f"{op} of an input computed at run time"):
-        import_onnx(_model(op, [x]))
+        import_onnx(_model(op, inputs))
+
+
+def test_bernoulli_is_refused_as_a_random_draw():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    with pytest.raises(UnsupportedFeatureError, match="Bernoulli draws random numbers"):
+        import_onnx(_model("Bernoulli", [x]))
 
 
 def test_compress_of_a_run_time_condition_and_a_large_det_are_refused():

@@ -1,7 +1,8 @@
 """ONNX ops that move elements by data: CumProd, ReverseSequence (a gather of reversed positions), MaxUnpool (a
-scatter into zeros), and the ops whose output shape depends on data (Compress, NonZero, Unique), supported where
-that data is a constant: a constant Compress condition is a gather; NonZero and Unique of constants fold during
-import, and a run-time input is refused by name. Importing `onnx_ops` registers them."""
+scatter into zeros), and the ops whose output shape depends on data (Compress, NonZero, Unique, NonMaxSuppression),
+supported where that data is a constant: a constant Compress condition is a gather; the others fold during
+import when their inputs are constants, and a run-time input is refused by name. Bernoulli, a random draw, is
+refused. Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
 
@@ -90,5 +91,13 @@ def _data_shaped(op_type: str):
     return convert
 
 
-for _op_type in ("NonZero", "Unique"):
+for _op_type in ("NonZero", "Unique", "NonMaxSuppression"):
     onnx_op(_op_type)(_data_shaped(_op_type))
+
+
+@onnx_op("Bernoulli")
+def _bernoulli(b: B, name, x, *, dtype=None, seed=None):
+    """Refused: a draw of random numbers is not a function of the model's inputs, so no compiled kernel can give
+    the numbers another runtime (or ONNX's node tests, which record one draw) gives."""
+    raise UnsupportedFeatureError(f"node {name!r}: Bernoulli draws random numbers, which tilegrad does not "
+                                  f"generate (no compiled kernel reproduces another runtime's draws)")
