@@ -9,8 +9,14 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from . import (onnx_composite_ops, onnx_data_ops, onnx_functions, onnx_image_ops, onnx_index_ops,  # noqa: F401
-               onnx_signal_ops)  # (register more op types)
+from . import (  # noqa: F401  (register more op types)
+    onnx_composite_ops,
+    onnx_data_ops,
+    onnx_functions,
+    onnx_image_ops,
+    onnx_index_ops,
+    onnx_signal_ops,
+)
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh
