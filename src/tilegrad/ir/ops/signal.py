@@ -78,7 +78,8 @@ def _dft_te(x, *, n, inverse, onesided):
         phase = E.cast("float64", (t * k) % n) * (2 * math.pi / n)
         cos, sin = E.cos(phase), E.sin(phase)
         if inverse and onesided:
-            weight = E.select(E.logical_or(t.eq(0), (t * 2).eq(n)), E.const(1.0 / n, "float64"), E.const(2.0 / n, "float64"))
+            once = E.logical_or(t.eq(0), (t * 2).eq(n))  # the frequencies without a mirror image
+            weight = E.select(once, E.const(1.0 / n, "float64"), E.const(2.0 / n, "float64"))
             return E.select(j.eq(0), cos * weight, -sin * weight)
         sin = sin * (1.0 / n) if inverse else -sin
         cos = cos * (1.0 / n) if inverse else cos
