@@ -44,7 +44,7 @@ def _deform_conv_type(x, w, offset, bias, mask, *, strides, pads, dilations, gro
     return [TensorType((n, m, oh, ow), x.dtype)]
 
 
-def _positions(x_shape, w_shape, offset, strides, pads, dilations, offset_group):
+def _positions(w_shape, offset, strides, pads, dilations, offset_group):
     """NumPy's sampling rows and columns (N, offset groups, taps, OH, OW) of every tap."""
     n, _, oh, ow = offset.shape
     kh, kw = w_shape[2:]
@@ -60,7 +60,7 @@ def _deform_conv_ref(x, w, offset, bias, mask, *, strides, pads, dilations, grou
     (out,) = _deform_conv_type(*(TensorType(a.shape, str(a.dtype)) for a in (x, w, offset, bias, mask)),
                                strides=strides, pads=pads, dilations=dilations, group=group, offset_group=offset_group)
     n, c, height, width = x.shape
-    rows, cols = _positions(x.shape, w.shape, offset, strides, pads, dilations, offset_group)
+    rows, cols = _positions(w.shape, offset, strides, pads, dilations, offset_group)
     per_group = c // offset_group
     rows, cols = np.repeat(rows, per_group, axis=1), np.repeat(cols, per_group, axis=1)  # (N, C, taps, OH, OW)
     low_h, low_w = np.floor(rows), np.floor(cols)
