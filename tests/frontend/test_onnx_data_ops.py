@@ -98,3 +98,9 @@ def test_nonzero_of_a_constant_folds():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     ones = np.ones((2, 3), "int64")
     np.testing.assert_array_equal(tilegrad.compile(model)(ones), np.array([[0, 1, 1], [1, 0, 2]]) + 1)
+
+
+def test_float16_cumulative_ops_match_onnxruntime(onnx_cases):
+    x = _rng.uniform(0.5, 1.5, (3, 4)).astype("float16")
+    onnx_cases([{"op": op, "inputs": [x, np.array(1, "int64")], "attrs": {"reverse": 1}, "consts": (1,)}
+                for op in ("CumSum", "CumProd")], opset=26, rtol=2e-3, atol=2e-3)

@@ -121,3 +121,10 @@ def test_deform_conv_matches_onnxruntime(onnx_cases):
                                         _rng.uniform(0, 1, (2, 4, 3, 3)).astype("float32")],
          "attrs": {"strides": [2, 2], "kernel_shape": [2, 2]}},
     ], opset=19, rtol=1e-4, atol=1e-4)
+
+
+def test_float16_grid_sample_and_lp_pool_match_onnxruntime(onnx_cases):
+    x = _normal(1, 2, 5, 4).astype("float16")
+    onnx_cases([{"op": "GridSample", "inputs": [x, _grid(1, 3, 3, 2).astype("float16")], "attrs": {}},
+                {"op": "LpPool", "inputs": [x], "attrs": {"kernel_shape": [2, 2], "p": 3}}],
+               opset=20, rtol=2e-3, atol=2e-3)
