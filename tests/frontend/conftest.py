@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -227,3 +228,57 @@ def torch_model(request):
     torch.manual_seed(0)
     module, args = MODELS[request.param]()
     return randomize_norms(module).eval(), args
+
+
+
+# --- many one-node cases in one model, run by ONNX Runtime and by tilegrad (the op-family tests) ---
+
+def cases_model(cases, opset):
+    """One model holding every case's node side by side, and the feeds of its non-constant inputs. A case is a
+    dict: `op`, `inputs` (arrays, None for an absent optional input), `attrs`, and optionally `consts` (the
+    positions of inputs given as initializers: shapes, sizes, axes) and `out_types` (when they differ from the
+    first input's type)."""
+    from onnx import helper, numpy_helper
+
+    feeds, inputs, inits, nodes, outputs = {}, [], [], [], []
+    for k, case in enumerate(cases):
+        names = [f"n{k}_in{i}" if a is not None else "" for i, a in enumerate(case["inputs"])]
+        for i, (n, a) in enumerate(zip(names, case["inputs"])):
+            if i in case.get("consts", ()):
+                inits.append(numpy_helper.from_array(np.asarray(a), n))
+            elif a is not None:
+                feeds[n] = a
+                inputs.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                            list(a.shape)))
+        first = next(np.asarray(a) for a in case["inputs"] if a is not None)
+        types = case.get("out_types") or (helper.np_dtype_to_tensor_dtype(first.dtype),)
+        outs = [helper.make_tensor_value_info(f"n{k}_out{j}", t, None) for j, t in enumerate(types)]
+        nodes.append(helper.make_node(case["op"], names, [o.name for o in outs], name=f"n{k}",
+                                      **case.get("attrs", {})))
+        outputs.extend(outs)
+    graph = helper.make_graph(nodes, "cases", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10), feeds
+
+
+def assert_cases_match_onnxruntime(cases, opset=20, rtol=1e-5, atol=1e-5):
+    """Each case's outputs from tilegrad equal ONNX Runtime's (dtype, shape, values); one compile for all."""
+    import onnxruntime as ort
+
+    import tilegrad
+
+    model, feeds = cases_model(cases, opset)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    got = tilegrad.compile(model)(*feeds.values())
+    got = got if isinstance(got, list) else [got]
+    assert len(got) == len(want)
+    for out, g, w in zip(model.graph.output, got, want):
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), out.name
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=out.name)
+
+
+@pytest.fixture
+def onnx_cases():
+    """`check(cases, opset=20, rtol=1e-5, atol=1e-5)`: the cases (see `cases_model`), compiled as one model, give
+    ONNX Runtime's outputs."""
+    return assert_cases_match_onnxruntime

@@ -1,9 +1,10 @@
 """ONNX ops written as compositions of registry ops, as ONNX's own function bodies are: variadic Sum and Mean,
 Swish, Gelu's tanh approximation, RMSNormalization, LpNormalization, MeanVarianceNormalization, Hardmax,
-DepthToSpace, SpaceToDepth and EyeLike. Importing `onnx_ops` registers them."""
+DepthToSpace, SpaceToDepth, EyeLike and Det of small matrices. Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -131,3 +132,35 @@ def _eye_like(b: B, name, x, *, dtype=None, k=0):
 
     out = x.dtype if dtype is None else str(helper.tensor_dtype_to_np_dtype(dtype))
     return b.const(np.eye(*x.shape, k=int(k), dtype=out), name)
+
+
+DET_MAX_ORDER = 4
+
+
+def _permutation_sign(p) -> int:
+    inversions = sum(1 for i, j in itertools.combinations(range(len(p)), 2) if p[i] > p[j])
+    return -1 if inversions % 2 else 1
+
+
+@onnx_op("Det")
+def _det(b: B, name, x):
+    """The Leibniz sum over permutations of signed products of entries, for matrices up to 4 x 4 (24 products);
+    a larger order would need a pivoted factorisation, which is refused."""
+    n, rank = x.shape[-1], len(x.shape)
+    if x.shape[-2] != n or n > DET_MAX_ORDER:
+        raise UnsupportedFeatureError(f"node {name!r}: Det of {x.shape[-2]} x {n} matrices is not supported (square "
+                                      f"matrices up to {DET_MAX_ORDER} x {DET_MAX_ORDER})")
+    entries = {}
+    for i, j in itertools.product(range(n), repeat=2):
+        one = b.op("slice", x, name=f"{name}_at{i}{j}", starts=(i, j), ends=(i + 1, j + 1), axes=(rank - 2, rank - 1))
+        entries[i, j] = b.op("reshape", one, name=f"{name}_entry{i}{j}", shape=x.shape[:-2])
+    total = None
+    for k, p in enumerate(itertools.permutations(range(n))):
+        term = entries[0, p[0]]
+        for i in range(1, n):
+            term = b.op("mul", term, entries[i, p[i]], name=f"{name}_term{k}_{i}")
+        if total is None:
+            total = term if _permutation_sign(p) > 0 else b.op("neg", term, name=f"{name}_neg{k}")
+        else:
+            total = b.op("add" if _permutation_sign(p) > 0 else "sub", total, term, name=f"{name}_sum{k}")
+    return total

@@ -10,9 +10,20 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import infer_types
-from . import onnx_composite_ops, onnx_functions, onnx_index_ops  # noqa: F401  (register more op types)
-from . import onnx_control_flow, onnx_recurrent, onnx_sequences  # noqa: F401  (register more op types)
-from . import onnx_norm_outputs, onnx_padding, onnx_resize  # noqa: F401
+from . import (  # noqa: F401  (register more op types)
+    onnx_composite_ops,
+    onnx_control_flow,
+    onnx_data_ops,
+    onnx_functions,
+    onnx_image_ops,
+    onnx_index_ops,
+    onnx_norm_outputs,
+    onnx_padding,
+    onnx_recurrent,
+    onnx_resize,
+    onnx_sequences,
+    onnx_signal_ops,
+)
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_composite_ops import gelu_tanh

@@ -67,7 +67,7 @@ def _rewrite(ed: GraphEditor, node: Node, producers: dict[int, Node]) -> Value |
     inputs = ed.inputs_of(node)
     sources = [_source(v, producers) for v in inputs]
     inner = next((s.shape for s, v in zip(sources, inputs) if s is not None and v.shape == shape), None)
-    if inner is None or inner == shape or not inner or inner[-1] != shape[-1]:
+    if inner is None or inner == shape or not inner or not shape or inner[-1] != shape[-1]:
         return None
     operands = []
     for v, src in zip(inputs, sources):

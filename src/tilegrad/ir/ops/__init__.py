@@ -14,3 +14,6 @@ from . import resize as resize
 from . import fused as fused
 from . import layout as layout
 from . import conv_algorithms as conv_algorithms
+from . import sampling as sampling
+from . import signal as signal
+from . import deform_conv as deform_conv

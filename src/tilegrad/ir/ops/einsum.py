@@ -2,8 +2,8 @@
 
 The equation follows ONNX (and NumPy): comma-separated operand terms, an optional `->` and output term, letters
 as labels, `...` for broadcast leading axes. Without `->` the output holds the ellipsis axes, then the labels
-that occur once, in alphabetical order. The compute multiplies the operands at each point and sums over the
-labels the output lacks; a diagonal (a label repeated in one term) indexes one axis twice.
+that occur once, in alphabetical order; an output of no labels is a scalar. The compute multiplies the operands at
+each point and sums over the labels the output lacks; a diagonal (a label repeated in one term) indexes one axis twice.
 """
 
 from __future__ import annotations
@@ -103,4 +103,5 @@ declare("einsum", kind=OUT_FUSABLE, attrs={"equation": None}, infer=_einsum_type
             Sample((((4, 6), "float32"), ((6,), "float32")), {"equation": "ij,j"}),
             Sample((((5, 5, 3), "float32"),), {"equation": "iij->ji"}),
             Sample((((7,), "float64"), ((7,), "float64")), {"equation": "i,i"}),  # a scalar
+            Sample((((3, 4), "float32"), ((4,), "float32")), {"equation": "ij,j->"}),
         ))

@@ -1,9 +1,9 @@
 """Reductions over a set of axes (sum, mean, max, min, L2 norm), argmax and argmin, with ONNX's axes and keepdims,
-and the cumulative sum along one axis.
+and the cumulative sum and product along one axis.
 
 Sums, means, maxima and minima are `te.nn.reduction`'s; the L2 norm is the square root of a sum of squares; argmax
-(argmin) takes two stages, the maximum (minimum) and then the first (or last) index holding it. There is no
-product: the te reducers are sum, max and min only, and exp(sum(log|x|)) would lose signs and zeros.
+(argmin) takes two stages, the maximum (minimum) and then the first (or last) index holding it. Products
+(reduce_prod, cumprod) use the te product reducer, never exp(sum(log|x|)), which would lose signs and zeros.
 """
 
 from __future__ import annotations
@@ -141,43 +141,51 @@ for _op, _reduce_extreme, _np_arg in (("argmax", nn.reduce_max, np.argmax), ("ar
                      Sample((((4, 7), "int32"),), {"axis": 1, "keepdims": 0, "select_last_index": 1})))
 
 
-# --- cumulative sum: each output sums the input up to (or, reversed, from) its position ---
+# --- cumulative sum and product: each output combines the input up to (or, reversed, from) its position ---
 
-def _cumsum_type(x: TensorType, *, axis, exclusive, reverse) -> list[TensorType]:
-    if x.dtype == "bool":
-        raise ShapeError("cumsum needs a numeric input, got bool; insert a Cast")
-    normalize_axis(axis, len(x.shape))
-    return [x]
-
-
-def _cumsum_ref(x, *, axis, exclusive, reverse):
-    a = normalize_axis(axis, x.ndim)
-    wide = x.astype(np.float64) if E.is_float(str(x.dtype)) else x
-    y = np.flip(wide, a) if reverse else wide
-    y = np.cumsum(y, a)
-    if exclusive:
-        y = np.concatenate([np.zeros_like(np.take(y, [0], a)), np.take(y, range(x.shape[a] - 1), a)], a)
-    return (np.flip(y, a) if reverse else y).astype(x.dtype)
+def _cumulative_type(op):
+    def infer(x: TensorType, *, axis, exclusive, reverse) -> list[TensorType]:
+        if x.dtype == "bool":
+            raise ShapeError(f"{op} needs a numeric input, got bool; insert a Cast")
+        normalize_axis(axis, len(x.shape))
+        return [x]
+    return infer
 
 
-def _cumsum_te(x, *, axis, exclusive, reverse):
-    """A sum over the whole axis of the elements selected by position: k <= i (k < i when exclusive), or k >= i
-    (k > i) when reversed."""
-    a = normalize_axis(axis, x.ndim)
-    k = te.reduce_axis(x.shape[a], f"r{a}")
-
-    def body(*i):
-        if reverse:
-            chosen = k > i[a] if exclusive else k >= i[a]
-        else:
-            chosen = k < i[a] if exclusive else k <= i[a]
-        return te.sum(E.select(chosen, x[(*i[:a], k, *i[a + 1:])], E.const(0, x.dtype)), axis=k)
-
-    return te.compute(x.shape, body, name="cumsum", tag="reduce", attrs={"axis": a})
+def _cumulative_ref(accumulate, identity):
+    def reference(x, *, axis, exclusive, reverse):
+        a = normalize_axis(axis, x.ndim)
+        wide = x.astype(np.float64) if E.is_float(str(x.dtype)) else x
+        y = np.flip(wide, a) if reverse else wide
+        y = accumulate(y, a)
+        if exclusive:
+            first = np.full_like(np.take(y, [0], a), identity)
+            y = np.concatenate([first, np.take(y, range(x.shape[a] - 1), a)], a)
+        return (np.flip(y, a) if reverse else y).astype(x.dtype)
+    return reference
 
 
-declare("cumsum", kind=REDUCTION, attrs={"axis": 0, "exclusive": 0, "reverse": 0}, infer=_cumsum_type,
-        reference=_cumsum_ref, compute=_cumsum_te,
-        samples=(Sample((((3, 7), "float32"),), {"axis": 1}),
-                 Sample((((4, 3, 5), "float32"),), {"axis": 0, "exclusive": 1, "reverse": 1}),
-                 Sample((((6, 4), "int64"),), {"axis": -2, "reverse": 1})))
+def _cumulative_te(op, reducer, identity):
+    def compute(x, *, axis, exclusive, reverse):
+        """A reduction over the whole axis of the elements selected by position: k <= i (k < i when exclusive),
+        or k >= i (k > i) when reversed; the others count as the identity."""
+        a = normalize_axis(axis, x.ndim)
+        k = te.reduce_axis(x.shape[a], f"r{a}")
+
+        def body(*i):
+            if reverse:
+                chosen = k > i[a] if exclusive else k >= i[a]
+            else:
+                chosen = k < i[a] if exclusive else k <= i[a]
+            return reducer(E.select(chosen, x[(*i[:a], k, *i[a + 1:])], E.const(identity, x.dtype)), axis=k)
+
+        return te.compute(x.shape, body, name=op, tag="reduce", attrs={"axis": a})
+    return compute
+
+
+for _op, _accumulate, _reducer, _identity in (("cumsum", np.cumsum, te.sum, 0), ("cumprod", np.cumprod, te.prod, 1)):
+    declare(_op, kind=REDUCTION, attrs={"axis": 0, "exclusive": 0, "reverse": 0}, infer=_cumulative_type(_op),
+            reference=_cumulative_ref(_accumulate, _identity), compute=_cumulative_te(_op, _reducer, _identity),
+            samples=(Sample((((3, 7), "float32"),), {"axis": 1}),
+                     Sample((((4, 3, 5), "float32"),), {"axis": 0, "exclusive": 1, "reverse": 1}),
+                     Sample((((6, 4), "int64"),), {"axis": -2, "reverse": 1})))
