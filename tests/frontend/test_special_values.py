@@ -32,8 +32,8 @@ def _model(op, inputs, attrs=None, initializers=(), outputs=(("y", TensorProto.F
     infos = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(x.shape)) for name, x in inputs.items()]
     node = helper.make_node(op, list(inputs) + [t.name for t in initializers], [n for n, _ in outputs],
                             **(attrs or {}))
-    graph = helper.make_graph([node], op.lower(), infos, [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
-                              initializer=list(initializers))
+    results = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+    graph = helper.make_graph([node], op.lower(), infos, results, initializer=list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
 
 
