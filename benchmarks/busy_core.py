@@ -8,7 +8,7 @@ transformer, on a quiet machine and with a spinning process pinned to one core. 
 Each runtime runs in a worker process of its own (the OpenMP runtime reads its wait policy when it loads), with
 as many threads as this process may use cores. Rounds alternate quiet and busy phases; in a busy phase a process
 spinning on the last of those cores is started first and stopped after; within a phase the workers take turns,
-each timing `--calls` calls. Figures are medians over rounds of each worker's median call.
+each timing `--calls` calls after a pause. Figures are medians over rounds of each worker's median call.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py, beside this script
 
 CORES = sorted(os.sched_getaffinity(0))
+IDLE_S = 0.3  # between two workers' turns, so that no thread pool still spinning from the last turn steals a core
 
 
 # -- models ------------------------------------------------------------------------------------------------------
@@ -141,6 +142,7 @@ def measure(model_name: str, spin_us: list[int | None], rounds: int, calls: int)
                     spinner.start()
                     time.sleep(0.2)
                 for runtime, spin, conn, _ in workers:
+                    time.sleep(IDLE_S)
                     conn.send(calls)
                     times[runtime, spin, busy].append(conn.recv())
                 if spinner:
