@@ -5,7 +5,8 @@ The weights are bound here once, so a call passes only the inputs. Each call in 
 own, taken from a small pool and given back after the call: concurrent calls from several threads never share
 intermediates, and a lone call pays no lock. Inputs are checked by name, dtype and shape, and copied only when
 not aligned and C-contiguous. A module saves to a directory that loads in a fresh process without the model
-(`saved.py`).
+(`saved.py`). Weights the library can compute from smaller arrays (`DerivedWeight`) are computed when the module
+is built, and saved as those arrays.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class Module:
         self._kernel = Kernel(self.library, "tg_run", params, cfg=cfg)
 
     def _derive(self, d: DerivedWeight, source: np.ndarray, cfg) -> np.ndarray:
+        """Derived weight `d`, computed by its kernel in the library."""
         target = self.spec.weights[d.weight]
         out = np.empty(target.shape, target.dtype)
         Kernel(self.library, d.kernel, [d.source, target], cfg=cfg)(source, out)
