@@ -150,3 +150,17 @@ def test_a_saved_module_is_at_most_1_2_times_the_weights_and_recomputes_laid_out
     loaded = tilegrad.load(directory)
     np.testing.assert_array_equal(loaded(x), m(x))
     assert all(np.array_equal(a, b) for a, b in zip(loaded._weights, m._weights))
+
+
+@pytest.mark.parametrize("derived, message", [
+    ("x", "'derived' is not a list"),
+    ([{"weight": 5, "source": {"name": "w", "shape": [2], "dtype": "float32"}, "kernel": "d0"}], "names no weight"),
+    ([{"weight": 0, "kernel": "d0"}], "no field 'source'"),
+])
+def test_a_spec_with_bad_derived_weights_is_refused(derived, message):
+    from tilegrad.runtime.module import ModuleSpec
+
+    spec = {"inputs": [], "outputs": [], "weights": [{"name": "u", "shape": [4], "dtype": "float32"}],
+            "workspace_bytes": 0, "unshared_bytes": 0, "derived": derived}
+    with pytest.raises(ModuleFormatError, match=message):
+        ModuleSpec.from_json(spec)
