@@ -27,6 +27,11 @@ class Config:
     sanitize: str | None = None  # a key of SANITIZER_FLAGS: build every kernel with that sanitizer
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
     num_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
+    # How long an idle OpenMP thread spins before it sleeps, in microseconds (as GOMP_SPINCOUNT, set when the first
+    # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT). 0: it sleeps at once. A thread
+    # that spins between kernels stays runnable, so on a core another process holds it waits out that process's
+    # time slice at every kernel (40x slower); a sleeping one is woken promptly (docs/benchmarks.md, busy core).
+    spin_us: int = 0
     debug: int = 0
 
     def __post_init__(self) -> None:
@@ -55,6 +60,8 @@ def _from_environment() -> Config:
         kwargs["cache_dir"] = Path(env["TILEGRAD_CACHE_DIR"])
     if env.get("TILEGRAD_NUM_THREADS"):
         kwargs["num_threads"] = int(env["TILEGRAD_NUM_THREADS"])
+    if env.get("TILEGRAD_SPIN_US"):
+        kwargs["spin_us"] = int(env["TILEGRAD_SPIN_US"])
     if env.get("TILEGRAD_DEBUG"):
         kwargs["debug"] = int(env["TILEGRAD_DEBUG"])
     return Config(**kwargs)

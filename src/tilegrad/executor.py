@@ -5,7 +5,9 @@ under the trace a chooser gives it). The kernels go into a few C files, compiled
 library with the entry `tg_run(void** args)` (`codegen/entry.py`), args being the model's inputs, its outputs,
 its weights and one workspace buffer whose layout `passes/memory_plan.py` decides. One native call per inference.
 The weights are the constants nodes read and the constants that are graph outputs; an output that no node
-writes (a weight, a graph input) is copied from where its bytes are.
+writes (a weight, a graph input) is copied from where its bytes are. A weight laid out ahead of time into more
+bytes than its source (Winograd's) also gets a kernel in the library that computes it from the source: a saved
+module stores the source and recomputes the weight on load.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from .codegen.c import PRELUDE, CRenderer
 from .codegen.entry import KernelCall, OutputCopy, render_entry
 from .ir.compute import node_compute
 from .ir.graph import Graph, Node, Value
+from .ir.registry import lookup
 from .kernel import lower_kernel
 from .passes.memory_plan import MemoryPlan, check_fits, intermediates_of, nbytes, plan_memory
 from .runtime.build import build_many
-from .runtime.module import Module, ModuleSpec
+from .runtime.kernel import BufferSpec
+from .runtime.module import DerivedWeight, Module, ModuleSpec
 from .schedule.trace import Trace
 from .target import Target, host
 from .te.tensor import Tensor
@@ -53,12 +57,36 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
         trace = choose(node, outputs) if choose else None
         functions.append(renderer.render_function(lower_kernel((inputs, outputs), trace, name=fname, target=target)))
         calls.append(KernelCall(fname, [slots[id(v)] for v in [*node.inputs, *node.outputs]]))
+    derived = _derived_weights(weights)
+    for d in derived:
+        node = _derivation_node(weights[d.weight], d.kernel)
+        functions.append(renderer.render_function(lower_kernel(node_compute(node), name=d.kernel, target=target)))
     entry = render_entry(calls, _output_copies(g, slots))
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [PRELUDE + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
     library = build_many(units + [entry], cfg=cfg)
-    spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes)
-    return Module(library, spec, [w.data for w in weights], cfg=cfg)
+    spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes, derived)
+    recomputed = {d.weight for d in derived}  # by the library, as on load, so a loaded module is the same
+    return Module(library, spec, [None if k in recomputed else w.data for k, w in enumerate(weights)], cfg=cfg,
+                  sources=[weights[d.weight].origin.source.data for d in derived])
+
+
+def _derived_weights(weights: list[Value]) -> tuple[DerivedWeight, ...]:
+    """The weights laid out ahead of time into more bytes than their source: the library computes them."""
+    derived = []
+    for k, w in enumerate(weights):
+        if w.origin is not None and nbytes(w) > nbytes(w.origin.source):
+            source = w.origin.source
+            derived.append(DerivedWeight(k, BufferSpec(source.name, tuple(source.shape), source.dtype),
+                                         f"d{k}_{_c_name(w.name)}"))
+    return tuple(derived)
+
+
+def _derivation_node(w: Value, kernel: str) -> Node:
+    """The node that computes weight `w` from its source, as the pass that laid it out did."""
+    origin = w.origin
+    return Node(kernel, origin.op, (origin.source,), (w,), lookup(origin.op).bind_attrs(origin.attrs,
+                                                                                       f"weight {w.name!r}"))
 
 
 def _weights(g: Graph) -> list[Value]:

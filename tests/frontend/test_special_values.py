@@ -32,8 +32,8 @@ def _model(op, inputs, attrs=None, initializers=(), outputs=(("y", TensorProto.F
     infos = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(x.shape)) for name, x in inputs.items()]
     node = helper.make_node(op, list(inputs) + [t.name for t in initializers], [n for n, _ in outputs],
                             **(attrs or {}))
-    graph = helper.make_graph([node], op.lower(), infos, [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
-                              initializer=list(initializers))
+    results = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+    graph = helper.make_graph([node], op.lower(), infos, results, initializer=list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
 
 
@@ -157,3 +157,24 @@ def test_max_pool_and_global_max_pool_propagate_nan():
     _assert_same(_tilegrad(pool, feeds)[0], windows.max(axis=(4, 5)))
     glob = _model("GlobalMaxPool", feeds)
     _assert_same(_tilegrad(glob, feeds)[0], x.max(axis=(2, 3), keepdims=True))
+
+
+@pytest.mark.parametrize("attrs, scales", [({"mode": "linear"}, [1, 1, 2, 2]), ({"mode": "linear"}, [1, 1, 0.5, 0.75]),
+                                           ({"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+                                            [1, 1, 1.5, 2])])
+def test_linear_resize_keeps_an_edge_inf_and_propagates_nan(attrs, scales):
+    """At the far edge ONNX Runtime takes the last element as it is (inf stays inf); elsewhere a NaN or inf
+    neighbour, even of weight 0, makes the result NaN in both."""
+    x = _with_specials((1, 2, 8, 8))
+    x[0, 0, -1, -1], x[0, 1, -1, 3] = np.inf, -np.inf
+    feeds = {"x": x}
+    model = _model("Resize", feeds, attrs, [numpy_helper.from_array(np.array([], np.float32), "roi"),
+                                            numpy_helper.from_array(np.array(scales, np.float32), "scales")])
+    _assert_same(_tilegrad(model, feeds)[0], _ort(model, feeds)[0])
+
+
+def test_hardmax_marks_the_first_nan_as_argmax_does():
+    x = np.concatenate([ROWS, _with_specials((8, 4))])
+    feeds = {"x": x}
+    want = np.eye(x.shape[1], dtype=np.float32)[np.argmax(x, axis=1)]
+    _assert_same(_tilegrad(_model("Hardmax", feeds), feeds)[0], want)

@@ -40,7 +40,7 @@ def test_extra_cflags_come_after_the_defaults_and_are_used():
     with pytest.raises(BuildError, match="TG_EXTRA is not defined"):
         build(NEEDS_FLAG)
     with config.override(extra_cflags=("-DTG_EXTRA=1",)) as cfg:
-        assert cfg.compile_flags == cfg.cflags + ("-DTG_EXTRA=1",)
+        assert cfg.compile_flags == cfg.cflags + SANITIZER_FLAGS.get(cfg.sanitize, ()) + ("-DTG_EXTRA=1",)
         assert build(NEEDS_FLAG).is_file()
 
 

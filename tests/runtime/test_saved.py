@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tilegrad
+from tilegrad import config
 from tilegrad.errors import ModuleFormatError
 from tilegrad.executor import compile_graph
 from tilegrad.ir.graph import GraphBuilder
@@ -116,3 +117,50 @@ def test_saving_never_deletes_other_files(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ModuleFormatError, match="exists and is not a directory"):
         _module(2.0).save(tmp_path / "file")
+
+
+def _conv_net(rng) -> bytes:
+    """Four 3x3 convolutions of 96 channels (Winograd's, whose laid-out weights are 16/9 to 4 times larger): 1.3 MB
+    of weights, enough that the library's size does not decide the ratio."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits, prev = [], [], "x"
+    for i in range(4):
+        w = (rng.standard_normal((96, 96 if i else 8, 3, 3)) * 0.05).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    graph = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 28, 28])],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_a_saved_module_is_at_most_1_2_times_the_weights_and_recomputes_laid_out_ones(tmp_path):
+    rng = np.random.default_rng(0)
+    model = _conv_net(rng)
+    with config.override(sanitize=None):  # an ordinary library (benchmarks/asan_check.py runs this test too)
+        m = tilegrad.compile(model)
+    assert m.spec.derived, "expected Winograd weights, computed on load from the convolutions' weights"
+    directory = m.save(tmp_path / "m")
+    initializer_bytes = 4 * 96 * 9 * (8 + 3 * 96)
+    saved_bytes = sum(p.stat().st_size for p in directory.iterdir())
+    assert saved_bytes <= 1.2 * initializer_bytes, (saved_bytes, initializer_bytes)
+    x = rng.standard_normal((1, 8, 28, 28)).astype(np.float32)
+    loaded = tilegrad.load(directory)
+    np.testing.assert_array_equal(loaded(x), m(x))
+    assert all(np.array_equal(a, b) for a, b in zip(loaded._weights, m._weights))
+
+
+@pytest.mark.parametrize("derived, message", [
+    ("x", "'derived' is not a list"),
+    ([{"weight": 5, "source": {"name": "w", "shape": [2], "dtype": "float32"}, "kernel": "d0"}], "names no weight"),
+    ([{"weight": 0, "kernel": "d0"}], "no field 'source'"),
+])
+def test_a_spec_with_bad_derived_weights_is_refused(derived, message):
+    from tilegrad.runtime.module import ModuleSpec
+
+    spec = {"inputs": [], "outputs": [], "weights": [{"name": "u", "shape": [4], "dtype": "float32"}],
+            "workspace_bytes": 0, "unshared_bytes": 0, "derived": derived}
+    with pytest.raises(ModuleFormatError, match=message):
+        ModuleSpec.from_json(spec)

@@ -585,7 +585,8 @@ def _reduce_log_sum_exp(b: B, name, x, axes_input=None, *, keepdims=1, noop_with
     def finite_max(suffix, keep):
         top = b.op("reduce_max", x, name=f"{name}_{suffix}", axes=chosen or None, keepdims=keep)
         zero = b.const(np.zeros((), x.dtype), f"{name}_{suffix}_zero")
-        return b.op("where", b.op("is_inf", top, name=f"{name}_{suffix}_inf"), zero, top, name=f"{name}_{suffix}_finite")
+        infinite = b.op("is_inf", top, name=f"{name}_{suffix}_inf")
+        return b.op("where", infinite, zero, top, name=f"{name}_{suffix}_finite")
 
     kept = finite_max("max", 1)
     shifted = b.op("exp", b.op("sub", x, kept, name=f"{name}_shift"), name=f"{name}_exp")

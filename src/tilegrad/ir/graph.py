@@ -23,6 +23,7 @@ class Value:
     name: str
     type: TensorType
     data: np.ndarray | None = None
+    origin: "Derivation | None" = None  # how a constant was computed ahead of time from another, where known
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -35,6 +36,16 @@ class Value:
     @property
     def is_constant(self) -> bool:
         return self.data is not None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Derivation:
+    """A constant that is `op(source, **attrs)`, computed ahead of time (a weight laid out for its kernel). Kept so
+    that a saved module can store the source where it is smaller and compute the constant again on load."""
+
+    op: str
+    source: Value
+    attrs: dict
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -34,12 +34,13 @@ varies the choices).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ShapeError, TilegradError
-from ..ir.graph import Node, Value
+from ..ir.graph import Derivation, Node, Value
 from ..ir.registry import lookup
 from ..te.nn import im2col, winograd
 from .editor import GraphEditor, map_nodes
@@ -65,8 +66,9 @@ class ConvChoice(NamedTuple):
 
 
 def _packed(ed: GraphEditor, pack_op: str, w: Value, name: str, **attrs) -> Value:
-    """The constant `pack_op(w)`, computed now by the pack op's reference."""
-    return ed.const(np.asarray(lookup(pack_op).reference(w.data, **attrs)), name)
+    """The constant `pack_op(w)`, computed now by the pack op's reference, with that derivation noted."""
+    packed = ed.const(np.asarray(lookup(pack_op).reference(w.data, **attrs)), name)
+    return dataclasses.replace(packed, origin=Derivation(pack_op, w, attrs))
 
 
 # ---- convolution ----

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from ..errors import BuildError, KernelCallError, ShapeError
 from .build import build
 
 _ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
+_GOMP_SPINS_PER_US = 100  # libgomp's own estimate: its default, 300000 spins, is "3 ms"
 _PAGE = 4096
 
 _TRAMPOLINE = r"""
@@ -69,11 +71,20 @@ class BufferSpec:
         return f"{self.shape} {self.dtype}"
 
 
+def set_wait_policy(cfg: Config) -> None:
+    """Idle OpenMP threads spin `cfg.spin_us` before they sleep, unless the environment already chose (libgomp's
+    OMP_WAIT_POLICY or GOMP_SPINCOUNT). libgomp reads this once, when it loads with the first kernel."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", str(cfg.spin_us * _GOMP_SPINS_PER_US))  # gcc's libgomp
+
+
 def load_library(path: Path) -> ctypes.CDLL:
     """The loaded library at `path`, loading it on first use."""
     key = str(Path(path).resolve())
     lib = _libraries.get(key)
     if lib is None:
+        if not _libraries:
+            set_wait_policy(config.get())
         try:
             lib = ctypes.CDLL(key)
         except OSError as e:

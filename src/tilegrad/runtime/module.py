@@ -5,7 +5,8 @@ The weights are bound here once, so a call passes only the inputs. Each call in 
 own, taken from a small pool and given back after the call: concurrent calls from several threads never share
 intermediates, and a lone call pays no lock. Inputs are checked by name, dtype and shape, and copied only when
 not aligned and C-contiguous. A module saves to a directory that loads in a fresh process without the model
-(`saved.py`).
+(`saved.py`). Weights the library can compute from smaller arrays (`DerivedWeight`) are computed when the module
+is built, and saved as those arrays.
 """
 
 from __future__ import annotations
@@ -24,24 +25,40 @@ from .timing import time_kernel
 
 
 @dataclasses.dataclass(frozen=True)
+class DerivedWeight:
+    """Weight number `weight`, which the library's function `kernel(source, weight)` computes from a smaller
+    array (Winograd's transformed weights from the convolution's): a saved module stores the source instead."""
+
+    weight: int
+    source: BufferSpec
+    kernel: str
+
+
+@dataclasses.dataclass(frozen=True)
 class ModuleSpec:
     inputs: tuple[BufferSpec, ...]
     outputs: tuple[BufferSpec, ...]
     weights: tuple[BufferSpec, ...]
     workspace_bytes: int
     unshared_bytes: int  # intermediate memory without reuse, for reports
+    derived: tuple[DerivedWeight, ...] = ()
 
     @staticmethod
-    def of(inputs, outputs, weights, workspace_bytes: int, unshared_bytes: int) -> "ModuleSpec":
+    def of(inputs, outputs, weights, workspace_bytes: int, unshared_bytes: int,
+           derived: tuple[DerivedWeight, ...] = ()) -> "ModuleSpec":
         def specs(values):
             return tuple(BufferSpec(v.name, tuple(v.shape), v.dtype) for v in values)
-        return ModuleSpec(specs(inputs), specs(outputs), specs(weights), workspace_bytes, unshared_bytes)
+        return ModuleSpec(specs(inputs), specs(outputs), specs(weights), workspace_bytes, unshared_bytes, derived)
 
     def to_json(self) -> dict:
+        def row(s):
+            return {"name": s.name, "shape": list(s.shape), "dtype": s.dtype}
+
         def rows(specs):
-            return [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]
+            return [row(s) for s in specs]
         return {"inputs": rows(self.inputs), "outputs": rows(self.outputs), "weights": rows(self.weights),
-                "workspace_bytes": self.workspace_bytes, "unshared_bytes": self.unshared_bytes}
+                "workspace_bytes": self.workspace_bytes, "unshared_bytes": self.unshared_bytes,
+                "derived": [{"weight": d.weight, "source": row(d.source), "kernel": d.kernel} for d in self.derived]}
 
     @staticmethod
     def from_json(obj: dict) -> "ModuleSpec":
@@ -58,9 +75,24 @@ class ModuleSpec:
                 raise TypeError(f"{key!r} is {obj[key]!r}, not a byte count")
             return obj[key]
 
+        def derived(weights):
+            rows = obj.get("derived", [])
+            if not isinstance(rows, list):
+                raise TypeError("'derived' is not a list")
+            out = []
+            for r in rows:
+                k, src = r["weight"], r["source"]
+                if type(k) is not int or not 0 <= k < len(weights) or not isinstance(r["kernel"], str):
+                    raise TypeError(f"derived weight {r!r} names no weight or kernel")
+                out.append(DerivedWeight(k, BufferSpec(src["name"], tuple(src["shape"]), src["dtype"]), r["kernel"]))
+            if len({d.weight for d in out}) != len(out):
+                raise TypeError("a weight is derived twice")
+            return tuple(out)
+
         try:
-            return ModuleSpec(specs("inputs"), specs("outputs"), specs("weights"), count("workspace_bytes"),
-                              count("unshared_bytes"))
+            weights = specs("weights")
+            return ModuleSpec(specs("inputs"), specs("outputs"), weights, count("workspace_bytes"),
+                              count("unshared_bytes"), derived(weights))
         except KeyError as exc:
             raise ModuleFormatError(f"the manifest's spec has no field {exc}") from None
         except (TypeError, ShapeError) as exc:
@@ -71,16 +103,32 @@ class Module:
     """Call with positional or named NumPy arrays; returns the output array (or a list for several). Safe to
     call from several threads at once."""
 
-    def __init__(self, library: Path, spec: ModuleSpec, weights: Sequence[np.ndarray],
-                 cfg: _config.Config | None = None):
+    def __init__(self, library: Path, spec: ModuleSpec, weights: Sequence[np.ndarray | None],
+                 cfg: _config.Config | None = None, sources: Sequence[np.ndarray] = ()):
+        """`weights` in the order of `spec.weights`; a derived one (`spec.derived`) may be None, and is then
+        computed by the library from its source (`sources`, one per derived weight, in order)."""
         self.library = Path(library)
         self.spec = spec
-        self._weights = [np.require(w, requirements="C") for w in weights]
+        self._sources = [np.require(a, requirements="C") for a in sources]
+        if len(self._sources) != len(spec.derived):
+            raise ModuleFormatError(f"{len(spec.derived)} derived weights need as many sources, got "
+                                    f"{len(self._sources)}")
+        self._weights = [None if w is None else np.require(w, requirements="C") for w in weights]
+        for d, source in zip(spec.derived, self._sources):
+            if self._weights[d.weight] is None:
+                self._weights[d.weight] = self._derive(d, source, cfg)
         self._workspaces = _Workspaces(spec.workspace_bytes)
         self._input_dtypes = [np.dtype(s.dtype) for s in spec.inputs]
         params = list(spec.inputs) + list(spec.outputs) + list(spec.weights)
         params.append(BufferSpec("workspace", (self._workspaces.nbytes,), "int8"))
         self._kernel = Kernel(self.library, "tg_run", params, cfg=cfg)
+
+    def _derive(self, d: DerivedWeight, source: np.ndarray, cfg) -> np.ndarray:
+        """Derived weight `d`, computed by its kernel in the library."""
+        target = self.spec.weights[d.weight]
+        out = np.empty(target.shape, target.dtype)
+        Kernel(self.library, d.kernel, [d.source, target], cfg=cfg)(source, out)
+        return out
 
     @property
     def input_names(self) -> list[str]:
@@ -137,7 +185,9 @@ class Module:
     def save(self, directory) -> Path:
         """Write the library, the weights and a checksummed manifest into `directory` (new, empty or a saved
         module's), replacing it whole by a rename so a process running the old module is unaffected."""
-        return saved.write(directory, self.library, self.spec.to_json(), self._weights)
+        derived = {d.weight for d in self.spec.derived}
+        stored = [w for k, w in enumerate(self._weights) if k not in derived] + self._sources
+        return saved.write(directory, self.library, self.spec.to_json(), stored)
 
 
 class _Workspaces:
@@ -174,16 +224,20 @@ def _input(spec: BufferSpec, dtype: np.dtype, value) -> np.ndarray:
 def load(directory, cfg: _config.Config | None = None) -> Module:
     """A module saved by `Module.save`; a missing, altered, truncated or foreign file is a ModuleFormatError.
     The library is native code: load only directories you trust."""
-    library, spec_json, weights = saved.read(directory, cfg)
+    library, spec_json, arrays = saved.read(directory, cfg)
     spec = ModuleSpec.from_json(spec_json)
-    if len(weights) != len(spec.weights):
-        raise ModuleFormatError(f"{directory}: the weights file holds {len(weights)} arrays, the manifest names "
-                                f"{len(spec.weights)}")
+    derived = {d.weight for d in spec.derived}
+    stored = [s for k, s in enumerate(spec.weights) if k not in derived] + [d.source for d in spec.derived]
+    if len(arrays) != len(stored):
+        raise ModuleFormatError(f"{directory}: the weights file holds {len(arrays)} arrays, the manifest names "
+                                f"{len(stored)}")
     # NumPy's file format cannot name bfloat16: such weights come back as raw 2-byte records, viewed as bfloat16
-    weights = [w.view(s.dtype) if w.dtype.kind == "V" and w.dtype.itemsize == np.dtype(s.dtype).itemsize else w
-               for w, s in zip(weights, spec.weights)]
-    for w, s in zip(weights, spec.weights):
+    arrays = [w.view(s.dtype) if w.dtype.kind == "V" and w.dtype.itemsize == np.dtype(s.dtype).itemsize else w
+              for w, s in zip(arrays, stored)]
+    for w, s in zip(arrays, stored):
         if w.shape != s.shape or str(w.dtype) != s.dtype:
             raise ModuleFormatError(f"{directory}: weight {s.name!r} is {w.shape} {w.dtype} in the weights file, "
                                     f"{s.describe()} in the manifest")
-    return Module(library, spec, weights, cfg=cfg)
+    kept = iter(arrays)
+    weights = [None if k in derived else next(kept) for k in range(len(spec.weights))]
+    return Module(library, spec, weights, cfg=cfg, sources=list(kept))

@@ -116,13 +116,17 @@ def _resize_te(x, *, sizes, mode, transform, nearest_mode):
             lo = E.floor(c)
             lows.append((index(lo, d), index(lo + 1.0, d)))
             fracs.append(c - lo)
-        total = None
-        for corner in itertools.product((0, 1), repeat=len(lows)):
-            term = x[(*i[:2], *(pair[c] for pair, c in zip(lows, corner)))]
-            for f, c in zip(fracs, corner):
-                term = term * (f if c else 1.0 - f)
-            total = term if total is None else total + term
-        return total
+
+        def blend(axis: int, picked: tuple) -> E.Expr:
+            """Interpolate along the spatial axes from `axis` on. At the far edge both neighbours are the last
+            element, which is then taken as it is: an inf there stays inf (not inf * 0 = NaN), as in ONNX Runtime."""
+            if axis == len(lows):
+                return x[(*i[:2], *picked)]
+            low, high = (blend(axis + 1, (*picked, lows[axis][c])) for c in (0, 1))
+            f = fracs[axis]
+            return E.select(lows[axis][0].eq(lows[axis][1]), low, low * (1.0 - f) + high * f)
+
+        return blend(0, ())
 
     return te.compute(sizes, body, name="resize", tag="injective")
 
