@@ -81,8 +81,10 @@ static inline float tg_erff(float x) {
   large = x < 0.0f ? -large : large;
   return x != x ? x : a < 0.5f ? small : large;
 }
-#define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y ? _x : _y; })
-#define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y ? _x : _y; })
+/* min and max propagate NaN from either side, as ONNX Runtime's Min and Max do (a NaN `a` fails every comparison,
+   hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
+#define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y || _x != _x ? _x : _y; })
+#define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y || _x != _x ? _x : _y; })
 """
 
 
