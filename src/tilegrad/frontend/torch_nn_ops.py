@@ -83,6 +83,28 @@ def _layer_norm(b: B, name, x, normalized_shape, weight=None, bias=None, eps=1e-
     return b.op("layer_norm", x, *inputs, name=name, axis=axis, epsilon=float(eps))
 
 
+@torch_op("native_group_norm")
+def _native_group_norm(b: B, name, x, weight, bias, batch, channels, spatial, groups, eps):
+    out = _group_norm(b, name, x, groups, weight, bias, eps)
+    return out, _Missing("the mean of a group norm"), _Missing("the inverse deviation of a group norm")
+
+
+@torch_op("group_norm", keep=True)
+def _group_norm(b: B, name, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """A layer norm over each group of channels with their spatial axes (x viewed as (N, groups, rest)), then
+    the per-channel scale and shift."""
+    grouped = b.op("reshape", x, name=f"{name}_groups", shape=(x.shape[0], num_groups, -1))
+    normed = b.op("layer_norm", grouped, name=f"{name}_norm", axis=-1, epsilon=float(eps))
+    out = b.op("reshape", normed, name=f"{name}_ungrouped" if weight is not None or bias is not None else name,
+               shape=x.shape)
+    per_channel = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    for op, v in (("mul", weight), ("add", bias)):
+        if v is not None:
+            out = b.op(op, out, b.op("reshape", v, name=f"{name}_{op}_per_channel", shape=per_channel),
+                       name=f"{name}_{op}")
+    return out
+
+
 def _attend(b: B, name, q, k, v, mask=None, *, masked_when=True, scale=None):
     """softmax(q k^T * scale + mask) v over the last two axes, and the weights. A float mask is added to the
     scores; a bool one drops the scores where it equals `masked_when` (True in nn.MultiheadAttention, False in

@@ -477,6 +477,12 @@ def _index_select(b: B, name, x, dim, index):
     return b.op("gather", x, index, name=name, axis=_axis(dim, len(x.shape)))
 
 
+@torch_op("gather")
+def _gather(b: B, name, x, dim, index, *, sparse_grad=False):
+    """`torch.gather`: each output element reads `x` at its own index along `dim` (ONNX's GatherElements)."""
+    return b.op("gather_elements", x, index, name=name, axis=_axis(dim, len(x.shape)))
+
+
 @torch_op("index.Tensor")
 def _index(b: B, name, x, indices):
     """`x[:, idx]`: one integer index tensor, the other axes taken whole."""
