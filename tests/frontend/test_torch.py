@@ -164,6 +164,22 @@ def test_gather_along_an_axis_matches_eager():
     _check(Gather(), (torch.randn(3, 5), torch.randint(0, 5, (3, 4))))
 
 
+def test_assigning_into_a_slice_matches_eager():
+    """`y[:, a:b] = src` on a copy is slice_scatter in the exported graph (Funnel's relative attention)."""
+    class Assign(nn.Module):
+        def forward(self, x, src):
+            y = x.clone()
+            y[:, 2:5] = src
+            z = x.clone()
+            z[..., -3:] = x[..., :3] * 0.5
+            w = x.clone()
+            w[:, :3] = src[:, :3]
+            return y * 2, z + 1, w - 1
+
+    torch.manual_seed(0)
+    _check(Assign(), (torch.randn(2, 6, 4), torch.randn(2, 3, 4)))
+
+
 def test_outputs_that_are_inputs_constants_or_repeated():
     class Aliases(nn.Module):
         def __init__(self):
