@@ -180,6 +180,20 @@ def test_assigning_into_a_slice_matches_eager():
     _check(Assign(), (torch.randn(2, 6, 4), torch.randn(2, 3, 4)))
 
 
+@pytest.mark.parametrize("shape, options", [
+    ((1, 8, 12, 1), {"kernel_size": (9, 1), "padding": (4, 0)}),                 # ConvBERT's span convolution
+    ((2, 3, 7, 9), {"kernel_size": 3, "dilation": (1, 2), "padding": 1, "stride": (2, 1)}),
+    ((3, 6, 5), {"kernel_size": 2}),
+], ids=["convbert", "strided-dilated", "unbatched"])
+def test_unfold_matches_eager(shape, options):
+    class Unfold(nn.Module):
+        def forward(self, x):
+            return F.unfold(x, **options) * 2
+
+    torch.manual_seed(0)
+    _check(Unfold(), (torch.randn(shape),))
+
+
 def test_outputs_that_are_inputs_constants_or_repeated():
     class Aliases(nn.Module):
         def __init__(self):

@@ -287,6 +287,26 @@ def _adaptive_max_pool(b: B, name, x, output_size):
     return _max_pool(b, name, x, kernel, kernel)
 
 
+@torch_op("im2col", keep=True)
+def _im2col(b: B, name, x, kernel_size, dilation, padding, stride):
+    """`F.unfold` (ConvBERT's span convolution): each kernel offset's strided window of the padded input, laid
+    out as (N, C * kh * kw, positions) with the channel outermost, as PyTorch orders them."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_per_axis(v, 2) for v in (kernel_size, dilation, padding, stride))
+    batched = x if len(x.shape) == 4 else b.op("reshape", x, name=f"{name}_batched", shape=(1, *x.shape))
+    n, c, h, w = batched.shape
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ph or pw:
+        batched = b.op("pad", batched, name=f"{name}_pad", pads=(0, 0, ph, pw, 0, 0, ph, pw), value=0.0)
+    windows = []
+    for i in range(kh):
+        for j in range(kw):
+            window = b.op("slice", batched, name=f"{name}_offset_{i}_{j}", starts=(i * dh, j * dw),
+                          ends=(i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1), axes=(2, 3), steps=(sh, sw))
+            windows.append(b.op("reshape", window, name=f"{name}_offset_{i}_{j}_flat", shape=(n, c, 1, oh * ow)))
+    stacked = windows[0] if len(windows) == 1 else b.op("concat", *windows, name=f"{name}_offsets", axis=2)
+    return b.op("reshape", stacked, name=name, shape=b.out_shape)
+
+
 @torch_op("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")
 def _upsample_nearest(b: B, name, x, output_size=None, scale_factors=None):
     if scale_factors and any(n * f != o for n, f, o in zip(x.shape[2:], scale_factors, b.out_shape[2:])):
