@@ -231,6 +231,8 @@ def measure(name: str, size: str, rounds: int, repeats: int, paths=PATHS) -> dic
         return row
     if "onnx" in paths:
         row.update(_through_onnx(module, args, rounds, repeats))
+    else:
+        row["correct"] = None  # not tried
     # The PyTorch paths get the model afresh: an exporter may leave state behind in it (tracing Swin turns its
     # clamped window size into a tensor, which torch.export then reads as data).
     if "export" in paths:
@@ -296,7 +298,7 @@ def _table(rows: list[dict]) -> str:
                      f"{num(r, 'compile_s', '9.1f')} {num(r, 'tilegrad_ms', '11.2f')} {num(r, 'onnxruntime_ms', '8.2f')} "
                      f"{yes(r.get('export_correct')):<6} {yes(r.get('torch_compile_correct')):<6} "
                      f"{yes(r.get('torch_compile_compiled')):<6} {num(r, 'torch_compile_graph_breaks', '6d')}  {error}")
-    lines.append(f"{sum(r['correct'] for r in rows)} of {len(rows)} correct through ONNX, "
+    lines.append(f"{sum(bool(r['correct']) for r in rows)} of {len(rows)} correct through ONNX, "
                  f"{sum(bool(r.get('export_correct')) for r in rows)} through tilegrad.compile(module), "
                  f"{sum(bool(r.get('torch_compile_correct') and r.get('torch_compile_compiled')) for r in rows)} "
                  f"compiled and correct through torch.compile")
