@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from timing import median_time
 from zoo_torch import describe, relative_error, through_export, through_torch_compile
 from zoo_vision import VISION
+from zoo_vision import build as build_vision
 
 TOLERANCE = 1e-4
 IDLE_S = 0.5
@@ -151,9 +152,7 @@ def _config(config_class, both: dict, tiny: dict | None):
 def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The model `name` with random weights, and an example input."""
     if name in VISION:
-        import zoo_vision
-
-        return zoo_vision.build(name, size)
+        return build_vision(name, size)
     import transformers
 
     cls_name, kind, both, tiny = ZOO[name]
