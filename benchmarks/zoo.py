@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from timing import median_time
 from zoo_torch import describe, relative_error, through_export, through_torch_compile
 from zoo_vision import VISION
+from zoo_vision import build as build_vision
 
 TOLERANCE = 1e-4
 IDLE_S = 0.5
@@ -151,9 +152,7 @@ def _config(config_class, both: dict, tiny: dict | None):
 def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The model `name` with random weights, and an example input."""
     if name in VISION:
-        import zoo_vision
-
-        return zoo_vision.build(name, size)
+        return build_vision(name, size)
     import transformers
 
     cls_name, kind, both, tiny = ZOO[name]
@@ -231,10 +230,14 @@ def measure(name: str, size: str, rounds: int, repeats: int, paths=PATHS) -> dic
         return row
     if "onnx" in paths:
         row.update(_through_onnx(module, args, rounds, repeats))
+    else:
+        row["correct"] = None  # not tried
+    # The PyTorch paths get the model afresh: an exporter may leave state behind in it (tracing Swin turns its
+    # clamped window size into a tensor, which torch.export then reads as data).
     if "export" in paths:
-        row.update(through_export(module, args, eager.numpy(), TOLERANCE))
+        row.update(through_export(*build(name, size), eager.numpy(), TOLERANCE))
     if "torch_compile" in paths:
-        row.update(through_torch_compile(module, args, eager.numpy(), TOLERANCE))
+        row.update(through_torch_compile(*build(name, size), eager.numpy(), TOLERANCE))
     return row
 
 
@@ -294,7 +297,7 @@ def _table(rows: list[dict]) -> str:
                      f"{num(r, 'compile_s', '9.1f')} {num(r, 'tilegrad_ms', '11.2f')} {num(r, 'onnxruntime_ms', '8.2f')} "
                      f"{yes(r.get('export_correct')):<6} {yes(r.get('torch_compile_correct')):<6} "
                      f"{yes(r.get('torch_compile_compiled')):<6} {num(r, 'torch_compile_graph_breaks', '6d')}  {error}")
-    lines.append(f"{sum(r['correct'] for r in rows)} of {len(rows)} correct through ONNX, "
+    lines.append(f"{sum(bool(r['correct']) for r in rows)} of {len(rows)} correct through ONNX, "
                  f"{sum(bool(r.get('export_correct')) for r in rows)} through tilegrad.compile(module), "
                  f"{sum(bool(r.get('torch_compile_correct') and r.get('torch_compile_compiled')) for r in rows)} "
                  f"compiled and correct through torch.compile")

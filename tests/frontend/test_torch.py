@@ -140,6 +140,60 @@ def test_adaptive_average_pooling_with_windows_of_unequal_size(shape, size):
     _check(Pool(), (torch.randn(shape),))
 
 
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_matches_eager(affine):
+    """nn.GroupNorm (PoolFormer, BiT, Wav2Vec2's feature extractor), with and without its scale and shift."""
+    torch.manual_seed(0)
+    norm = nn.GroupNorm(3, 6, affine=affine)
+    if affine:
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_()
+    _check(norm.eval(), (torch.randn(2, 6, 5, 7) * 3 + 1,))
+    _check(nn.GroupNorm(2, 4).eval(), (torch.randn(1, 4, 16),))
+
+
+def test_gather_along_an_axis_matches_eager():
+    """torch.gather (RoBERTa's position ids): an index per output element, index shorter than the data on
+    another axis."""
+    class Gather(nn.Module):
+        def forward(self, x, index):
+            return torch.gather(x, 1, index), torch.gather(x, -1, index[:, :2].transpose(0, 1)[:2])
+
+    torch.manual_seed(0)
+    _check(Gather(), (torch.randn(3, 5), torch.randint(0, 5, (3, 4))))
+
+
+def test_assigning_into_a_slice_matches_eager():
+    """`y[:, a:b] = src` on a copy is slice_scatter in the exported graph (Funnel's relative attention)."""
+    class Assign(nn.Module):
+        def forward(self, x, src):
+            y = x.clone()
+            y[:, 2:5] = src
+            z = x.clone()
+            z[..., -3:] = x[..., :3] * 0.5
+            w = x.clone()
+            w[:, :3] = src[:, :3]
+            return y * 2, z + 1, w - 1
+
+    torch.manual_seed(0)
+    _check(Assign(), (torch.randn(2, 6, 4), torch.randn(2, 3, 4)))
+
+
+@pytest.mark.parametrize("shape, options", [
+    ((1, 8, 12, 1), {"kernel_size": (9, 1), "padding": (4, 0)}),                 # ConvBERT's span convolution
+    ((2, 3, 7, 9), {"kernel_size": 3, "dilation": (1, 2), "padding": 1, "stride": (2, 1)}),
+    ((3, 6, 5), {"kernel_size": 2}),
+], ids=["convbert", "strided-dilated", "unbatched"])
+def test_unfold_matches_eager(shape, options):
+    class Unfold(nn.Module):
+        def forward(self, x):
+            return F.unfold(x, **options) * 2
+
+    torch.manual_seed(0)
+    _check(Unfold(), (torch.randn(shape),))
+
+
 def test_outputs_that_are_inputs_constants_or_repeated():
     class Aliases(nn.Module):
         def __init__(self):

@@ -83,6 +83,28 @@ def _layer_norm(b: B, name, x, normalized_shape, weight=None, bias=None, eps=1e-
     return b.op("layer_norm", x, *inputs, name=name, axis=axis, epsilon=float(eps))
 
 
+@torch_op("native_group_norm")
+def _native_group_norm(b: B, name, x, weight, bias, batch, channels, spatial, groups, eps):
+    out = _group_norm(b, name, x, groups, weight, bias, eps)
+    return out, _Missing("the mean of a group norm"), _Missing("the inverse deviation of a group norm")
+
+
+@torch_op("group_norm", keep=True)
+def _group_norm(b: B, name, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """A layer norm over each group of channels with their spatial axes (x viewed as (N, groups, rest)), then
+    the per-channel scale and shift."""
+    grouped = b.op("reshape", x, name=f"{name}_groups", shape=(x.shape[0], num_groups, -1))
+    normed = b.op("layer_norm", grouped, name=f"{name}_norm", axis=-1, epsilon=float(eps))
+    out = b.op("reshape", normed, name=f"{name}_ungrouped" if weight is not None or bias is not None else name,
+               shape=x.shape)
+    per_channel = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    for op, v in (("mul", weight), ("add", bias)):
+        if v is not None:
+            out = b.op(op, out, b.op("reshape", v, name=f"{name}_{op}_per_channel", shape=per_channel),
+                       name=f"{name}_{op}")
+    return out
+
+
 def _attend(b: B, name, q, k, v, mask=None, *, masked_when=True, scale=None):
     """softmax(q k^T * scale + mask) v over the last two axes, and the weights. A float mask is added to the
     scores; a bool one drops the scores where it equals `masked_when` (True in nn.MultiheadAttention, False in
@@ -263,6 +285,26 @@ def _adaptive_max_pool(b: B, name, x, output_size):
                                       f"only sizes that divide evenly are supported")
     kernel = tuple(n // o for n, o in zip(sizes, out))
     return _max_pool(b, name, x, kernel, kernel)
+
+
+@torch_op("im2col", keep=True)
+def _im2col(b: B, name, x, kernel_size, dilation, padding, stride):
+    """`F.unfold` (ConvBERT's span convolution): each kernel offset's strided window of the padded input, laid
+    out as (N, C * kh * kw, positions) with the channel outermost, as PyTorch orders them."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_per_axis(v, 2) for v in (kernel_size, dilation, padding, stride))
+    batched = x if len(x.shape) == 4 else b.op("reshape", x, name=f"{name}_batched", shape=(1, *x.shape))
+    n, c, h, w = batched.shape
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ph or pw:
+        batched = b.op("pad", batched, name=f"{name}_pad", pads=(0, 0, ph, pw, 0, 0, ph, pw), value=0.0)
+    windows = []
+    for i in range(kh):
+        for j in range(kw):
+            window = b.op("slice", batched, name=f"{name}_offset_{i}_{j}", starts=(i * dh, j * dw),
+                          ends=(i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1), axes=(2, 3), steps=(sh, sw))
+            windows.append(b.op("reshape", window, name=f"{name}_offset_{i}_{j}_flat", shape=(n, c, 1, oh * ow)))
+    stacked = windows[0] if len(windows) == 1 else b.op("concat", *windows, name=f"{name}_offsets", axis=2)
+    return b.op("reshape", stacked, name=name, shape=b.out_shape)
 
 
 @torch_op("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d")

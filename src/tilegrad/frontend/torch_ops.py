@@ -425,6 +425,28 @@ def _slice(b: B, name, x, dim=0, start=None, end=None, step=1):
     return _slice_axis(b, name, x, dim, 0 if start is None else start, INT64_MAX if end is None else end, step)
 
 
+@torch_op("copy")
+def _copy(b: B, name, x, src, non_blocking=False):
+    """`x` overwritten by `src`, broadcast to x's shape in x's dtype (the functional form of `x.copy_(src)`)."""
+    v = b.cast(src, x.dtype, name)
+    return v if v.shape == x.shape else b.op("expand", v, name=name, shape=x.shape)
+
+
+@torch_op("slice_scatter")
+def _slice_scatter(b: B, name, x, src, dim=0, start=None, end=None, step=1):
+    """`x` with its slice start:end along `dim` replaced by `src` (how torch.export writes `x[:, a:b] = src`):
+    the part before, `src` and the part after, concatenated."""
+    axis = _axis(dim, len(x.shape))
+    n = x.shape[axis]
+    if step != 1:
+        raise UnsupportedFeatureError(f"slice_scatter with step {step}: only step 1 is supported")
+    lo = min(max(0 if start is None else start + n if start < 0 else start, 0), n)
+    hi = min(max(n if end is None else end + n if end < 0 else end, lo), n)
+    parts = ([_slice_axis(b, f"{name}_before", x, axis, 0, lo)] if lo > 0 else []) + [src] + \
+        ([_slice_axis(b, f"{name}_after", x, axis, hi, n)] if hi < n else [])
+    return parts[0] if len(parts) == 1 else b.op("concat", *parts, name=name, axis=axis)
+
+
 @torch_op("select.int")
 def _select(b: B, name, x, dim, index):
     index = index % x.shape[_axis(dim, len(x.shape))]
@@ -475,6 +497,12 @@ def _embedding(b: B, name, weight, indices, padding_idx=-1, scale_grad_by_freq=F
 @torch_op("index_select")
 def _index_select(b: B, name, x, dim, index):
     return b.op("gather", x, index, name=name, axis=_axis(dim, len(x.shape)))
+
+
+@torch_op("gather")
+def _gather(b: B, name, x, dim, index, *, sparse_grad=False):
+    """`torch.gather`: each output element reads `x` at its own index along `dim` (ONNX's GatherElements)."""
+    return b.op("gather_elements", x, index, name=name, axis=_axis(dim, len(x.shape)))
 
 
 @torch_op("index.Tensor")
