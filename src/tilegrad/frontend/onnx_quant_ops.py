@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtype import itemsize
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value
 from .onnx import ONNX_OPS, onnx_op
@@ -24,6 +25,14 @@ def _range(dtype: str, where: str) -> tuple[int, int]:
                                       f"{', '.join(QUANTIZED)})")
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
+
+
+def _common_float(*dtypes: str) -> str:
+    """The float type that holds each of `dtypes` (two different half types meet in float32)."""
+    if len(set(dtypes)) == 1:
+        return dtypes[0]
+    widest = max(dtypes, key=itemsize)
+    return widest if itemsize(widest) >= 4 else "float32"
 
 
 def _cast(b: B, name: str, v: Value, dtype: str) -> Value:
@@ -57,7 +66,8 @@ def _blocked(b: B, name: str, v: Value, shape: tuple[int, ...], axis: int, block
     split = want[:axis + 1] + (1,) + want[axis + 1:]
     repeated = b.op("expand", b.op("reshape", v, name=f"{name}_split", shape=split), name=f"{name}_repeat",
                     shape=want[:axis + 1] + (block_size,) + want[axis + 1:])
-    joined = b.op("reshape", repeated, name=f"{name}_join", shape=want[:axis] + (blocks * block_size,) + want[axis + 1:])
+    joined = b.op("reshape", repeated, name=f"{name}_join",
+                  shape=want[:axis] + (blocks * block_size,) + want[axis + 1:])
     if blocks * block_size == shape[axis]:
         return joined
     return b.op("slice", joined, name=f"{name}_trim", starts=(0,), ends=(shape[axis],), axes=(axis,), steps=(1,))
@@ -67,7 +77,7 @@ def _saturate(b: B, name: str, q: Value, zero_point: Value | None, dtype: str) -
     """Rounded values `q` (floats), plus the zero point, clipped to `dtype`'s range and stored as `dtype`. Values
     are widened to float32 first, where every 16-bit integer and zero-point sum is exact."""
     lo, hi = _range(dtype, f"node {name!r}")
-    q = _cast(b, f"{name}_wide", q, "float32") if np.dtype(q.dtype).itemsize < 4 else q
+    q = _cast(b, f"{name}_wide", q, "float32") if itemsize(q.dtype) < 4 else q
     if zero_point is not None:
         q = b.op("add", q, _cast(b, f"{name}_zp", zero_point, q.dtype), name=f"{name}_shift")
     return _cast(b, name, b.op("clip", q, name=f"{name}_clip", min=float(lo), max=float(hi)), dtype)
@@ -81,7 +91,10 @@ def _quantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, saturate=
     dtype = zero_point.dtype if zero_point is not None else (
         onnx_dtype(output_dtype, f"{where}: output_dtype") if output_dtype else "uint8")
     _range(dtype, where)
-    wide = onnx_dtype(precision, f"{where}: precision") if precision else str(np.result_type(x.dtype, scale.dtype))
+    if output_dtype and onnx_dtype(output_dtype, f"{where}: output_dtype") != dtype:
+        raise ShapeError(f"{where}: output_dtype {onnx_dtype(output_dtype, where)} differs from the zero point's "
+                         f"type {dtype}")
+    wide = onnx_dtype(precision, f"{where}: precision") if precision else _common_float(x.dtype, scale.dtype)
     x, scale = _cast(b, f"{name}_x", x, wide), _cast(b, f"{name}_scale", scale, wide)
     scaled = b.op("div", x, _along(b, f"{name}_scale", scale, x.shape, axis, block_size), name=f"{name}_scaled")
     rounded = b.op("round", scaled, name=f"{name}_round")
@@ -92,7 +105,7 @@ def _quantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, saturate=
 def _dequantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, block_size=0, output_dtype=0):
     """(x - zero_point) * scale in float32 (float64 for a float64 scale), as ONNX's reference."""
     dtype = onnx_dtype(output_dtype, f"node {name!r}: output_dtype") if output_dtype else scale.dtype
-    wide = str(np.result_type("float32", scale.dtype))
+    wide = _common_float("float32", scale.dtype)
     d = _cast(b, f"{name}_x", x, wide)
     if zero_point is not None:
         zp = _along(b, f"{name}_zp", zero_point, x.shape, axis, block_size)
@@ -103,20 +116,27 @@ def _dequantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, block_s
 
 @onnx_op("DynamicQuantizeLinear")
 def _dynamic_quantize_linear(b: B, name, x):
-    """uint8 with scale = (max(0, max x) - min(0, min x)) / 255 (1 / 255 when both are 0) and the zero point that
-    maps 0 exactly: (y, scale, zero_point)."""
+    """uint8 with scale = (max(0, max x) - min(0, min x)) / 255 and the zero point that maps 0 exactly: (y, scale,
+    zero_point). An all-zero x gets scale 1, as ONNX Runtime gives (ONNX's reference gives 1 / 255)."""
     zero, one = b.const(np.zeros((), x.dtype), f"{name}_0"), b.const(np.ones((), x.dtype), f"{name}_1")
     top = b.op("maximum", b.op("reduce_max", x, name=f"{name}_max", keepdims=0), zero, name=f"{name}_top")
     bottom = b.op("minimum", b.op("reduce_min", x, name=f"{name}_min", keepdims=0), zero, name=f"{name}_bottom")
     span = b.op("sub", top, bottom, name=f"{name}_span")
-    span = b.op("where", b.op("equal", span, zero, name=f"{name}_flat"), one, span, name=f"{name}_span_1")
-    scale = b.op("div", span, b.const(np.array(255, x.dtype), f"{name}_255"), name=f"{name}_scale")
+    scale = b.op("div", span, b.const(np.array(255, x.dtype), f"{name}_255"), name=f"{name}_step")
+    scale = b.op("where", b.op("equal", span, zero, name=f"{name}_flat"), one, scale, name=f"{name}_scale")
     shift = b.op("round", b.op("div", b.op("neg", bottom, name=f"{name}_neg"), scale, name=f"{name}_zp_f"),
                  name=f"{name}_zp_round")
     zero_point = b.op("clip", shift, name=f"{name}_zp_clip", min=0.0, max=255.0)
     rounded = b.op("round", b.op("div", x, scale, name=f"{name}_scaled"), name=f"{name}_round")
     y = _saturate(b, name, rounded, zero_point, "uint8")
     return y, scale, _cast(b, f"{name}_zero_point", zero_point, "uint8")
+
+
+def _one_value(v: Value | None, what: str, name: str) -> Value | None:
+    """`v` unchanged, checked to be a per-tensor scale or zero point (ConvInteger's and QLinearConv's x)."""
+    if v is not None and v.shape not in ((), (1,)):
+        raise ShapeError(f"node {name!r}: {what} must be one value (per tensor), got shape {list(v.shape)}")
+    return v
 
 
 def _centred(b: B, name: str, x: Value, zero_point: Value | None) -> Value:
@@ -166,11 +186,12 @@ def _conv_integer(b: B, name, x, w, x_zero_point=None, w_zero_point=None, *, aut
                   group=1, kernel_shape=None, pads=None, strides=None):
     """int32 convolution of (x - x_zero_point) by (w - w_zero_point); padding adds centred zeros, as ONNX's
     reference. w's zero point may be per output channel."""
-    from .onnx_ops import _spatial_attrs  # (onnx_ops imports this module to register it)
+    # imported here: onnx_ops imports this module to register its ops
+    from .onnx_ops import _spatial_attrs
 
     kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
     strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
-    return b.op("conv_integer", _centred(b, f"{name}_x", x, x_zero_point),
+    return b.op("conv_integer", _centred(b, f"{name}_x", x, _one_value(x_zero_point, "x_zero_point", name)),
                 _centred(b, f"{name}_w", w, _channels(b, f"{name}_w_zp", w_zero_point, len(w.shape))), name=name,
                 strides=strides, pads=pads, dilations=dilations, group=group)
 
@@ -187,8 +208,10 @@ def _qlinear_conv(b: B, name, x, x_scale, x_zero_point, w, w_scale, w_zero_point
                   **attrs):
     """The int32 convolution plus the int32 bias, requantized; w's scale and zero point may be per channel."""
     acc = _conv_integer(b, f"{name}_acc", x, w, x_zero_point, w_zero_point, **attrs)
+    out_rank = len(x.shape) - 1  # the output's channel and spatial axes
     if bias is not None:
-        acc = b.op("add", acc, _channels(b, f"{name}_bias", _cast(b, f"{name}_bias_i32", bias, "int32"), len(x.shape) - 1),
-                   name=f"{name}_bias")
-    multiplier = _multiplier(b, name, x_scale, _channels(b, f"{name}_w_scale", w_scale, len(x.shape) - 1), y_scale)
+        bias = _channels(b, f"{name}_bias", _cast(b, f"{name}_bias_i32", bias, "int32"), out_rank)
+        acc = b.op("add", acc, bias, name=f"{name}_bias")
+    x_scale = _one_value(x_scale, "x_scale", name)
+    multiplier = _multiplier(b, name, x_scale, _channels(b, f"{name}_w_scale", w_scale, out_rank), y_scale)
     return _requantize(b, name, acc, multiplier, y_zero_point)
