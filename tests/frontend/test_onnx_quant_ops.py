@@ -165,6 +165,19 @@ def test_qlinear_matmul(onnx_cases):
     ], opset=21, atol=0)
 
 
+def test_qlinear_matmul_per_row_scales_against_numpy():
+    """a's scale and zero point per row (which neither ONNX Runtime nor ONNX's reference takes), batched."""
+    a, w = _ints("uint8", 2, 3, 8), _weights(8, 4)
+    a_scale, a_zp = _f32(0.02, 0.03, 0.01), np.array([1, 200, 3], "uint8")
+    inputs = [a, a_scale, a_zp, w, np.array(0.05, "float32"), np.array(-2, "int8"), np.array(0.1, "float32"),
+              np.array(128, "uint8")]
+    model, feeds = cases_model([{"op": "QLinearMatMul", "inputs": inputs, "out_types": (U8,)}], 21)
+    acc = (a.astype(np.int64) - a_zp[:, None]) @ (w.astype(np.int64) + 2)
+    multiplier = (a_scale[:, None] * np.float32(0.05) / np.float32(0.1)).astype("float32")
+    want = np.clip(np.rint(acc.astype("float32") * multiplier) + 128, 0, 255).astype("uint8")
+    np.testing.assert_array_equal(tilegrad.compile(model)(*feeds.values()), want)
+
+
 def test_qlinear_conv_with_bias_and_per_channel_weights(onnx_cases):
     x = _ints("uint8", 1, 4, 6, 6)
     s = np.array
