@@ -98,6 +98,13 @@ def test_blocked_quantize_and_dequantize_match_onnx_reference():
                         "attrs": {"axis": 0, "block_size": 3}, "consts": (1, 2), "out_types": (I8,)})
 
 
+def test_quantize_int32_input_matches_onnx_reference():
+    """QuantizeLinear-13 also takes int32 x (ONNX Runtime does not): odd x / 2 are ties."""
+    x = np.array([-300, -7, -5, -3, -1, 0, 1, 3, 5, 7, 1000], "int32")
+    _reference_matches({"op": "QuantizeLinear", "inputs": [x, np.array(2.0, "float32"), np.array(3, "int8")],
+                        "out_types": (I8,)}, opset=13)
+
+
 @pytest.mark.parametrize("x", [
     pytest.param(np.array([[-2.5, 0.0, 3.1], [7.9, -0.3, 1.0]], "float32"), id="mixed"),
     pytest.param(np.array([[0.5, 2.0, 3.25]], "float32"), id="positive"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtype import itemsize
+from ..dtype import is_float, itemsize
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value
 from .onnx import ONNX_OPS, onnx_op
@@ -28,7 +28,9 @@ def _range(dtype: str, where: str) -> tuple[int, int]:
 
 
 def _common_float(*dtypes: str) -> str:
-    """The float type that holds each of `dtypes` (two different half types meet in float32)."""
+    """The float type that holds each of `dtypes`: integers (QuantizeLinear-10's int32 x) and two different half
+    types meet in float32."""
+    dtypes = tuple(d if is_float(d) else "float32" for d in dtypes)
     if len(set(dtypes)) == 1:
         return dtypes[0]
     widest = max(dtypes, key=itemsize)
