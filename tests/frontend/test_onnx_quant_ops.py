@@ -1,10 +1,11 @@
 """ONNX's quantization ops against ONNX Runtime (`onnx_cases` in conftest): per tensor and per axis, negative
-values, ties that round half to even, saturation, and a QDQ model written by onnxruntime.quantization.quantize_static.
+values, ties that round half to even, saturation, and QDQ and QOperator models written by
+onnxruntime.quantization.quantize_static.
 
 ONNX Runtime's uint8 x int8 products on AVX2 without VNNI (vpmaddubsw) saturate pairs of products at int16, so its
 integer ops are compared on int8 weights within [-64, 63], where no pair saturates; int32 sums over the full
-ranges, and forms ONNX Runtime and ONNX's reference lack (a per-row MatMulInteger zero point), are compared with
-NumPy's int64 sums, blocked scales with ONNX's reference implementation."""
+ranges, and forms ONNX Runtime and ONNX's reference lack (per-row zero points and scales of a), are compared with
+NumPy's int64 sums; blocked scales and int32 inputs with ONNX's reference implementation."""
 
 from __future__ import annotations
 
