@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (register more op types)
     onnx_index_ops,
     onnx_norm_outputs,
     onnx_padding,
+    onnx_quant_ops,
     onnx_recurrent,
     onnx_resize,
     onnx_sequences,

@@ -17,3 +17,4 @@ from . import conv_algorithms as conv_algorithms
 from . import sampling as sampling
 from . import signal as signal
 from . import deform_conv as deform_conv
+from . import quant as quant
