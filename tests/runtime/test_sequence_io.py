@@ -177,3 +177,17 @@ def test_a_value_of_the_wrong_kind_or_dtype_names_the_input(insert_and_concat, o
 def test_compile_with_report_names_a_sequence_input(insert_and_concat):
     with pytest.raises(ShapeError, match="input 'seq' is a sequence, whose length or presence each call gives"):
         compile_with_report(insert_and_concat)
+
+
+def test_a_sequence_whose_values_are_shapes_specialises_on_them():
+    """Reshape(x, SequenceAt(s, 0)): the sequence's tensors are value inputs, each distinct value compiles once."""
+    nodes = [helper.make_node("Constant", [], ["zero"], value_int=0),
+             helper.make_node("SequenceAt", ["s", "zero"], ["shape"]), helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_sequence_value_info("s", I64, [2]),
+                           helper.make_tensor_value_info("x", F, [6])], [helper.make_tensor_value_info("y", F, None)])
+    mod = tilegrad.compile(model)
+    assert mod.value_inputs == ["s"]
+    x = _x(6)
+    for s in ([np.array([2, 3]), np.array([1, 1])], [np.array([3, 2])]):
+        _same(mod(s, x), _onnxruntime(model, {"s": s, "x": x})[0])
+    assert [spec.values for spec in mod.specializations()] == [{"s.0": [2, 3], "s.1": [1, 1]}, {"s.0": [3, 2]}]

@@ -55,8 +55,10 @@ class ModelInput:
         return self.dims is None or any(isinstance(d, str) for d in self.dims)
 
     def describe(self) -> str:
-        """`x float32[N, 3, 224, 224]`, symbolic dimensions by name."""
-        return f"{self.name} {self.dtype}[{'?' if self.dims is None else ', '.join(map(str, self.dims))}]"
+        """`x float32[N, 3, 224, 224]` (`x sequence of float32[n, 3]`), symbolic dimensions by name."""
+        kind = {TENSOR: "", "sequence": "sequence of ", "optional(tensor)": "optional ",
+                "optional(sequence)": "optional sequence of "}[self.kind]
+        return f"{self.name} {kind}{self.dtype}[{'?' if self.dims is None else ', '.join(map(str, self.dims))}]"
 
 
 def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[ModelInput, ...]:
