@@ -1,6 +1,8 @@
 """Sequence and optional graph inputs and outputs against ONNX Runtime: lists and None in and out, one
 specialisation per sequence length and optional presence, saved and loaded, and the errors of a wrong kind."""
 
+import json
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -8,7 +10,7 @@ from onnx import TensorProto, helper
 import tilegrad
 from tilegrad import metrics
 from tilegrad.api import compile_with_report
-from tilegrad.errors import KernelCallError, ShapeError
+from tilegrad.errors import KernelCallError, ModuleFormatError, ShapeError
 from tilegrad.runtime.specializing import SpecializingModule
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -191,3 +193,17 @@ def test_a_sequence_whose_values_are_shapes_specialises_on_them():
     for s in ([np.array([2, 3]), np.array([1, 1])], [np.array([3, 2])]):
         _same(mod(s, x), _onnxruntime(model, {"s": s, "x": x})[0])
     assert [spec.values for spec in mod.specializations()] == [{"s.0": [2, 3], "s.1": [1, 1]}, {"s.0": [3, 2]}]
+
+
+def test_a_saved_specialisation_whose_forms_do_not_fit_its_tensors_is_refused(optional_tensor, tmp_path):
+    mod = tilegrad.compile(optional_tensor)
+    mod(_x(4))
+    mod.save(tmp_path / "saved")
+    manifest = tmp_path / "saved" / "specializing.json"
+    row = json.loads(manifest.read_text())
+    assert row["specializations"][0]["forms"] == {"opt": "tensor"}
+    assert row["specializations"][0]["outputs"] == ["tensor", "tensor"]
+    row["specializations"][0]["forms"] = {"opt": None}  # absent, yet its tensor opt.value is listed
+    manifest.write_text(json.dumps(row))
+    with pytest.raises(ModuleFormatError, match="lists a specialisation that does not fit the model"):
+        tilegrad.load(tmp_path / "saved")

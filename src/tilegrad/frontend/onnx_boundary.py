@@ -17,7 +17,6 @@ from ..errors import UnsupportedFeatureError
 from ..ir.graph import Value
 
 TENSOR = "tensor"
-KINDS = (TENSOR, "sequence", "optional(tensor)", "optional(sequence)")
 
 
 def value_kind(tp, where: str) -> tuple[str, object]:

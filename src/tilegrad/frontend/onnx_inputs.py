@@ -44,7 +44,7 @@ class ModelInput:
     dtype: str
     dims: tuple[int | str, ...] | None
     shape_uses: tuple[str, ...] = ()
-    kind: str = TENSOR  # or a sequence or optional (onnx_boundary.KINDS); dtype and dims are its tensors'
+    kind: str = TENSOR  # or "sequence", "optional(tensor)", "optional(sequence)"; dtype and dims: its tensors'
 
     @property
     def value_needed(self) -> bool:

@@ -129,10 +129,8 @@ class SpecializingModule:
     def __call__(self, *args, **kwargs):
         forms, tensors = self._arguments(args, kwargs)
         compiled = self._compiled(self._key(forms, tensors))
-        out = compiled.module(**{name: a for name, a, value_needed in tensors if not value_needed})
-        if all(f == TENSOR for f in compiled.outputs):
-            return out
-        return regroup(compiled.outputs, out)
+        return regroup(compiled.outputs,
+                       compiled.module(**{name: a for name, a, value_needed in tensors if not value_needed}))
 
     def _compiled(self, key: Key) -> Compiled:
         """The compiled module of `key`: from the cache, or compiled by this call while others wait for it."""
