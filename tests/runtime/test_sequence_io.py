@@ -184,7 +184,8 @@ def test_compile_with_report_names_a_sequence_input(insert_and_concat):
 def test_a_sequence_whose_values_are_shapes_specialises_on_them():
     """Reshape(x, SequenceAt(s, 0)): the sequence's tensors are value inputs, each distinct value compiles once."""
     nodes = [helper.make_node("Constant", [], ["zero"], value_int=0),
-             helper.make_node("SequenceAt", ["s", "zero"], ["shape"]), helper.make_node("Reshape", ["x", "shape"], ["y"])]
+             helper.make_node("SequenceAt", ["s", "zero"], ["shape"]),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
     model = _model(nodes, [helper.make_tensor_sequence_value_info("s", I64, [2]),
                            helper.make_tensor_value_info("x", F, [6])], [helper.make_tensor_value_info("y", F, None)])
     mod = tilegrad.compile(model)
