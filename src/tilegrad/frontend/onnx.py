@@ -164,8 +164,8 @@ def read_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None)
     return _read(model, input_shapes, flatten=False)[0]
 
 
-def read_onnx_flattened(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[OnnxImport,
-                                                                                                      tuple]:
+def read_onnx_flattened(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None
+                        ) -> tuple[OnnxImport, tuple]:
     """`read_onnx`, with sequence and optional graph outputs laid out as tensor outputs (`onnx_boundary.py`), and
     each graph output's form: "tensor", a sequence's length, or None (an absent optional)."""
     return _read(model, input_shapes, flatten=True)
@@ -217,8 +217,8 @@ def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
                 attempt("", "", check_dtype, t.dtype, f"an element of graph output {vo.name!r}")
         elif v is not None and not isinstance(v, Value):
             problems.append(Problem("", "", UnsupportedFeatureError(
-                f"graph output {vo.name!r} is a {v.onnx_type}; a Module returns tensors only (tilegrad.compile returns "
-                f"sequences and optionals through a SpecializingModule)")))
+                f"graph output {vo.name!r} is a {v.onnx_type}; a Module returns tensors only (tilegrad.compile "
+                f"returns sequences and optionals through a SpecializingModule)")))
             v = None
         elif v is not None:
             attempt("", "", check_dtype, v.dtype, f"graph output {vo.name!r}")
