@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import ShapeError, TilegradError
 from .frontend.load import import_model, onnx_proto
+from .frontend.onnx_boundary import TENSOR, expose_inputs, import_flattened, structured_outputs
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
 from .runtime import specializing
 from .runtime.module import Module, load as _load
-from .runtime.specializing import MAX_SPECIALIZATIONS, SpecializingModule
+from .runtime.specializing import MAX_SPECIALIZATIONS, Compiled, SpecializingModule
+from .runtime.structured import flat_names
 from .target import TARGETS
 
 if TYPE_CHECKING:
@@ -39,19 +41,20 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out).
 
-    `input_shapes` fixes symbolic input dimensions of an ONNX model. An ONNX model with symbolic dimensions left
-    open, or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an
-    input), becomes a SpecializingModule instead: it compiles on each call with a new signature (input shapes,
-    and values of the value inputs), keeping the `max_specializations` most recently used. `opt_level` picks the
-    graph passes (0: none, one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off
-    or on (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each
-    convolution gets the algorithm whose tuned kernels make the graph fastest, each kernel the best valid
-    schedule recorded for its workload on this machine, and the default rules where none was tuned.
-    `compile_with_report` takes the same arguments and also says what the passes did.
+    `input_shapes` fixes symbolic input dimensions of an ONNX model. An ONNX model with symbolic dimensions left open,
+    or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an input), or with
+    sequence or optional inputs or outputs (given and returned as lists and None), becomes a SpecializingModule instead:
+    it compiles on each call with a new signature (input shapes, values of the value inputs, lengths of sequences,
+    presence of optionals), keeping the `max_specializations` most recently used. `opt_level` picks the graph passes (0:
+    none, one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
+    (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each convolution
+    gets the algorithm whose tuned kernels make the graph fastest, each kernel the best valid schedule recorded for its
+    workload on this machine, and the default rules where none was tuned.
+`compile_with_report` takes the same arguments and also says what the passes did.
     """
     proto = onnx_proto(model, example_inputs)
     inputs = _inputs(proto, input_shapes)
-    if inputs is not None and is_dynamic(inputs):
+    if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
         options = {"input_shapes": {n: list(s) for n, s in (input_shapes or {}).items()}, "target": target,
                    "opt_level": opt_level, "disable_passes": list(disable_passes),
                    "enable_passes": list(enable_passes), "db": None if db is None else str(db)}
@@ -65,23 +68,36 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
                         target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
                         enable_passes: Sequence[str] = (), db=None) -> Compilation:
     """`compile`, returning the module together with the pass pipeline's report and the optimised graph. It
-    compiles one shape: an ONNX model whose inputs leave shapes open is a ShapeError naming them."""
-    from .executor import compile_graph
-    from .passes import optimize
-
+    compiles one shape: an ONNX model whose inputs leave shapes open (or are sequences or optionals) is a
+    ShapeError naming them."""
     proto = onnx_proto(model, example_inputs)
-    open_inputs = [i for i in _inputs(proto, input_shapes) or () if i.symbolic or i.value_needed]
+    open_inputs = [i for i in _inputs(proto, input_shapes) or () if i.symbolic or i.value_needed or i.kind != TENSOR]
     if open_inputs:
         raise ShapeError("compile_with_report compiles one shape, but " + "; ".join(map(_why_open, open_inputs))
                          + "; fix the dimensions with input_shapes, or call tilegrad.compile, which compiles "
                          "per call")
     model = model if proto is None else proto
+    _check_options(target, opt_level)
+    imported = import_model(model, example_inputs, input_shapes)
+    return _compile_imported(imported, target=target, opt_level=opt_level, disable_passes=disable_passes,
+                             enable_passes=enable_passes, db=db)
+
+
+def _check_options(target: str, opt_level: int) -> None:
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
     if opt_level not in (0, 1, 2, 3):
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+
+
+def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_passes: Sequence[str],
+                      enable_passes: Sequence[str], db) -> Compilation:
+    """The passes, then the native module, of an imported graph."""
+    from .executor import compile_graph
+    from .passes import optimize
+
+    _check_options(target, opt_level)
     machine = TARGETS[target]()
-    imported = import_model(model, example_inputs, input_shapes)
     if db is None:
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
         return Compilation(compile_graph(graph, target=machine), report, graph)
@@ -115,6 +131,8 @@ def _inputs(proto, input_shapes):
 
 
 def _why_open(i) -> str:
+    if i.kind != TENSOR:
+        return f"input {i.name!r} is a {i.kind}, whose length or presence each call gives"
     if i.value_needed:
         return f"input {i.describe()} is a value input (it reaches {', '.join(i.shape_uses)})"
     return f"input {i.describe()} has symbolic dimensions"
@@ -128,11 +146,15 @@ def _specializing(model: bytes, options: dict, max_specializations: int) -> Spec
     inputs = model_inputs(proto, options["input_shapes"])
     symbolic = {i.name for i in inputs if i.symbolic and not i.value_needed}
 
-    def compile_one(shapes, values) -> Module:
-        static = {n: s for n, s in shapes.items() if n in symbolic}  # declared static shapes are checked there
-        return compile_with_report(specialize(proto, values), input_shapes=static, target=options["target"],
-                                   opt_level=options["opt_level"], disable_passes=options["disable_passes"],
-                                   enable_passes=options["enable_passes"], db=options["db"]).module
+    def compile_one(shapes, values, forms) -> Compiled:
+        parts = {i.name: None if forms[i.name] is None else flat_names(i.name, i.kind, forms[i.name])
+                 for i in inputs if i.kind != TENSOR}
+        tensors_of = {name: i.name for i in inputs for name in flat_names(i.name, i.kind, forms[i.name])}
+        static = {n: s for n, s in shapes.items() if tensors_of[n] in symbolic}  # declared static ones: checked
+        graph, outputs = import_flattened(expose_inputs(specialize(proto, values), parts), static)
+        return Compiled(_compile_imported(graph, target=options["target"], opt_level=options["opt_level"],
+                                          disable_passes=options["disable_passes"],
+                                          enable_passes=options["enable_passes"], db=options["db"]).module, outputs)
 
     return SpecializingModule(model, options, inputs, [vo.name for vo in proto.graph.output],
                               compile_one, max_specializations)

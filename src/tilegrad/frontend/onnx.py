@@ -161,7 +161,19 @@ def import_error(problems: Sequence[Problem]) -> TilegradError:
 
 def read_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None) -> OnnxImport:
     """The graph of an ONNX model and the problems that keep it from importing (then the graph is None)."""
+    return _read(model, input_shapes, flatten=False)[0]
+
+
+def read_onnx_flattened(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None
+                        ) -> tuple[OnnxImport, tuple]:
+    """`read_onnx`, with sequence and optional graph outputs laid out as tensor outputs (`onnx_boundary.py`), and
+    each graph output's form: "tensor", a sequence's length, or None (an absent optional)."""
+    return _read(model, input_shapes, flatten=True)
+
+
+def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
     from . import onnx_ops  # noqa: F401  (fills ONNX_OPS)
+    from .onnx_boundary import flatten_output
 
     proto = load_model(model)
     problems: list[Problem] = []
@@ -200,9 +212,13 @@ def read_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None)
         v = values.get(vo.name)
         if vo.name not in values:
             problems.append(Problem("", "", ShapeError(f"graph output {vo.name!r} is never computed")))
+        elif v is not None and not isinstance(v, Value) and flatten:  # laid out as tensors below
+            for t in flatten_output(vo.name, v)[1]:
+                attempt("", "", check_dtype, t.dtype, f"an element of graph output {vo.name!r}")
         elif v is not None and not isinstance(v, Value):
             problems.append(Problem("", "", UnsupportedFeatureError(
-                f"graph output {vo.name!r} is a {v.onnx_type}; tilegrad's runtime returns tensors only")))
+                f"graph output {vo.name!r} is a {v.onnx_type}; a Module returns tensors only (tilegrad.compile "
+                f"returns sequences and optionals through a SpecializingModule)")))
             v = None
         elif v is not None:
             attempt("", "", check_dtype, v.dtype, f"graph output {vo.name!r}")
@@ -213,9 +229,15 @@ def read_onnx(model, *, input_shapes: Mapping[str, Sequence[int]] | None = None)
     if lost and not problems:
         problems.append(Problem("", "", ModelFormatError(f"graph output(s) {lost} are not computed")))
     if problems:
-        return OnnxImport(None, problems)
-    graph = attempt("", "", b.build, outputs, [vo.name for vo in g.output])
-    return OnnxImport(graph, problems)
+        return OnnxImport(None, problems), ()
+    forms, flat, names = [], [], []
+    for vo, v in zip(g.output, outputs):
+        form, tensors = flatten_output(vo.name, v)
+        forms.append(form)
+        flat += tensors
+        names += [vo.name] if form == "tensor" else [f"{vo.name}.{k}" for k in range(len(tensors))]
+    graph = attempt("", "", b.build, flat, names)
+    return OnnxImport(graph, problems), tuple(forms)
 
 
 class _Unsupported(UnsupportedOpError):

@@ -19,7 +19,8 @@ from ..errors import ResourceLimitError, ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
 from .onnx import constant_input, onnx_op
 from .onnx_file import ModelFormatError
-from .onnx_sequences import TensorSequence, stack
+from .onnx_schema import tensor_type
+from .onnx_sequences import OptionalValue, TensorSequence, stack
 from .onnx_tensors import onnx_dtype
 
 MAX_UNROLLED_NODES = 10_000  # body nodes one Loop, Scan or SequenceMap may unroll into
@@ -38,7 +39,7 @@ def inline(b: B, graph, inputs, scope: Mapping, prefix: str) -> list:
     if len(graph.input) != len(inputs):
         raise ModelFormatError(f"subgraph {graph.name!r} (in {prefix!r}) declares {len(graph.input)} input(s); "
                                f"its node passes {len(inputs)}")
-    values = ChainMap({formal.name: v for formal, v in zip(graph.input, inputs)}, scope)
+    values = ChainMap({formal.name: _as_declared(formal, v) for formal, v in zip(graph.input, inputs)}, scope)
     for i, node in enumerate(graph.node):
         name = f"{prefix}_{node.name or f'{node.op_type}_{i}'}"
         outs = _convert_node(b, node, name, values)
@@ -53,6 +54,14 @@ def inline(b: B, graph, inputs, scope: Mapping, prefix: str) -> list:
     if missing:
         raise ModelFormatError(f"subgraph {graph.name!r} (in {prefix!r}) never computes its output(s) {missing}")
     return [values[vo.name] for vo in graph.output]
+
+
+def _as_declared(formal, v):
+    """`v` bound to a subgraph input: an optional where the input is declared one (a Loop whose body makes a
+    sequence carries it into an optional input)."""
+    if formal.type.WhichOneof("value") != "optional_type" or v is None or isinstance(v, OptionalValue):
+        return v
+    return OptionalValue(v, f"optional({getattr(v, 'onnx_type', None) or tensor_type(v.dtype)})")
 
 
 def _results(outs):

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import ShapeError
+from .onnx_boundary import TENSOR, value_kind
 from .onnx_tensors import onnx_dtype
 
 _REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -28,6 +29,7 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Range": (0, 1, 2), "OneHot": (1,),
     "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "ConstantOfShape": (0,), "CumSum": (1,),
     "Dropout": (2,), "If": (0,), "Loop": (0, 1), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    "SplitToSequence": (1,), "SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,),
     **{op: (1,) for op in _REDUCTIONS},
 }
 _SHAPE_READERS = ("Shape", "Size")  # their outputs depend on their input's shape only
@@ -42,6 +44,7 @@ class ModelInput:
     dtype: str
     dims: tuple[int | str, ...] | None
     shape_uses: tuple[str, ...] = ()
+    kind: str = TENSOR  # or "sequence", "optional(tensor)", "optional(sequence)"; dtype and dims: its tensors'
 
     @property
     def value_needed(self) -> bool:
@@ -52,8 +55,10 @@ class ModelInput:
         return self.dims is None or any(isinstance(d, str) for d in self.dims)
 
     def describe(self) -> str:
-        """`x float32[N, 3, 224, 224]`, symbolic dimensions by name."""
-        return f"{self.name} {self.dtype}[{'?' if self.dims is None else ', '.join(map(str, self.dims))}]"
+        """`x float32[N, 3, 224, 224]` (`x sequence of float32[n, 3]`), symbolic dimensions by name."""
+        kind = {TENSOR: "", "sequence": "sequence of ", "optional(tensor)": "optional ",
+                "optional(sequence)": "optional sequence of "}[self.kind]
+        return f"{self.name} {kind}{self.dtype}[{'?' if self.dims is None else ', '.join(map(str, self.dims))}]"
 
 
 def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[ModelInput, ...]:
@@ -68,18 +73,20 @@ def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None)
     uses = _value_uses(proto, {vi.name for vi in graph_inputs})
     out = []
     for vi in graph_inputs:
-        dtype = onnx_dtype(vi.type.tensor_type.elem_type, f"input {vi.name!r}")
-        dims = _declared_dims(vi)
+        kind, tensor = value_kind(vi.type, f"input {vi.name!r}")
+        dtype = onnx_dtype(tensor.elem_type, f"input {vi.name!r}")
+        dims = _declared_dims(tensor)
         if vi.name in shapes:
             dims = _fixed(vi.name, tuple(int(d) for d in shapes[vi.name]), dims)
         empty = dims is not None and 0 in dims  # its value is known: no elements
-        out.append(ModelInput(vi.name, dtype, dims, () if empty else tuple(uses.get(vi.name, ()))))
+        out.append(ModelInput(vi.name, dtype, dims, () if empty else tuple(uses.get(vi.name, ())), kind))
     return tuple(out)
 
 
 def is_dynamic(inputs: Sequence[ModelInput]) -> bool:
-    """True when the inputs leave shapes open: a symbolic dimension, or a value input."""
-    return any(i.symbolic or i.value_needed for i in inputs)
+    """True when the inputs leave shapes open: a symbolic dimension, a value input, or a sequence or optional
+    (whose length or presence each call gives)."""
+    return any(i.symbolic or i.value_needed or i.kind != TENSOR for i in inputs)
 
 
 def specialize(proto, values: Mapping[str, np.ndarray]):
@@ -114,8 +121,7 @@ def _value_uses(proto, names: set[str]) -> dict[str, list[str]]:
     return uses
 
 
-def _declared_dims(vi) -> tuple[int | str, ...] | None:
-    tt = vi.type.tensor_type
+def _declared_dims(tt) -> tuple[int | str, ...] | None:
     if not tt.HasField("shape"):
         return None
     return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from ..ir.graph import infer_types
+from ..ir.graph import Value, infer_types
 from . import (  # noqa: F401  (register more op types)
     onnx_composite_ops,
     onnx_control_flow,
@@ -69,6 +69,8 @@ onnx_op("Min")(_extreme("minimum"))
 
 @onnx_op("Identity")
 def _identity(b: B, name, x):
+    if not isinstance(x, Value):  # a sequence or an optional, resolved at import: the same value
+        return x
     return b.op("identity", x, name=name)
 
 

@@ -9,9 +9,13 @@ recently used evicted first; concurrent calls with the same new key wait for one
 model and every specialisation compiled so far; `load` restores them without compiling and still compiles new
 keys.
 
-The runtime does not import the frontend: whoever makes the module passes a `compile` function (shapes, values
--> Module) and the inputs' descriptions (`DynamicInput`); `load` takes a factory that makes both again from the
-saved model and options.
+A sequence or optional input or output is a list or None at the call and tensors inside (`structured.py`): the
+length of each sequence input and the presence of each optional one are part of the key, and each specialisation
+records the form of each output, by which its Module's tensors are regrouped.
+
+The runtime does not import the frontend: whoever makes the module passes a `compile` function (shapes, values,
+input forms -> `Compiled`) and the inputs' descriptions (`DynamicInput`); `load` takes a factory that makes both
+again from the saved model and options.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -35,6 +39,7 @@ from .. import metrics
 from ..errors import KernelCallError, ModuleFormatError, TilegradError
 from .module import Module
 from .module import load as load_module
+from .structured import TENSOR, Form, flat_names, regroup, split
 
 MANIFEST = "specializing.json"
 MODEL = "model.onnx"
@@ -48,26 +53,36 @@ class DynamicInput(Protocol):
     name: str
     dtype: str
     dims: tuple[int | str, ...] | None
+    kind: str  # "tensor", "sequence", "optional(tensor)" or "optional(sequence)"; dtype and dims are its tensors'
 
     @property
     def value_needed(self) -> bool: ...
 
 
-Compile = Callable[[Mapping[str, tuple[int, ...]], Mapping[str, np.ndarray]], Module]
-Key = tuple  # per input: (name, shape, dtype, value as a tuple or None)
+class Compiled(NamedTuple):
+    """A specialisation's Module, and the form of each model output (how its tensors regroup)."""
+
+    module: Module
+    outputs: tuple[Form, ...]
+
+
+Compile = Callable[[Mapping[str, tuple[int, ...]], Mapping[str, np.ndarray], Mapping[str, Form]], Compiled]
+Key = tuple  # (the form of each input, then per tensor: (name, shape, dtype, value as a tuple or None))
 
 
 @dataclasses.dataclass(frozen=True)
 class Specialization:
-    """One compiled signature: the shape and dtype of every input, and the values of the value inputs."""
+    """One compiled signature: the form of every input (a sequence's length, an optional's presence), the shape
+    and dtype of every tensor (a sequence's `x.0`, `x.1`, ...), and the values of the value inputs."""
 
     shapes: dict[str, tuple[int, ...]]
     dtypes: dict[str, str]
     values: dict[str, list]
+    forms: dict[str, Form]
 
     def to_json(self) -> dict:
         return {"shapes": {n: list(s) for n, s in self.shapes.items()}, "dtypes": self.dtypes,
-                "values": self.values}
+                "values": self.values, "forms": self.forms}
 
 
 class SpecializingModule:
@@ -105,18 +120,19 @@ class SpecializingModule:
         """The signatures compiled and kept, least recently used first."""
         with self._lock:
             keys = [k for k, f in self._cache.items() if f.done() and f.exception() is None]
-        return [_specialization(k) for k in keys]
+        return [_specialization(k, self.inputs) for k in keys]
 
     def specialization(self, *args, **kwargs) -> Module:
         """The Module these arguments run on, compiled now if it is not yet."""
-        return self._module(self._key(self._arguments(args, kwargs)))
+        return self._compiled(self._key(*self._arguments(args, kwargs))).module
 
     def __call__(self, *args, **kwargs):
-        arrays = self._arguments(args, kwargs)
-        module = self._module(self._key(arrays))
-        return module(**{i.name: a for i, a in zip(self.inputs, arrays) if not i.value_needed})
+        forms, tensors = self._arguments(args, kwargs)
+        compiled = self._compiled(self._key(forms, tensors))
+        return regroup(compiled.outputs,
+                       compiled.module(**{name: a for name, a, value_needed in tensors if not value_needed}))
 
-    def _module(self, key: Key) -> Module:
+    def _compiled(self, key: Key) -> Compiled:
         """The compiled module of `key`: from the cache, or compiled by this call while others wait for it."""
         with self._lock:
             future = self._cache.get(key)
@@ -128,9 +144,9 @@ class SpecializingModule:
                 self._cache.move_to_end(key)
         if mine:
             try:
-                spec = _specialization(key)
+                spec = _specialization(key, self.inputs)
                 values = {n: np.asarray(v, spec.dtypes[n]).reshape(spec.shapes[n]) for n, v in spec.values.items()}
-                future.set_result(self._compile(spec.shapes, values))
+                future.set_result(self._compile(spec.shapes, values, spec.forms))
                 metrics.bump("specializations_compiled")
             except BaseException as exc:  # noqa: BLE001  (handed to the calls waiting for it, then raised)
                 with self._lock:
@@ -144,8 +160,9 @@ class SpecializingModule:
             self._cache.popitem(last=False)
             metrics.bump("specializations_evicted")
 
-    def _arguments(self, args, kwargs) -> list[np.ndarray]:
-        """The inputs in declaration order, checked against the model's declared dtypes, ranks and static dims."""
+    def _arguments(self, args, kwargs) -> tuple[tuple[Form, ...], list[tuple[str, np.ndarray, bool]]]:
+        """The form of each input in declaration order, and its tensors (name, array, whether a value input),
+        checked against the model's declared kinds, dtypes, ranks and static dims."""
         names = self.input_names
         if len(args) > len(names):
             raise KernelCallError(f"the model takes {len(names)} input(s) ({', '.join(names)}), got {len(args)} "
@@ -160,11 +177,17 @@ class SpecializingModule:
         missing = [n for n in names if n not in given]
         if missing:
             raise KernelCallError(f"missing input(s) {missing}; the model takes {names}")
-        return [_checked(i, given[i.name]) for i in self.inputs]
+        forms, tensors = [], []
+        for i in self.inputs:
+            form, parts = split(i.name, i.kind, given[i.name])
+            forms.append(form)
+            tensors += [(name, _checked(i, name, value), i.value_needed) for name, value in parts]
+        return tuple(forms), tensors
 
-    def _key(self, arrays: Sequence[np.ndarray]) -> Key:
-        return tuple((i.name, a.shape, str(a.dtype), tuple(a.ravel().tolist()) if i.value_needed else None)
-                     for i, a in zip(self.inputs, arrays))
+    @staticmethod
+    def _key(forms: tuple[Form, ...], tensors: Sequence[tuple[str, np.ndarray, bool]]) -> Key:
+        return (forms, *((name, a.shape, str(a.dtype), tuple(a.ravel().tolist()) if value_needed else None)
+                         for name, a, value_needed in tensors))
 
     def save(self, directory) -> Path:
         """Write the model, its options and every specialisation kept (each a saved Module in a subdirectory) into
@@ -179,9 +202,10 @@ class SpecializingModule:
         try:
             (fresh / MODEL).write_bytes(self.model)
             rows = []
-            for n, (key, module) in enumerate(kept):
-                module.save(fresh / f"s{n}")
-                rows.append({"directory": f"s{n}", **_specialization(key).to_json()})
+            for n, (key, compiled) in enumerate(kept):
+                compiled.module.save(fresh / f"s{n}")
+                rows.append({"directory": f"s{n}", **_specialization(key, self.inputs).to_json(),
+                             "outputs": list(compiled.outputs)})
             manifest = {"format": FORMAT, "options": self.options, "max_specializations": self.max_specializations,
                         "model_sha256": hashlib.sha256(self.model).hexdigest(), "specializations": rows}
             (fresh / MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -191,28 +215,32 @@ class SpecializingModule:
         return Path(directory)
 
 
-def _checked(i: DynamicInput, value) -> np.ndarray:
+def _checked(i: DynamicInput, name: str, value) -> np.ndarray:
+    """The array given for the tensor `name` of input `i` (itself, or an element of a sequence)."""
     a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    what = f"input {i.name!r}" if name == i.name else f"input {i.name!r} (its tensor {name!r})"
     if str(a.dtype) != i.dtype:
-        raise KernelCallError(f"input {i.name!r} expects dtype {i.dtype}, got {a.dtype}; convert it with "
+        raise KernelCallError(f"{what} expects dtype {i.dtype}, got {a.dtype}; convert it with "
                               f".astype(numpy.{i.dtype})")
     if i.dims is None:
         return a
     declared = "[" + ", ".join(map(str, i.dims)) + "]"
     if a.ndim != len(i.dims):
-        raise KernelCallError(f"input {i.name!r} expects rank {len(i.dims)} (shape {declared}), got shape "
+        raise KernelCallError(f"{what} expects rank {len(i.dims)} (shape {declared}), got shape "
                               f"{a.shape} (rank {a.ndim})")
     for k, (n, d) in enumerate(zip(a.shape, i.dims)):
         if isinstance(d, int) and n != d:
-            raise KernelCallError(f"input {i.name!r} expects shape {declared}, got {a.shape}: dimension {k} "
+            raise KernelCallError(f"{what} expects shape {declared}, got {a.shape}: dimension {k} "
                                   f"must be {d}")
     return a
 
 
-def _specialization(key: Key) -> Specialization:
-    return Specialization({name: tuple(shape) for name, shape, _, _ in key},
-                          {name: dtype for name, _, dtype, _ in key},
-                          {name: list(value) for name, _, _, value in key if value is not None})
+def _specialization(key: Key, inputs: Sequence[DynamicInput]) -> Specialization:
+    forms, *tensors = key
+    return Specialization({name: tuple(shape) for name, shape, _, _ in tensors},
+                          {name: dtype for name, _, dtype, _ in tensors},
+                          {name: list(value) for name, _, _, value in tensors if value is not None},
+                          {i.name: form for i, form in zip(inputs, forms)})
 
 
 def is_saved(directory) -> bool:
@@ -241,7 +269,8 @@ def load(directory, make: Callable[[bytes, dict, int], SpecializingModule]) -> S
         for row in manifest["specializations"]:
             key = _key_of(module.inputs, row)
             future: Future = Future()
-            future.set_result(load_module(root / row["directory"]))
+            outputs = tuple(row.get("outputs", [TENSOR] * len(module.output_names)))
+            future.set_result(Compiled(load_module(root / row["directory"]), outputs))
             module._cache[key] = future
     except (KeyError, TypeError, ValueError) as exc:
         raise ModuleFormatError(f"{root / MANIFEST} lacks a field or lists a specialisation that does not fit the "
@@ -253,10 +282,13 @@ def load(directory, make: Callable[[bytes, dict, int], SpecializingModule]) -> S
 def _key_of(inputs: Sequence[DynamicInput], row: dict) -> Key:
     """The cache key of a saved specialisation, in the model's input order."""
     shapes, values, dtypes = row["shapes"], row["values"], row["dtypes"]
-    if sorted(shapes) != sorted(i.name for i in inputs):
+    forms = row.get("forms", {i.name: TENSOR for i in inputs})  # saved before sequences and optionals
+    names = [(i, name) for i in inputs for name in flat_names(i.name, i.kind, forms[i.name])]
+    if sorted(shapes) != sorted(name for _, name in names):
         raise ValueError(f"it names inputs {sorted(shapes)}")
-    return tuple((i.name, tuple(int(d) for d in shapes[i.name]), dtypes[i.name],
-                  tuple(values[i.name]) if i.value_needed else None) for i in inputs)
+    return (tuple(forms[i.name] for i in inputs),
+            *((name, tuple(int(d) for d in shapes[name]), dtypes[name],
+               tuple(values[name]) if i.value_needed else None) for i, name in names))
 
 
 def _check_replaceable(out: Path) -> None:
