@@ -111,8 +111,9 @@ def constant_input(v: Value | None, what: str, node: str):
         return None
     if not v.is_constant:
         raise UnsupportedFeatureError(f"node {node!r}: {what} must be a constant (it is computed at run time); "
-                                      f"tilegrad compiles static shapes, specialised per value only on integer "
-                                      f"graph inputs (frontend/onnx_inputs.py)")
+                                      f"tilegrad compiles static shapes, specialised per value of the graph "
+                                      f"inputs that reach a listed shape-like operand (SHAPE_OPERANDS in "
+                                      f"frontend/onnx_inputs.py)")
     if v.data.ndim > 1:
         raise ShapeError(f"node {node!r}: {what} must be a scalar or a 1-D tensor, got shape {list(v.data.shape)}")
     return v.data

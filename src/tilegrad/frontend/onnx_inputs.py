@@ -27,7 +27,10 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Slice": (1, 2, 3, 4),
     "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Range": (0, 1, 2), "OneHot": (1,),
     "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "ConstantOfShape": (0,), "CumSum": (1,),
-    "Dropout": (2,), "If": (0,), "Loop": (0, 1), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    "Dropout": (1, 2), "If": (0,), "Loop": (0, 1), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    "CumProd": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "AffineGrid": (1,), "MaxUnpool": (2,),
+    "DFT": (1, 2), "STFT": (1, 2, 3), "LSTM": (4,), "GRU": (4,), "RNN": (4,),
+    "SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,), "SplitToSequence": (1,),
     **{op: (1,) for op in _REDUCTIONS},
 }
 _SHAPE_READERS = ("Shape", "Size")  # their outputs depend on their input's shape only
