@@ -12,7 +12,8 @@ are floats; an If's condition and a Loop's trip count decide which nodes exist).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Mapping, MutableMapping, Sequence
 
 import numpy as np
 
@@ -100,10 +101,17 @@ def specialize(proto, values: Mapping[str, np.ndarray]):
 
 def _value_uses(proto, names: set[str]) -> dict[str, list[str]]:
     """{graph input: the shape-like operands its value reaches}, by one walk over the nodes in order."""
-    sources: dict[str, frozenset[str]] = {n: frozenset([n]) for n in names}
     uses: dict[str, list[str]] = {}
-    for i, node in enumerate(proto.graph.node):
-        where = f"{node.op_type} (node {node.name or f'{node.op_type}_{i}'!r})"
+    _walk(proto.graph, {n: frozenset([n]) for n in names}, uses, "")
+    return uses
+
+
+def _walk(graph, sources: MutableMapping[str, frozenset[str]], uses: dict[str, list[str]], prefix: str) -> None:
+    """Follow the values of `sources` through the nodes of `graph` into `uses`. A subgraph (If's branches, a Loop
+    or Scan body) reads the names of the graphs around it, so its shape-like operands count, and what its outputs
+    carry flows out of its node."""
+    for i, node in enumerate(graph.node):
+        where = f"{prefix}{node.op_type} (node {node.name or f'{node.op_type}_{i}'!r})"
         default_domain = node.domain in ("", "ai.onnx")
         for k in SHAPE_OPERANDS.get(node.op_type, ()) if default_domain else ():
             if k < len(node.input):
@@ -111,10 +119,13 @@ def _value_uses(proto, names: set[str]) -> dict[str, list[str]]:
                     uses.setdefault(src, []).append(f"{where} input {k}")
         flowing = frozenset() if default_domain and node.op_type in _SHAPE_READERS else \
             frozenset().union(*(sources.get(x, frozenset()) for x in node.input))
+        for attr, body in ((a.name, a.g) for a in node.attribute if a.HasField("g")):
+            inner = ChainMap({formal.name: flowing for formal in body.input}, sources)
+            _walk(body, inner, uses, f"{where} {attr}: ")
+            flowing = flowing.union(*(inner.get(vo.name, frozenset()) for vo in body.output))
         for y in node.output:
             if y:
                 sources[y] = flowing
-    return uses
 
 
 def _declared_dims(vi) -> tuple[int | str, ...] | None:
