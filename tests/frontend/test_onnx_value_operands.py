@@ -103,7 +103,7 @@ def _reaching(func: ast.FunctionDef, params: list[str], reads_constant: dict[str
 def _helpers_reading_constants() -> dict[str, set[int]]:
     """{function name: its parameter positions that reach `constant_input`} over the frontend's modules, to a
     fixpoint (helpers call helpers)."""
-    import tilegrad.frontend as frontend
+    from tilegrad import frontend
 
     funcs = [f for path in Path(frontend.__file__).parent.glob("onnx*.py")
              for f in ast.walk(ast.parse(path.read_text())) if isinstance(f, ast.FunctionDef)]

@@ -118,9 +118,9 @@ def constant_input(v: Value | None, what: str, node: str):
         return None
     if not v.is_constant:
         raise UnsupportedFeatureError(f"node {node!r}: {what} must be a constant (it is computed at run time); "
-                                      f"tilegrad compiles static shapes, specialised per value of the graph "
-                                      f"inputs that reach a listed shape-like operand (SHAPE_OPERANDS in "
-                                      f"frontend/onnx_inputs.py)")
+                                      f"tilegrad compiles static shapes; tilegrad.compile specialises them per "
+                                      f"value of each graph input that reaches a shape-like operand "
+                                      f"(SHAPE_OPERANDS in frontend/onnx_inputs.py)")
     if v.data.ndim > 1:
         raise ShapeError(f"node {node!r}: {what} must be a scalar or a 1-D tensor, got shape {list(v.data.shape)}")
     return v.data
