@@ -455,7 +455,7 @@ def _median_seconds(run, repeats: int, min_repeat_s: float) -> float:
 
 def _info(args) -> None:
     from .frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
-    from .frontend.onnx import ONNX_OPS, load_model, read_onnx
+    from .frontend.onnx import ONNX_OPS, load_model, op_key, read_onnx
 
     proto = load_model(_model_path(args.model))
     shapes = _input_shapes(args.input_shape)
@@ -484,7 +484,7 @@ def _info(args) -> None:
     print("ops:     " + ", ".join(f"{op} {count}" for op, count in histogram.most_common()))
     if symbolic is not None:  # constants cannot fold yet: list the ops with no mapping, which fail unless they do
         unmapped = [f"{_op_label(n)} (node {n.name!r})" for n in g.node
-                    if n.op_type not in ONNX_OPS or n.domain not in ("", "ai.onnx")]
+                    if op_key(n) not in ONNX_OPS]
         print(f"unsupported: not known until the symbolic dimensions are fixed; ops with no mapping (refused unless "
               f"their inputs are constants): {', '.join(unmapped) or 'none'}\nFLOPs:   unavailable until then")
         return

@@ -110,3 +110,26 @@ def test_clip_bounds_given_at_run_time_are_data_not_value_inputs():
         feeds = {"x": x, "lo": np.array(lo, "float32"), "hi": np.array(hi, "float32")}
         np.testing.assert_array_equal(mod(**feeds),
                                       session.run(None, feeds)[0])
+
+
+def test_a_value_reaches_a_shape_operand_inside_a_subgraph():
+    import onnxruntime as ort
+
+    import tilegrad
+
+    branch = helper.make_graph([helper.make_node("Expand", ["x", "s"], ["o"], name="grow")], "b", [],
+                               [helper.make_tensor_value_info("o", F, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["o2"])], "b2", [],
+                              [helper.make_tensor_value_info("o2", F, None)])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=other)]
+    inputs = [helper.make_tensor_value_info("x", F, [3, 1]), helper.make_tensor_value_info("s", I64, [2]),
+              helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+    model = _model(nodes, inputs)
+    found = _by_name(model)
+    assert found["s"].shape_uses == ("If (node 'if') then_branch: Expand (node 'grow') input 1",)
+    assert found["x"].shape_uses == () and found["c"].shape_uses == ("If (node 'if') input 0",)
+    mod, session = tilegrad.compile(model), ort.InferenceSession(model.SerializeToString())
+    x = np.arange(3, dtype="float32").reshape(3, 1)
+    for shape in ((3, 4), (1, 6)):
+        feeds = {"x": x, "s": np.array(shape, "int64"), "c": np.array(True)}
+        np.testing.assert_array_equal(mod(**feeds), session.run(None, feeds)[0])

@@ -8,6 +8,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
+from tilegrad.errors import ShapeError
+from tilegrad.frontend.onnx import import_onnx
 
 
 def _ort(model, feeds):
@@ -53,3 +55,34 @@ def test_resize_matches_onnxruntime(attrs, kind, values, roi):
     got = tilegrad.compile(model)(x)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset, mode, scales", [
+    (9, "nearest", [1, 1, 2, 3]), (9, "linear", [1, 1, 2.5, 1.5]), (9, "nearest", [1, 1, 1.5, 1.7]),
+    (7, "nearest", [1.0, 2.0, 3.0, 2.0]), (8, "linear", [1.0, 1.0, 3.0, 2.0]),
+])
+def test_upsample_matches_onnxruntime(opset, mode, scales):
+    """Upsample-9 takes the scales as an input (here a graph input: a value input), Upsample-7 as an attribute."""
+    x = np.random.default_rng(opset).standard_normal((1, 2, 4, 5)).astype("float32")
+    feeds = {"x": x}
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))]
+    if opset >= 9:
+        feeds["scales"] = np.array(scales, "float32")
+        inputs.append(helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4]))
+        node = helper.make_node("Upsample", ["x", "scales"], ["y"], mode=mode)
+    else:
+        node = helper.make_node("Upsample", ["x"], ["y"], mode=mode, scales=scales)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    want = _ort(model, feeds)[0]
+    got = tilegrad.compile(model)(*feeds.values())
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_upsample_scales_below_one_are_refused():
+    node = helper.make_node("Upsample", ["x"], ["y"], name="up", scales=[1.0, 0.5])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(ShapeError, match=r"'up': Upsample scales \[1.0, 0.5\] need one entry >= 1"):
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)]))

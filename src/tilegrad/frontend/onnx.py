@@ -32,7 +32,8 @@ ONNX_OPS: dict[str, Callable] = {}
 
 
 def onnx_op(*op_types: str):
-    """Register the mapping of ONNX op types onto registry ops."""
+    """Register the mapping of ONNX op types onto registry ops (`op_key`: outside the default domain, qualified
+    by the domain)."""
     def register(fn):
         for t in op_types:
             ONNX_OPS[t] = fn
@@ -40,14 +41,20 @@ def onnx_op(*op_types: str):
     return register
 
 
+def op_key(node) -> str:
+    """The key of a node's mapping in ONNX_OPS: its op type, or `domain.OpType` outside the default domain."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
 class OnnxBuilder(GraphBuilder):
     """A GraphBuilder that folds nodes whose inputs are all constants, refuses tensor types tilegrad cannot
     compile, and knows the model's opset. Its value names are unique and avoid `reserved` (the graph's output
     names, which the outputs take when the graph is built), whatever the model's node names are."""
 
-    def __init__(self, opset: int, reserved: Iterable[str] = ()):
+    def __init__(self, opset: int, reserved: Iterable[str] = (), domain_versions: Mapping[str, int] | None = None):
         super().__init__()
         self.opset = opset
+        self.domain_versions = dict(domain_versions or {})  # the other domains the model imports, by version
         self.node_outputs = 1  # how many outputs the ONNX node being converted declares (Split needs it)
         self.scope: Mapping[str, object] = {}  # the values visible to the node being converted (If, Loop, Scan)
         self.inlined = 0  # subgraph nodes converted so far (If, Loop, Scan), which the control flow limits
@@ -111,8 +118,9 @@ def constant_input(v: Value | None, what: str, node: str):
         return None
     if not v.is_constant:
         raise UnsupportedFeatureError(f"node {node!r}: {what} must be a constant (it is computed at run time); "
-                                      f"tilegrad compiles static shapes, specialised per value only on integer "
-                                      f"graph inputs (frontend/onnx_inputs.py)")
+                                      f"tilegrad compiles static shapes; tilegrad.compile specialises them per "
+                                      f"value of each graph input that reaches a shape-like operand "
+                                      f"(SHAPE_OPERANDS in frontend/onnx_inputs.py)")
     if v.data.ndim > 1:
         raise ShapeError(f"node {node!r}: {what} must be a scalar or a 1-D tensor, got shape {list(v.data.shape)}")
     return v.data
@@ -178,7 +186,8 @@ def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
     proto = load_model(model)
     problems: list[Problem] = []
     g = proto.graph
-    b = OnnxBuilder(_opset(proto), {vo.name for vo in g.output} - {v.name for v in [*g.input, *g.initializer]})
+    b = OnnxBuilder(_opset(proto), {vo.name for vo in g.output} - {v.name for v in [*g.input, *g.initializer]},
+                    {imp.domain: int(imp.version) for imp in proto.opset_import})
     values: dict[str, Value | None] = {}  # None: not available, for a reason already reported
 
     def attempt(node: str, op_type: str, fn, *args):
@@ -202,8 +211,7 @@ def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
             values[vi.name] = attempt("", "", lambda v: b.input(v.name, *_input_type(v, shapes)), vi)
     for i, node in enumerate(g.node):
         name = node.name or f"{node.op_type}_{i}"
-        label = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-        outs = attempt(name, label, _convert_node, b, node, name, values)
+        outs = attempt(name, op_key(node), _convert_node, b, node, name, values)
         for y in node.output:
             if y:
                 values[y] = None if outs is None else outs.get(y)
@@ -257,7 +265,7 @@ def _convert_node(b: OnnxBuilder, node, name: str, values: dict) -> dict[str, Va
     unavailable = any(x and values[x] is None for x in node.input)
     args = [values[x] if x else None for x in node.input]
     default_domain = node.domain in ("", "ai.onnx")
-    fn = ONNX_OPS.get(node.op_type) if default_domain else None
+    fn = ONNX_OPS.get(op_key(node))
     foldable = not unavailable and can_fold(node, args)
     if fn is None and not foldable:
         raise _Unsupported(where if default_domain else f"{node.op_type} (domain {node.domain!r}, node {name!r})")

@@ -1,7 +1,7 @@
 """ONNX ops that tilegrad runs through ONNX's own function bodies, the definitions the ONNX schemas carry: the node
 becomes the body's nodes, each converted by its own mapping, so an op whose body uses only mapped ops needs nothing
-more. Attention, the two losses, GroupNormalization, RotaryEmbedding, SwiGLU and CausalConvWithState go this way.
-Importing `onnx_ops` registers them."""
+more. Attention, the two losses, GroupNormalization, RotaryEmbedding, SwiGLU, CausalConvWithState, LinearAttention
+and FlexAttention (of the `ai.onnx.preview` domain) go this way. Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from .onnx import ONNX_OPS, _attributes, onnx_op
 from .onnx import OnnxBuilder as B
 
 FUNCTION_OPS = ("Attention", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GroupNormalization",
-                "RotaryEmbedding", "SwiGLU", "CausalConvWithState")
+                "RotaryEmbedding", "SwiGLU", "CausalConvWithState", "LinearAttention",
+                "ai.onnx.preview.FlexAttention")  # op_key: qualified outside the default domain
 
 
 def _type(v):
@@ -25,23 +26,24 @@ def _type(v):
 
 
 def _body(b: B, node, inputs):
-    """The function body of `node` at the model's opset: the newest definition not newer than it, built for these
-    input types when the schema's body depends on them."""
+    """The function body of `node` at the model's opset (of the node's domain): the newest definition not newer
+    than it, built for these input types when the schema's body depends on them."""
     import onnx
 
-    schema = onnx.defs.get_schema(node.op_type, b.opset, "")
+    opset = b.domain_versions.get(node.domain, 1) if node.domain else b.opset
+    schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
     given = {a.name for a in node.attribute}
     node.attribute.extend(spec.default_value for attr, spec in schema.attributes.items()
                           if attr not in given and spec.default_value.name)
-    dependent = [v for v in schema.context_dependent_function_opset_versions if v <= b.opset]
-    plain = [v for v in schema.function_opset_versions if v <= b.opset]
+    dependent = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    plain = [v for v in schema.function_opset_versions if v <= opset]
     if dependent and (not plain or max(dependent) >= max(plain)):
         data = schema.get_context_dependent_function_with_opset_version(
             max(dependent), node.SerializeToString(), [_type(v).SerializeToString() for v in inputs])
     elif plain:
         data = schema.get_function_with_opset_version(max(plain))
     else:
-        raise UnsupportedOpError(f"{node.op_type} at opset {b.opset} has no function body to expand")
+        raise UnsupportedOpError(f"{node.op_type} at opset {opset} has no function body to expand")
     return onnx.FunctionProto.FromString(data), {a.name: a for a in node.attribute}
 
 
@@ -64,23 +66,25 @@ def _resolved(fn_node, caller_attributes):
     return out
 
 
-def expand_function(b: B, name, op_type, inputs, attrs):
-    """The outputs of an `op_type` node on `inputs` with `attrs`, computed by converting its function body."""
+def expand_function(b: B, name, key, inputs, attrs):
+    """The outputs of the node of op `key` (`op_key`) on `inputs` with `attrs`, computed by converting its
+    function body."""
     from onnx import helper
 
     outputs = b.node_outputs
+    domain, _, op_type = key.rpartition(".")
     node = helper.make_node(op_type, [f"in{k}" if v is not None else "" for k, v in enumerate(inputs)],
-                            [f"out{k}" for k in range(outputs)], **attrs)
+                            [f"out{k}" for k in range(outputs)], domain=domain, **attrs)
     body, caller_attributes = _body(b, node, inputs)
     env = {formal: v for formal, v in zip(body.input, inputs) if v is not None}
-    saved = b.opset
+    saved, scope = b.opset, b.scope
     b.opset = next((i.version for i in body.opset_import if i.domain in ("", "ai.onnx")), b.opset)
     try:
         for k, fn_node in enumerate(body.node):
             if fn_node.op_type not in ONNX_OPS or fn_node.domain not in ("", "ai.onnx"):
                 raise UnsupportedOpError(f"{op_type} (node {name!r}): its function body uses {fn_node.op_type}, "
                                          f"which is not supported")
-            b.node_outputs = len(fn_node.output)
+            b.node_outputs, b.scope = len(fn_node.output), env  # a subgraph in the body reads the body's values
             args = [env[x] if x else None for x in fn_node.input]
             attributes = _attributes(_resolved(fn_node, caller_attributes),
                                      f"{op_type} (node {name!r}): {fn_node.op_type} of its function body")
@@ -89,14 +93,14 @@ def expand_function(b: B, name, op_type, inputs, attrs):
                 if formal:
                     env[formal] = v
     finally:
-        b.opset, b.node_outputs = saved, outputs
+        b.opset, b.node_outputs, b.scope = saved, outputs, scope
     results = tuple(env[formal] for formal in body.output[:outputs])
     return results if outputs > 1 else results[0]
 
 
-def _via_function(op_type):
-    return lambda b, name, *inputs, **attrs: expand_function(b, name, op_type, inputs, attrs)
+def _via_function(key):
+    return lambda b, name, *inputs, **attrs: expand_function(b, name, key, inputs, attrs)
 
 
-for _op_type in FUNCTION_OPS:
-    onnx_op(_op_type)(_via_function(_op_type))
+for _key in FUNCTION_OPS:
+    onnx_op(_key)(_via_function(_key))

@@ -12,7 +12,8 @@ are floats; an If's condition and a Loop's trip count decide which nodes exist).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Mapping, MutableMapping, Sequence
 
 import numpy as np
 
@@ -28,8 +29,10 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Slice": (1, 2, 3, 4),
     "Pad": (1, 2, 3), "TopK": (1,), "Trilu": (1,), "Range": (0, 1, 2), "OneHot": (1,),
     "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "ConstantOfShape": (0,), "CumSum": (1,),
-    "Dropout": (2,), "If": (0,), "Loop": (0, 1), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
-    "SplitToSequence": (1,), "SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,),
+    "Dropout": (1, 2), "If": (0,), "Loop": (0, 1), "BlackmanWindow": (0,), "HammingWindow": (0,), "HannWindow": (0,),
+    "CumProd": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2), "AffineGrid": (1,), "MaxUnpool": (2,),
+    "DFT": (1, 2), "STFT": (1, 2, 3), "LSTM": (4,), "GRU": (4,), "RNN": (4,),
+    "SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,), "SplitToSequence": (1,),
     **{op: (1,) for op in _REDUCTIONS},
 }
 _SHAPE_READERS = ("Shape", "Size")  # their outputs depend on their input's shape only
@@ -104,10 +107,17 @@ def specialize(proto, values: Mapping[str, np.ndarray]):
 
 def _value_uses(proto, names: set[str]) -> dict[str, list[str]]:
     """{graph input: the shape-like operands its value reaches}, by one walk over the nodes in order."""
-    sources: dict[str, frozenset[str]] = {n: frozenset([n]) for n in names}
     uses: dict[str, list[str]] = {}
-    for i, node in enumerate(proto.graph.node):
-        where = f"{node.op_type} (node {node.name or f'{node.op_type}_{i}'!r})"
+    _walk(proto.graph, {n: frozenset([n]) for n in names}, uses, "")
+    return uses
+
+
+def _walk(graph, sources: MutableMapping[str, frozenset[str]], uses: dict[str, list[str]], prefix: str) -> None:
+    """Follow the values of `sources` through the nodes of `graph` into `uses`. A subgraph (If's branches, a Loop
+    or Scan body) reads the names of the graphs around it, so its shape-like operands count, and what its outputs
+    carry flows out of its node."""
+    for i, node in enumerate(graph.node):
+        where = f"{prefix}{node.op_type} (node {node.name or f'{node.op_type}_{i}'!r})"
         default_domain = node.domain in ("", "ai.onnx")
         for k in SHAPE_OPERANDS.get(node.op_type, ()) if default_domain else ():
             if k < len(node.input):
@@ -115,10 +125,13 @@ def _value_uses(proto, names: set[str]) -> dict[str, list[str]]:
                     uses.setdefault(src, []).append(f"{where} input {k}")
         flowing = frozenset() if default_domain and node.op_type in _SHAPE_READERS else \
             frozenset().union(*(sources.get(x, frozenset()) for x in node.input))
+        for attr, body in ((a.name, a.g) for a in node.attribute if a.HasField("g")):
+            inner = ChainMap({formal.name: flowing for formal in body.input}, sources)
+            _walk(body, inner, uses, f"{where} {attr}: ")
+            flowing = flowing.union(*(inner.get(vo.name, frozenset()) for vo in body.output))
         for y in node.output:
             if y:
                 sources[y] = flowing
-    return uses
 
 
 def _declared_dims(tt) -> tuple[int | str, ...] | None:

@@ -76,12 +76,15 @@ def _identity(b: B, name, x):
 
 @onnx_op("Dropout")
 def _dropout(b: B, name, x, ratio=None, training_mode=None, *, seed=None, is_test=1, **legacy):
-    """Inference only: the identity, and a mask of all true if the node asks for one. Training mode (which drops at
-    random) is refused, not silently ignored."""
+    """The identity, and a mask of all true if the node asks for one: in inference, or in training with a ratio
+    of 0. Training with a non-zero ratio drops at random, which is refused, not silently ignored."""
     training = constant_input(training_mode, "training_mode", name) if training_mode is not None else False
     if bool(np.asarray(training)) or not is_test:
-        raise UnsupportedFeatureError(f"node {name!r}: Dropout in training mode is not supported "
-                                      f"(inference only)")
+        drop = constant_input(ratio, "ratio", name) if ratio is not None else legacy.get("ratio", 0.5)
+        if float(np.ravel(drop)[0]) != 0:
+            raise UnsupportedFeatureError(f"node {name!r}: Dropout in training mode with ratio "
+                                          f"{float(np.ravel(drop)[0])} drops at random, which tilegrad does not "
+                                          f"support (only inference, or a ratio of 0)")
     out = b.op("identity", x, name=name)
     return (out, b.const(np.ones(x.shape, bool), f"{name}_mask")) if b.node_outputs > 1 else out
 

@@ -62,6 +62,23 @@ def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
     return wide if x.dtype == "float32" else b.op("cast", wide, name=name, to=x.dtype)
 
 
+@onnx_op("Upsample")
+def _upsample(b: B, name, x, factors=None, *, mode="nearest", scales=None):
+    """Resize-10 under its older name (deprecated since opset 10): sizes floor(n * scale), asymmetric coordinates,
+    nearest rounding down. The scales are an attribute up to opset 8, an input since opset 9."""
+    given = scales if factors is None else constant_input(factors, "scales", name)
+    if given is None:
+        raise ShapeError(f"node {name!r}: Upsample needs scales (an input since opset 9, an attribute before)")
+    given = [float(f) for f in np.ravel(given)]
+    if len(given) != len(x.shape) or min(given) < 1:
+        raise ShapeError(f"node {name!r}: Upsample scales {given} need one entry >= 1 per axis of the input of "
+                         f"shape {list(x.shape)}")
+    if factors is None:
+        factors = b.const(np.array(given, np.float32), f"{name}_scales")
+    inputs = (factors,) if b.opset < 11 else (None, factors)  # Resize-10 takes (X, scales), later (X, roi, scales)
+    return _resize(b, name, x, *inputs, mode=mode, coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+
 def _plan(b: B, name, shape, chosen, scales, sizes, policy):
     """(the scale of every axis, the output shape), from `sizes` or `scales` (given for `chosen` axes), as ONNX
     defines them: sizes set the scales (one shared scale under a keep-aspect-ratio policy, the sizes then

@@ -191,15 +191,17 @@ def skip_reason(model: onnx.ModelProto) -> str | None:
     sequences) the runtime has no buffers for; None when it should run. An op it lacks whose inputs are all shape-like
     (HannWindow's size) is left to the compile: specialised on their values, the node folds."""
     from ..frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
-    from ..frontend.onnx import ONNX_OPS
+    from ..frontend.onnx import ONNX_OPS, op_key
     from ..frontend.onnx_boundary import value_kind
     from ..frontend.onnx_inputs import SHAPE_OPERANDS
 
     def lacking(n) -> bool:
+        if n.domain not in ("", "ai.onnx"):
+            return op_key(n) not in ONNX_OPS
         shape_like = SHAPE_OPERANDS.get(n.op_type, ())
         return n.op_type not in ONNX_OPS and any(k not in shape_like for k in range(len(n.input)))
 
-    missing = sorted({n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx") or lacking(n)})
+    missing = sorted({n.op_type for n in model.graph.node if lacking(n)})
     if missing:
         return f"unsupported op: {', '.join(missing)}"
     for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
