@@ -135,3 +135,14 @@ def test_a_module_with_empty_inputs_and_outputs_saves_and_loads(tmp_path):
                                          np.zeros((0, 4), np.float32))
     np.testing.assert_array_equal(y, [[12.0]])
     assert z.shape == (0, 4) and z.dtype == np.float32
+
+
+def test_a_concat_of_empty_tensors_along_a_full_axis_keeps_the_summed_extent():
+    """Found by the fuzzer: Concat of two [0, 2] tensors along axis 1 is [0, 4], not the first input."""
+    starts, ends = (numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("starts", 3), ("ends", 3)))
+    zero = numpy_helper.from_array(np.array([0], np.int64), "zero")
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "zero"], ["e"]),
+             helper.make_node("Concat", ["e", "e"], ["y"], axis=1)]
+    model = _model(nodes, [_vi("x", [3, 2])], [_vi("y", None)], [starts, ends, zero])
+    x = np.ones((3, 2), np.float32)
+    assert tilegrad.compile(model)(x).shape == _ort(model, {"x": x})[0].shape == (0, 4)

@@ -300,9 +300,11 @@ def _unsqueeze(b: B, name, x, axes_input=None, *, axes=None):
 
 @onnx_op("Concat")
 def _concat(b: B, name, *xs, axis):
-    """Empty inputs add nothing (their other extents still have to match)."""
-    infer_types("concat", [x.type for x in xs], {"axis": axis}, name)
-    kept = [x for x in xs if math.prod(x.shape)] or xs[:1]
+    """Empty inputs add nothing (their other extents still have to match); an empty result is all of them."""
+    (out,) = infer_types("concat", [x.type for x in xs], {"axis": axis}, name)
+    if math.prod(out.shape) == 0:  # the builder makes it an empty constant of the concatenated shape
+        return b.op("concat", *xs, name=name, axis=axis)
+    kept = [x for x in xs if math.prod(x.shape)]
     return b.op("concat", *kept, name=name, axis=axis) if len(kept) > 1 else b.op("identity", kept[0], name=name)
 
 
