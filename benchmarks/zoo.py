@@ -322,9 +322,13 @@ def main(argv=None) -> int:
     if set(paths) - set(PATHS):
         p.error(f"unknown path(s) {sorted(set(paths) - set(PATHS))}; the paths: {', '.join(PATHS)}")
     rows = []
-    for name in names:
+    for i, name in enumerate(names, 1):
         rows.append(measure(name, args.size, args.rounds, args.repeats, paths))
-        if not args.json:
+        row = rows[-1]
+        if args.json:  # stdout holds the one JSON document; progress goes to stderr
+            done = "correct" if row["correct"] else f"not correct: {row['error'] or 'numbers differ'}"
+            print(f"[{i}/{len(names)}] {name}: {done}", file=sys.stderr, flush=True)
+        else:
             print(_table(rows[-1:]).splitlines()[1], flush=True)
     print(json.dumps(rows, indent=1) if args.json else _table(rows))
     return 0
