@@ -4,7 +4,7 @@ against ONNX Runtime over kernels, strides, pads, output_padding and sizes; and 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
@@ -48,9 +48,9 @@ def _cases(draw):
 @given(_cases())
 def test_sub_pixel_conv_transpose_matches_onnxruntime(case):
     kernel, strides, pads, extra, sizes, cin, cout, batch, with_bias = case
-    out = [(i - 1) * s + k - pb - pe + e for i, s, k, pb, pe, e in zip(sizes, strides, kernel, pads[:2], pads[2:], extra)]
-    if min(out) < 1:
-        return
+    out = [(i - 1) * s + k - pb - pe + e
+           for i, s, k, pb, pe, e in zip(sizes, strides, kernel, pads[:2], pads[2:], extra)]
+    assume(min(out) >= 1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch, cin, *sizes)).astype(np.float32)
     w = rng.standard_normal((cin, cout, *kernel)).astype(np.float32)

@@ -50,7 +50,8 @@ def _sub_pixel(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | Non
     n, _, *sizes = x.shape
     cin, cout, *kernel = w.shape
     taps = [-(-k // s) for k, s in zip(kernel, strides)]
-    outs = [(i - 1) * s + k - pb - pe + e for i, s, k, pb, pe, e in zip(sizes, strides, kernel, pads[:2], pads[2:], extra)]
+    outs = [(i - 1) * s + k - pb - pe + e
+            for i, s, k, pb, pe, e in zip(sizes, strides, kernel, pads[:2], pads[2:], extra)]
     firsts = [pb // s for pb, s in zip(pads[:2], strides)]
     lasts = [-(-(pb + o) // s) for pb, o, s in zip(pads[:2], outs, strides)]
     conv_pads = (*(t - 1 - f for t, f in zip(taps, firsts)), *(l - i for l, i in zip(lasts, sizes)))
