@@ -143,20 +143,7 @@ class Module:
         return {s.name: s.shape for s in self.spec.inputs}
 
     def _arguments(self, args, kwargs) -> list[np.ndarray]:
-        names = self.input_names
-        if len(args) > len(names):
-            raise KernelCallError(f"the model takes {len(names)} input(s) ({', '.join(names)}), got {len(args)} "
-                                  f"positional arguments")
-        given = dict(zip(names, args))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise KernelCallError(f"the model has no input {name!r}; its inputs are {names}")
-            if name in given:
-                raise KernelCallError(f"input {name!r} given twice")
-            given[name] = value
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise KernelCallError(f"missing input(s) {missing}; the model takes {names}")
+        given = bind_arguments(self.input_names, args, kwargs)
         return [_input(s, dtype, given[s.name]) for s, dtype in zip(self.spec.inputs, self._input_dtypes)]
 
     def __call__(self, *args, **kwargs):
@@ -206,6 +193,25 @@ class _Workspaces:
 
     def give_back(self, workspace: np.ndarray) -> None:
         self._free.append(workspace)
+
+
+def bind_arguments(names: list[str], args, kwargs) -> dict:
+    """{input name: value} for a call with positional `args` and named `kwargs`; a surplus, unknown, doubled or
+    missing input is a KernelCallError naming it and the inputs the model takes."""
+    if len(args) > len(names):
+        raise KernelCallError(f"the model takes {len(names)} input(s) ({', '.join(names)}), got {len(args)} "
+                              f"positional arguments")
+    given = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise KernelCallError(f"the model has no input {name!r}; its inputs are {names}")
+        if name in given:
+            raise KernelCallError(f"input {name!r} given twice")
+        given[name] = value
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise KernelCallError(f"missing input(s) {missing}; the model takes {names}")
+    return given
 
 
 def _input(spec: BufferSpec, dtype: np.dtype, value) -> np.ndarray:

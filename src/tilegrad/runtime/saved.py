@@ -46,7 +46,7 @@ def write(directory, library: Path, spec: dict, weights: list[np.ndarray]) -> Pa
                 "sha256": {LIBRARY: _file_sha256(fresh / LIBRARY), WEIGHTS: _file_sha256(fresh / WEIGHTS)},
                 "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}
         (fresh / MANIFEST).write_text(json.dumps({**body, _CHECKSUM: _json_sha256(body)}, indent=1))
-        _rename_into_place(fresh, out)
+        rename_into_place(fresh, out)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
     return Path(directory)
@@ -125,8 +125,9 @@ def _check_replaceable(out: Path) -> None:
                                 f"which saving would delete; save to a new or empty directory")
 
 
-def _rename_into_place(fresh: Path, out: Path) -> None:
-    """Put directory `fresh` at `out`; an old `out` is moved aside first and deleted after, never rewritten."""
+def rename_into_place(fresh: Path, out: Path) -> None:
+    """Put directory `fresh` at `out`; an old `out` is moved aside first and deleted after, never rewritten, so a
+    process running its libraries keeps them."""
     if not out.exists():
         os.rename(fresh, out)
         return

@@ -36,8 +36,9 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from .. import metrics
+from . import saved
 from ..errors import KernelCallError, ModuleFormatError, TilegradError
-from .module import Module
+from .module import Module, bind_arguments
 from .module import load as load_module
 from .structured import TENSOR, Form, flat_names, regroup, split
 
@@ -163,20 +164,7 @@ class SpecializingModule:
     def _arguments(self, args, kwargs) -> tuple[tuple[Form, ...], list[tuple[str, np.ndarray, bool]]]:
         """The form of each input in declaration order, and its tensors (name, array, whether a value input),
         checked against the model's declared kinds, dtypes, ranks and static dims."""
-        names = self.input_names
-        if len(args) > len(names):
-            raise KernelCallError(f"the model takes {len(names)} input(s) ({', '.join(names)}), got {len(args)} "
-                                  f"positional arguments")
-        given = dict(zip(names, args))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise KernelCallError(f"the model has no input {name!r}; its inputs are {names}")
-            if name in given:
-                raise KernelCallError(f"input {name!r} given twice")
-            given[name] = value
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise KernelCallError(f"missing input(s) {missing}; the model takes {names}")
+        given = bind_arguments(self.input_names, args, kwargs)
         forms, tensors = [], []
         for i in self.inputs:
             form, parts = split(i.name, i.kind, given[i.name])
@@ -209,7 +197,7 @@ class SpecializingModule:
             manifest = {"format": FORMAT, "options": self.options, "max_specializations": self.max_specializations,
                         "model_sha256": hashlib.sha256(self.model).hexdigest(), "specializations": rows}
             (fresh / MANIFEST).write_text(json.dumps(manifest, indent=1))
-            _rename_into_place(fresh, out)
+            saved.rename_into_place(fresh, out)
         finally:
             shutil.rmtree(fresh, ignore_errors=True)
         return Path(directory)
@@ -296,19 +284,3 @@ def _check_replaceable(out: Path) -> None:
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_saved(out))):
         raise ModuleFormatError(f"cannot save a specializing module to {out}: it exists and is not empty or a "
                                 f"saved specializing module; save to a new or empty directory")
-
-
-def _rename_into_place(fresh: Path, out: Path) -> None:
-    """Put directory `fresh` at `out`; an old `out` is moved aside first and deleted after, never rewritten, so a
-    process running its libraries keeps them."""
-    if not out.exists():
-        os.rename(fresh, out)
-        return
-    old = out.parent / f".{out.name}.{uuid.uuid4().hex}.old"
-    os.rename(out, old)
-    try:
-        os.rename(fresh, out)
-    except OSError:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
