@@ -233,6 +233,28 @@ def torch_model(request):
 
 # --- many one-node cases in one model, run by ONNX Runtime and by tilegrad (the op-family tests) ---
 
+def run_onnxruntime(model, feeds):
+    """ONNX Runtime's outputs for `model` (a ModelProto) on `feeds` (a dict of arrays), on the CPU."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def value_info(name, elem=None, shape=None):
+    """A graph input or output of element type `elem` (default float32) and `shape` (None: unknown)."""
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT if elem is None else elem, shape)
+
+
+def constant_node(name, value):
+    """A Constant node whose output `name` holds `value`."""
+    from onnx import helper, numpy_helper
+
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value), name))
+
+
 def cases_model(cases, opset):
     """One model holding every case's node side by side, and the feeds of its non-constant inputs. A case is a
     dict: `op`, `inputs` (arrays, None for an absent optional input), `attrs`, and optionally `consts` (the
@@ -262,13 +284,10 @@ def cases_model(cases, opset):
 
 def assert_cases_match_onnxruntime(cases, opset=20, rtol=1e-5, atol=1e-5):
     """Each case's outputs from tilegrad equal ONNX Runtime's (dtype, shape, values); one compile for all."""
-    import onnxruntime as ort
-
     import tilegrad
 
     model, feeds = cases_model(cases, opset)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, feeds)
+    want = run_onnxruntime(model, feeds)
     got = tilegrad.compile(model)(*feeds.values())
     got = got if isinstance(got, list) else [got]
     assert len(got) == len(want)

@@ -14,6 +14,8 @@ import pytest
 
 import tilegrad
 
+from .conftest import run_onnxruntime
+
 torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
@@ -25,13 +27,6 @@ def _export(module, args, names):
         warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), args, f, dynamo=False, opset_version=17, input_names=list(names))
     return onnx.load_from_string(f.getvalue())
-
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
 
 
 def _randomize_norms(module):
@@ -50,7 +45,7 @@ def _check(module, args, names):
     """Export, compile natively and compare every output with ONNX Runtime's."""
     model = _export(_randomize_norms(module), args, names)
     feeds = {n: a.numpy() for n, a in zip(names, args)}
-    want = _ort(model, feeds)
+    want = run_onnxruntime(model, feeds)
     got = tilegrad.compile(model)(**feeds)
     got = got if isinstance(got, (list, tuple)) else [got]
     assert len(got) == len(want)
@@ -236,7 +231,7 @@ def _single_node(op_type, inputs, outputs, opset, initializers=(), **attrs):
 ], ids=["split11", "split11_even", "split13", "split18", "einsum_abt", "einsum_sum", "cumsum", "tril", "triu"])
 def test_op_forms_match_onnxruntime(model):
     x = np.random.default_rng(0).standard_normal((4, 10)).astype("float32")
-    want = _ort(model, {"x": x})
+    want = run_onnxruntime(model, {"x": x})
     got = tilegrad.compile(model)(x)
     got = got if isinstance(got, list) else [got]
     assert len(got) == len(want)

@@ -15,17 +15,12 @@ from tilegrad.errors import ShapeError, UnsupportedOpError
 from tilegrad.frontend.onnx import ModelFormatError, import_onnx
 from tilegrad.ir.interpret import run_reference
 
+from .conftest import run_onnxruntime
+
 
 def _model(nodes, inputs, outputs, initializers=(), opset=17):
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
 
 
 def _vi(name, shape, dtype=TensorProto.FLOAT):
@@ -44,7 +39,7 @@ def test_elementwise_model_matches_onnxruntime():
     x = np.random.default_rng(0).standard_normal((3, 5)).astype("float32")
     g = import_onnx(model.SerializeToString())
     assert [n.op for n in g.nodes] == ["add", "tanh", "clip", "maximum", "maximum"]
-    np.testing.assert_allclose(run_reference(g, [x])[0], _ort(model, {"x": x})[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(run_reference(g, [x])[0], run_onnxruntime(model, {"x": x})[0], rtol=1e-6, atol=1e-6)
 
 
 def test_unsupported_ops_are_reported_together():
@@ -94,7 +89,7 @@ def test_shape_subcomputation_folds_to_a_constant():
     g = import_onnx(model)
     assert [n.op for n in g.nodes] == ["reshape"]
     x = np.arange(24, dtype="float32").reshape(2, 3, 4)
-    np.testing.assert_array_equal(run_reference(g, [x])[0], _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(run_reference(g, [x])[0], run_onnxruntime(model, {"x": x})[0])
 
 
 def test_pytorch_cnn_matches_onnxruntime():
@@ -115,7 +110,7 @@ def test_pytorch_cnn_matches_onnxruntime():
         torch.onnx.export(m, (x,), f, dynamo=False, opset_version=17, input_names=["x"])
     model = onnx.load_from_string(f.getvalue())
     g = import_onnx(model)
-    want = _ort(model, {"x": x.numpy()})[0]
+    want = run_onnxruntime(model, {"x": x.numpy()})[0]
     np.testing.assert_allclose(run_reference(g, [x.numpy()])[0], want, rtol=1e-4, atol=1e-5)
 
 
@@ -126,7 +121,7 @@ def test_outputs_keep_the_model_names():
     g = import_onnx(model)
     assert [v.name for v in g.outputs] == ["logits", "second", "x"]
     x = np.random.default_rng(1).standard_normal((2, 3)).astype("float32")
-    for got, want in zip(run_reference(g, [x]), _ort(model, {"x": x})):
+    for got, want in zip(run_reference(g, [x]), run_onnxruntime(model, {"x": x})):
         np.testing.assert_allclose(got, want)
 
 
@@ -153,7 +148,7 @@ def test_resize_matches_onnxruntime(attrs, sizes, scales):
     import tilegrad
 
     got = tilegrad.compile(model)(x)
-    np.testing.assert_allclose(got, _ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
 # ---- one-node models of more ops (math, activations, variadic, indexing), compiled, against ONNX Runtime ----
@@ -277,7 +272,7 @@ def test_one_node_model_matches_onnxruntime(case):
     outputs = [_vi(f"out{i}", None, t) for i, t in enumerate(out_types)]
     node = helper.make_node(op, names, [o.name for o in outputs], **attrs)
     model = _model([node], inputs, outputs, inits, opset=opset)
-    want = _ort(model, feeds)
+    want = run_onnxruntime(model, feeds)
     got = tilegrad.compile(model)(*feeds.values())
     got = got if isinstance(got, list) else [got]
     assert len(got) == len(want)

@@ -9,12 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+from .conftest import run_onnxruntime
 
 
 @pytest.mark.parametrize("attrs", [{"auto_pad": "SAME_UPPER", "strides": [2, 2]},
@@ -37,7 +32,7 @@ def test_conv_transpose_output_shape_and_auto_pad_match_onnxruntime(attrs, const
                               inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     feeds = {"x": x} if constant_weights else {"x": x, "w": w}
-    want = _ort(model, feeds)[0]
+    want = run_onnxruntime(model, feeds)[0]
     got = tilegrad.compile(model)(**feeds)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -11,12 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tilegrad
 from tilegrad.errors import UnsupportedFeatureError
 
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+from .conftest import run_onnxruntime
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=18):
@@ -42,7 +37,7 @@ def test_reduce_over_an_empty_set_gives_the_identity_of_onnxruntime(op, elem, dt
     node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
     model = _model([node], [_vi("x", [2, 0, 4], elem)], [_vi("y", None, elem)], [axes])
     x = np.zeros((2, 0, 4), dtype)
-    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})[0]
+    got, want = tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})[0]
     assert got.shape == want.shape == (2, 1, 4) and got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
 
@@ -53,7 +48,7 @@ def test_empty_axes_input_reduces_everything_and_is_a_module_input():
     module = tilegrad.compile(model)
     assert module.input_shapes == {"x": (3, 4), "axes": (0,)}
     x, axes = np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros(0, np.int64)
-    np.testing.assert_array_equal(module(x, axes), _ort(model, {"x": x, "axes": axes})[0])
+    np.testing.assert_array_equal(module(x, axes), run_onnxruntime(model, {"x": x, "axes": axes})[0])
 
 
 def test_empty_slice_and_split_parts_vanish_from_a_concat():
@@ -66,7 +61,7 @@ def test_empty_slice_and_split_parts_vanish_from_a_concat():
     one = numpy_helper.from_array(np.array([1], np.int64), "one")
     model = _model(nodes, [_vi("x", [2, 5])], [_vi("y", None), _vi("z", None)], [split, starts, ends, one])
     x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
-    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})
+    got, want = tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1].shape == want[1].shape == (2, 0)
 
@@ -77,7 +72,7 @@ def test_expand_and_tile_to_zero_extents_make_empty_outputs():
     nodes = [helper.make_node("Expand", ["x", "shape"], ["y"]), helper.make_node("Tile", ["x", "repeats"], ["z"])]
     model = _model(nodes, [_vi("x", [1, 3])], [_vi("y", None), _vi("z", None)], [shape, repeats])
     x = np.ones((1, 3), np.float32)
-    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})
+    got, want = tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})
     assert [g.shape for g in got] == [w.shape for w in want] == [(0, 3), (1, 0)]
 
 
@@ -121,7 +116,7 @@ def test_bool_max_and_min_are_any_and_all(op, shape):
     got = tilegrad.compile(model)(x)
     want = (np.any if op == "ReduceMax" else np.all)(x, axis=1)  # ONNX's empty-set identities: False and True
     if x.size:  # (ONNX Runtime refuses an empty bool set)
-        np.testing.assert_array_equal(want, _ort(model, {"x": x})[0])
+        np.testing.assert_array_equal(want, run_onnxruntime(model, {"x": x})[0])
     assert got.dtype == np.bool_
     np.testing.assert_array_equal(got, want)
 
@@ -145,4 +140,4 @@ def test_a_concat_of_empty_tensors_along_a_full_axis_keeps_the_summed_extent():
              helper.make_node("Concat", ["e", "e"], ["y"], axis=1)]
     model = _model(nodes, [_vi("x", [3, 2])], [_vi("y", None)], [starts, ends, zero])
     x = np.ones((3, 2), np.float32)
-    assert tilegrad.compile(model)(x).shape == _ort(model, {"x": x})[0].shape == (0, 4)
+    assert tilegrad.compile(model)(x).shape == run_onnxruntime(model, {"x": x})[0].shape == (0, 4)

@@ -9,12 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+from .conftest import run_onnxruntime
 
 
 def _model(node, inputs, outputs, inits=(), opset=17):
@@ -37,7 +32,7 @@ def test_layer_norm_mean_and_inv_std_dev_match_onnxruntime(axis, dtype):
                     helper.make_tensor_value_info("mean", TensorProto.FLOAT, None),
                     helper.make_tensor_value_info("inv_std", TensorProto.FLOAT, None)], [scale, bias])
     x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
-    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})
+    got, want = tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=2e-3, atol=2e-3)

@@ -9,12 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+from .conftest import run_onnxruntime
 
 
 def _pad_model(shape, pads, mode, axes=None, value=None, dtype=TensorProto.FLOAT):
@@ -39,13 +34,13 @@ def _pad_model(shape, pads, mode, axes=None, value=None, dtype=TensorProto.FLOAT
 def test_pad_matches_onnxruntime(mode, pads, axes):
     model = _pad_model([4, 5], pads, mode, axes=axes, value=1.5 if mode == "constant" else None)
     x = np.random.default_rng(0).standard_normal((4, 5)).astype("float32")
-    np.testing.assert_array_equal(tilegrad.compile(model)(x), _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})[0])
 
 
 def test_pad_reflect_of_int64_in_3d():
     model = _pad_model([2, 3, 4], (0, 1, 2, 0, 2, 1), "reflect", dtype=TensorProto.INT64)
     x = np.arange(24, dtype=np.int64).reshape(2, 3, 4)
-    np.testing.assert_array_equal(tilegrad.compile(model)(x), _ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})[0])
 
 
 def test_pad_with_too_few_pads_names_the_node():

@@ -9,12 +9,7 @@ from onnx import TensorProto, helper
 
 import tilegrad
 
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+from .conftest import run_onnxruntime
 
 
 @pytest.mark.parametrize("shape, attrs", [
@@ -33,6 +28,6 @@ def test_max_pool_indices_match_onnxruntime(shape, attrs):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=10)
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     x.reshape(-1)[::7] = 0.5  # ties: the first in window order wins
-    got, want = tilegrad.compile(model)(x), _ort(model, {"x": x})
+    got, want = tilegrad.compile(model)(x), run_onnxruntime(model, {"x": x})
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])

@@ -11,15 +11,10 @@ from tilegrad.errors import ShapeError, UnsupportedFeatureError
 from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.interpret import run_reference
 
+from .conftest import run_onnxruntime
+
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 SEQ, BATCH, INPUT, HIDDEN = 5, 3, 4, 6
-
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
 
 
 def _layer(op_type, *, direction="forward", layout=0, bias=True, lens=None, initial=False, peepholes=False,
@@ -98,7 +93,7 @@ def _expected(model, x):
     the inputs and outputs transposed."""
     attrs = {a.name: helper.get_attribute_value(a) for a in model.graph.node[0].attribute}
     if not attrs.get("layout"):
-        return _ort(model, {"X": x})
+        return run_onnxruntime(model, {"X": x})
     flipped = type(model)()
     flipped.CopyFrom(model)
     node = flipped.graph.node[0]
@@ -107,7 +102,7 @@ def _expected(model, x):
         if init.name in ("initial_h", "initial_c"):
             init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).transpose(1, 0, 2).copy(), init.name))
     flipped.graph.input[0].CopyFrom(helper.make_tensor_value_info("X", TensorProto.FLOAT, (SEQ, BATCH, INPUT)))
-    outs = _ort(flipped, {"X": x.transpose(1, 0, 2).copy()})
+    outs = run_onnxruntime(flipped, {"X": x.transpose(1, 0, 2).copy()})
     return [o.transpose(2, 0, 1, 3) if o.ndim == 4 else o.transpose(1, 0, 2) for o in outs]
 
 
@@ -127,7 +122,7 @@ def test_compiled_bidirectional_lstm_with_lengths_matches_onnxruntime():
 
     model, x = _layer("LSTM", direction="bidirectional", lens=[2, 5, 4], peepholes=True, initial=True)
     got = tilegrad.compile(model)(x)
-    for a, w in zip(got, _ort(model, {"X": x})):
+    for a, w in zip(got, run_onnxruntime(model, {"X": x})):
         np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
 
 
@@ -191,4 +186,4 @@ def test_pytorch_stacked_bidirectional_layer_matches_onnxruntime(kind):
     model = onnx.load_from_string(f.getvalue())
     assert kind in {n.op_type for n in model.graph.node}
     got = run_reference(import_onnx(model), [x.numpy()])[0]
-    np.testing.assert_allclose(got, _ort(model, {"x": x.numpy()})[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x.numpy()})[0], rtol=1e-5, atol=1e-6)

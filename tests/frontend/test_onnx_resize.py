@@ -11,13 +11,7 @@ import tilegrad
 from tilegrad.errors import ShapeError
 from tilegrad.frontend.onnx import import_onnx
 
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
+from .conftest import run_onnxruntime
 
 CASES = [
     ({"mode": "cubic"}, "scales", [1, 1, 0.8, 1.6], None),
@@ -51,7 +45,7 @@ def test_resize_matches_onnxruntime(attrs, kind, values, roi):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=10)
     x = np.random.default_rng(0).standard_normal((1, 2, 5, 6)).astype(np.float32)
-    want = _ort(model, {"x": x})[0]
+    want = run_onnxruntime(model, {"x": x})[0]
     got = tilegrad.compile(model)(x)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -74,7 +68,7 @@ def test_upsample_matches_onnxruntime(opset, mode, scales):
         node = helper.make_node("Upsample", ["x"], ["y"], mode=mode, scales=scales)
     graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-    want = _ort(model, feeds)[0]
+    want = run_onnxruntime(model, feeds)[0]
     got = tilegrad.compile(model)(*feeds.values())
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -8,14 +8,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 
+from .conftest import run_onnxruntime
+
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
-
-
-def _ort(model, feeds):
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
 
 
 @pytest.mark.parametrize("starts, ends, axes, steps", [
@@ -33,7 +28,7 @@ def test_negative_steps_match_onnxruntime(starts, ends, axes, steps):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
     x = np.arange(35, dtype=np.float32).reshape(5, 7)
-    want = _ort(model, {"x": x})[0]
+    want = run_onnxruntime(model, {"x": x})[0]
     got = tilegrad.compile(model)(x)
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
