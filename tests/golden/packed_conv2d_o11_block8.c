@@ -60,8 +60,14 @@ void packed_conv2d_o11_block8(void** args) {
           }
         }
       }
-      for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-        if (((c_1 + ((b_c_0_h_fused / 9) * 8)) < 11)) {
+      if (((((b_c_0_h_fused / 9) * 8) + 7) < 11)) {
+        for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+          for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
+            Y[(((((c_1 * 45) + (w_0 * 5)) + w_1) + ((b_c_0_h_fused % 9) * 5)) + ((b_c_0_h_fused / 9) * 360))] = Y_blocked[(c_1 + (w_1 * 8))];
+          }
+        }
+      } else {
+        for (int64_t c_1 = 0; c_1 < TG_MIN(8, (((b_c_0_h_fused / 9) * -8) + 11)); ++c_1) {
           for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
             Y[(((((c_1 * 45) + (w_0 * 5)) + w_1) + ((b_c_0_h_fused % 9) * 5)) + ((b_c_0_h_fused / 9) * 360))] = Y_blocked[(c_1 + (w_1 * 8))];
           }

@@ -44,11 +44,34 @@ void packed_matmul_37x29x13_bt(void** args) {
           }
         }
       }
-      for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
-        if ((((i_1_0 * 6) + i_1_1) < 37)) {
-          #pragma omp simd
-          for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-            if ((((j_0_i_0_fused * 8) + j_1) < 29)) {
+      if ((((j_0_i_0_fused * 8) + 7) < 29)) {
+        if ((((i_1_0 * 6) + 5) < 37)) {
+          for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
+            #pragma omp simd
+            for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
+              C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+            }
+          }
+        } else {
+          for (int64_t i_1_1 = 0; i_1_1 < TG_MIN(6, ((i_1_0 * -6) + 37)); ++i_1_1) {
+            #pragma omp simd
+            for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
+              C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+            }
+          }
+        }
+      } else {
+        if ((((i_1_0 * 6) + 5) < 37)) {
+          for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
+            #pragma omp simd
+            for (int64_t j_1 = 0; j_1 < TG_MIN(8, ((j_0_i_0_fused * -8) + 29)); ++j_1) {
+              C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+            }
+          }
+        } else {
+          for (int64_t i_1_1 = 0; i_1_1 < TG_MIN(6, ((i_1_0 * -6) + 37)); ++i_1_1) {
+            #pragma omp simd
+            for (int64_t j_1 = 0; j_1 < TG_MIN(8, ((j_0_i_0_fused * -8) + 29)); ++j_1) {
               C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
             }
           }

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dtype import is_unsigned
 from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ..loop.tails import version_tails
 from ..target import Target, host
 from ..te import expr as E
 from ..te.simplify import simplify
@@ -49,7 +50,9 @@ class Renderer:
         return self.prelude + self.render_function(k)
 
     def render_function(self, k: Kernel) -> str:
-        """The kernel's function alone, for files that hold many kernels after one prelude."""
+        """The kernel's function alone, for files that hold many kernels after one prelude. Tiles that overshoot
+        their loop are versioned first, so that every full tile renders without bounds checks."""
+        k = version_tails(k)
         self._lines: list[str] = []
         self._parallel_depth = 0
         self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses

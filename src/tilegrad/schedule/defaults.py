@@ -185,6 +185,12 @@ def _extent(s: Stage, loop: str) -> int:
     return s.loops[loop].extent.value
 
 
+def _tile(n: int, sizes: Sequence[int]) -> int:
+    """The first of `sizes` (best first) that divides `n`, else the first that fits in it (its last tile is a
+    partial one, which code generation versions apart from the full ones), else `n`."""
+    return next((t for t in sizes if n % t == 0), next((t for t in sizes if t <= n), n))
+
+
 def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
@@ -292,11 +298,11 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor) ->
     lanes = target.vector_lanes
     *batch, i, j = [a.name for a in s.op.axes]
     m, n = _extent(s, i), _extent(s, j)
-    if anchor.tag == "batch_matmul" and n % lanes == 0 and m % 8 == 0:
+    if anchor.tag == "batch_matmul" and n >= lanes and m >= 8:
         nr, mr = lanes, 8  # 8 rows of one vector: on attention's short reductions this beats 4 x 2 vectors
     else:
-        nr = lanes * 2 if n % (lanes * 2) == 0 else lanes if n >= lanes else n
-        mr = _largest_divisor(m, 4) if m % 4 == 0 or m < 4 else 4
+        nr = _tile(n, (lanes * 2, lanes))
+        mr = _tile(m, (4, 3, 2))
     local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     mb = 64 if m > 64 else m

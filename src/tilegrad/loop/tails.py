@@ -1,0 +1,213 @@
+"""Loop versioning for tiles that do not divide their extent: full tiles run without bounds checks.
+
+A split whose factor does not divide the extent (a tile of 8 columns over 197, of 12 over 14) lowers with a guard
+inside its inner loop, `o * 8 + i < 197`. Left there, the guard sits in the innermost, vectorised loop of every
+tile, and the compiler gives up on the vector code for all of them, when only the last tile overshoots. This
+pass hoists each such guard out of the tile: just inside the loop that picks the tile (the outer of the guard's
+two innermost loops) it asks once whether the whole tile is in bounds, and runs a copy of the tile with the
+guard proven (no check) when it is, the original when it is not. A tile is in bounds when the guard holds at its
+worst point, which is a corner of the tile when the guard moves one way along each inner loop (checked, else the
+guard stays where it is); a tile wholly out of bounds (the guard fails at its best corner, and guards every store
+of the tile) is skipped, as blocks of rows past the last one are.
+
+Code generation only: feature formulas and the cost model see the kernel as lowered, one version of each tile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..te import expr as E
+from ..te.simplify import prove_nonneg, simplify
+from .ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, seq, walk
+
+_TRUE = E.Const(True, "bool")
+
+
+def version_tails(k: Kernel) -> Kernel:
+    """`k` with each non-dividing tile's guard hoisted to a check per tile (see the module docstring)."""
+    plan: dict[int, dict[E.Expr, tuple[E.Expr, E.Expr]]] = {}  # id(For) -> {guard atom: (at worst, at best)}
+    _plan(k.body, [], plan)
+    body = _clamp(_rewrite(k.body, plan) if plan else k.body)
+    return k if body == k.body else dataclasses.replace(k, body=body)
+
+
+def _atoms(cond: E.Expr) -> list[E.Expr]:
+    if type(cond) is E.And:
+        return _atoms(cond.a) + _atoms(cond.b)
+    return [cond]
+
+
+def _plan(s: Stmt, loops: list[For], plan: dict) -> None:
+    if isinstance(s, For):
+        _plan(s.body, loops + [s], plan)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _plan(x, loops, plan)
+    elif isinstance(s, Allocate):
+        _plan(s.body, loops, plan)
+    elif isinstance(s, IfThenElse):
+        if s.orelse is None:
+            for atom in _atoms(s.cond):
+                placed = _hoist(atom, loops)
+                if placed is not None:
+                    loop, corners = placed
+                    plan.setdefault(id(loop), {})[atom] = corners
+        _plan(s.then, loops, plan)
+        if s.orelse is not None:
+            _plan(s.orelse, loops, plan)
+
+
+def _hoist(atom: E.Expr, loops: list[For]) -> tuple[For, tuple[E.Expr, E.Expr]] | None:
+    """The loop whose body to version for `atom`, and the atom at the worst and at the best corner of that body's
+    iteration space (it holds everywhere in it, or somewhere), or None when the atom is not a bound on a tile
+    (fewer than two loops, not monotone)."""
+    if type(atom) not in (E.LT, E.LE):
+        return None
+    names = {v.name for v in E.free_vars(atom)}
+    depths = [d for d, lp in enumerate(loops) if lp.var.name in names]
+    if len(depths) < 2:
+        return None
+    at = depths[-2]
+    if loops[at].kind == "vectorized":
+        return None
+    slack = simplify(atom.b - atom.a)  # the atom says slack > 0 (LT) or >= 0 (LE): it is tightest at its minimum
+    worst, best = {}, {}
+    for lp in loops[at + 1:]:
+        if lp.var.name not in names:
+            continue
+        step = simplify(E.substitute(slack, {lp.var.name: lp.var + 1}) - slack)
+        first, last = E.Const(0, E.INDEX), simplify(lp.extent - 1)
+        if prove_nonneg(step):
+            worst[lp.var.name], best[lp.var.name] = first, last
+        elif prove_nonneg(simplify(-step)):
+            worst[lp.var.name], best[lp.var.name] = last, first
+        else:
+            return None
+    whole, some = simplify(E.substitute(atom, worst)), simplify(E.substitute(atom, best))
+    inner = {lp.var.name for lp in loops[at + 1:]}
+    if inner & {v.name for v in E.free_vars(whole) | E.free_vars(some)} or whole == _TRUE:
+        return None
+    return loops[at], (whole, some)
+
+
+def _rewrite(s: Stmt, plan: dict) -> Stmt:
+    if isinstance(s, For):
+        body = _rewrite(s.body, plan)
+        atoms = plan.get(id(s))
+        return dataclasses.replace(s, body=_version(body, atoms) if atoms else body)
+    if isinstance(s, Seq):
+        return seq(_rewrite(x, plan) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_rewrite(s.body, plan))
+    if isinstance(s, IfThenElse):
+        orelse = None if s.orelse is None else _rewrite(s.orelse, plan)
+        return dataclasses.replace(s, then=_rewrite(s.then, plan), orelse=orelse)
+    return s
+
+
+def _version(s: Stmt, atoms: dict[E.Expr, tuple[E.Expr, E.Expr]]) -> Stmt:
+    """`s` (a tile's body) as: if the tile is whole, `s` without the guards of `atoms`; else, unless it is
+    empty, `s` as it is. Only the loop nests that test one of the atoms are copied: the check goes down into the
+    statements of a sequence, and into a loop it does not depend on where that loop's body is a sequence of
+    which some statements test no atom (a tile's copy-out beside its accumulation); never into the loops of
+    the accumulation itself, whose registers a test would spill."""
+    if isinstance(s, Seq):
+        return seq(_version(x, atoms) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_version(s.body, atoms))
+    present = {a: corners for a, corners in atoms.items() if _tests(s, a)}
+    if not present:
+        return s
+    if isinstance(s, For) and all(s.var not in E.free_vars(a) for a in present) and _mixed(s.body, present):
+        return dataclasses.replace(s, body=_version(s.body, present))  # copy no more than the guarded nests
+    whole = E.all_of(list(dict.fromkeys(w for w, _ in present.values())))
+    bests: dict[E.Expr, set[E.Expr]] = {}  # the atoms that reach a corner, by that corner
+    for a, (_, some) in present.items():
+        bests.setdefault(some, set()).add(a)
+    skip = [some for some, group in bests.items() if some != _TRUE and _guards_every_store(s, group)]
+    return IfThenElse(whole, _drop(s, set(present)), IfThenElse(E.all_of(skip), s) if skip else s)
+
+
+def _mixed(s: Stmt, atoms) -> bool:
+    while isinstance(s, Allocate):
+        s = s.body
+    return isinstance(s, Seq) and not all(any(_tests(x, a) for a in atoms) for x in s.stmts)
+
+
+def _tests(s: Stmt, atom: E.Expr) -> bool:
+    """Whether a guard in `s` tests `atom`."""
+    return any(isinstance(x, IfThenElse) and x.orelse is None and atom in _atoms(x.cond) for x in walk(s))
+
+
+def _clamp(s: Stmt) -> Stmt:
+    """A loop whose whole body is guarded by a bound on its own index, `i + c < n`, runs to that bound instead:
+    `for i < min(extent, n - c)`, which compilers vectorise (with a remainder) where they do not vectorise the
+    test in the body. This is the form a partial tile's innermost loops take. A test the loop does not move
+    goes outside it, where the loop around may clamp to it in turn."""
+    if isinstance(s, For):
+        body = _clamp(s.body)
+        if isinstance(body, IfThenElse) and body.orelse is None:
+            kept, extent = [], s.extent
+            for atom in _atoms(body.cond):
+                bound = _bound_on(atom, s.var)
+                if bound is None:
+                    kept.append(atom)
+                else:
+                    extent = simplify(E.minimum(extent, bound))
+            inside = [a for a in kept if s.var in E.free_vars(a)]
+            outside = [a for a in kept if s.var not in E.free_vars(a)]
+            if extent is not s.extent or outside:
+                body = IfThenElse(E.all_of(inside), body.then) if inside else body.then
+                loop = dataclasses.replace(s, extent=extent, body=body)
+                return IfThenElse(E.all_of(outside), loop) if outside else loop
+        return dataclasses.replace(s, body=body)
+    if isinstance(s, Seq):
+        return seq(_clamp(x) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_clamp(s.body))
+    if isinstance(s, IfThenElse):
+        return dataclasses.replace(s, then=_clamp(s.then), orelse=None if s.orelse is None else _clamp(s.orelse))
+    return s
+
+
+def _bound_on(atom: E.Expr, var: E.Var) -> E.Expr | None:
+    """n - c where `atom` is `var + c < n` (or `<= n - 1`) with c and n free of `var`, else None."""
+    if type(atom) not in (E.LT, E.LE):
+        return None
+    rest = simplify(atom.b - atom.a + var + (1 if type(atom) is E.LE else 0))
+    if var.name in {v.name for v in E.free_vars(rest)}:
+        return None
+    return rest
+
+
+def _guards_every_store(s: Stmt, atoms: set[E.Expr]) -> bool:
+    """Whether every store in `s` runs only where one of `atoms` holds."""
+    if isinstance(s, Store):
+        return False
+    if isinstance(s, IfThenElse):
+        if s.orelse is None and atoms & set(_atoms(s.cond)):
+            return True
+        return _guards_every_store(s.then, atoms) and (s.orelse is None or _guards_every_store(s.orelse, atoms))
+    if isinstance(s, Seq):
+        return all(_guards_every_store(x, atoms) for x in s.stmts)
+    return _guards_every_store(s.body, atoms)
+
+
+def _drop(s: Stmt, proven: set[E.Expr]) -> Stmt:
+    """`s` with the guard atoms in `proven` taken as true."""
+    if isinstance(s, For):
+        return dataclasses.replace(s, body=_drop(s.body, proven))
+    if isinstance(s, Seq):
+        return seq(_drop(x, proven) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_drop(s.body, proven))
+    if isinstance(s, IfThenElse):
+        then = _drop(s.then, proven)
+        orelse = None if s.orelse is None else _drop(s.orelse, proven)
+        if s.orelse is None:
+            kept = [a for a in _atoms(s.cond) if a not in proven]
+            return then if not kept else IfThenElse(E.all_of(kept), then)
+        return IfThenElse(s.cond, then, orelse)
+    assert isinstance(s, Store)
+    return s

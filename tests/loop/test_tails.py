@@ -1,0 +1,116 @@
+"""Versioned tails: full tiles run without guards, partial ones keep them (clamped), empty ones are skipped, and
+every kernel still computes the same numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilegrad import te
+from tilegrad.kernel import build, lower_kernel
+from tilegrad.loop.ir import Allocate, For, IfThenElse, Seq, Store, walk
+from tilegrad.loop.tails import version_tails
+from tilegrad.schedule import Schedule
+from tilegrad.te import nn
+
+
+def _matmul(m: int, n: int, k: int):
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    r = te.reduce_axis(k, "r")
+    return [a, b], te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+
+
+def _tiled(m: int, n: int, k: int, mr: int, nr: int) -> Schedule:
+    """A register tile mr x nr over C, accumulated in a local copy computed at the tile."""
+    _, c = _matmul(m, n, k)
+    sch = Schedule([c])
+    local = sch.cache_write("C")
+    i, j = sch.loops("C")
+    i0, i1 = sch.split("C", i, mr)
+    j0, j1 = sch.split("C", j, nr)
+    sch.reorder("C", i0, j0, i1, j1)
+    sch.vectorize("C", j1)
+    sch.compute_at(local, "C", j0)
+    li, lj, lk = sch.loops(local)
+    sch.reorder(local, lk, li, lj)
+    sch.vectorize(local, lj)
+    return sch
+
+
+def _full_tiles(stmt):
+    """The program with every version taken on its full-tile side."""
+    if isinstance(stmt, IfThenElse) and stmt.orelse is not None:
+        return _full_tiles(stmt.then)
+    if isinstance(stmt, IfThenElse):
+        return dataclasses.replace(stmt, then=_full_tiles(stmt.then))
+    if isinstance(stmt, Seq):
+        return Seq(tuple(_full_tiles(x) for x in stmt.stmts))
+    if isinstance(stmt, (For, Allocate)):
+        return dataclasses.replace(stmt, body=_full_tiles(stmt.body))
+    return stmt
+
+
+def _guarded_stores(stmt) -> list[Store]:
+    """Stores under some guard (an if without else)."""
+    out = []
+    for s in walk(stmt):
+        if isinstance(s, IfThenElse) and s.orelse is None:
+            out.extend(x for x in walk(s.then) if isinstance(x, Store))
+    return out
+
+
+def test_a_full_tile_runs_without_guards():
+    kernel = version_tails(lower_kernel(_tiled(13, 20, 7, 4, 8)))
+    versions = [s for s in walk(kernel.body) if isinstance(s, IfThenElse) and s.orelse is not None]
+    assert versions, "the tiles that overshoot 13 rows and 20 columns are versioned"
+    fast = _full_tiles(kernel.body)
+    assert not [s for s in walk(fast) if isinstance(s, IfThenElse)], "the full tile tests nothing"
+    assert not _guarded_stores(kernel.body), "partial tiles are clamped, not guarded element by element"
+
+
+def test_partial_tiles_loop_to_the_bound():
+    kernel = version_tails(lower_kernel(_tiled(13, 20, 7, 4, 8)))
+    clamped = [s for s in walk(kernel.body) if isinstance(s, For) and "min" in repr(s.extent).lower()]
+    assert clamped
+
+
+def test_dividing_tiles_are_left_as_they_are():
+    kernel = lower_kernel(_tiled(16, 24, 7, 4, 8))
+    assert version_tails(kernel) is kernel
+
+
+def test_guards_that_are_not_tile_bounds_stay():
+    """A padding select's guard depends on one loop only; a tile that does not overshoot gets no version."""
+    x = te.placeholder((1, 2, 5, 5), name="X")
+    w = te.placeholder((3, 2, 3, 3), name="W")
+    y = nn.conv2d(x, w, padding=1)
+    kernel = lower_kernel(Schedule([y]))
+    assert version_tails(kernel) is kernel
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 23), n=st.integers(1, 37), k=st.integers(1, 9), mr=st.integers(1, 6),
+       nr=st.sampled_from([1, 3, 4, 8, 16]))
+def test_tiles_of_any_size_compute_the_product(m, n, k, mr, nr):
+    sch = _tiled(m, n, k, mr, nr)
+    rng = np.random.default_rng(m * 1000 + n)
+    a = rng.standard_normal((m, k)).astype("float32")
+    b = rng.standard_normal((k, n)).astype("float32")
+    got = build(sch).run(a, b)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=st.integers(1, 30), n=st.integers(1, 30), k=st.sampled_from([1, 8, 64]))
+def test_default_batch_matmul_of_any_size(m, n, k):
+    a = te.placeholder((2, m, k), name="A")
+    b = te.placeholder((2, k, n), name="B")
+    c = nn.batch_matmul(a, b)
+    rng = np.random.default_rng(m * 100 + n)
+    x = rng.standard_normal((2, m, k)).astype("float32")
+    y = rng.standard_normal((2, k, n)).astype("float32")
+    np.testing.assert_allclose(build(([a, b], [c])).run(x, y), x @ y, rtol=1e-4, atol=1e-4)
