@@ -136,3 +136,15 @@ def test_a_bad_repeat_count_is_refused():
     mod = tilegrad.compile(_convnet(), opt_level=0)
     with pytest.raises(ValueError, match="repeats >= 1"):
         mod.profile(np.zeros((2, 3, 8, 8), np.float32), repeats=0, peaks=PEAKS)
+
+
+@pytest.mark.parametrize("kernels, message", [
+    ("x", "'kernels' is not a list"),
+    ([{"function": "k0_relu", "label": "relu[4]", "flops": "many", "bytes": 32}], "lacks a function, a label, flops"),
+    ([{"label": "relu[4]", "flops": 4, "bytes": 32}], "lacks a function"),
+])
+def test_a_spec_with_bad_call_sites_is_refused(kernels, message):
+    spec = {"inputs": [], "outputs": [], "weights": [], "workspace_bytes": 0, "unshared_bytes": 0,
+            "kernels": kernels}
+    with pytest.raises(ModuleFormatError, match=message):
+        ModuleSpec.from_json(spec)
