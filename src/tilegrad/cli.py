@@ -138,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", parents=[common, shapes], help="inputs, outputs, ops, FLOPs and unsupported ops",
                        description="Describe an ONNX model: its inputs and outputs, op histogram, FLOPs estimate "
-                                   "and the ops tilegrad does not support.")
+                                   "and the ops tilegrad does not support; with --machine, this machine's measured "
+                                   "FMA peak and memory bandwidth.")
     i.add_argument("model", nargs="?", help="the .onnx file (optional with --machine)")
     i.add_argument("--machine", action="store_true",
                    help="this machine's CPU, ISA, threads, measured FMA peak and memory bandwidth (measured once, "

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 from .. import config as _config
+from ..errors import MeasureError
 from ..target import Target, host
 from .build import build
 from .kernel import load_library
@@ -151,7 +152,8 @@ def _measure(threads: int, duration_s: float, cfg: _config.Config) -> MachinePea
     n = max(_MIN_ARRAY_BYTES, 4 * target.l3_bytes) // 4
     best = triad(n, _RUNS, threads)
     if best <= 0:
-        raise MemoryError(f"cannot allocate the bandwidth test's three arrays of {n * 4 >> 20} MiB")
+        raise MeasureError(f"cannot measure the memory bandwidth: allocating its three arrays of {n * 4 >> 20} MiB "
+                           f"failed; free memory and run `tilegrad info --machine --remeasure`")
     return MachinePeaks(target.model, isa_of(target), threads, fma_gflops, 3 * 4 * n / best / 1e9)
 
 

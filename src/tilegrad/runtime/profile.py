@@ -38,7 +38,7 @@ class KernelSite:
         return dataclasses.asdict(self)
 
     @staticmethod
-    def from_json(row: dict) -> "KernelSite":
+    def from_json(row: dict) -> KernelSite:
         if not (isinstance(row, dict) and isinstance(row.get("function"), str) and isinstance(row.get("label"), str)
                 and type(row.get("flops")) is int and type(row.get("bytes")) is int):
             raise TypeError(f"kernel site {row!r} lacks a function, a label, flops or bytes")
@@ -92,25 +92,19 @@ class Profile:
         sites slowest first (the `top` of them, or all), then the time per kernel label."""
         p = self.peaks
         total = self.kernels_s
-        lines = [f"machine: {p.cpu}, {p.isa}, {p.threads} threads; FMA peak {p.fma_gflops:.1f} GFLOP/s, "
-                 f"bandwidth {p.bandwidth_gbs:.1f} GB/s",
-                 f"latency: {_ms(self.latency_s)} ms un-instrumented (median of {self.repeats}); kernels sum "
-                 f"{_ms(total)} ms ({total / self.latency_s:.1%} of it), instrumented run {_ms(self.profiled_s)} ms",
-                 "",
-                 f"{'#':>3} {'kernel':<44} {'function':<28} {'ms':>8} {'share':>6} {'GFLOP/s':>8} {'%peak':>6} "
-                 f"{'GB/s':>7} {'%bw':>6}"]
+        header = (f"machine: {p.cpu}, {p.isa}, {p.threads} threads; FMA peak {p.fma_gflops:.1f} GFLOP/s, "
+                  f"bandwidth {p.bandwidth_gbs:.1f} GB/s")
+        latency = (f"latency: {_ms(self.latency_s)} ms un-instrumented (median of {self.repeats}); kernels sum "
+                   f"{_ms(total)} ms ({total / self.latency_s:.1%} of it), instrumented run {_ms(self.profiled_s)} ms")
+        lines = [header, latency, "", f"{'#':>3} {'kernel':<44} {'function':<28} {_RATES_HEADER}"]
         ranked = sorted(enumerate(self.sites), key=lambda ir: -ir[1].seconds)
         for i, r in ranked[:top]:
-            lines.append(f"{i:>3} {r.label[:44]:<44} {r.function[:28]:<28} {_ms(r.seconds):>8} {r.share:>6.1%} "
-                         f"{r.gflops:>8.2f} {r.fma_fraction:>6.1%} {r.gbs:>7.2f} {r.bandwidth_fraction:>6.1%}")
+            lines.append(f"{i:>3} {r.label[:44]:<44} {r.function[:28]:<28} {_rates(r)}")
         if top is not None and len(ranked) > top:
             rest = sum(r.seconds for _, r in ranked[top:])
             lines.append(f"    ({len(ranked) - top} more kernels: {_ms(rest)} ms, {rest / total:.1%})")
-        lines += ["", f"{'kernel label':<48} {'calls':>5} {'ms':>8} {'share':>6} {'GFLOP/s':>8} {'%peak':>6} "
-                      f"{'GB/s':>7} {'%bw':>6}"]
-        for r in self.by_label()[:top]:
-            lines.append(f"{r.label[:48]:<48} {r.calls:>5} {_ms(r.seconds):>8} {r.share:>6.1%} {r.gflops:>8.2f} "
-                         f"{r.fma_fraction:>6.1%} {r.gbs:>7.2f} {r.bandwidth_fraction:>6.1%}")
+        lines += ["", f"{'kernel label':<48} {'calls':>5} {_RATES_HEADER}"]
+        lines += [f"{r.label[:48]:<48} {r.calls:>5} {_rates(r)}" for r in self.by_label()[:top]]
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -159,6 +153,15 @@ def _row(label: str, function: str, seconds: float, flops: int, nbytes: int, tot
     gbs = nbytes / seconds / 1e9 if seconds > 0 else 0.0
     return ProfileRow(label, function, calls, seconds, seconds / total if total > 0 else 0.0, flops, nbytes, gflops,
                       gbs, gflops / peaks.fma_gflops, gbs / peaks.bandwidth_gbs)
+
+
+_RATES_HEADER = f"{'ms':>8} {'share':>6} {'GFLOP/s':>8} {'%peak':>6} {'GB/s':>7} {'%bw':>6}"
+
+
+def _rates(r: ProfileRow) -> str:
+    """A row's time, share and rates, under `_RATES_HEADER`."""
+    return (f"{_ms(r.seconds):>8} {r.share:>6.1%} {r.gflops:>8.2f} {r.fma_fraction:>6.1%} {r.gbs:>7.2f} "
+            f"{r.bandwidth_fraction:>6.1%}")
 
 
 def _ms(seconds: float) -> str:
