@@ -1,5 +1,5 @@
-"""The `tilegrad` command: compile, run, bench, profile and info for ONNX models (compile, run and bench also for PyTorch
-models given as `path/to/file.py:factory`, see `frontend/model_spec.py`) and saved modules.
+"""The `tilegrad` command: compile, run, bench, profile and info for ONNX models (compile, run, bench and profile
+also for PyTorch models given as `path/to/file.py:factory`, see `frontend/model_spec.py`) and saved modules.
 
 Every subcommand prints a short human report and exits 0; a mistake the user can fix (a bad file, an unsupported
 op, a missing or misshapen input) is one line `tilegrad: error: ...` on stderr and exit status 2, and any other
