@@ -9,6 +9,7 @@ import pytest
 
 from tilegrad import machine
 from tilegrad.runtime import peaks
+from tilegrad.runtime.build import assemble
 from tilegrad.target import Target
 
 FAKE = machine.MachinePeaks("Test CPU", "avx2+fma", 2, 123.0, 4.5)
@@ -72,3 +73,15 @@ def test_an_unreadable_cache_is_measured_again(monkeypatch):
                                         (set(), "scalar")])
 def test_the_isa_is_the_widest_vector_extension(flags, isa):
     assert peaks.isa_of(Target(flags=frozenset(flags))) == isa
+
+
+def test_the_fma_chains_compile_to_vector_instructions_as_wide_as_the_target():
+    target = peaks.host()
+    asm = assemble(peaks.measuring_source(target.vector_lanes))
+    if "fma" in target.flags:  # x86: packed FMAs on the widest registers
+        register = {16: "zmm", 8: "ymm"}.get(target.vector_lanes, "xmm")
+        assert any("vfmadd" in line and f"ps\t%{register}" in line for line in asm.splitlines())
+    elif {"neon", "asimd"} & target.flags:
+        assert "fmla\tv" in asm
+    else:
+        assert "mulps" in asm

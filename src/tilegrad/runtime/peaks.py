@@ -140,8 +140,7 @@ def _measure(threads: int, duration_s: float, cfg: _config.Config) -> MachinePea
     """Build the measuring code for this target and take the best of `_RUNS` runs of each ceiling."""
     target = host()
     lanes = target.vector_lanes
-    source = f"#define LANES {lanes}\n#define CHAINS {_CHAINS}\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + _SOURCE
-    lib = load_library(build(source, cfg=cfg))
+    lib = load_library(build(measuring_source(lanes), cfg=cfg))
     fma, triad = lib.tg_fma_seconds, lib.tg_triad_seconds
     fma.argtypes, fma.restype = [ctypes.c_longlong, ctypes.c_int, ctypes.POINTER(ctypes.c_float)], ctypes.c_double
     triad.argtypes, triad.restype = [ctypes.c_longlong, ctypes.c_int, ctypes.c_int], ctypes.c_double
@@ -155,6 +154,11 @@ def _measure(threads: int, duration_s: float, cfg: _config.Config) -> MachinePea
         raise MeasureError(f"cannot measure the memory bandwidth: allocating its three arrays of {n * 4 >> 20} MiB "
                            f"failed; free memory and run `tilegrad info --machine --remeasure`")
     return MachinePeaks(target.model, isa_of(target), threads, fma_gflops, 3 * 4 * n / best / 1e9)
+
+
+def measuring_source(lanes: int) -> str:
+    """The C that measures both peaks, its FMA chains `lanes` float32s wide."""
+    return f"#define LANES {lanes}\n#define CHAINS {_CHAINS}\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + _SOURCE
 
 
 def _calibrate(run, duration_s: float) -> int:
