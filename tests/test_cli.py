@@ -373,3 +373,81 @@ def test_an_internal_error_is_one_line_with_status_1(convnet, capsys, monkeypatc
     assert err.startswith("tilegrad: internal error: ValueError: boom") and "Traceback" not in err
     with pytest.raises(ValueError):
         main(["--debug", "info", convnet, "--input-shape", "x=1,3,8,8"])
+
+
+@pytest.fixture
+def fake_peaks(tmp_path, monkeypatch):
+    """Peaks cached in a fresh directory and measured as fixed figures, so no test waits for a measurement."""
+    from tilegrad import config
+    from tilegrad.machine import MachinePeaks
+    from tilegrad.runtime import peaks
+
+    measured = []
+    figures = MachinePeaks("Test CPU", "avx2+fma", 2, 123.4, 5.6)
+    monkeypatch.setattr(peaks, "_measure", lambda threads, duration_s, cfg: measured.append(threads) or figures)
+    with config.override(cache_dir=tmp_path / "cache"):
+        yield measured
+
+
+def test_info_machine_measures_once_then_reads_the_cache(fake_peaks, capsys):
+    assert main(["info", "--machine"]) == 0
+    out = capsys.readouterr().out
+    for fragment in ("machine:   Test CPU", "isa        avx2+fma", "threads    2", "FMA peak   123.4 GFLOP/s",
+                     "bandwidth  5.6 GB/s", "peaks-", "(measured now)"):
+        assert fragment in out, out
+    assert main(["info", "--machine"]) == 0
+    assert "cached; --remeasure measures again" in capsys.readouterr().out
+    assert main(["info", "--remeasure"]) == 0
+    assert "(measured now)" in capsys.readouterr().out
+    assert len(fake_peaks) == 2
+
+
+def test_info_machine_with_a_model_describes_both(fake_peaks, convnet, capsys):
+    assert main(["info", "--machine", convnet, "--input-shape", "x=2,3,8,8"]) == 0
+    out = capsys.readouterr().out
+    assert "FMA peak   123.4 GFLOP/s" in out and "FLOPs:" in out
+
+
+def test_info_without_a_model_or_machine_is_a_usage_error(capsys):
+    _user_error(capsys, ["info"], "info needs a model", "--machine")
+
+
+def test_profile_prints_the_table_of_kernels(fake_peaks, convnet, capsys):
+    assert main(["profile", convnet, "--input-shape", "x=2,3,8,8", "--opt-level", "0", "--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{convnet}: x float32[2, 3, 8, 8]; 3 kernels; median of 3 runs")
+    for fragment in ("Test CPU, avx2+fma, 2 threads; FMA peak 123.4 GFLOP/s", "un-instrumented", "conv[2x4x8x8]",
+                     "relu[2x4x8x8]", "matmul[2x10]", "kernel label", "GFLOP/s", "%peak", "%bw"):
+        assert fragment in out, out
+    assert main(["profile", convnet, "--input-shape", "x=2,3,8,8", "--opt-level", "0", "--top", "1"]) == 0
+    assert "(2 more kernels" in capsys.readouterr().out
+
+
+def test_profile_json_parses(fake_peaks, convnet, capsys):
+    import json
+
+    assert main(["profile", convnet, "--input-shape", "x=2,3,8,8", "--opt-level", "0", "--repeats", "3",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [k["label"] for k in data["kernels"]] == ["conv[2x4x8x8]", "relu[2x4x8x8]", "matmul[2x10]"]
+    assert data["machine"]["fma_gflops"] == 123.4 and data["repeats"] == 3
+    assert sum(k["share"] for k in data["kernels"]) == pytest.approx(1.0)
+    assert all(k["seconds"] > 0 for k in data["kernels"])
+
+
+def test_profile_a_saved_module(fake_peaks, convnet, tmp_path, capsys):
+    out = tmp_path / "module"
+    assert main(["compile", convnet, "-o", str(out), "--input-shape", "x=2,3,8,8"]) == 0
+    capsys.readouterr()
+    assert main(["profile", str(out), "--repeats", "3"]) == 0
+    assert "blocked_conv+relu[2x4x8x8]" in capsys.readouterr().out
+    _user_error(capsys, ["profile", str(out), "--opt-level", "0"], "apply only when compiling")
+
+
+def test_profile_refuses_what_it_cannot_profile(fake_peaks, convnet, tmp_path, capsys):
+    _user_error(capsys, ["profile", convnet], "symbolic dimensions", "--input-shape x=<N>,3,8,8")
+    _user_error(capsys, ["profile", convnet, "--input-shape", "x=2,3,8,8", "--repeats", "0"], "--repeats")
+    dynamic = tmp_path / "dynamic"
+    assert main(["compile", convnet, "-o", str(dynamic)]) == 0
+    capsys.readouterr()
+    _user_error(capsys, ["profile", str(dynamic)], "compiles per call", "--input-shape")

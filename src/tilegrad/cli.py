@@ -1,5 +1,5 @@
-"""The `tilegrad` command: compile, run, bench and info for ONNX models (compile, run and bench also for PyTorch
-models given as `path/to/file.py:factory`, see `frontend/model_spec.py`) and saved modules.
+"""The `tilegrad` command: compile, run, bench, profile and info for ONNX models (compile, run, bench and profile
+also for PyTorch models given as `path/to/file.py:factory`, see `frontend/model_spec.py`) and saved modules.
 
 Every subcommand prints a short human report and exits 0; a mistake the user can fix (a bad file, an unsupported
 op, a missing or misshapen input) is one line `tilegrad: error: ...` on stderr and exit status 2, and any other
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import logging
 import math
 import statistics
@@ -137,9 +138,25 @@ def _parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", parents=[common, shapes], help="inputs, outputs, ops, FLOPs and unsupported ops",
                        description="Describe an ONNX model: its inputs and outputs, op histogram, FLOPs estimate "
-                                   "and the ops tilegrad does not support.")
-    i.add_argument("model", help="the .onnx file")
+                                   "and the ops tilegrad does not support; with --machine, this machine's measured "
+                                   "FMA peak and memory bandwidth.")
+    i.add_argument("model", nargs="?", help="the .onnx file (optional with --machine)")
+    i.add_argument("--machine", action="store_true",
+                   help="this machine's CPU, ISA, threads, measured FMA peak and memory bandwidth (measured once, "
+                        "then cached)")
+    i.add_argument("--remeasure", action="store_true", help="with --machine: measure again, overwriting the cache")
     i.set_defaults(command=_info)
+
+    f = sub.add_parser("profile", parents=[common, shapes, passes], help="time each kernel of the compiled model",
+                       description="Time each kernel of the compiled model (or of a saved module directory) on "
+                                   "random inputs: time, share, GFLOP/s and GB/s against this machine's measured "
+                                   "FMA peak and bandwidth (`tilegrad info --machine`).")
+    f.add_argument("model", help="a module directory saved by `tilegrad compile`, an .onnx file or a PyTorch "
+                                 "file.py:factory")
+    f.add_argument("--repeats", type=int, default=20, metavar="N", help="profiled runs, medians kept (default 20)")
+    f.add_argument("--top", type=int, default=None, metavar="N", help="show only the N slowest kernels and labels")
+    f.add_argument("--json", action="store_true", help="print the profile as JSON instead of the table")
+    f.set_defaults(command=_profile)
     return p
 
 
@@ -273,17 +290,9 @@ def _explain(compilation, opt_level: int) -> None:
 # ---- run ----
 
 def _run(args) -> None:
-    from . import api
-
     source = Path(args.model)
     if source.is_dir():
-        if args.input_shape:
-            raise UsageError(f"--input-shape applies only when compiling an .onnx file; the module in {source} "
-                             f"was compiled for fixed shapes")
-        if args.explain or args.opt_level is not None or args.disable_pass:
-            raise UsageError(f"--explain, --opt-level and --disable-pass apply only when compiling an .onnx file; "
-                             f"the module in {source} is already compiled")
-        mod = api.load(source)
+        mod = _load_saved(args, source)
     else:
         _, mod, _ = _compile_model(args, dynamic=True)
     inputs = _read_inputs(args.input, mod.spec.inputs if hasattr(mod, "spec") else
@@ -301,6 +310,19 @@ def _run(args) -> None:
         return
     for name, y in outputs.items():
         print(f"{name}: {_type(y.shape, str(y.dtype))}  {_statistics(y)}")
+
+
+def _load_saved(args, source: Path):
+    """The module saved in directory `source`, refusing the flags that apply only to compiling."""
+    from . import api
+
+    if args.input_shape:
+        raise UsageError(f"--input-shape applies only when compiling an .onnx file; the module in {source} "
+                         f"was compiled for fixed shapes")
+    if args.explain or args.opt_level is not None or args.disable_pass:
+        raise UsageError(f"--explain, --opt-level and --disable-pass apply only when compiling an .onnx file; "
+                         f"the module in {source} is already compiled")
+    return api.load(source)
 
 
 class _Declared(NamedTuple):
@@ -451,9 +473,37 @@ def _median_seconds(run, repeats: int, min_repeat_s: float) -> float:
     return statistics.median(costs)
 
 
+# ---- profile ----
+
+def _profile(args) -> None:
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.top is not None and args.top < 1:
+        raise UsageError(f"--top must be at least 1, got {args.top}")
+    source = Path(args.model)
+    mod = _load_saved(args, source) if source.is_dir() else _compile_model(args)[1]
+    if not hasattr(mod, "spec"):
+        raise UsageError(f"the module in {source} compiles per call (its input shapes are open); profile its .onnx "
+                         f"file with --input-shape for each symbolic input")
+    profile = mod.profile(**_benchmark_inputs(mod.spec.inputs), repeats=args.repeats)
+    if args.json:
+        print(json.dumps({"model": args.model, **profile.to_json()}, indent=1))
+        return
+    print(f"{args.model}: " + ", ".join(f"{s.name} {_type(s.shape, s.dtype)}" for s in mod.spec.inputs)
+          + f"; {len(profile.sites)} kernels; median of {args.repeats} runs")
+    print(profile.table(args.top))
+
+
 # ---- info ----
 
 def _info(args) -> None:
+    if args.machine or args.remeasure:
+        _print_machine(args.remeasure)
+        if args.model is None:
+            return
+        print()
+    elif args.model is None:
+        raise UsageError("info needs a model (.onnx file), or --machine for this machine's peaks")
     from .frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
     from .frontend.onnx import ONNX_OPS, load_model, op_key, read_onnx
 
@@ -497,6 +547,21 @@ def _info(args) -> None:
         print("FLOPs:   unavailable (the model does not import: see above)")
         return
     _print_flops(graph)
+
+
+def _print_machine(remeasure: bool) -> None:
+    """This machine's peaks, measured now (the first time, or with --remeasure) or read from the cache."""
+    from .machine import cache_path, measured_peaks
+
+    path = cache_path()
+    fresh = remeasure or not path.is_file()
+    peaks = measured_peaks(remeasure=remeasure)
+    print(f"machine:   {peaks.cpu}")
+    print(f"  isa        {peaks.isa}")
+    print(f"  threads    {peaks.threads}")
+    print(f"  FMA peak   {peaks.fma_gflops:.1f} GFLOP/s (float32, all threads)")
+    print(f"  bandwidth  {peaks.bandwidth_gbs:.1f} GB/s (triad, bytes read + written)")
+    print(f"  cache      {path} ({'measured now' if fresh else 'cached; --remeasure measures again'})")
 
 
 def _print_flops(graph) -> None:

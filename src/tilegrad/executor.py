@@ -4,6 +4,8 @@ Every node that is not a view becomes a kernel (`kernel.lower_kernel`: its compu
 under the trace a chooser gives it). The kernels go into a few C files, compiled in parallel and linked into one
 library with the entry `tg_run(void** args)` (`codegen/entry.py`), args being the model's inputs, its outputs,
 its weights and one workspace buffer whose layout `passes/memory_plan.py` decides. One native call per inference.
+Beside it, `tg_run_profiled` times each kernel call, and the spec names each call site (label, FLOPs, bytes)
+for `Module.profile`.
 The weights are the constants nodes read and the constants that are graph outputs; an output that no node
 writes (a weight, a graph input) is copied from where its bytes are. A weight laid out ahead of time into more
 bytes than its source (Winograd's) also gets a kernel in the library that computes it from the source: a saved
@@ -17,8 +19,8 @@ from typing import Callable
 
 from . import config as _config
 from .codegen.c import PRELUDE, CRenderer
-from .codegen.entry import KernelCall, OutputCopy, render_entry
-from .ir.compute import node_compute
+from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
+from .ir.compute import kernel_label, node_compute
 from .ir.graph import Graph, Node, Value
 from .ir.registry import lookup
 from .kernel import lower_kernel
@@ -26,8 +28,10 @@ from .passes.memory_plan import MemoryPlan, check_fits, intermediates_of, nbytes
 from .runtime.build import build_many
 from .runtime.kernel import BufferSpec
 from .runtime.module import DerivedWeight, Module, ModuleSpec
+from .runtime.profile import KernelSite
 from .schedule.trace import Trace
 from .target import Target, host
+from .te.flops import compute_flops
 from .te.tensor import Tensor
 
 # Chooses a node's schedule from its computation's outputs: a tuned trace, or None for the default rules.
@@ -50,22 +54,27 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     check_fits(g, plan)
     weights = _weights(g)
     slots = _slots(g, weights, plan)
-    functions, calls = [], []
+    functions, calls, sites = [], [], []
     for t, node in enumerate(plan.kernel_nodes(g)):
         fname = f"k{t}_{_c_name(node.name)}"
         inputs, outputs = node_compute(node)
         trace = choose(node, outputs) if choose else None
         functions.append(renderer.render_function(lower_kernel((inputs, outputs), trace, name=fname, target=target)))
         calls.append(KernelCall(fname, [slots[id(v)] for v in [*node.inputs, *node.outputs]]))
+        sites.append(KernelSite(fname, kernel_label(node, outputs), compute_flops(outputs),
+                                sum(nbytes(v) for v in [*node.inputs, *node.outputs])))
     derived = _derived_weights(weights)
     for d in derived:
         node = _derivation_node(weights[d.weight], d.kernel)
         functions.append(renderer.render_function(lower_kernel(node_compute(node), name=d.kernel, target=target)))
-    entry = render_entry(calls, _output_copies(g, slots))
+    copies = _output_copies(g, slots)
+    entry = render_entry(calls, copies)
+    profiled = render_profiled_entry(calls, copies, clock_slot=len(g.inputs) + len(g.outputs) + len(weights) + 1)
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [PRELUDE + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
-    library = build_many(units + [entry], cfg=cfg)
-    spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes, derived)
+    library = build_many(units + [entry, profiled], cfg=cfg)
+    spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.workspace_bytes, plan.unshared_bytes, derived,
+                         tuple(sites))
     recomputed = {d.weight for d in derived}  # by the library, as on load, so a loaded module is the same
     return Module(library, spec, [None if k in recomputed else w.data for k, w in enumerate(weights)], cfg=cfg,
                   sources=[weights[d.weight].origin.source.data for d in derived])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilegrad.codegen.entry import KernelCall, OutputCopy, render_entry
+from tilegrad.codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
 
 
 def test_the_entry_calls_each_kernel_then_copies():
@@ -16,6 +16,31 @@ void tg_run(void** args) {
   memcpy(args[2], args[3], 24);
 }
 """
+
+
+def test_the_profiled_entry_clocks_each_kernel_call_into_its_counter():
+    calls = [KernelCall("k0_exp", ["args[0]", "args[4]"]), KernelCall("k1_tanh", ["args[4]", "args[1]"])]
+    source = render_profiled_entry(calls, [OutputCopy("args[2]", "args[3]", 24)], clock_slot=5)
+    assert source == """#define _POSIX_C_SOURCE 199309L
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+void k0_exp(void** args);
+void k1_tanh(void** args);
+static int64_t tg_now(void) {
+  struct timespec c;
+  clock_gettime(CLOCK_MONOTONIC, &c);
+  return (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;
+}
+void tg_run_profiled(void** args) {
+  int64_t* ns = (int64_t*)args[5];
+  int64_t t = tg_now(), u;
+  { void* a[] = {args[0], args[4]}; k0_exp(a); } u = tg_now(); ns[0] += u - t; t = u;
+  { void* a[] = {args[4], args[1]}; k1_tanh(a); } u = tg_now(); ns[1] += u - t; t = u;
+  memcpy(args[2], args[3], 24);
+}
+"""
+    assert "tg_now" not in render_entry(calls, [])  # the plain entry reads no clock
 
 
 def test_an_output_copied_onto_itself_is_refused():

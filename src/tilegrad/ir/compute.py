@@ -33,3 +33,10 @@ def node_flops(node: Node) -> int:
     if opdef.flops is not None:
         return int(opdef.flops([v.type for v in node.inputs], [v.type for v in node.outputs], **node.attrs))
     return compute_flops(node_compute(node)[1])
+
+
+def kernel_label(node: Node, outputs: list[Tensor]) -> str:
+    """How reports name a node's kernel: its ops (a fused node's, in order, once each) and its first output's
+    shape, e.g. `panel_matmul+div+erf+add+mul[128x3072]`, as `tilegrad tune --list-tasks` names its task."""
+    ops = [n.op for n in node.attrs["body"].nodes] if node.op == "fused" else [node.op]
+    return f"{'+'.join(dict.fromkeys(ops))}[{'x'.join(str(d) for d in outputs[0].shape)}]"

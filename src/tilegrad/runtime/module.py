@@ -6,7 +6,7 @@ own, taken from a small pool and given back after the call: concurrent calls fro
 intermediates, and a lone call pays no lock. Inputs are checked by name, dtype and shape, and copied only when
 not aligned and C-contiguous. A module saves to a directory that loads in a fresh process without the model
 (`saved.py`). Weights the library can compute from smaller arrays (`DerivedWeight`) are computed when the module
-is built, and saved as those arrays.
+is built, and saved as those arrays. `profile` times each kernel of the library (`profile.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from .. import config as _config
 from ..errors import KernelCallError, ModuleFormatError, ShapeError
 from . import saved
 from .kernel import BufferSpec, Kernel
+from .peaks import MachinePeaks
+from .profile import KernelSite, Profile, profile_run
 from .timing import time_kernel
 
 
@@ -42,13 +44,15 @@ class ModuleSpec:
     workspace_bytes: int
     unshared_bytes: int  # intermediate memory without reuse, for reports
     derived: tuple[DerivedWeight, ...] = ()
+    kernels: tuple[KernelSite, ...] = ()  # the entry's kernel calls, in order, for `Module.profile`
 
     @staticmethod
     def of(inputs, outputs, weights, workspace_bytes: int, unshared_bytes: int,
-           derived: tuple[DerivedWeight, ...] = ()) -> "ModuleSpec":
+           derived: tuple[DerivedWeight, ...] = (), kernels: tuple[KernelSite, ...] = ()) -> "ModuleSpec":
         def specs(values):
             return tuple(BufferSpec(v.name, tuple(v.shape), v.dtype) for v in values)
-        return ModuleSpec(specs(inputs), specs(outputs), specs(weights), workspace_bytes, unshared_bytes, derived)
+        return ModuleSpec(specs(inputs), specs(outputs), specs(weights), workspace_bytes, unshared_bytes, derived,
+                          kernels)
 
     def to_json(self) -> dict:
         def row(s):
@@ -58,7 +62,8 @@ class ModuleSpec:
             return [row(s) for s in specs]
         return {"inputs": rows(self.inputs), "outputs": rows(self.outputs), "weights": rows(self.weights),
                 "workspace_bytes": self.workspace_bytes, "unshared_bytes": self.unshared_bytes,
-                "derived": [{"weight": d.weight, "source": row(d.source), "kernel": d.kernel} for d in self.derived]}
+                "derived": [{"weight": d.weight, "source": row(d.source), "kernel": d.kernel} for d in self.derived],
+                "kernels": [k.to_json() for k in self.kernels]}
 
     @staticmethod
     def from_json(obj: dict) -> "ModuleSpec":
@@ -89,10 +94,16 @@ class ModuleSpec:
                 raise TypeError("a weight is derived twice")
             return tuple(out)
 
+        def kernels():
+            rows = obj.get("kernels", [])  # absent in modules saved before profiling: they do not profile
+            if not isinstance(rows, list):
+                raise TypeError("'kernels' is not a list")
+            return tuple(KernelSite.from_json(r) for r in rows)
+
         try:
             weights = specs("weights")
             return ModuleSpec(specs("inputs"), specs("outputs"), weights, count("workspace_bytes"),
-                              count("unshared_bytes"), derived(weights))
+                              count("unshared_bytes"), derived(weights), kernels())
         except KeyError as exc:
             raise ModuleFormatError(f"the manifest's spec has no field {exc}") from None
         except (TypeError, ShapeError) as exc:
@@ -166,6 +177,19 @@ class Module:
         try:
             return time_kernel(self._kernel, inputs + outputs + self._weights + [workspace], repeats=repeats,
                                min_repeat_s=min_repeat_s).median
+        finally:
+            self._workspaces.give_back(workspace)
+
+    def profile(self, *args, repeats: int = 20, warmup: int = 2, peaks: MachinePeaks | None = None,
+                **kwargs) -> Profile:
+        """Time each kernel on these inputs (positional or named, as a call takes them): the median of `repeats`
+        runs after `warmup`, against `peaks` (default: this machine's, measured once and cached)."""
+        inputs = self._arguments(args, kwargs)
+        outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
+        workspace = self._workspaces.take()
+        try:
+            return profile_run(self._kernel, self.spec.kernels, [*inputs, *outputs, *self._weights, workspace],
+                               outputs, repeats=repeats, warmup=warmup, peaks=peaks)
         finally:
             self._workspaces.give_back(workspace)
 

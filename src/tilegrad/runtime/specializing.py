@@ -40,6 +40,8 @@ from . import saved
 from ..errors import KernelCallError, ModuleFormatError, TilegradError
 from .module import Module, bind_arguments
 from .module import load as load_module
+from .peaks import MachinePeaks
+from .profile import Profile
 from .structured import TENSOR, Form, flat_names, regroup, split
 
 MANIFEST = "specializing.json"
@@ -132,6 +134,14 @@ class SpecializingModule:
         compiled = self._compiled(self._key(forms, tensors))
         return regroup(compiled.outputs,
                        compiled.module(**{name: a for name, a, value_needed in tensors if not value_needed}))
+
+    def profile(self, *args, repeats: int = 20, warmup: int = 2, peaks: MachinePeaks | None = None,
+                **kwargs) -> Profile:
+        """`Module.profile` of the specialisation these arguments run on (its outputs flat, as tensors)."""
+        forms, tensors = self._arguments(args, kwargs)
+        module = self._compiled(self._key(forms, tensors)).module
+        return module.profile(repeats=repeats, warmup=warmup, peaks=peaks,
+                              **{name: a for name, a, value_needed in tensors if not value_needed})
 
     def _compiled(self, key: Key) -> Compiled:
         """The compiled module of `key`: from the cache, or compiled by this call while others wait for it."""

@@ -1,0 +1,168 @@
+"""Per-kernel profile of a compiled module: where an inference's time goes, and how close each kernel runs to the
+machine's ceilings.
+
+The library of a module has, beside `tg_run`, `tg_run_profiled` (`codegen/entry.py`), which reads a monotonic
+clock around each kernel call and adds the nanoseconds to one counter per call site. `profile_run` calls it
+`warmup + repeats` times and keeps each site's median; it also times the plain `tg_run` on the same arguments,
+so the report shows the clock's own overhead (the kernels' sum against the un-instrumented latency). Each site's
+FLOPs and bytes (its inputs and outputs) come from the module's spec, written when it was compiled; its GFLOP/s
+and GB/s are read against the FMA peak and bandwidth `peaks.measured_peaks` measured on this machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ModuleFormatError
+from .kernel import BufferSpec, Kernel
+from .peaks import MachinePeaks, measured_peaks
+from .timing import time_kernel
+
+PROFILED_ENTRY = "tg_run_profiled"
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSite:
+    """One kernel call of a module's entry, in call order: its C function, its label (ops and output shape, as
+    `tilegrad tune --list-tasks` names tasks), its floating-point work and the bytes of its inputs and outputs."""
+
+    function: str
+    label: str
+    flops: int
+    bytes: int
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(row: dict) -> KernelSite:
+        if not (isinstance(row, dict) and isinstance(row.get("function"), str) and isinstance(row.get("label"), str)
+                and type(row.get("flops")) is int and type(row.get("bytes")) is int):
+            raise TypeError(f"kernel site {row!r} lacks a function, a label, flops or bytes")
+        return KernelSite(row["function"], row["label"], row["flops"], row["bytes"])
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileRow:
+    """A call site (calls 1) or all sites of one label: seconds per inference, its share, and its rates."""
+
+    label: str
+    function: str  # the C function; "" in a row of several sites
+    calls: int
+    seconds: float
+    share: float  # of the kernels' sum
+    flops: int
+    bytes: int
+    gflops: float
+    gbs: float
+    fma_fraction: float  # gflops / the machine's FMA peak
+    bandwidth_fraction: float  # gbs / the machine's bandwidth
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """Time per kernel of one module on one set of inputs, median over `repeats` runs, against `peaks`."""
+
+    sites: tuple[ProfileRow, ...]  # in call order
+    peaks: MachinePeaks
+    latency_s: float  # median of the un-instrumented entry
+    profiled_s: float  # median of the instrumented entry, clock reads included
+    repeats: int
+    outputs: tuple[np.ndarray, ...]  # of the last profiled run
+
+    @property
+    def kernels_s(self) -> float:
+        """The sum of the kernels' medians."""
+        return sum(r.seconds for r in self.sites)
+
+    def by_label(self) -> list[ProfileRow]:
+        """One row per kernel label (its sites summed), slowest first."""
+        groups: dict[str, list[ProfileRow]] = {}
+        for r in self.sites:
+            groups.setdefault(r.label, []).append(r)
+        rows = [_row(label, "", sum(r.seconds for r in rs), sum(r.flops for r in rs), sum(r.bytes for r in rs),
+                     self.kernels_s, self.peaks, calls=len(rs)) for label, rs in groups.items()]
+        return sorted(rows, key=lambda r: -r.seconds)
+
+    def table(self, top: int | None = None) -> str:
+        """The report, as ONNX Runtime's profile summary reads: a header (machine, peaks, latencies), the call
+        sites slowest first (the `top` of them, or all), then the time per kernel label."""
+        p = self.peaks
+        total = self.kernels_s
+        header = (f"machine: {p.cpu}, {p.isa}, {p.threads} threads; FMA peak {p.fma_gflops:.1f} GFLOP/s, "
+                  f"bandwidth {p.bandwidth_gbs:.1f} GB/s")
+        latency = (f"latency: {_ms(self.latency_s)} ms un-instrumented (median of {self.repeats}); kernels sum "
+                   f"{_ms(total)} ms ({total / self.latency_s:.1%} of it), instrumented run {_ms(self.profiled_s)} ms")
+        lines = [header, latency, "", f"{'#':>3} {'kernel':<44} {'function':<28} {_RATES_HEADER}"]
+        ranked = sorted(enumerate(self.sites), key=lambda ir: -ir[1].seconds)
+        for i, r in ranked[:top]:
+            lines.append(f"{i:>3} {r.label[:44]:<44} {r.function[:28]:<28} {_rates(r)}")
+        if top is not None and len(ranked) > top:
+            rest = sum(r.seconds for _, r in ranked[top:])
+            lines.append(f"    ({len(ranked) - top} more kernels: {_ms(rest)} ms, {rest / total:.1%})")
+        lines += ["", f"{'kernel label':<48} {'calls':>5} {_RATES_HEADER}"]
+        lines += [f"{r.label[:48]:<48} {r.calls:>5} {_rates(r)}" for r in self.by_label()[:top]]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """The profile as JSON-ready data (the outputs left out)."""
+        return {"machine": dataclasses.asdict(self.peaks), "repeats": self.repeats, "latency_s": self.latency_s,
+                "profiled_s": self.profiled_s, "kernels_s": self.kernels_s,
+                "kernels": [dataclasses.asdict(r) for r in self.sites],
+                "by_label": [dataclasses.asdict(r) for r in self.by_label()]}
+
+
+def profile_run(entry: Kernel, sites: Sequence[KernelSite], arrays: Sequence[np.ndarray],
+                outputs: Sequence[np.ndarray], *, repeats: int, warmup: int,
+                peaks: MachinePeaks | None = None) -> Profile:
+    """Profile the module whose `tg_run` is `entry`, called on `arrays` (its arguments, `outputs` among them):
+    `warmup` untimed runs, then `repeats` timed ones; `peaks` default to this machine's, measured once and
+    cached."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"profile needs repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    if not sites:
+        raise ModuleFormatError(f"the module in {entry.library} records no kernel call sites (saved by an "
+                                f"earlier version?); compile it again to profile it")
+    clocks = np.zeros(len(sites), np.int64)
+    profiled = Kernel(entry.library, PROFILED_ENTRY, [*entry.params, BufferSpec("clocks", clocks.shape, "int64")],
+                      cfg=entry.cfg)
+    args = [*arrays, clocks]
+    for _ in range(warmup):
+        profiled(*args)
+    per_run = []
+    for _ in range(repeats):
+        clocks[:] = 0
+        profiled(*args)
+        per_run.append(clocks.copy())
+    seconds = np.median(np.stack(per_run), axis=0) / 1e9
+    result_outputs = tuple(o.copy() for o in outputs)
+    latency = time_kernel(entry, arrays, warmup=1, repeats=repeats, min_repeat_s=0.005).median
+    instrumented = time_kernel(profiled, args, warmup=1, repeats=repeats, min_repeat_s=0.005).median
+    peaks = peaks or measured_peaks(entry.num_threads)
+    total = float(seconds.sum())
+    rows = tuple(_row(s.label, s.function, float(t), s.flops, s.bytes, total, peaks) for s, t in zip(sites, seconds))
+    return Profile(rows, peaks, latency, instrumented, repeats, result_outputs)
+
+
+def _row(label: str, function: str, seconds: float, flops: int, nbytes: int, total: float, peaks: MachinePeaks,
+         calls: int = 1) -> ProfileRow:
+    gflops = flops / seconds / 1e9 if seconds > 0 else 0.0
+    gbs = nbytes / seconds / 1e9 if seconds > 0 else 0.0
+    return ProfileRow(label, function, calls, seconds, seconds / total if total > 0 else 0.0, flops, nbytes, gflops,
+                      gbs, gflops / peaks.fma_gflops, gbs / peaks.bandwidth_gbs)
+
+
+_RATES_HEADER = f"{'ms':>8} {'share':>6} {'GFLOP/s':>8} {'%peak':>6} {'GB/s':>7} {'%bw':>6}"
+
+
+def _rates(r: ProfileRow) -> str:
+    """A row's time, share and rates, under `_RATES_HEADER`."""
+    return (f"{_ms(r.seconds):>8} {r.share:>6.1%} {r.gflops:>8.2f} {r.fma_fraction:>6.1%} {r.gbs:>7.2f} "
+            f"{r.bandwidth_fraction:>6.1%}")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f}"

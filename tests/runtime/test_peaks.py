@@ -1,0 +1,87 @@
+"""Measured machine peaks: plausible figures from generated C, cached per CPU, ISA and threads, measured again
+on request or when the cache does not read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tilegrad import machine
+from tilegrad.runtime import peaks
+from tilegrad.runtime.build import assemble
+from tilegrad.target import Target
+
+FAKE = machine.MachinePeaks("Test CPU", "avx2+fma", 2, 123.0, 4.5)
+
+
+def _fake_measure(result, calls):
+    def measure(threads, duration_s, cfg):
+        calls.append(threads)
+        return result
+    return measure
+
+
+def test_the_measured_peaks_are_plausible_and_read_back_from_the_cache(monkeypatch):
+    measured = machine.measured_peaks(threads=2, duration_s=0.02)
+    assert measured.fma_gflops > 1.0 and measured.bandwidth_gbs > 0.5
+    assert measured.threads == 2 and measured.cpu and measured.isa == peaks.isa_of(peaks.host())
+    path = machine.cache_path(2)
+    assert json.loads(path.read_text()) == {"cpu": measured.cpu, "isa": measured.isa, "threads": 2,
+                                            "fma_gflops": measured.fma_gflops,
+                                            "bandwidth_gbs": measured.bandwidth_gbs}
+    calls = []
+    monkeypatch.setattr(peaks, "_measure", _fake_measure(FAKE, calls))
+    assert machine.measured_peaks(threads=2) == measured
+    assert calls == []
+
+
+def test_remeasure_overwrites_the_cached_peaks(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peaks, "_measure", _fake_measure(FAKE, calls))
+    assert machine.measured_peaks(threads=2) == FAKE
+    faster = machine.MachinePeaks("Test CPU", "avx2+fma", 2, 246.0, 9.0)
+    monkeypatch.setattr(peaks, "_measure", _fake_measure(faster, calls))
+    assert machine.measured_peaks(threads=2) == FAKE  # cached
+    assert machine.measured_peaks(threads=2, remeasure=True) == faster
+    assert machine.measured_peaks(threads=2) == faster
+    assert calls == [2, 2]
+
+
+def test_each_thread_count_has_its_own_figures(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peaks, "_measure", _fake_measure(FAKE, calls))
+    assert machine.cache_path(1) != machine.cache_path(2)
+    machine.measured_peaks(threads=1)
+    machine.measured_peaks(threads=2)
+    machine.measured_peaks(threads=1)
+    assert calls == [1, 2]
+
+
+def test_an_unreadable_cache_is_measured_again(monkeypatch):
+    calls = []
+    monkeypatch.setattr(peaks, "_measure", _fake_measure(FAKE, calls))
+    path = machine.cache_path(2)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"cpu": "half a file')
+    assert machine.measured_peaks(threads=2) == FAKE
+    assert calls == [2] and json.loads(path.read_text())["fma_gflops"] == 123.0
+
+
+@pytest.mark.parametrize("flags, isa", [({"avx512f", "avx2", "fma"}, "avx512f"), ({"avx2", "fma"}, "avx2+fma"),
+                                        ({"avx2"}, "avx2"), ({"sse4_2"}, "sse4.2"), ({"asimd"}, "neon"),
+                                        (set(), "scalar")])
+def test_the_isa_is_the_widest_vector_extension(flags, isa):
+    assert peaks.isa_of(Target(flags=frozenset(flags))) == isa
+
+
+def test_the_fma_chains_compile_to_vector_instructions_as_wide_as_the_target():
+    target = peaks.host()
+    asm = assemble(peaks.measuring_source(target.vector_lanes))
+    if "fma" in target.flags:  # x86: packed FMAs on the widest registers
+        register = {16: "zmm", 8: "ymm"}.get(target.vector_lanes, "xmm")
+        assert any("vfmadd" in line and f"ps\t%{register}" in line for line in asm.splitlines())
+    elif {"neon", "asimd"} & target.flags:
+        assert "fmla\tv" in asm
+    else:
+        assert "mulps" in asm
