@@ -10,8 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import tilegrad
 from tilegrad import cli
-from tilegrad.tune.callbacks import Callback, default_callbacks
+from tilegrad.tune.callbacks import Callback
 from tilegrad.tune.model import model_tasks
 from tilegrad.tune.report import (
     BEST_VS_MEASURED,
@@ -23,7 +24,6 @@ from tilegrad.tune.report import (
     write_report,
 )
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -111,11 +111,10 @@ class _Interrupt(Callback):
 
 
 def test_an_interrupted_run_leaves_a_page(tmp_path):
-    tasks = model_tasks(str(_matmul_relu(tmp_path / "mm.onnx")), algorithms=False)
     report = WriteReport(tmp_path / "report", Peaks(), model="mm.onnx")
     policy = EvolutionaryPolicy(population=16, generations=1, measure_per_round=4)
     with pytest.raises(KeyboardInterrupt):
-        tune_tasks(tasks, tmp_path / "t.db", policy, TuneOptions(trials=100),
-                   callbacks=[*default_callbacks(progress=False), report, _Interrupt()])
+        tilegrad.tune(str(_matmul_relu(tmp_path / "mm.onnx")), db=tmp_path / "t.db", policy=policy, trials=100,
+                      algorithms=False, progress=False, callbacks=[report, _Interrupt()])
     (row,) = _rows_of(_assert_page(tmp_path / "report"))
     assert row[-1] == "4"  # the one round measured before the interruption
