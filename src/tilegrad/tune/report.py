@@ -104,11 +104,10 @@ class WriteReport(Callback):
         self.directory = Path(directory)
         self.peaks = peaks
         self.model = model
-        self._date = ""
-        self._start: list[tuple[float, int, float]] = []
+        self._date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        self._start: list[tuple[float, int, float]] = []  # the estimate before the first round
 
     def started(self, run: TuningRun) -> None:
-        self._date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         self._start = [(run.elapsed(), run.done, run.estimate())]
 
     def finished(self, run: TuningRun) -> None:
