@@ -1,27 +1,39 @@
-"""Whole-model benchmark: tilegrad (untuned, default schedules) against ONNX Runtime, PyTorch eager and
-torch.compile (Inductor, its default backend, and the "tilegrad" backend).
+"""Whole-model benchmark: tilegrad (untuned, default schedules, and optionally tuned) against ONNX Runtime,
+PyTorch eager and torch.compile (Inductor, its default backend, and the "tilegrad" backend).
 
 The models are defined here in PyTorch with random weights (no downloads), exported to ONNX once, and each
 runtime is timed on the same input: medians over interleaved rounds, with a pause between runtimes. Run:
 
     python benchmarks/models.py                     # table
-    python benchmarks/models.py --json              # [{"model", "opt_level", "tilegrad_ms", "onnxruntime_ms",
-                                                    #   "torch_ms", "torch_compile_inductor_ms",
-                                                    #   "torch_compile_tilegrad_ms", "kernels", "peak_bytes",
-                                                    #   "intermediate_bytes"}]
+    python benchmarks/models.py --json              # [{"model", "opt_level", "cpu", "isa", "tilegrad_ms",
+                                                    #   "untuned_ms", "tuned_ms", "onnxruntime_ms", "torch_ms",
+                                                    #   "torch_compile_inductor_ms", "torch_compile_tilegrad_ms",
+                                                    #   "kernels", "peak_bytes", "intermediate_bytes", "tune_s",
+                                                    #   "tuned_max_rel_error"}]
     python benchmarks/models.py --only resnet50 --opt-levels 0,2
     python benchmarks/models.py --no-torch-compile  # without the two torch.compile columns (Inductor compiles
                                                     #   for a minute or more per model)
+    python benchmarks/models.py --tune-budget 600 --db-dir dbs/   # tune each model first (tilegrad.tune, the
+                                                    #   default policy, into dbs/<model>.db), then time it tuned too
 
 "kernels" counts the kernels one inference runs, "peak_bytes" the workspace the static memory plan gives the
 intermediate tensors (with lifetime-based reuse), "intermediate_bytes" what those tensors would take without
 reuse. "torch_ms" is PyTorch eager; the torch.compile columns are None with --no-torch-compile. The tilegrad
 backend compiles at the default opt level (2) and must not fall back to eager (that is an error here).
+
+With --tune-budget SECONDS and --db-dir DIR, each model is tuned at each opt level for that many seconds into
+DIR/<model>.db before it is timed (an existing database is resumed and the budget still spent), compiled with
+those records beside the untuned module, and the two are timed in the same interleaved rounds: the rows add
+"tuned_ms" and "untuned_ms" (the same figure as "tilegrad_ms"), "tune_s" (the seconds tuning took) and
+"tuned_max_rel_error" (the tuned module's output against ONNX Runtime's); without tuning those three are None. --report
+also writes each model's tuning report (`tilegrad tune --report`) into DIR/<model>_report/. Every row names
+the machine: "cpu" (its model) and "isa" (the widest vector extension tilegrad's target detects).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import math
@@ -30,6 +42,7 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -182,6 +195,34 @@ MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_base": bert_
 # -- measurement ---------------------------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """Tune each model for `budget_s` seconds into `db_dir`/<model>.db before timing it; with `report`, write the
+    tuning report into `db_dir`/<model>_report/."""
+
+    budget_s: float
+    db_dir: Path
+    report: bool = False
+
+    def db(self, name: str) -> Path:
+        return self.db_dir / f"{name}.db"
+
+    def tune(self, name: str, model: bytes, opt_level: int) -> float:
+        """Tune `model` into its database; returns the seconds it took."""
+        import tilegrad
+
+        callbacks = []
+        if self.report:
+            from tilegrad.machine import measured_peaks
+            from tilegrad.tune.report import WriteReport
+
+            callbacks.append(WriteReport(self.db_dir / f"{name}_report", measured_peaks(), model=name))
+        self.db_dir.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        tilegrad.tune(model, db=self.db(name), opt_level=opt_level, budget=self.budget_s, callbacks=callbacks)
+        return time.perf_counter() - start
+
+
 def _export(module, args) -> bytes:
     f = io.BytesIO()
     with warnings.catch_warnings():
@@ -208,12 +249,24 @@ def _torch_compiled(module, args) -> dict:
     return compiled
 
 
-def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile: bool = True) -> list[dict]:
-    """One row per opt level: tilegrad at that level, timed interleaved with ONNX Runtime, PyTorch eager and
-    torch.compile (Inductor and the tilegrad backend)."""
+def _compiled(model: bytes, level: int, feeds: dict, want: np.ndarray, db: Path | None = None) -> tuple:
+    """(compilation, seconds it took, max relative error against ONNX Runtime's output `want`)."""
+    from tilegrad.api import compile_with_report
+
+    start = time.perf_counter()
+    built = compile_with_report(model, opt_level=level, db=db)
+    ours = built.module(**feeds)
+    ours = ours[0] if isinstance(ours, list) else ours
+    return built, time.perf_counter() - start, float(np.max(np.abs(ours - want)) / (np.max(np.abs(want)) + 1e-12))
+
+
+def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile: bool = True,
+            tuning: Tuning | None = None) -> list[dict]:
+    """One row per opt level: tilegrad at that level (and, with `tuning`, tuned at that level first), timed
+    interleaved with ONNX Runtime, PyTorch eager and torch.compile (Inductor and the tilegrad backend)."""
     import onnxruntime as ort
 
-    from tilegrad.api import compile_with_report
+    from tilegrad.target import host
 
     torch.manual_seed(0)
     module, args = MODELS[name]()
@@ -224,17 +277,15 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile
     options.intra_op_num_threads = THREADS
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)[0]
-    builds = {}
-    for level in opt_levels:
-        start = time.perf_counter()
-        built = compile_with_report(model, opt_level=level)
-        ours = built.module(**feeds)
-        ours = ours[0] if isinstance(ours, list) else ours
-        builds[level] = (built, time.perf_counter() - start,
-                         float(np.max(np.abs(ours - want)) / (np.max(np.abs(want)) + 1e-12)))
+    builds = {level: _compiled(model, level, feeds, want) for level in opt_levels}
+    tuned, tune_s = {}, {}
+    for level in opt_levels if tuning else ():
+        tune_s[level] = tuning.tune(name, model, level)
+        tuned[level] = _compiled(model, level, feeds, want, db=tuning.db(name))
     torch.set_num_threads(THREADS)
     compiled = _torch_compiled(module, args) if torch_compile else {}
-    times = {f"tilegrad{level}": [] for level in opt_levels} | {"onnxruntime": [], "torch": []}
+    times = {f"tilegrad{level}": [] for level in opt_levels} | {f"tuned{level}": [] for level in tuned}
+    times |= {"onnxruntime": [], "torch": []}
     times |= {f"torch_compile_{key}": [] for key in compiled}
     with torch.no_grad():
         for _ in range(rounds):
@@ -242,6 +293,10 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile
                 mod = builds[level][0].module
                 times[f"tilegrad{level}"].append(median_time(lambda: mod(**feeds), repeats))
                 time.sleep(IDLE_S)
+                if level in tuned:
+                    mod = tuned[level][0].module
+                    times[f"tuned{level}"].append(median_time(lambda: mod(**feeds), repeats))
+                    time.sleep(IDLE_S)
             times["onnxruntime"].append(median_time(lambda: session.run(None, feeds), repeats))
             time.sleep(IDLE_S)
             times["torch"].append(median_time(lambda: module(*args), repeats))
@@ -249,12 +304,16 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile
             for key, (fn, _) in compiled.items():
                 times[f"torch_compile_{key}"].append(median_time(lambda: fn(*args), repeats))
                 time.sleep(IDLE_S)
+    target = host()
     rows = []
     for level in opt_levels:
         built, compile_s, error = builds[level]
         spec = built.module.spec
-        rows.append({"model": name, "opt_level": level,
-                     "tilegrad_ms": statistics.median(times[f"tilegrad{level}"]) * 1e3,
+        untuned_ms = statistics.median(times[f"tilegrad{level}"]) * 1e3
+        rows.append({"model": name, "opt_level": level, "cpu": target.model, "isa": target.isa,
+                     "tilegrad_ms": untuned_ms, "untuned_ms": untuned_ms,
+                     "tuned_ms": statistics.median(times[f"tuned{level}"]) * 1e3 if level in tuned else None,
+                     "tune_s": tune_s.get(level), "tuned_max_rel_error": tuned[level][2] if level in tuned else None,
                      "onnxruntime_ms": statistics.median(times["onnxruntime"]) * 1e3,
                      "torch_ms": statistics.median(times["torch"]) * 1e3,
                      **{f"torch_compile_{key}_ms": statistics.median(times[f"torch_compile_{key}"]) * 1e3
@@ -275,27 +334,44 @@ def main(argv=None) -> int:
     parser.add_argument("--opt-levels", default="2", help="comma-separated opt levels to compile at (e.g. 0,2)")
     parser.add_argument("--no-torch-compile", action="store_true",
                         help="skip the torch.compile columns (Inductor and the tilegrad backend)")
+    parser.add_argument("--tune-budget", type=float, default=None, metavar="SECONDS",
+                        help="tune each model for this long (per opt level) before timing it; needs --db-dir")
+    parser.add_argument("--db-dir", type=Path, default=None, metavar="DIR",
+                        help="the tuning databases, DIR/<model>.db (created or resumed)")
+    parser.add_argument("--report", action="store_true",
+                        help="with --tune-budget, write each model's tuning report into DIR/<model>_report/")
     args = parser.parse_args(argv)
+    if (args.tune_budget is None) != (args.db_dir is None):
+        parser.error("--tune-budget and --db-dir go together")
+    if args.report and args.tune_budget is None:
+        parser.error("--report needs --tune-budget and --db-dir")
+    tuning = Tuning(args.tune_budget, args.db_dir, args.report) if args.tune_budget is not None else None
     names = args.only.split(",") if args.only else list(MODELS)
     levels = tuple(int(x) for x in args.opt_levels.split(","))
     rows = []
     for name in names:
-        rows.extend(measure(name, args.rounds, args.repeats, levels, torch_compile=not args.no_torch_compile))
+        rows.extend(measure(name, args.rounds, args.repeats, levels, torch_compile=not args.no_torch_compile,
+                            tuning=tuning))
         if not args.json:
             print(f"  measured {name}", file=sys.stderr)
     if args.json:
-        keys = ("model", "opt_level", "tilegrad_ms", "onnxruntime_ms", "torch_ms", "torch_compile_inductor_ms",
-                "torch_compile_tilegrad_ms", "kernels", "peak_bytes", "intermediate_bytes")
+        keys = ("model", "opt_level", "cpu", "isa", "tilegrad_ms", "untuned_ms", "tuned_ms", "onnxruntime_ms",
+                "torch_ms", "torch_compile_inductor_ms", "torch_compile_tilegrad_ms", "kernels", "peak_bytes",
+                "intermediate_bytes", "tune_s", "tuned_max_rel_error")
         print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=1))
         return 0
-    print(f"threads: {THREADS}; untuned tilegrad (default schedules); latency ratios are peer time / tilegrad time")
+    tuned_note = f"; tuned ms: after {tuning.budget_s:g} s of tuning per opt level" if tuning else ""
+    print(f"threads: {THREADS}; CPU: {rows[0]['cpu']} ({rows[0]['isa']}); tilegrad ms: untuned (default "
+          f"schedules){tuned_note}; latency ratios are peer time / tilegrad time")
+    tuned_head = f"{'tuned ms':>9}{'tuned vs ORT':>13}" if tuning else ""
     print(f"{'model':<14}{'opt':>4}{'tilegrad ms':>12}{'ORT ms':>9}{'torch ms':>9}{'vs ORT':>8}{'vs torch':>9}"
-          f"{'kernels':>8}{'peak MiB':>9}{'interm MiB':>11}{'compile s':>10}{'rel err':>9}")
+          f"{'kernels':>8}{'peak MiB':>9}{'interm MiB':>11}{'compile s':>10}{'rel err':>9}{tuned_head}")
     for r in rows:
+        tuned = f"{r['tuned_ms']:>9.2f}{r['onnxruntime_ms'] / r['tuned_ms']:>12.2f}x" if tuning else ""
         print(f"{r['model']:<14}{r['opt_level']:>4}{r['tilegrad_ms']:>12.2f}{r['onnxruntime_ms']:>9.2f}"
               f"{r['torch_ms']:>9.2f}{r['onnxruntime_ms'] / r['tilegrad_ms']:>7.2f}x"
               f"{r['torch_ms'] / r['tilegrad_ms']:>8.2f}x{r['kernels']:>8}{r['peak_bytes'] / 2**20:>9.1f}"
-              f"{r['intermediate_bytes'] / 2**20:>11.1f}{r['compile_s']:>10.1f}{r['max_rel_error']:>9.1e}")
+              f"{r['intermediate_bytes'] / 2**20:>11.1f}{r['compile_s']:>10.1f}{r['max_rel_error']:>9.1e}{tuned}")
     for level in levels:
         ratios = [r["tilegrad_ms"] / r["onnxruntime_ms"] for r in rows if r["opt_level"] == level]
         print(f"opt {level}: geometric mean of tilegrad / ONNX Runtime latency: "

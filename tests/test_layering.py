@@ -35,6 +35,10 @@ ALLOWED: dict[str, set[str]] = {
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune"},
     "torch_backend": BASE | {"api"},
+<<<<<<< HEAD
+=======
+    "machine": BASE,
+>>>>>>> report
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
                      "api"},

@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
+    t.add_argument("--report", metavar="DIR", default=None,
+                   help="write a tuning report to DIR/index.html: best-so-far curves, a table of the tasks and a "
+                        "roofline against this machine's measured peaks")
     t.set_defaults(command=_tune)
 
     i = sub.add_parser("info", parents=[common, shapes], help="inputs, outputs, ops, FLOPs and unsupported ops",
@@ -163,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
 # ---- tune ----
 
 def _tune(args) -> None:
+    from .tune.callbacks import default_callbacks
     from .tune.model import model_tasks
     from .tune.tuner import TuneOptions, tune_tasks
 
@@ -179,9 +183,23 @@ def _tune(args) -> None:
         raise UsageError("give --trials N or --budget TIME (or both)")
     options = TuneOptions(trials=args.trials, budget=budget, measure_per_round=args.measure_per_round,
                           recheck=args.recheck)
-    result = tune_tasks(tasks, args.db, args.policy, options)
+    callbacks = default_callbacks()
+    if args.report:
+        from .tune.report import WriteReport
+
+        callbacks.append(WriteReport(args.report, _machine_peaks(), model=args.model))
+    result = tune_tasks(tasks, args.db, args.policy, options, callbacks=callbacks)
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
+    if args.report:
+        print(f"report in {Path(args.report) / 'index.html'}")
+
+
+def _machine_peaks():
+    """This machine's FMA peak and memory bandwidth, which the report's roofline is drawn against."""
+    from .machine import measured_peaks
+
+    return measured_peaks()
 
 
 def _list_tasks(tasks) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..frontend.load import import_model
 from ..passes import optimize
 from .algorithms import algorithm_tasks, variants
-from .callbacks import default_callbacks
+from .callbacks import Callback, default_callbacks
 from .cost_model import CostModel
 from .results import TuneResult
 from .search import SearchPolicy
@@ -19,16 +19,17 @@ from .tuner import TuneOptions, tune_tasks
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
          example_inputs=None, opt_level: int = 2, policy: str | SearchPolicy = "gradient",
          cost_model: str | CostModel | None = None, algorithms: bool = True, progress: bool = True,
-         **options) -> TuneResult:
+         callbacks: Sequence[Callback] = (), **options) -> TuneResult:
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
     with its own settings. With `algorithms`, the kernels of each convolution's other algorithms are tuned too,
-    and compile picks the algorithms by the records (algorithms.py)."""
+    and compile picks the algorithms by the records (algorithms.py). `callbacks` run after the default ones (say,
+    `report.WriteReport`)."""
     tasks = model_tasks(model, input_shapes=input_shapes, example_inputs=example_inputs, opt_level=opt_level,
                         algorithms=algorithms)
     return tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model,
-                      callbacks=default_callbacks(progress))
+                      callbacks=[*default_callbacks(progress), *callbacks])
 
 
 def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2,

@@ -73,6 +73,8 @@ class TuningRun:
     rechecks: int = 0
     history: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
     incumbents: list[tuple[float, int, str, str]] = dataclasses.field(default_factory=list)
+    confirmed: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    """Per task key, the (default, best) latencies of the final confirmation, once it ran."""
 
     def elapsed(self) -> float:
         return self.clock() - self.start
@@ -93,6 +95,11 @@ class TuningRun:
         if c is not None and c != st.reported:
             st.reported = c
             self.incumbents.append((self.elapsed(), self.done, st.task.key, st.space.trace(c).to_json()))
+
+    def task_results(self) -> list[TaskResult]:
+        """Each task's untuned and best latency: the confirmed figures where the final confirmation ran."""
+        return [TaskResult(s.task, *self.confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))),
+                           s.trials) for s in self.states]
 
 
 def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy = "gradient",
@@ -117,7 +124,6 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
     states = [TaskState(t, lambda space, s=options.seed + i: policy.for_task(space, model, s))
               for i, t in enumerate(tasks)]
     run: TuningRun | None = None
-    confirmed: dict[str, tuple[float, float]] = {}
     try:
         with Database(db) as database:
             run = TuningRun(options, policy, model, database, states, callbacks, clock, start)
@@ -159,16 +165,15 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
         if options.confirm > 0 and run.done > 0:
             for cb in callbacks:
                 cb.confirming(run)
-            confirmed = confirm_best([s.task for s in states if s.trials], db, measurer, top=options.confirm)
+            run.confirmed = confirm_best([s.task for s in states if s.trials], db, measurer, top=options.confirm)
     finally:
         if run is not None:
             for cb in callbacks:
                 cb.finished(run)
         if own_measurer:
             measurer.close()
-    results = [TaskResult(s.task, *confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))), s.trials)
-               for s in states]
-    return TuneResult(results, Path(db), run.done, clock() - start, run.rechecks, run.history, run.incumbents)
+    return TuneResult(run.task_results(), Path(db), run.done, clock() - start, run.rechecks, run.history,
+                      run.incumbents)
 
 
 def _challenge(st: TaskState, batch: list[Candidate], results: list[MeasureResult], measurer: Measurer,
