@@ -37,7 +37,6 @@ ALLOWED: dict[str, set[str]] = {
     "torch_backend": BASE | {"api"},
 <<<<<<< HEAD
 =======
-    "machine": BASE,
 >>>>>>> report
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
