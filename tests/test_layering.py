@@ -35,9 +35,6 @@ ALLOWED: dict[str, set[str]] = {
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune"},
     "torch_backend": BASE | {"api"},
-<<<<<<< HEAD
-=======
->>>>>>> report
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
                      "api"},
