@@ -56,6 +56,22 @@ def test_layout_transforms_round_trip_with_zero_padded_lanes():
     np.testing.assert_array_equal(interpret(back, {"B": got}), xv)
 
 
+
+@pytest.mark.parametrize("channels,inner,block", [(11, 4, 8), (20, 8, 16), (20, 16, 8), (16, 16, 8), (4, 16, 8)])
+def test_reblock_equals_unblocking_then_blocking_and_zeroes_the_lanes_past_the_channels(channels, inner, block):
+    """The padding lanes of the input hold garbage (an element-wise op need not keep them zero); the output's are
+    zero."""
+    xv = block_array(_rand(1, channels, 3, 2), inner)
+    xv[:, -1, :, :, channels % inner or inner:] = 7.0
+    x = te.placeholder(xv.shape, name="X")
+    out = nchwc.reblock(x, block, channels)
+    want = block_array(unblock_array(xv, channels), block)
+    assert out.shape == want.shape
+    np.testing.assert_array_equal(interpret(out, {"X": xv}), want)
+    np.testing.assert_array_equal(_compiled(out, [x], [xv]), want)
+    with pytest.raises(ShapeError, match="filling the last"):
+        nchwc.reblock(x, block, channels + inner)
+
 @pytest.mark.parametrize("channels,out_channels,kernel,stride,padding,dilation", [
     (6, 7, 3, 2, 1, 1),
     (8, 16, 1, 1, 0, 1),

@@ -61,16 +61,19 @@ def layout(g: Graph, ctx: PassContext) -> Graph:
 
 
 def _requested_blocks(g: Graph, ctx: PassContext) -> tuple[int, dict[str, int]]:
-    """The default block and the blocks asked for by convolution name, checked."""
+    """The default block, and the blocks asked for by convolution name (the name of the imported `conv`, which
+    `conv_algorithm` may have renamed) keyed by the name of the node that now runs it, checked."""
     option = ctx.options.get("layout_block")
-    named = dict(option) if isinstance(option, dict) else {}
-    default = int(option) if option and not named else ctx.target.vector_lanes
-    unknown = sorted(set(named) - {n.name for n in g.nodes})
+    asked = dict(option) if isinstance(option, dict) else {}
+    default = int(option) if option and not asked else ctx.target.vector_lanes
+    renamed = {name: c.node for name, c in ctx.decisions.get("conv_algorithm", {}).items()}
+    named = {renamed.get(name, name): block for name, block in asked.items()}
+    unknown = sorted(name for name, node in zip(asked, named) if node not in {n.name for n in g.nodes})
     if unknown:
-        raise TilegradError(f"layout_block names nodes the graph lacks: {', '.join(unknown)}")
-    for name, block in named.items():
+        raise TilegradError(f"layout_block names convolutions the graph lacks: {', '.join(unknown)}")
+    for name, block in asked.items():
         if not isinstance(block, int) or block < 1:
-            raise TilegradError(f"layout_block for node {name!r} must be a positive int, got {block!r}")
+            raise TilegradError(f"layout_block for convolution {name!r} must be a positive int, got {block!r}")
     return default, named
 
 
