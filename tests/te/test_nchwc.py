@@ -171,6 +171,12 @@ def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
     assert [tile_columns(width, 8, target) for width in (7, 14, 56, 112, 17)] == [7, 14, 14, 14, 1]
 
 
+def test_a_two_vector_block_halves_the_register_tiles_columns():
+    """Tuning offers blocks of one and two vectors; at two, each column holds two accumulators."""
+    avx2, avx512 = Target.with_lanes(8), Target.with_lanes(16)
+    assert [tile_columns(width, 16, avx2) for width in (7, 14, 56, 12)] == [7, 7, 7, 6]
+    assert [tile_columns(width, 32, avx512) for width in (14, 56, 30)] == [14, 14, 15]
+
 def test_bad_arguments_say_what_is_wrong():
     x = te.placeholder((1, 2, 5, 5, 4), name="X")
     with pytest.raises(ShapeError, match="input channels"):
