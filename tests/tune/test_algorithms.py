@@ -1,6 +1,6 @@
 """Convolution algorithms and layout blocks as a tuning choice: each other algorithm, and each other block of the
-direct convolution ("direct@16"), gives a variant graph whose kernels become tasks, the records pick the fastest whole graph (a mix of per-convolution winners included), and compile(db=)
-builds it with unchanged outputs."""
+direct convolution ("direct@16"), gives a variant graph whose kernels become tasks, the records pick the fastest
+whole graph (a mix of per-convolution winners included), and compile(db=) builds it with unchanged outputs."""
 
 import numpy as np
 import pytest
@@ -17,9 +17,9 @@ from tilegrad.tune.algorithms import MIXED, algorithm_tasks, choose, variants
 from tilegrad.tune.apply import BestRecords
 from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.model import model_tasks
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
 from tilegrad.tune.task import kernels
+from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 KERNEL_OF = {"blocked_conv": "direct", "conv_nchwc": "direct", "im2col_conv": "im2col"}
 DEFAULT_BLOCK, WIDE_BLOCK = block_sizes(host())

@@ -11,12 +11,12 @@ across a block of channels. This pass:
    global average pooling, and to a concat along channels whose parts are all whole blocks;
 2. rewrites them, repacking the weights and biases once, and inserts the transforms only where an NCHW value meets
    a blocked consumer (`layout_to_blocked`) or a blocked value an NCHW consumer or a graph output
-   (`layout_from_blocked`). Each value gets at most one transform each way, and a value that is already blocked
+   (`layout_from_blocked`). Each value gets at most one transform each way (per block), and a value that is already blocked
    is never unblocked for a blocked consumer, so no from/to pair is ever adjacent. A convolution at the start of
    a chain reads its NCHW input directly.
 
 Each node has a block size. `ctx.options["layout_block"]` is one block for the whole graph, or a dict from
-convolution node name to its block (tune/algorithms.py varies them; the others take the default, the target's
+convolution name (the imported `conv`'s) to its block (tune/algorithms.py varies them; the others take the default, the target's
 vector lanes). A `blocked_conv` takes its own block; a depthwise convolution, pool, element-wise op or concat
 takes the block of its first blocked input (a depthwise convolution named in the dict, its own). A convolution
 reads a blocked input of any block, so a chain goes on through blocks of different sizes; an op whose blocked
