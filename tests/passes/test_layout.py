@@ -263,3 +263,17 @@ def test_a_block_for_a_node_the_graph_lacks_or_not_positive_is_an_error():
         _run_pass(g, layout_block={"nope": 8})
     with pytest.raises(TilegradError, match=f"{_conv_names(g)[0]}.*positive"):
         _run_pass(g, layout_block={_conv_names(g)[0]: 0})
+
+
+def test_a_concat_of_parts_in_different_blocks_reblocks_the_others_to_its_first_parts():
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 6, 6))
+    h = b.op("concat", b.op("relu", _conv(b, x, 16)), b.op("relu", _conv(b, x, 32, kernel=3)), axis=1)
+    g = b.build(_conv(b, h, 8), ["y"])
+    first, second, _ = _conv_names(g)
+    out, _ = _run_pass(g, layout_block={first: 16, second: 8})
+    _check_meaning(g, out)
+    (concat,) = [n for n in out.nodes if n.op == "concat"]
+    assert [v.shape[-1] for v in concat.inputs] == [16, 16] and concat.outputs[0].shape == (1, 3, 6, 6, 16)
+    (reblock,) = [n for n in out.nodes if n.op == "layout_reblock"]
+    assert reblock.outputs[0] is concat.inputs[1] and reblock.inputs[0].shape[-1] == 8

@@ -2,6 +2,8 @@
 direct convolution ("direct@16"), gives a variant graph whose kernels become tasks, the records pick the fastest
 whole graph (a mix of per-convolution winners included), and compile(db=) builds it with unchanged outputs."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ from torch import nn
 
 import tilegrad
 from tilegrad.api import compile_with_report
+from tilegrad.cli import main
 from tilegrad.frontend.load import import_model
 from tilegrad.passes.conv_algorithm import ALGORITHMS
 from tilegrad.passes.layout import block_sizes
@@ -84,6 +87,18 @@ def test_the_variants_kernels_become_tasks_labelled_with_their_algorithm():
     alone = model_tasks(TwoConvs().eval(), example_inputs=(torch.randn(1, 16, 12, 12),), algorithms=False)
     assert [t.key for t in alone] == sorted(default_keys, key=[t.key for t in tasks].index)
 
+
+def test_list_tasks_shows_the_block_variants_tasks_with_their_label(tmp_path, capsys):
+    torch.manual_seed(0)
+    path = tmp_path / "two_convs.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(TwoConvs().eval(), (torch.randn(1, 16, 12, 12),), str(path), dynamo=False)
+    assert main(["tune", str(path), "--list-tasks"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    wide = [row for row in rows if WIDE in row]
+    assert len(wide) == len([t for t in model_tasks(str(path)) if t.algorithm == WIDE]) > 0
+    assert any(row[1].startswith("conv_nchwc") for row in wide)
 
 def _records(vs, fast: dict[str, str], missing: str | None = None, unknown: float | None = 1e-5, fair=None):
     """Latencies by task key: a conv's kernels 1 ms, but 0.1 ms under its algorithm in `fast` (0.5 ms in `fair`),
