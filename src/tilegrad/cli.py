@@ -212,7 +212,7 @@ def _list_tasks(tasks) -> None:
     total = sum(t.weight * r.latency for t, r in zip(tasks, results) if r.valid and not t.algorithm) or 1.0
     default = [t for t in tasks if not t.algorithm]
     print(f"{len(default)} tasks, {sum(t.weight for t in default)} kernels; {len(tasks) - len(default)} tasks of "
-          f"other convolution algorithms")
+          f"other convolution algorithms and layout blocks")
     print(f"{'#':>3} {'task':<48} {'algorithm':>9} {'weight':>6} {'MFLOP':>9} {'untuned':>10} {'share':>6}")
     for i, (t, r) in enumerate(zip(tasks, results)):
         share = t.weight * r.latency / total if r.valid else float("nan")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
@@ -207,3 +208,72 @@ def test_a_value_given_a_blocked_copy_keeps_its_nchw_form_for_later_consumers():
     out, _ = _run_pass(g)
     assert any(n.op == "layout_to_blocked" for n in out.nodes)
     _check_meaning(g, out)
+
+
+def _conv_names(g):
+    return [n.name for n in g.nodes if n.op == "conv"]
+
+
+def test_a_block_per_convolution_reblocks_only_where_an_op_needs_its_inputs_block():
+    """Three convolutions at 16, 8 and 16 lanes, 20 channels (not whole blocks of either), with a residual add of
+    two differently blocked values, a depthwise convolution and a pool in the chain: a convolution reads any
+    block, the add and the depthwise convolution follow their first input and reblock the other."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 9, 9))
+    a = b.op("relu", _conv(b, x, 20, kernel=3))
+    c = b.op("relu", _conv(b, a, 20))
+    h = b.op("add", c, a)  # c at 8 lanes, a at 16: a is reblocked to 8
+    h = _conv(b, h, 20, kernel=3, group=20)  # depthwise, follows the add's 8
+    h = b.op("max_pool", h, kernel_shape=[2, 2], strides=[2, 2])
+    y = b.op("relu", _conv(b, h, 12, kernel=3))
+    g = b.build(y, ["y"])
+    first, second, _, last = _conv_names(g)
+    out, notes = _run_pass(g, layout_block={first: 16, second: 8, last: 16})
+    _check_meaning(g, out)
+    convs = [n for n in out.nodes if n.op == "conv_nchwc"]
+    assert [n.outputs[0].shape[-1] for n in convs] == [16, 8, 16]
+    (reblock,) = [n for n in out.nodes if n.op == "layout_reblock"]
+    relu = next(n for n in out.nodes if n.op == "relu" and n.inputs[0] is convs[0].outputs[0])
+    assert reblock.attrs == {"block": 8, "channels": 20} and reblock.inputs[0] is relu.outputs[0]
+    assert next(n for n in out.nodes if n.op == "depthwise_conv_nchwc").outputs[0].shape[-1] == 8
+    assert next(n for n in out.nodes if n.op == "max_pool_nchwc").outputs[0].shape[-1] == 8
+    assert convs[2].inputs[0].shape[-1] == 8  # read as it is, no transform
+    assert [n.op for n in _transforms(out)] == ["layout_reblock", "layout_from_blocked"]
+    assert len(notes) == 1 and "NCHW8c+16c chain" in notes[0] and "reblock(" in notes[0]
+    x_in = _inputs(g)
+    np.testing.assert_allclose(compile_graph(out)(*x_in), run_reference(g, x_in)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_named_depthwise_block_and_a_whole_graph_block_keep_the_meaning():
+    g = inverted_residual(channels=12, expand=2)
+    _, depthwise, _ = _conv_names(g)
+    out, _ = _run_pass(g, layout_block={depthwise: 16})
+    _check_meaning(g, out)
+    # the expansion's clip at 8 lanes, reblocked for the depthwise one at 16; the projection (8) reads 16 as it is
+    assert [n.op for n in _transforms(out)] == ["layout_reblock", "layout_to_blocked", "layout_from_blocked"]
+    assert next(n for n in out.nodes if n.op == "depthwise_conv_nchwc").outputs[0].shape[-1] == 16
+    whole, _ = _run_pass(g, layout_block=16)
+    assert "layout_reblock" not in _ops(whole)
+    _check_meaning(g, whole)
+
+
+def test_a_block_for_a_node_the_graph_lacks_or_not_positive_is_an_error():
+    g = bottleneck()
+    with pytest.raises(TilegradError, match="lacks: nope"):
+        _run_pass(g, layout_block={"nope": 8})
+    with pytest.raises(TilegradError, match=f"{_conv_names(g)[0]}.*positive"):
+        _run_pass(g, layout_block={_conv_names(g)[0]: 0})
+
+
+def test_a_concat_of_parts_in_different_blocks_reblocks_the_others_to_its_first_parts():
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 6, 6))
+    h = b.op("concat", b.op("relu", _conv(b, x, 16)), b.op("relu", _conv(b, x, 32, kernel=3)), axis=1)
+    g = b.build(_conv(b, h, 8), ["y"])
+    first, second, _ = _conv_names(g)
+    out, _ = _run_pass(g, layout_block={first: 16, second: 8})
+    _check_meaning(g, out)
+    (concat,) = [n for n in out.nodes if n.op == "concat"]
+    assert [v.shape[-1] for v in concat.inputs] == [16, 16] and concat.outputs[0].shape == (1, 3, 6, 6, 16)
+    (reblock,) = [n for n in out.nodes if n.op == "layout_reblock"]
+    assert reblock.outputs[0] is concat.inputs[1] and reblock.inputs[0].shape[-1] == 8

@@ -56,6 +56,22 @@ def test_layout_transforms_round_trip_with_zero_padded_lanes():
     np.testing.assert_array_equal(interpret(back, {"B": got}), xv)
 
 
+
+@pytest.mark.parametrize("channels,inner,block", [(11, 4, 8), (20, 8, 16), (20, 16, 8), (16, 16, 8), (4, 16, 8)])
+def test_reblock_equals_unblocking_then_blocking_and_zeroes_the_lanes_past_the_channels(channels, inner, block):
+    """The padding lanes of the input hold garbage (an element-wise op need not keep them zero); the output's are
+    zero."""
+    xv = block_array(_rand(1, channels, 3, 2), inner)
+    xv[:, -1, :, :, channels % inner or inner:] = 7.0
+    x = te.placeholder(xv.shape, name="X")
+    out = nchwc.reblock(x, block, channels)
+    want = block_array(unblock_array(xv, channels), block)
+    assert out.shape == want.shape
+    np.testing.assert_array_equal(interpret(out, {"X": xv}), want)
+    np.testing.assert_array_equal(_compiled(out, [x], [xv]), want)
+    with pytest.raises(ShapeError, match="filling the last"):
+        nchwc.reblock(x, block, channels + inner)
+
 @pytest.mark.parametrize("channels,out_channels,kernel,stride,padding,dilation", [
     (6, 7, 3, 2, 1, 1),
     (8, 16, 1, 1, 0, 1),
@@ -154,6 +170,12 @@ def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
     assert "parallel(" in text
     assert [tile_columns(width, 8, target) for width in (7, 14, 56, 112, 17)] == [7, 14, 14, 14, 1]
 
+
+def test_a_two_vector_block_halves_the_register_tiles_columns():
+    """Tuning offers blocks of one and two vectors; at two, each column holds two accumulators."""
+    avx2, avx512 = Target.with_lanes(8), Target.with_lanes(16)
+    assert [tile_columns(width, 16, avx2) for width in (7, 14, 56, 12)] == [7, 7, 7, 6]
+    assert [tile_columns(width, 32, avx512) for width in (14, 56, 30)] == [14, 14, 15]
 
 def test_bad_arguments_say_what_is_wrong():
     x = te.placeholder((1, 2, 5, 5, 4), name="X")

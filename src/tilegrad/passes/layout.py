@@ -11,9 +11,16 @@ across a block of channels. This pass:
    global average pooling, and to a concat along channels whose parts are all whole blocks;
 2. rewrites them, repacking the weights and biases once, and inserts the transforms only where an NCHW value meets
    a blocked consumer (`layout_to_blocked`) or a blocked value an NCHW consumer or a graph output
-   (`layout_from_blocked`). Each value gets at most one transform each way, and a value that is already blocked
+   (`layout_from_blocked`). Each value gets at most one transform each way (per block), and a value that is already blocked
    is never unblocked for a blocked consumer, so no from/to pair is ever adjacent. A convolution at the start of
    a chain reads its NCHW input directly.
+
+Each node has a block size. `ctx.options["layout_block"]` is one block for the whole graph, or a dict from
+convolution name (the imported `conv`'s) to its block (tune/algorithms.py varies them; the others take the default, the target's
+vector lanes). A `blocked_conv` takes its own block; a depthwise convolution, pool, element-wise op or concat
+takes the block of its first blocked input (a depthwise convolution named in the dict, its own). A convolution
+reads a blocked input of any block, so a chain goes on through blocks of different sizes; an op whose blocked
+input has another block than its own reads it through `layout_reblock`, one copy (once per value and block).
 
 Lanes past the last channel are not kept zero by every op; the convolutions' packed weights are zero there, so
 such lanes never reach a real channel. With channels that are not whole blocks the layout flows only through
@@ -24,38 +31,70 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TilegradError
 from ..ir.graph import Graph, Node, Value
 from ..ir.ops.layout import block_array
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
+from ..target import Target
 from .editor import GraphEditor
 from .pipeline import PassContext, register
 
 POOLS = {"max_pool": "max_pool_nchwc", "avg_pool": "avg_pool_nchwc", "global_avg_pool": "global_avg_pool_nchwc"}
 BLOCKED_OPS = {"blocked_conv": "conv_nchwc", "conv": "depthwise_conv_nchwc", **POOLS}  # the rest keep their op
+BLOCK_VECTORS = (1, 2)  # the block sizes offered to tuning, in vectors of the target
+
+
+def block_sizes(target: Target) -> tuple[int, ...]:
+    """The channel blocks tuning tries, the default (one vector) first."""
+    return tuple(k * target.vector_lanes for k in BLOCK_VECTORS)
 
 
 @register("layout", level=2, order=90)
 def layout(g: Graph, ctx: PassContext) -> Graph:
     """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
-    block = int(ctx.options.get("layout_block") or ctx.target.vector_lanes)
-    chains = [c for c in _chains(g, _plan(g, block)) if _worth_blocking(c)]
+    default, named = _requested_blocks(g, ctx)
+    planned = _plan(g, default, named)
+    chains = [c for c in _chains(g, planned) if _worth_blocking(c)]
     if not chains:
         return g
-    return _Rewrite(g, chains, block, ctx).run()
+    return _Rewrite(g, chains, planned, ctx).run()
 
 
-def _plan(g: Graph, block: int) -> set[int]:
-    """The ids of the nodes that can run blocked."""
-    blocked: set[int] = set()  # ids of values that will be blocked
-    planned: set[int] = set()
+def _requested_blocks(g: Graph, ctx: PassContext) -> tuple[int, dict[str, int]]:
+    """The default block, and the blocks asked for by convolution name (the name of the imported `conv`, which
+    `conv_algorithm` may have renamed) keyed by the name of the node that now runs it, checked."""
+    option = ctx.options.get("layout_block")
+    asked = dict(option) if isinstance(option, dict) else {}
+    default = int(option) if option and not asked else ctx.target.vector_lanes
+    renamed = {name: c.node for name, c in ctx.decisions.get("conv_algorithm", {}).items()}
+    named = {renamed.get(name, name): block for name, block in asked.items()}
+    unknown = sorted(name for name, node in zip(asked, named) if node not in {n.name for n in g.nodes})
+    if unknown:
+        raise TilegradError(f"layout_block names convolutions the graph lacks: {', '.join(unknown)}")
+    for name, block in asked.items():
+        if not isinstance(block, int) or block < 1:
+            raise TilegradError(f"layout_block for convolution {name!r} must be a positive int, got {block!r}")
+    return default, named
+
+
+def _plan(g: Graph, default: int, named: dict[str, int]) -> dict[int, int]:
+    """The ids of the nodes that can run blocked, each with its block."""
+    blocks: dict[int, int] = {}  # id of each value that will be blocked -> its block
+    planned: dict[int, int] = {}
     for node in g.nodes:
-        if _is_seed(node) or _follows(node, blocked, block):
-            planned.add(id(node))
-            blocked.add(id(node.outputs[0]))
+        inherited = next((blocks[id(v)] for v in node.inputs if id(v) in blocks), None)
+        if _is_seed(node):
+            own = node.op == "blocked_conv" or node.name in named
+            block = named.get(node.name, default) if own or inherited is None else inherited
+        elif inherited is not None and _follows(node, blocks, inherited):
+            block = inherited
+        else:
+            continue
+        planned[id(node)] = blocks[id(node.outputs[0])] = block
     return planned
 
 
-def _chains(g: Graph, planned: set[int]) -> list[list[Node]]:
+def _chains(g: Graph, planned: dict[int, int]) -> list[list[Node]]:
     """The planned nodes grouped into chains: sets connected by the blocked values between them."""
     parent: dict[int, int] = {}
 
@@ -96,7 +135,7 @@ def _is_seed(node: Node) -> bool:
     return node.op == "blocked_conv" or (group > 1 and group == x.shape[1] == w.shape[0] and w.shape[1] == 1)
 
 
-def _follows(node: Node, blocked: set[int], block: int) -> bool:
+def _follows(node: Node, blocked: dict[int, int], block: int) -> bool:
     """Whether `node` can run blocked given which of its inputs are: at least one is, and the rest can be."""
     if len(node.outputs) != 1 or not any(id(v) in blocked for v in node.inputs):
         return False
@@ -119,13 +158,13 @@ def _follows(node: Node, blocked: set[int], block: int) -> bool:
 class _Rewrite:
     """Emits the planned nodes blocked and the rest as they were, with the transforms between them."""
 
-    def __init__(self, g: Graph, chains: list[list[Node]], block: int, ctx: PassContext):
-        self.g, self.chains, self.block, self.ctx = g, chains, block, ctx
+    def __init__(self, g: Graph, chains: list[list[Node]], planned: dict[int, int], ctx: PassContext):
+        self.g, self.chains, self.planned, self.ctx = g, chains, planned, ctx
         self.chain_of = {id(n): i for i, chain in enumerate(chains) for n in chain}
         self.ends: list[list[str]] = [[] for _ in chains]  # per chain, the transforms inserted for it
         self.ed = GraphEditor(g)
         self.blocked: dict[int, Value] = {}  # id(old value) -> its blocked form
-        self.constants: dict[int, Value] = {}  # id(old constant) -> its re-laid out copy
+        self.copies: dict[tuple[int, int], Value] = {}  # (id(old value), block) -> its copy in that block
         self.unblocked: set[int] = set()  # ids of old blocked values given an NCHW form
 
     def run(self) -> Graph:
@@ -143,7 +182,8 @@ class _Rewrite:
         for nodes, ends in zip(self.chains, self.ends):
             new_ops = [BLOCKED_OPS.get(n.op, n.op) for n in nodes]
             ops = ", ".join(f"{new_ops.count(op)} {op}" for op in dict.fromkeys(new_ops))
-            self.ctx.note(f"NCHW{self.block}c chain {nodes[0].name} .. {nodes[-1].name} ({ops}): "
+            blocks = "+".join(f"{b}c" for b in sorted({self.planned[id(n)] for n in nodes}))
+            self.ctx.note(f"NCHW{blocks} chain {nodes[0].name} .. {nodes[-1].name} ({ops}): "
                           f"{'; '.join(ends) or 'no transforms'}")
         return self.ed.finish()
 
@@ -160,22 +200,31 @@ class _Rewrite:
         self.ends[self.chain_of[id(producer[id(v)])]].append(f"from_blocked({v.name}) {why}")
 
     def _to_blocked(self, v: Value, consumer: Node) -> Value:
-        """`v` blocked for a planned consumer: its blocked form, a re-laid out constant, or a transform (once)."""
-        if id(v) in self.blocked:
-            return self.blocked[id(v)]
+        """`v` in the consumer's block: its blocked form, a re-laid out constant, or a transform (once per block)."""
+        block = self.planned[id(consumer)]
+        own = self.blocked.get(id(v))
+        if own is not None and own.shape[4] == block:
+            return own
+        if (id(v), block) in self.copies:
+            return self.copies[id(v), block]
+        suffix = f"b{block}" if any(i == id(v) for i, _ in self.copies) else "blocked"  # the first is "_blocked"
         if v.is_constant:
-            if id(v) not in self.constants:
-                self.constants[id(v)] = self.ed.const(_relayout_constant(v.data, self.block), f"{v.name}_blocked")
-            return self.constants[id(v)]
-        out = self.ed.op("layout_to_blocked", self.ed.get(v), name=f"{v.name}_blocked", block=self.block)
-        self.blocked[id(v)] = out
-        self.ends[self.chain_of[id(consumer)]].append(f"to_blocked({v.name}) for {consumer.name}")
+            out = self.ed.const(_relayout_constant(v.data, block), f"{v.name}_{suffix}")
+        elif own is not None:
+            out = self.ed.op("layout_reblock", own, name=f"{v.name}_b{block}", block=block, channels=v.shape[1])
+            self.ends[self.chain_of[id(consumer)]].append(f"reblock({v.name}, {own.shape[4]} -> {block}) "
+                                                          f"for {consumer.name}")
+        else:
+            out = self.ed.op("layout_to_blocked", self.ed.get(v), name=f"{v.name}_{suffix}", block=block)
+            self.blocked.setdefault(id(v), out)
+            self.ends[self.chain_of[id(consumer)]].append(f"to_blocked({v.name}) for {consumer.name}")
+        self.copies[id(v), block] = out
         return out
 
     # ---- the blocked ops ----
 
     def _convert(self, node: Node) -> Value:
-        ed, b = self.ed, self.block
+        ed, b = self.ed, self.planned[id(node)]
         if node.op == "blocked_conv":
             x, wpack, *bias = node.inputs
             a = node.attrs
@@ -202,10 +251,11 @@ class _Rewrite:
         if not bias:
             return ()
         (v,) = bias
-        lanes = -(-v.shape[0] // self.block) * self.block
+        block = self.planned[id(node)]
+        lanes = -(-v.shape[0] // block) * block
         padded = np.zeros(lanes, v.dtype)
         padded[:v.shape[0]] = v.data
-        return (self.ed.const(padded.reshape(-1, self.block), f"{node.name}_bnchwc"),)
+        return (self.ed.const(padded.reshape(-1, block), f"{node.name}_bnchwc"),)
 
 
 def _relayout_constant(data: np.ndarray, block: int) -> np.ndarray:

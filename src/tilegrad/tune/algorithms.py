@@ -9,6 +9,13 @@ graph, each variant, and the mix that gives every convolution the algorithm whos
 that mix needs a kernel never timed, the part of it that keeps each convolution's layout), and returns the
 fastest of these graphs. `compile(db=)` builds that one.
 
+The block of the channel layout NCHW[x]c is a choice of the same kind (TVM tunes it with the schedule): each block
+size of `passes.layout.block_sizes` other than the default gives a variant graph in which every convolution runs
+direct in blocks of that size, labelled "direct@16" (say) in `choice` and on its tasks. The mix then picks each
+convolution's algorithm x block; where its neighbours' blocks differ, the mix has the `layout_reblock`
+transforms, and convolutions reading another block, of its own, which a candidate never timed loses to the
+others.
+
 Whole graphs are compared, not single kernels, because a convolution's algorithm also decides the layout
 transforms around it (direct convolutions run in blocked NCHWc, the others in NCHW). A graph's latency is the sum
 over its kernels of their best recorded latencies, counting only the kernels that not every candidate graph
@@ -26,7 +33,9 @@ from collections.abc import Callable, Sequence
 from ..ir.graph import Graph, Node
 from ..passes import optimize
 from ..passes.conv_algorithm import ALGORITHMS
+from ..passes.layout import block_sizes
 from ..passes.pipeline import Report
+from ..target import host
 from .task import Task, extract_tasks, kernels
 
 MIXED = "mixed"  # the algorithm label of the variant that mixes each convolution's fastest algorithm
@@ -34,8 +43,9 @@ MIXED = "mixed"  # the algorithm label of the variant that mixes each convolutio
 
 @dataclasses.dataclass
 class Variant:
-    """An optimised graph and the algorithm of each of its convolutions (by node name). `algorithm` is the one
-    imposed wherever it applies, MIXED, or None for the estimate's choices."""
+    """An optimised graph and the algorithm label of each of its convolutions (by node name): the algorithm, with
+    "@block" where a direct one runs in other than the default block. `algorithm` is the label imposed wherever
+    it applies, MIXED, or None for the estimate's choices."""
 
     algorithm: str | None
     choice: dict[str, str]
@@ -48,17 +58,23 @@ class Variant:
 
 def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str | None = None, *,
           opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = ()) -> Variant:
-    """`imported` through the passes, with the convolutions of `choice` forced to its algorithms."""
-    options = {"conv_algorithm": dict(choice)} if choice else {}
+    """`imported` through the passes, with the convolutions of `choice` forced to its algorithm labels."""
+    parsed = {name: _parse(label) for name, label in (choice or {}).items()}
+    blocks = {name: block for name, (_, block) in parsed.items() if block}
+    options = {"conv_algorithm": {name: a for name, (a, _) in parsed.items()}} if choice else {}
+    if blocks:
+        options["layout_block"] = blocks
     graph, report = optimize(imported, opt_level, disable=disable, enable=enable, options=options)
     decided = report.decisions.get("conv_algorithm", {})
     blocked = report.decisions.get("layout", {})
     runs = {blocked.get(c.node, c.node): name for name, c in decided.items()}
-    return Variant(algorithm, {name: c.algorithm for name, c in decided.items()}, graph, report, runs)
+    labels = {name: _label(c.algorithm, blocks.get(name)) for name, c in decided.items()}
+    return Variant(algorithm, labels, graph, report, runs)
 
 
 def variants(imported: Graph, **passes) -> list[Variant]:
-    """The default graph, then one graph per other algorithm that some convolution could use instead."""
+    """The default graph, then one graph per other algorithm that some convolution could use instead, then one per
+    other block size in which the direct convolutions run blocked (none where the layout pass does not run)."""
     default = build(imported, **passes)
     decided = default.report.decisions.get("conv_algorithm", {})
     out = [default]
@@ -66,6 +82,11 @@ def variants(imported: Graph, **passes) -> list[Variant]:
         choice = {name: algorithm if algorithm in c.applicable else c.algorithm for name, c in decided.items()}
         if choice != default.choice:
             out.append(build(imported, choice, algorithm, **passes))
+    for block in block_sizes(host())[1:]:
+        label = _label("direct", block)
+        v = build(imported, dict.fromkeys(decided, label), label, **passes)
+        if v.report.decisions.get("layout"):
+            out.append(v)
     return out
 
 
@@ -94,7 +115,7 @@ def choose(imported: Graph, latency: Callable[[str], float | None], **passes) ->
     default = candidates[0].variant.choice
     # A mix that changes a convolution's layout may need a layout transform no candidate had, never timed; then
     # try the mix of the changes that keep each convolution's layout (Winograd F(2,3) for F(4,3), say).
-    same_layout = {name: a if _blocked(a) == _blocked(default[name]) else default[name] for name, a in mix.items()}
+    same_layout = {name: a if _layout(a) == _layout(default[name]) else default[name] for name, a in mix.items()}
     for choice in (mix, same_layout):
         if all(c.variant.choice != choice for c in candidates):
             candidates.append(_Costed(build(imported, choice, MIXED, **passes), latency))
@@ -126,9 +147,22 @@ class _Costed:
         return sum(n * _or_inf(latency(key)) for key, n in (self.keys - shared).items())
 
 
-def _blocked(algorithm: str) -> bool:
-    """Whether a convolution of this algorithm runs in the blocked layout (the layout pass blocks direct ones)."""
-    return algorithm == "direct"
+def _label(algorithm: str, block: int | None) -> str:
+    """A convolution's choice as one string: the algorithm, with "@block" for a direct one in another block."""
+    return f"{algorithm}@{block}" if block else algorithm
+
+
+def _parse(label: str) -> tuple[str, int | None]:
+    """`_label`'s algorithm and block (None for the default block)."""
+    algorithm, _, block = label.partition("@")
+    return algorithm, int(block) if block else None
+
+
+def _layout(label: str) -> tuple[bool, int | None]:
+    """The layout a convolution of this label runs in: blocked (the layout pass blocks direct ones), and the
+    block."""
+    algorithm, block = _parse(label)
+    return algorithm == "direct", block
 
 
 def _or_inf(s: float | None) -> float:

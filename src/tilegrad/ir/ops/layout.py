@@ -1,6 +1,6 @@
-"""The blocked channel layout NCHW[x]c (te/nn/nchwc.py): the transforms into and out of it, and the convolutions
-and pools that work in it. The `layout` pass rewrites chains of convolutions into these ops; element-wise ops
-need no variant, since they work on the 5-D tensors as they are.
+"""The blocked channel layout NCHW[x]c (te/nn/nchwc.py): the transforms into and out of it and between two block
+sizes, and the convolutions and pools that work in it. The `layout` pass rewrites chains of convolutions into these
+ops; element-wise ops need no variant, since they work on the 5-D tensors as they are.
 
 A blocked tensor is (N, ceil(C / x), H, W, x) with the channels past C zero (the transforms and convolutions
 keep them zero; an element-wise op may not, so a convolution's packed weights are zero there). Weights and biases
@@ -80,6 +80,19 @@ declare("layout_from_blocked", kind=INJECTIVE, attrs={"channels": None}, infer=_
         compute=lambda x, *, channels: nchwc.from_blocked(x, channels),
         samples=(Sample((((2, 3, 3, 5, 4), "float32"),), {"channels": 11}),))
 
+
+
+def _reblock_type(x: TensorType, *, block: int, channels: int) -> list[TensorType]:
+    (nchw,) = _from_blocked_type(x, channels=channels)
+    return _to_blocked_type(nchw, block=block)
+
+
+declare("layout_reblock", kind=INJECTIVE, attrs={"block": 8, "channels": None}, infer=_reblock_type,
+        reference=lambda x, *, block, channels: block_array(unblock_array(x, channels), block),
+        compute=lambda x, *, block, channels: nchwc.reblock(x, block, channels),
+        samples=(Sample((((2, 3, 3, 5, 4), "float32"),), {"block": 8, "channels": 11}),
+                 Sample((((1, 1, 2, 3, 16), "float32"),), {"block": 8, "channels": 16}),
+                 Sample((((1, 2, 4, 3, 8), "float32"),), {"block": 16, "channels": 12})))
 
 # ---- convolutions ----
 

@@ -63,6 +63,28 @@ def from_blocked(x: te.Tensor, channels: int, name: str = "from_blocked") -> te.
                       name=name, tag="injective", attrs={"channels": channels})
 
 
+def reblock(x: te.Tensor, block: int, channels: int, name: str = "reblock") -> te.Tensor:
+    """x (N, C / b, H, W, b) in blocks of `block` lanes instead, (N, ceil(channels / block), H, W, block), in one
+    copy (no NCHW tensor between); the lanes past `channels` zero."""
+    if x.ndim != 5:
+        raise ShapeError(f"reblock: {x.name} must be (N, C / b, H, W, b), got shape {x.shape}")
+    n, blocks, height, width, inner = x.shape
+    if block < 1 or not (blocks - 1) * inner < channels <= blocks * inner:
+        raise ShapeError(f"reblock: needs a positive block and {channels} channels filling the last of {blocks} "
+                         f"blocks of {inner}, got block {block}")
+    zero = E.const(0, x.dtype)
+
+    def body(n, cb, h, w, ci):
+        c = cb * block + ci
+        if channels % block == 0:
+            return x[n, c // inner, h, w, c % inner]
+        last = E.minimum(c, channels - 1)
+        return E.select(c < channels, x[n, last // inner, h, w, last % inner], zero)
+
+    return te.compute((n, -(-channels // block), height, width, block), body, name=name, tag="injective",
+                      attrs={"block": block, "channels": channels})
+
+
 def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1, bias: te.Tensor | None = None,
                  name: str = "conv2d_nchwc") -> te.Tensor:
     """conv2d (groups = 1) of blocked x (N, C / bi, H, W, bi), or of NCHW x at the start of a chain, with
