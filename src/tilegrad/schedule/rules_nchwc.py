@@ -12,7 +12,8 @@ so the tile is one block wide and as many columns as the registers hold.
 from __future__ import annotations
 
 from ..target import Target
-from .defaults import Anchor, _extent, _largest_divisor, _parallel_outer, reduction_work, rule
+from .defaults import Anchor, _extent, _largest_divisor, _reduction_order, parallel_grain, reduction_work, rule
+from .knobs import Knobs
 from .schedule import Schedule
 from .state import Stage
 
@@ -20,18 +21,24 @@ WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
 
 @rule(*WINDOW_TAGS)
-def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
-    """The register-tiled schedule above, for the op's own output or for an epilogue fused onto it."""
+def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
+    """The register-tiled schedule above, for the op's own output or for an epilogue fused onto it. The block is
+    the layout's; the parameters are the tile's columns (up to the registers' budget, by default `tile_columns`;
+    one that does not divide the row leaves a guarded tail), the order of the reduction (input channels outside or
+    inside the taps), the parallel grain and whether the tile's columns are unrolled."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = _extent(s, w), _extent(s, ci)
-    w0, _ = sch.split(s.name, w, tile_columns(width, block, target))
-    _parallel_outer(sch, s, [n, cb, h], target, width * block * reduction_work(sch, acc))
+    wr_d = tile_columns(width, block, target)
+    wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target)) + 1), wr_d)
+    w0, _ = sch.split(s.name, w, wr)
+    parallel_grain(sch, s, [n, cb, h], None, target, width * block * reduction_work(sch, acc), knobs)
     sch.vectorize(s.name, ci)
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
-    sch.reorder(acc, an, acb, ah, *reduce, aw, aci)
-    sch.unroll(acc, aw)
+    sch.reorder(acc, an, acb, ah, *_reduction_order(knobs, acc, reduce), aw, aci)
+    if knobs.pick(f"{acc}_unroll", (0, 1), 1):
+        sch.unroll(acc, aw)
     sch.vectorize(acc, aci)
 
 
@@ -39,9 +46,14 @@ def tile_columns(width: int, block: int, target: Target) -> int:
     """Output columns in the register tile: the largest divisor of the width (a tile that overshoots the row
     needs bounds checks in the inner loop) whose accumulators leave two vector registers free, for the input and
     the weight vector that each step multiplies (wider weight blocks are read from memory by the FMAs)."""
+    return _largest_divisor(width, _column_budget(block, target))
+
+
+def _column_budget(block: int, target: Target) -> int:
+    """The most columns whose accumulators leave two vector registers free."""
     vectors = -(-block // target.vector_lanes)
     registers = 32 if target.vector_lanes >= 16 else 16
-    return _largest_divisor(width, max(1, (registers - 2) // vectors))
+    return max(1, (registers - 2) // vectors)
 
 
 def _accumulator(sch: Schedule, s: Stage, anchor: Anchor) -> str:
