@@ -206,10 +206,27 @@ class Sketch:
     def default_params(self) -> dict[str, int]:
         """The point the search starts from: every structural and numeric choice its default (for the default
         sketch, the hand-written schedule), every tiling unsplit (inner parts of 1)."""
-        _, space = self.space({})
-        params = {c.var: c.start for c in space.structural + space.choices}
-        params.update({v: 1 for t in space.tilings for v in t.vars})
-        return params
+        return self.completed({})
+
+    def completed(self, params: dict) -> dict[str, int]:
+        """`params` made a whole point: each choice the trace makes keeps its value in `params` where that is
+        one of its values and takes its default otherwise (a tiling its unsplit point); values of choices the
+        trace does not make are dropped. Structural choices are settled in the order the trace makes them."""
+        structure: dict[str, int] = {}
+        while True:
+            _, space = self.space(structure)
+            pending = [c for c in space.structural if c.var not in structure]
+            if not pending:
+                break
+            c = pending[0]
+            structure[c.var] = params[c.var] if params.get(c.var) in c.values else c.start
+        out = dict(structure)
+        for c in space.choices:
+            out[c.var] = params[c.var] if params.get(c.var) in c.values else c.start
+        for t in space.tilings:
+            kept = all(v in params for v in t.vars) and t.valid(params)
+            out.update({v: params[v] if kept else 1 for v in t.vars})
+        return out
 
     def valid(self, params: dict) -> bool:
         try:
