@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from torch import nn as tnn
 
 from tilegrad import te
+from tilegrad.errors import ScheduleError
 from tilegrad.kernel import build
 from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.knobs import Defaults
 from tilegrad.schedule.sketch import Sketch, Space, generate_sketches
 from tilegrad.schedule.state import LoopState
-from tilegrad.errors import ScheduleError
 from tilegrad.target import Target
 from tilegrad.te import nn
 from tilegrad.te.interpret import interpret
@@ -125,7 +125,7 @@ def test_default_point_of_fused_model_kernels_is_their_default_schedule():
     tasks = _model_tasks()
     parameterised = 0
     for task in tasks:
-        sketch = generate_sketches(lambda: task.compute()[1])[0]
+        sketch = generate_sketches(lambda task=task: task.compute()[1])[0]
         params = sketch.default_params()
         parameterised += bool(params)
         assert sketch.bind(params).steps == task.default_trace().steps, task.name

@@ -322,9 +322,9 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor, kn
     if anchor.tag == "batch_matmul" and n % lanes == 0 and m % 8 == 0:
         nr_d, mr_d = lanes, 8  # 8 rows of one vector: on attention's short reductions this beats 4 x 2 vectors
     else:
-        nr_d = lanes * 2 if n % (lanes * 2) == 0 else lanes if n >= lanes else n
+        nr_d = lanes * 2 if n % (lanes * 2) == 0 else min(lanes, n)
         mr_d = _largest_divisor(m, 4) if m % 4 == 0 or m < 4 else 4
-    mb_d = 64 if m > 64 else m
+    mb_d = min(m, 64)
     nr = knobs.choice(f"{s.name}_nr", _values(nr_d, (lanes * k for k in (1, 2, 3, 4)), -(-n // lanes) * lanes), nr_d)
     mr = knobs.choice(f"{s.name}_mr", _values(mr_d, range(1, 9), m), mr_d)
     mb = knobs.choice(f"{s.name}_mb", _values(mb_d, (16, 32, 64, 128), m), mb_d)
@@ -342,7 +342,7 @@ def _schedule_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor, kn
     lst = sch.state.stage(local)
     k = lst.leaves[-1]
     kext = _extent(lst, k)
-    kb_d = 256 if kext > 256 else kext
+    kb_d = min(kext, 256)
     k0, k1 = sch.split(local, k, knobs.choice(f"{local}_kb", _values(kb_d, (32, 64, 128, 256), kext), kb_d))
     li, lj = [a.name for a in lst.op.axes][-2:]
     sch.reorder(local, k0, k1, li, lj)

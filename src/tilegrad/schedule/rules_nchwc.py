@@ -12,7 +12,15 @@ so the tile is one block wide and as many columns as the registers hold.
 from __future__ import annotations
 
 from ..target import Target
-from .defaults import Anchor, _extent, _largest_divisor, _reduction_order, parallel_grain, reduction_work, rule
+from .defaults import (
+    Anchor,
+    _extent,
+    _largest_divisor,
+    _reduction_order,
+    parallel_grain,
+    reduction_work,
+    rule,
+)
 from .knobs import Knobs
 from .schedule import Schedule
 from .state import Stage
