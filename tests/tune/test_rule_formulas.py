@@ -75,7 +75,7 @@ DEFAULT_MAKERS["conv2d_nchwc"] = lambda: _nchwc()
 TAILS = {"matmul_64x48x40": {"C_mr": 5, "C_nr": 24, "C_local_kb": 32}, "packed_matmul_37x29x13_bt": {"C_mb": 30},
          "batch_matmul_3x17x12x9": {"C_mr": 3, "C_mb": 16}, "dense_5x24x10": {"Y_mr": 2, "Y_nr": 16},
          "packed_conv2d_o11_block8": {"Y_wr": 3, "Y_blocks": 2}, "conv2d_3x3_c4_14x14": {"Y_wr": 5, "Y_cr": 3},
-         "conv2d_nchwc": {"Y_wr": 3}}
+         "conv2d_nchwc": {"Y_wr": 3, "Y_blocks": 2}}
 
 
 def _nchwc():
