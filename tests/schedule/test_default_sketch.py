@@ -50,6 +50,8 @@ EXTRA = {  # computes the workload catalogue lacks: blocked layouts, convolution
     "im2col": lambda: im2col.im2col_conv2d(_p((1, 5, 10, 11), "X"), _p((12, 5, 3, 3), "W"), padding=1, name="Y"),
     "packed_matmul_200x64x96": lambda: nn.packed_matmul(_p((200, 64), "A"), _p((96, 64), "B"), transpose_b=True,
                                                         mr=6, nr=16, name="C"),
+    "packed_matmul_70x70x40": lambda: nn.packed_matmul(_p((70, 70), "A"), _p((40, 70), "B"), transpose_b=True,
+                                                       mr=6, nr=8, name="C"),
     "packed_conv2d_c16_20x28": lambda: nn.packed_conv2d(_p((1, 16, 20, 28), "X"), _p((32, 16, 3, 3), "W"),
                                                         padding=1, block=16, name="Y"),
     "batch_matmul_attention": lambda: nn.batch_matmul(_p((4, 64, 32), "A"), _p((4, 32, 64), "B"), name="C"),
@@ -60,6 +62,7 @@ MAKERS = {**{name: (lambda make=make: make()[1]) for name, make in WORKLOADS.ite
 RULE_WORKLOADS = {
     "packed_matmul": "packed_matmul_37x29x13_bt",
     "packed_matmul_large": "packed_matmul_200x64x96",
+    "packed_matmul_k_blocks": "packed_matmul_70x70x40",
     "packed_conv": "packed_conv2d_o11_block8",
     "nchwc_conv": "conv2d_nchwc_c4",
     "nchwc_conv_blocks": "conv2d_nchwc_b8_14x14",
@@ -190,6 +193,8 @@ def test_random_points_of_each_rule_match_the_interpreter(rule, data):
 NON_DIVIDING = [  # tiles that leave tails, with the other choices off their defaults
     ("packed_matmul_37x29x13_bt", {"C_mb": 30, "C_nc": 2, "C_order": 1, "C_grain": 2, "C_padded_unroll": 0}),
     ("packed_matmul_200x64x96", {"C_mb": 66, "C_nc": 4, "C_grain": 2, "C_order": 0}),
+    ("packed_matmul_70x70x40", {"C_padded_kblocks": 4, "C_mb": 54, "C_padded_grain": 1}),  # k: 3 x 18 + 16
+    ("packed_matmul_70x70x40", {"C_padded_kblocks": 2, "C_mb": 30, "C_padded_unroll": 0}),
     ("packed_conv2d_o11_block8", {"Y_blocks": 2, "Y_wr": 3, "Y_blocked_taps_outer": 1, "Y_grain": 1}),
     ("conv2d_nchwc_c4", {"Y_wr": 3, "Y_local_taps_outer": 1, "Y_local_unroll": 0, "Y_grain": 2}),
     ("conv2d_nchwc_b8_14x14", {"Y_blocks": 2, "Y_wr": 5, "Y_grain": 3}),

@@ -72,10 +72,16 @@ DEFAULT_MAKERS = {name: WORKLOADS[name] for name in ("matmul_64x48x40", "packed_
                                                      "batch_matmul_3x17x12x9", "dense_5x24x10",
                                                      "packed_conv2d_o11_block8", "conv2d_3x3_c4_14x14")}
 DEFAULT_MAKERS["conv2d_nchwc"] = lambda: _nchwc()
+DEFAULT_MAKERS["packed_matmul_k_blocks"] = lambda: _packed_matmul(70, 70, 40)
 TAILS = {"matmul_64x48x40": {"C_mr": 5, "C_nr": 24, "C_local_kb": 32}, "packed_matmul_37x29x13_bt": {"C_mb": 30},
          "batch_matmul_3x17x12x9": {"C_mr": 3, "C_mb": 16}, "dense_5x24x10": {"Y_mr": 2, "Y_nr": 16},
          "packed_conv2d_o11_block8": {"Y_wr": 3, "Y_blocks": 2}, "conv2d_3x3_c4_14x14": {"Y_wr": 5, "Y_cr": 3},
-         "conv2d_nchwc": {"Y_wr": 3, "Y_blocks": 2}}
+         "conv2d_nchwc": {"Y_wr": 3, "Y_blocks": 2}, "packed_matmul_k_blocks": {"C_padded_kblocks": 4, "C_mb": 54}}
+
+
+def _packed_matmul(m, k, n):
+    a, b = te.placeholder((m, k), "float32", "A"), te.placeholder((n, k), "float32", "B")
+    return [a, b], te.nn.packed_matmul(a, b, transpose_b=True, mr=6, nr=8, name="C")
 
 
 def _nchwc():

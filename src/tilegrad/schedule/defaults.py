@@ -366,16 +366,33 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anc
     panels run in parallel; the packing stages run in parallel at the root.
 
     mr and nr are not parameters here: the compute packs A in panels of mr rows and B in panels of nr columns, so
-    they are fixed by its layout (the TE graph). Nor is a k blocking: the tile is a reduction computed whole at its
-    row loop. The parameters are the rows per block `mb` (whole tiles, by default the largest divisor of the tile
-    count up to `tiles_per_block`; one that does not divide leaves a guarded tail block), the column panels per
-    parallel chunk `nc`, the loop order (panels or row blocks outermost), the parallel grain, and whether the
-    tile's rows are unrolled."""
+    they are fixed by its layout (the TE graph). The parameters are the rows per block `mb` (whole tiles, by
+    default the largest divisor of the tile count up to `tiles_per_block`; one that does not divide leaves a
+    guarded tail block), the k blocking (`kblocks`: 1 keeps the whole of k in each tile, more computes the product
+    at the root in that many blocks of k, `_k_blocked_tiles`), and then the column panels per parallel chunk `nc`,
+    the loop order (panels or row blocks outermost), the parallel grain, and whether the tile's rows are
+    unrolled."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     padded = _stage_tagged(sch, "packed_matmul_tiles")
     tiles = sch.state.stage(padded).tensor.shape[0] // mr
     mb_d = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
     mb = knobs.choice(f"{s.name}_mb", tuple(mr * t for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)), mb_d)
+    depth = reduction_work(sch, padded)
+    kblocks = knobs.pick(f"{padded}_kblocks", [b for b in (1, 2, 4, 8) if b == 1 or 16 * b <= depth], 1)
+    if kblocks > 1:
+        _k_blocked_tiles(sch, s, padded, (mr, nr, mb, mb_d), kblocks, target, knobs)
+    else:
+        _tiles_at_output(sch, s, padded, (mr, nr, mb, mb_d), target, knobs)
+    stages = {st.name for st in sch.state.stages}
+    for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
+        outer, _, inner = sch.loops(pack)
+        _parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
+        sch.vectorize(pack, inner)
+
+
+def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: tuple, target: Target, knobs: Knobs) -> None:
+    """Each register tile computed over all of k at the output's row-tile loop, then copied out."""
+    mr, nr, mb, mb_d = tile
     i, j = [a.name for a in s.op.axes]
     m, panels = _extent(s, i), -(-_extent(s, j) // nr)
     j0, j1 = sch.split(s.name, j, nr)
@@ -401,11 +418,32 @@ def _schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anc
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
     sch.vectorize(padded, pj)
-    stages = {st.name for st in sch.state.stages}
-    for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
-        outer, _, inner = sch.loops(pack)
-        _parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
-        sch.vectorize(pack, inner)
+
+
+def _k_blocked_tiles(sch: Schedule, s: Stage, padded: str, tile: tuple, kblocks: int, target: Target,
+                     knobs: Knobs) -> None:
+    """GotoBLAS's kc: the padded product computed at the root, column panels and row blocks outermost (in
+    parallel), then k in `kblocks` blocks (the last may be short), each block accumulating into every mr x nr
+    tile of the row block, so a block of the packed panels is read while it is in cache; the output is copied
+    out of the product in parallel rows."""
+    mr, nr, mb, mb_d = tile
+    pst = sch.state.stage(padded)
+    rows, cols = pst.tensor.shape[:2]
+    pi, pj, pk = sch.loops(padded)
+    j0, j1 = sch.split(padded, pj, nr)
+    i0, i1 = sch.split(padded, pi, mb)
+    i10, i11 = sch.split(padded, i1, mr)
+    k0, k1 = sch.split(padded, pk, nparts=kblocks)
+    sch.reorder(padded, j0, i0, k0, i10, k1, i11, j1)
+    parallel_grain(sch, pst, [j0, i0], [cols // nr, -(-rows // mb_d)], target, mb_d * nr * reduction_work(sch, padded),
+                   knobs)
+    if knobs.pick(f"{padded}_unroll", (0, 1), 1):
+        sch.unroll(padded, i11)
+    sch.vectorize(padded, j1)
+    i, j = [a.name for a in s.op.axes]
+    j0, j1 = sch.split(s.name, j, nr)
+    _parallel_outer(sch, s, [i], target, _extent(s, j))
+    sch.vectorize(s.name, j1)
 
 
 def _schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs,
