@@ -36,6 +36,7 @@ class Defaults:
 def checked_default(name: str, values: Iterable[int], default: int) -> int:
     """`default`, after checking that it is one of `values` (a rule whose default lies outside its own space
     would make a default point the search cannot return to)."""
-    if default not in tuple(values):
-        raise ScheduleError(f"parameter {name}: default {default} is not one of {tuple(values)}")
+    values = tuple(values)
+    if default not in values:
+        raise ScheduleError(f"parameter {name}: default {default} is not one of {values}")
     return default

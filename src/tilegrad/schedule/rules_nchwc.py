@@ -1,13 +1,13 @@
 """Default schedules for the blocked channel layout NCHW[x]c (te/nn/nchwc.py).
 
 Every op there writes (N, C / b, OH, OW, b) and reduces over a window (and, for a convolution, over the input
-channels), so one rule serves them all, in the manner of `_schedule_packed_conv`: a register tile of `wr` output
-columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across the block, and
-is written once (through the epilogue, when one is fused on); images, channel blocks and rows run in parallel.
-Each step of a convolution broadcasts one input value and multiplies it by one weight vector into each column.
-Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2 (docs/benchmark-history.md),
-so the tile is one block wide and as many columns as the registers hold.
-"""
+channels), so one rule serves them all, in the manner of `schedule_packed_conv` (rules_packed.py): a register tile
+of `wr` output columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across
+the block, and is written once (through the epilogue, when one is fused on); images, channel blocks and rows run
+in parallel. Each step of a convolution broadcasts one input value and multiplies it by one weight vector into
+each column. Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2
+(docs/benchmark-history.md), so by default the tile is one block wide and as many columns as the registers hold;
+two blocks per tile remain a parameter for the search."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from .defaults import (
     Anchor,
     _extent,
     _largest_divisor,
-    _reduction_order,
     parallel_grain,
+    reduction_order,
     reduction_work,
     rule,
 )
@@ -51,7 +51,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     sch.vectorize(s.name, ci)
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
-    reduce = _reduction_order(knobs, acc, reduce)
+    reduce = reduction_order(knobs, acc, reduce)
     if per_tile > 1:
         sch.reorder(acc, an, ah, *reduce, acb, aw, aci)
         sch.unroll(acc, acb)
