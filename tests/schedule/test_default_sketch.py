@@ -73,6 +73,7 @@ RULE_WORKLOADS = {
     "conv": "conv2d_3x3_c4_14x14",
     "conv3d": "conv3d_c4_6x7x5",
     "im2col": "im2col",
+    "winograd": "winograd_f4",
 }
 
 
@@ -202,6 +203,7 @@ NON_DIVIDING = [  # tiles that leave tails, with the other choices off their def
     ("matmul_64x48x40", {"C_mr": 5, "C_nr": 24, "C_mb": 32, "C_local_kb": 32, "C_grain": 1}),
     ("batch_matmul_3x17x12x9", {"C_mr": 3, "C_nr": 16, "C_mb": 16, "C_local_kb": 12, "C_grain": 3}),
     ("conv2d_3x3_c4_14x14", {"Y_wr": 5, "Y_cr": 3, "Y_grain": 3}),
+    ("winograd_f4", {"Y_gemm_mr": 4, "Y_gemm_grain": 1}),  # 9 tiles, padded to 10 rows for the default mr 5
 ]
 
 

@@ -6,8 +6,8 @@ tile at a time with their position loops unrolled, so that each position's selec
 terms, and vectorised across channels; im2col's copy-out is vectorised along the output row. The last stage of each
 algorithm may arrive inlined into an element-wise epilogue (bias, residual, activation); the rules only read
 the loops of the stage they are given, so they schedule the epilogue alike. The register tiles (mr, the channel
-block) are the packed layouts of the computes' weights, so of the rules' degrees of freedom only the parallel
-grain is a parameter.
+block, im2col's mr x nr) are the packed layouts of the computes' operands, so they are not parameters, except the
+Winograd GEMM's rows per tile (its input transform is not packed by tiles); the parallel grains are.
 """
 
 from __future__ import annotations
@@ -47,8 +47,11 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: An
 @rule("winograd_gemm")
 def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """M[xi] = V[xi] U[xi] for each tile position xi: an mr tiles x one block of output channels register tile
-    over all input channels; positions and channel blocks run in parallel."""
-    mr, block = anchor.attrs["mr"], anchor.attrs["block"]
+    over all input channels; positions and channel blocks run in parallel. V is not packed by tiles, so mr is a
+    parameter (by default the compute's `row_tile`, to which the rows are padded; another leaves a guarded
+    tail)."""
+    block = anchor.attrs["block"]
+    mr = knobs.choice(f"{s.name}_mr", range(1, max(8, anchor.attrs["mr"]) + 1), anchor.attrs["mr"])
     local = sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     xi, p, o = [a.name for a in s.op.axes]
