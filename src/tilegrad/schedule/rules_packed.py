@@ -9,8 +9,10 @@ reduction order, parallel grain, unrolling) come from the knobs, with the hand-w
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from ..target import Target
+from ..te import expr as E
 from .defaults import (
     Anchor,
     _extent,
@@ -26,6 +28,16 @@ from .schedule import Schedule
 from .state import Stage
 
 MAX_BLOCK_TILES = 16  # rows per block of the packed GEMM, in register tiles
+
+
+class _Tile(NamedTuple):
+    """The packed GEMM's register tile (mr x nr, the layout's) and rows per block: `mb` as the rule has it (a Var
+    in a sketch), `mb_default` its hand-written value, which the defaults derived from it use."""
+
+    mr: int
+    nr: int
+    mb: int | E.Var
+    mb_default: int
 
 
 @rule("packed_matmul")
@@ -50,9 +62,9 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
     depth = reduction_work(sch, padded)
     kblocks = knobs.pick(f"{padded}_kblocks", [b for b in (1, 2, 4, 8) if b == 1 or 16 * b <= depth], 1)
     if kblocks > 1:
-        _k_blocked_tiles(sch, s, padded, (mr, nr, mb, mb_d), kblocks, target, knobs)
+        _k_blocked_tiles(sch, s, padded, _Tile(mr, nr, mb, mb_d), kblocks, target, knobs)
     else:
-        _tiles_at_output(sch, s, padded, (mr, nr, mb, mb_d), target, knobs)
+        _tiles_at_output(sch, s, padded, _Tile(mr, nr, mb, mb_d), target, knobs)
     stages = {st.name for st in sch.state.stages}
     for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
         outer, _, inner = sch.loops(pack)
@@ -60,7 +72,7 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
         sch.vectorize(pack, inner)
 
 
-def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: tuple, target: Target, knobs: Knobs) -> None:
+def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: _Tile, target: Target, knobs: Knobs) -> None:
     """Each register tile computed over all of k at the output's row-tile loop, then copied out."""
     mr, nr, mb, mb_d = tile
     i, j = [a.name for a in s.op.axes]
@@ -90,7 +102,7 @@ def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: tuple, target: 
     sch.vectorize(padded, pj)
 
 
-def _k_blocked_tiles(sch: Schedule, s: Stage, padded: str, tile: tuple, kblocks: int, target: Target,
+def _k_blocked_tiles(sch: Schedule, s: Stage, padded: str, tile: _Tile, kblocks: int, target: Target,
                      knobs: Knobs) -> None:
     """GotoBLAS's kc: the padded product computed at the root, column panels and row blocks outermost (in
     parallel), then k in `kblocks` blocks (the last may be short), each block accumulating into every mr x nr
