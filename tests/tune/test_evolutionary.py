@@ -28,6 +28,6 @@ def test_a_round_admits_a_bounded_number_of_new_structures():
         assert batch and all(space.valid(c) for c in batch) and not set(batch) & measured
         measured |= set(batch)
         scored_structures = len(search.known)
-        assert scored_structures <= 3 * round_, scored_structures
+        assert scored_structures <= 3 * round_ + 1, scored_structures  # and the default point's, always admitted
     # no random picks are needed to fill a batch this small: every candidate is of an admitted structure
     assert all(space.structure_key(c) in set(search.known) for c in batch)

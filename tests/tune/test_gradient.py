@@ -174,13 +174,16 @@ def test_descent_raises_the_models_score_of_its_seeds():
     space = TaskSpace(_matmul_task(32, 64, 48))
     model = MLPCostModel(seed=1)
     search = GradientSearch(space, model, GradientPolicy(seeds=6, steps=120, best_seeds=0), seed=0)
-    seeds = [c for c in search._sample_seeds(6) if c.values]  # the default sketch has nothing to descend on
-    assert seeds
-    visited = search._descend({key: [s for s in seeds if space.structure_key(s) == key]
-                               for key in {space.structure_key(c) for c in seeds}})
-    before = model.predict(space.features(seeds)).max()
-    after = model.predict(space.features(visited)).max()
-    assert after > before
+    seeds = search._sample_seeds(6)
+    keys = {space.structure_key(c) for c in seeds}
+    groups = {key: [s for s in seeds if space.structure_key(s) == key] for key in keys}
+    raised = []
+    for key, group in groups.items():  # per structure: a seed may already sit at its structure's best
+        before = model.predict(space.features(group)).max()
+        after = model.predict(space.features(search._descend({key: group}))).max()
+        assert after >= before
+        raised.append(after > before)
+    assert sum(raised) >= len(raised) / 2, raised
 
 
 def test_gradient_search_beats_the_default_schedule_on_a_small_matmul(tmp_path):

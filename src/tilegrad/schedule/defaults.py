@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from ..target import Target, host
 from ..te import expr as E
 from ..te.tensor import Tensor
+from .knobs import Defaults, Knobs
 from .schedule import Schedule
 from .state import Stage
 
@@ -23,7 +24,7 @@ INJECTIVE_TAGS = {"elemwise", "broadcast", "injective", "pad", ""}
 CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
 PACKED_TAGS = {"packed_conv2d_tiles", "packed_matmul_tiles"}
 WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
-MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule
+MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule (rules_packed.py)
 
 @dataclasses.dataclass(frozen=True)
 class Anchor:
@@ -39,8 +40,8 @@ class Anchor:
 
 
 # Rules kept beside the computes they schedule (new algorithms, layouts): tag -> rule(sch, stage, target,
-# anchor). Looked up before the built-in rules below.
-RULES: dict[str, Callable[[Schedule, Stage, Target, Anchor], None]] = {}
+# anchor, knobs). Looked up before the built-in rules below.
+RULES: dict[str, Callable[[Schedule, Stage, Target, Anchor, Knobs], None]] = {}
 
 
 def rule(*tags: str):
@@ -52,8 +53,12 @@ def rule(*tags: str):
     return add
 
 
-def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None = None) -> Schedule:
+def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None = None,
+                     knobs: Knobs | None = None) -> Schedule:
+    """The hand-written schedule; with `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it
+    instead of their defaults."""
     target = target or host()
+    knobs = Defaults() if knobs is None else knobs
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
     rows = _row_axes(sch)
@@ -70,26 +75,22 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None =
             continue
         anchor = _epilogue_anchor(sch, s) if name in out_names else None
         if anchor is not None:
-            _dispatch(sch, s, target, anchor)
+            _dispatch(sch, s, target, anchor, knobs)
         elif rows is not None and name in out_names:
             _schedule_rows(sch, s, target, rows)
         else:
-            _dispatch(sch, s, target, Anchor(s.op.tag, dict(s.op.attrs)))
+            _dispatch(sch, s, target, Anchor(s.op.tag, dict(s.op.attrs)), knobs)
     return sch
 
 
-def _dispatch(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+def _dispatch(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     tag = anchor.tag
     if tag in RULES:
-        RULES[tag](sch, s, target, anchor)
-    elif tag == "packed_matmul":
-        _schedule_packed_matmul(sch, s, target, anchor)
-    elif tag == "packed_conv2d":
-        _schedule_packed_conv(sch, s, target, anchor)
+        RULES[tag](sch, s, target, anchor, knobs)
     elif tag in MATMUL_TAGS:
-        _schedule_matmul(sch, s, target, anchor)
+        _schedule_matmul(sch, s, target, anchor, knobs)
     elif tag in CONV_TAGS and anchor.attrs.get("groups", 1) == 1:
-        _schedule_conv(sch, s, target, anchor)
+        _schedule_conv(sch, s, target, anchor, knobs)
     elif anchor.accumulator is not None and tag in WINDOW_TAGS:
         _schedule_window(sch, s, target, anchor.accumulator)
     elif anchor.accumulator is not None:  # an epilogue on an op without a tiled rule: compute it per output row
@@ -196,19 +197,39 @@ def _largest_divisor(n: int, at_most: int) -> int:
 
 
 def _parallel_outer(sch: Schedule, s: Stage, loops: list[str], target: Target, work_inside: int) -> None:
-    """Run the leading `loops` in parallel when there is enough work, fusing only as many as it takes to give
-    every thread several chunks (fusing more would only add index arithmetic)."""
-    total = math.prod(_extent(s, lp) for lp in loops)
+    """Run the leading `loops` in parallel when there is enough work (`parallel_count`)."""
+    _parallelize(sch, s, loops, parallel_count([_extent(s, lp) for lp in loops], target, work_inside))
+
+
+def parallel_count(extents: list[int], target: Target, work_inside: int) -> int:
+    """How many leading loops of these extents to fuse into the parallel loop: none without enough work, else only
+    as many as it takes to give every thread several chunks (fusing more would only add index arithmetic)."""
+    total = math.prod(extents)
     if total < 2 or total * work_inside < target.min_parallel_work:
-        return
-    prefix, chunks = [], 1
-    for lp in loops:
-        prefix.append(lp)
-        chunks *= _extent(s, lp)
+        return 0
+    count, chunks = 0, 1
+    for e in extents:
+        count += 1
+        chunks *= e
         if chunks >= 64:
             break
-    fused = sch.fuse(s.name, *prefix) if len(prefix) > 1 else prefix[0]
-    sch.parallel(s.name, fused)
+    return count
+
+
+def parallel_grain(sch: Schedule, s: Stage, loops: list[str], extents: list[int] | None, target: Target,
+                   work_inside: int, knobs: Knobs) -> None:
+    """The parallel grain as a parameter: how many of the leading `loops` fuse into the parallel loop (0: none),
+    by default `parallel_count`'s. `extents` are the loops' extents at the default point (a loop split by a
+    parameter has no integer extent while the parameter is a Var); None reads them from the stage."""
+    if extents is None:
+        extents = [_extent(s, lp) for lp in loops]
+    count = knobs.pick(f"{s.name}_grain", range(len(loops) + 1), parallel_count(extents, target, work_inside))
+    _parallelize(sch, s, loops, count)
+
+
+def _parallelize(sch: Schedule, s: Stage, loops: list[str], count: int) -> None:
+    if count:
+        sch.parallel(s.name, sch.fuse(s.name, *loops[:count]) if count > 1 else loops[0])
 
 
 def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
@@ -293,94 +314,62 @@ def _contiguous_reduction(s: Stage) -> str | None:
     return "window" if "window" in kinds else "reduce" if kinds else None
 
 
-def _schedule_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
-    """Register tile of mr rows x nr columns accumulated over k; the batch and row blocks run in parallel."""
+def _schedule_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
+    """Register tile of mr rows x nr columns accumulated over k in blocks of kb; the batch and blocks of mb rows
+    run in parallel. mr, nr (multiples of the vector lanes, or the whole row when it is narrower), mb and kb are
+    parameters, any of which may leave a guarded tail; so is the parallel grain."""
     lanes = target.vector_lanes
     *batch, i, j = [a.name for a in s.op.axes]
     m, n = _extent(s, i), _extent(s, j)
     if anchor.tag == "batch_matmul" and n >= lanes and m >= 8:
-        nr, mr = lanes, 8  # 8 rows of one vector: on attention's short reductions this beats 4 x 2 vectors
+        nr_d, mr_d = lanes, 8  # 8 rows of one vector: on attention's short reductions this beats 4 x 2 vectors
     else:
-        nr = _tile(n, (lanes * 2, lanes))
-        mr = _tile(m, (4, 3, 2))
+        nr_d = _tile(n, (lanes * 2, lanes))
+        mr_d = _tile(m, (4, 3, 2))
+    mb_d = min(m, 64)
+    nr = knobs.choice(f"{s.name}_nr", _values(nr_d, (lanes * k for k in (1, 2, 3, 4)), -(-n // lanes) * lanes), nr_d)
+    mr = knobs.choice(f"{s.name}_mr", _values(mr_d, range(1, 9), m), mr_d)
+    mb = knobs.choice(f"{s.name}_mb", _values(mb_d, (16, 32, 64, 128), m), mb_d)
     local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
-    mb = 64 if m > 64 else m
     i0, i1 = sch.split(s.name, i, mb)
     i10, i11 = sch.split(s.name, i1, mr)
     j0, j1 = sch.split(s.name, j, nr)
     sch.reorder(s.name, *batch, i0, j0, i10, i11, j1)
-    _parallel_outer(sch, s, [*batch, i0, j0], target, mb * nr * reduction_work(sch, local))
+    work = mb_d * nr_d * reduction_work(sch, local)
+    extents = [_extent(s, b) for b in batch] + [-(-m // mb_d), -(-n // nr_d)]
+    parallel_grain(sch, s, [*batch, i0, j0], extents, target, work, knobs)
     sch.vectorize(s.name, j1)
-    attach = i10
-    sch.compute_at(local, s.name, attach)
+    sch.compute_at(local, s.name, i10)
     lst = sch.state.stage(local)
     k = lst.leaves[-1]
-    kb = 256 if _extent(lst, k) > 256 else _extent(lst, k)
-    k0, k1 = sch.split(local, k, kb)
+    kext = _extent(lst, k)
+    kb_d = min(kext, 256)
+    k0, k1 = sch.split(local, k, knobs.choice(f"{local}_kb", _values(kb_d, (32, 64, 128, 256), kext), kb_d))
     li, lj = [a.name for a in lst.op.axes][-2:]
     sch.reorder(local, k0, k1, li, lj)
     sch.unroll(local, li)
     sch.vectorize(local, lj)
 
 
-def _schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor,
-                            tiles_per_block: int = 9) -> None:
-    """The packed GEMM (te.nn.packed_matmul): each mr x nr register tile of the padded product accumulates over
-    all of k inside the output's loops and is copied out (the only guarded part); blocks of output rows and column
-    panels run in parallel; the packing stages run in parallel at the root."""
-    mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
-    padded = _stage_tagged(sch, "packed_matmul_tiles")
-    tiles = sch.state.stage(padded).tensor.shape[0] // mr
-    mb = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
-    i, j = [a.name for a in s.op.axes]
-    j0, j1 = sch.split(s.name, j, nr)
-    i0, i1 = sch.split(s.name, i, mb)
-    i10, i11 = sch.split(s.name, i1, mr)
-    sch.reorder(s.name, j0, i0, i10, i11, j1)
-    _parallel_outer(sch, s, [j0, i0], target, mb * nr * reduction_work(sch, padded))
-    sch.vectorize(s.name, j1)
-    sch.compute_at(padded, s.name, i10)
-    pi, pj, pk = sch.loops(padded)
-    sch.reorder(padded, pk, pi, pj)
-    sch.unroll(padded, pi)
-    sch.vectorize(padded, pj)
-    stages = {st.name for st in sch.state.stages}
-    for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
-        outer, _, inner = sch.loops(pack)
-        _parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
-        sch.vectorize(pack, inner)
+def _values(default: int, candidates, limit: int) -> tuple[int, ...]:
+    """A parameter's values: the default and the candidates up to `limit` (a larger tile than its loop only adds
+    a guarded tail)."""
+    return tuple(sorted({default} | {v for v in candidates if v <= limit}))
 
 
-def _schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor,
-                          accumulators: int = 14) -> None:
-    """te.nn.packed_conv2d: a register tile of wr output columns x one block of output channels (vectorised)
-    accumulates over input channels and taps; images, channel blocks and rows run in parallel; the tile is copied
-    out to NCHW."""
-    block = anchor.attrs["block"]
-    blocked = _stage_tagged(sch, "packed_conv2d_tiles")
-    n, c, h, w = [a.name for a in s.op.axes]
-    vectors = -(-block // target.vector_lanes)
-    wr = _largest_divisor(_extent(s, w), max(1, accumulators // vectors))
-    c0, c1 = sch.split(s.name, c, block)
-    w0, w1 = sch.split(s.name, w, wr)
-    sch.reorder(s.name, n, c0, h, w0, c1, w1)
-    _parallel_outer(sch, s, [n, c0, h], target, _extent(s, w) * block * reduction_work(sch, blocked))
-    sch.compute_at(blocked, s.name, w0)
-    bn, bc, bh, bw, bb, *reduce = sch.loops(blocked)
-    sch.reorder(blocked, bn, bc, bh, *reduce, bw, bb)
-    sch.unroll(blocked, bw)
-    sch.vectorize(blocked, bb)
+def reduction_order(knobs: Knobs, stage: str, reduce: list[str]) -> list[str]:
+    """The reduction loops (input channels first, then the taps) in the order a parameter picks: as they are, or
+    the taps outside the channels."""
+    if len(reduce) < 2 or knobs.pick(f"{stage}_taps_outer", (0, 1), 0) == 0:
+        return reduce
+    return reduce[1:] + reduce[:1]
 
 
 def reduction_work(sch: Schedule, stage: str) -> int:
     """Multiply-adds per output element of a reduction stage: what makes a small output still worth threads."""
     st = sch.state.stage(stage)
     return math.prod(_extent(st, a.name) for a in st.op.reduce_axes)
-
-
-def _stage_tagged(sch: Schedule, tag: str) -> str:
-    return next(st.name for st in sch.state.stages if st.op.tag == tag)
 
 
 def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:
@@ -397,20 +386,24 @@ def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> 
     return wr, _largest_divisor(channels, max(1, accumulators // vectors))
 
 
-def _schedule_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
-    """Direct convolution: a tile of output channels x output columns accumulated in registers over the input
-    channels and taps; batch, channel blocks and rows run in parallel."""
+def _schedule_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
+    """Direct convolution: a tile of cr output channels x wr output columns accumulated in registers over the
+    input channels and taps; batch, channel blocks and rows run in parallel. wr, cr (by default `conv_tile`'s;
+    others may leave guarded tails) and the parallel grain are parameters."""
     lanes = target.vector_lanes
     n, c, *spatial = [a.name for a in s.op.axes]
     w = spatial[-1]
-    wext = _extent(s, w)
-    wr, cr = conv_tile(_extent(s, c), wext, lanes)
+    wext, cext = _extent(s, w), _extent(s, c)
+    wr_d, cr_d = conv_tile(cext, wext, lanes)
+    wr = knobs.choice(f"{s.name}_wr", _values(wr_d, range(1, 2 * lanes + 1), wext), wr_d)
+    cr = knobs.choice(f"{s.name}_cr", _values(cr_d, range(1, 13), cext), cr_d)
     local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     c0, c1 = sch.split(s.name, c, cr)
     w0, w1 = sch.split(s.name, w, wr)
     sch.reorder(s.name, n, c0, *spatial[:-1], w0, c1, w1)
-    _parallel_outer(sch, s, [n, c0, *spatial[:-1]], target, wext * cr * reduction_work(sch, local))
+    extents = [_extent(s, n), -(-cext // cr_d)] + [_extent(s, a) for a in spatial[:-1]]
+    parallel_grain(sch, s, [n, c0, *spatial[:-1]], extents, target, wext * cr_d * reduction_work(sch, local), knobs)
     sch.compute_at(local, s.name, w0)
     lst = sch.state.stage(local)
     ln, lc, *lsp = [a.name for a in lst.op.axes]
@@ -457,5 +450,6 @@ def _vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, 
     sch.compute_at(p.name, consumer, row)
 
 
+from . import rules_packed  # noqa: E402,F401
 from . import rules_nchwc  # noqa: E402,F401
 from . import rules_conv_algorithms  # noqa: E402,F401

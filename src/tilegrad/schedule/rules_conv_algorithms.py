@@ -5,20 +5,23 @@ register tile accumulated over the whole reduction, the nr columns two vectors);
 tile at a time with their position loops unrolled, so that each position's select chain folds to its own few
 terms, and vectorised across channels; im2col's copy-out is vectorised along the output row. The last stage of each
 algorithm may arrive inlined into an element-wise epilogue (bias, residual, activation); the rules only read
-the loops of the stage they are given, so they schedule the epilogue alike.
+the loops of the stage they are given, so they schedule the epilogue alike. The register tiles (mr, the channel
+block, im2col's mr x nr) are the packed layouts of the computes' operands, so they are not parameters, except the
+Winograd GEMM's rows per tile (its input transform is not packed by tiles); the parallel grains are.
 """
 
 from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..target import Target
-from .defaults import Anchor, _extent, _parallel_outer, reduction_work, rule
+from .defaults import Anchor, _extent, parallel_grain, reduction_work, rule
+from .knobs import Knobs
 from .schedule import Schedule
 from .state import Stage
 
 
 @rule("winograd_conv2d")
-def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """Y = A^T (M A): one output tile at a time (tiles in parallel), a vector of output channels at a time (the
     row of M each position reads is contiguous in them), M A computed for that tile and vector, the m x m
     positions unrolled."""
@@ -28,7 +31,7 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: An
     w0, w1 = sch.split(s.name, w, m)
     o0, o1 = _vector_split(sch, s, o, target)
     sch.reorder(s.name, *[lp for lp in (n, h0, w0, o0, h1, w1, o1) if lp])
-    _parallel_outer(sch, s, [n, h0, w0], target, _extent(s, o) * m * m)
+    parallel_grain(sch, s, [n, h0, w0], None, target, _extent(s, o) * m * m, knobs)
     half = _producer(sch, s, "winograd_output")
     loops = sch.loops(s.name)
     sch.compute_at(half, s.name, loops[loops.index(h1) - 1])  # o0, or the (maybe fused) tile loop
@@ -42,17 +45,20 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: An
 
 
 @rule("winograd_gemm")
-def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """M[xi] = V[xi] U[xi] for each tile position xi: an mr tiles x one block of output channels register tile
-    over all input channels; positions and channel blocks run in parallel."""
-    mr, block = anchor.attrs["mr"], anchor.attrs["block"]
+    over all input channels; positions and channel blocks run in parallel. V is not packed by tiles, so mr is a
+    parameter (by default the compute's `row_tile`, to which the rows are padded; another leaves a guarded
+    tail)."""
+    block = anchor.attrs["block"]
+    mr = knobs.choice(f"{s.name}_mr", range(1, max(8, anchor.attrs["mr"]) + 1), anchor.attrs["mr"])
     local = sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     xi, p, o = [a.name for a in s.op.axes]
     p0, p1 = sch.split(s.name, p, mr)
     o0, o1 = sch.split(s.name, o, block)
     sch.reorder(s.name, xi, o0, p0, p1, o1)
-    _parallel_outer(sch, s, [xi, o0], target, _extent(s, p) * block * reduction_work(sch, local))
+    parallel_grain(sch, s, [xi, o0], None, target, _extent(s, p) * block * reduction_work(sch, local), knobs)
     sch.vectorize(s.name, o1)
     sch.compute_at(local, s.name, p0)
     lst = sch.state.stage(local)
@@ -63,13 +69,13 @@ def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anch
 
 
 @rule("winograd_input")
-def schedule_winograd_input(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+def schedule_winograd_input(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """V = (B^T d) B: one tile at a time (in parallel), a vector of channels at a time, B^T d computed for that
     tile and vector, the alpha^2 positions unrolled."""
     xi, p, c = [a.name for a in s.op.axes]
     c0, c1 = _vector_split(sch, s, c, target)
     sch.reorder(s.name, *[lp for lp in (p, c0, xi, c1) if lp])
-    _parallel_outer(sch, s, [p], target, _extent(s, xi) * _extent(s, c))
+    parallel_grain(sch, s, [p], None, target, _extent(s, xi) * _extent(s, c), knobs)
     half = _producer(sch, s, "winograd_input_rows")
     sch.compute_at(half, s.name, c0 or p)
     _, e, col, lane = sch.loops(half)
@@ -104,16 +110,16 @@ def _vector_split(sch: Schedule, s: Stage, loop: str, target: Target) -> tuple[s
 
 
 @rule("im2col_conv2d")
-def schedule_im2col_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+def schedule_im2col_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """The copy-out of the product to NCHW: images and channels in parallel, vectors along the row."""
     n, o, h, w = [a.name for a in s.op.axes]
     _, w1 = _vector_split(sch, s, w, target)
-    _parallel_outer(sch, s, [n, o, h], target, _extent(s, w))
+    parallel_grain(sch, s, [n, o, h], None, target, _extent(s, w), knobs)
     sch.vectorize(s.name, w1)
 
 
 @rule("im2col_gemm")
-def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """W @ cols per image, one output row at a time (rows in parallel): that row's columns are built first (a
     slab that stays in cache), then every mr channels x nr positions register tile accumulates over all of k."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
@@ -124,7 +130,7 @@ def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     o0, o1 = sch.split(s.name, o, mr)
     w0, w1 = sch.split(s.name, w, nr)
     sch.reorder(s.name, n, h, o0, w0, o1, w1)
-    _parallel_outer(sch, s, [n, h], target, _extent(s, o) * _extent(s, w) * reduction_work(sch, local))
+    parallel_grain(sch, s, [n, h], None, target, _extent(s, o) * _extent(s, w) * reduction_work(sch, local), knobs)
     sch.vectorize(s.name, w1)
     sch.compute_at(cols, s.name, sch.loops(s.name)[sch.loops(s.name).index(o0) - 1])
     sch.vectorize(cols, sch.loops(cols)[-1])

@@ -1,18 +1,27 @@
 """Default schedules for the blocked channel layout NCHW[x]c (te/nn/nchwc.py).
 
 Every op there writes (N, C / b, OH, OW, b) and reduces over a window (and, for a convolution, over the input
-channels), so one rule serves them all, in the manner of `_schedule_packed_conv`: a register tile of `wr` output
-columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across the block, and
-is written once (through the epilogue, when one is fused on); images, channel blocks and rows run in parallel.
-Each step of a convolution broadcasts one input value and multiplies it by one weight vector into each column.
-Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2 (docs/benchmark-history.md),
-so the tile is one block wide and as many columns as the registers hold.
-"""
+channels), so one rule serves them all, in the manner of `schedule_packed_conv` (rules_packed.py): a register tile
+of `wr` output columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across
+the block, and is written once (through the epilogue, when one is fused on); images, channel blocks and rows run
+in parallel. Each step of a convolution broadcasts one input value and multiplies it by one weight vector into
+each column. Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2
+(docs/benchmark-history.md), so by default the tile is one block wide and as many columns as the registers hold;
+two blocks per tile remain a parameter for the search."""
 
 from __future__ import annotations
 
 from ..target import Target
-from .defaults import Anchor, _extent, _largest_divisor, _parallel_outer, reduction_work, rule
+from .defaults import (
+    Anchor,
+    _extent,
+    _largest_divisor,
+    parallel_grain,
+    reduction_order,
+    reduction_work,
+    rule,
+)
+from .knobs import Knobs
 from .schedule import Schedule
 from .state import Stage
 
@@ -20,28 +29,52 @@ WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
 
 @rule(*WINDOW_TAGS)
-def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
-    """The register-tiled schedule above, for the op's own output or for an epilogue fused onto it."""
+def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
+    """The register-tiled schedule above, for the op's own output or for an epilogue fused onto it. The block is
+    the layout's; the parameters are the channel blocks per tile of a convolution (1 or 2: two reuse each
+    broadcast input twice), the tile's columns (up to the registers' budget, by default `tile_columns`; one that
+    does not divide the row leaves a guarded tail), the order of the reduction (input channels outside or inside
+    the taps), the parallel grain and whether the tile's columns are unrolled."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = _extent(s, w), _extent(s, ci)
-    w0, _ = sch.split(s.name, w, tile_columns(width, block, target))
-    _parallel_outer(sch, s, [n, cb, h], target, width * block * reduction_work(sch, acc))
+    two = anchor.tag == "conv2d_nchwc" and _extent(s, cb) > 1
+    per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), 1)
+    wr_d = tile_columns(width, block, target, per_tile)
+    wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
+    w0, w1 = sch.split(s.name, w, wr)
+    if per_tile > 1:
+        cb, cb1 = sch.split(s.name, cb, per_tile)
+        sch.reorder(s.name, n, cb, h, w0, cb1, w1, ci)
+    work = width * block * per_tile * reduction_work(sch, acc)
+    parallel_grain(sch, s, [n, cb, h], None, target, work, knobs)
     sch.vectorize(s.name, ci)
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
-    sch.reorder(acc, an, acb, ah, *reduce, aw, aci)
-    sch.unroll(acc, aw)
+    reduce = reduction_order(knobs, acc, reduce)
+    if per_tile > 1:
+        sch.reorder(acc, an, ah, *reduce, acb, aw, aci)
+        sch.unroll(acc, acb)
+    else:
+        sch.reorder(acc, an, acb, ah, *reduce, aw, aci)
+    if knobs.pick(f"{acc}_unroll", (0, 1), 1):
+        sch.unroll(acc, aw)
     sch.vectorize(acc, aci)
 
 
-def tile_columns(width: int, block: int, target: Target) -> int:
-    """Output columns in the register tile: the largest divisor of the width (a tile that overshoots the row
-    needs bounds checks in the inner loop) whose accumulators leave two vector registers free, for the input and
-    the weight vector that each step multiplies (wider weight blocks are read from memory by the FMAs)."""
-    vectors = -(-block // target.vector_lanes)
+def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> int:
+    """Output columns in the register tile of `per_tile` channel blocks: the largest divisor of the width (a tile
+    that overshoots the row needs bounds checks in the inner loop) whose accumulators leave two vector registers
+    free, for the input and the weight vector that each step multiplies (wider weight blocks are read from memory
+    by the FMAs)."""
+    return _largest_divisor(width, _column_budget(block, target, per_tile))
+
+
+def _column_budget(block: int, target: Target, per_tile: int) -> int:
+    """The most columns whose accumulators (for `per_tile` channel blocks) leave two vector registers free."""
+    vectors = -(-block // target.vector_lanes) * per_tile
     registers = 32 if target.vector_lanes >= 16 else 16
-    return _largest_divisor(width, max(1, (registers - 2) // vectors))
+    return max(1, (registers - 2) // vectors)
 
 
 def _accumulator(sch: Schedule, s: Stage, anchor: Anchor) -> str:

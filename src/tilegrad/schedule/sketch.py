@@ -6,7 +6,9 @@ convolution) gets multi-level tiling "SSRSRS" (spatial loops split in four level
 computed at the tile of a fused element-wise consumer, or of a copy-out added by cache_write, or tiled in place;
 a reduction with little spatial work and a long reduction is split with rfactor; any other stage is vectorised
 along its innermost loop and either computed at a loop of its consumer or at the root, in parallel. The default
-schedule (the hand-written rules) is one more sketch without parameters.
+schedule is one more sketch, "default": the hand-written rules with their degrees of freedom (register tiles,
+blocking, loop order, parallel grain, unrolling) as parameters, whose defaults (`Sketch.default_params`) give the
+hand-written schedule.
 
 A sketch's parameters are of two kinds. Numeric ones stay expression Vars in its trace: tile sizes (each split
 of an extent L is a chain of Vars, the products of the inner parts, each dividing the one before and L itself)
@@ -30,6 +32,7 @@ from ..te import expr as E
 from ..te.tensor import Tensor
 from ..target import Target, host
 from .defaults import default_schedule
+from .knobs import checked_default
 from .schedule import Schedule
 from .state import Stage
 from .trace import Trace
@@ -95,15 +98,22 @@ def divisors(n: int) -> tuple[int, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """A parameter taking one of `values`."""
+    """A parameter taking one of `values`; `default` is the hand-written value where a default rule declared it
+    (None: the first value)."""
 
     var: str
     values: tuple[int, ...]
+    default: int | None = None
+
+    @property
+    def start(self) -> int:
+        return self.values[0] if self.default is None else self.default
 
 
 class Space:
     """What a sketch rule declares while it builds a trace: numeric parameters (Vars in the trace) and
-    structural ones (read from `structure`, default the first value)."""
+    structural ones (read from `structure`, else their default, else their first value). It is the `Knobs` the
+    default rules (defaults.py) ask when they build the default sketch."""
 
     def __init__(self, structure: dict[str, int]):
         self.structure = structure
@@ -116,16 +126,21 @@ class Space:
         self.tilings.append(Tiling(extent, names))
         return [E.Var(n, E.INDEX, 1, extent) for n in names]
 
-    def choice(self, name: str, values: tuple[int, ...]) -> E.Var:
-        var = _var_name(name)
-        self.choices.append(Choice(var, tuple(values)))
-        return E.Var(var, E.INDEX, min(values), max(values))
-
-    def pick(self, name: str, values) -> int:
+    def choice(self, name: str, values, default: int | None = None) -> E.Var:
         var = _var_name(name)
         values = tuple(values)
-        self.structural.append(Choice(var, values))
-        value = self.structure.get(var, values[0])
+        if default is not None:
+            checked_default(var, values, default)
+        self.choices.append(Choice(var, values, default))
+        return E.Var(var, E.INDEX, min(values), max(values))
+
+    def pick(self, name: str, values, default: int | None = None) -> int:
+        var = _var_name(name)
+        values = tuple(values)
+        if default is not None:
+            checked_default(var, values, default)
+        self.structural.append(Choice(var, values, default))
+        value = self.structure.get(var, values[0] if default is None else default)
         if value not in values:
             raise ScheduleError(f"structural choice {var}={value} is not one of {values}")
         return value
@@ -188,6 +203,31 @@ class Sketch:
             params[c.var] = rng.choice(c.values)
         return params
 
+    def default_params(self) -> dict[str, int]:
+        """The point the search starts from: every structural and numeric choice its default (for the default
+        sketch, the hand-written schedule), every tiling unsplit (inner parts of 1)."""
+        return self.completed({})
+
+    def completed(self, params: dict) -> dict[str, int]:
+        """`params` made a whole point: each choice the trace makes keeps its value in `params` where that is
+        one of its values and takes its default otherwise (a tiling its unsplit point); values of choices the
+        trace does not make are dropped. Structural choices are settled in the order the trace makes them."""
+        structure: dict[str, int] = {}
+        while True:
+            _, space = self.space(structure)
+            pending = [c for c in space.structural if c.var not in structure]
+            if not pending:
+                break
+            c = pending[0]
+            structure[c.var] = params[c.var] if params.get(c.var) in c.values else c.start
+        out = dict(structure)
+        for c in space.choices:
+            out[c.var] = params[c.var] if params.get(c.var) in c.values else c.start
+        for t in space.tilings:
+            kept = all(v in params for v in t.vars) and t.valid(params)
+            out.update({v: params[v] if kept else 1 for v in t.vars})
+        return out
+
     def valid(self, params: dict) -> bool:
         try:
             _, space = self.space(self.structure_of(params))
@@ -214,7 +254,7 @@ def generate_sketches(outputs: Callable[[], list[Tensor]], target: Target | None
     """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then those the
     derivation rules give, each checked to build."""
     target = target or host()
-    sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, target))]
+    sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, space, target))]
     analysis = _Analysis(Schedule(outputs()))
     for plan in analysis.plans()[:limit]:
         name = "+".join(dict.fromkeys(decision for decision in plan.values() if decision != "inline")) or "inline"
@@ -226,8 +266,9 @@ def generate_sketches(outputs: Callable[[], list[Tensor]], target: Target | None
     return sketches
 
 
-def _replay_default(sch: Schedule, target: Target) -> None:
-    for step in default_schedule(sch.outputs, target).trace.steps:
+def _replay_default(sch: Schedule, space: Space, target: Target) -> None:
+    """The default rules with their parameters declared in `space` (at its structure), replayed on `sch`."""
+    for step in default_schedule(sch.outputs, target, knobs=space).trace.steps:
         sch._record(step.kind, **dict(step.args))
 
 

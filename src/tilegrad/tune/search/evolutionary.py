@@ -41,6 +41,7 @@ class EvolutionaryPolicy:
     crossover_prob: float = 0.1
     elite_fraction: float = 0.25  # of the initial population: the best measured candidates
     new_structures: int = 16  # structures not derived before that may enter one round's population
+    default_fraction: float = 0.05  # of the initial population: the hand-written point and mutations of it
 
     def for_task(self, space: TaskSpace, model: CostModel, seed: int) -> EvolutionarySearch:
         return EvolutionarySearch(space, model, self, seed)
@@ -67,6 +68,7 @@ class EvolutionarySearch:
         population = list(dict.fromkeys(best[:int(opt.population * opt.elite_fraction)]))
         for c in population:
             self._admit(c, force=True)
+        population += self._default_and_mutations(int(opt.population * opt.default_fraction))
         population += [self._sample_admitted() for _ in range(opt.population - len(population))]
         scored: dict[Candidate, float] = {}
         for generation in range(opt.generations + 1):
@@ -85,6 +87,18 @@ class EvolutionarySearch:
                 batch.append(c)
                 taken.add(c)
         return batch
+
+    def _default_and_mutations(self, n: int) -> list[Candidate]:
+        """The default sketch's hand-written point and up to n - 1 valid mutations of it: the population starts
+        from the hand-written schedule as well as from random points."""
+        default = self.space.default()
+        self._admit(default, force=True)
+        out = [default]
+        for _ in range(n - 1):
+            child = self._mutate(default)
+            if child is not None and self.space.valid(child):
+                out.append(child)
+        return out[:max(n, 1)]
 
     def _random(self, n: int) -> list[Candidate]:
         return [self.space.sample(self.rng) for _ in range(max(0, n))]

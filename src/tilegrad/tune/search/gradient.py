@@ -11,7 +11,8 @@ most its loop's extent, the innermost at most MAX_INNERMOST, each choice within 
 constraint of the optimisation: every visited point is rounded, each tile variable to the divisor of the one
 outside it nearest in log space, each choice to its nearest value.
 
-One round (Algorithm 1 of Felix) for a task: draw `seeds` valid starting points by rejection sampling (structures
+One round (Algorithm 1 of Felix) for a task: start from the best measured points, the default sketch's hand-written
+point and a neighbour of it, and valid points drawn by rejection sampling (structures
 whose features are not derived are rejected; at most `new_structures` structures new to the search per round),
 run Adam for `steps` steps from all of them at once (one batch per structure, the structures in lockstep), round
 every point visited, drop duplicates and points already measured, rank the rest by the model on their exact
@@ -57,6 +58,7 @@ class GradientPolicy:
     penalty: float = 4.0
     tau: float = 1.0
     best_seeds: int = 2
+    default_seeds: int = 2  # the hand-written point and neighbours of it (one choice re-drawn)
     patience: int = 50  # stop a structure's descent once this many steps round to no point not seen before
     new_structures: int = 2  # structures of a sketch not derived before that one round's seeds may open
 
@@ -190,6 +192,7 @@ class GradientSearch:
         seeds."""
         opt = self.options
         seeds = [c for c in best[:opt.best_seeds] if self._smooth(c) is not None]
+        seeds += [c for c in self._default_seeds() if c not in seeds]
         seeds += self._sample_seeds(opt.seeds - len(seeds))
         groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for c in seeds:
@@ -206,6 +209,18 @@ class GradientSearch:
                 batch.append(c)
                 taken.add(c)
         return batch
+
+    def _default_seeds(self) -> list[Candidate]:
+        """The default point and `default_seeds - 1` neighbours of it, those whose smooth features exist: the
+        descent starts from the hand-written schedule and moves away from it."""
+        default = self.space.default()
+        points = [default] + [self.space.neighbour(default, self.rng) for _ in range(self.options.default_seeds - 1)]
+        out = []
+        for c in dict.fromkeys(points[:self.options.default_seeds]):
+            if self._smooth(c) is not None:
+                self._known[self.space.structure_key(c)] = None
+                out.append(c)
+        return out
 
     def _sample_seeds(self, n: int) -> list[Candidate]:
         """Rejection sampling: random valid candidates of structures whose smooth features exist. Deriving a

@@ -88,6 +88,7 @@ class TaskSpace:
     def __init__(self, task: Task):
         self.task = task
         self.sketches: list[Sketch] = generate_sketches(lambda: task.compute()[1])
+        self._default = Candidate.of(0, self.sketches[0].default_params())
         self._formulas: dict[tuple, FeatureFormulas | None] = {}
         self._smooth: dict[tuple, object] = {}
 
@@ -96,7 +97,21 @@ class TaskSpace:
         return Candidate.of(i, self.sketches[i].sample(rng))
 
     def default(self) -> Candidate:
-        return Candidate(0, ())
+        """The hand-written schedule: the default sketch at its default point."""
+        return self._default
+
+    def neighbour(self, c: Candidate, rng: random.Random) -> Candidate:
+        """`c` with one structural or numeric choice re-drawn; what a new structure adds takes its defaults. How
+        a search starts looking past the hand-written schedule."""
+        sketch = self.sketches[c.sketch]
+        params = c.values
+        _, space = sketch.space(sketch.structure_of(params))
+        choices = space.structural + space.choices
+        if not choices:
+            return c
+        choice = rng.choice(choices)
+        params[choice.var] = rng.choice(choice.values)
+        return Candidate.of(c.sketch, sketch.completed(params))
 
     def trace(self, c: Candidate) -> Trace:
         return self.sketches[c.sketch].bind(c.values)
@@ -109,12 +124,16 @@ class TaskSpace:
         return json.dumps({"policy": policy, "sketch": self.sketches[c.sketch].name, "params": c.values})
 
     def from_origin(self, origin: str) -> Candidate | None:
+        """The candidate an origin names, or None. A record of the default sketch without parameters (written
+        before the default rules had them) is the default point."""
         try:
             obj = json.loads(origin)
             names = [s.name for s in self.sketches]
             c = Candidate.of(names.index(obj["sketch"]), obj["params"])
         except (ValueError, KeyError, TypeError):
             return None
+        if c == Candidate(0, ()):
+            return self.default()
         return c if self.valid(c) else None
 
     def structure_key(self, c: Candidate) -> tuple:
