@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from tilegrad import te
 from tilegrad.kernel import build, lower_kernel
-from tilegrad.loop.ir import Allocate, For, IfThenElse, Seq, Store, walk
+from tilegrad.loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Store, walk
 from tilegrad.loop.tails import version_tails
 from tilegrad.schedule import Schedule
+from tilegrad.te import expr as E
 from tilegrad.te import nn
 
 
@@ -114,3 +115,18 @@ def test_default_batch_matmul_of_any_size(m, n, k):
     x = rng.standard_normal((2, m, k)).astype("float32")
     y = rng.standard_normal((2, k, n)).astype("float32")
     np.testing.assert_allclose(build(([a, b], [c])).run(x, y), x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_a_test_under_loops_of_other_extents_keeps_its_guard():
+    """Two nests whose inner loops share a name but not an extent: no one check per tile covers both."""
+    out = Buffer("Y", (E.Const(10, E.INDEX),), "float32")
+    o = E.Var("o", E.INDEX, 0, 2)
+
+    def nest(extent: int) -> For:
+        i = E.Var("i", E.INDEX, 0, extent - 1)
+        guard = IfThenElse(o * 4 + i < 10, Store(out, (o * 4 + i,), E.Const(1.0, "float32")))
+        return For(i, E.Const(extent, E.INDEX), "serial", guard)
+
+    kernel = Kernel("k", (out,), For(o, E.Const(3, E.INDEX), "serial", Seq((nest(8), nest(4)))))
+    versioned = version_tails(kernel)
+    assert not [s for s in walk(versioned.body) if isinstance(s, IfThenElse) and s.orelse is not None]

@@ -26,8 +26,9 @@ _TRUE = E.Const(True, "bool")
 
 def version_tails(k: Kernel) -> Kernel:
     """`k` with each non-dividing tile's guard hoisted to a check per tile (see the module docstring)."""
-    plan: dict[int, dict[E.Expr, tuple[E.Expr, E.Expr]]] = {}  # id(For) -> {guard atom: (at worst, at best)}
+    plan: dict[int, dict] = {}  # id(For) -> {guard atom: (the atom at the tile's worst corner, at its best)}
     _plan(k.body, [], plan)
+    plan = {loop: {a: c for a, c in atoms.items() if c is not None} for loop, atoms in plan.items()}
     body = _clamp(_rewrite(k.body, plan) if plan else k.body)
     return k if body == k.body else dataclasses.replace(k, body=body)
 
@@ -52,7 +53,10 @@ def _plan(s: Stmt, loops: list[For], plan: dict) -> None:
                 placed = _hoist(atom, loops)
                 if placed is not None:
                     loop, corners = placed
-                    plan.setdefault(id(loop), {})[atom] = corners
+                    atoms = plan.setdefault(id(loop), {})
+                    # the same test under loops of other extents (two stages' loops of one name) has other
+                    # corners: no single check covers both, so it stays where it is
+                    atoms[atom] = corners if atoms.get(atom, corners) == corners else None
         _plan(s.then, loops, plan)
         if s.orelse is not None:
             _plan(s.orelse, loops, plan)
