@@ -148,8 +148,9 @@ def _plot_history(path: Path, history: Sequence[tuple[float, int, float]], x_ind
         xs, ys = zip(*points)
         ax.plot(xs, ys, drawstyle="steps-post", marker=".")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("best-so-far estimate (ms)")
-    ax.set_title("whole-model estimate: sum of weight x best latency")
+    ax.set_ylabel("estimate (ms)")
+    # not monotone: a best re-timed beside the one before it may turn out slower than its first timing
+    ax.set_title("whole-model estimate: sum of weight x best latency (re-timed bests may raise it)")
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=100)
 
@@ -220,7 +221,7 @@ def _page(summary: RunSummary, rows: Sequence[TaskRow], peaks: Peaks) -> str:
              f"<title>tilegrad tuning report: {esc(summary.model)}</title>", f"<style>{STYLE}</style></head><body>",
              f"<h1>Tuning report: {esc(summary.model)}</h1>", "<table>"]
     lines += [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in header]
-    lines += ["</table>", "<h2>Best so far</h2>", f'<img src="{BEST_VS_TIME}" alt="estimate against seconds">',
+    lines += ["</table>", "<h2>Best so far (the estimate rises where a re-timing finds a best slower than its first timing)</h2>", f'<img src="{BEST_VS_TIME}" alt="estimate against seconds">',
               f'<img src="{BEST_VS_MEASURED}" alt="estimate against candidates measured">', "<h2>Tasks</h2>",
               f"<p>{TABLE_NOTE}</p>",
               '<table class="tasks">', "<tr>" + "".join(f"<th>{h}</th>" for h in HEADINGS) + "</tr>"]
