@@ -8,41 +8,23 @@ import random
 import sqlite3
 
 import numpy as np
-import torch
 
 from tilegrad.schedule.sketch import Sketch
 from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.cost_model.mlp import MLPCostModel
 from tilegrad.tune.cost_model.trees import TreeCostModel
-from tilegrad.tune.model import model_graph
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy, EvolutionarySearch
 from tilegrad.tune.search.gradient import GradientPolicy, GradientSearch
 from tilegrad.tune.search.space import Candidate, TaskSpace
-from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.tuner import TuneOptions, tune_tasks
-
-
-def _packed_gemm_task(m=40, k=64, n=48):
-    """x @ w with a constant w: the pipeline makes it a packed GEMM with the weight prepacked."""
-    class MatMul(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(k, n))
-
-        def forward(self, x):
-            return x @ self.w
-
-    torch.manual_seed(0)
-    (task,) = extract_tasks(model_graph(MatMul().eval(), example_inputs=(torch.randn(m, k),)))
-    return task
 
 
 def _default_sketch(space: TaskSpace) -> Sketch:
     return space.sketches[0]
 
 
-def test_the_default_candidate_is_the_hand_written_schedule():
-    task = _packed_gemm_task()
+def test_the_default_candidate_is_the_hand_written_schedule(matmul_task):
+    task = matmul_task(40, 64, 48)
     space = TaskSpace(task)
     default = space.default()
     assert default.sketch == 0 and default.values == _default_sketch(space).default_params()
@@ -52,8 +34,8 @@ def test_the_default_candidate_is_the_hand_written_schedule():
     assert np.isfinite(space.features([default])).all()
 
 
-def test_a_record_of_the_parameterless_default_sketch_reads_as_the_default_point():
-    space = TaskSpace(_packed_gemm_task())
+def test_a_record_of_the_parameterless_default_sketch_reads_as_the_default_point(matmul_task):
+    space = TaskSpace(matmul_task(40, 64, 48))
     old = json.dumps({"policy": "default", "sketch": "default", "params": {}})
     assert space.from_origin(old) == space.default()
     assert space.from_origin(space.origin(space.default(), "default")) == space.default()
@@ -61,8 +43,8 @@ def test_a_record_of_the_parameterless_default_sketch_reads_as_the_default_point
     assert space.from_origin(moved) is None  # not a point of the space
 
 
-def test_a_neighbour_of_the_default_changes_one_choice():
-    space = TaskSpace(_packed_gemm_task())
+def test_a_neighbour_of_the_default_changes_one_choice(matmul_task):
+    space = TaskSpace(matmul_task(40, 64, 48))
     default = space.default().values
     rng = random.Random(0)
     changed = set()
@@ -76,8 +58,8 @@ def test_a_neighbour_of_the_default_changes_one_choice():
     assert {"gemm_mb", "gemm_order"} <= changed
 
 
-def test_both_searches_seed_from_the_default_point():
-    space = TaskSpace(_packed_gemm_task())
+def test_both_searches_seed_from_the_default_point(matmul_task):
+    space = TaskSpace(matmul_task(40, 64, 48))
     gradient = GradientSearch(space, MLPCostModel(), GradientPolicy(seeds=4, steps=5), seed=0)
     assert gradient._default_seeds()[0] == space.default()
     evolutionary = EvolutionarySearch(space, TreeCostModel(), EvolutionaryPolicy(population=40), seed=0)
@@ -86,8 +68,8 @@ def test_both_searches_seed_from_the_default_point():
     assert all(c.sketch == 0 and space.valid(c) for c in start)
 
 
-def test_a_short_tuning_run_moves_off_the_default_point(tmp_path):
-    task = _packed_gemm_task()
+def test_a_short_tuning_run_moves_off_the_default_point(matmul_task, tmp_path):
+    task = matmul_task(40, 64, 48)
     db = tmp_path / "moves.db"
     tune_tasks([task], db, GradientPolicy(seeds=4, steps=40, measure_per_round=8), TuneOptions(trials=8, confirm=0),
                callbacks=default_callbacks(progress=False))

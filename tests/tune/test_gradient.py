@@ -106,10 +106,10 @@ def test_log_features_is_aggregate_and_its_gradient_is_autograds():
     np.testing.assert_allclose(vjp(up), reference.grad.numpy(), rtol=1e-10, atol=1e-14)
 
 
-def test_objective_gradient_is_autograds_through_the_smooth_features():
+def test_objective_gradient_is_autograds_through_the_smooth_features(matmul_task):
     """The descent's hand-chained gradient (C tape, NumPy features, NumPy MLP, penalty) equals PyTorch autograd
     through the differentiable smooth formulas, the aggregation and the cost model's net."""
-    space = TaskSpace(_matmul_task(32, 64, 48))
+    space = TaskSpace(matmul_task(32, 64, 48))
     search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(), seed=0)
     seeds = search._sample_seeds(4)
     key = space.structure_key(seeds[0])
@@ -133,22 +133,8 @@ def test_rounding_far_outside_the_box_gives_the_extremes():
     assert high[box.index[t.vars[0]]] == t.extent and low[box.index[t.vars[0]]] == 1
 
 
-def _matmul_task(m, k, n):
-    class MatMul(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(k, n))
-
-        def forward(self, x):
-            return x @ self.w
-
-    torch.manual_seed(0)
-    (task,) = extract_tasks(model_graph(MatMul().eval(), example_inputs=(torch.randn(m, k),)))
-    return task
-
-
-def test_a_round_proposes_distinct_valid_unmeasured_candidates():
-    space = TaskSpace(_matmul_task(16, 32, 24))
+def test_a_round_proposes_distinct_valid_unmeasured_candidates(matmul_task):
+    space = TaskSpace(matmul_task(16, 32, 24))
     options = GradientPolicy(seeds=4, steps=30, measure_per_round=8)
     search = GradientSearch(space, MLPCostModel(), options, seed=0)
     first = search.propose(set(), [], 8)
@@ -159,8 +145,8 @@ def test_a_round_proposes_distinct_valid_unmeasured_candidates():
     assert all(space.valid(c) for c in second)
 
 
-def test_a_round_opens_at_most_new_structures_structures_per_sketch():
-    space = TaskSpace(_matmul_task(32, 64, 48))
+def test_a_round_opens_at_most_new_structures_structures_per_sketch(matmul_task):
+    space = TaskSpace(matmul_task(32, 64, 48))
     search = GradientSearch(space, MLPCostModel(), GradientPolicy(new_structures=1), seed=0)
     first = {space.structure_key(c) for c in search._sample_seeds(8)}
     second = {space.structure_key(c) for c in search._sample_seeds(8)}
@@ -169,9 +155,9 @@ def test_a_round_opens_at_most_new_structures_structures_per_sketch():
     assert all(sum(1 for k in second - first if k[0] == i) <= 1 for i in range(len(space.sketches)))
 
 
-def test_descent_raises_the_models_score_of_its_seeds():
+def test_descent_raises_the_models_score_of_its_seeds(matmul_task):
     """Adam on the smoothed objective moves the seeds to points the model (on exact features) scores higher."""
-    space = TaskSpace(_matmul_task(32, 64, 48))
+    space = TaskSpace(matmul_task(32, 64, 48))
     model = MLPCostModel(seed=1)
     search = GradientSearch(space, model, GradientPolicy(seeds=6, steps=120, best_seeds=0), seed=0)
     seeds = search._sample_seeds(6)
