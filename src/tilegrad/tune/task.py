@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..dtype import is_float
-from ..ir.compute import node_compute
+from ..ir.compute import kernel_label, node_compute
 from ..ir.graph import Graph, Node
 from ..ir.registry import lookup
 from ..passes.memory_plan import intermediates_of, plan_memory
@@ -90,12 +90,6 @@ def workload_key(outputs: list[Tensor]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
-def _task_name(node: Node, outputs: list[Tensor]) -> str:
-    ops = [n.op for n in node.attrs["body"].nodes] if node.op == "fused" else [node.op]
-    shape = "x".join(str(d) for d in outputs[0].shape)
-    return f"{'+'.join(dict.fromkeys(ops))}[{shape}]"
-
-
 def kernels(g: Graph) -> Iterator[tuple[Node, list[Tensor], str]]:
     """Each node of `g` that runs a kernel, with its computation's outputs and workload key."""
     plan = plan_memory(g, intermediates_of(g))
@@ -111,5 +105,5 @@ def extract_tasks(g: Graph) -> list[Task]:
         if key in tasks:
             tasks[key].nodes.append(node)
         else:
-            tasks[key] = Task(key, _task_name(node, outs), [node], compute_flops(outs))
+            tasks[key] = Task(key, kernel_label(node, outs), [node], compute_flops(outs))
     return list(tasks.values())
