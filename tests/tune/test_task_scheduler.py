@@ -144,16 +144,49 @@ def test_rounds_used_counts_several_rounds():
     assert _visits(sched, 3) == [1, 1, 1]
 
 
-def test_other_algorithms_kernels_get_the_warmup_and_random_picks_only():
-    def task(weight, algorithm=None):
-        return SimpleNamespace(weight=weight, flops=1e6, node=SimpleNamespace(op="conv"), algorithm=algorithm)
+def _conv_task(weight, algorithm=None, convolutions=frozenset({"conv1"})):
+    return SimpleNamespace(weight=weight, flops=1e6, node=SimpleNamespace(op="conv"), algorithm=algorithm,
+                           convolutions=convolutions)
 
-    sched = TaskScheduler.for_tasks([task(2), task(3, "im2col"), task(1)], eps=0.0,
-                                    initial_latencies=[1e-3, 4e-3, 1e-3], rng=np.random.default_rng(0))
-    assert sched.weights == [2, 0.0, 1] and sched.estimated_latency() == pytest.approx(3e-3)
+
+def _run(sched: TaskScheduler, rounds: int, factors: list[float]) -> list[int]:
     picked = []
-    for _ in range(30):
+    for _ in range(rounds):
         i = sched.next_task()
         picked.append(i)
-        sched.update(i, sched.best[i] * 0.9)  # every task keeps improving, the im2col one the most in seconds
-    assert picked[:3] == [0, 1, 2] and picked[3:].count(1) == 0
+        sched.update(i, sched.best[i] * factors[i])
+    return picked
+
+
+def test_a_far_slower_algorithm_gets_neither_warmup_nor_rounds():
+    tasks = [_conv_task(2), _conv_task(2, "im2col"), _conv_task(1, convolutions=frozenset())]
+    sched = TaskScheduler.for_tasks(tasks, eps=0.0, initial_latencies=[1e-3, 10e-3, 1e-3],
+                                    rng=np.random.default_rng(0))
+    assert sched.weights == [2, 2, 1] and sched.estimated_latency() == pytest.approx(3e-3)  # conv1 counted once
+    picked = _run(sched, 30, [0.9, 0.9, 0.9])  # the im2col kernel would keep improving the most in seconds
+    assert picked[:2] == [0, 2] and 1 not in picked
+
+
+def test_a_close_algorithm_draws_rounds_and_counts_once_it_is_the_fastest():
+    tasks = [_conv_task(1), _conv_task(1, "winograd"), _conv_task(1, convolutions=frozenset())]
+    sched = TaskScheduler.for_tasks(tasks, eps=0.0, initial_latencies=[1e-3, 1.2e-3, 1e-3],
+                                    rng=np.random.default_rng(0))
+    picked = _run(sched, 12, [0.99, 0.6, 0.99])
+    assert picked[:2] == [0, 2] and 1 in picked
+    assert sched.best[1] < sched.best[0]
+    assert sched.estimated_latency() == pytest.approx(sched.best[1] + sched.best[2])
+    assert sched.gradient(0) == 0.0  # the direct kernel no longer leads: a round of it lowers nothing expected
+
+
+def test_an_algorithm_of_several_kernels_counts_their_sum():
+    two = frozenset({"conv1"})
+    tasks = [_conv_task(1, convolutions=two), _conv_task(1, "winograd", two), _conv_task(1, "winograd", two)]
+    sched = TaskScheduler.for_tasks(tasks, initial_latencies=[3e-3, 1e-3, 1.5e-3])
+    assert sched.estimated_latency() == pytest.approx(2.5e-3)
+    assert _visits(sched, 2) == [1, 2]  # the warm-up goes to the faster algorithm's kernels only
+
+
+def test_a_layout_transform_of_another_algorithms_graph_weighs_nothing():
+    tasks = [_conv_task(1), _conv_task(1, "direct@16"), _conv_task(3, "direct@16", frozenset())]
+    sched = TaskScheduler.for_tasks(tasks, initial_latencies=[1e-3, 1e-3, 1e-3])
+    assert sched.weights == [1, 1, 0.0] and sched.slots[2] is None

@@ -92,13 +92,23 @@ def variants(imported: Graph, **passes) -> list[Variant]:
 
 def algorithm_tasks(vs: Sequence[Variant]) -> list[Task]:
     """The tasks of the first (default) graph, then the variants' tasks it lacks, labelled with their algorithm
-    and weighted by their occurrences in their own graph."""
-    tasks = {t.key: t for t in extract_tasks(vs[0].graph)}
-    for v in vs[1:]:
+    and weighted by their occurrences in their own graph; each with the convolutions it runs, so the tuner can
+    tell which kernels are alternatives for the same ones."""
+    tasks: dict[str, Task] = {}
+    for v in vs:
+        convolutions = _convolutions_by_key(v)
         for t in extract_tasks(v.graph):
             if t.key not in tasks:
-                tasks[t.key] = dataclasses.replace(t, algorithm=v.algorithm)
+                tasks[t.key] = dataclasses.replace(t, algorithm=v.algorithm, convolutions=convolutions[t.key])
     return list(tasks.values())
+
+
+def _convolutions_by_key(v: Variant) -> dict[str, frozenset[str]]:
+    """The convolutions (names in `choice`) that the kernels of each workload run in the variant's graph."""
+    out: dict[str, frozenset[str]] = {}
+    for node, _, key in kernels(v.graph):
+        out[key] = out.get(key, frozenset()) | {v.runs[name] for name in _members(node) & v.runs.keys()}
+    return out
 
 
 def choose(imported: Graph, latency: Callable[[str], float | None], **passes) -> Variant:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from .task import Task
+from .task_scheduler import TaskScheduler
 
 
 @dataclasses.dataclass
@@ -38,8 +39,12 @@ class TuneResult:
     the task's key and the new best's trace as JSON. Lets a benchmark re-time what the search believed best."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
-        """Sum of weight x latency over the kernels of the default graph (not the other algorithms' tasks)."""
-        return sum(r.task.weight * (r.best_s if tuned else r.default_s) for r in self.tasks if not r.task.algorithm)
+        """Sum of weight x latency over the kernels: untuned, those of the default graph; tuned, each convolution
+        in its fastest algorithm, as `compile(db=)` chooses (`TaskScheduler.estimated_latency`)."""
+        if not tuned:
+            return sum(r.task.weight * r.default_s for r in self.tasks if not r.task.algorithm)
+        return TaskScheduler.for_tasks([r.task for r in self.tasks],
+                                       initial_latencies=[r.best_s for r in self.tasks]).estimated_latency()
 
     def table(self) -> str:
         lines = [f"{'task':<44} {'weight':>6} {'trials':>6} {'default ms':>11} {'tuned ms':>9} {'speedup':>8}"]

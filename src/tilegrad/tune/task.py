@@ -30,13 +30,15 @@ from ..te.tensor import ComputeOp, Tensor, topo_order
 class Task:
     """One workload to tune. `nodes` are the graph's nodes that run it; `weight` is their number. `algorithm`
     names the convolution algorithm of the variant graph the task comes from, where it is not a kernel of the
-    graph `compile` builds by default (tune/algorithms.py)."""
+    graph `compile` builds by default, and `convolutions` the imported graph's convolutions the kernel runs where
+    other algorithms could run them (tune/algorithms.py)."""
 
     key: str
     name: str
     nodes: list[Node]
     flops: int
     algorithm: str | None = None
+    convolutions: frozenset[str] = frozenset()
 
     @property
     def weight(self) -> int:

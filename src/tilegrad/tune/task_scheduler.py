@@ -17,6 +17,14 @@ is chosen instead, and when all gradients are equal the choice is random too. `"
 to the task with the fewest rounds so far. Tasks flagged by `mark_exhausted` (no new candidates left) are skipped
 by both strategies.
 
+Some places of a network have alternatives: a convolution runs direct, as im2col or as Winograd kernels, and the
+tuned graph keeps the fastest (tune/algorithms.py). `slots` names, per task, its place and the alternative it
+belongs to; a place counts in f as its fastest alternative, the sum of w_i · g_i over that alternative's tasks.
+A round of a task in another alternative lowers f only if it is expected to make that alternative the fastest,
+so ∂f/∂t_i is then the expected drop below the place's current latency (0 when none is expected), and the
+warm-up skips such tasks: rounds go to an alternative only while it is close enough to win, and a kernel far
+slower than the one it stands in for draws none.
+
 A task without a latency yet (no initial latency given and nothing measured) makes f infinite; the gradient
 strategy tunes such tasks first. A task that can never produce a working program should be marked exhausted.
 """
@@ -24,7 +32,7 @@ strategy tunes such tasks first. A task that can never produce a working program
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,12 +59,14 @@ class TaskScheduler:
         flops: Sequence[float] | None = None,
         kinds: Sequence[str] | None = None,
         initial_latencies: Sequence[float] | None = None,
+        slots: Sequence[tuple[Hashable, Hashable] | None] | None = None,
         rng: np.random.Generator | None = None,
     ):
         n = len(weights)
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown task scheduling strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
-        for name, seq in (("flops", flops), ("kinds", kinds), ("initial_latencies", initial_latencies)):
+        for name, seq in (("flops", flops), ("kinds", kinds), ("initial_latencies", initial_latencies),
+                          ("slots", slots)):
             if seq is not None and len(seq) != n:
                 raise ValueError(f"{len(seq)} {name} for {n} task weights; give one per task")
         self.weights = [float(w) for w in weights]
@@ -68,6 +78,7 @@ class TaskScheduler:
         self.eps = eps
         self.flops = None if flops is None else [float(c) for c in flops]
         self.kinds = None if kinds is None else list(kinds)
+        self.slots = [None] * n if slots is None else list(slots)
         self._rng = rng if rng is not None else np.random.default_rng(0)
         start = [math.inf] * n if initial_latencies is None else [_latency(g) for g in initial_latencies]
         self.best = list(start)
@@ -79,19 +90,17 @@ class TaskScheduler:
 
     @classmethod
     def for_tasks(cls, tasks: Sequence[Task], **options) -> TaskScheduler:
-        """A scheduler over tuning tasks: their weights and FLOPs, similar tasks being those of the same op.
-
-        The kernels of other convolution algorithms (`Task.algorithm`) weigh 0: f is the latency of the graph that
-        `compile` builds by default, so they get their warm-up round and the random picks (`eps`), enough for
-        their records to show which algorithm wins, and never the budget of the kernels that run. (Weighed like
-        the others, a kernel far slower than the one it stands in for but still improving would draw a large share
-        of the rounds.)"""
-        return cls([0.0 if t.algorithm else t.weight for t in tasks], flops=[t.flops for t in tasks],
-                   kinds=[t.node.op for t in tasks], **options)
+        """A scheduler over tuning tasks: their weights and FLOPs, similar tasks being those of the same op, and
+        the alternatives for each convolution (`alternative_slots`). A kernel of another algorithm's graph that runs
+        no convolution (a layout transform, say) weighs 0: f is the latency of the graph `compile` builds."""
+        slots = alternative_slots(tasks)
+        return cls([0.0 if t.algorithm and slot is None else t.weight for t, slot in zip(tasks, slots, strict=True)],
+                   flops=[t.flops for t in tasks], kinds=[t.node.op for t in tasks], slots=slots, **options)
 
     def estimated_latency(self) -> float:
-        """Σ w_i · g_i over tasks of nonzero weight: inf while one of them has no latency yet."""
-        return sum(w * g for w, g in zip(self.weights, self.best, strict=True) if w != 0)
+        """f: Σ w_i · g_i over tasks of nonzero weight, each place of several alternatives counted as its fastest
+        (inf while a task that counts has no latency yet)."""
+        return slotted_latency(self.weights, self.slots, self.best)
 
     def next_task(self) -> int | None:
         """The task to tune next, or None when every task is exhausted."""
@@ -99,7 +108,7 @@ class TaskScheduler:
         if not alive:
             return None
         warmup = max(self.warmup_rounds, 1 if self.strategy == "gradient" else 0)  # −g/t needs t >= 1
-        cold = [i for i in alive if self.rounds[i] < warmup]
+        cold = [i for i in alive if self.rounds[i] < warmup and self.weights[i] != 0 and self._leads(i)]
         if cold or self.strategy == "round-robin":
             return min(cold or alive, key=lambda i: self.rounds[i])
         if self._rng.random() < self.eps:
@@ -127,15 +136,36 @@ class TaskScheduler:
 
     def gradient(self, task: int) -> float:
         """∂f/∂t for `task` (module docstring): how fast one more round of it is expected to lower f."""
-        g, t = self.best[task], self.rounds[task]
+        g, t = self.best[task], max(self.rounds[task], 1)
         if math.isinf(g):
-            return -math.inf
+            return -math.inf if self._leads(task) else 0.0
         curve, window = self._curves[task], self.backward_window
         backward = 0.0
         if len(curve) > window and math.isfinite(curve[-1 - window]):
             backward = (curve[-1] - curve[-1 - window]) / window
         forward = min(-g / t, self.beta * self._similar_time(task) - g)
-        return self.weights[task] * (self.alpha * backward + (1 - self.alpha) * forward)
+        change = self.weights[task] * (self.alpha * backward + (1 - self.alpha) * forward)
+        if self.slots[task] is None:
+            return change
+        totals = self._alternatives(self.slots[task][0])
+        mine = self.slots[task][1]
+        others = min((s for alt, s in totals.items() if alt != mine), default=math.inf)
+        return min(totals[mine] + change, others) - min(totals.values())
+
+    def _alternatives(self, place: Hashable) -> dict[Hashable, float]:
+        """The summed w_i · g_i of each alternative of a place."""
+        totals: dict[Hashable, float] = {}
+        for i, slot in enumerate(self.slots):
+            if slot is not None and slot[0] == place:
+                totals[slot[1]] = totals.get(slot[1], 0.0) + self.weights[i] * self.best[i]
+        return totals
+
+    def _leads(self, task: int) -> bool:
+        """Whether the task is in the fastest alternative of its place (or has no alternatives)."""
+        if self.slots[task] is None:
+            return True
+        totals = self._alternatives(self.slots[task][0])
+        return totals[self.slots[task][1]] == min(totals.values())
 
     def _similar_time(self, task: int) -> float:
         """C_i / max_k V_k over the tasks of the same kind with a latency; inf without FLOPs."""
@@ -150,3 +180,31 @@ def _latency(g: float) -> float:
     """A latency as a float; nan (nothing measured) becomes inf."""
     g = float(g)
     return math.inf if math.isnan(g) else g
+
+
+def slotted_latency(weights: Sequence[float], slots: Sequence[tuple[Hashable, Hashable] | None],
+                    latencies: Sequence[float]) -> float:
+    """Σ w_i · g_i over tasks of nonzero weight, each place of several alternatives counted as its fastest."""
+    places: dict[Hashable, dict[Hashable, float]] = {}
+    total = 0.0
+    for w, slot, g in zip(weights, slots, latencies, strict=True):
+        if w == 0:
+            continue
+        if slot is None:
+            total += w * g
+        else:
+            alternatives = places.setdefault(slot[0], {})
+            alternatives[slot[1]] = alternatives.get(slot[1], 0.0) + w * g
+    return total + sum(min(alternatives.values()) for alternatives in places.values())
+
+
+def alternative_slots(tasks: Sequence[Task]) -> list[tuple[Hashable, Hashable] | None]:
+    """Per task, (the convolutions it runs, its algorithm) where other algorithms' kernels run the same
+    convolutions, else None. Kernels whose convolutions are not exactly those of another algorithm's kernels (a
+    shared workload that groups differently) stay outside: they count, or not, as before."""
+    algorithms: dict[frozenset[str], set[str | None]] = {}
+    for t in tasks:
+        if t.convolutions:
+            algorithms.setdefault(t.convolutions, set()).add(t.algorithm)
+    return [(t.convolutions, t.algorithm) if t.convolutions and len(algorithms[t.convolutions]) > 1 else None
+            for t in tasks]

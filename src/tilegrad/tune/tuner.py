@@ -84,10 +84,12 @@ class TuningRun:
             cb.recorded(self, rec)
 
     def estimate(self) -> float:
-        """Sum over the default graph's tasks of weight x best latency so far (the default where nothing beat it,
-        if it counts; inf while a task has nothing that works)."""
-        return sum(s.task.weight * (min(s.best_s, s.default_s) if self.options.from_defaults else s.best_s)
-                   for s in self.states if not s.task.algorithm)
+        """Sum over the tasks of weight x best latency so far (the default where nothing beat it, if it counts;
+        inf while a task has nothing that works), each convolution counted in its fastest algorithm so far, as
+        `TaskScheduler.estimated_latency`."""
+        tasks = [s.task for s in self.states]
+        latencies = [min(s.best_s, s.default_s) if self.options.from_defaults else s.best_s for s in self.states]
+        return TaskScheduler.for_tasks(tasks, initial_latencies=latencies).estimated_latency()
 
     def report(self, st: TaskState) -> None:
         """Note the task's best in `incumbents` when it changed."""
