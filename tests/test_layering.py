@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "frontend": BASE | {"te", "ir"},
     "kernel": BASE | {"te", "schedule", "loop", "codegen", "runtime", "ir"},
     "executor": BASE | {"te", "schedule", "codegen", "runtime", "ir", "passes", "kernel"},
-    "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel"},
+    "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune"},
     "torch_backend": BASE | {"api"},
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine"},

@@ -101,11 +101,11 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
     if db is None:
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
         return Compilation(compile_graph(graph, target=machine), report, graph)
-    from .tune.algorithms import choose
     from .tune.apply import BestRecords
+    from .tune.graph_choice import chosen_graph
 
     with BestRecords(db) as chooser:
-        chosen = choose(imported, chooser.latency, opt_level=opt_level, disable=disable_passes, enable=enable_passes)
+        chosen = chosen_graph(imported, chooser, opt_level=opt_level, disable=disable_passes, enable=enable_passes)
         return Compilation(compile_graph(chosen.graph, choose=chooser, target=machine), chosen.report, chosen.graph)
 
 

@@ -166,29 +166,27 @@ def _parser() -> argparse.ArgumentParser:
 # ---- tune ----
 
 def _tune(args) -> None:
-    from .tune.callbacks import default_callbacks
-    from .tune.model import model_tasks
-    from .tune.tuner import TuneOptions, tune_tasks
+    from .tune.model import model_tasks, tune
 
     spec = _load(args.model, args.input_shape)
-    tasks = model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
-                        opt_level=args.opt_level, algorithms=not args.no_algorithms)
     if args.list_tasks:
-        _list_tasks(tasks)
+        _list_tasks(model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
+                                opt_level=args.opt_level, algorithms=not args.no_algorithms))
         return
     budget = _duration(args.budget) if args.budget else None
     if not args.db:
         raise UsageError("tune needs --db FILE, the records database to write")
     if args.trials is None and budget is None:
         raise UsageError("give --trials N or --budget TIME (or both)")
-    options = TuneOptions(trials=args.trials, budget=budget, measure_per_round=args.measure_per_round,
-                          recheck=args.recheck)
-    callbacks = default_callbacks()
+    callbacks = []
     if args.report:
         from .tune.report import WriteReport
 
         callbacks.append(WriteReport(args.report, _machine_peaks(), model=args.model))
-    result = tune_tasks(tasks, args.db, args.policy, options, callbacks=callbacks)
+    result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
+                  opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
+                  callbacks=callbacks, trials=args.trials, budget=budget, measure_per_round=args.measure_per_round,
+                  recheck=args.recheck)
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
     if args.report:

@@ -10,6 +10,7 @@ from ..passes import optimize
 from .algorithms import algorithm_tasks, variants
 from .callbacks import Callback, default_callbacks
 from .cost_model import CostModel
+from .graph_choice import confirm_graph
 from .results import TuneResult
 from .search import SearchPolicy
 from .task import Task, extract_tasks
@@ -25,11 +26,16 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
     with its own settings. With `algorithms`, the kernels of each convolution's other algorithms are tuned too,
     and compile picks the algorithms by the records (algorithms.py). `callbacks` run after the default ones (say,
-    `report.WriteReport`)."""
-    tasks = model_tasks(model, input_shapes=input_shapes, example_inputs=example_inputs, opt_level=opt_level,
-                        algorithms=algorithms)
-    return tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model,
-                      callbacks=[*default_callbacks(progress), *callbacks])
+    `report.WriteReport`). With `algorithms`, the graph the records choose is then timed whole against the default
+    graph, and the faster one is what compile builds (`graph_choice.py`; `TuneResult.graph`)."""
+    imported = import_model(model, example_inputs, input_shapes)
+    tasks = algorithm_tasks(variants(imported, opt_level=opt_level)) if algorithms else \
+        extract_tasks(optimize(imported, opt_level)[0])
+    result = tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model,
+                        callbacks=[*default_callbacks(progress), *callbacks])
+    if algorithms and result.trials:
+        result.graph = confirm_graph(imported, db, opt_level=opt_level)
+    return result
 
 
 def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2,

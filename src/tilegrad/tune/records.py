@@ -183,6 +183,18 @@ class Database:
     def __len__(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
 
+    def graph_choice(self, digest: str) -> dict | None:
+        """The whole-graph decision stored for the graph of `digest` on this machine (`graph_choice.py`)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?",
+                                 (f"graph/{self.fingerprint}/{digest}",)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_graph_choice(self, digest: str, decision: dict) -> None:
+        """Store (or replace) the whole-graph decision for the graph of `digest` on this machine."""
+        with self._transaction():
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                               (f"graph/{self.fingerprint}/{digest}", json.dumps(decision, sort_keys=True)))
+
     def close(self) -> None:
         self._conn.close()
 

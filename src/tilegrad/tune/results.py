@@ -5,9 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .task import Task
 from .task_scheduler import TaskScheduler
+
+if TYPE_CHECKING:
+    from .graph_choice import GraphDecision
 
 
 @dataclasses.dataclass
@@ -37,6 +41,8 @@ class TuneResult:
     incumbents: list[tuple[float, int, str, str]] = dataclasses.field(default_factory=list)
     """Whenever a task's best candidate changes (from the start on): seconds since the start, candidates measured,
     the task's key and the new best's trace as JSON. Lets a benchmark re-time what the search believed best."""
+    graph: GraphDecision | None = None
+    """Whole-graph timings of the default graph and the records' pick, when they were confirmed (`graph_choice`)."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
         """Sum of weight x latency over the kernels: untuned, those of the default graph; tuned, each convolution
@@ -56,4 +62,6 @@ class TuneResult:
         lines.append(f"estimated end-to-end (sum of weight x latency, default algorithms): {before * 1e3:.2f} ms -> "
                      f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials and {self.rechecks} "
                      f"re-timings of new bests in {self.seconds:.0f} s")
+        if self.graph is not None:
+            lines.append(self.graph.summary())
         return "\n".join(lines)

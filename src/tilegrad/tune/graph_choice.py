@@ -1,0 +1,74 @@
+"""The graph `compile(db=)` builds, confirmed by timing whole graphs.
+
+`algorithms.choose` picks each convolution's algorithm and layout block by summing kernel latencies measured one
+kernel at a time, with warm caches and no neighbours. Inside the model the sum is off by 10-20% (a kernel reads
+what its producer left in cache, or not; layout transforms run between blocked and unblocked kernels), enough for
+a tuned ResNet-50 to run slower than the untuned one (99 against 87 ms, Zen 3). So after tuning, `confirm_graph`
+compiles the estimate's pick and the default graph with the tuned schedules, times the two end to end,
+interleaved, and stores the faster one's choice in the records database under a digest of the imported graph;
+`chosen_graph` builds that choice when it finds one, and falls back to the estimate otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..executor import compile_graph
+from ..ir.graph import Graph
+from ..ir.printer import format_graph
+from .algorithms import Variant, build, choose
+from .apply import BestRecords
+
+
+@dataclass(frozen=True)
+class GraphDecision:
+    """The whole-graph timings (seconds, median of interleaved rounds) of the candidates, by label, and the
+    label chosen."""
+
+    seconds: dict[str, float]
+    chosen: str
+
+    def summary(self) -> str:
+        return "whole graph confirmed: " + ", ".join(
+            f"{label} {s * 1e3:.2f} ms" for label, s in self.seconds.items()) + f" -> {self.chosen}"
+
+
+def graph_digest(imported: Graph, opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = ()) -> str:
+    """A digest of the imported graph's structure (not its weights' values) and the pass options."""
+    text = f"{format_graph(imported)}\n{opt_level} {sorted(disable)} {sorted(enable)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def chosen_graph(imported: Graph, chooser: BestRecords, **passes) -> Variant:
+    """The graph to compile: the confirmed choice stored for this graph, else `choose`'s estimate."""
+    decision = chooser.db.graph_choice(graph_digest(imported, **passes))
+    if decision is not None:
+        return build(imported, decision["choice"], **passes)
+    return choose(imported, chooser.latency, **passes)
+
+
+def confirm_graph(imported: Graph, db, *, rounds: int = 7, **passes) -> GraphDecision:
+    """Time the default graph and `choose`'s pick (when they differ) end to end with the tuned schedules of `db`,
+    store the faster one's choice, and return the timings."""
+    with BestRecords(db) as chooser:
+        candidates = {"default": build(imported, **passes)}
+        estimate = choose(imported, chooser.latency, **passes)
+        if estimate.choice != candidates["default"].choice:
+            candidates["estimate"] = estimate
+        modules = {label: compile_graph(v.graph, choose=chooser) for label, v in candidates.items()}
+        times: dict[str, list[float]] = {label: [] for label in modules}
+        if len(modules) > 1:
+            for _ in range(rounds):
+                for label, module in modules.items():
+                    time.sleep(0.2)  # let the other module's threads go idle
+                    times[label].append(module.benchmark(repeats=3))
+        seconds = {label: statistics.median(ts) if ts else float("nan") for label, ts in times.items()}
+        chosen = "default" if len(modules) == 1 else min(seconds, key=seconds.get)
+        chooser.db.set_graph_choice(graph_digest(imported, **passes),
+                                    {"choice": None if chosen == "default" else candidates[chosen].choice,
+                                     "seconds": seconds, "chosen": chosen})
+        return GraphDecision(seconds, chosen)

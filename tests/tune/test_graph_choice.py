@@ -1,0 +1,54 @@
+"""The graph compile(db=) builds is the one a whole-graph timing confirmed, stored under the imported graph's
+digest; without a stored decision, the records' estimate decides."""
+
+import numpy as np
+import torch
+from torch import nn
+
+from tilegrad.api import compile_with_report
+from tilegrad.frontend.load import import_model
+from tilegrad.tune.graph_choice import graph_digest
+from tilegrad.tune.records import Database
+from tilegrad.tune.task import kernels
+
+
+class TwoConvs(nn.Module):
+    def __init__(self, out: int = 24):
+        super().__init__()
+        self.a = nn.Conv2d(16, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, out, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def _imported(seed: int = 0, out: int = 24, size: int = 12):
+    torch.manual_seed(seed)
+    return import_model(TwoConvs(out).eval(), (torch.randn(1, 16, size, size),))
+
+
+def test_the_digest_sees_the_structure_and_the_options_not_the_weights():
+    assert graph_digest(_imported(0)) == graph_digest(_imported(1))
+    assert graph_digest(_imported(0)) != graph_digest(_imported(0, out=32))
+    assert graph_digest(_imported(0)) != graph_digest(_imported(0, size=14))
+    assert graph_digest(_imported(0)) != graph_digest(_imported(0), opt_level=1)
+    assert graph_digest(_imported(0)) == graph_digest(_imported(0), opt_level=2, disable=(), enable=())
+
+
+def test_a_stored_decision_is_the_graph_compile_builds(tmp_path):
+    torch.manual_seed(0)
+    module, x = TwoConvs().eval(), torch.randn(1, 16, 12, 12)
+    imported = import_model(module, (x,))
+    convs = [n.name for n in imported.nodes if n.op == "conv"]
+    db = tmp_path / "tune.db"
+    with Database(db) as records:
+        records.set_graph_choice(graph_digest(imported), {"choice": dict.fromkeys(convs, "im2col")})
+        assert records.graph_choice(graph_digest(imported)) == {"choice": dict.fromkeys(convs, "im2col")}
+        assert records.graph_choice("0" * 16) is None
+    compilation = compile_with_report(module, (x,), db=db)
+    ops = {n.op for node in compilation.graph.nodes for n in (node.attrs["body"].nodes if node.op == "fused"
+                                                               else [node])}
+    assert "im2col_conv" in ops and not ops & {"conv_nchwc", "blocked_conv"}
+    np.testing.assert_allclose(compilation.module(x.numpy()), module(x).detach().numpy(), rtol=1e-3, atol=1e-4)
+    plain = compile_with_report(module, (x,))
+    assert [k for *_, k in kernels(plain.graph)] != [k for *_, k in kernels(compilation.graph)]
