@@ -170,3 +170,27 @@ def test_fresh_copies_are_equal_and_uncached():
     e = simplify((I0 * T + I1) // T + J * 2)
     copy = _fresh(e)
     assert copy == e and copy is not e and copy._simple is None
+
+
+@given(st.sampled_from([2, 4, 8]), st.integers(2, 6), st.integers(-3, 3), st.integers(-2, 5))
+def test_a_division_whose_dividend_is_aligned_splits_soundly_and_drops_the_inner_index(c, q, k, const):
+    """(c*a + b) // (c*q) = a // q and (c*a + b) % (c*q) = (a % q)*c + b when 0 <= b < c: the inner index b, the
+    one a vectorised loop runs over, leaves the division (a transposed reshape's index)."""
+    b = E.Var("b", lo=0, hi=c - 1)
+    x = (k * I0 + N + const) * c + b
+    quotient, remainder = simplify(x // (c * q)), simplify(x % (c * q))
+    assert "b" not in str(quotient) and not any(type(t) in (E.FloorDiv, E.FloorMod) and "b" in str(t)
+                                                  for t in _subterms(remainder))
+    for i0 in range(T.hi):
+        for n in range(N.lo, N.hi + 1):
+            for bv in range(c):
+                env = {"T": T.hi, "i_0": i0, "n": n, "b": bv}
+                value = (k * i0 + n + const) * c + bv
+                assert evaluate(quotient, env) == value // (c * q)
+                assert evaluate(remainder, env) == value % (c * q)
+
+
+def _subterms(e: E.Expr):
+    yield e
+    for child in e.children():
+        yield from _subterms(child)

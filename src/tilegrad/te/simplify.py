@@ -8,6 +8,8 @@ of signed integers does not hold for it: it is left as written, and only its int
 
 from __future__ import annotations
 
+import math
+
 from ..dtype import is_unsigned
 from . import expr as E
 from .rewrite import P, Rewriter, Rules
@@ -174,6 +176,18 @@ def _split_modular(x: E.Expr, dv: int) -> E.Expr | None:
     return from_linear(quot, c // dv, x.dtype)
 
 
+def _split_aligned(x: E.Expr, dv: int) -> tuple[E.Expr, int, E.Expr] | None:
+    """(a, c, b) with x = c*a + b, c a divisor of dv between 1 and dv, b provably in [0, c), the largest such c;
+    else None. Then x // dv = a // (dv/c) and x % dv = (a % (dv/c))*c + b: the index of a transposed reshape,
+    (8*i + j) % 64 with j < 8, keeps its contiguous run in j visible to the C compiler, which vectorises it."""
+    terms, const = linear(x)
+    for c in sorted({math.gcd(k, dv) for k in terms.values()} - {1, dv}, reverse=True):
+        b = from_linear({m: k for m, k in terms.items() if k % c}, const % c, x.dtype)
+        if prove_nonneg(b) and b.hi < c:
+            return from_linear({m: k // c for m, k in terms.items() if k % c == 0}, const // c, x.dtype), c, b
+    return None
+
+
 def _positive_divisor(d: E.Expr) -> bool:
     return d.lo >= 1 and (type(d) is E.Const or type(d) is E.Var)
 
@@ -190,6 +204,10 @@ def _floordiv_rule(x, d):
         modular = _split_modular(x, d.value)
         if modular is not None:
             return modular
+        aligned = _split_aligned(x, d.value)
+        if aligned is not None:
+            a, c, _ = aligned
+            return E.floordiv(a, d.value // c)
     quot, qc, rest, rc = _split_by_divisor(inner, d)
     if not quot and qc == 0:
         return None
@@ -207,6 +225,11 @@ def _floormod_rule(x, d):
         return x
     if type(x) is E.FloorMod and type(d) is E.Const and type(x.b) is E.Const and x.b.value % d.value == 0:
         return E.floormod(x.a, d)
+    if type(d) is E.Const:
+        aligned = _split_aligned(x, d.value)
+        if aligned is not None:
+            a, c, b = aligned
+            return E.add(E.mul(E.floormod(a, d.value // c), c), b)
     quot, qc, rest, rc = _split_by_divisor(x, d)
     if not quot and qc == 0:
         return None
