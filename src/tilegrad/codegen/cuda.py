@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..dtype import is_unsigned
 from ..errors import LoweringError
-from ..loop.gpu import GPU_AXES, Launch, check_races, insert_barriers, launch_of
+from ..loop.gpu import GPU_AXES, Launch, check_races, insert_barriers, launch_of, shared_bytes
 from ..loop.ir import Allocate, For, Kernel
 from ..te import expr as E
 from .renderer import Renderer
@@ -39,21 +39,27 @@ template <class A, class B> __device__ __forceinline__ auto TG_MAX(A a, B b) -> 
 """
 
 FLOAT16 = """\
+#ifndef TG_FLOAT16
+#define TG_FLOAT16
 __device__ __forceinline__ float tg_f16_to_float(uint16_t h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
 __device__ __forceinline__ uint16_t tg_float_to_f16(float f) {
   uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
 }
+#endif
 """
 
 BFLOAT16 = """\
+#ifndef TG_BFLOAT16
+#define TG_BFLOAT16
 __device__ __forceinline__ float tg_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 __device__ __forceinline__ uint16_t tg_float_to_bf16(float f) {
   uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+#endif
 """
 
 
@@ -84,6 +90,12 @@ class CudaRenderer(Renderer):
         k = insert_barriers(k)
         check_races(k)
         self._launch = launch_of(k)
+        if self._launch.threads > self.target.max_threads_per_block:
+            raise LoweringError(f"kernel {k.name}: {self._launch.threads} threads a block, more than the "
+                                f"{self.target.max_threads_per_block} of {self.target.model or 'the target'}")
+        if shared_bytes(k) > self.target.shared_bytes_per_block:
+            raise LoweringError(f"kernel {k.name}: {shared_bytes(k)} bytes of shared memory a block, more than the "
+                                f"{self.target.shared_bytes_per_block} of {self.target.model or 'the target'}")
         return super().render_function(k)
 
     @staticmethod

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..dtype import itemsize
 from ..errors import LoweringError
 from ..schedule.state import BLOCK_AXES, THREAD_AXES
 from ..te import expr as E
@@ -45,6 +46,12 @@ def launch_of(k: Kernel) -> Launch:
                                     "not an integer; bind the schedule's variables first")
             dims[s.kind] = max(dims[s.kind], int(s.extent.value))
     return Launch(tuple(dims[a] for a in BLOCK_AXES), tuple(dims[a] for a in THREAD_AXES))
+
+
+def shared_bytes(k: Kernel) -> int:
+    """The shared memory one block of `k` holds: every shared buffer at once (a bound, as some are disjoint)."""
+    return sum(int(s.buffer.size().value) * itemsize(s.buffer.dtype) for s in walk(k.body)
+               if isinstance(s, Allocate) and s.buffer.scope == "shared")
 
 
 def _shared_stores(s: Stmt) -> set[str]:
