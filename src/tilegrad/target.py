@@ -85,7 +85,11 @@ def cuda() -> Target:
         from cuda.bindings import driver
     except ImportError:
         return GPUS["sm_90"]
-    if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
+    try:
+        initialised = driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS
+    except RuntimeError:  # no driver library (libcuda) on this machine
+        initialised = False
+    if not initialised:
         return GPUS["sm_90"]
     err, dev = driver.cuDeviceGet(0)
     if err != driver.CUresult.CUDA_SUCCESS:

@@ -15,6 +15,7 @@ from ..dtype import is_unsigned
 from ..errors import LoweringError
 from ..loop.gpu import GPU_AXES, Launch, check_races, insert_barriers, launch_of, shared_bytes
 from ..loop.ir import Allocate, For, Kernel
+from ..target import Target, cuda
 from ..te import expr as E
 from .renderer import Renderer
 
@@ -84,6 +85,9 @@ class CudaRenderer(Renderer):
              E.Abs: "fabsf", E.Fmod: "fmodf", E.Tan: "tanf", E.Asin: "asinf", E.Acos: "acosf", E.Atan: "atanf",
              E.Sinh: "sinhf", E.Cosh: "coshf", E.Asinh: "asinhf", E.Acosh: "acoshf", E.Atanh: "atanhf",
              E.Sigmoid: None}
+
+    def __init__(self, target: Target | None = None):
+        super().__init__(target or cuda())
 
     def render_function(self, k: Kernel) -> str:
         """The kernel with its barriers, checked for races; `launch(k)` gives the shape to launch it with."""

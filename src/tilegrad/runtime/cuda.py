@@ -78,7 +78,10 @@ def device_present() -> bool:
         driver = _driver()
     except BuildError:
         return False
-    if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
+    try:
+        if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
+            return False
+    except RuntimeError:  # no driver library (libcuda) on this machine
         return False
     status, count = driver.cuDeviceGetCount()
     return status == driver.CUresult.CUDA_SUCCESS and count > 0
@@ -91,7 +94,9 @@ class CudaModule:
                  outputs: Sequence[BufferSpec], weights: Sequence[np.ndarray], workspace_bytes: int,
                  copies: Sequence[Copy] = ()):
         driver = _driver()
-        _check(driver.cuInit(0), "cuInit")
+        if not device_present():
+            raise BuildError("no CUDA device: the driver library or a GPU is missing (kernels still compile to PTX "
+                             "without one: tilegrad compile --target cuda, or tilegrad.api.cuda_source)")
         self._device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
         self._context = _check(driver.cuDevicePrimaryCtxRetain(self._device), "cuDevicePrimaryCtxRetain")
         _check(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")

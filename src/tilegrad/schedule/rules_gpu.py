@@ -18,7 +18,7 @@ import math
 
 from ..target import Target
 from ..te.tensor import Tensor
-from .defaults import HEAVY_TAGS, INJECTIVE_TAGS, _epilogue_anchor, _row_axes
+from .defaults import CONV_TAGS, HEAVY_TAGS, INJECTIVE_TAGS, _epilogue_anchor, _row_axes
 from .schedule import Schedule
 from .state import Stage
 
@@ -149,14 +149,15 @@ def _tiled(sch: Schedule, s: Stage, acc: Stage, target: Target) -> bool:
     extents = [s.loops[n].extent.value for n in axes]
     if len(axes) < 2 or extents[-2] * math.prod(extents[-1:]) < ty * tx:
         return False
-    if _shared_bytes(acc) > target.shared_bytes_per_block:
-        return False
+    if _shared_bytes(acc) > target.shared_bytes_per_block or any(
+            p.attach != "inline" for p in sch.state.stages if any(t.name == p.name for t in acc.op.inputs)):
+        return False  # an input computed in the kernel (attention's softmax) would be recomputed per fetch
     if acc is s:
         acc = sch.state.stage(sch.cache_write(s.name, "local"))
         s = sch.state.stage(s.name)
         axes = list(s.leaves)
     # rows: the second axis of a convolution (output channels) or the next-to-last of a matmul; columns: the rest
-    conv = len(axes) >= 4
+    conv = acc.op.tag in CONV_TAGS
     i = axes[1] if conv else axes[-2]
     cols = axes[2:] if conv else axes[-1:]
     outer = axes[:1] if conv else axes[:-2]
