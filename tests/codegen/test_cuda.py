@@ -131,3 +131,27 @@ def test_workload_under_gpu_rules_compiles_to_ptx_and_matches_the_interpreter(na
     out = np.empty(output.shape, output.dtype)
     kernel(*[values[t.name] for t in inputs], out)
     np.testing.assert_allclose(out, interpret(output, values), rtol=1e-4, atol=1e-5)
+
+
+def test_every_registered_op_compiles_to_ptx():
+    """Each op of the registry on its first sample under the GPU rules, all kernels in one NVRTC unit (as a model
+    is compiled); a failure names the op, or NVRTC's log names the kernel (`<op>_0`) and line."""
+    from tilegrad.codegen.cuda import PRELUDE
+    from tilegrad.ir import lookup
+    from tilegrad.ir.registry import OPS
+
+    lookup("add")  # importing the op families fills the registry
+    renderer, functions = CudaRenderer(H100), []
+    for name in sorted(OPS):
+        op = OPS[name]
+        sample = op.samples[0]
+        placeholders = [te.placeholder(shape, dtype, f"in{i}") for i, (shape, dtype) in enumerate(sample.inputs)]
+        out = op.compute(*placeholders, **op.bind_attrs(sample.attrs, "test"))
+        sch = default_schedule(out, H100)
+        try:
+            functions.append(renderer.render_function(lower(sch.state, f"{name}_0",
+                                                            placeholders + list(sch.state.outputs))))
+        except Exception as exc:
+            raise AssertionError(f"op {name}: {type(exc).__name__}: {exc}") from exc
+    ptx = compile_ptx(PRELUDE + "\n".join(functions), H100.arch, name="registry.cu")
+    assert ptx.count(".entry ") == len(OPS)

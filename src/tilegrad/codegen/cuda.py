@@ -136,7 +136,8 @@ class CudaRenderer(Renderer):
         size = b.size()
         if type(size) is not E.Const:
             raise LoweringError(f"buffer {b.name} has a symbolic size {size}; bind the schedule's variables first")
-        if b.scope == "global":
+        single = self._launch.threads == 1 and self._launch.grid == (1, 1, 1)  # a 0-d output: one thread
+        if b.scope == "global" and not single:
             raise LoweringError(f"buffer {b.name} is a global temporary: a CUDA kernel has no barrier across its "
                                 "blocks, so compute the stage at a loop of its reader or inline it")
         qualifier = "__shared__ " if b.scope == "shared" else ""
