@@ -18,7 +18,7 @@ from .ir.compute import node_compute
 from .ir.graph import Graph, Value
 from .kernel import lower_kernel
 from .passes.memory_plan import MemoryPlan, check_fits, intermediates_of, nbytes, plan_memory
-from .runtime.cuda import Copy, CudaModule, Launch, Slot
+from .runtime.cuda import Copy, CudaModule, KernelLaunch, Slot
 from .runtime.kernel import BufferSpec
 from .runtime.nvrtc import compile_ptx
 from .target import Target, cuda
@@ -29,7 +29,7 @@ class CudaProgram:
     """A graph's CUDA source and how to run it, before it meets a device."""
 
     source: str
-    launches: tuple[Launch, ...]
+    launches: tuple[KernelLaunch, ...]
     copies: tuple[Copy, ...]
     weights: tuple[Value, ...]
     workspace_bytes: int
@@ -54,7 +54,7 @@ def render_graph(g: Graph, choose: ScheduleChooser | None = None, target: Target
         loop = lower_kernel((inputs, outputs), trace, name=name, target=target)
         functions.append(renderer.render_function(loop))
         shape = renderer.launch(loop)
-        launches.append(Launch(name, shape.grid, shape.block, tuple(slots[id(v)] for v in [*node.inputs,
+        launches.append(KernelLaunch(name, shape.grid, shape.block, tuple(slots[id(v)] for v in [*node.inputs,
                                                                                              *node.outputs])))
     copies = tuple(Copy(j, slots[id(v)], nbytes(v)) for j, v in enumerate(g.outputs)
                    if slots[id(v)] != Slot("output", j))

@@ -9,8 +9,9 @@ import pytest
 from tilegrad import te
 from tilegrad.errors import LoweringError
 from tilegrad.loop import lower
-from tilegrad.loop.gpu import Launch, check_races, insert_barriers, launch_of, shared_bytes
+from tilegrad.loop.gpu import Launch, check_races, insert_barriers, launch_of, rewrite_for_gpu, shared_bytes
 from tilegrad.loop.ir import Barrier, IfThenElse, Seq, walk
+from tilegrad.loop.printer import format_kernel
 from tilegrad.schedule import Schedule
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.target import GPUS
@@ -77,7 +78,7 @@ def test_a_barrier_some_threads_skip_is_refused():
 def test_default_gpu_schedules_are_race_free(name):
     inputs, output = WORKLOADS[name]()
     sch = default_schedule(output, GPUS["sm_90"])
-    k = insert_barriers(lower(sch.state, name, inputs + [sch.state.outputs[0]]))
+    k = rewrite_for_gpu(lower(sch.state, name, inputs + [sch.state.outputs[0]]))
     check_races(k)
     assert launch_of(k).threads <= GPUS["sm_90"].max_threads_per_block
     assert any(s.kind.startswith("blockIdx") for s in walk(k.body) if hasattr(s, "kind"))
@@ -94,3 +95,36 @@ def _replace(s, old, new):
     if isinstance(s, IfThenElse):
         return dataclasses.replace(s, then=_replace(s.then, old, new))
     return s
+
+
+def test_partial_sums_combine_as_a_tree():
+    a = te.placeholder((4, 64), name="A")
+    k = te.reduce_axis(64, "k")
+    s = te.compute((4,), lambda i: te.sum(a[i, k], axis=k), name="S")
+    sch = Schedule(s)
+    local = sch.cache_write("S", "local")
+    sch.bind("S", "i", "blockIdx.x")
+    _, ki = sch.split(local, "k", factor=8)
+    rf = sch.rfactor(local, ki)
+    sch.set_scope(rf, "shared")
+    sch.compute_at(rf, "S", "i")
+    sch.bind(rf, sch.loops(rf)[0], "threadIdx.x")
+    sch.compute_at(local, "S", "i")
+    kernel = rewrite_for_gpu(lower(sch.state, "sum"))
+    check_races(kernel)
+    text = format_kernel(kernel)
+    combine = text[text.index("S_local[S_local_i] = 0.0"):]
+    assert combine == """\
+S_local[S_local_i] = 0.0
+      threadIdx.x for S_local_rf_t4 in 0..4:
+        S_local_rf[S_local_rf_t4, S_local_i] = S_local_rf[S_local_rf_t4, S_local_i] + S_local_rf[S_local_rf_t4 + 4, S_local_i]
+      barrier
+      threadIdx.x for S_local_rf_t2 in 0..2:
+        S_local_rf[S_local_rf_t2, S_local_i] = S_local_rf[S_local_rf_t2, S_local_i] + S_local_rf[S_local_rf_t2 + 2, S_local_i]
+      barrier
+      threadIdx.x for S_local_rf_t1 in 0..1:
+        S_local_rf[S_local_rf_t1, S_local_i] = S_local_rf[S_local_rf_t1, S_local_i] + S_local_rf[S_local_rf_t1 + 1, S_local_i]
+      barrier
+      S_local[S_local_i] = S_local[S_local_i] + S_local_rf[0, S_local_i]
+      barrier
+    S[i] = S_local[0]"""

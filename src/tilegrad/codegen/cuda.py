@@ -3,8 +3,8 @@
 Each kernel is `extern "C" __global__` with one typed pointer per parameter, and `__launch_bounds__` from the
 threads its bound loops use. A loop bound to a GPU axis is that axis's index (guarded where the loop is shorter
 than the launch); shared buffers are `__shared__` arrays, local ones per-thread arrays (registers). Before
-printing, barriers are inserted after and before the writes of shared buffers and the kernel is checked for
-races (`loop/gpu.py`). Tiles are not versioned (loop/tails.py): a copy per tile would put barriers under
+printing, the partial results of a reduction are combined as a tree, barriers are inserted after and before the
+writes of shared buffers, and the kernel is checked for races (`loop/gpu.py`). Tiles are not versioned (loop/tails.py): a copy per tile would put barriers under
 conditions that differ between threads. NVRTC has no standard headers: the prelude defines the integer types,
 and float16 is stored as 16 bits converted with PTX's cvt, as bfloat16 is with bit shifts.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..dtype import is_unsigned
 from ..errors import LoweringError
-from ..loop.gpu import GPU_AXES, Launch, check_races, insert_barriers, launch_of, shared_bytes
+from ..loop.gpu import GPU_AXES, Launch, check_races, launch_of, rewrite_for_gpu, shared_bytes
 from ..loop.ir import Allocate, For, Kernel
 from ..target import Target, cuda
 from ..te import expr as E
@@ -91,7 +91,7 @@ class CudaRenderer(Renderer):
 
     def render_function(self, k: Kernel) -> str:
         """The kernel with its barriers, checked for races; `launch(k)` gives the shape to launch it with."""
-        k = insert_barriers(k)
+        k = rewrite_for_gpu(k)
         check_races(k)
         self._launch = launch_of(k)
         if self._launch.threads > self.target.max_threads_per_block:

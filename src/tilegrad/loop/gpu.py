@@ -7,8 +7,9 @@ by a producer nest (a cooperative fetch, the partial results of a reduction) and
 `insert_barriers` puts a barrier before and after each run of such producer nests in a statement sequence, which
 orders the writes after the previous iteration's reads and before this iteration's. `check_races` then walks the
 program in order (serial loops twice, for what one iteration leaves to the next) and fails on a read of a buffer
-written since the last barrier, or a write of one read since then, unless the same thread touches the same
-element (an in-place accumulation), and on a barrier that only some threads reach.
+written since the last barrier, or a write of one read since then (by this statement too: other threads run it
+at the same time), unless the two indices are the same expression (each thread its own element, an in-place
+accumulation) or their ranges are disjoint; and on a barrier that only some threads reach.
 """
 
 from __future__ import annotations
@@ -97,6 +98,73 @@ def _barriers(s: Stmt) -> Stmt:
     return s
 
 
+def rewrite_for_gpu(k: Kernel) -> Kernel:
+    """The rewrites a kernel gets before it is printed for a GPU: reductions as trees, then barriers."""
+    return insert_barriers(tree_reductions(k))
+
+
+def tree_reductions(k: Kernel) -> Kernel:
+    """`k` with each serial combine of a shared buffer's partial results into a thread's register (the loop an
+    rfactor stage's reader runs over `rf[kr, ...]`, of a power-of-two extent T) done as a tree instead: log2(T)
+    steps in which the first s threads combine elements t and t + s in place, a barrier after each, then every
+    thread reads element 0 (and waits for the others to have read it). Each thread reads 1 partial result
+    instead of T."""
+    return dataclasses.replace(k, body=_trees(k.body))
+
+
+def _trees(s: Stmt) -> Stmt:
+    if isinstance(s, For):
+        tree = _tree(s)
+        return tree if tree is not None else dataclasses.replace(s, body=_trees(s.body))
+    if isinstance(s, Seq):
+        return seq(_trees(x) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_trees(s.body))
+    if isinstance(s, IfThenElse):
+        return dataclasses.replace(s, then=_trees(s.then), orelse=None if s.orelse is None else _trees(s.orelse))
+    return s
+
+
+def _tree(loop: For) -> Stmt | None:
+    """The tree form of `loop` if it is `for kr in 0..T: acc[i] = combine(acc[i], rf[kr, ...])`, else None."""
+    body, n = loop.body, loop.extent
+    if loop.kind != "serial" or type(n) is not E.Const or n.value < 2 or n.value & (n.value - 1):
+        return None
+    if not isinstance(body, Store) or body.buffer.scope != "local":
+        return None
+    acc = E.Load(body.buffer, body.indices)
+    parts = [ld for ld in E.loads(body.value) if ld.buffer.scope == "shared"]
+    if len(parts) != 1 or parts[0].indices[0] != loop.var or acc not in E.loads(body.value):
+        return None
+    rf, rest = parts[0].buffer, parts[0].indices[1:]
+    if any(loop.var in E.free_vars(i) for i in rest):
+        return None
+    steps: list[Stmt] = []
+    width = n.value // 2
+    while width >= 1:
+        t = E.Var(f"{rf.name}_t{width}", E.INDEX, 0, width - 1, E.Const(width, E.INDEX))
+        mine, other = E.Load(rf, (t, *rest)), E.Load(rf, (t + width, *rest))
+        steps += [For(t, E.Const(width, E.INDEX), "threadIdx.x", Store(rf, (t, *rest),
+                                                                         _swap(body.value, acc, mine, parts[0], other))),
+                  Barrier()]
+        width //= 2
+    first = E.Load(rf, (E.Const(0, E.INDEX), *rest))
+    # the last barrier keeps the next tree (of the next element of an enclosing loop) from overwriting element 0
+    # before every thread has read it
+    return seq(steps + [Store(body.buffer, body.indices, _swap(body.value, acc, acc, parts[0], first)), Barrier()])
+
+
+def _swap(e: E.Expr, a: E.Load, a_new: E.Expr, b: E.Load, b_new: E.Expr) -> E.Expr:
+    """`e` with its reads `a` and `b` replaced."""
+    def go(x: E.Expr) -> E.Expr:
+        if x == a:
+            return a_new
+        if x == b:
+            return b_new
+        return E.map_children(x, go)
+    return go(e)
+
+
 def check_races(k: Kernel) -> None:
     """Raise LoweringError, naming the kernel and buffer, where threads of a block may race on a shared buffer
     or a barrier is reached by only some of the block's threads."""
@@ -119,7 +187,7 @@ class _Races:
             if s.kind in THREAD_AXES and int(s.extent.value) < self.launch.block[THREAD_AXES.index(s.kind)]:
                 divergent = divergent or f"loop {s.var.name} runs on fewer threads than the block has"
             self.stmt(s.body, divergent)
-            if s.kind not in GPU_AXES:  # what one iteration leaves to the next
+            if s.kind not in GPU_AXES and s.extent != E.Const(1, E.INDEX):  # what one iteration leaves the next
                 self.stmt(s.body, divergent)
         elif isinstance(s, Allocate):
             self.stmt(s.body, divergent)
@@ -136,23 +204,34 @@ class _Races:
             self.written.clear()
             self.read.clear()
         elif isinstance(s, Store):
-            own = {ld.indices for ld in E.loads(s.value) if ld.buffer is s.buffer}
-            self.loads(s.value, skip=(s.buffer.name, s.indices))
             for i in s.indices:
                 self.loads(i)
+            reads = [ld for ld in E.loads(s.value) if ld.buffer.scope == "shared"]
+            self.loads(s.value)
             if s.buffer.scope == "shared":
                 name = s.buffer.name
-                if self.read.get(name, set()) - own - {s.indices}:
+                # this statement's own reads count too: other threads run it at the same time
+                if any(_clash(r, s.indices) for r in self.read.get(name, set())):
                     raise LoweringError(f"kernel {self.k.name}: shared buffer {name} is written while other "
                                         "threads may still read it (no barrier after the reads)")
                 self.written.setdefault(name, set()).add(s.indices)
+            for ld in reads:
+                self.read.setdefault(ld.buffer.name, set()).add(ld.indices)
 
-    def loads(self, e: E.Expr, skip: tuple | None = None) -> None:
+    def loads(self, e: E.Expr) -> None:
         for ld in E.loads(e):
-            if ld.buffer.scope != "shared" or (skip and (ld.buffer.name, ld.indices) == skip):
+            if ld.buffer.scope != "shared":
                 continue
             name = ld.buffer.name
-            if self.written.get(name, set()) - {ld.indices}:
+            if any(_clash(w, ld.indices) for w in self.written.get(name, set())):
                 raise LoweringError(f"kernel {self.k.name}: shared buffer {name} is read before a barrier orders "
                                     "it after the writes of other threads")
             self.read.setdefault(name, set()).add(ld.indices)
+
+
+def _clash(a: tuple, b: tuple) -> bool:
+    """Whether accesses at indices `a` and `b` may touch one element from two threads: not when they are the
+    same expression (each thread its own element) nor when some dimension's ranges are disjoint."""
+    if a == b:
+        return False
+    return not any(x.hi < y.lo or y.hi < x.lo for x, y in zip(a, b))

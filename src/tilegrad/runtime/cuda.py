@@ -28,7 +28,7 @@ class Slot:
 
 
 @dataclasses.dataclass(frozen=True)
-class Launch:
+class KernelLaunch:
     """One kernel launch: the function's name in the PTX, its grid and block, and its arguments."""
 
     name: str
@@ -90,7 +90,7 @@ def device_present() -> bool:
 class CudaModule:
     """A model's kernels on device 0, called with NumPy arrays like a native `Module`."""
 
-    def __init__(self, ptx: str, launches: Sequence[Launch], inputs: Sequence[BufferSpec],
+    def __init__(self, ptx: str, launches: Sequence[KernelLaunch], inputs: Sequence[BufferSpec],
                  outputs: Sequence[BufferSpec], weights: Sequence[np.ndarray], workspace_bytes: int,
                  copies: Sequence[Copy] = ()):
         driver = _driver()
@@ -159,7 +159,7 @@ class CudaModule:
             outs.append(host)
         return outs[0] if len(outs) == 1 else outs
 
-    def _launch(self, c: Launch) -> None:
+    def _launch(self, c: KernelLaunch) -> None:
         # kernelParams is an array of pointers, each to one argument's value (here a device address)
         values = np.array([self._address(s) for s in c.args], dtype=np.uint64)
         pointers = np.array([values.ctypes.data + 8 * i for i in range(len(values))], dtype=np.uint64)
