@@ -4,6 +4,8 @@ loop IR after the GPU rewrites, each bound loop a plain loop), equal to the inte
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,19 @@ def test_every_registered_op_compiles_to_ptx():
             raise AssertionError(f"op {name}: {type(exc).__name__}: {exc}") from exc
     ptx = compile_ptx(PRELUDE + "\n".join(functions), H100.arch, name="registry.cu")
     assert ptx.count(".entry ") == len(OPS)
+
+
+def test_aligned_fetches_load_float4_and_the_rest_stay_scalar():
+    from tilegrad.te import nn
+
+    a, b = te.placeholder((128, 64), name="A"), te.placeholder((64, 128), name="B")
+    sch = default_schedule(nn.matmul(a, b, name="C"), H100)
+    src = CudaRenderer(H100).render(lower(sch.state, "mm", [a, b, sch.state.outputs[0]]))
+    assert src.count("*(float4*)&A_shared[") == 1 and src.count("*(float4*)&B_shared[") == 1
+    assert "__shared__ __align__(16) float A_shared[256];" in src
+    ptx = compile_ptx(src, H100.arch)
+    assert re.search(r"ld\.global(\.nc)?\.v4\.", ptx) and re.search(r"st\.shared\.v4\.", ptx)
+    inputs, output = WORKLOADS["matmul_64x48x40"]()  # 40 columns: B's tiles overshoot, its fetch is guarded
+    sch = default_schedule(output, H100)
+    src = CudaRenderer(H100).render(lower(sch.state, "mm", inputs + [sch.state.outputs[0]]))
+    assert "*(float4*)&B_shared[" not in src and "#pragma unroll" in src

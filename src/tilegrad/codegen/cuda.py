@@ -14,10 +14,13 @@ from __future__ import annotations
 from ..dtype import is_unsigned
 from ..errors import LoweringError
 from ..loop.gpu import GPU_AXES, Launch, check_races, launch_of, rewrite_for_gpu, shared_bytes
-from ..loop.ir import Allocate, For, Kernel
+from ..loop.ir import Allocate, Buffer, For, Kernel, Store
 from ..target import Target, cuda
 from ..te import expr as E
+from ..te.simplify import simplify
 from .renderer import Renderer
+
+VECTOR = 4  # float32 lanes of a vector load (float4)
 
 PRELUDE = """\
 typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
@@ -125,11 +128,35 @@ class CudaRenderer(Renderer):
                 self._stmt(s.body, ind + 1)
             self._emit(ind, "}")
             return
+        if s.kind == "vectorized":
+            copy = self._vector_copy(s)
+            if copy is not None:
+                self._emit(ind, copy)
+                return
         if s.kind in ("unrolled", "vectorized"):
             self._emit(ind, self.unroll)
         self._emit(ind, f"for (int64_t {v} = 0; {v} < {self.expr(s.extent)}; ++{v}) {{")
         self._stmt(s.body, ind + 1)
         self._emit(ind, "}")
+
+    def _vector_copy(self, s: For) -> str | None:
+        """A vectorized loop `dst[i + v] = src[j + v]` over 4 float32s, both runs contiguous and 16-byte aligned
+        (buffers are: device allocations and the memory plan's blocks by 64 bytes, arrays by __align__), as one
+        float4 load and store; None where that is not proven."""
+        body = s.body
+        if s.extent != E.Const(VECTOR, E.INDEX) or not isinstance(body, Store) or type(body.value) is not E.Load:
+            return None
+        starts = []
+        for b, indices in ((body.buffer, body.indices), (body.value.buffer, body.value.indices)):
+            if b.dtype != "float32":
+                return None
+            flat = simplify(_flat(b, indices))
+            start = simplify(E.substitute(flat, {s.var: E.Const(0, E.INDEX)}))
+            if simplify(flat - start) != s.var or simplify(start % VECTOR) != E.Const(0, E.INDEX):
+                return None
+            starts.append(self.expr(start))
+        return (f"*(float4*)&{body.buffer.name}[{starts[0]}] = "
+                f"*(const float4*)&{body.value.buffer.name}[{starts[1]}];")
 
     def _allocate(self, s: Allocate, ind: int) -> None:
         b = s.buffer
@@ -141,7 +168,7 @@ class CudaRenderer(Renderer):
             raise LoweringError(f"buffer {b.name} is a global temporary: a CUDA kernel has no barrier across its "
                                 "blocks, so compute the stage at a loop of its reader or inline it")
         qualifier = "__shared__ " if b.scope == "shared" else ""
-        self._emit(ind, f"{qualifier}{self._storage(b.dtype)} {b.name}[{size.value}];")
+        self._emit(ind, f"{qualifier}__align__(16) {self._storage(b.dtype)} {b.name}[{size.value}];")
         self._stmt(s.body, ind)
 
     def _call(self, e: E.Call) -> str:
@@ -157,3 +184,13 @@ class CudaRenderer(Renderer):
         if double:  # double's functions are named like ops (exp, sqrt); `::` reaches them past a buffer's name
             name = "::" + {"__expf": "exp", "__logf": "log", "rintf": "rint"}.get(name, name[:-1])
         return f"{name}({', '.join(args)})"
+
+
+def _flat(b: Buffer, indices) -> E.Expr:
+    """The row-major offset of `indices` in `b`, as an expression."""
+    flat: E.Expr = E.Const(0, E.INDEX)
+    stride: E.Expr = E.Const(1, E.INDEX)
+    for idx, dim in zip(reversed(indices), reversed(b.shape)):
+        flat = flat + idx * stride
+        stride = stride * dim
+    return flat
