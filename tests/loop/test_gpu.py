@@ -52,7 +52,7 @@ def test_a_write_after_reads_without_a_barrier_is_a_race():
     k = te.reduce_axis(4, "k")
     c = te.compute((8, 2), lambda i, j: te.sum(a[i, k] * 2.0, axis=k), name="C")
     sch = Schedule(c)
-    i0, i1 = sch.split("C", "i", 4)
+    _, i1 = sch.split("C", "i", 4)
     sch.bind("C", i1, "threadIdx.x")
     a_shared = sch.cache_read("A", "shared", ["C"])
     sch.compute_at(a_shared, "C", i1)
