@@ -97,7 +97,7 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
         c_file.write_text(source)
         _into_place(cc, cfg, [str(c_file)], library, str(c_file))
 
-    return _cached(_key(source, cfg.compile_flags, cc), cfg, produce)
+    return cached(_key(source, cfg.compile_flags, cc), cfg, produce)
 
 
 def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
@@ -126,10 +126,10 @@ def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
                 with contextlib.suppress(FileNotFoundError):
                     o.unlink()
 
-    return _cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.compile_flags, cc), cfg, produce)
+    return cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.compile_flags, cc), cfg, produce)
 
 
-def _cached(key: str, cfg: Config, produce, suffix: str = ".so") -> Path:
+def cached(key: str, cfg: Config, produce, suffix: str = ".so") -> Path:
     """The library (or other product named by `suffix`) for `key`: from the cache, or made by
     `produce(stem, library)` under the key's lock."""
     shard = Path(cfg.cache_dir) / key[:2]
@@ -175,7 +175,7 @@ def _into_place(cc: str, cfg: Config, inputs: list[str], library: Path, what: st
             os.unlink(tmp)
 
 
-def _into_place_text(text: str, path: Path) -> None:
+def write_into_place(text: str, path: Path) -> None:
     """Write `text` to a temporary file beside `path`, then rename it into place (atomic on POSIX)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp")
     try:

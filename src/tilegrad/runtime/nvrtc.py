@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import config, metrics
 from ..config import Config
 from ..errors import BuildError
-from .build import _cached, _into_place_text
+from .build import cached, write_into_place
 
 _INSTALL_HINT = "install NVRTC with `pip install tilegrad[cuda]` (the nvidia-cuda-nvrtc-cu12 wheel)"
 _SUCCESS = 0
@@ -71,9 +71,9 @@ def compile_ptx(source: str, arch: str, *, name: str = "kernels.cu", cfg: Config
 
     def produce(stem: Path, ptx: Path) -> None:
         stem.with_suffix(".cu").write_text(source)
-        _into_place_text(_compile(source, opts, name), ptx)
+        write_into_place(_compile(source, opts, name), ptx)
 
-    path = _cached(key, cfg, produce, suffix=".ptx")
+    path = cached(key, cfg, produce, suffix=".ptx")
     return path.read_text()
 
 
