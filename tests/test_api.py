@@ -99,8 +99,8 @@ def test_call_errors_say_what_is_wrong(cnn):
         mod(x[:1])
     with pytest.raises(KernelCallError, match="no input 'y'"):
         mod(y=x)
-    with pytest.raises(TilegradError, match="target 'cuda' is not supported"):
-        tilegrad.compile(model, target="cuda")
+    with pytest.raises(TilegradError, match="target 'tpu' is not supported; available: cpu, cuda"):
+        tilegrad.compile(model, target="tpu")
 
 
 def test_a_model_without_nodes_compiles():

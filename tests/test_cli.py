@@ -451,3 +451,13 @@ def test_profile_refuses_what_it_cannot_profile(fake_peaks, convnet, tmp_path, c
     assert main(["compile", convnet, "-o", str(dynamic)]) == 0
     capsys.readouterr()
     _user_error(capsys, ["profile", str(dynamic)], "compiles per call", "--input-shape")
+
+
+def test_compile_for_cuda_writes_the_source_and_ptx_without_a_gpu(convnet, tmp_path, capsys):
+    out = tmp_path / "cuda"
+    assert main(["compile", convnet, "--target", "cuda", "-o", str(out), "--input-shape", "x=2,3,8,8"]) == 0
+    report = capsys.readouterr().out
+    source, ptx = (out / "kernels.cu").read_text(), (out / "kernels.ptx").read_text()
+    kernels = source.count('extern "C" __global__')
+    assert kernels >= 2 and ptx.count(".entry ") == kernels
+    assert f"{kernels} kernels" in report and "__shared__" in source  # the conv and matmul tile in shared memory

@@ -83,6 +83,23 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
                              enable_passes=enable_passes, db=db)
 
 
+def cuda_source(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                opt_level: int = 2, disable_passes: Sequence[str] = ()) -> tuple[str, str]:
+    """(CUDA source, PTX) of a model's kernels for the CUDA target, compiled by NVRTC; needs no GPU (the target
+    is the device's where one is present, else sm_90)."""
+    from .cuda_executor import render_graph
+    from .passes import optimize
+    from .runtime.nvrtc import compile_ptx
+
+    _check_options("cuda", opt_level)
+    machine = TARGETS["cuda"]()
+    proto = onnx_proto(model, example_inputs)
+    imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
+    graph, _ = optimize(imported, opt_level, disable=disable_passes, target=machine)
+    source = render_graph(graph, target=machine).source
+    return source, compile_ptx(source, machine.arch)
+
+
 def _check_options(target: str, opt_level: int) -> None:
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
@@ -98,6 +115,13 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
 
     _check_options(target, opt_level)
     machine = TARGETS[target]()
+    if machine.kind == "cuda":
+        from .cuda_executor import compile_graph as compile_cuda
+
+        if db is not None:
+            raise TilegradError("target 'cuda' takes no tuning records yet (they hold CPU schedules); drop db")
+        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
+        return Compilation(compile_cuda(graph, target=machine), report, graph)
     if db is None:
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
         return Compilation(compile_graph(graph, target=machine), report, graph)

@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="skip this graph pass (repeatable)")
     passes.add_argument("--explain", action="store_true",
                         help="print what each graph pass changed, the kernel count and the intermediate memory")
+    passes.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                        help="the machine to compile for: cpu (this one) or cuda (the first GPU, else sm_90); "
+                             "`compile --target cuda` writes the CUDA source and its PTX and needs no GPU")
     passes.add_argument("--db", metavar="FILE", default=None,
                         help="tuning records (from `tilegrad tune`): each kernel takes its best tuned schedule")
 
@@ -231,6 +234,9 @@ def _duration(text: str) -> float:
 # ---- compile ----
 
 def _compile(args) -> None:
+    if args.target == "cuda":
+        _compile_cuda(args)
+        return
     _, mod, elapsed = _compile_model(args, dynamic=True)
     try:
         out = mod.save(args.output)
@@ -249,6 +255,27 @@ def _compile(args) -> None:
     saved = 1 - spec.workspace_bytes / spec.unshared_bytes if spec.unshared_bytes else 0.0
     print(f"  workspace  {_bytes(spec.workspace_bytes)} (without reuse {_bytes(spec.unshared_bytes)}, "
           f"{saved:.0%} saved)")
+
+
+def _compile_cuda(args) -> None:
+    """The model's CUDA source and PTX (NVRTC, no GPU needed) into the output directory."""
+    from . import api
+
+    spec = _load(args.model, args.input_shape, dynamic=False)
+    t0 = time.perf_counter()
+    source, ptx = api.cuda_source(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
+                                  opt_level=2 if args.opt_level is None else args.opt_level,
+                                  disable_passes=args.disable_pass)
+    out = Path(args.output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "kernels.cu").write_text(source)
+        (out / "kernels.ptx").write_text(ptx)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {args.output}: {exc.strerror or exc}") from None
+    kernels = source.count('extern "C" __global__')
+    print(f"compiled {args.model} for CUDA in {time.perf_counter() - t0:.2f} s: {kernels} kernels -> "
+          f"{out / 'kernels.cu'}, {out / 'kernels.ptx'}")
 
 
 def _print_buffers(title: str, specs) -> None:
@@ -272,11 +299,12 @@ def _compile_model(args, dynamic: bool = False):
                              + "; ".join(_declared_input(i) for i in model_inputs(spec.model, spec.input_shapes)
                                          if i.symbolic or i.value_needed) + "; fix them with --input-shape")
         mod = api.compile(spec.model, input_shapes=spec.input_shapes, opt_level=opt_level,
-                          disable_passes=args.disable_pass, db=getattr(args, "db", None))
+                          disable_passes=args.disable_pass, db=getattr(args, "db", None),
+                          target=getattr(args, "target", "cpu"))
         return spec, mod, time.perf_counter() - t0
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
                                           opt_level=opt_level, disable_passes=args.disable_pass,
-                                          db=getattr(args, "db", None))
+                                          db=getattr(args, "db", None), target=getattr(args, "target", "cpu"))
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)

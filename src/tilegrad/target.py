@@ -26,6 +26,12 @@ class Target:
     l2_bytes: int = 512 * 1024
     l3_bytes: int = 16 * 1024 * 1024
     min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
+    # GPU targets (kind "cuda"): the architecture PTX is compiled for, multiprocessors, and per-block limits
+    arch: str = ""
+    sm_count: int = 0
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    shared_bytes_per_block: int = 48 * 1024
 
     @property
     def vector_lanes(self) -> int:
@@ -43,6 +49,8 @@ class Target:
 
     def identity(self) -> str:
         """Model and ISA: what tells one machine's native code and timings from another's."""
+        if self.kind == "cuda":
+            return "\n".join(["cuda", self.model, self.arch])
         return "\n".join([platform.machine(), self.model, " ".join(sorted(self.flags))])
 
     @staticmethod
@@ -62,8 +70,46 @@ def host() -> Target:
                   l2_bytes=caches.get("L2", 512 * 1024), l3_bytes=caches.get("L3", 16 * 1024 * 1024))
 
 
+# GPUs by architecture, for compiling where no device is present: sm_90 is the H100 and H200.
+GPUS = {
+    "sm_80": Target(kind="cuda", model="NVIDIA A100", arch="sm_80", sm_count=108, vector_bits=128),
+    "sm_90": Target(kind="cuda", model="NVIDIA H100", arch="sm_90", sm_count=132, vector_bits=128),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def cuda() -> Target:
+    """The first CUDA device, read from the driver (cuda-python, the `cuda` extra); where the driver or a device is
+    absent, the sm_90 default (H100/H200), so that kernels still compile to PTX."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return GPUS["sm_90"]
+    try:
+        initialised = driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS
+    except RuntimeError:  # no driver library (libcuda) on this machine
+        initialised = False
+    if not initialised:
+        return GPUS["sm_90"]
+    err, dev = driver.cuDeviceGet(0)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return GPUS["sm_90"]
+
+    def attribute(name: str) -> int:
+        return driver.cuDeviceGetAttribute(getattr(driver.CUdevice_attribute, name), dev)[1]
+
+    name = driver.cuDeviceGetName(256, dev)[1].split(b"\0")[0].decode()
+    major = attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+    minor = attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+    return Target(kind="cuda", model=name, arch=f"sm_{major}{minor}", vector_bits=128,
+                  sm_count=attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+                  warp_size=attribute("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+                  max_threads_per_block=attribute("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+                  shared_bytes_per_block=attribute("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"))
+
+
 # The targets `tilegrad.compile(..., target=NAME)` accepts.
-TARGETS = {"cpu": host}
+TARGETS = {"cpu": host, "cuda": cuda}
 
 
 def _cpuinfo() -> tuple[str, frozenset[str]]:

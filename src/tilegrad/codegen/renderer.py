@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..dtype import is_unsigned
-from ..loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
 from ..loop.tails import version_tails
 from ..target import Target, host
 from ..te import expr as E
@@ -26,6 +26,8 @@ class Renderer:
     parallel_for: str | None = None  # the annotation of a parallel loop
     simd: str | None = None  # of a vectorized loop
     unroll: str | None = None  # of an unrolled loop, formatted with the trip count n
+    barrier: str | None = None  # the statement a Barrier becomes (GPU targets)
+    versions_tails = True  # copy each overshooting tile into a version without guards (loop/tails.py)
     types: dict[str, str] = {}  # the type a value of each dtype computes in
     # Where a buffer element is stored in another type than its value computes in (bfloat16: float32 arithmetic
     # on uint16 bits, each result rounded): the storage type, the function reading an element as a value and the
@@ -52,16 +54,21 @@ class Renderer:
     def render_function(self, k: Kernel) -> str:
         """The kernel's function alone, for files that hold many kernels after one prelude. Tiles that overshoot
         their loop are versioned first, so that every full tile renders without bounds checks."""
-        k = version_tails(k)
+        if self.versions_tails:
+            k = version_tails(k)
         self._lines: list[str] = []
         self._parallel_depth = 0
         self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses
-        self._emit(0, self.signature.format(name=k.name) + " {")
+        self._emit(0, self._signature(k) + " {")
         for i, b in enumerate(k.params):
-            self._emit(1, self.param.format(type=self._storage(b.dtype), name=b.name, index=i))
+            if self.param:
+                self._emit(1, self.param.format(type=self._storage(b.dtype), name=b.name, index=i))
         self._stmt(k.body, 1)
         self._emit(0, "}")
         return "".join(self.helpers[d] for d in sorted(self._stored)) + "\n".join(self._lines) + "\n"
+
+    def _signature(self, k: Kernel) -> str:
+        return self.signature.format(name=k.name)
 
     def _storage(self, dtype: str) -> str:
         """The type of a buffer element of `dtype`."""
@@ -100,6 +107,9 @@ class Renderer:
             self._emit(ind, "}")
         elif isinstance(s, Allocate):
             self._allocate(s, ind)
+        elif isinstance(s, Barrier):
+            if self.barrier is not None:  # a serial rendering of a GPU kernel needs none
+                self._emit(ind, self.barrier)
         else:
             raise TypeError(f"no C rendering for {type(s).__name__}")
 

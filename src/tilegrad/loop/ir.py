@@ -1,7 +1,8 @@
 """Loop IR: the imperative program a schedule lowers to, and every backend renders.
 
 Statements are immutable. Loops run from 0 to `extent` (an expression) with a kind; buffers have a scope
-("global": a kernel parameter or a heap temporary; "local": an array inside the loop nest). Reads are expression
+("global": a kernel parameter or a heap temporary; "local": an array inside the loop nest; "shared": one array
+per GPU block). Reads are expression
 `Load`s of a `Buffer`, writes are `Store`s; multi-dimensional indices stay until rendering.
 """
 
@@ -36,8 +37,8 @@ class Stmt:
 
 @dataclasses.dataclass(frozen=True)
 class For(Stmt):
-    """`for var in 0..extent`. `kind` is "serial", "parallel", "vectorized" or "unrolled"; GPU thread bindings
-    will be further kinds, a name each renderer must know. In a symbolic program (a sketch's parameters left as
+    """`for var in 0..extent`. `kind` is "serial", "parallel", "vectorized" or "unrolled", or a GPU axis
+    ("blockIdx.x", "threadIdx.y", ...): the loop's iterations are then the blocks or threads of a launch. In a symbolic program (a sketch's parameters left as
     variables) auto-unroll cannot be decided yet: `unroll_if` is then the condition under which this loop is
     unrolled, which features read as a formula; a concrete program has it decided in `kind`."""
 
@@ -71,6 +72,12 @@ class IfThenElse(Stmt):
 class Allocate(Stmt):
     buffer: Buffer
     body: Stmt
+
+
+@dataclasses.dataclass(frozen=True)
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here until all have arrived, so that what one thread wrote to a shared
+    buffer before it is visible to the others after it. Inserted by `loop.gpu.insert_barriers`."""
 
 
 @dataclasses.dataclass(frozen=True)

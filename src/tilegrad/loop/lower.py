@@ -13,7 +13,7 @@ import dataclasses
 from typing import Sequence
 
 from ..errors import LoweringError
-from ..schedule.state import LoopState, SplitRel, Stage
+from ..schedule.state import THREAD_AXES, LoopState, SplitRel, Stage
 from ..te import expr as E
 from ..te.simplify import prove_nonneg, simplify
 from ..te.tensor import Tensor, combine, reduce_identity
@@ -150,6 +150,9 @@ class _Lowering:
     def _region(self, s: Stage, enclosing: list[E.Var]) -> tuple[tuple[E.Expr, ...], list[E.Expr]]:
         """Per dimension of `s`: the least index its readers in the attach scope read, and the extent read."""
         attach_var = enclosing[-1]
+        # A shared buffer is one per block: it holds what all the block's threads read, so the thread loops
+        # around it count as free, like the loops inside its attach point.
+        shared = {v.name: v.upper for v in enclosing if s.scope == "shared" and self._thread_bound(v)}
         reads: list[tuple[E.Expr, ...]] = []
         frees: list[dict[str, E.Expr]] = []
         for r_info in self.info.values():
@@ -161,7 +164,7 @@ class _Lowering:
                 raise LoweringError(f"{s.name} is computed at {s.attach[0]}.{s.attach[1]} but "
                                     f"{r_info.stage.name} reads it outside that loop")
             inner = chain[chain.index(attach_var) + 1:]
-            free = {v.name: v.upper for v in inner}
+            free = {**shared, **{v.name: v.upper for v in inner}}
             for ld in loads:
                 reads.append(ld.indices)
                 frees.append(free)
@@ -178,6 +181,10 @@ class _Lowering:
             offsets.append(lo)
             extents.append(simplify(hi - lo + 1))
         return tuple(offsets), extents
+
+    def _thread_bound(self, v: E.Var) -> bool:
+        return any(kind in THREAD_AXES for info in self.info.values()
+                   for lv, kind in zip(info.leaf_vars, info.kinds) if lv is v)
 
     # -- emission ---------------------------------------------------------------------------------------------
     def _buffer_expr(self, e: E.Expr) -> E.Expr:

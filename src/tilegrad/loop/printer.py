@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..te.printer import format_expr
-from .ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from .ir import Allocate, Barrier, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
 
 
 def _buffer_decl(b: Buffer) -> str:
@@ -29,6 +29,8 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
         return text
     if isinstance(s, Allocate):
         return f"{pad}allocate {_buffer_decl(s.buffer)} {s.buffer.scope}\n" + format_stmt(s.body, indent)
+    if isinstance(s, Barrier):
+        return f"{pad}barrier"
     raise TypeError(f"no printer for {type(s).__name__}")
 
 

@@ -19,7 +19,7 @@ import dataclasses
 
 from ..te import expr as E
 from ..te.simplify import prove_nonneg, simplify
-from .ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, seq, walk
+from .ir import Allocate, Barrier, For, IfThenElse, Kernel, Seq, Stmt, Store, seq, walk
 
 _TRUE = E.Const(True, "bool")
 
@@ -195,6 +195,8 @@ def _guards_every_store(s: Stmt, atoms: set[E.Expr]) -> bool:
         return _guards_every_store(s.then, atoms) and (s.orelse is None or _guards_every_store(s.orelse, atoms))
     if isinstance(s, Seq):
         return all(_guards_every_store(x, atoms) for x in s.stmts)
+    if isinstance(s, Barrier):
+        return True
     return _guards_every_store(s.body, atoms)
 
 
@@ -213,5 +215,5 @@ def _drop(s: Stmt, proven: set[E.Expr]) -> Stmt:
             kept = [a for a in _atoms(s.cond) if a not in proven]
             return then if not kept else IfThenElse(E.all_of(kept), then)
         return IfThenElse(s.cond, then, orelse)
-    assert isinstance(s, Store)
+    assert isinstance(s, (Store, Barrier))
     return s

@@ -235,7 +235,7 @@ def _gemm(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
 _REWRITES = {"conv": _conv, "matmul": _matmul, "gemm": _gemm}
 
 
-@register("conv_algorithm", level=1, order=80)
+@register("conv_algorithm", level=1, order=80, targets=("cpu",))
 def conv_algorithm(g, ctx: PassContext):
     """Choose each constant-weight conv's and matmul's kernel algorithm and lay its weights out ahead of time."""
     changed = []

@@ -49,7 +49,7 @@ def block_sizes(target: Target) -> tuple[int, ...]:
     return tuple(k * target.vector_lanes for k in BLOCK_VECTORS)
 
 
-@register("layout", level=2, order=90)
+@register("layout", level=2, order=90, targets=("cpu",))
 def layout(g: Graph, ctx: PassContext) -> Graph:
     """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
     default, named = _requested_blocks(g, ctx)

@@ -39,6 +39,7 @@ class Pass:
     level: int  # runs when opt_level >= level
     order: int  # position in the pipeline
     doc: str
+    targets: tuple[str, ...] = ("cpu", "cuda")  # the target kinds it serves (CPU layouts mean nothing on a GPU)
 
 
 @dataclasses.dataclass
@@ -81,12 +82,13 @@ def _op_delta(before: Counter, after: Counter) -> str:
 PASSES: list[Pass] = []
 
 
-def register(name: str, *, level: int, order: int):
-    """Add a pass to the pipeline at position `order` (the table in passes/__init__.py), run from `level` up."""
+def register(name: str, *, level: int, order: int, targets: tuple[str, ...] = ("cpu", "cuda")):
+    """Add a pass to the pipeline at position `order` (the table in passes/__init__.py), run from `level` up,
+    for the target kinds `targets`."""
     def add(fn):
         if any(p.name == name or p.order == order for p in PASSES):
             raise ValueError(f"pass {name!r} (order {order}) clashes with a registered pass")
-        PASSES.append(Pass(name, fn, level, order, (fn.__doc__ or "").strip().split("\n")[0]))
+        PASSES.append(Pass(name, fn, level, order, (fn.__doc__ or "").strip().split("\n")[0], targets))
         PASSES.sort(key=lambda p: p.order)
         return fn
     return add
@@ -110,7 +112,7 @@ def optimize(g: Graph, opt_level: int = 2, *, disable: Iterable[str] = (), enabl
     ctx = PassContext(opt_level, target or host(), dict(options or {}))
     report = Report(decisions=ctx.decisions)
     for p in PASSES:
-        if p.name in disable or (p.level > opt_level and p.name not in enable):
+        if p.name in disable or (p.level > opt_level and p.name not in enable) or ctx.target.kind not in p.targets:
             continue
         before = Counter(n.op for n in g.nodes)
         ctx.notes = []

@@ -97,7 +97,7 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
         c_file.write_text(source)
         _into_place(cc, cfg, [str(c_file)], library, str(c_file))
 
-    return _cached(_key(source, cfg.compile_flags, cc), cfg, produce)
+    return cached(_key(source, cfg.compile_flags, cc), cfg, produce)
 
 
 def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
@@ -126,13 +126,14 @@ def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
                 with contextlib.suppress(FileNotFoundError):
                     o.unlink()
 
-    return _cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.compile_flags, cc), cfg, produce)
+    return cached(_key("\0\0".join(sources) + f"\0{len(sources)} units", cfg.compile_flags, cc), cfg, produce)
 
 
-def _cached(key: str, cfg: Config, produce) -> Path:
-    """The library for `key`: from the cache, or made by `produce(stem, library)` under the key's lock."""
+def cached(key: str, cfg: Config, produce, suffix: str = ".so") -> Path:
+    """The library (or other product named by `suffix`) for `key`: from the cache, or made by
+    `produce(stem, library)` under the key's lock."""
     shard = Path(cfg.cache_dir) / key[:2]
-    library = shard / f"{key}.so"
+    library = shard / f"{key}{suffix}"
     if library.exists():
         metrics.bump("build.cache_hit")
         return library
@@ -169,6 +170,18 @@ def _into_place(cc: str, cfg: Config, inputs: list[str], library: Path, what: st
         if proc.returncode != 0:
             raise BuildError(_failure(cmd, proc, what))
         os.replace(tmp, library)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_into_place(text: str, path: Path) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it into place (atomic on POSIX)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -58,6 +58,9 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None =
     """The hand-written schedule; with `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it
     instead of their defaults."""
     target = target or host()
+    if target.kind == "cuda":
+        from .rules_gpu import gpu_schedule  # imports this module's helpers
+        return gpu_schedule([outputs] if isinstance(outputs, Tensor) else list(outputs), target)
     knobs = Defaults() if knobs is None else knobs
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}

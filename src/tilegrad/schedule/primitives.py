@@ -12,7 +12,7 @@ from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.simplify import simplify
 from ..te.tensor import ComputeOp, Tensor, axis_var, compute, reduce_identity
-from .state import FuseRel, Loop, LoopState, SplitRel, Stage, make_stage
+from .state import BLOCK_AXES, SCOPES, THREAD_AXES, FuseRel, Loop, LoopState, SplitRel, Stage, make_stage
 
 PRIMITIVES: dict[str, Callable] = {}
 
@@ -160,6 +160,23 @@ def unroll(st: LoopState, stage: str, loop: str) -> None:
     _set_kind(st, stage, loop, "unrolled")
 
 
+@primitive("bind")
+def bind(st: LoopState, stage: str, loop: str, axis: str) -> None:
+    """Run the iterations of `loop` as GPU blocks or threads: `axis` is blockIdx.x/y/z or threadIdx.x/y/z. Loops
+    of different stages bound to one axis share its index, so a producer computed inside the thread loops of its
+    consumer can split its own work over the same threads (cooperative fetching)."""
+    if axis not in BLOCK_AXES + THREAD_AXES:
+        raise ScheduleError(f"bind of {stage}.{loop}: axis {axis!r} is not one of {', '.join(BLOCK_AXES + THREAD_AXES)}")
+    s = st.stage(stage)
+    lp = s.leaf(loop)
+    if lp.is_reduce:
+        raise ScheduleError(f"cannot bind reduction loop {stage}.{loop} to {axis}; use rfactor first")
+    taken = [n for n in s.leaves if s.loops[n].kind == axis and n != loop]
+    if taken:
+        raise ScheduleError(f"bind of {stage}.{loop}: {axis} is already bound to {stage}.{taken[0]}")
+    lp.kind = axis
+
+
 @primitive("auto_unroll")
 def auto_unroll(st: LoopState, stage: str, max_step) -> None:
     """Unroll the innermost loops of `stage` whose combined trip count is at most `max_step` (Ansor's pragma)."""
@@ -220,6 +237,7 @@ def cache_write(st: LoopState, stage: str, scope: str = "local") -> str:
     copy it out; returns the new stage's name."""
     s = st.stage(stage)
     _untouched(s, "cache_write")
+    _check_scope(scope, f"cache_write of {stage}")
     op = s.op
     name = _fresh_stage_name(st, f"{stage}_{scope}")
     cached = Tensor(name, s.tensor.shape, s.tensor.dtype, ComputeOp(name, op.axes, op.body, op.tag, op.attrs))
@@ -239,6 +257,7 @@ def cache_write(st: LoopState, stage: str, scope: str = "local") -> str:
 @primitive("cache_read")
 def cache_read(st: LoopState, tensor: str, scope: str, readers: Sequence[str]) -> str:
     """Copy `tensor` into a new `scope` buffer that the given reader stages read instead; returns its name."""
+    _check_scope(scope, f"cache_read of {tensor}")
     src = _find_tensor(st, tensor)
     reader_stages = [st.stage(r) for r in readers]
     for r in reader_stages:
@@ -252,6 +271,22 @@ def cache_read(st: LoopState, tensor: str, scope: str, readers: Sequence[str]) -
     st.stages.insert(first, new)
     st.replace_tensor(src, copy, reader_stages)
     return name
+
+
+def _check_scope(scope: str, what: str) -> None:
+    if scope not in SCOPES:
+        raise ScheduleError(f"{what}: scope {scope!r} is not one of {', '.join(SCOPES)}")
+
+
+@primitive("set_scope")
+def set_scope(st: LoopState, stage: str, scope: str) -> None:
+    """Keep `stage`'s buffer in `scope` once it is computed at a loop of another stage: "shared" for partial
+    results the threads of a GPU block combine (an rfactor stage), "local" for per-thread ones."""
+    _check_scope(scope, f"set_scope of {stage}")
+    s = st.stage(stage)
+    if s.tensor in st.outputs:
+        raise ScheduleError(f"set_scope: {stage} is an output of the kernel; its buffer is a parameter")
+    s.scope = scope
 
 
 @primitive("rfactor")

@@ -80,6 +80,9 @@ class Schedule:
     def vectorize(self, stage, loop: str) -> None:
         self._record("vectorize", stage=_name(stage), loop=loop)
 
+    def bind(self, stage, loop: str, axis: str) -> None:
+        self._record("bind", stage=_name(stage), loop=loop, axis=axis)
+
     def unroll(self, stage, loop: str) -> None:
         self._record("unroll", stage=_name(stage), loop=loop)
 
@@ -103,6 +106,9 @@ class Schedule:
 
     def cache_read(self, tensor, scope: str, readers: Sequence) -> str:
         return self._record("cache_read", tensor=_name(tensor), scope=scope, readers=[_name(r) for r in readers])
+
+    def set_scope(self, stage, scope: str) -> None:
+        self._record("set_scope", stage=_name(stage), scope=scope)
 
     def rfactor(self, stage, loop: str) -> str:
         return self._record("rfactor", stage=_name(stage), loop=loop)

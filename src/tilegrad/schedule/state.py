@@ -14,9 +14,18 @@ from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, replace_reads, topo_order
 
+# GPU loop kinds: a loop bound to one of these runs as the blocks or the threads of a block (`bind`).
+BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_AXES = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+# Where a stage's buffer lives: "global" (device or host memory), "shared" (one copy per GPU block, filled by its
+# threads together), "local" (per thread: registers or the stack).
+SCOPES = ("global", "shared", "local")
+
+
 @dataclasses.dataclass
 class Loop:
-    """A loop of a stage; `kind` is "serial", "parallel", "vectorized" or "unrolled"."""
+    """A loop of a stage; `kind` is "serial", "parallel", "vectorized", "unrolled" or a GPU axis it is bound to
+    (BLOCK_AXES, THREAD_AXES)."""
 
     name: str
     extent: E.Expr

@@ -1,0 +1,52 @@
+"""The small models of the common families (conftest.MODELS: the six of benchmarks/models.py at small sizes and a
+PyTorch encoder) for the CUDA target without a GPU: every kernel compiles to PTX with NVRTC, and the same loop IR
+rendered serially as C (each bound loop a plain loop, barriers dropped) gives PyTorch's numbers. With a device,
+`tilegrad.compile(..., target="cuda")` runs them there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilegrad
+from tilegrad.cuda_executor import render_graph
+from tilegrad.executor import compile_graph
+from tilegrad.frontend.load import import_model
+from tilegrad.passes import optimize
+from tilegrad.runtime.cuda import device_present
+from tilegrad.runtime.nvrtc import compile_ptx
+from tilegrad.target import GPUS
+
+torch = pytest.importorskip("torch")
+
+H100 = GPUS["sm_90"]
+
+
+def _want(module, args):
+    with torch.no_grad():
+        out = module(*args)
+    return (out[0] if isinstance(out, tuple) else out).numpy()
+
+
+@pytest.mark.slow
+def test_every_kernel_compiles_to_ptx_and_the_gpu_schedules_give_pytorchs_numbers(torch_model):
+    module, args = torch_model
+    g, _ = optimize(import_model(module, args), 2, target=H100)
+    program = render_graph(g, target=H100)
+    ptx = compile_ptx(program.source, H100.arch, name="model.cu")
+    for launch in program.launches:
+        assert f".entry {launch.name}(" in ptx, launch.name
+        assert launch.block[0] * launch.block[1] * launch.block[2] <= H100.max_threads_per_block
+    assert "__shared__" in program.source or not any(n.op in ("conv2d", "matmul", "dense") for n in g.nodes)
+    serial = compile_graph(g, target=H100)
+    got = serial(*[a.numpy() for a in args])
+    np.testing.assert_allclose(got[0] if isinstance(got, list) else got, _want(module, args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not device_present(), reason="needs a CUDA device")
+def test_compiled_for_cuda_runs_on_the_device(torch_model):
+    module, args = torch_model
+    mod = tilegrad.compile(module, args, target="cuda")
+    got = mod(*[a.numpy() for a in args])
+    np.testing.assert_allclose(got[0] if isinstance(got, list) else got, _want(module, args), rtol=1e-3, atol=1e-3)
