@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..te.nn.quantized import QUANTIZED_RANGES
+from ..te.nn.quantized import DOT_GROUP, QUANTIZED_RANGES
 from .graph import Value
 
 INT32 = np.iinfo(np.int32)
-PANEL = 16  # output columns per packed panel of a quantized_matmul's weights
+PANEL = 16  # output columns per packed panel of a quantized_matmul's weights (two AVX2 int32 vectors)
 
 
 class Epilogue(NamedTuple):
@@ -87,14 +87,16 @@ def integer_matmul(b, a: Value, in_zero_point: int, w: np.ndarray, w_zero_point:
     if a.dtype not in QUANTIZED_RANGES or w.ndim != 2 or len(a.shape) < 2 or a.shape[-1] != w.shape[0]:
         return None
     centred = _centred_weight(w, w_zero_point, 1)
-    total = None if centred is None else _bias(bias, centred.astype(np.int64).sum(axis=0), in_zero_point)
+    # an s8 activation enters the kernel as a + 128 (te.nn.quantized_matmul), so its zero point moves with it
+    shifted = in_zero_point + (128 if a.dtype == "int8" else 0)
+    total = None if centred is None else _bias(bias, centred.astype(np.int64).sum(axis=0), shifted)
     if total is None:
         return None
     k, n = centred.shape
-    panels = -(-n // PANEL)
-    padded = np.zeros((k, panels * PANEL), np.int8)
-    padded[:, :n] = centred
-    packed = np.ascontiguousarray(padded.reshape(k, panels, PANEL).transpose(1, 0, 2))
+    panels, groups = -(-n // PANEL), -(-k // DOT_GROUP)
+    padded = np.zeros((groups * DOT_GROUP, panels * PANEL), np.int8)
+    padded[:k, :n] = centred
+    packed = np.ascontiguousarray(padded.reshape(groups, DOT_GROUP, panels, PANEL).transpose(2, 0, 3, 1))
     rows = a if len(a.shape) == 2 else b.op("reshape", a, name=f"{name}_rows", shape=(-1, k))
     out = b.op("quantized_matmul", rows, b.const(packed, f"{name}_wpack"), b.const(total, f"{name}_bias"),
                *_multiplier_input(b, epilogue, name), name=name, n=n, zero_point=epilogue.zero_point,

@@ -125,20 +125,23 @@ def _requantize_ref(acc, multiplier, zero_point, lo, hi, out_dtype, channel_axis
     return np.clip(np.rint(scaled) + np.float32(zero_point), lo, hi).astype(out_dtype)
 
 
-def unpack_matmul_weight(wpack: np.ndarray, n: int) -> np.ndarray:
-    """The (N, K) weight of column panels (ceil(N / nr), K, nr)."""
-    return wpack.transpose(0, 2, 1).reshape(-1, wpack.shape[1])[:n]
+def unpack_matmul_weight(wpack: np.ndarray, n: int, k: int) -> np.ndarray:
+    """The (N, K) weight of column panels (ceil(N / nr), ceil(K / 4), nr, 4)."""
+    panels, groups, nr, group = wpack.shape
+    return wpack.transpose(0, 2, 1, 3).reshape(panels * nr, groups * group)[:n, :k]
 
 
 def _qmatmul_type(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype):
-    if len(a.shape) != 2 or len(wpack.shape) != 3 or wpack.shape[1] != a.shape[1]:
-        raise ShapeError(f"quantized_matmul takes a (M, K) and packed weights (N / nr, K, nr), got {list(a.shape)} "
-                         f"and {list(wpack.shape)}")
+    if len(a.shape) != 2 or wpack.shape[1:] != (-(-a.shape[1] // nn.DOT_GROUP), wpack.shape[2], nn.DOT_GROUP):
+        raise ShapeError(f"quantized_matmul takes a (M, K) and packed weights (N / nr, K / {nn.DOT_GROUP}, nr, "
+                         f"{nn.DOT_GROUP}), got {list(a.shape)} and {list(wpack.shape)}")
     return _epilogue_type((a.shape[0], n), a, wpack, bias, multiplier, n, out_dtype, "quantized_matmul")
 
 
 def _qmatmul_ref(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype):
-    acc = a.astype(np.int64) @ unpack_matmul_weight(wpack, n).astype(np.int64).T + bias
+    """s8 activations enter as a + 128 (te.nn.quantized_matmul), which the bias accounts for."""
+    a = a.astype(np.int64) + (128 if a.dtype == np.int8 else 0)
+    acc = a @ unpack_matmul_weight(wpack, n, a.shape[1]).astype(np.int64).T + bias
     return _requantize_ref(acc, multiplier, zero_point, lo, hi, out_dtype, 1)
 
 
@@ -151,11 +154,11 @@ declare("quantized_matmul", kind=OUT_FUSABLE, num_inputs=(3, 4), attrs={"n": Non
         infer=_qmatmul_type, reference=_qmatmul_ref, flops=_qmatmul_flops,
         compute=lambda a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype: nn.quantized_matmul(
             a, wpack, bias, multiplier, n, zero_point, lo, hi, out_dtype, mr, name="qgemm"),
-        samples=(Sample((((13, 7), "uint8"), ((3, 7, 4), "int8"), ((10,), "int32"), ((10,), "float32")),
+        samples=(Sample((((13, 7), "uint8"), ((3, 2, 4, 4), "int8"), ((10,), "int32"), ((10,), "float32")),
                         {"n": 10, "zero_point": 3, "lo": 3}),
-                 Sample((((5, 9), "int8"), ((1, 9, 16), "int8"), ((16,), "int32"), ((), "float32")),
+                 Sample((((5, 9), "int8"), ((1, 3, 16, 4), "int8"), ((16,), "int32"), ((), "float32")),
                         {"n": 16, "zero_point": -2, "lo": -128, "hi": 127, "out_dtype": "int8"}),
-                 Sample((((4, 6), "uint8"), ((2, 6, 4), "int8"), ((7,), "int32")), {"n": 7, "out_dtype": "int32"})))
+                 Sample((((4, 6), "uint8"), ((1, 2, 8, 4), "int8"), ((7,), "int32")), {"n": 7, "out_dtype": "int32"})))
 
 
 def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,

@@ -28,7 +28,7 @@ from .packed_conv import (
     blocked_conv2d as blocked_conv2d, pack_conv_weight as pack_conv_weight, packed_conv2d as packed_conv2d,
 )
 from .quantized import (
-    QUANTIZED_RANGES as QUANTIZED_RANGES, quantize as quantize, dequantize as dequantize,
+    DOT_GROUP as DOT_GROUP, QUANTIZED_RANGES as QUANTIZED_RANGES, quantize as quantize, dequantize as dequantize,
     quantized_matmul as quantized_matmul, quantized_conv2d as quantized_conv2d,
 )
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn

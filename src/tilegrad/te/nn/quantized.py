@@ -67,43 +67,54 @@ def requantize(acc: E.Expr, multiplier: E.Expr | None, zero_point: int, lo: int,
     return E.cast(dtype, E.minimum(E.maximum(scaled, float(lo)), float(hi)))
 
 
+DOT_GROUP = 4  # k values per int32 lane of the u8 x s8 dot product (vpdpbusd's group)
+
+
 def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, n: int,
                      zero_point: int, lo: int, hi: int, out_dtype: str, mr: int = 6,
                      name: str = "qgemm") -> te.Tensor:
-    """requantize(a @ w + bias) with a (M, K) u8/s8 and w packed as (ceil(N / nr), K, nr) s8 column panels.
+    """requantize(u8(a) @ w + bias) with a (M, K) and w packed as (ceil(N / nr), ceil(K / 4), nr, 4) s8: column
+    panels of nr, each k group of 4 interleaved, the layout of a u8 x s8 dot-product instruction (vpdpbusd: four
+    byte products summed into each int32 lane). An s8 `a` enters as u8(a + 128) (the caller's bias holds
+    -128 * the weight sums), so the products are always u8 x s8.
 
-    The stages are the packed GEMM's (te.nn.panel_matmul): `{name}_apack` holds a in panels of mr rows,
-    `{name}_padded` (tag "packed_matmul_tiles") sums the int32 products of each register tile, and the output
-    (tag "packed_matmul") adds the bias and requantizes, so the packed GEMM's default rule and its knobs schedule
-    it."""
+    Stages: `{name}_apack` holds u8(a) in panels of mr rows and k groups of 4 (zero past M and K),
+    `{name}_padded` (tag "packed_int8_tiles") sums the int32 products of each register tile over the k groups and
+    the 4 values of each, and the output (tag "packed_int8_matmul") adds the bias and requantizes
+    (schedule/rules_int8.py schedules them; loop/dot4.py gives the tile's inner loops to the dot-product
+    instruction)."""
     check_rank(a, 2, "quantized_matmul", "M, K")
-    if wpack.ndim != 3 or wpack.shape[1] != a.shape[1]:
-        raise ShapeError(f"quantized_matmul: packed weights must be (N / nr, {a.shape[1]}, nr), got {wpack.shape}")
     m, k = a.shape
-    panels, _, nr = wpack.shape
+    groups = -(-k // DOT_GROUP)
+    if wpack.ndim != 4 or wpack.shape[1] != groups or wpack.shape[3] != DOT_GROUP:
+        raise ShapeError(f"quantized_matmul: packed weights must be (N / nr, {groups}, nr, {DOT_GROUP}), got "
+                         f"{wpack.shape}")
+    panels, _, nr, _ = wpack.shape
     if not (panels - 1) * nr < n <= panels * nr:
         raise ShapeError(f"quantized_matmul: {n} columns do not fit {panels} panels of {nr}")
     mp = -(-m // mr) * mr
-    zero = E.const(0, a.dtype)
 
-    def a_panel(io, kk, ii):
-        row = io * mr + ii
-        return E.select(row < m, a[E.minimum(row, m - 1), kk], zero)
+    def a_panel(io, ko, ii, g):
+        row, col = io * mr + ii, ko * DOT_GROUP + g
+        value = a[E.minimum(row, m - 1), E.minimum(col, k - 1)]
+        if a.dtype == "int8":
+            value = E.cast("int32", value) + 128
+        return E.select((row < m) & (col < k), E.cast("uint8", value), E.const(0, "uint8"))
 
-    attrs = {"mr": mr, "nr": nr, "transpose_a": False}
-    ap = te.compute((mp // mr, k, mr), a_panel, name=f"{name}_apack", tag="pack")
-    kk = te.reduce_axis(k, "k")
+    attrs = {"mr": mr, "nr": nr}
+    ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
+    ko, g = te.reduce_axis(groups, "ko"), te.reduce_axis(DOT_GROUP, "g")
     padded = te.compute(
         (mp, panels * nr),
-        lambda i, j: te.sum(E.cast("int32", ap[i // mr, kk, i % mr]) * E.cast("int32", wpack[j // nr, kk, j % nr]),
-                            axis=kk),
-        name=f"{name}_padded", tag="packed_matmul_tiles", attrs=attrs)
+        lambda i, j: te.sum(E.cast("int32", ap[i // mr, ko, i % mr, g])
+                            * E.cast("int32", wpack[j // nr, ko, j % nr, g]), axis=[ko, g]),
+        name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
 
     def output(i, j):
         scale = None if multiplier is None else _per_channel(multiplier, j)
         return requantize(padded[i, j] + bias[j], scale, zero_point, lo, hi, out_dtype)
 
-    return te.compute((m, n), output, name=name, tag="packed_matmul", attrs=attrs)
+    return te.compute((m, n), output, name=name, tag="packed_int8_matmul", attrs=attrs)
 
 
 def quantized_conv2d(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, x_zero_point: int,
