@@ -150,6 +150,26 @@ static inline void tg_dot4_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t*
   tg_dot4_u8s8x8(acc + 8, a, w + 32);
 #endif
 }
+/* The same sums where every weight lies in [-64, 63] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
+   vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15), and vpmaddwd by ones adds the pairs. */
+static inline void tg_dot4_u8s7x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX2__) && !defined(__AVX512VNNI__) && !defined(__AVXVNNI__)
+  int32_t a4; memcpy(&a4, a, 4);
+  __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(a4), _mm256_loadu_si256((const __m256i*)w));
+  __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  _mm256_storeu_si256((__m256i*)acc, _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)acc), sums));
+#else
+  tg_dot4_u8s8x8(acc, a, w);
+#endif
+}
+static inline void tg_dot4_u8s7x16(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX2__) && !defined(__AVX512VNNI__) && !defined(__AVXVNNI__)
+  tg_dot4_u8s7x8(acc, a, w);
+  tg_dot4_u8s7x8(acc + 8, a, w + 32);
+#else
+  tg_dot4_u8s8x16(acc, a, w);
+#endif
+}
 #endif
 """
 
@@ -170,7 +190,7 @@ class CRenderer(Renderer):
     narrow = {"bfloat16": "tg_float_to_bf16"}
     helpers = {"bfloat16": BFLOAT16}
     promoted = ("int8", "uint8", "int16", "uint16")
-    intrinsics = {"dot4_u8s8x8": "tg_dot4_u8s8x8", "dot4_u8s8x16": "tg_dot4_u8s8x16"}
+    intrinsics = {f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}" for kind in ("u8s8", "u8s7") for lanes in (8, 16)}
     intrinsic_helpers = DOT4
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",

@@ -64,6 +64,12 @@ def _centred_weight(w: np.ndarray, zero_point: np.ndarray, axis: int) -> np.ndar
     return centred.astype(np.int8)
 
 
+def _weight_bits(centred: np.ndarray) -> int:
+    """7 when every weight lies in [-64, 63] (ONNX Runtime's reduce_range weights do), which lets AVX2 kernels
+    sum in int16 pairs (te.nn.quantized._int8_gemm); else 8."""
+    return 7 if centred.min(initial=0) >= -64 and centred.max(initial=0) <= 63 else 8
+
+
 def _bias(bias: np.ndarray | None, weight_sums: np.ndarray, in_zero_point: int) -> np.ndarray | None:
     """bias - in_zero_point * weight_sums as int32, or None if it leaves int32."""
     total = (np.zeros(weight_sums.shape, np.int64) if bias is None else bias.astype(np.int64).reshape(-1)) \
@@ -97,10 +103,11 @@ def integer_matmul(b, a: Value, in_zero_point: int, w: np.ndarray, w_zero_point:
     padded = np.zeros((groups * DOT_GROUP, panels * PANEL), np.int8)
     padded[:k, :n] = centred
     packed = np.ascontiguousarray(padded.reshape(groups, DOT_GROUP, panels, PANEL).transpose(2, 0, 3, 1))
+    bits = _weight_bits(centred)
     rows = a if len(a.shape) == 2 else b.op("reshape", a, name=f"{name}_rows", shape=(-1, k))
     out = b.op("quantized_matmul", rows, b.const(packed, f"{name}_wpack"), b.const(total, f"{name}_bias"),
                *_multiplier_input(b, epilogue, name), name=name, n=n, zero_point=epilogue.zero_point,
-               lo=epilogue.lo, hi=epilogue.hi, out_dtype=epilogue.out_dtype)
+               lo=epilogue.lo, hi=epilogue.hi, out_dtype=epilogue.out_dtype, weight_bits=bits)
     return out if len(a.shape) == 2 else b.op("reshape", out, name=f"{name}_unrows", shape=(*a.shape[:-1], n))
 
 
@@ -119,4 +126,4 @@ def integer_conv2d(b, x: Value, in_zero_point: int, w: np.ndarray, w_zero_point:
     return b.op("quantized_conv2d", x, b.const(centred, f"{name}_w"), b.const(total, f"{name}_bias"),
                 *_multiplier_input(b, epilogue, name), name=name, x_zero_point=in_zero_point, strides=strides,
                 pads=pads, dilations=dilations, group=group, zero_point=epilogue.zero_point, lo=epilogue.lo,
-                hi=epilogue.hi, out_dtype=epilogue.out_dtype)
+                hi=epilogue.hi, out_dtype=epilogue.out_dtype, weight_bits=_weight_bits(centred))

@@ -58,6 +58,5 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
         sch.reorder(padded, pko, pi, pj, pg)
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
-    pack = _stage_tagged(sch, "pack")
-    st = sch.state.stage(pack)
-    _parallel_outer(sch, st, [sch.loops(pack)[0]], target, math.prod(st.tensor.shape[1:]))
+    for st in [st for st in sch.state.stages if st.op.tag == "pack" and st.attach is None]:
+        _parallel_outer(sch, st, [sch.loops(st.name)[0]], target, math.prod(st.tensor.shape[1:]))

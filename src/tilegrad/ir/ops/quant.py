@@ -100,7 +100,9 @@ declare("dequantize_linear", kind=BROADCAST, attrs={"axis": 1}, infer=_dequantiz
             Sample((((3, 5, 7), "uint8"), ((), "float32"), ((), "uint8"))),
             Sample((((6, 4), "int8"), ((6,), "float32"), ((6,), "int8")), {"axis": 0})))
 
-_EPILOGUE = {"zero_point": 0, "lo": 0, "hi": 255, "out_dtype": "uint8"}
+# weight_bits 7 promises weights in [-64, 63], which lets AVX2 kernels sum byte products in int16 pairs
+# (te.nn.quantized._int8_gemm); the results are the same.
+_EPILOGUE = {"zero_point": 0, "lo": 0, "hi": 255, "out_dtype": "uint8", "weight_bits": 8}
 
 
 def _epilogue_type(acc_shape, a, w, bias, multiplier, n, out_dtype, op):
@@ -131,14 +133,14 @@ def unpack_matmul_weight(wpack: np.ndarray, n: int, k: int) -> np.ndarray:
     return wpack.transpose(0, 2, 1, 3).reshape(panels * nr, groups * group)[:n, :k]
 
 
-def _qmatmul_type(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype):
+def _qmatmul_type(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype, weight_bits):
     if len(a.shape) != 2 or wpack.shape[1:] != (-(-a.shape[1] // nn.DOT_GROUP), wpack.shape[2], nn.DOT_GROUP):
         raise ShapeError(f"quantized_matmul takes a (M, K) and packed weights (N / nr, K / {nn.DOT_GROUP}, nr, "
                          f"{nn.DOT_GROUP}), got {list(a.shape)} and {list(wpack.shape)}")
     return _epilogue_type((a.shape[0], n), a, wpack, bias, multiplier, n, out_dtype, "quantized_matmul")
 
 
-def _qmatmul_ref(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype):
+def _qmatmul_ref(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype, weight_bits):
     """s8 activations enter as a + 128 (te.nn.quantized_matmul), which the bias accounts for."""
     a = a.astype(np.int64) + (128 if a.dtype == np.int8 else 0)
     acc = a @ unpack_matmul_weight(wpack, n, a.shape[1]).astype(np.int64).T + bias
@@ -152,17 +154,18 @@ def _qmatmul_flops(ins, outs, **_) -> int:
 
 declare("quantized_matmul", kind=OUT_FUSABLE, num_inputs=(3, 4), attrs={"n": None, "mr": 6, **_EPILOGUE},
         infer=_qmatmul_type, reference=_qmatmul_ref, flops=_qmatmul_flops,
-        compute=lambda a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype: nn.quantized_matmul(
-            a, wpack, bias, multiplier, n, zero_point, lo, hi, out_dtype, mr, name="qgemm"),
+        compute=lambda a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype, weight_bits: (
+            nn.quantized_matmul(a, wpack, bias, multiplier, n, zero_point, lo, hi, out_dtype, mr, weight_bits,
+                                name="qgemm")),
         samples=(Sample((((13, 7), "uint8"), ((3, 2, 4, 4), "int8"), ((10,), "int32"), ((10,), "float32")),
-                        {"n": 10, "zero_point": 3, "lo": 3}),
+                        {"n": 10, "zero_point": 3, "lo": 3, "weight_bits": 7}),
                  Sample((((5, 9), "int8"), ((1, 3, 16, 4), "int8"), ((16,), "int32"), ((), "float32")),
                         {"n": 16, "zero_point": -2, "lo": -128, "hi": 127, "out_dtype": "int8"}),
                  Sample((((4, 6), "uint8"), ((1, 2, 8, 4), "int8"), ((7,), "int32")), {"n": 7, "out_dtype": "int32"})))
 
 
 def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-                out_dtype):
+                out_dtype, weight_bits):
     if len(x.shape) != 4:
         raise ShapeError(f"quantized_conv2d takes x (N, C, H, W), got {list(x.shape)}")
     (out,) = _conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
@@ -171,7 +174,7 @@ def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dil
 
 
 def _qconv_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-               out_dtype):
+               out_dtype, weight_bits):
     flat = list(pads or [0] * 4)
     xp = np.pad(x, ((0, 0), (0, 0), (flat[0], flat[2]), (flat[1], flat[3])), constant_values=x_zero_point)
     acc = _conv_ref(xp.astype(np.float64), w.astype(np.float64), strides=strides, pads=None, dilations=dilations,
@@ -181,17 +184,19 @@ def _qconv_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dila
 
 
 def _qconv_te(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-              out_dtype):
+              out_dtype, weight_bits):
     stride, pad_pairs, dilation = window_attrs("quantized_conv2d", 2, strides, pads, dilations)
     return nn.quantized_conv2d(x, w, bias, multiplier, x_zero_point, stride, pad_pairs, dilation, int(group),
-                               zero_point, lo, hi, out_dtype, name="qconv")
+                               zero_point, lo, hi, out_dtype, weight_bits, name="qconv")
 
 
 declare("quantized_conv2d", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_qconv_type, reference=_qconv_ref,
         compute=_qconv_te, flops=_conv_flops,
         attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE}, samples=(
             Sample((((1, 4, 9, 8), "uint8"), ((6, 4, 3, 3), "int8"), ((6,), "int32"), ((6,), "float32")),
-                   {"strides": [2, 1], "pads": [1, 0, 1, 2], "x_zero_point": 7, "zero_point": 5}),
+                   {"strides": [2, 1], "pads": [1, 0, 1, 2], "x_zero_point": 7, "zero_point": 5, "weight_bits": 7}),
+            Sample((((1, 3, 6, 5), "uint8"), ((5, 3, 2, 2), "int8"), ((5,), "int32")),
+                   {"dilations": [2, 1], "x_zero_point": 200, "out_dtype": "int32"}),
             Sample((((1, 4, 8, 7), "int8"), ((8, 1, 3, 3), "int8"), ((8,), "int32"), ((), "float32")),
                    {"pads": [1, 1, 1, 1], "group": 4, "x_zero_point": -3, "lo": -128, "hi": 127,
                     "out_dtype": "int8"})))

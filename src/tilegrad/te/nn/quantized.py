@@ -22,6 +22,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank
+from ._window import Window, guarded_load, window_coords
 from .conv import conv2d
 from .elementwise import cast
 from .transform import pad
@@ -71,18 +72,13 @@ DOT_GROUP = 4  # k values per int32 lane of the u8 x s8 dot product (vpdpbusd's 
 
 
 def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, n: int,
-                     zero_point: int, lo: int, hi: int, out_dtype: str, mr: int = 6,
+                     zero_point: int, lo: int, hi: int, out_dtype: str, mr: int = 6, weight_bits: int = 8,
                      name: str = "qgemm") -> te.Tensor:
     """requantize(u8(a) @ w + bias) with a (M, K) and w packed as (ceil(N / nr), ceil(K / 4), nr, 4) s8: column
     panels of nr, each k group of 4 interleaved, the layout of a u8 x s8 dot-product instruction (vpdpbusd: four
     byte products summed into each int32 lane). An s8 `a` enters as u8(a + 128) (the caller's bias holds
-    -128 * the weight sums), so the products are always u8 x s8.
-
-    Stages: `{name}_apack` holds u8(a) in panels of mr rows and k groups of 4 (zero past M and K),
-    `{name}_padded` (tag "packed_int8_tiles") sums the int32 products of each register tile over the k groups and
-    the 4 values of each, and the output (tag "packed_int8_matmul") adds the bias and requantizes
-    (schedule/rules_int8.py schedules them; loop/dot4.py gives the tile's inner loops to the dot-product
-    instruction)."""
+    -128 * the weight sums), so the products are always u8 x s8. `weight_bits` 7 promises weights in [-64, 63]
+    (`_int8_gemm` says what that allows)."""
     check_rank(a, 2, "quantized_matmul", "M, K")
     m, k = a.shape
     groups = -(-k // DOT_GROUP)
@@ -92,48 +88,121 @@ def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier
     panels, _, nr, _ = wpack.shape
     if not (panels - 1) * nr < n <= panels * nr:
         raise ShapeError(f"quantized_matmul: {n} columns do not fit {panels} panels of {nr}")
-    mp = -(-m // mr) * mr
 
-    def a_panel(io, ko, ii, g):
-        row, col = io * mr + ii, ko * DOT_GROUP + g
-        value = a[E.minimum(row, m - 1), E.minimum(col, k - 1)]
-        if a.dtype == "int8":
-            value = E.cast("int32", value) + 128
-        return E.select((row < m) & (col < k), E.cast("uint8", value), E.const(0, "uint8"))
+    def row_col(row, col):
+        value = a[row, col]
+        return E.cast("int32", value) + 128 if a.dtype == "int8" else value
 
-    attrs = {"mr": mr, "nr": nr}
-    ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
-    ko, g = te.reduce_axis(groups, "ko"), te.reduce_axis(DOT_GROUP, "g")
-    padded = te.compute(
-        (mp, panels * nr),
-        lambda i, j: te.sum(E.cast("int32", ap[i // mr, ko, i % mr, g])
-                            * E.cast("int32", wpack[j // nr, ko, j % nr, g]), axis=[ko, g]),
-        name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
-
-    def output(i, j):
-        scale = None if multiplier is None else _per_channel(multiplier, j)
-        return requantize(padded[i, j] + bias[j], scale, zero_point, lo, hi, out_dtype)
-
-    return te.compute((m, n), output, name=name, tag="packed_int8_matmul", attrs=attrs)
+    return _int8_gemm((m, k), row_col, wpack, n, mr, weight_bits, name,
+                      lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
+                                                   out_dtype))
 
 
 def quantized_conv2d(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, x_zero_point: int,
                      stride, pads, dilation, groups: int, zero_point: int, lo: int, hi: int, out_dtype: str,
-                     name: str = "qconv") -> te.Tensor:
+                     weight_bits: int = 8, name: str = "qconv") -> te.Tensor:
     """requantize(conv(x, w) + bias) with x (N, C, H, W) u8/s8 padded with its zero point and w (O, C / groups,
-    KH, KW) s8, summed in int32: the int32 convolution (tag "conv2d", so the convolution's default rule schedules
-    it) and the requantization as its element-wise epilogue."""
+    KH, KW) s8, summed in int32.
+
+    A u8 x with one group is the int8 GEMM of the implicit im2col: its a-panels read x's windows directly (rows
+    are output pixels, columns (channel, tap)), the weights are packed into column panels at the start of the
+    call (a small copy next to the products), and the GEMM's (pixels, channels) result is laid out as NCHW.
+    Otherwise the int32 convolution (tag "conv2d", the convolution's default rule) with the requantization as
+    its element-wise epilogue."""
     check_rank(x, 4, "quantized_conv2d", "N, C, H, W")
+    win = Window.of("quantized_conv2d", x.shape[2:], w.shape[2:], stride, pads, dilation)
+    if x.dtype == "uint8" and groups == 1:
+        return _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, out_dtype, weight_bits,
+                            name)
     if any(lo_ or hi_ for lo_, hi_ in pads):
         x = pad(x, ((0, 0), (0, 0), *pads), value=float(x_zero_point), name=f"{name}_pad")
     acc = conv2d(cast(x, "int32", name=f"{name}_x32"), cast(w, "int32", name=f"{name}_w32"), stride, 0, dilation,
                  groups, name=f"{name}_acc")
 
     def output(n_, c, h, w_):
-        scale = None if multiplier is None else _per_channel(multiplier, c)
-        return requantize(acc[n_, c, h, w_] + bias[c], scale, zero_point, lo, hi, out_dtype)
+        return requantize(acc[n_, c, h, w_] + bias[c], _scale(multiplier, c), zero_point, lo, hi, out_dtype)
 
     return te.compute(acc.shape, output, name=name, tag="elemwise")
+
+
+def _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, out_dtype, weight_bits, name):
+    """The GEMM columns run over (tap row, tap column, channel), so that a k group of 4 is 4 neighbouring
+    channels of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x)."""
+    (batch, channels, height, width), (out_channels, _, kh, kw) = x.shape, w.shape
+    oh, ow = win.out_sizes
+    (top, bottom), (left, right) = win.pads
+    k = channels * kh * kw
+    nr = 16
+    groups, panels = -(-k // DOT_GROUP), -(-out_channels // nr)
+
+    def w_panel(p, ko, jj, g):
+        o, col = p * nr + jj, ko * DOT_GROUP + g
+        safe_o, safe_col = E.minimum(o, out_channels - 1), E.minimum(col, k - 1)
+        value = w[safe_o, safe_col % channels, safe_col // (kw * channels), (safe_col // channels) % kw]
+        return E.select((o < out_channels) & (col < k), value, E.const(0, "int8"))
+
+    wpack = te.compute((panels, groups, nr, DOT_GROUP), w_panel, name=f"{name}_wpack", tag="pack")
+    nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
+                      lambda n_, h, w_, c: guarded_load(x, (n_, c), (h - top, w_ - left), x_zero_point),
+                      name=f"{name}_nhwc", tag="pack")
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+
+    def row_col(row, col):
+        n_, h, w_ = row // (oh * ow), (row // ow) % oh, row % ow
+        return nhwc[n_, h * sh + (col // (kw * channels)) * dh, w_ * sw + ((col // channels) % kw) * dw,
+                    col % channels]
+
+    gemm = _int8_gemm((batch * oh * ow, k), row_col, wpack, out_channels, 6, weight_bits, f"{name}_gemm",
+                      lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
+                                                   out_dtype))
+    return te.compute((batch, out_channels, oh, ow), lambda n_, c, h, w_: gemm[(n_ * oh + h) * ow + w_, c],
+                      name=name, tag="injective")
+
+
+def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
+    return None if multiplier is None else _per_channel(multiplier, channel)
+
+
+def _int8_gemm(shape: tuple[int, int], row_col, wpack: te.Tensor, n: int, mr: int, weight_bits: int, name: str,
+               epilogue):
+    """The int8 GEMM's stages: `{name}_apack` holds u8 `row_col(row, col)` (zero past the rows and columns) in
+    panels of mr rows and k groups of 4, `{name}_padded` (tag "packed_int8_tiles") sums the int32 products of each
+    register tile over the k groups and the 4 values of each, and the output (tag "packed_int8_matmul") is
+    `epilogue(tiles, i, j)` (schedule/rules_int8.py schedules them; loop/dot4.py gives the tile's inner loops to
+    the dot-product instruction).
+
+    With 7-bit weights (`weight_bits` 7) a group is summed as two int16 sums of two products each, which cannot
+    overflow (2 * 255 * 64 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
+    may use it (MLAS's AVX2 kernels take the same promise from ONNX Runtime's reduce_range)."""
+    m, k = shape
+    panels, groups, nr, _ = wpack.shape
+    mp = -(-m // mr) * mr
+
+    def a_panel(io, ko, ii, g):
+        row, col = io * mr + ii, ko * DOT_GROUP + g
+        value = row_col(E.minimum(row, m - 1), E.minimum(col, k - 1))
+        return E.select((row < m) & (col < k), E.cast("uint8", value), E.const(0, "uint8"))
+
+    attrs = {"mr": mr, "nr": nr}
+    ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
+    ko = te.reduce_axis(groups, "ko")
+    if weight_bits == 7:
+        h = te.reduce_axis(DOT_GROUP // 2, "h")
+
+        def pair(i, j, g):
+            return E.cast("int16", ap[i // mr, ko, i % mr, g]) * E.cast("int16", wpack[j // nr, ko, j % nr, g])
+
+        def body(i, j):
+            return te.sum(E.cast("int32", pair(i, j, 2 * h) + pair(i, j, 2 * h + 1)), axis=[ko, h])
+    else:
+        g = te.reduce_axis(DOT_GROUP, "g")
+
+        def body(i, j):
+            return te.sum(E.cast("int32", ap[i // mr, ko, i % mr, g]) * E.cast("int32", wpack[j // nr, ko, j % nr, g]),
+                          axis=[ko, g])
+
+    padded = te.compute((mp, panels * nr), body, name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
+    return te.compute((m, n), lambda i, j: epilogue(padded, i, j), name=name, tag="packed_int8_matmul", attrs=attrs)
 
 
 def _range(dtype: str, where: str) -> tuple[int, int]:
