@@ -2,7 +2,7 @@
 
 Each op returns a Tensor whose compute carries a `tag` naming its family, by which default schedules are chosen,
 and `attrs` recording its parameters. Tags used: "matmul", "batch_matmul", "dense", "conv1d", "conv2d", "conv3d",
-"depthwise_conv2d", "packed_matmul", "packed_conv2d", "pack", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
+"depthwise_conv2d", "packed_matmul", "packed_conv2d", "packed_int8_matmul", "pack", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
 "broadcast", "injective", and for the final stage of multi-stage ops "softmax", "log_softmax" and "layer_norm",
 whose `row_axes` attribute (the leading axes that are rows) asks the default schedule to run the chain row by row.
 """
