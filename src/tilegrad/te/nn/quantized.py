@@ -89,11 +89,11 @@ def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier
     if not (panels - 1) * nr < n <= panels * nr:
         raise ShapeError(f"quantized_matmul: {n} columns do not fit {panels} panels of {nr}")
 
-    def row_col(row, col):
-        value = a[row, col]
+    def a_value(row, ko, g):
+        value = a[row, E.minimum(ko * DOT_GROUP + g, k - 1)]
         return E.cast("int32", value) + 128 if a.dtype == "int8" else value
 
-    return _int8_gemm((m, k), row_col, wpack, n, mr, weight_bits, name,
+    return _int8_gemm((m, k), a_value, True, wpack, n, mr, weight_bits, name,
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
                                                    out_dtype))
 
@@ -147,12 +147,19 @@ def _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, 
                       name=f"{name}_nhwc", tag="pack")
     (sh, sw), (dh, dw) = win.stride, win.dilation
 
-    def row_col(row, col):
+    def a_value(row, ko, g):
         n_, h, w_ = row // (oh * ow), (row // ow) % oh, row % ow
-        return nhwc[n_, h * sh + (col // (kw * channels)) * dh, w_ * sw + ((col // channels) % kw) * dw,
-                    col % channels]
+        if channels % DOT_GROUP == 0:  # a group is 4 neighbouring channels of one tap: read in place
+            first = ko * DOT_GROUP
+            c = first % channels + g
+        else:
+            first = E.minimum(ko * DOT_GROUP + g, k - 1)
+            c = first % channels
+        tap_row, tap_col = first // (kw * channels), (first // channels) % kw
+        return nhwc[n_, h * sh + tap_row * dh, w_ * sw + tap_col * dw, c]
 
-    gemm = _int8_gemm((batch * oh * ow, k), row_col, wpack, out_channels, 6, weight_bits, f"{name}_gemm",
+    gemm = _int8_gemm((batch * oh * ow, k), a_value, channels % DOT_GROUP != 0, wpack, out_channels, 6, weight_bits,
+                      f"{name}_gemm",
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
                                                    out_dtype))
     return te.compute((batch, out_channels, oh, ow), lambda n_, c, h, w_: gemm[(n_ * oh + h) * ow + w_, c],
@@ -163,13 +170,15 @@ def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
     return None if multiplier is None else _per_channel(multiplier, channel)
 
 
-def _int8_gemm(shape: tuple[int, int], row_col, wpack: te.Tensor, n: int, mr: int, weight_bits: int, name: str,
-               epilogue):
-    """The int8 GEMM's stages: `{name}_apack` holds u8 `row_col(row, col)` (zero past the rows and columns) in
-    panels of mr rows and k groups of 4, `{name}_padded` (tag "packed_int8_tiles") sums the int32 products of each
-    register tile over the k groups and the 4 values of each, and the output (tag "packed_int8_matmul") is
-    `epilogue(tiles, i, j)` (schedule/rules_int8.py schedules them; loop/dot4.py gives the tile's inner loops to
-    the dot-product instruction).
+def _int8_gemm(shape: tuple[int, int], a_value, pack_a: bool, wpack: te.Tensor, n: int, mr: int, weight_bits: int,
+               name: str, epilogue):
+    """The int8 GEMM's stages. `a_value(row, ko, g)` is the u8 value of row `row` and column ko * 4 + g. With
+    `pack_a`, `{name}_apack` holds it in panels of mr rows and k groups of 4 (zero past the rows and columns);
+    without, the tiles read it in place, where each k group is 4 neighbouring bytes and k a multiple of 4 (rows
+    past the last read the last: their sums are cropped). `{name}_padded` (tag
+    "packed_int8_tiles") sums the int32 products of each register tile over the k groups and the 4 values of
+    each, and the output (tag "packed_int8_matmul") is `epilogue(tiles, i, j)` (schedule/rules_int8.py schedules
+    them; loop/dot4.py gives the tile's inner loops to the dot-product instruction).
 
     With 7-bit weights (`weight_bits` 7) a group is summed as two int16 sums of two products each, which cannot
     overflow (2 * 255 * 64 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
@@ -179,18 +188,25 @@ def _int8_gemm(shape: tuple[int, int], row_col, wpack: te.Tensor, n: int, mr: in
     mp = -(-m // mr) * mr
 
     def a_panel(io, ko, ii, g):
-        row, col = io * mr + ii, ko * DOT_GROUP + g
-        value = row_col(E.minimum(row, m - 1), E.minimum(col, k - 1))
-        return E.select((row < m) & (col < k), E.cast("uint8", value), E.const(0, "uint8"))
+        row = io * mr + ii
+        inside = (row < m) & (ko * DOT_GROUP + g < k)
+        return E.select(inside, E.cast("uint8", a_value(E.minimum(row, m - 1), ko, g)), E.const(0, "uint8"))
 
     attrs = {"mr": mr, "nr": nr}
-    ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
+    if pack_a:
+        ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
+
+        def a_at(i, ko, g):
+            return ap[i // mr, ko, i % mr, g]
+    else:  # (only for u8 values: a convolution's)
+        def a_at(i, ko, g):
+            return a_value(E.minimum(i, m - 1), ko, g)
     ko = te.reduce_axis(groups, "ko")
     if weight_bits == 7:
         h = te.reduce_axis(DOT_GROUP // 2, "h")
 
         def pair(i, j, g):
-            return E.cast("int16", ap[i // mr, ko, i % mr, g]) * E.cast("int16", wpack[j // nr, ko, j % nr, g])
+            return E.cast("int16", a_at(i, ko, g)) * E.cast("int16", wpack[j // nr, ko, j % nr, g])
 
         def body(i, j):
             return te.sum(E.cast("int32", pair(i, j, 2 * h) + pair(i, j, 2 * h + 1)), axis=[ko, h])
@@ -198,7 +214,7 @@ def _int8_gemm(shape: tuple[int, int], row_col, wpack: te.Tensor, n: int, mr: in
         g = te.reduce_axis(DOT_GROUP, "g")
 
         def body(i, j):
-            return te.sum(E.cast("int32", ap[i // mr, ko, i % mr, g]) * E.cast("int32", wpack[j // nr, ko, j % nr, g]),
+            return te.sum(E.cast("int32", a_at(i, ko, g)) * E.cast("int32", wpack[j // nr, ko, j % nr, g]),
                           axis=[ko, g])
 
     padded = te.compute((mp, panels * nr), body, name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
