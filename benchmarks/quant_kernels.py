@@ -91,7 +91,7 @@ def measure(name: str, models, repeats: int) -> dict:
     q, f, xq, xf, ops = models
     int8, fp32, ort_int8 = tilegrad.compile(q), tilegrad.compile(f), _onnxruntime(q)
     mismatched = int(np.count_nonzero(int8(xq) != ort_int8(xq)))
-    gops = {label: ops / _median_seconds(lambda: run(x), repeats) / 1e9
+    gops = {label: ops / _median_seconds(lambda run=run, x=x: run(x), repeats) / 1e9
             for label, run, x in (("tilegrad_int8", int8, xq), ("tilegrad_fp32", fp32, xf),
                                   ("ort_int8", ort_int8, xq))}
     return {"kernel": name, **{f"{k}_gops": round(v, 1) for k, v in gops.items()},

@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 from tilegrad import te
 from tilegrad.ir import lookup
 from tilegrad.ir.graph import GraphBuilder
-from tilegrad.ir.integer_products import Epilogue, integer_conv2d, integer_matmul, requantized
+from tilegrad.ir.integer_products import (
+    Epilogue,
+    integer_conv2d,
+    integer_matmul,
+    requantized,
+)
 from tilegrad.kernel import build
 
 

@@ -276,8 +276,8 @@ def _conv_integer(b: B, name, x, w, x_zero_point=None, w_zero_point=None, *, aut
     """int32 convolution of (x - x_zero_point) by (w - w_zero_point); padding adds centred zeros, as ONNX's
     reference. w's zero point may be per output channel."""
     fast = _integer_conv(b, name, x, w, x_zero_point, w_zero_point, None, None, None,
-                         dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-                              pads=pads, strides=strides))
+                         {"auto_pad": auto_pad, "dilations": dilations, "group": group,
+                          "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
     if fast is not None:
         return fast
     # imported here: onnx_ops imports this module to register its ops

@@ -22,7 +22,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank
-from ._window import Window, guarded_load, window_coords
+from ._window import Window, guarded_load
 from .conv import conv2d
 from .elementwise import cast
 from .transform import pad
