@@ -1,6 +1,11 @@
-"""Integer ops of quantized models. `conv_integer`, the convolution of zero-point-centred int32 operands summed
-exactly in int32 (ONNX ConvInteger and QLinearConv before requantizing). It is its own op, not an int32 `conv`,
-so the float convolution's rewrites (blocked layouts, Winograd, batch-norm folding) never see it."""
+"""Integer ops of quantized models (docs/quantization.md, "Integer kernels").
+
+- `conv_integer`: the convolution of zero-point-centred int32 operands summed exactly in int32 (ONNX ConvInteger
+  and QLinearConv before requantizing, where the weights are not constants). It is its own op, not an int32
+  `conv`, so the float convolution's rewrites (blocked layouts, Winograd, batch-norm folding) never see it.
+- `quantize_linear`, `dequantize_linear`: per tensor or per channel along `axis`, ONNX's convention.
+- `quantized_matmul`, `quantized_conv2d`: u8/s8 activations by s8 weights summed in int32, plus an int32 bias,
+  then the requantization epilogue (te/nn/quantized.py); made by ir/integer_products.py."""
 
 from __future__ import annotations
 
