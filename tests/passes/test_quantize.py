@@ -151,3 +151,33 @@ def test_fold_leaves_a_float_weight_product_alone():
     q = b.op("quantize_linear", y, b.const(np.float32(0.2)), b.const(np.uint8(0)))
     g = b.build(q)
     assert fold_qdq(g, PassContext()).nodes == g.nodes
+
+
+@pytest.mark.parametrize("alpha,trans_b", [(1.0, 1), (1.0, 0), (0.5, 1)])
+def test_qgemm_matches_onnxruntime(alpha, trans_b):
+    """com.microsoft.QGemm: an integer product when alpha is 1 (bit for bit), else the float Gemm of the
+    dequantized operands (within one step)."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 255, (5, 24), endpoint=True).astype(np.uint8)
+    w = rng.integers(-64, 63, (10, 24) if trans_b else (24, 10), endpoint=True).astype(np.int8)
+    inits = [numpy_helper.from_array(v, n) for n, v in [
+        ("sa", np.array(0.02, np.float32)), ("za", np.array(100, np.uint8)), ("w", w),
+        ("sw", (rng.random(10) * 0.01 + 0.001).astype(np.float32)), ("zw", np.zeros(10, np.int8)),
+        ("c", rng.integers(-2000, 2000, 10).astype(np.int32)), ("sy", np.array(0.05, np.float32)),
+        ("zy", np.array(120, np.uint8))]]
+    node = helper.make_node("QGemm", ["x", "sa", "za", "w", "sw", "zw", "c", "sy", "zy"], ["y"],
+                            domain="com.microsoft", alpha=alpha, transB=trans_b)
+    graph = helper.make_graph([node], "qgemm", [helper.make_tensor_value_info("x", TensorProto.UINT8, [5, 24])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [5, 10])], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": a})[0]
+    got = tilegrad.compile(model)(a)
+    ops = {n.op for n in optimize(import_model(model))[0].nodes}
+    if alpha == 1.0:
+        assert "quantized_matmul" in ops
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert "quantized_matmul" not in ops and np.abs(got.astype(int) - want).max() <= 1

@@ -95,8 +95,8 @@ def _concat(b: B, name, y_scale, y_zero_point, *triples, axis):
 @onnx_op(MS + "QGemm")
 def _qgemm(b: B, name, a, a_scale, a_zero_point, w, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None,
            *, alpha=1.0, transA=0, transB=0):
-    """alpha * (A - za) (B - zb) + C with C int32 at scale a_scale * b_scale; requantized when y_scale is given,
-    else float. One quantized_matmul when B, C and the parameters are constants, A is not transposed and alpha
+    """alpha * ((A - za) (B - zb) + C) with C int32 at scale a_scale * b_scale (ONNX Runtime adds C to the int32
+    sums, then scales all of it); requantized when y_scale is given, else float. One quantized_matmul when B, C and the parameters are constants, A is not transposed and alpha
     is 1; otherwise the float Gemm of the dequantized operands."""
     known = [v for v in (a_scale, a_zero_point, w, b_scale, b_zero_point, c, y_scale, y_zero_point) if v is not None]
     if (y_scale is not None and alpha == 1.0 and not transA and all(v.is_constant for v in known)
@@ -114,5 +114,5 @@ def _qgemm(b: B, name, a, a_scale, a_zero_point, w, b_scale, b_zero_point, c=Non
                                None if c is None else ONNX_OPS["DequantizeLinear"](
                                    b, f"{name}_c_dq", c, b.op("mul", a_scale, b_scale, name=f"{name}_c_scale"),
                                    axis=0),
-                               alpha=alpha, transA=transA, transB=transB)
+                               alpha=alpha, beta=alpha, transA=transA, transB=transB)
     return product if y_scale is None else _quantized(b, name, product, y_scale, y_zero_point)
