@@ -2,18 +2,23 @@
 and a ResNet-50 3x3 convolution (64 -> 64 channels on 56 x 56), each as a one-node ONNX model with constant
 weights -- QLinearMatMul / QLinearConv for the int8 runs (tilegrad imports them as its integer products; ONNX
 Runtime runs its MLAS kernels), MatMul / Conv for float32. GOP/s count 2 x the multiply-adds; each figure is the
-median of `--repeats` timed calls after a warm-up. Run:
+median of `--repeats` timed calls after a warm-up, the three variants timed in turns (one call of each per
+round, so a machine shared with other jobs loads them alike). Run:
 
     python benchmarks/quant_kernels.py            # a table
     python benchmarks/quant_kernels.py --json     # one row per kernel
 
 The machine's int8 dot product (`Target.int8_dot`: avx512_vnni, avx_vnni, avx2 or scalar) is in every row.
+Neither runtime's threads spin after a call (OMP_WAIT_POLICY=passive unless set, ONNX Runtime's
+allow_spinning 0): timed in turns, the spinning threads of one would take the cores from the next call of the
+other.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -24,6 +29,7 @@ import tilegrad
 from tilegrad.target import host
 
 U8, I8, F32 = TensorProto.UINT8, TensorProto.INT8, TensorProto.FLOAT
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the first kernel loads libgomp
 
 
 def _model(node, inputs, output, inits):
@@ -69,20 +75,28 @@ def conv_models(c: int, o: int, size: int, rng):
     return q, f, x, x.astype(np.float32) * 0.02, 2 * o * size * size * c * 9
 
 
-def _median_seconds(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def _median_seconds(calls: dict, repeats: int) -> dict:
+    """The median time of each call, timed in turns (one of each per round), so that a machine shared with
+    other jobs loads them alike."""
+    times: dict = {label: [] for label in calls}
+    for fn in calls.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for _ in range(repeats):
+        for label, fn in calls.items():
+            start = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(t) for label, t in times.items()}
 
 
 def _onnxruntime(model):
+    """ONNX Runtime's session, its pool's threads not spinning after a call: spinning threads would take the
+    cores from the next call of the other runtimes, timed in turns with it."""
     import onnxruntime as ort
 
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     return lambda x: sess.run(None, {name: x})[0]
 
@@ -91,9 +105,9 @@ def measure(name: str, models, repeats: int) -> dict:
     q, f, xq, xf, ops = models
     int8, fp32, ort_int8 = tilegrad.compile(q), tilegrad.compile(f), _onnxruntime(q)
     mismatched = int(np.count_nonzero(int8(xq) != ort_int8(xq)))
-    gops = {label: ops / _median_seconds(lambda run=run, x=x: run(x), repeats) / 1e9
-            for label, run, x in (("tilegrad_int8", int8, xq), ("tilegrad_fp32", fp32, xf),
-                                  ("ort_int8", ort_int8, xq))}
+    seconds = _median_seconds({"tilegrad_int8": lambda: int8(xq), "tilegrad_fp32": lambda: fp32(xf),
+                               "ort_int8": lambda: ort_int8(xq)}, repeats)
+    gops = {label: ops / s / 1e9 for label, s in seconds.items()}
     return {"kernel": name, **{f"{k}_gops": round(v, 1) for k, v in gops.items()},
             "int8_vs_fp32": round(gops["tilegrad_int8"] / gops["tilegrad_fp32"], 2),
             "int8_vs_ort": round(gops["tilegrad_int8"] / gops["ort_int8"], 2),
