@@ -50,12 +50,12 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
                    mb_d * nr * nc * reduction_work(sch, padded), knobs)
     sch.vectorize(s.name, j1)
     sch.compute_at(padded, s.name, i10)
-    pi, pj, pko, pg = sch.loops(padded)
+    pi, pj, *groups, pg = sch.loops(padded)  # the k groups (one loop, or a convolution's tap row, column, channels)
     if target.int8_dot == "scalar":
-        sch.reorder(padded, pko, pi, pg, pj)
+        sch.reorder(padded, *groups, pi, pg, pj)
         sch.vectorize(padded, pj)
     else:
-        sch.reorder(padded, pko, pi, pj, pg)
+        sch.reorder(padded, *groups, pi, pj, pg)
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
     for st in [st for st in sch.state.stages if st.op.tag == "pack" and st.attach is None]:

@@ -90,10 +90,10 @@ def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier
         raise ShapeError(f"quantized_matmul: {n} columns do not fit {panels} panels of {nr}")
 
     def a_value(row, ko, g):
-        value = a[row, E.minimum(ko * DOT_GROUP + g, k - 1)]
+        value = a[row, E.minimum(ko[0] * DOT_GROUP + g, k - 1)]
         return E.cast("int32", value) + 128 if a.dtype == "int8" else value
 
-    return _int8_gemm((m, k), a_value, True, wpack, n, mr, weight_bits, name,
+    return _int8_gemm((m, k), a_value, (groups,), True, wpack, n, mr, weight_bits, name,
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
                                                    out_dtype))
 
@@ -147,18 +147,19 @@ def _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, 
                       name=f"{name}_nhwc", tag="pack")
     (sh, sw), (dh, dw) = win.stride, win.dilation
 
+    in_place = channels % DOT_GROUP == 0  # a k group is then 4 neighbouring channels of one tap: read in place
+
     def a_value(row, ko, g):
         n_, h, w_ = row // (oh * ow), (row // ow) % oh, row % ow
-        if channels % DOT_GROUP == 0:  # a group is 4 neighbouring channels of one tap: read in place
-            first = ko * DOT_GROUP
-            c = first % channels + g
+        if in_place:
+            tap_row, tap_col, c = ko[0], ko[1], ko[2] * DOT_GROUP + g
         else:
-            first = E.minimum(ko * DOT_GROUP + g, k - 1)
-            c = first % channels
-        tap_row, tap_col = first // (kw * channels), (first // channels) % kw
+            first = E.minimum(ko[0] * DOT_GROUP + g, k - 1)
+            tap_row, tap_col, c = first // (kw * channels), (first // channels) % kw, first % channels
         return nhwc[n_, h * sh + tap_row * dh, w_ * sw + tap_col * dw, c]
 
-    gemm = _int8_gemm((batch * oh * ow, k), a_value, channels % DOT_GROUP != 0, wpack, out_channels, 6, weight_bits,
+    outer = (kh, kw, channels // DOT_GROUP) if in_place else (groups,)
+    gemm = _int8_gemm((batch * oh * ow, k), a_value, outer, not in_place, wpack, out_channels, 6, weight_bits,
                       f"{name}_gemm",
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
                                                    out_dtype))
@@ -170,9 +171,11 @@ def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
     return None if multiplier is None else _per_channel(multiplier, channel)
 
 
-def _int8_gemm(shape: tuple[int, int], a_value, pack_a: bool, wpack: te.Tensor, n: int, mr: int, weight_bits: int,
-               name: str, epilogue):
-    """The int8 GEMM's stages. `a_value(row, ko, g)` is the u8 value of row `row` and column ko * 4 + g. With
+def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: bool, wpack: te.Tensor, n: int,
+               mr: int, weight_bits: int, name: str, epilogue):
+    """The int8 GEMM's stages. The k groups are numbered by the indices of `outer` (row-major: a convolution's
+    tap row, tap column and group of channels, so that each has a loop and the tiles' addresses stay affine), and
+    `a_value(row, ko, g)` is the u8 value of row `row` in value g of group `ko` (a tuple of those indices). With
     `pack_a`, `{name}_apack` holds it in panels of mr rows and k groups of 4 (zero past the rows and columns);
     without, the tiles read it in place, where each k group is 4 neighbouring bytes and k a multiple of 4 (rows
     past the last read the last: their sums are cropped). `{name}_padded` (tag
@@ -190,32 +193,35 @@ def _int8_gemm(shape: tuple[int, int], a_value, pack_a: bool, wpack: te.Tensor, 
     def a_panel(io, ko, ii, g):
         row = io * mr + ii
         inside = (row < m) & (ko * DOT_GROUP + g < k)
-        return E.select(inside, E.cast("uint8", a_value(E.minimum(row, m - 1), ko, g)), E.const(0, "uint8"))
+        return E.select(inside, E.cast("uint8", a_value(E.minimum(row, m - 1), (ko,), g)), E.const(0, "uint8"))
 
     attrs = {"mr": mr, "nr": nr}
-    if pack_a:
+    axes = [te.reduce_axis(e, f"ko{d}" if len(outer) > 1 else "ko") for d, e in enumerate(outer)]
+    ko = axes[0]
+    for axis, e in zip(axes[1:], outer[1:]):
+        ko = ko * e + axis
+    if pack_a:  # (one group index)
         ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
 
-        def a_at(i, ko, g):
+        def a_at(i, g):
             return ap[i // mr, ko, i % mr, g]
     else:  # (only for u8 values: a convolution's)
-        def a_at(i, ko, g):
-            return a_value(E.minimum(i, m - 1), ko, g)
-    ko = te.reduce_axis(groups, "ko")
+        def a_at(i, g):
+            return a_value(E.minimum(i, m - 1), tuple(axes), g)
     if weight_bits == 7:
         h = te.reduce_axis(DOT_GROUP // 2, "h")
 
         def pair(i, j, g):
-            return E.cast("int16", a_at(i, ko, g)) * E.cast("int16", wpack[j // nr, ko, j % nr, g])
+            return E.cast("int16", a_at(i, g)) * E.cast("int16", wpack[j // nr, ko, j % nr, g])
 
         def body(i, j):
-            return te.sum(E.cast("int32", pair(i, j, 2 * h) + pair(i, j, 2 * h + 1)), axis=[ko, h])
+            return te.sum(E.cast("int32", pair(i, j, 2 * h) + pair(i, j, 2 * h + 1)), axis=[*axes, h])
     else:
         g = te.reduce_axis(DOT_GROUP, "g")
 
         def body(i, j):
-            return te.sum(E.cast("int32", a_at(i, ko, g)) * E.cast("int32", wpack[j // nr, ko, j % nr, g]),
-                          axis=[ko, g])
+            return te.sum(E.cast("int32", a_at(i, g)) * E.cast("int32", wpack[j // nr, ko, j % nr, g]),
+                          axis=[*axes, g])
 
     padded = te.compute((mp, panels * nr), body, name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
     return te.compute((m, n), lambda i, j: epilogue(padded, i, j), name=name, tag="packed_int8_matmul", attrs=attrs)
