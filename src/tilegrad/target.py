@@ -47,6 +47,17 @@ class Target:
             return "avx2"
         return "neon" if {"neon", "asimd"} & self.flags else "scalar"
 
+    @property
+    def int8_dot(self) -> str:
+        """The u8 x s8 dot product (four byte products into each int32 lane) the int8 kernels use: "avx512_vnni"
+        (vpdpbusd on zmm/ymm), "avx_vnni" (its VEX form), "avx2" (vpmaddubsw for 7-bit weights; for 8-bit ones,
+        whose int16 pair sums it would saturate, an exact emulation with the bytes widened to 16 bits and paired
+        by vpmaddwd), or "scalar" (docs/quantization.md)."""
+        for flag in ("avx512_vnni", "avx_vnni", "avx2"):
+            if flag in self.flags:
+                return flag
+        return "scalar"
+
     def identity(self) -> str:
         """Model and ISA: what tells one machine's native code and timings from another's."""
         if self.kind == "cuda":

@@ -104,6 +104,75 @@ static inline uint16_t tg_float_to_bf16(float f) {
 #endif
 """
 
+DOT4 = """\
+#ifndef TG_DOT4
+#define TG_DOT4
+/* acc[j] += a[0] * w[4j] + a[1] * w[4j + 1] + a[2] * w[4j + 2] + a[3] * w[4j + 3] for j < 8 (or 16): a u8, w s8,
+   exact int32 sums (loop/dot4.py). AVX-512 VNNI and AVX-VNNI: vpdpbusd, which sums the four products in int32
+   without saturating. AVX2 without VNNI: vpmaddubsw would saturate pairs of products at int16 (255 * -128 * 2
+   does not fit) unless the weights had 7 bits (ONNX Runtime's reduce_range), so the bytes are widened to 16 bits
+   and paired by vpmaddwd, exact for every s8 weight, and the pairs summed by vphaddd (whose 128-bit halves
+   vpermq puts back in column order). Elsewhere: plain C. */
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+static inline void tg_dot4_u8s8x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  int32_t a4; memcpy(&a4, a, 4);
+  __m256i c = _mm256_loadu_si256((const __m256i*)acc);
+  c = _mm256_dpbusd_epi32(c, _mm256_set1_epi32(a4), _mm256_loadu_si256((const __m256i*)w));
+  _mm256_storeu_si256((__m256i*)acc, c);
+#elif defined(__AVXVNNI__)
+  int32_t a4; memcpy(&a4, a, 4);
+  __m256i c = _mm256_loadu_si256((const __m256i*)acc);
+  c = _mm256_dpbusd_avx_epi32(c, _mm256_set1_epi32(a4), _mm256_loadu_si256((const __m256i*)w));
+  _mm256_storeu_si256((__m256i*)acc, c);
+#elif defined(__AVX2__)
+  int32_t a4; memcpy(&a4, a, 4);
+  __m256i a16 = _mm256_cvtepu8_epi16(_mm_set1_epi32(a4));
+  __m256i lo = _mm256_madd_epi16(a16, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)w)));
+  __m256i hi = _mm256_madd_epi16(a16, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(w + 16))));
+  __m256i sums = _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8);
+  _mm256_storeu_si256((__m256i*)acc, _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)acc), sums));
+#else
+  for (int j = 0; j < 8; ++j)
+    acc[j] += a[0] * w[4 * j] + a[1] * w[4 * j + 1] + a[2] * w[4 * j + 2] + a[3] * w[4 * j + 3];
+#endif
+}
+static inline void tg_dot4_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+  int32_t a4; memcpy(&a4, a, 4);
+  __m512i c = _mm512_loadu_si512((const void*)acc);
+  c = _mm512_dpbusd_epi32(c, _mm512_set1_epi32(a4), _mm512_loadu_si512((const void*)w));
+  _mm512_storeu_si512((void*)acc, c);
+#else
+  tg_dot4_u8s8x8(acc, a, w);
+  tg_dot4_u8s8x8(acc + 8, a, w + 32);
+#endif
+}
+/* The same sums where every weight lies in [-64, 63] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
+   vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15), and vpmaddwd by ones adds the pairs. */
+static inline void tg_dot4_u8s7x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX2__) && !defined(__AVX512VNNI__) && !defined(__AVXVNNI__)
+  int32_t a4; memcpy(&a4, a, 4);
+  __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(a4), _mm256_loadu_si256((const __m256i*)w));
+  __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  _mm256_storeu_si256((__m256i*)acc, _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)acc), sums));
+#else
+  tg_dot4_u8s8x8(acc, a, w);
+#endif
+}
+static inline void tg_dot4_u8s7x16(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX2__) && !defined(__AVX512VNNI__) && !defined(__AVXVNNI__)
+  tg_dot4_u8s7x8(acc, a, w);
+  tg_dot4_u8s7x8(acc + 8, a, w + 32);
+#else
+  tg_dot4_u8s8x16(acc, a, w);
+#endif
+}
+#endif
+"""
+
 
 class CRenderer(Renderer):
     prelude = PRELUDE
@@ -121,6 +190,8 @@ class CRenderer(Renderer):
     narrow = {"bfloat16": "tg_float_to_bf16"}
     helpers = {"bfloat16": BFLOAT16}
     promoted = ("int8", "uint8", "int16", "uint16")
+    intrinsics = {f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}" for kind in ("u8s8", "u8s7") for lanes in (8, 16)}
+    intrinsic_helpers = DOT4
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",
              E.Fmod: "fmod", E.Tan: "tan", E.Asin: "asin", E.Acos: "acos", E.Atan: "atan", E.Sinh: "sinh",

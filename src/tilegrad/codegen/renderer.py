@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 from ..dtype import is_unsigned
-from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
+from ..loop.dot4 import use_dot4
+from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store
 from ..loop.tails import version_tails
 from ..target import Target, host
 from ..te import expr as E
@@ -40,6 +41,11 @@ class Renderer:
     # Integer types narrower than the C `int` their arithmetic is promoted to: results are cast back, so that
     # they wrap around within an expression as they would in memory.
     promoted: tuple[str, ...] = ()
+    # The instructions the target lowering may hand loops to (loop/dot4.py): intrinsic name -> the function
+    # called on the operands' addresses, and the helper text defining them (emitted once, before the first
+    # kernel that calls one).
+    intrinsics: dict[str, str] = {}
+    intrinsic_helpers = ""
     binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
                   E.And: "&&", E.Or: "||", E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.ShiftLeft: "<<",
                   E.ShiftRight: ">>"}
@@ -56,16 +62,20 @@ class Renderer:
         their loop are versioned first, so that every full tile renders without bounds checks."""
         if self.versions_tails:
             k = version_tails(k)
+        if self.intrinsics:
+            k = use_dot4(k)
         self._lines: list[str] = []
         self._parallel_depth = 0
         self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses
+        self._uses_intrinsics = False
         self._emit(0, self._signature(k) + " {")
         for i, b in enumerate(k.params):
             if self.param:
                 self._emit(1, self.param.format(type=self._storage(b.dtype), name=b.name, index=i))
         self._stmt(k.body, 1)
         self._emit(0, "}")
-        return "".join(self.helpers[d] for d in sorted(self._stored)) + "\n".join(self._lines) + "\n"
+        helpers = "".join(self.helpers[d] for d in sorted(self._stored))
+        return helpers + (self.intrinsic_helpers if self._uses_intrinsics else "") + "\n".join(self._lines) + "\n"
 
     def _signature(self, k: Kernel) -> str:
         return self.signature.format(name=k.name)
@@ -110,6 +120,10 @@ class Renderer:
         elif isinstance(s, Barrier):
             if self.barrier is not None:  # a serial rendering of a GPU kernel needs none
                 self._emit(ind, self.barrier)
+        elif isinstance(s, Intrinsic):
+            self._uses_intrinsics = True
+            args = ", ".join(f"&{b.name}[{self._flat(b, idx)}]" for b, idx in s.operands)
+            self._emit(ind, f"{self.intrinsics[s.name]}({args});")
         else:
             raise TypeError(f"no C rendering for {type(s).__name__}")
 

@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (register more op types)
     onnx_norm_outputs,
     onnx_padding,
     onnx_quant_ops,
+    onnx_qoperator_ops,
     onnx_recurrent,
     onnx_resize,
     onnx_sequences,

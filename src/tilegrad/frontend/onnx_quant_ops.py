@@ -3,15 +3,25 @@ and saturates to the target's range, integer products accumulate exactly in int3
 operands, and requantizing multiplies the int32 sum by scale * scale / scale in float32, rounds half to even,
 then adds the output zero point (ONNX Runtime's order). Scales and zero points may be computed at run time;
 per-axis ones lie along their axis, blocked ones repeat over their blocks. float8, int4 and int2 tensors are
-not buffer dtypes and are refused where they appear."""
+not buffer dtypes and are refused where they appear.
+
+The common case -- float32 values, a float32 scale per tensor or per axis, 8-bit (or, dequantized, int32)
+integers -- imports as the ops `quantize_linear` and `dequantize_linear`, which the QDQ fold
+(passes/quantize.py) reads; a DequantizeLinear of constants stays a node for it, where constant folding would
+lose the integers (fold_constants folds it later if nothing else did). QLinearConv, QLinearMatMul, ConvInteger
+and MatMulInteger with constant weights and quantization parameters import as the integer products
+(ir/integer_products.py); the rest as compositions of graph ops."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..dtype import is_float, itemsize
 from ..errors import ShapeError, UnsupportedFeatureError
-from ..ir.graph import Value
+from ..ir.graph import GraphBuilder, Value
+from ..ir.integer_products import INT32_OUT, integer_conv2d, integer_matmul, requantized
 from .onnx import ONNX_OPS, onnx_op
 from .onnx import OnnxBuilder as B
 from .onnx_tensors import onnx_dtype
@@ -96,6 +106,10 @@ def _quantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, saturate=
     if output_dtype and onnx_dtype(output_dtype, f"{where}: output_dtype") != dtype:
         raise ShapeError(f"{where}: output_dtype {onnx_dtype(output_dtype, where)} differs from the zero point's "
                          f"type {dtype}")
+    if not (block_size or precision) and dtype in ("uint8", "int8") and x.dtype == scale.dtype == "float32":
+        common = _as_op_operands(b, name, x, scale, zero_point, dtype, axis)
+        if common is not None:
+            return b.op("quantize_linear", x, *common[:2], name=name, axis=common[2])
     wide = onnx_dtype(precision, f"{where}: precision") if precision else _common_float(x.dtype, scale.dtype)
     x, scale = _cast(b, f"{name}_x", x, wide), _cast(b, f"{name}_scale", scale, wide)
     scaled = b.op("div", x, _along(b, f"{name}_scale", scale, x.shape, axis, block_size), name=f"{name}_scaled")
@@ -107,6 +121,13 @@ def _quantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, saturate=
 def _dequantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, block_size=0, output_dtype=0):
     """(x - zero_point) * scale in float32 (float64 for a float64 scale), as ONNX's reference."""
     dtype = onnx_dtype(output_dtype, f"node {name!r}: output_dtype") if output_dtype else scale.dtype
+    if not block_size and dtype == scale.dtype == "float32" and x.dtype in ("uint8", "int8", "int32"):
+        common = _as_op_operands(b, name, x, scale, zero_point, x.dtype, axis)
+        if common is not None:
+            inputs = (x, *common[:2])
+            # a constant one stays a node, for the QDQ fold to find the integers (passes/quantize.py)
+            op = GraphBuilder.op if all(v.is_constant for v in inputs) else B.op
+            return op(b, "dequantize_linear", *inputs, name=name, axis=common[2])
     wide = _common_float("float32", scale.dtype)
     d = _cast(b, f"{name}_x", x, wide)
     if zero_point is not None:
@@ -114,6 +135,24 @@ def _dequantize_linear(b: B, name, x, scale, zero_point=None, *, axis=1, block_s
         d = b.op("sub", d, _cast(b, f"{name}_zp_wide", zp, wide), name=f"{name}_centred")
     scale = _cast(b, f"{name}_scale_wide", _along(b, f"{name}_scale", scale, x.shape, axis, block_size), wide)
     return _cast(b, name, b.op("mul", d, scale, name=f"{name}_scaled"), dtype)
+
+
+def _as_op_operands(b: B, name: str, x: Value, scale: Value, zero_point: Value | None, dtype: str, axis: int):
+    """(scale, zero_point, axis) as quantize_linear and dequantize_linear take them -- one value as a scalar, or a
+    vector along a non-negative axis -- or None for what they do not take (a vector of one, or a mismatch, which
+    the composition reports)."""
+    if zero_point is None:
+        zero_point = b.const(np.zeros(scale.shape, dtype), f"{name}_zero_point")
+    if zero_point.shape != scale.shape or zero_point.dtype != dtype:
+        return None
+    if math.prod(scale.shape) == 1 and len(scale.shape) <= 1:
+        flat = [b.op("reshape", v, name=f"{name}_{what}_scalar", shape=()) if v.shape else v
+                for v, what in ((scale, "scale"), (zero_point, "zp"))]
+        return flat[0], flat[1], 1
+    axis = axis + len(x.shape) if axis < 0 else axis
+    if len(scale.shape) != 1 or not 0 <= axis < len(x.shape) or x.shape[axis] != scale.shape[0]:
+        return None
+    return scale, zero_point, axis
 
 
 @onnx_op("DynamicQuantizeLinear")
@@ -176,9 +215,57 @@ def _multiplier(b: B, name: str, in_scale: Value, w_scale: Value, out_scale: Val
     return _cast(b, f"{name}_mult_f", b.op("div", product, out_scale, name=f"{name}_mult"), "float32")
 
 
+def _known(*values: Value | None) -> list[np.ndarray] | None:
+    """The data of `values` (an absent one as a zero), or None unless each is a constant."""
+    if not all(v is None or v.is_constant for v in values):
+        return None
+    return [np.zeros((), np.int32) if v is None else v.data for v in values]
+
+
+def _one(v: np.ndarray) -> int | None:
+    return int(v.reshape(())) if v.size == 1 else None
+
+
+def _integer_matmul(b: B, name, a, w, a_zero_point, b_zero_point, scales, y_zero_point):
+    """The product as one quantized_matmul (scales: (a, b, y) or None for MatMulInteger's int32 output), or
+    None where that does not apply."""
+    known = _known(w, a_zero_point, b_zero_point, y_zero_point, *(scales or ()))
+    if known is None or _one(known[1]) is None or len(w.shape) != 2:
+        return None
+    wq, za, zw, zy, *s = known
+    if zw.size not in (1, w.shape[1]):
+        return None
+    epilogue = INT32_OUT if scales is None else requantized(s[0], s[1], s[2], zy)
+    if epilogue is None or np.size(s[0] if s else 1) != 1 or np.size(s[1] if s else 1) not in (1, w.shape[1]):
+        return None
+    return integer_matmul(b, a, _one(za), wq, zw, None, epilogue, name)
+
+
+def _integer_conv(b: B, name, x, w, x_zero_point, w_zero_point, scales, y_zero_point, bias, attrs):
+    """The convolution as one quantized_conv2d (scales: (x, w, y) or None for ConvInteger's int32 output), or
+    None where that does not apply."""
+    known = _known(w, x_zero_point, w_zero_point, y_zero_point, bias, *(scales or ()))
+    if known is None or len(x.shape) != 4 or _one(known[1]) is None:
+        return None
+    wq, zx, zw, zy, bq, *s = known
+    epilogue = INT32_OUT if scales is None else requantized(s[0], s[1], s[2], zy)
+    if epilogue is None or zw.size not in (1, w.shape[0]) or (s and np.size(s[1]) not in (1, w.shape[0])):
+        return None
+    from .onnx_ops import _spatial_attrs  # (onnx_ops imports this module to register its ops)
+
+    kernel = tuple(attrs.get("kernel_shape") or w.shape[2:])
+    strides, dilations, pads = _spatial_attrs(x, kernel, attrs.get("strides"), attrs.get("dilations"),
+                                              attrs.get("pads"), attrs.get("auto_pad", "NOTSET"))
+    return integer_conv2d(b, x, _one(zx), wq, zw, bq if bias is not None else None, epilogue, name,
+                          strides=strides, pads=pads, dilations=dilations, group=attrs.get("group", 1))
+
+
 @onnx_op("MatMulInteger")
 def _matmul_integer(b: B, name, a, w, a_zero_point=None, b_zero_point=None):
     """int32 (a - a_zero_point) @ (b - b_zero_point); a's zero point may be per row, b's per column."""
+    fast = _integer_matmul(b, name, a, w, a_zero_point, b_zero_point, None, None)
+    if fast is not None:
+        return fast
     return ONNX_OPS["MatMul"](b, name, _centred(b, f"{name}_a", a, _rows(b, f"{name}_a_zp", a_zero_point, a)),
                               _centred(b, f"{name}_b", w, b_zero_point))
 
@@ -188,6 +275,11 @@ def _conv_integer(b: B, name, x, w, x_zero_point=None, w_zero_point=None, *, aut
                   group=1, kernel_shape=None, pads=None, strides=None):
     """int32 convolution of (x - x_zero_point) by (w - w_zero_point); padding adds centred zeros, as ONNX's
     reference. w's zero point may be per output channel."""
+    fast = _integer_conv(b, name, x, w, x_zero_point, w_zero_point, None, None, None,
+                         {"auto_pad": auto_pad, "dilations": dilations, "group": group,
+                          "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
+    if fast is not None:
+        return fast
     # imported here: onnx_ops imports this module to register its ops
     from .onnx_ops import _spatial_attrs
 
@@ -200,6 +292,9 @@ def _conv_integer(b: B, name, x, w, x_zero_point=None, w_zero_point=None, *, aut
 
 @onnx_op("QLinearMatMul")
 def _qlinear_matmul(b: B, name, a, a_scale, a_zero_point, w, b_scale, b_zero_point, y_scale, y_zero_point):
+    fast = _integer_matmul(b, name, a, w, a_zero_point, b_zero_point, (a_scale, b_scale, y_scale), y_zero_point)
+    if fast is not None:
+        return fast
     acc = _matmul_integer(b, f"{name}_acc", a, w, a_zero_point, b_zero_point)
     multiplier = _multiplier(b, name, _rows(b, f"{name}_a_scale", a_scale, a), b_scale, y_scale)
     return _requantize(b, name, acc, multiplier, y_zero_point)
@@ -209,6 +304,10 @@ def _qlinear_matmul(b: B, name, a, a_scale, a_zero_point, w, b_scale, b_zero_poi
 def _qlinear_conv(b: B, name, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias=None,
                   **attrs):
     """The int32 convolution plus the int32 bias, requantized; w's scale and zero point may be per channel."""
+    fast = _integer_conv(b, name, x, w, x_zero_point, w_zero_point, (x_scale, w_scale, y_scale), y_zero_point,
+                         bias, attrs)
+    if fast is not None:
+        return fast
     acc = _conv_integer(b, f"{name}_acc", x, w, x_zero_point, w_zero_point, **attrs)
     out_rank = len(x.shape) - 1  # the output's channel and spatial axes
     if bias is not None:

@@ -81,6 +81,17 @@ class Barrier(Stmt):
 
 
 @dataclasses.dataclass(frozen=True)
+class Intrinsic(Stmt):
+    """A call of an instruction the target has and the loops do not say: `name` (a renderer spells it, from its
+    `intrinsics` table) on the addresses of buffer elements (`operands`: buffer and indices each). Made by
+    target lowering just before rendering (loop/dot4.py), never by lowering a schedule, so the loop IR that
+    features and bounds read keeps the plain loops."""
+
+    name: str
+    operands: tuple[tuple[Buffer, tuple[E.Expr, ...]], ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Kernel:
     """One function: parameters in call order (inputs, then outputs) and a body."""
 

@@ -1,14 +1,22 @@
-"""Integer ops of quantized models: `conv_integer`, the convolution of zero-point-centred int32 operands summed
-exactly in int32 (ONNX ConvInteger and QLinearConv before requantizing). It is its own op, not an int32 `conv`,
-so the float convolution's rewrites (blocked layouts, Winograd, batch-norm folding) never see it."""
+"""Integer ops of quantized models (docs/quantization.md, "Integer kernels").
+
+- `conv_integer`: the convolution of zero-point-centred int32 operands summed exactly in int32 (ONNX ConvInteger
+  and QLinearConv before requantizing, where the weights are not constants). It is its own op, not an int32
+  `conv`, so the float convolution's rewrites (blocked layouts, Winograd, batch-norm folding) never see it.
+- `quantize_linear`, `dequantize_linear`: per tensor or per channel along `axis`, ONNX's convention.
+- `quantized_matmul`, `quantized_conv2d`: u8/s8 activations by s8 weights summed in int32, plus an int32 bias,
+  then the requantization epilogue (te/nn/quantized.py); made by ir/integer_products.py."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ...errors import ShapeError
-from ..registry import OUT_FUSABLE, Sample, TensorType, declare
-from .nn import _CONV, _conv_flops, _conv_ref, _conv_type, _window
+from ...te import nn
+from ..registry import BROADCAST, OUT_FUSABLE, Sample, TensorType, declare
+from .nn import _CONV, _conv_flops, _conv_ref, _conv_type, _window, window_attrs
 
 _ATTRS = {"strides": None, "pads": None, "dilations": None, "group": 1}
 
@@ -40,3 +48,160 @@ declare("conv_integer", kind=OUT_FUSABLE, attrs=_ATTRS, infer=_conv_integer_type
             Sample((((1, 4, 9, 8), "int32"), ((6, 4, 3, 3), "int32")), {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
             Sample((((1, 4, 8, 7), "int32"), ((8, 1, 3, 3), "int32")), {"pads": [2, 1, 2, 1], "group": 4}),
             Sample((((2, 4, 11), "int32"), ((6, 2, 3), "int32")), {"strides": [2], "group": 2})))
+
+
+# Quantized tensors (te/nn/quantized.py has the conventions): quantize_linear and dequantize_linear, per tensor or
+# per channel along `axis`, and the integer products with their requantization epilogue, which
+# passes/quantize.py makes from QDQ groups and the frontend from QLinearConv/QLinearMatMul.
+
+def _scale_type(x: TensorType, scale: TensorType, zero_point: TensorType, axis: int, op: str) -> None:
+    if scale.dtype != "float32":
+        raise ShapeError(f"{op} takes a float32 scale, got {scale.dtype}")
+    if scale.shape != zero_point.shape or len(scale.shape) > 1:
+        raise ShapeError(f"{op}: scale and zero point must be one value or one vector of the same length, got "
+                         f"shapes {list(scale.shape)} and {list(zero_point.shape)}")
+    if scale.shape and (not 0 <= axis < len(x.shape) or x.shape[axis] != scale.shape[0]):
+        raise ShapeError(f"{op}: a per-channel scale of {scale.shape[0]} values does not lie along axis {axis} of "
+                         f"{list(x.shape)}")
+
+
+def _along(v: np.ndarray, rank: int, axis: int) -> np.ndarray:
+    return v if v.ndim == 0 else v.reshape([-1 if d == axis else 1 for d in range(rank)])
+
+
+def _quantize_type(x, scale, zero_point, *, axis):
+    if x.dtype != "float32" or zero_point.dtype not in nn.QUANTIZED_RANGES:
+        raise ShapeError(f"quantize_linear maps float32 to uint8 or int8, got {x.dtype} to {zero_point.dtype}")
+    _scale_type(x, scale, zero_point, axis, "quantize_linear")
+    return [TensorType(x.shape, zero_point.dtype)]
+
+
+def _quantize_ref(x, scale, zero_point, *, axis):
+    lo, hi = nn.QUANTIZED_RANGES[str(zero_point.dtype)]
+    scale, zero_point = _along(scale, x.ndim, axis), _along(zero_point, x.ndim, axis)
+    q = np.rint(x / scale) + zero_point.astype(np.float32)
+    return np.clip(q, lo, hi).astype(zero_point.dtype)
+
+
+def _dequantize_type(q, scale, zero_point, *, axis):
+    if q.dtype not in ("uint8", "int8", "int32") or zero_point.dtype != q.dtype:
+        raise ShapeError(f"dequantize_linear maps uint8, int8 or int32 (zero point of the same type) to float32, "
+                         f"got {q.dtype} with a {zero_point.dtype} zero point")
+    _scale_type(q, scale, zero_point, axis, "dequantize_linear")
+    return [TensorType(q.shape, "float32")]
+
+
+def _dequantize_ref(q, scale, zero_point, *, axis):
+    scale, zero_point = _along(scale, q.ndim, axis), _along(zero_point, q.ndim, axis)
+    return (q.astype(np.float32) - zero_point.astype(np.float32)) * scale
+
+
+declare("quantize_linear", kind=BROADCAST, attrs={"axis": 1}, infer=_quantize_type, reference=_quantize_ref,
+        compute=lambda x, s, z, *, axis: nn.quantize(x, s, z, axis, name="quantize"), num_inputs=3, samples=(
+            Sample((((3, 5, 7), "float32"), ((), "float32"), ((), "uint8"))),
+            Sample((((2, 4, 3), "float32"), ((4,), "float32"), ((4,), "int8")), {"axis": 1})))
+declare("dequantize_linear", kind=BROADCAST, attrs={"axis": 1}, infer=_dequantize_type, reference=_dequantize_ref,
+        compute=lambda q, s, z, *, axis: nn.dequantize(q, s, z, axis, name="dequantize"), num_inputs=3, samples=(
+            Sample((((3, 5, 7), "uint8"), ((), "float32"), ((), "uint8"))),
+            Sample((((6, 4), "int8"), ((6,), "float32"), ((6,), "int8")), {"axis": 0})))
+
+# weight_bits 7 promises weights in [-64, 63], which lets AVX2 kernels sum byte products in int16 pairs
+# (te.nn.quantized._int8_gemm); the results are the same.
+_EPILOGUE = {"zero_point": 0, "lo": 0, "hi": 255, "out_dtype": "uint8", "weight_bits": 8}
+
+
+def _epilogue_type(acc_shape, a, w, bias, multiplier, n, out_dtype, op):
+    if a.dtype not in nn.QUANTIZED_RANGES or w.dtype != "int8" or bias.dtype != "int32":
+        raise ShapeError(f"{op} takes u8 or s8 activations, s8 weights and an int32 bias, got {a.dtype}, {w.dtype} "
+                         f"and {bias.dtype}")
+    if bias.shape != (n,):
+        raise ShapeError(f"{op}: the bias must hold one int32 per output channel ({n}), got {list(bias.shape)}")
+    if (multiplier is None) != (out_dtype == "int32"):
+        raise ShapeError(f"{op}: a multiplier is given exactly when the output is requantized (out_dtype "
+                         f"{out_dtype})")
+    if multiplier is not None and (multiplier.dtype != "float32" or multiplier.shape not in ((), (n,))):
+        raise ShapeError(f"{op}: the multiplier must be float32, one value or one per output channel ({n}), got "
+                         f"{multiplier.dtype}{list(multiplier.shape)}")
+    return [TensorType(acc_shape, out_dtype)]
+
+
+def _requantize_ref(acc, multiplier, zero_point, lo, hi, out_dtype, channel_axis):
+    if multiplier is None:
+        return acc.astype(np.int32)
+    scaled = acc.astype(np.int32).astype(np.float32) * _along(multiplier, acc.ndim, channel_axis)
+    return np.clip(np.rint(scaled) + np.float32(zero_point), lo, hi).astype(out_dtype)
+
+
+def unpack_matmul_weight(wpack: np.ndarray, n: int, k: int) -> np.ndarray:
+    """The (N, K) weight of column panels (ceil(N / nr), ceil(K / 4), nr, 4)."""
+    panels, groups, nr, group = wpack.shape
+    return wpack.transpose(0, 2, 1, 3).reshape(panels * nr, groups * group)[:n, :k]
+
+
+def _qmatmul_type(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype, weight_bits):
+    if len(a.shape) != 2 or wpack.shape[1:] != (-(-a.shape[1] // nn.DOT_GROUP), wpack.shape[2], nn.DOT_GROUP):
+        raise ShapeError(f"quantized_matmul takes a (M, K) and packed weights (N / nr, K / {nn.DOT_GROUP}, nr, "
+                         f"{nn.DOT_GROUP}), got {list(a.shape)} and {list(wpack.shape)}")
+    return _epilogue_type((a.shape[0], n), a, wpack, bias, multiplier, n, out_dtype, "quantized_matmul")
+
+
+def _qmatmul_ref(a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype, weight_bits):
+    """s8 activations enter as a + 128 (te.nn.quantized_matmul), which the bias accounts for."""
+    a = a.astype(np.int64) + (128 if a.dtype == np.int8 else 0)
+    acc = a @ unpack_matmul_weight(wpack, n, a.shape[1]).astype(np.int64).T + bias
+    return _requantize_ref(acc, multiplier, zero_point, lo, hi, out_dtype, 1)
+
+
+def _qmatmul_flops(ins, outs, **_) -> int:
+    """2 x the multiply-adds of a (M, K) by w (K, N), whatever the panels' padding (integer operations)."""
+    return 2 * math.prod(outs[0].shape) * ins[0].shape[1]
+
+
+declare("quantized_matmul", kind=OUT_FUSABLE, num_inputs=(3, 4), attrs={"n": None, "mr": 6, **_EPILOGUE},
+        infer=_qmatmul_type, reference=_qmatmul_ref, flops=_qmatmul_flops,
+        compute=lambda a, wpack, bias, multiplier=None, *, n, mr, zero_point, lo, hi, out_dtype, weight_bits: (
+            nn.quantized_matmul(a, wpack, bias, multiplier, n, zero_point, lo, hi, out_dtype, mr, weight_bits,
+                                name="qgemm")),
+        samples=(Sample((((13, 7), "uint8"), ((3, 2, 4, 4), "int8"), ((10,), "int32"), ((10,), "float32")),
+                        {"n": 10, "zero_point": 3, "lo": 3, "weight_bits": 7}),
+                 Sample((((5, 9), "int8"), ((1, 3, 16, 4), "int8"), ((16,), "int32"), ((), "float32")),
+                        {"n": 16, "zero_point": -2, "lo": -128, "hi": 127, "out_dtype": "int8"}),
+                 Sample((((4, 6), "uint8"), ((1, 2, 8, 4), "int8"), ((7,), "int32")), {"n": 7, "out_dtype": "int32"})))
+
+
+def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
+                out_dtype, weight_bits):
+    if len(x.shape) != 4:
+        raise ShapeError(f"quantized_conv2d takes x (N, C, H, W), got {list(x.shape)}")
+    (out,) = _conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
+                        dilations=dilations, group=group)
+    return _epilogue_type(out.shape, x, w, bias, multiplier, w.shape[0], out_dtype, "quantized_conv2d")
+
+
+def _qconv_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
+               out_dtype, weight_bits):
+    flat = list(pads or [0] * 4)
+    xp = np.pad(x, ((0, 0), (0, 0), (flat[0], flat[2]), (flat[1], flat[3])), constant_values=x_zero_point)
+    acc = _conv_ref(xp.astype(np.float64), w.astype(np.float64), strides=strides, pads=None, dilations=dilations,
+                    group=group)
+    acc = acc.astype(np.int64) + bias.reshape(-1, 1, 1)
+    return _requantize_ref(acc, multiplier, zero_point, lo, hi, out_dtype, 1)
+
+
+def _qconv_te(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
+              out_dtype, weight_bits):
+    stride, pad_pairs, dilation = window_attrs("quantized_conv2d", 2, strides, pads, dilations)
+    return nn.quantized_conv2d(x, w, bias, multiplier, x_zero_point, stride, pad_pairs, dilation, int(group),
+                               zero_point, lo, hi, out_dtype, weight_bits, name="qconv")
+
+
+declare("quantized_conv2d", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_qconv_type, reference=_qconv_ref,
+        compute=_qconv_te, flops=_conv_flops,
+        attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE}, samples=(
+            Sample((((1, 4, 9, 8), "uint8"), ((6, 4, 3, 3), "int8"), ((6,), "int32"), ((6,), "float32")),
+                   {"strides": [2, 1], "pads": [1, 0, 1, 2], "x_zero_point": 7, "zero_point": 5, "weight_bits": 7}),
+            Sample((((1, 3, 6, 5), "uint8"), ((5, 3, 2, 2), "int8"), ((5,), "int32")),
+                   {"dilations": [2, 1], "x_zero_point": 200, "out_dtype": "int32"}),
+            Sample((((1, 4, 8, 7), "int8"), ((8, 1, 3, 3), "int8"), ((8,), "int32"), ((), "float32")),
+                   {"pads": [1, 1, 1, 1], "group": 4, "x_zero_point": -3, "lo": -128, "hi": 127,
+                    "out_dtype": "int8"})))

@@ -2,7 +2,7 @@
 
 Each op returns a Tensor whose compute carries a `tag` naming its family, by which default schedules are chosen,
 and `attrs` recording its parameters. Tags used: "matmul", "batch_matmul", "dense", "conv1d", "conv2d", "conv3d",
-"depthwise_conv2d", "packed_matmul", "packed_conv2d", "pack", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
+"depthwise_conv2d", "packed_matmul", "packed_conv2d", "packed_int8_matmul", "pack", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "reduce", "elemwise",
 "broadcast", "injective", and for the final stage of multi-stage ops "softmax", "log_softmax" and "layer_norm",
 whose `row_axes` attribute (the leading axes that are rows) asks the default schedule to run the chain row by row.
 """
@@ -26,6 +26,10 @@ from .linalg import (
 )
 from .packed_conv import (
     blocked_conv2d as blocked_conv2d, pack_conv_weight as pack_conv_weight, packed_conv2d as packed_conv2d,
+)
+from .quantized import (
+    DOT_GROUP as DOT_GROUP, QUANTIZED_RANGES as QUANTIZED_RANGES, quantize as quantize, dequantize as dequantize,
+    quantized_matmul as quantized_matmul, quantized_conv2d as quantized_conv2d,
 )
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn
 from .pool import (

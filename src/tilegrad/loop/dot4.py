@@ -1,0 +1,142 @@
+"""Target lowering of the int8 GEMM's inner loops to a u8 x s8 dot-product instruction.
+
+The int8 GEMM's register tile (te.nn.quantized_matmul, scheduled by schedule/rules_int8.py) ends in
+
+    for j in 0..L:                    # L int32 columns: a vector
+      for g in 0..4:                  # the 4 values of a k group
+        acc[.. j] = acc[.. j] + (int32)a[.. g] * (int32)w[.. 4 j + g]
+
+with a u8, w s8 and acc int32: one vpdpbusd (or its AVX2 emulation) per vector of L columns. `use_dot4` replaces
+each such nest, where the strides say exactly that (acc contiguous along j and the same for every g, a the
+same for every j and contiguous along g, w contiguous along (j, g)), with `Intrinsic("dot4_u8s8x<L>", (acc, a,
+w))` at j = g = 0; the renderer spells it for the target. Any other nest is left alone.
+
+With 7-bit weights the group is written as two int16 pair sums (te.nn.quantized._int8_gemm):
+
+      for h in 0..2:
+        acc[.. j] = acc[.. j] + (int32)((int16)a[.. 2h] * (int16)w[.. 4 j + 2h] + (int16)a[.. 2h + 1] * ...)
+
+which becomes `dot4_u8s7x<L>`: AVX2's vpmaddubsw forms exactly those pair sums.
+"""
+
+from __future__ import annotations
+
+from ..te import expr as E
+from ..te.simplify import simplify
+from .ir import Allocate, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store
+
+GROUP = 4
+LANES = (8, 16)  # the int32 columns one intrinsic call covers
+
+
+def use_dot4(k: Kernel) -> Kernel:
+    """`k` with each int8 dot-product nest given to the intrinsic; `k` itself when there is none."""
+    body = _rewrite(k.body)
+    return k if body is k.body else Kernel(k.name, k.params, body)
+
+
+def _rewrite(s: Stmt) -> Stmt:
+    if isinstance(s, For):
+        found = _dot4(s)
+        if found is not None:
+            return found
+        body = _rewrite(s.body)
+        return s if body is s.body else For(s.var, s.extent, s.kind, body, s.unroll_if)
+    if isinstance(s, Seq):
+        stmts = tuple(_rewrite(x) for x in s.stmts)
+        return s if all(a is b for a, b in zip(stmts, s.stmts)) else Seq(stmts)
+    if isinstance(s, IfThenElse):
+        then = _rewrite(s.then)
+        orelse = None if s.orelse is None else _rewrite(s.orelse)
+        return s if then is s.then and orelse is s.orelse else IfThenElse(s.cond, then, orelse)
+    if isinstance(s, Allocate):
+        body = _rewrite(s.body)
+        return s if body is s.body else Allocate(s.buffer, body)
+    return s
+
+
+def _dot4(s: For) -> Intrinsic | None:
+    """The intrinsic for the nest `s` (columns, then the 4 values of a group or its 2 pairs), or None if it is
+    not one."""
+    inner = s.body
+    if not (type(s.extent) is E.Const and s.extent.value in LANES and isinstance(inner, For)
+            and type(inner.extent) is E.Const and isinstance(inner.body, Store)):
+        return None
+    j, g, store = s.var, inner.var, inner.body
+    value = store.value
+    if not (type(value) is E.Add and type(value.a) is E.Load and value.a.buffer is store.buffer
+            and value.a.indices == store.indices and store.buffer.dtype == "int32"):
+        return None
+    if inner.extent.value == GROUP:
+        loads, kind, step = _products(value.b, "int32"), "u8s8", 1
+    elif inner.extent.value == GROUP // 2:
+        loads, kind, step = _pairs(value.b), "u8s7", 2
+    else:
+        return None
+    if loads is None:
+        return None
+    a, w = loads
+    operands = ((store.buffer, store.indices, 1, 0), (a.buffer, a.indices, 0, step),
+                (w.buffer, w.indices, GROUP, step))
+    if not all(_strides(b, idx, j, g) == [sj, sg] for b, idx, sj, sg in operands):
+        return None
+    zero = {j: E.Const(0, j.dtype), g: E.Const(0, g.dtype)}
+    return Intrinsic(f"dot4_{kind}x{s.extent.value}",
+                     tuple((b, tuple(simplify(E.substitute(i, zero)) for i in idx)) for b, idx, _, _ in operands))
+
+
+def _products(e: E.Expr, dtype: str) -> tuple[E.Load, E.Load] | None:
+    """(a, w) of `e` = (dtype)a * (dtype)w with a u8 and w s8 (either order), else None."""
+    if type(e) is not E.Mul:
+        return None
+    x, y = _widened(e.a, dtype), _widened(e.b, dtype)
+    if x is None or y is None:
+        return None
+    a, w = (y, x) if x.buffer.dtype == "int8" else (x, y)
+    return (a, w) if a.buffer.dtype == "uint8" and w.buffer.dtype == "int8" else None
+
+
+def _pairs(e: E.Expr) -> tuple[E.Load, E.Load] | None:
+    """(a, w) of the first product of `e` = (int32)(a0 * w0 + a1 * w1) in int16, where a1 and w1 are the
+    elements after a0 and w0 of the same buffers, else None."""
+    if not (type(e) is E.Cast and e.dtype == "int32" and type(e.a) is E.Add and e.a.dtype == "int16"):
+        return None
+    first, second = _products(e.a.a, "int16"), _products(e.a.b, "int16")
+    if first is None or second is None:
+        return None
+    for lo, hi in ((first, second), (second, first)):
+        if all(x.buffer is y.buffer and _offset(x, y) == 1 for x, y in zip(lo, hi)):
+            return lo
+    return None
+
+
+def _offset(x: E.Load, y: E.Load) -> int | None:
+    """How many elements `y` lies after `x` in their (shared) buffer, if that is a constant."""
+    delta = simplify(_flat(y.buffer, y.indices) - _flat(x.buffer, x.indices))
+    return delta.value if type(delta) is E.Const else None
+
+
+def _flat(buffer, indices) -> E.Expr:
+    flat: E.Expr = E.Const(0, E.INDEX)
+    for extent, i in zip(buffer.shape, indices):
+        flat = flat * extent + i
+    return flat
+
+
+def _widened(e: E.Expr, dtype: str) -> E.Load | None:
+    """The 8-bit load under a cast to `dtype`, or None."""
+    if type(e) is E.Cast and e.dtype == dtype and type(e.a) is E.Load and e.a.buffer.dtype in ("uint8", "int8"):
+        return e.a
+    return None
+
+
+def _strides(buffer, indices, j: E.Var, g: E.Var) -> list[int | None]:
+    """How far the flat (row-major) element moves for one step of j and of g: constants, or None."""
+    flat = _flat(buffer, indices)
+    steps = []
+    for var, other in ((j, g), (g, j)):
+        base = {var: E.Const(0, var.dtype), other: E.Const(0, other.dtype)}
+        moved = {var: E.Const(1, var.dtype), other: E.Const(0, other.dtype)}
+        delta = simplify(E.substitute(flat, moved) - E.substitute(flat, base))
+        steps.append(delta.value if type(delta) is E.Const else None)
+    return steps

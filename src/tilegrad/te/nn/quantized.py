@@ -1,0 +1,233 @@
+"""Integer kernels of quantized models: quantize and dequantize, and the integer matmul and convolution with
+their requantization epilogue.
+
+The sign convention is ONNX's: q = saturate(round(x / s) + z) and x = s * (q - z), rounding half to even. (The
+MindSpore text the design follows writes (3.14) as q = round(r / s + z) but derives z from (3.17) with q_max on the
+other side of the same equation, so its sign of z is not one convention throughout; ONNX's is the one its models
+and ONNX Runtime use.) A scale and zero point are per tensor (a scalar) or per channel (a vector along `axis`).
+
+The products take u8 or s8 activations and s8 weights and sum exactly in int32. The activation's zero point is
+not subtracted per element: sum((a - za) * w) = sum(a * w) - za * sum(w), and the second term is a constant of
+each output column, folded into the int32 bias when the weights are packed (as gemmlowp and MLAS do). Convolution
+pads its input with za, so padded taps contribute (za - za) * w = 0 as ONNX's centred zeros do.
+
+The epilogue multiplies the int32 sum by a float32 multiplier (s_a * s_w / s_y per output channel), rounds half
+to even, adds the output zero point and saturates to [lo, hi] (the output type's range, narrowed by a fused
+ReLU or Clip) -- ONNX Runtime's order (MlasRequantizeOutput), so the integer outputs agree bit for bit.
+"""
+
+from __future__ import annotations
+
+from ...errors import ShapeError
+from .. import expr as E
+from .. import tensor as te
+from ._arguments import check_rank
+from ._window import Window, guarded_load
+from .conv import conv2d
+from .elementwise import cast
+from .transform import pad
+
+QUANTIZED_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+
+
+def _per_channel(v: te.Tensor, index) -> E.Expr:
+    """Element `index` of a per-channel vector, or the one value of a scalar."""
+    return v[()] if v.ndim == 0 else v[(index,)]
+
+
+def quantize(x: te.Tensor, scale: te.Tensor, zero_point: te.Tensor, axis: int = 1,
+             name: str = "quantize") -> te.Tensor:
+    """saturate(round(x / scale) + zero_point) in the zero point's type; a vector scale lies along `axis`."""
+    lo, hi = _range(zero_point.dtype, name)
+
+    def body(*i):
+        channel = i[axis] if scale.ndim else None
+        q = E.round_(x[i] / _per_channel(scale, channel)) + E.cast(x.dtype, _per_channel(zero_point, channel))
+        return E.cast(zero_point.dtype, E.minimum(E.maximum(q, float(lo)), float(hi)))
+
+    return te.compute(x.shape, body, name=name, tag="elemwise", attrs={"axis": axis})
+
+
+def dequantize(q: te.Tensor, scale: te.Tensor, zero_point: te.Tensor, axis: int = 1,
+               name: str = "dequantize") -> te.Tensor:
+    """(q - zero_point) * scale in float32; a vector scale lies along `axis`."""
+    def body(*i):
+        channel = i[axis] if scale.ndim else None
+        centred = E.cast("float32", q[i]) - E.cast("float32", _per_channel(zero_point, channel))
+        return centred * _per_channel(scale, channel)
+
+    return te.compute(q.shape, body, name=name, tag="elemwise", attrs={"axis": axis})
+
+
+def requantize(acc: E.Expr, multiplier: E.Expr | None, zero_point: int, lo: int, hi: int, dtype: str) -> E.Expr:
+    """The int32 sum `acc` as `dtype`: times `multiplier`, rounded half to even, plus `zero_point`, saturated
+    to [lo, hi]. With no multiplier the sum is the result (int32 outputs: MatMulInteger, ConvInteger)."""
+    if multiplier is None:
+        return acc
+    scaled = E.round_(E.cast("float32", acc) * multiplier) + float(zero_point)
+    return E.cast(dtype, E.minimum(E.maximum(scaled, float(lo)), float(hi)))
+
+
+DOT_GROUP = 4  # k values per int32 lane of the u8 x s8 dot product (vpdpbusd's group)
+
+
+def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, n: int,
+                     zero_point: int, lo: int, hi: int, out_dtype: str, mr: int = 6, weight_bits: int = 8,
+                     name: str = "qgemm") -> te.Tensor:
+    """requantize(u8(a) @ w + bias) with a (M, K) and w packed as (ceil(N / nr), ceil(K / 4), nr, 4) s8: column
+    panels of nr, each k group of 4 interleaved, the layout of a u8 x s8 dot-product instruction (vpdpbusd: four
+    byte products summed into each int32 lane). An s8 `a` enters as u8(a + 128) (the caller's bias holds
+    -128 * the weight sums), so the products are always u8 x s8. `weight_bits` 7 promises weights in [-64, 63]
+    (`_int8_gemm` says what that allows)."""
+    check_rank(a, 2, "quantized_matmul", "M, K")
+    m, k = a.shape
+    groups = -(-k // DOT_GROUP)
+    if wpack.ndim != 4 or wpack.shape[1] != groups or wpack.shape[3] != DOT_GROUP:
+        raise ShapeError(f"quantized_matmul: packed weights must be (N / nr, {groups}, nr, {DOT_GROUP}), got "
+                         f"{wpack.shape}")
+    panels, _, nr, _ = wpack.shape
+    if not (panels - 1) * nr < n <= panels * nr:
+        raise ShapeError(f"quantized_matmul: {n} columns do not fit {panels} panels of {nr}")
+
+    def a_value(row, ko, g):
+        value = a[row, E.minimum(ko[0] * DOT_GROUP + g, k - 1)]
+        return E.cast("int32", value) + 128 if a.dtype == "int8" else value
+
+    return _int8_gemm((m, k), a_value, (groups,), True, wpack, n, mr, weight_bits, name,
+                      lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
+                                                   out_dtype))
+
+
+def quantized_conv2d(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, x_zero_point: int,
+                     stride, pads, dilation, groups: int, zero_point: int, lo: int, hi: int, out_dtype: str,
+                     weight_bits: int = 8, name: str = "qconv") -> te.Tensor:
+    """requantize(conv(x, w) + bias) with x (N, C, H, W) u8/s8 padded with its zero point and w (O, C / groups,
+    KH, KW) s8, summed in int32.
+
+    A u8 x with one group is the int8 GEMM of the implicit im2col: its a-panels read x's windows directly (rows
+    are output pixels, columns (channel, tap)), the weights are packed into column panels at the start of the
+    call (a small copy next to the products), and the GEMM's (pixels, channels) result is laid out as NCHW.
+    Otherwise the int32 convolution (tag "conv2d", the convolution's default rule) with the requantization as
+    its element-wise epilogue."""
+    check_rank(x, 4, "quantized_conv2d", "N, C, H, W")
+    win = Window.of("quantized_conv2d", x.shape[2:], w.shape[2:], stride, pads, dilation)
+    if x.dtype == "uint8" and groups == 1:
+        return _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, out_dtype, weight_bits,
+                            name)
+    if any(lo_ or hi_ for lo_, hi_ in pads):
+        x = pad(x, ((0, 0), (0, 0), *pads), value=float(x_zero_point), name=f"{name}_pad")
+    acc = conv2d(cast(x, "int32", name=f"{name}_x32"), cast(w, "int32", name=f"{name}_w32"), stride, 0, dilation,
+                 groups, name=f"{name}_acc")
+
+    def output(n_, c, h, w_):
+        return requantize(acc[n_, c, h, w_] + bias[c], _scale(multiplier, c), zero_point, lo, hi, out_dtype)
+
+    return te.compute(acc.shape, output, name=name, tag="elemwise")
+
+
+def _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, out_dtype, weight_bits, name):
+    """The GEMM columns run over (tap row, tap column, channel), so that a k group of 4 is 4 neighbouring
+    channels of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x)."""
+    (batch, channels, height, width), (out_channels, _, kh, kw) = x.shape, w.shape
+    oh, ow = win.out_sizes
+    (top, bottom), (left, right) = win.pads
+    k = channels * kh * kw
+    nr = 16
+    groups, panels = -(-k // DOT_GROUP), -(-out_channels // nr)
+
+    def w_panel(p, ko, jj, g):
+        o, col = p * nr + jj, ko * DOT_GROUP + g
+        safe_o, safe_col = E.minimum(o, out_channels - 1), E.minimum(col, k - 1)
+        value = w[safe_o, safe_col % channels, safe_col // (kw * channels), (safe_col // channels) % kw]
+        return E.select((o < out_channels) & (col < k), value, E.const(0, "int8"))
+
+    wpack = te.compute((panels, groups, nr, DOT_GROUP), w_panel, name=f"{name}_wpack", tag="pack")
+    nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
+                      lambda n_, h, w_, c: guarded_load(x, (n_, c), (h - top, w_ - left), x_zero_point),
+                      name=f"{name}_nhwc", tag="pack")
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+
+    in_place = channels % DOT_GROUP == 0  # a k group is then 4 neighbouring channels of one tap: read in place
+
+    def a_value(row, ko, g):
+        n_, h, w_ = row // (oh * ow), (row // ow) % oh, row % ow
+        if in_place:
+            tap_row, tap_col, c = ko[0], ko[1], ko[2] * DOT_GROUP + g
+        else:
+            first = E.minimum(ko[0] * DOT_GROUP + g, k - 1)
+            tap_row, tap_col, c = first // (kw * channels), (first // channels) % kw, first % channels
+        return nhwc[n_, h * sh + tap_row * dh, w_ * sw + tap_col * dw, c]
+
+    outer = (kh, kw, channels // DOT_GROUP) if in_place else (groups,)
+    gemm = _int8_gemm((batch * oh * ow, k), a_value, outer, not in_place, wpack, out_channels, 6, weight_bits,
+                      f"{name}_gemm",
+                      lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
+                                                   out_dtype))
+    return te.compute((batch, out_channels, oh, ow), lambda n_, c, h, w_: gemm[(n_ * oh + h) * ow + w_, c],
+                      name=name, tag="injective")
+
+
+def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
+    return None if multiplier is None else _per_channel(multiplier, channel)
+
+
+def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: bool, wpack: te.Tensor, n: int,
+               mr: int, weight_bits: int, name: str, epilogue):
+    """The int8 GEMM's stages. The k groups are numbered by the indices of `outer` (row-major: a convolution's
+    tap row, tap column and group of channels, so that each has a loop and the tiles' addresses stay affine), and
+    `a_value(row, ko, g)` is the u8 value of row `row` in value g of group `ko` (a tuple of those indices). With
+    `pack_a`, `{name}_apack` holds it in panels of mr rows and k groups of 4 (zero past the rows and columns);
+    without, the tiles read it in place, where each k group is 4 neighbouring bytes and k a multiple of 4 (rows
+    past the last read the last: their sums are cropped). `{name}_padded` (tag
+    "packed_int8_tiles") sums the int32 products of each register tile over the k groups and the 4 values of
+    each, and the output (tag "packed_int8_matmul") is `epilogue(tiles, i, j)` (schedule/rules_int8.py schedules
+    them; loop/dot4.py gives the tile's inner loops to the dot-product instruction).
+
+    With 7-bit weights (`weight_bits` 7) a group is summed as two int16 sums of two products each, which cannot
+    overflow (2 * 255 * 64 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
+    may use it (MLAS's AVX2 kernels take the same promise from ONNX Runtime's reduce_range)."""
+    m, k = shape
+    panels, groups, nr, _ = wpack.shape
+    mp = -(-m // mr) * mr
+
+    def a_panel(io, ko, ii, g):
+        row = io * mr + ii
+        inside = (row < m) & (ko * DOT_GROUP + g < k)
+        return E.select(inside, E.cast("uint8", a_value(E.minimum(row, m - 1), (ko,), g)), E.const(0, "uint8"))
+
+    attrs = {"mr": mr, "nr": nr}
+    axes = [te.reduce_axis(e, f"ko{d}" if len(outer) > 1 else "ko") for d, e in enumerate(outer)]
+    ko = axes[0]
+    for axis, e in zip(axes[1:], outer[1:]):
+        ko = ko * e + axis
+    if pack_a:  # (one group index)
+        ap = te.compute((mp // mr, groups, mr, DOT_GROUP), a_panel, name=f"{name}_apack", tag="pack")
+
+        def a_at(i, g):
+            return ap[i // mr, ko, i % mr, g]
+    else:  # (only for u8 values: a convolution's)
+        def a_at(i, g):
+            return a_value(E.minimum(i, m - 1), tuple(axes), g)
+    if weight_bits == 7:
+        h = te.reduce_axis(DOT_GROUP // 2, "h")
+
+        def pair(i, j, g):
+            return E.cast("int16", a_at(i, g)) * E.cast("int16", wpack[j // nr, ko, j % nr, g])
+
+        def body(i, j):
+            return te.sum(E.cast("int32", pair(i, j, 2 * h) + pair(i, j, 2 * h + 1)), axis=[*axes, h])
+    else:
+        g = te.reduce_axis(DOT_GROUP, "g")
+
+        def body(i, j):
+            return te.sum(E.cast("int32", a_at(i, g)) * E.cast("int32", wpack[j // nr, ko, j % nr, g]),
+                          axis=[*axes, g])
+
+    padded = te.compute((mp, panels * nr), body, name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
+    return te.compute((m, n), lambda i, j: epilogue(padded, i, j), name=name, tag="packed_int8_matmul", attrs=attrs)
+
+
+def _range(dtype: str, where: str) -> tuple[int, int]:
+    if dtype not in QUANTIZED_RANGES:
+        raise ShapeError(f"{where}: quantized tensors are uint8 or int8, got {dtype}")
+    return QUANTIZED_RANGES[dtype]

@@ -1,0 +1,103 @@
+"""The int8 GEMM's dot-product lowering (loop/dot4.py) and its spellings (codegen/c.py): the nest becomes one
+intrinsic call per row and vector of columns; the code for AVX-512 VNNI and AVX-VNNI holds vpdpbusd and the AVX2
+code for 8-bit weights the exact vpmaddwd pairs (never the saturating vpmaddubsw), for 7-bit weights vpmaddubsw;
+and every path this CPU can run equals NumPy's int64 sums on the operands at the edges of the int16 pairs (u8 255
+times s8 -128, or -64 and 63 for 7-bit weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilegrad import config, te
+from tilegrad.codegen.c import CRenderer
+from tilegrad.ir import lookup
+from tilegrad.kernel import build, lower_kernel, render_kernel
+from tilegrad.loop.dot4 import use_dot4
+from tilegrad.loop.ir import Intrinsic
+from tilegrad.runtime import assemble
+from tilegrad.target import Target, host
+
+M, K, N = 13, 36, 40  # K = 9 groups of 4, N = 3 panels of 16 (the last one padded)
+
+
+def _gemm(dtype="uint8", weight_bits=8):
+    op = lookup("quantized_matmul")
+    groups, panels = -(-K // 4), -(-N // 16)
+    phs = [te.placeholder((M, K), dtype, "a"), te.placeholder((panels, groups, 16, 4), "int8", "w"),
+           te.placeholder((N,), "int32", "bias")]
+    attrs = {"n": N, "out_dtype": "int32", "weight_bits": weight_bits}
+    return phs, op.compute(*phs, **op.bind_attrs(attrs, "test"))
+
+
+def _statements(s):
+    yield s
+    for field in ("body", "then", "orelse"):
+        child = getattr(s, field, None)
+        if child is not None:
+            yield from _statements(child)
+    for child in getattr(s, "stmts", ()):
+        yield from _statements(child)
+
+
+@pytest.mark.parametrize("weight_bits,kind", [(8, "u8s8"), (7, "u8s7")])
+def test_the_tile_nest_becomes_one_call_per_row_and_vector(weight_bits, kind):
+    phs, out = _gemm(weight_bits=weight_bits)
+    loop = lower_kernel((phs, [out]), target=Target(flags=frozenset({"avx2"})))
+    calls = [s for s in _statements(use_dot4(loop).body) if isinstance(s, Intrinsic)]
+    assert calls and {c.name for c in calls} == {f"dot4_{kind}x16"}
+    assert [b.dtype for b, _ in calls[0].operands] == ["int32", "uint8", "int8"]
+    source = render_kernel(loop, CRenderer(Target(flags=frozenset({"avx2"}))))
+    assert f"tg_dot4_{kind}x16(&" in source and source.count("#define TG_DOT4") == 1
+
+
+def test_a_nest_of_other_strides_is_left_alone():
+    """The same GEMM with the group's values outside the columns (the rule's order without a dot product)."""
+    phs, out = _gemm()
+    loop = lower_kernel((phs, [out]), target=Target(flags=frozenset()))
+    assert use_dot4(loop) is loop
+
+
+@pytest.mark.parametrize("flags,weight_bits,present,absent", [
+    (("-mavx512vnni", "-mavx512vl", "-mavx512f"), 8, "vpdpbusd", "vpmaddubsw"),
+    (("-mavx512vnni", "-mavx512vl", "-mavx512f"), 7, "vpdpbusd", "vpmaddubsw"),
+    (("-mavxvnni",), 8, "vpdpbusd", "vpmaddubsw"),
+    ((), 8, "vpmaddwd", "vpmaddubsw"),
+    ((), 7, "vpmaddubsw", "vphaddd"),
+])
+def test_each_target_gets_its_instruction(flags, weight_bits, present, absent):
+    phs, out = _gemm(weight_bits=weight_bits)
+    source = render_kernel(lower_kernel((phs, [out]), target=Target(flags=frozenset({"avx2"}))),
+                           CRenderer(Target(flags=frozenset({"avx2"}))))
+    with config.override(extra_cflags=flags):
+        asm = assemble(source)
+    assert present in asm and absent not in asm
+
+
+@pytest.mark.parametrize("extra", [(), ("-mno-avx2",)], ids=["native", "plain_c"])
+@pytest.mark.parametrize("dtype,weight_bits", [("uint8", 8), ("int8", 8), ("uint8", 7)])
+def test_runnable_paths_are_bit_exact_at_the_edges_of_int16_pairs(extra, dtype, weight_bits):
+    rng = np.random.default_rng(4)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (M, K), endpoint=True).astype(dtype)
+    a[:4] = info.max
+    low, high = (-128, 127) if weight_bits == 8 else (-64, 63)
+    w = rng.integers(low, high, (N, K), endpoint=True).astype(np.int8)
+    w[:8], w[8:16] = low, high
+    wpack = np.zeros((3 * 16, 9 * 4), np.int8)
+    wpack[:N, :K] = w
+    wpack = np.ascontiguousarray(wpack.reshape(3, 16, 9, 4).transpose(0, 2, 1, 3))
+    bias = rng.integers(-1000, 1000, N).astype(np.int32)
+    phs, out = _gemm(dtype, weight_bits)
+    with config.override(extra_cflags=extra):
+        got = build((phs, [out]), target=host()).run(a, wpack, bias)
+    shift = 128 if dtype == "int8" else 0  # an s8 a enters as a + 128 (te.nn.quantized_matmul)
+    want = (a.astype(np.int64) + shift) @ w.astype(np.int64).T + bias
+    np.testing.assert_array_equal(got, want)
+
+
+def test_target_names_its_int8_dot_product():
+    assert Target(flags=frozenset({"avx2", "avx512f", "avx512_vnni"})).int8_dot == "avx512_vnni"
+    assert Target(flags=frozenset({"avx2", "avx_vnni"})).int8_dot == "avx_vnni"
+    assert Target(flags=frozenset({"avx2"})).int8_dot == "avx2"
+    assert Target(flags=frozenset({"neon"})).int8_dot == "scalar"
