@@ -29,19 +29,24 @@ def test_golden_tiny_kernel():
     sch.parallel("C", "i")
     sch.vectorize("C", "j")
     src = render_c(lower(sch.state, "add"))
-    body = src[src.index("void add"):]
+    body = src[src.index("void add_team"):]
     assert body == """\
-void add(void** args) {
+void add_team(void** args, tg_team* tg) {
   float* restrict A = (float*)args[0];
   float* restrict B = (float*)args[1];
   float* restrict C = (float*)args[2];
-  #pragma omp parallel for
-  for (int64_t i = 0; i < 4; ++i) {
-    #pragma omp simd
-    for (int64_t j = 0; j < 8; ++j) {
-      C[((i * 8) + j)] = (A[((i * 8) + j)] + B[j]);
+  { int64_t i_lo, i_hi; tg_share(tg, 4, &i_lo, &i_hi);
+    for (int64_t i = i_lo; i < i_hi; ++i) {
+      #pragma omp simd
+      for (int64_t j = 0; j < 8; ++j) {
+        C[((i * 8) + j)] = (A[((i * 8) + j)] + B[j]);
+      }
     }
   }
+  tg_barrier(tg);
+}
+void add(void** args) {
+  TG_TEAM_BEGIN add_team(args, tg); TG_TEAM_END
 }
 """
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tilegrad.codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
+from tilegrad.codegen.team import TEAM
 
 
 def test_the_entry_calls_each_kernel_then_copies():
     source = render_entry([KernelCall("k0_exp", ["args[0]", "args[1]"])], [OutputCopy("args[2]", "args[3]", 24)])
-    assert source == """#include <string.h>
-void k0_exp(void** args);
+    assert source == "#include <stdint.h>\n#include <string.h>\n" + TEAM + """\
+void k0_exp_team(void** args, tg_team* tg);
 void tg_run(void** args) {
-  { void* a[] = {args[0], args[1]}; k0_exp(a); }
+  TG_TEAM_BEGIN
+  { void* a[] = {args[0], args[1]}; k0_exp_team(a, tg); }
+  TG_TEAM_END
   memcpy(args[2], args[3], 24);
 }
 """
@@ -21,12 +24,10 @@ void tg_run(void** args) {
 def test_the_profiled_entry_clocks_each_kernel_call_into_its_counter():
     calls = [KernelCall("k0_exp", ["args[0]", "args[4]"]), KernelCall("k1_tanh", ["args[4]", "args[1]"])]
     source = render_profiled_entry(calls, [OutputCopy("args[2]", "args[3]", 24)], clock_slot=5)
-    assert source == """#define _POSIX_C_SOURCE 199309L
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-void k0_exp(void** args);
-void k1_tanh(void** args);
+    assert source == "#define _POSIX_C_SOURCE 199309L\n#include <stdint.h>\n#include <string.h>\n#include <time.h>\n" \
+        + TEAM + """\
+void k0_exp_team(void** args, tg_team* tg);
+void k1_tanh_team(void** args, tg_team* tg);
 static int64_t tg_now(void) {
   struct timespec c;
   clock_gettime(CLOCK_MONOTONIC, &c);
@@ -34,9 +35,11 @@ static int64_t tg_now(void) {
 }
 void tg_run_profiled(void** args) {
   int64_t* ns = (int64_t*)args[5];
+  TG_TEAM_BEGIN
   int64_t t = tg_now(), u;
-  { void* a[] = {args[0], args[4]}; k0_exp(a); } u = tg_now(); ns[0] += u - t; t = u;
-  { void* a[] = {args[4], args[1]}; k1_tanh(a); } u = tg_now(); ns[1] += u - t; t = u;
+  { void* a[] = {args[0], args[4]}; k0_exp_team(a, tg); } if (tg->tid == 0) { u = tg_now(); ns[0] += u - t; t = u; }
+  { void* a[] = {args[4], args[1]}; k1_tanh_team(a, tg); } if (tg->tid == 0) { u = tg_now(); ns[1] += u - t; t = u; }
+  TG_TEAM_END
   memcpy(args[2], args[3], 24);
 }
 """

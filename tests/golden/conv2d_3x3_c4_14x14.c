@@ -1,54 +1,62 @@
-void conv2d_3x3_c4_14x14(void** args) {
+void conv2d_3x3_c4_14x14_team(void** args, tg_team* tg) {
   float* restrict X = (float*)args[0];
   float* restrict W = (float*)args[1];
   float* restrict Y = (float*)args[2];
   static __thread float* tg_kept_Y_pad;
-  if (!tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 4096);
-  float* restrict Y_pad = tg_kept_Y_pad;
-  for (int64_t i0 = 0; i0 < 1; ++i0) {
-    for (int64_t i1 = 0; i1 < 4; ++i1) {
-      for (int64_t i2 = 0; i2 < 16; ++i2) {
-        #pragma omp simd
-        for (int64_t i3 = 0; i3 < 16; ++i3) {
-          Y_pad[((((i0 * 1024) + (i1 * 256)) + (i2 * 16)) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 14)) && (0 <= (i3 - 1))) && ((i3 - 1) < 14)) ? X[(((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) - 15)] : 0.0f);
+  if (tg->tid == 0 && !tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 4096);
+  float* restrict Y_pad = (float*)tg_broadcast(tg, tg_kept_Y_pad);
+  if (tg->tid == 0) {
+    for (int64_t i0 = 0; i0 < 1; ++i0) {
+      for (int64_t i1 = 0; i1 < 4; ++i1) {
+        for (int64_t i2 = 0; i2 < 16; ++i2) {
+          #pragma omp simd
+          for (int64_t i3 = 0; i3 < 16; ++i3) {
+            Y_pad[((((i0 * 1024) + (i1 * 256)) + (i2 * 16)) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 14)) && (0 <= (i3 - 1))) && ((i3 - 1) < 14)) ? X[(((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) - 15)] : 0.0f);
+          }
         }
       }
     }
   }
-  #pragma omp parallel for
-  for (int64_t n_c_0_h_fused = 0; n_c_0_h_fused < 14; ++n_c_0_h_fused) {
-    for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
-      float Y_local[112] __attribute__((aligned(64)));
-      for (int64_t n = 0; n < 1; ++n) {
-        for (int64_t h = 0; h < 1; ++h) {
-          #pragma GCC unroll 8
-          for (int64_t c = 0; c < 8; ++c) {
-            #pragma omp simd
-            for (int64_t w = 0; w < 14; ++w) {
-              Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = 0.0f;
+  tg_barrier(tg);
+  { int64_t n_c_0_h_fused_lo, n_c_0_h_fused_hi; tg_share(tg, 14, &n_c_0_h_fused_lo, &n_c_0_h_fused_hi);
+    for (int64_t n_c_0_h_fused = n_c_0_h_fused_lo; n_c_0_h_fused < n_c_0_h_fused_hi; ++n_c_0_h_fused) {
+      for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+        float Y_local[112] __attribute__((aligned(64)));
+        for (int64_t n = 0; n < 1; ++n) {
+          for (int64_t h = 0; h < 1; ++h) {
+            #pragma GCC unroll 8
+            for (int64_t c = 0; c < 8; ++c) {
+              #pragma omp simd
+              for (int64_t w = 0; w < 14; ++w) {
+                Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = 0.0f;
+              }
             }
-          }
-          for (int64_t rc = 0; rc < 4; ++rc) {
-            for (int64_t kh = 0; kh < 3; ++kh) {
-              for (int64_t kw = 0; kw < 3; ++kw) {
-                #pragma GCC unroll 8
-                for (int64_t c = 0; c < 8; ++c) {
-                  #pragma omp simd
-                  for (int64_t w = 0; w < 14; ++w) {
-                    Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] + (Y_pad[((((((((h * 16) + (kh * 16)) + kw) + (n * 1024)) + (n_c_0_h_fused * 16)) + (rc * 256)) + w) + (w_0 * 14))] * W[((((c * 36) + (kh * 3)) + kw) + (rc * 9))]));
+            for (int64_t rc = 0; rc < 4; ++rc) {
+              for (int64_t kh = 0; kh < 3; ++kh) {
+                for (int64_t kw = 0; kw < 3; ++kw) {
+                  #pragma GCC unroll 8
+                  for (int64_t c = 0; c < 8; ++c) {
+                    #pragma omp simd
+                    for (int64_t w = 0; w < 14; ++w) {
+                      Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] + (Y_pad[((((((((h * 16) + (kh * 16)) + kw) + (n * 1024)) + (n_c_0_h_fused * 16)) + (rc * 256)) + w) + (w_0 * 14))] * W[((((c * 36) + (kh * 3)) + kw) + (rc * 9))]));
+                    }
                   }
                 }
               }
             }
           }
         }
-      }
-      for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-        #pragma omp simd
-        for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-          Y[((((c_1 * 196) + (n_c_0_h_fused * 14)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
+        for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+          #pragma omp simd
+          for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
+            Y[((((c_1 * 196) + (n_c_0_h_fused * 14)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
+          }
         }
       }
     }
   }
+  tg_barrier(tg);
+}
+void conv2d_3x3_c4_14x14(void** args) {
+  TG_TEAM_BEGIN conv2d_3x3_c4_14x14_team(args, tg); TG_TEAM_END
 }

@@ -1,16 +1,20 @@
 """Loop IR to C99 (GNU C) with OpenMP: a printer, with target differences as class attributes.
 
 The kernel ABI is `void name(void** args)`: args[i] is the data pointer of parameter i. Multi-dimensional
-indices are flattened here with row-major strides. Parallel loops become `omp parallel for` (only the outermost
-of nested ones), vectorized loops `omp simd`, unrolled loops `GCC unroll`.
+indices are flattened here with row-major strides. Each kernel is a team function, `name_team(args, tg)`, run by
+every thread of a parallel region (codegen/team.py): the outermost parallel loop of a nest takes the thread's
+share of its iterations, statements with no parallel loop run on thread 0, a buffer around parallel loops is
+thread 0's, shared, and each step ends at a barrier. `name(args)` opens a region around it; a model's entry
+point opens one for all its kernels. Vectorized loops become `omp simd`, unrolled loops `GCC unroll`.
 """
 
 from __future__ import annotations
 
-from ..loop.ir import Allocate, Kernel
-from ..te import expr as E
 from ..dtype import is_unsigned, itemsize
+from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, walk
+from ..te import expr as E
 from .renderer import Renderer
+from .team import TEAM
 
 PRELUDE = """\
 #include <stdint.h>
@@ -85,7 +89,7 @@ static inline float tg_erff(float x) {
    hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
 #define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y || _x != _x ? _x : _y; })
 #define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y || _x != _x ? _x : _y; })
-"""
+""" + TEAM
 
 
 BFLOAT16 = """\
@@ -178,7 +182,7 @@ class CRenderer(Renderer):
     prelude = PRELUDE
     signature = "void {name}(void** args)"
     param = "{type}* restrict {name} = ({type}*)args[{index}];"
-    parallel_for = "#pragma omp parallel for"
+    parallel_for = None  # parallel loops are shared out by the team (`_team`), never a region of their own
     simd = "#pragma omp simd"
     unroll = "#pragma GCC unroll {n}"
     stack_limit_bytes = 64 * 1024  # larger local buffers go to the heap
@@ -205,22 +209,97 @@ class CRenderer(Renderer):
     def _allocate(self, s: Allocate, ind: int) -> None:
         b = s.buffer
         t = self._storage(b.dtype)
-        size = b.size()
-        if type(size) is not E.Const:
-            raise ValueError(f"buffer {b.name} has a symbolic size {size}; bind the schedule's variables first")
-        nbytes = size.value * itemsize(b.dtype)
+        nbytes = self._bytes(b)
         if b.scope == "local" and nbytes <= self.stack_limit_bytes:
-            self._emit(ind, f"{t} {b.name}[{size.value}] __attribute__((aligned({self.alignment})));")
+            self._emit(ind, f"{t} {b.name}[{nbytes // itemsize(b.dtype)}] __attribute__((aligned({self.alignment})));")
             self._stmt(s.body, ind)
             return
         # Allocated once per calling thread and kept: a buffer allocated and freed per call above glibc's mmap
         # threshold is mapped afresh each call, and faulting its zeroed pages in can cost more than the kernel.
-        rounded = -(-nbytes // self.alignment) * self.alignment
-        kept = f"tg_kept_{b.name}"
-        self._emit(ind, f"static __thread {t}* {kept};")
-        self._emit(ind, f"if (!{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, {rounded});")
+        kept = self._kept(b, nbytes, ind)
+        self._emit(ind, f"if (!{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, {self._aligned_size(nbytes)});")
         self._emit(ind, f"{t}* restrict {b.name} = {kept};")
         self._stmt(s.body, ind)
+
+    def _bytes(self, b) -> int:
+        size = b.size()
+        if type(size) is not E.Const:
+            raise ValueError(f"buffer {b.name} has a symbolic size {size}; bind the schedule's variables first")
+        return size.value * itemsize(b.dtype)
+
+    def _aligned_size(self, nbytes: int) -> int:
+        return -(-nbytes // self.alignment) * self.alignment
+
+    def _kept(self, b, nbytes: int, ind: int) -> str:
+        kept = f"tg_kept_{b.name}"
+        self._emit(ind, f"static __thread {self._storage(b.dtype)}* {kept};")
+        return kept
+
+    # -- the team -----------------------------------------------------------------------------------------
+    def _function(self, k: Kernel) -> None:
+        self._emit(0, f"void {k.name}_team(void** args, tg_team* tg) {{")
+        self._params(k)
+        self._team(k.body, 1)
+        self._emit(0, "}")
+        self._emit(0, self.signature.format(name=k.name) + " {")
+        self._emit(1, f"TG_TEAM_BEGIN {k.name}_team(args, tg); TG_TEAM_END")
+        self._emit(0, "}")
+
+    def _team(self, s: Stmt, ind: int) -> None:
+        """`s` as each thread of the team runs it (module docstring)."""
+        if not _has_parallel(s):
+            self._on_thread0([s], ind)
+        elif isinstance(s, Seq):
+            serial: list[Stmt] = []
+            for x in s.stmts:
+                if _has_parallel(x):
+                    self._on_thread0(serial, ind)
+                    serial = []
+                    self._team(x, ind)
+                else:
+                    serial.append(x)
+            self._on_thread0(serial, ind)
+        elif isinstance(s, For) and s.kind == "parallel":
+            v = s.var.name
+            self._emit(ind, f"{{ int64_t {v}_lo, {v}_hi; tg_share(tg, {self.expr(s.extent)}, &{v}_lo, &{v}_hi);")
+            self._emit(ind + 1, f"for (int64_t {v} = {v}_lo; {v} < {v}_hi; ++{v}) {{")
+            self._parallel_depth += 1
+            self._stmt(s.body, ind + 2)
+            self._parallel_depth -= 1
+            self._emit(ind + 1, "}")
+            self._emit(ind, "}")
+            self._emit(ind, "tg_barrier(tg);")
+        elif isinstance(s, For):  # around a parallel loop: every thread runs it, and shares what is inside
+            self._emit(ind, f"for (int64_t {s.var.name} = 0; {s.var.name} < {self.expr(s.extent)}; ++{s.var.name}) {{")
+            self._team(s.body, ind + 1)
+            self._emit(ind, "}")
+        elif isinstance(s, IfThenElse):  # its condition reads no thread's own values: every thread takes one branch
+            self._emit(ind, f"if ({self.expr(s.cond)}) {{")
+            self._team(s.then, ind + 1)
+            if s.orelse is not None:
+                self._emit(ind, "} else {")
+                self._team(s.orelse, ind + 1)
+            self._emit(ind, "}")
+        elif isinstance(s, Allocate):  # around a parallel loop: thread 0's buffer, which all of them use
+            b, t = s.buffer, self._storage(s.buffer.dtype)
+            nbytes = self._bytes(b)
+            kept = self._kept(b, nbytes, ind)
+            self._emit(ind, f"if (tg->tid == 0 && !{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, "
+                            f"{self._aligned_size(nbytes)});")
+            self._emit(ind, f"{t}* restrict {b.name} = ({t}*)tg_broadcast(tg, {kept});")
+            self._team(s.body, ind)
+        else:
+            raise TypeError(f"no C rendering for {type(s).__name__} around a parallel loop")
+
+    def _on_thread0(self, stmts: list[Stmt], ind: int) -> None:
+        """Statements with no parallel loop: thread 0 runs them while the others wait at the barrier."""
+        if not stmts:
+            return
+        self._emit(ind, "if (tg->tid == 0) {")
+        for x in stmts:
+            self._stmt(x, ind + 1)
+        self._emit(ind, "}")
+        self._emit(ind, "tg_barrier(tg);")
 
     def _call(self, e: E.Call) -> str:
         args = [self.expr(a) for a in e.args]
@@ -246,6 +325,10 @@ class CRenderer(Renderer):
             text = f"{prefix}{self.calls[t]}{suffix}({', '.join(args)})"
         return f"((_Float16){text})" if e.dtype == "float16" else text
 
+
+
+def _has_parallel(s: Stmt) -> bool:
+    return any(isinstance(x, For) and x.kind == "parallel" for x in walk(s))
 
 
 def render_c(k: Kernel) -> str:

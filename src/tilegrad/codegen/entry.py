@@ -1,15 +1,19 @@
 """The entry point of a compiled model: one C function that calls every kernel over the static memory plan.
 
-`tg_run(void** args)` takes the model's inputs, its outputs, its weights and one workspace buffer. Each kernel
-call passes the data pointers of its node's inputs and outputs, as C expressions over `args` (a slot); outputs no
-kernel writes are copied in at the end. `tg_run_profiled` is the same with a monotonic clock read around each
-kernel call, in a translation unit of its own, so `tg_run` carries no timing code.
+`tg_run(void** args)` takes the model's inputs, its outputs, its weights and one workspace buffer. It opens one
+parallel region, in which every thread calls each kernel's team function in turn (codegen/team.py: each kernel
+ends at a barrier, so the next one reads finished outputs). Each kernel call passes the data pointers of its
+node's inputs and outputs, as C expressions over `args` (a slot); outputs no kernel writes are copied in at the
+end. `tg_run_profiled` is the same with a monotonic clock read by thread 0 after each kernel, in a translation
+unit of its own, so `tg_run` carries no timing code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import NamedTuple
+
+from .team import TEAM
 
 
 class KernelCall(NamedTuple):
@@ -29,23 +33,33 @@ def render_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy]) -> s
     for c in copies:
         if c.source == c.target:
             raise ValueError(f"output {c.target} is copied onto itself: nothing writes its bytes")
-    declarations = [f"void {c.function}(void** args);" for c in calls]
-    body = [f"  {{ void* a[] = {{{', '.join(c.pointers)}}}; {c.function}(a); }}" for c in calls]
-    body += [f"  memcpy({c.target}, {c.source}, {c.nbytes});" for c in copies]
-    return ("#include <string.h>\n" + "\n".join(declarations) + "\nvoid tg_run(void** args) {\n"
-            + "\n".join(body) + "\n}\n")
+    body = [f"  {_call(c)}" for c in calls]
+    return ("#include <stdint.h>\n#include <string.h>\n" + TEAM + _declarations(calls)
+            + "void tg_run(void** args) {\n  TG_TEAM_BEGIN\n" + "\n".join(body) + "\n  TG_TEAM_END\n"
+            + _copies(copies) + "}\n")
 
 
 def render_profiled_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy], clock_slot: int) -> str:
     """The C source of `tg_run_profiled(void** args)`: `tg_run` that adds the nanoseconds of kernel call `i` to
     `((int64_t*)args[clock_slot])[i]`, one more argument after `tg_run`'s, so it has the ABI of every kernel."""
-    declarations = [f"void {c.function}(void** args);" for c in calls]
-    body = [f"  {{ void* a[] = {{{', '.join(c.pointers)}}}; {c.function}(a); }} "
-            f"u = tg_now(); ns[{i}] += u - t; t = u;" for i, c in enumerate(calls)]
-    body += [f"  memcpy({c.target}, {c.source}, {c.nbytes});" for c in copies]
+    body = [f"  {_call(c)} if (tg->tid == 0) {{ u = tg_now(); ns[{i}] += u - t; t = u; }}"
+            for i, c in enumerate(calls)]
     return ("#define _POSIX_C_SOURCE 199309L\n#include <stdint.h>\n#include <string.h>\n#include <time.h>\n"
-            + "".join(f"{d}\n" for d in declarations)
+            + TEAM + _declarations(calls)
             + "static int64_t tg_now(void) {\n  struct timespec c;\n  clock_gettime(CLOCK_MONOTONIC, &c);\n"
             "  return (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;\n}\n"
             f"void tg_run_profiled(void** args) {{\n  int64_t* ns = (int64_t*)args[{clock_slot}];\n"
-            "  int64_t t = tg_now(), u;\n" + "".join(f"{b}\n" for b in body) + "}\n")
+            "  TG_TEAM_BEGIN\n  int64_t t = tg_now(), u;\n" + "".join(f"{b}\n" for b in body) + "  TG_TEAM_END\n"
+            + _copies(copies) + "}\n")
+
+
+def _declarations(calls: Sequence[KernelCall]) -> str:
+    return "".join(f"void {c.function}_team(void** args, tg_team* tg);\n" for c in calls)
+
+
+def _call(c: KernelCall) -> str:
+    return f"{{ void* a[] = {{{', '.join(c.pointers)}}}; {c.function}_team(a, tg); }}"
+
+
+def _copies(copies: Sequence[OutputCopy]) -> str:
+    return "".join(f"  memcpy({c.target}, {c.source}, {c.nbytes});\n" for c in copies)

@@ -68,14 +68,21 @@ class Renderer:
         self._parallel_depth = 0
         self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses
         self._uses_intrinsics = False
+        self._function(k)
+        helpers = "".join(self.helpers[d] for d in sorted(self._stored))
+        return helpers + (self.intrinsic_helpers if self._uses_intrinsics else "") + "\n".join(self._lines) + "\n"
+
+    def _function(self, k: Kernel) -> None:
+        """Emit the kernel's function(s)."""
         self._emit(0, self._signature(k) + " {")
+        self._params(k)
+        self._stmt(k.body, 1)
+        self._emit(0, "}")
+
+    def _params(self, k: Kernel) -> None:
         for i, b in enumerate(k.params):
             if self.param:
                 self._emit(1, self.param.format(type=self._storage(b.dtype), name=b.name, index=i))
-        self._stmt(k.body, 1)
-        self._emit(0, "}")
-        helpers = "".join(self.helpers[d] for d in sorted(self._stored))
-        return helpers + (self.intrinsic_helpers if self._uses_intrinsics else "") + "\n".join(self._lines) + "\n"
 
     def _signature(self, k: Kernel) -> str:
         return self.signature.format(name=k.name)
@@ -131,7 +138,7 @@ class Renderer:
         v = s.var.name
         # OpenMP allows no parallel region inside another one's loop body or inside a simd loop: such loops run
         # serially (one pragma for the outermost), as does a simd loop inside a simd loop.
-        if s.kind == "parallel" and self._parallel_depth == 0:
+        if s.kind == "parallel" and self._parallel_depth == 0 and self.parallel_for:
             self._emit(ind, self.parallel_for)
         elif s.kind == "vectorized":
             self._emit(ind, self.simd)

@@ -1,0 +1,87 @@
+"""Kernels as team functions (codegen/team.py): every thread of one parallel region runs the kernel, a parallel
+loop shares its iterations out, serial statements run on thread 0, a buffer around parallel loops is shared,
+and barriers order the steps, whatever the thread count (uneven shares included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilegrad import config
+from tilegrad.codegen.c import render_c
+from tilegrad.kernel import buffer_specs, compile_kernel
+from tilegrad.loop.ir import Allocate, Buffer, For, Kernel, Seq, Store
+from tilegrad.runtime import Kernel as NativeKernel
+from tilegrad.te import expr as E
+
+N = 37  # shares of 13, 13, 11 on three threads; 8, 8, 8, 8, 5 on five
+
+
+def _index(name: str, extent: int) -> E.Var:
+    return E.Var(name, E.INDEX, 0, extent - 1)
+
+
+def _c(v: int) -> E.Expr:
+    return E.Const(v, E.INDEX)
+
+
+def _steps_kernel() -> Kernel:
+    """A serial store, two parallel loops through a shared temporary (the second reads what other threads wrote),
+    then a serial store reading both."""
+    x, y = Buffer("X", (_c(N),), "float32"), Buffer("Y", (_c(N),), "float32")
+    t = Buffer("T", (_c(N),), "float32")  # global scope: around the parallel loops, on the heap, shared
+    i, j = _index("i", N), _index("j", N)
+    body = Allocate(t, Seq((
+        Store(y, (_c(0),), E.const(-1.0, "float32")),
+        For(i, _c(N), "parallel", Store(t, (i,), E.Load(x, (i,)) * 2.0)),
+        For(j, _c(N), "parallel", Store(y, (j,), E.Load(t, (_c(N - 1) - j,)) + 1.0)),
+        Store(y, (_c(0),), E.Load(y, (_c(N - 1),)) + E.Load(t, (_c(0),))),
+    )))
+    return Kernel("team_steps", (x, y), body)
+
+
+def _rounds_kernel(rounds: int) -> Kernel:
+    """A serial loop around two parallel loops: every thread runs the rounds; each round shifts Y by one."""
+    x, y = Buffer("X", (_c(N),), "float32"), Buffer("Y", (_c(N),), "float32")
+    t = Buffer("T", (_c(N),), "float32")
+    r, i, j = _index("r", rounds), _index("i", N), _index("j", N)
+    shift = For(r, _c(rounds), "serial", Seq((
+        For(i, _c(N), "parallel", Store(t, (i,), E.Load(y, (E.floormod(i + 1, N),)) + E.Load(x, (i,)))),
+        For(j, _c(N), "parallel", Store(y, (j,), E.Load(t, (j,)))),
+    )))
+    init = For(i, _c(N), "parallel", Store(y, (i,), E.Load(x, (i,))))
+    return Kernel("team_rounds", (x, y), Allocate(t, Seq((init, shift))))
+
+
+def _run(k: Kernel, threads: int, x: np.ndarray) -> np.ndarray:
+    with config.override(num_threads=threads):
+        native = NativeKernel(compile_kernel(k, render_c(k)), k.name, buffer_specs(k))
+    y = np.zeros(N, np.float32)
+    native(x, y)
+    return y
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_steps_see_each_others_results_at_any_thread_count(threads):
+    x = np.arange(N, dtype=np.float32)
+    want = x[::-1] * 2 + 1
+    want[0] = want[-1] + x[0] * 2
+    np.testing.assert_array_equal(_run(_steps_kernel(), threads, x), want)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_every_thread_runs_a_serial_loop_around_parallel_ones(threads):
+    x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+    y = x.copy()
+    for _ in range(5):
+        y = np.roll(y, -1) + x
+    np.testing.assert_allclose(_run(_rounds_kernel(5), threads, x), y, rtol=1e-6)
+
+
+def test_serial_statements_run_on_thread_zero_and_every_step_ends_at_a_barrier():
+    source = render_c(_steps_kernel())
+    team = source[source.index("void team_steps_team"):source.index("void team_steps(")]
+    assert team.count("tg_barrier(tg);") == 4  # the two serial statements and the two parallel loops
+    assert team.count("if (tg->tid == 0) {") == 2  # the two serial statements
+    assert "if (tg->tid == 0 && !tg_kept_T) tg_kept_T = " in team  # thread 0 allocates the shared buffer...
+    assert "tg_broadcast(tg, tg_kept_T)" in team and "#pragma omp parallel" not in team  # ...and shares it
