@@ -29,8 +29,9 @@ class Config:
     num_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     # How long an idle OpenMP thread spins before it sleeps, in microseconds (as GOMP_SPINCOUNT, set when the first
     # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT). 0: it sleeps at once. A thread
-    # that spins between kernels stays runnable, so on a core another process holds it waits out that process's
-    # time slice at every kernel (40x slower); a sleeping one is woken promptly (docs/benchmarks.md, busy core).
+    # that spins between calls stays runnable, so on a core another process holds it waits out that process's
+    # time slice (40x slower); a sleeping one is woken promptly (docs/benchmarks.md, busy core). Within one call
+    # a model's kernels share one region and wait at their own barrier (codegen/team.py), whatever this is.
     spin_us: int = 0
     debug: int = 0
 
