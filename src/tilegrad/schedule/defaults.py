@@ -453,3 +453,4 @@ def _vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, 
 from . import rules_packed  # noqa: E402,F401
 from . import rules_nchwc  # noqa: E402,F401
 from . import rules_conv_algorithms  # noqa: E402,F401
+from . import rules_attention  # noqa: E402,F401

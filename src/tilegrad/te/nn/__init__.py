@@ -27,6 +27,7 @@ from .linalg import (
 from .packed_conv import (
     blocked_conv2d as blocked_conv2d, pack_conv_weight as pack_conv_weight, packed_conv2d as packed_conv2d,
 )
+from .attention import attention as attention, attention_shape as attention_shape
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn
 from .pool import (
     max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,
