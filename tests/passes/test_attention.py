@@ -82,7 +82,7 @@ def _qkv(lq=5, lk=7, d=8, dv=4):
     return torch.randn(2, 3, lq, d), torch.randn(2, 3, lk, d), torch.randn(2, 3, lk, dv)
 
 
-@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("dynamo", [False, pytest.param(True, marks=pytest.mark.slow)])  # dynamo: ~10 s to start
 def test_sdpa_with_a_float_mask_is_one_attention(dynamo):
     args = (*_qkv(), torch.randn(2, 1, 5, 7))
     _, report = _check_model(_export(Sdpa(scale=0.3), args, dynamo), args, 1)
@@ -95,10 +95,28 @@ def test_sdpa_without_a_mask_and_causal_are_one_attention_each():
     _check_model(_export(Sdpa(causal=True), args), args, 1, causal=1)
 
 
-@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("dynamo", [False, pytest.param(True, marks=pytest.mark.slow)])  # dynamo: ~10 s to start
 def test_hand_written_causal_attention_with_where_is_one_attention(dynamo):
     layer, x = models.EncoderLayer(16, 2, causal=True), torch.randn(1, 9, 16)
     _check_model(_export(layer, (x,), dynamo), (x,), 1, causal=1)
+
+
+def test_multihead_attention_with_a_mask_is_one_attention():
+    class Mha(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attend = nn.MultiheadAttention(16, 2, batch_first=True)
+
+        def forward(self, x, mask):
+            return self.attend(x, x, x, need_weights=False, attn_mask=mask)[0]
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 7, 16), torch.triu(torch.ones(7, 7, dtype=torch.bool), 1))
+    f = io.BytesIO()
+    with warnings.catch_warnings():  # with grad: the exportable path, not the fused one
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Mha().eval(), args, f, dynamo=False, opset_version=17)
+    _check_model(f.getvalue(), args, 1)
 
 
 def test_a_padding_mask_built_in_the_graph_is_kept_as_the_additive_mask():
