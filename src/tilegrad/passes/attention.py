@@ -239,7 +239,9 @@ class _Finder:
     def _check_types(self, node: Node, found: _Attention) -> None:
         keys = found.keys.source.shape if found.keys.perm is None else tuple(
             found.keys.source.shape[p] for p in found.keys.perm)
-        types = [TensorType(found.q.shape, found.q.dtype), TensorType(keys, found.q.dtype), found.v.type]
+        types = [TensorType(found.q.shape, found.q.dtype), TensorType(keys, found.keys.source.dtype), found.v.type]
+        if found.mask is not None and found.mask.value is not None:
+            types.append(found.mask.value.type)
         try:
             (out,) = infer_types("attention", types, {"scale": found.scale}, node.name)
         except ShapeError as e:

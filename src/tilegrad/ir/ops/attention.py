@@ -4,7 +4,8 @@ pass from the matmul, scale, mask, softmax, matmul chains that PyTorch and Huggi
 
 q is (..., Lq, D), k (..., Lk, D) (not transposed), v (..., Lk, Dv); the leading axes broadcast as in matmul. The
 optional fourth input is an additive mask that broadcasts to the scores (..., Lq, Lk). `scale` None means
-1/sqrt(D); `causal` hides the keys after each query's position (key j > query i + Lk - Lq).
+1/sqrt(D); `causal` hides the keys after each query's position (key j > query i + Lk - Lq). Half-precision
+operands are computed in float32 and rounded once, as the matmuls they replace accumulate.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from ...te import nn
 from ..registry import OPAQUE, Sample, TensorType, declare
-from .operands import float_dtype
+from .operands import float_dtype, widened
 
 
 def _attention_type(q, k, v, mask=None, *, scale, causal):
@@ -48,7 +49,7 @@ def _attention_flops(ins, outs, **_) -> int:
 
 
 declare("attention", kind=OPAQUE, attrs={"scale": None, "causal": False}, infer=_attention_type,
-        reference=_attention_ref, compute=_attention_te, num_inputs=(3, 4), flops=_attention_flops,
+        reference=_attention_ref, compute=widened(_attention_te), num_inputs=(3, 4), flops=_attention_flops,
         samples=(Sample((((1, 2, 7, 8), "float32"), ((1, 2, 5, 8), "float32"), ((1, 2, 5, 6), "float32"))),
                  Sample((((2, 3, 9, 16), "float32"), ((2, 3, 9, 16), "float32"), ((2, 3, 9, 16), "float32"),
                          ((2, 1, 1, 9), "float32")), {"scale": 0.3}),
