@@ -220,3 +220,13 @@ def test_a_where_mask_and_the_expanded_softmax_are_recognised():
     assert [n.op for n in after.nodes] == ["transpose", "where", "attention"], notes
     assert after.nodes[-1].attrs["scale"] == pytest.approx(1 / 3)
     _same_numbers(g, after)
+
+
+def test_scores_read_by_another_node_are_left_with_a_reason():
+    b = GraphBuilder()
+    q, k, v = b.input("q", (2, 5, 8)), b.input("k", (2, 7, 8)), b.input("v", (2, 7, 4))
+    scores = b.op("matmul", q, b.op("transpose", k, perm=(0, 2, 1)), name="scores")
+    g = b.build([b.op("matmul", b.op("softmax", scores), v), b.op("relu", scores, name="other")])
+    after, notes = _formed(g)
+    assert after.nodes == g.nodes
+    assert "'scores' is read by 2 nodes" in notes[0] and "other" in notes[0], notes

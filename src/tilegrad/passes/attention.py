@@ -103,7 +103,8 @@ class _Finder:
         if id(v) in self.outputs:
             raise _NotAttention(f"the {what} {v.name!r} is a graph output")
         if len(readers) != 1:
-            raise _NotAttention(f"the {what} {v.name!r} is also read by {', '.join(n.name for n in readers[1:])}")
+            raise _NotAttention(f"the {what} {v.name!r} is read by {len(readers)} nodes "
+                                f"({', '.join(n.name for n in readers)}), not by the chain alone")
 
     def softmax_input(self, p: Value) -> Value | None:
         """The logits of a softmax (or its expanded form) producing `p`, else None."""
