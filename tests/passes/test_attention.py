@@ -230,3 +230,35 @@ def test_scores_read_by_another_node_are_left_with_a_reason():
     after, notes = _formed(g)
     assert after.nodes == g.nodes
     assert "'scores' is read by 2 nodes" in notes[0] and "other" in notes[0], notes
+
+
+@pytest.mark.parametrize("fill, causal", [(float("-inf"), 1), (torch.finfo(torch.float32).min, 0)])
+def test_a_causal_where_and_a_padding_mask_make_one_masked_attention(fill, causal):
+    """GPT-2 in Hugging Face's eager form: the causal Where, then the padding mask added. With a -inf fill the
+    Where becomes `causal`; with the lowest float, hidden keys that are also padded overflow to -inf, so only
+    the sum of both masks as one additive mask is exact (here with rows whose keys are all hidden)."""
+    class Decoder(nn.Module):
+        def forward(self, q, k, v, keep):
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            hidden = torch.triu(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool), 1)
+            scores = scores.masked_fill(hidden, fill)
+            scores = scores + (1.0 - keep[:, None, None, :]) * torch.finfo(torch.float32).min
+            return scores.softmax(-1) @ v
+
+    q, k, v = _qkv(lq=7)
+    keep = torch.ones(2, 7)
+    keep[1, 5:] = 0
+    if not causal:
+        keep[0, :2] = 0
+    formed, _ = _check_model(_export(Decoder(), (q, k, v, keep)), (q, k, v, keep), 1, causal=causal)
+    assert len(next(n for n in formed.nodes if n.op == "attention").inputs) == 4  # and the padding mask
+
+
+def test_two_masks_none_causal_are_left_with_a_reason():
+    b = GraphBuilder()
+    q, k, v = b.input("q", (2, 5, 8)), b.input("k", (2, 7, 8)), b.input("v", (2, 7, 4))
+    scores = b.op("matmul", q, b.op("transpose", k, perm=(0, 2, 1)))
+    scores = b.op("add", b.op("add", scores, b.input("m1", (2, 1, 7))), b.input("m2", (1, 5, 7)))
+    g = b.build(b.op("matmul", b.op("softmax", scores), v))
+    after, notes = _formed(g)
+    assert after.nodes == g.nodes and "two masks, not one causal and one other" in notes[0], notes

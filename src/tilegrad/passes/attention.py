@@ -3,7 +3,7 @@ keeps the score matrix in per-block local buffers instead of writing it to memor
 
 The chain is found from its last product, `matmul(P, V)`, walking up:
 - P is a `softmax` over the last axis, or its expanded form div(exp(x - reduce_max(x)), reduce_sum(exp(...)));
-- its logits x are the scores, optionally masked once: `add` of a mask that broadcasts to the scores (an input,
+- its logits x are the scores, masked at most once besides a causal mask: `add` of a mask that broadcasts to the scores (an input,
   or a constant; a constant equal to the causal pattern becomes `causal`), or `where(cond, fill, scores)` (or
   the other way round) with a fill of -inf or the lowest float, which hides the keys as an additive mask of
   `fill` does (a constant causal `cond` becomes `causal`, as GPT-2 exports it);
@@ -42,7 +42,8 @@ class _Keys:
 @dataclasses.dataclass
 class _Mask:
     """The additive mask: a value of the old graph (`value`), a constant (`data`), a `where(cond, fill, 0)`
-    to build (`cond`, `fill`, `hide_when`), or nothing but `causal`."""
+    to build (`cond`, `fill`, `hide_when`), or `causal` (whose `data` is then its exact additive form, kept in
+    case another mask joins it), plus a constant `extra` term."""
 
     value: Value | None = None
     data: np.ndarray | None = None
@@ -50,6 +51,7 @@ class _Mask:
     fill: float = 0.0
     hide_when: bool = True
     causal: bool = False
+    extra: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -170,10 +172,28 @@ class _Finder:
             raise _NotAttention(f"the logits {sub.inputs[0].name!r} are read outside the softmax")
 
     def _unmask(self, logits: Value) -> tuple[Value, _Mask | None]:
-        """(the scores, the mask) of the logits: one add or where, or none."""
-        node = self._made_by(logits, "add", "where")
-        if node is None:
-            return logits, None
+        """(the scores, the mask) of the logits: no mask, one, or a causal one and one other (GPT-2 with a
+        padding mask), merged."""
+        masks, scores = [], logits
+        while (node := self._made_by(scores, "add", "where")) is not None and len(masks) < 2:
+            if masks:
+                self._private(scores, "masked scores")
+            scores, mask = self._one_mask(node, scores)
+            masks.append(mask)
+        if len(masks) == 2 and [m.causal for m in masks].count(True) != 1:
+            raise _NotAttention("two masks, not one causal and one other; one mask besides a causal one is "
+                                "recognised")
+        if len(masks) == 2:
+            causal, other = sorted(masks, key=lambda m: not m.causal)
+            if np.all(np.isneginf(causal.data) | (causal.data == 0)):
+                return scores, dataclasses.replace(other, causal=True)
+            # a finite fill plus the other mask can overflow to -inf, or leave a row whose keys are all hidden
+            # uniform: only the sum of both as one additive mask is exact
+            return scores, dataclasses.replace(other, extra=causal.data)
+        return scores, masks[0] if masks else None
+
+    def _one_mask(self, node: Node, logits: Value) -> tuple[Value, _Mask]:
+        """(the scores, the mask) of one add or where."""
         if node.op == "add":
             for scores, mask in (node.inputs, node.inputs[::-1]):
                 if scores.shape == logits.shape and self._is_scores(scores):
@@ -190,9 +210,8 @@ class _Finder:
                     raise _NotAttention(f"the mask {cond.name!r} {cond.shape} does not broadcast to the scores")
                 if cond.is_constant:
                     hidden = cond.data.astype(bool) == hide_when
-                    if _is_causal(hidden, logits.shape):
-                        return scores, _Mask(causal=True)
-                    return scores, _Mask(data=np.where(hidden, value, 0.0).astype(logits.dtype))
+                    data = np.where(hidden, value, 0.0).astype(logits.dtype)
+                    return scores, _Mask(data=data, causal=_is_causal(hidden, logits.shape))
                 return scores, _Mask(cond=cond, fill=value, hide_when=hide_when)
         raise _NotAttention(f"{node.name} does not choose between the scores and a constant fill")
 
@@ -202,13 +221,16 @@ class _Finder:
                                 f"{logits.shape} as [B or 1, H or 1, Lq or 1, Lk]")
         if mask.is_constant and _is_causal(mask.data <= HIDING_FILL, logits.shape) and not np.any(
                 (mask.data > HIDING_FILL) & (mask.data != 0)):
-            return _Mask(causal=True)
+            return _Mask(data=mask.data, causal=True)
         return _Mask(value=mask)
 
     def _is_scores(self, v: Value) -> bool:
-        """Whether `v` is a (scaled) matmul: the scores side of a mask."""
+        """Whether `v` is a (scaled) matmul, or a mask of one: the scores side of a mask."""
         while (scaled := _scalar_scale(self._made_by(v, "mul", "div"))) is not None:
             v = scaled[1]
+        inner = self._made_by(v, "add", "where")
+        if inner is not None:
+            return any(self._is_scores(x) for x in inner.inputs if x.shape == v.shape)
         return self._made_by(v, "matmul") is not None
 
     def _unscale(self, v: Value) -> tuple[Value, float]:
@@ -290,9 +312,10 @@ def _broadcasts(shape: tuple, target: tuple) -> bool:
 
 
 def _is_causal(hidden: np.ndarray, scores: tuple) -> bool:
-    """Whether `hidden` (True: key hidden) is the causal pattern over (Lq, Lk), broadcast over the batch."""
+    """Whether `hidden` (True: key hidden) is the causal pattern over (Lq, Lk), broadcast over the batch, and
+    leaves every query a key (Lk >= Lq), so that hiding by -inf or by the lowest float is the same."""
     lq, lk = scores[-2:]
-    if hidden.shape[-2:] != (lq, lk) or any(n != 1 for n in hidden.shape[:-2]):
+    if lk < lq or hidden.shape[-2:] != (lq, lk) or any(n != 1 for n in hidden.shape[:-2]):
         return False
     causal = np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq)
     return bool(np.array_equal(hidden.reshape(lq, lk), causal))
@@ -304,14 +327,25 @@ def _build(ed: GraphEditor, node: Node, found: _Attention) -> Value:
         keys = ed.op("transpose", keys, perm=found.keys.perm, name=f"{node.name}_keys")
     inputs = [ed.get(found.q), keys, ed.get(found.v)]
     mask = found.mask
-    if mask is not None and mask.value is not None:
-        inputs.append(ed.get(mask.value))
-    elif mask is not None and mask.data is not None:
-        inputs.append(ed.const(mask.data, f"{node.name}_mask"))
-    elif mask is not None and mask.cond is not None:
-        hide = ed.const(np.array(mask.fill, dtype=found.q.dtype), f"{node.name}_fill")
-        keep = ed.const(np.array(0.0, dtype=found.q.dtype), f"{node.name}_keep")
-        pair = (hide, keep) if mask.hide_when else (keep, hide)
-        inputs.append(ed.op("where", ed.get(mask.cond), *pair, name=f"{node.name}_mask"))
+    if mask is not None and (additive := _additive_mask(ed, node, mask, found.q.dtype)) is not None:
+        inputs.append(additive)
     return ed.op("attention", *inputs, name=node.name, scale=found.scale,
                  causal=bool(mask is not None and mask.causal))
+
+
+def _additive_mask(ed: GraphEditor, node: Node, mask: _Mask, dtype: str) -> Value | None:
+    """The attention's mask input, built in the new graph (None: causal alone)."""
+    if mask.value is not None:
+        out = ed.get(mask.value)
+    elif mask.cond is not None:
+        hide = ed.const(np.array(mask.fill, dtype=dtype), f"{node.name}_fill")
+        keep = ed.const(np.array(0.0, dtype=dtype), f"{node.name}_keep")
+        pair = (hide, keep) if mask.hide_when else (keep, hide)
+        out = ed.op("where", ed.get(mask.cond), *pair, name=f"{node.name}_mask")
+    elif mask.data is not None and not mask.causal:
+        out = ed.const(mask.data, f"{node.name}_mask")
+    else:
+        return None
+    if mask.extra is not None:
+        out = ed.op("add", out, ed.const(mask.extra, f"{node.name}_causal"), name=f"{node.name}_masks")
+    return out
