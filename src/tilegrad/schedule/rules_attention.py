@@ -27,9 +27,8 @@ def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, 
     rows_d = min(lq, ROWS_PER_BLOCK)
     rows = knobs.choice(f"{s.name}_rows", _values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
     i0, i1 = sch.split(s.name, i, rows)
-    producers = [p for p in sch.state.stages if p.attach is None and p.name != s.name and p.op.tag != ""]
-    lk = _extent(_tagged(producers, "attention_scores"), _tagged(producers, "attention_scores").op.axes[-1].name)
-    d = _extent(_tagged(producers, "attention_keys"), _tagged(producers, "attention_keys").op.axes[-2].name)
+    producers = [p for p in sch.state.stages if p.attach is None and p.name != s.name]
+    *_, d, lk = _tagged(producers, "attention_keys").tensor.shape  # K^T: (..., D, Lk)
     extents = [_extent(s, b) for b in batch] + [-(-lq // rows_d)]
     parallel_grain(sch, s, [*batch, i0], extents, target, rows_d * lk * (d + dv), knobs)
     sch.vectorize(s.name, e)
