@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilegrad import kernel
 from tilegrad.ir.registry import lookup

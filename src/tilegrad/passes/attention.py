@@ -3,10 +3,10 @@ keeps the score matrix in per-block local buffers instead of writing it to memor
 
 The chain is found from its last product, `matmul(P, V)`, walking up:
 - P is a `softmax` over the last axis, or its expanded form div(exp(x - reduce_max(x)), reduce_sum(exp(...)));
-- its logits x are the scores, masked at most once besides a causal mask: `add` of a mask that broadcasts to the scores (an input,
-  or a constant; a constant equal to the causal pattern becomes `causal`), or `where(cond, fill, scores)` (or
-  the other way round) with a fill of -inf or the lowest float, which hides the keys as an additive mask of
-  `fill` does (a constant causal `cond` becomes `causal`, as GPT-2 exports it);
+- its logits x are the scores, masked at most once besides a causal mask: `add` of a mask that broadcasts to
+  the scores (an input, or a constant; a constant equal to the causal pattern becomes `causal`), or
+  `where(cond, fill, scores)` (or the other way round) with a fill of -inf or the lowest float, which hides the
+  keys as an additive mask of `fill` does (a constant causal `cond` becomes `causal`, as GPT-2 exports it);
 - the scores are `matmul(Q, K^T)` divided or multiplied by scalar constants, before the mask, on the scores or
   on Q and K^T (torch's SDPA export multiplies both by sqrt(scale));
 - K^T is a transpose of the last two axes of K (possibly composed with a head split, `perm=(0, 2, 3, 1)`, and
