@@ -55,6 +55,8 @@ EXTRA = {  # computes the workload catalogue lacks: blocked layouts, convolution
     "packed_conv2d_c16_20x28": lambda: nn.packed_conv2d(_p((1, 16, 20, 28), "X"), _p((32, 16, 3, 3), "W"),
                                                         padding=1, block=16, name="Y"),
     "batch_matmul_attention": lambda: nn.batch_matmul(_p((4, 64, 32), "A"), _p((4, 32, 64), "B"), name="C"),
+    "attention_2x23x19x8": lambda: nn.attention(_p((1, 2, 23, 8), "Q"), _p((1, 2, 19, 8), "K"), _p((1, 2, 19, 8), "V"),
+                                                _p((1, 1, 1, 19), "M"), name="Y"),
 }
 MAKERS = {**{name: (lambda make=make: make()[1]) for name, make in WORKLOADS.items()}, **EXTRA}
 
@@ -74,6 +76,7 @@ RULE_WORKLOADS = {
     "conv3d": "conv3d_c4_6x7x5",
     "im2col": "im2col",
     "winograd": "winograd_f4",
+    "attention": "attention_2x23x19x8",
 }
 
 

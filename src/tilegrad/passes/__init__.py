@@ -1,7 +1,7 @@
 """Graph passes. Importing the modules below registers their passes; each names its place in the pipeline:
 
     5 fold_qdq          10 fold_constants   20 simplify       30 cse           40 bn_fold          50 fold_bias
-    60 hoist_slice      70 expand         80 conv_algorithm 85 sink_reshape    90 layout
+    60 hoist_slice      65 attention      70 expand         80 conv_algorithm 85 sink_reshape    90 layout
     100 fuse
 """
 
@@ -13,6 +13,7 @@ from . import cse  # noqa: F401
 from . import bn_fold  # noqa: F401
 from . import bias  # noqa: F401
 from . import hoist_slice  # noqa: F401
+from . import attention  # noqa: F401
 from . import conv_algorithm  # noqa: F401
 from . import expand  # noqa: F401
 from . import layout  # noqa: F401

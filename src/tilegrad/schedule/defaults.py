@@ -457,3 +457,4 @@ from . import rules_packed  # noqa: E402,F401
 from . import rules_nchwc  # noqa: E402,F401
 from . import rules_int8  # noqa: E402,F401
 from . import rules_conv_algorithms  # noqa: E402,F401
+from . import rules_attention  # noqa: E402,F401

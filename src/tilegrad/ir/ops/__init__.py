@@ -18,3 +18,4 @@ from . import sampling as sampling
 from . import signal as signal
 from . import deform_conv as deform_conv
 from . import quant as quant
+from . import attention as attention

@@ -31,6 +31,7 @@ from .quantized import (
     DOT_GROUP as DOT_GROUP, QUANTIZED_RANGES as QUANTIZED_RANGES, quantize as quantize, dequantize as dequantize,
     quantized_matmul as quantized_matmul, quantized_conv2d as quantized_conv2d,
 )
+from .attention import attention as attention, attention_shape as attention_shape
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn
 from .pool import (
     max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,

@@ -1,0 +1,84 @@
+"""Scaled dot-product attention, softmax(Q K^T * scale + mask) V, as one chain of computes that a schedule runs per
+block of query rows.
+
+Stages, all over the broadcast batch axes of Q, K, V (and the mask):
+- `{name}_keys`: K transposed to (D, Lk) and multiplied by `scale`, so the scores' inner loop runs along the keys
+  (contiguous, vectorised) and the scale costs nothing per score;
+- `{name}_scores`: Q K^T over D, one row of scores per query;
+- `{name}_logits` (only with a mask or `causal`): the scores plus the additive mask, the keys past a query's
+  position set to -inf under `causal`;
+- `{name}_max`, `{name}_exp` (exp(logit - max)), `{name}_expsum`: the stable softmax's pieces, kept unnormalised;
+- `{name}_pv`: the exponentials times V, summed over the keys;
+- the output, `{name}_pv` times the reciprocal of the row's sum (tag "attention").
+The rule for tag "attention" (schedule/rules_attention.py) computes every stage per block of query rows, so the
+scores live only in that block's local buffers and never in memory.
+"""
+
+from __future__ import annotations
+
+from ...errors import ShapeError
+from .. import expr as E
+from .. import tensor as te
+from ._arguments import check_float, check_same_dtype
+from .elementwise import broadcast_index, broadcast_shape
+
+
+def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None = None, scale: float | None = None,
+              causal: bool = False, name: str = "attention") -> te.Tensor:
+    """softmax(q k^T * scale + mask) v over q (..., Lq, D), k (..., Lk, D), v (..., Lk, Dv); the leading axes
+    broadcast as in matmul and `mask` broadcasts to (..., Lq, Lk). `scale` defaults to 1/sqrt(D); `causal` hides
+    the keys after each query's position (key j > query i + Lk - Lq)."""
+    batch, (lq, d), (lk, dv) = attention_shape(q.shape, k.shape, v.shape, None if mask is None else mask.shape)
+    check_float(q, "attention")
+    check_same_dtype([t for t in (q, k, v, mask) if t is not None], "attention")
+    factor = E.const(d ** -0.5 if scale is None else float(scale), q.dtype)
+    nb = len(batch)
+
+    def at(t: te.Tensor, lead, *rest):
+        return t[(*broadcast_index(t.shape[:-2], lead), *rest)]
+
+    keys = te.compute((*batch, d, lk), lambda *i: at(k, i[:nb], i[nb + 1], i[nb]) * factor, name=f"{name}_keys",
+                      tag="attention_keys")
+    r = te.reduce_axis(d, "r")
+    scores = te.compute((*batch, lq, lk), lambda *i: te.sum(at(q, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[nb + 1])],
+                                                            axis=r), name=f"{name}_scores", tag="attention_scores")
+    logits = scores
+    if mask is not None or causal:
+        def masked(*i):
+            x = scores[i]
+            if mask is not None:
+                x = x + mask[broadcast_index(mask.shape, i)]
+            if causal:
+                x = E.select(i[nb + 1] > i[nb] + (lk - lq), E.const(float("-inf"), q.dtype), x)
+            return x
+        logits = te.compute(scores.shape, masked, name=f"{name}_logits", tag="attention_logits")
+    j = te.reduce_axis(lk, "j")
+    maxes = te.compute((*batch, lq), lambda *i: te.max(logits[(*i, j)], axis=j), name=f"{name}_max", tag="reduce")
+    exps = te.compute(scores.shape, lambda *i: E.exp(logits[i] - maxes[i[:-1]]), name=f"{name}_exp",
+                      tag="attention_exp")
+    js = te.reduce_axis(lk, "j")
+    sums = te.compute((*batch, lq), lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_expsum", tag="reduce")
+    jv = te.reduce_axis(lk, "j")
+    pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * at(v, i[:nb], jv, i[-1]), axis=jv),
+                    name=f"{name}_pv", tag="attention_pv")
+    one = E.const(1.0, q.dtype)
+    return te.compute(pv.shape, lambda *i: pv[i] * (one / sums[i[:-1]]), name=name, tag="attention",
+                      attrs={"causal": causal, "masked": mask is not None})
+
+
+def attention_shape(q: tuple, k: tuple, v: tuple, mask: tuple | None) -> tuple[tuple, tuple, tuple]:
+    """(batch, (Lq, D), (Lk, Dv)) of an attention over these shapes; a ShapeError says which operand is off."""
+    for label, shape in (("q", q), ("k", k), ("v", v)):
+        if len(shape) < 2:
+            raise ShapeError(f"attention: {label} needs at least 2 dimensions (..., L, D), got shape {shape}")
+    (lq, d), (lk, dk), (lv, dv) = q[-2:], k[-2:], v[-2:]
+    if dk != d:
+        raise ShapeError(f"attention: q and k must share their last extent (D), got shapes {q} and {k}")
+    if lv != lk:
+        raise ShapeError(f"attention: k and v must have as many rows (keys), got shapes {k} and {v}")
+    batch = broadcast_shape(broadcast_shape(q[:-2], k[:-2]), v[:-2])
+    if mask is not None:
+        full = (*batch, lq, lk)
+        if len(mask) > len(full) or broadcast_shape(mask, full) != full:
+            raise ShapeError(f"attention: the mask of shape {mask} does not broadcast to the scores {full}")
+    return tuple(batch), (lq, d), (lk, dv)

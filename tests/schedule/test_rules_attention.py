@@ -1,0 +1,100 @@
+"""The attention kernel (te/nn/attention.py under schedule/rules_attention.py) against PyTorch's
+scaled_dot_product_attention: with and without a mask, causal, odd sizes; and that its scores stay in local
+buffers of a block of query rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilegrad import kernel
+from tilegrad.ir.registry import lookup
+from tilegrad.loop import ir as L
+from tilegrad.schedule.sketch import generate_sketches
+from tilegrad.te import tensor as te
+
+
+def _kernel(shapes, **attrs):
+    ins = [te.placeholder(s, "float32", name) for s, name in zip(shapes, ("q", "k", "v", "mask"))]
+    out = lookup("attention").compute(*ins, **{"scale": None, "causal": False, **attrs})
+    return ins, out, kernel.build((ins, [out]), name="attention")
+
+
+def _arrays(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def _torch(q, k, v, mask=None, **kw):
+    t = [None if x is None else torch.from_numpy(x) for x in (q, k, v, mask)]
+    return F.scaled_dot_product_attention(*t[:3], attn_mask=t[3], **kw).numpy()
+
+
+def test_matches_torch_without_and_with_a_mask():
+    shapes = [(2, 3, 9, 16), (2, 3, 11, 16), (2, 3, 11, 8), (2, 1, 9, 11)]
+    arrays = _arrays(shapes)
+    _, _, plain = _kernel(shapes[:3])
+    np.testing.assert_allclose(plain.run(*arrays[:3]), _torch(*arrays[:3]), atol=1e-5, rtol=1e-4)
+    _, _, masked = _kernel(shapes, scale=0.3)
+    np.testing.assert_allclose(masked.run(*arrays), _torch(*arrays, scale=0.3), atol=1e-5, rtol=1e-4)
+
+
+def test_causal_matches_torch_is_causal():
+    shapes = [(1, 2, 13, 8)] * 3
+    arrays = _arrays(shapes)
+    _, _, causal = _kernel(shapes, causal=True)
+    np.testing.assert_allclose(causal.run(*arrays), _torch(*arrays, is_causal=True), atol=1e-5, rtol=1e-4)
+
+
+def test_batch_axes_broadcast_like_matmul():
+    shapes = [(2, 3, 5, 8), (3, 7, 8), (1, 1, 7, 4)]
+    arrays = _arrays(shapes)
+    _, _, k = _kernel(shapes)
+    want = _torch(arrays[0], *(np.broadcast_to(x, (2, 3, *x.shape[-2:])).copy() for x in arrays[1:]))
+    np.testing.assert_allclose(k.run(*arrays), want, atol=1e-5, rtol=1e-4)
+
+
+@settings(max_examples=5)
+@given(lq=st.sampled_from([1, 7, 197]), lk=st.sampled_from([1, 7, 197, 1500]), heads=st.integers(1, 3),
+       masked=st.booleans())
+def test_odd_sizes_match_torch(lq, lk, heads, masked):
+    shapes = [(1, heads, lq, 64), (1, heads, lk, 64), (1, heads, lk, 64)] + ([(1, 1, 1, lk)] if masked else [])
+    arrays = _arrays(shapes, seed=lq * lk)
+    _, _, k = _kernel(shapes)
+    np.testing.assert_allclose(k.run(*arrays), _torch(*arrays), atol=1e-5, rtol=1e-4)
+
+
+def _allocations(stmt, found):
+    """Every buffer allocated in a loop-IR statement, by name."""
+    if isinstance(stmt, L.Allocate):
+        found[stmt.buffer.name] = stmt.buffer
+    children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
+                L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
+    for child in children:
+        if child is not None:
+            _allocations(child, found)
+    return found
+
+
+def test_scores_live_in_local_buffers_of_a_row_block():
+    shapes = [(1, 12, 197, 64)] * 3
+    _, _, k = _kernel(shapes)
+    assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
+    buffers = _allocations(k.loop.body, {})
+    scores = buffers["attention_scores"]
+    assert scores.scope == "local" and [int(d.value) for d in scores.shape] == [1, 1, 16, 197]
+    parallel = k.source.index("#pragma omp parallel for")
+    assert parallel < k.source.index("attention_scores[")  # the scores are made inside the parallel block loop
+
+
+def test_rows_per_block_is_a_parameter_of_the_default_sketch():
+    def outputs():
+        ins = [te.placeholder((1, 2, 40, 16), "float32", n) for n in "qkv"]
+        return [lookup("attention").compute(*ins, scale=None, causal=False)]
+
+    _, space = generate_sketches(outputs)[0].space({})
+    rows = next(c for c in space.choices if c.var == "attention_rows")
+    assert rows.default == 16 and {1, 8, 32} <= set(rows.values)
