@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "executor": BASE | {"te", "schedule", "codegen", "runtime", "ir", "passes", "kernel"},
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune"},
-    "quant": BASE | {"runtime", "frontend", "api"},
+    "quant": BASE | {"runtime", "ir", "frontend", "api"},
     "torch_backend": BASE | {"api"},
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",

@@ -10,6 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+BATCH = 256  # the exported models' batch: calibration and evaluation go in batches of it
+TEST = 2 * BATCH  # held-out digits
+
 
 def _digits():
     from sklearn.datasets import load_digits
@@ -19,23 +22,23 @@ def _digits():
     rng = np.random.default_rng(0)
     order = rng.permutation(len(x))
     x, y = x[order], y[order]
-    return (x[:1300], y[:1300]), (x[1300:], y[1300:])
+    return (x[:-TEST], y[:-TEST]), (x[-TEST:], y[-TEST:])
 
 
-def mlp() -> "torch.nn.Module":
+def mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32),
                                torch.nn.ReLU(), torch.nn.Linear(32, 10))
 
 
-def cnn() -> "torch.nn.Module":
+def cnn() -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(64, 10))
 
 
-def train(model: "torch.nn.Module", x: np.ndarray, y: np.ndarray, epochs: int, seed: int = 0,
-          lr: float = 0.01) -> "torch.nn.Module":
+def train(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, epochs: int, seed: int = 0,
+          lr: float = 0.01) -> torch.nn.Module:
     """Adam over shuffled batches of 64, with a fixed seed."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -49,7 +52,7 @@ def train(model: "torch.nn.Module", x: np.ndarray, y: np.ndarray, epochs: int, s
     return model.eval()
 
 
-def to_onnx(model: "torch.nn.Module", batch: int) -> bytes:
+def to_onnx(model: torch.nn.Module, batch: int) -> bytes:
     f = io.BytesIO()
     torch.onnx.export(model.eval(), (torch.zeros(batch, 1, 8, 8),), f, input_names=["x"], output_names=["logits"],
                       opset_version=17, dynamo=False)
@@ -58,6 +61,15 @@ def to_onnx(model: "torch.nn.Module", batch: int) -> bytes:
 
 def accuracy(logits: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits, axis=1) == y) * 100)
+
+
+def batched(x: np.ndarray) -> list[np.ndarray]:
+    return [x[k:k + BATCH] for k in range(0, len(x) - BATCH + 1, BATCH)]
+
+
+def predict(run, x: np.ndarray) -> np.ndarray:
+    """`run` (a batch of BATCH -> logits) over `x` in batches."""
+    return np.concatenate([run(b) for b in batched(x)])
 
 
 @pytest.fixture(scope="session")

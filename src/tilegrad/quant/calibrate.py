@@ -8,7 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import TilegradError
-from .ranges import SearchSettings, divergence_search, max_min, remove_outlier
+from .ranges import (
+    DEFAULT_SEARCH,
+    SearchSettings,
+    divergence_search,
+    max_min,
+    remove_outlier,
+)
 from .statistics import Extremes, Histogram
 from .tap import Observer
 
@@ -16,7 +22,7 @@ METHODS = ("max_min", "remove_outlier", "kl", "symmetric_kl", "js")
 
 
 def calibrate(observer: Observer, tensors: Sequence[str], batches: Sequence[dict[str, np.ndarray]],
-              method: str, symmetric: bool, settings: SearchSettings = SearchSettings()
+              method: str, symmetric: bool, settings: SearchSettings = DEFAULT_SEARCH
               ) -> dict[str, tuple[float, float]]:
     """(lo, hi) of each of `tensors` (observed by `observer` in the float model) by `method`: max_min in one pass over the batches; the others in two (the
     extremes, then a histogram over them)."""

@@ -15,9 +15,10 @@ from .calibrate import METHODS, calibrate
 from .calibration_data import as_list
 from .correction import corrected_weight, mean_error, with_biases
 from .qdq import Plan, bias_of, plan, write
-from .ranges import SearchSettings
+from .ranges import DEFAULT_SEARCH, SearchSettings
 from .report import NoiseSum, Report, TensorError
-from .scheme import QParams, asymmetric, quantize as quantize_array, symmetric, weight_params
+from .scheme import QParams, asymmetric, symmetric, weight_params
+from .scheme import quantize as quantize_array
 from .tap import Observer, graph_inputs
 
 
@@ -39,7 +40,7 @@ class Quantization(NamedTuple):
 
 def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool = False, per_channel: bool = True,
              symmetric_activations: bool = False, bias_correction: bool = True, weight_correction: bool = True,
-             search: SearchSettings = SearchSettings()) -> Quantization:
+             search: SearchSettings = DEFAULT_SEARCH) -> Quantization:
     """Quantize an ONNX model (a path, bytes or onnx.ModelProto) to int8.
 
     Weights are int8, symmetric, per output channel (`per_channel=False`: one scale per tensor). Activations are
@@ -65,10 +66,9 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
         ranges = calibrate(observer, p.activations, batches, method, symmetric_activations, search)
         activations = {t: symmetric(max(-lo, hi)) if symmetric_activations else asymmetric(lo, hi)
                        for t, (lo, hi) in ranges.items()}
-    rewrite = write(proto, weights, activations, p.layers)
     if correctable:
-        proto = _correct_biases(proto, rewrite, observer, correctable, batches)
-        rewrite = write(proto, weights, activations, p.layers)
+        proto = _correct_biases(proto, weights, activations, correctable, observer, batches)
+    rewrite = write(proto, weights, activations, p.layers)
     report = _report(proto, p, weights, activations, rewrite, observer, batches)
     return Quantization(compile_model(rewrite.model), rewrite.model, report)
 
@@ -90,14 +90,17 @@ def _correctable(model: onnx.ModelProto, n: onnx.NodeProto) -> bool:
     return n.op_type in ("Conv", "Gemm") and beta == 1.0 and (bias_of(n) is None or bias_of(n) in init)
 
 
-def _correct_biases(model, rewrite, observer: Observer, layers, batches) -> onnx.ModelProto:
-    outputs = [n.output[0] for n in layers]
-    quantized = Observer(rewrite.model, [rewrite.float_name[o] for o in outputs])
+def _correct_biases(model, weights, activations, layers, observer: Observer, batches) -> onnx.ModelProto:
+    """The seed's bias correction, layer by layer in graph order: each layer's error is measured with the layers
+    before it already corrected, so a correction does not chase errors that an earlier one removes."""
     reference = list(observer.run(batches))
-    seen = list(quantized.run(batches))
-    deltas = {o: mean_error([r[o] for r in reference], [s[rewrite.float_name[o]] for s in seen]).astype(np.float32)
-              for o in outputs}
-    return with_biases(model, layers, deltas)
+    for layer in layers:
+        rewrite = write(model, weights, activations, layers)
+        out = rewrite.float_name[layer.output[0]]
+        seen = [s[out] for s in Observer(rewrite.model, [out]).run(batches)]
+        delta = mean_error([r[layer.output[0]] for r in reference], seen).astype(np.float32)
+        model = with_biases(model, [layer], {layer.output[0]: delta})
+    return model
 
 
 def _report(model, p: Plan, weights, activations, rewrite, observer: Observer, batches) -> Report:

@@ -119,7 +119,8 @@ def write(model: onnx.ModelProto, weights: dict[str, tuple[np.ndarray, QParams]]
     for w, (q, p) in weights.items():
         dequantized(w, q, p, f"{w}/DequantizeLinear")
         weight_dq[w] = f"{w}/dequantized"
-    for n in layers:
+    by_output = {n.output[0]: n for n in g.node}
+    for n in (by_output[layer.output[0]] for layer in layers):  # this model's nodes: biases may be replaced
         b = bias_of(n)
         if b is None or n.input[0] not in activations or n.input[1] not in weights or b not in init:
             continue

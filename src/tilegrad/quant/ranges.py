@@ -29,9 +29,12 @@ class SearchSettings(NamedTuple):
     step: float = 0.01
 
 
+DEFAULT_SEARCH = SearchSettings()
+
+
 def candidates(search_value: float, settings: SearchSettings) -> np.ndarray:
     """search_value * (start, start + step, ..., end): (end - start) / step + 1 values."""
-    n = int(round((settings.end - settings.start) / settings.step)) + 1
+    n = round((settings.end - settings.start) / settings.step) + 1
     return search_value * (settings.start + settings.step * np.arange(n))
 
 
@@ -46,7 +49,7 @@ def max_min(ext: Extremes, symmetric: bool) -> tuple[float, float]:
 def remove_outlier(hist: Histogram, symmetric: bool, keep: float = 0.9) -> tuple[float, float]:
     """RemoveOutlier: the range of the central `keep` of the sorted values (5% cut at each end by default)."""
     cut = (1.0 - keep) / 2
-    lo, hi = hist.percentile(cut), hist.percentile(1.0 - cut)
+    lo, hi = hist.percentile(cut, side="right"), hist.percentile(1.0 - cut)
     if symmetric:
         bound = max(abs(lo), abs(hi))
         return -bound, bound
@@ -54,7 +57,7 @@ def remove_outlier(hist: Histogram, symmetric: bool, keep: float = 0.9) -> tuple
 
 
 def divergence_search(hist: Histogram, symmetric: bool, metric: str,
-                      settings: SearchSettings = SearchSettings()) -> tuple[float, float]:
+                      settings: SearchSettings = DEFAULT_SEARCH) -> tuple[float, float]:
     """The range whose quantized histogram diverges least (by `metric`: kl, symmetric_kl or js) from P."""
     if metric not in DIVERGENCES:
         raise TilegradError(f"unknown divergence {metric!r}; choose one of {', '.join(DIVERGENCES)}")

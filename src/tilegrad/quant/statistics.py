@@ -38,11 +38,13 @@ class Histogram:
         edges = np.linspace(self.lo, self.hi, len(self.counts) + 1)
         return 0.5 * (edges[:-1] + edges[1:])
 
-    def percentile(self, fraction: float) -> float:
-        """The value below which `fraction` of the counted values lie (bin-linear within the bin)."""
-        cumulative = np.cumsum(self.counts) / self.counts.sum()
-        i = int(np.searchsorted(cumulative, fraction))
-        before = cumulative[i - 1] if i else 0.0
-        within = (fraction - before) / max(cumulative[i] - before, 1e-12)
+    def percentile(self, fraction: float, side: str = "left") -> float:
+        """The value below which `fraction` of the counted values lie (linear within a bin). Where `fraction`
+        falls between bins, side="left" gives the end of the bin before, "right" the start of the bin after."""
+        cumulative = np.cumsum(self.counts)
+        target = round(fraction * cumulative[-1], 6)  # a count: 0.05 of 1000 is 50, not 49.99999
+        i = min(int(np.searchsorted(cumulative, target, side=side)), len(cumulative) - 1)
+        before = cumulative[i - 1] if i else 0
+        within = (target - before) / max(cumulative[i] - before, 1)
         width = (self.hi - self.lo) / len(self.counts)
         return self.lo + (i + within) * width

@@ -1,5 +1,6 @@
-"""Running an ONNX model with some of its intermediate tensors as extra outputs, compiled by tilegrad: how
-calibration, bias correction and the report see inside the float and the quantized models."""
+"""Running an ONNX model with some of its intermediate tensors as extra outputs, in tilegrad's interpreter (each
+op's NumPy reference, the oracle compiled modules are checked against): how calibration, bias correction and the
+report see inside the float and the quantized models, without compiling each variant."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import onnx
-from onnx import shape_inference
 
 from ..errors import TilegradError
+from ..frontend.onnx import import_onnx
+from ..ir.graph import Graph
+from ..ir.interpret import run_reference
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[str]:
@@ -32,16 +35,19 @@ def tapped(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
 
 
 class Observer:
-    """`model` compiled once (per input shape) with the tensors `names` as its outputs."""
+    """`model` imported (once per input shape) with the tensors `names` as its outputs."""
 
     def __init__(self, model: onnx.ModelProto, names: Sequence[str]):
-        from ..api import compile as compile_model
-
         self.names = list(names)
-        self._module = compile_model(shape_inference.infer_shapes(tapped(model, self.names)))
+        self._model = tapped(model, self.names)
+        self._graphs: dict[tuple, Graph] = {}
 
     def run(self, batches: Sequence[dict[str, np.ndarray]]) -> Iterator[dict[str, np.ndarray]]:
         """For each batch, the observed tensors by name."""
         for batch in batches:
-            outputs = self._module(**batch)
-            yield dict(zip(self.names, outputs if isinstance(outputs, list) else [outputs]))
+            key = tuple((n, a.shape) for n, a in batch.items())
+            if key not in self._graphs:
+                self._graphs[key] = import_onnx(self._model, input_shapes={n: a.shape for n, a in batch.items()})
+            g = self._graphs[key]
+            outputs = run_reference(g, [batch[v.name] for v in g.inputs])
+            yield dict(zip(self.names, outputs))
