@@ -7,3 +7,11 @@ from .ptq import Quantization as Quantization
 from .ptq import quantize as quantize
 from .ranges import SearchSettings as SearchSettings
 from .report import Report as Report
+
+
+def __getattr__(name):
+    if name in ("prepare_qat", "convert"):  # they need torch, which post-training quantization does not
+        from . import qat
+
+        return getattr(qat, name)
+    raise AttributeError(f"module 'tilegrad.quant' has no attribute {name!r}")
