@@ -49,17 +49,20 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     directory of .npy/.npz files) by `method`: "max_min", "remove_outlier", "kl", "symmetric_kl" or "js"
     (`search` sets the divergence search). `weight_only` leaves activations in float32. `weight_correction`
     applies the seed's mean/variance correction to weights, `bias_correction` moves each Conv's and Gemm's mean
-    output error per channel into its bias."""
+    output error per channel into its bias (measured on the calibration data: weight-only quantization may go
+    without data, calibration_data=None, and then without bias correction)."""
     from ..api import compile as compile_model
     from ..frontend.onnx import load_model
 
     if method not in METHODS:
         raise TilegradError(f"unknown calibration method {method!r}; choose one of {', '.join(METHODS)}")
+    if calibration_data is None and not weight_only:
+        raise TilegradError("quantizing activations needs calibration_data; only weight_only=True goes without")
     proto = load_model(model)
-    batches = as_list(calibration_data, graph_inputs(proto))
+    batches = [] if calibration_data is None else as_list(calibration_data, graph_inputs(proto))
     p = plan(proto, per_channel)
     weights = _weights(proto, p, weight_correction)
-    correctable = [n for n in p.layers if _correctable(proto, n)] if bias_correction else []
+    correctable = [n for n in p.layers if _correctable(proto, n)] if bias_correction and batches else []
     observer = Observer(proto, list(dict.fromkeys(p.activations + [n.output[0] for n in correctable])))
     activations = {}
     if not weight_only:
