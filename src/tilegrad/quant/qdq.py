@@ -19,6 +19,7 @@ QUANTIZED_OPS = ("Conv", "MatMul", "Gemm", "Add", "MaxPool", "AveragePool", "Glo
 WEIGHTED_OPS = ("Conv", "MatMul", "Gemm")
 FUSED_ACTIVATIONS = ("Relu", "Clip")
 MIN_OPSET = 13  # per-axis DequantizeLinear
+INT32_MAX = 2**31 - 1
 
 
 class Plan(NamedTuple):
@@ -100,7 +101,7 @@ def write(model: onnx.ModelProto, weights: dict[str, tuple[np.ndarray, QParams]]
           layers: list[onnx.NodeProto]) -> Rewrite:
     """`model` with each weight in `weights` (its integers and parameters) stored behind a DequantizeLinear, each activation in
     `activations` through a QuantizeLinear -> DequantizeLinear pair, and each bias of `layers` whose input and
-    weight are both quantized stored as int32."""
+    weight are both quantized stored as int32 (unless its scale s_x * s_w is too small for int32 to hold it)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
@@ -126,8 +127,12 @@ def write(model: onnx.ModelProto, weights: dict[str, tuple[np.ndarray, QParams]]
             continue
         scale = (np.asarray(activations[n.input[0]].scale, np.float64)
                  * np.asarray(weights[n.input[1]][1].scale, np.float64)).astype(np.float32)
-        scale = np.broadcast_to(scale, numpy_helper.to_array(init[b]).shape).copy()
-        q = np.rint(numpy_helper.to_array(init[b]) / scale).astype(np.int32)
+        bias = numpy_helper.to_array(init[b])
+        scale = np.broadcast_to(scale, bias.shape).copy()
+        q = np.rint(bias.astype(np.float64) / scale)
+        if not np.all(np.abs(q) <= INT32_MAX):  # tiny input scales: such a bias stays float
+            continue
+        q = q.astype(np.int32)
         p = QParams(scale, np.zeros(scale.shape, np.int32), "int32", 0 if scale.ndim else None)
         dequantized(f"{b}@{n.output[0]}", q, p, f"{b}@{n.output[0]}/DequantizeLinear")
         weight_dq[(n.output[0], b)] = f"{b}@{n.output[0]}/dequantized"
