@@ -144,3 +144,21 @@ def test_a_saved_module_loads_and_gives_the_same_outputs(quantized, digits, tmp_
     q.save(tmp_path / "module")
     b = batched(x)[0]
     np.testing.assert_array_equal(tilegrad.load(tmp_path / "module")(b), q.module(b))
+
+
+def test_a_bias_too_fine_for_int32_stays_float():
+    """Inputs near 1e-9 give s_x * s_w near 1e-13: a bias of 0.5 would be 5e12 steps, past int32."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], "g",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(4, 0.5, np.float32), "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = (rng.standard_normal((2, 3)) * 1e-9).astype(np.float32)
+    q = tilegrad.quantize(model, [x], "max_min")
+    gemm = next(n for n in q.model.graph.node if n.op_type == "Gemm")
+    assert gemm.input[2] in {t.name for t in q.model.graph.initializer}  # a float initializer, no DequantizeLinear
+    np.testing.assert_allclose(q.module(x), x @ w.T + 0.5, rtol=0, atol=1e-2)
