@@ -72,7 +72,7 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     if correctable:
         proto = _correct_biases(proto, weights, activations, correctable, observer, batches)
     rewrite = write(proto, weights, activations, p.layers)
-    report = _report(proto, p, weights, activations, rewrite, observer, batches)
+    report = _report(proto, weights, activations, rewrite, observer, batches)
     return Quantization(compile_model(rewrite.model), rewrite.model, report)
 
 
@@ -106,7 +106,7 @@ def _correct_biases(model, weights, activations, layers, observer: Observer, bat
     return model
 
 
-def _report(model, p: Plan, weights, activations, rewrite, observer: Observer, batches) -> Report:
+def _report(model, weights, activations, rewrite, observer: Observer, batches) -> Report:
     init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     rows = Report()
     for name, (q, params) in weights.items():
