@@ -19,6 +19,7 @@ tilegrad int8's and "ort_int8_metric" ONNX Runtime int8's. Timings are medians o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -81,9 +82,10 @@ def _ort_quantized(model: bytes, calibration: list[dict], method: str, directory
 
     source, target = directory / "fp32.onnx", directory / "ort_int8.onnx"
     source.write_bytes(model)
-    quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=getattr(CalibrationMethod, ORT_METHOD.get(method, "MinMax")))
+    with contextlib.redirect_stdout(sys.stderr):  # its progress lines would break --json
+        quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=getattr(CalibrationMethod, ORT_METHOD.get(method, "MinMax")))
     return target
 
 
