@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import MODELS, _export  # noqa: E402  (benchmarks/models.py, beside this script)
-from timing import median_time  # noqa: E402
+from models import MODELS, _export
+from timing import median_time
 
 VISION = ("resnet50", "mobilenet_v2")
 ORT_METHOD = {"max_min": "MinMax", "kl": "Entropy", "remove_outlier": "Percentile"}
@@ -70,7 +70,12 @@ def _agreement(name: str, ours: list[np.ndarray], want: list[np.ndarray]) -> flo
 
 def _ort_quantized(model: bytes, calibration: list[dict], method: str, directory: Path) -> Path:
     """ONNX Runtime's own quantize_static of `model` on `calibration`, in QDQ format like tilegrad's."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.calibrate import CalibrationMethod
 
     class Reader(CalibrationDataReader):

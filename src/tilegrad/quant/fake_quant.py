@@ -68,7 +68,8 @@ class WeightQuantizer(torch.nn.Module):
         self.scale = torch.nn.Parameter(torch.zeros(channels), requires_grad=learnable)
         self.register_buffer("initialized", torch.tensor(False))
 
-    def _scale(self, w: torch.Tensor) -> torch.Tensor:
+    def scale_for(self, w: torch.Tensor) -> torch.Tensor:
+        """The per-channel scales for `w` (max|w_c| / 127, or the learned ones)."""
         bound = w.detach().abs().flatten(1).max(dim=1).values.clamp_min(1e-8) / WEIGHT_Q[1]
         if not self.learnable:
             self.scale.data.copy_(bound)
@@ -78,7 +79,7 @@ class WeightQuantizer(torch.nn.Module):
         return self.scale.abs().clamp_min(1e-8)
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
-        scale = self._scale(w).reshape([-1] + [1] * (w.dim() - 1))
+        scale = self.scale_for(w).reshape([-1] + [1] * (w.dim() - 1))
         zero = torch.zeros_like(scale)
         if self.learnable:
             grad_scale = 1.0 / (w[0].numel() * WEIGHT_Q[1]) ** 0.5

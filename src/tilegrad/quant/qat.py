@@ -56,7 +56,7 @@ class QatLayer(torch.nn.Module):
         x = torch.fake_quantize_per_tensor_affine(x, _constant(q.scale.abs().clamp_min(1e-8)),
                                                   _constant(q.zero.to(torch.int32)), *ACTIVATION_Q)
         w, b = self.folded(x)
-        scale = self.weight_quant._scale(w).detach()
+        scale = self.weight_quant.scale_for(w).detach()
         bound = (scale * 127).reshape([-1] + [1] * (w.dim() - 1))
         w = torch.maximum(torch.minimum(w, bound), -bound)  # [-127, 127]: torch exports only [-128, 127]
         w = torch.fake_quantize_per_channel_affine(_constant(w), _constant(scale),
