@@ -162,3 +162,18 @@ def test_a_bias_too_fine_for_int32_stays_float():
     gemm = next(n for n in q.model.graph.node if n.op_type == "Gemm")
     assert gemm.input[2] in {t.name for t in q.model.graph.initializer}  # a float initializer, no DequantizeLinear
     np.testing.assert_allclose(q.module(x), x @ w.T + 0.5, rtol=0, atol=1e-2)
+
+
+def test_symmetric_activations_are_int8_with_zero_point_0(exported, calibration, float_accuracy, digits):
+    _, (x, y) = digits
+    q = tilegrad.quantize(exported["mlp"], calibration, "max_min", symmetric_activations=True)
+    init = {t.name: t for t in q.model.graph.initializer}
+    pairs = [n for n in q.model.graph.node if n.op_type == "QuantizeLinear"]
+    assert pairs and all(init[n.input[2]].data_type == onnx.TensorProto.INT8 for n in pairs)
+    assert all(not np.any(onnx.numpy_helper.to_array(init[n.input[2]])) for n in pairs)
+    assert accuracy(predict(q.module, x), y) >= float_accuracy["mlp"] - 1.0
+
+
+def test_an_unknown_method_is_refused_by_name(exported, calibration):
+    with pytest.raises(tilegrad.errors.TilegradError, match="unknown calibration method 'entropy'.*max_min"):
+        tilegrad.quantize(exported["mlp"], calibration, "entropy")
