@@ -179,7 +179,8 @@ def weight_report(qat_module: torch.nn.Module) -> Report:
 
 def convert(qat_module: torch.nn.Module, example_input: torch.Tensor):
     """The int8 Module and QDQ ONNX model of a trained QAT module (a tilegrad.quant.Quantization), compiled for
-    the shape of `example_input`; its report gives each layer's weight SQNR."""
+    the shape of `example_input`; the model's input is named "input" and its output "output". Its report gives
+    each layer's weight SQNR."""
     from ..api import compile as compile_model
     from .ptq import Quantization
 
