@@ -103,11 +103,15 @@ class ActivationQuantizer(torch.nn.Module):
     def _observe(self, x: torch.Tensor) -> None:
         lo, hi = x.detach().min().clamp_max(0.0), x.detach().max().clamp_min(0.0)
         if not self.initialized:
-            self.lo.copy_(lo), self.hi.copy_(hi), self.initialized.fill_(True)
-            self._set_params()
-        elif not self.learnable:
-            self.lo.lerp_(lo, self.momentum), self.hi.lerp_(hi, self.momentum)
-            self._set_params()
+            self.lo.copy_(lo)
+            self.hi.copy_(hi)
+            self.initialized.fill_(True)
+        elif self.learnable:
+            return  # the scale is learned from here on
+        else:
+            self.lo.lerp_(lo, self.momentum)
+            self.hi.lerp_(hi, self.momentum)
+        self._set_params()
 
     def _set_params(self) -> None:
         scale = ((self.hi - self.lo) / (ACTIVATION_Q[1] - ACTIVATION_Q[0])).clamp_min(1e-8)
