@@ -35,11 +35,12 @@ ALLOWED: dict[str, set[str]] = {
     "cuda_executor": BASE | {"codegen", "runtime", "ir", "passes", "kernel", "executor"},
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "cuda_executor", "tune"},
+    "quant": BASE | {"runtime", "ir", "frontend", "api"},
     "torch_backend": BASE | {"api"},
-    "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine"},
+    "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
                      "api", "cuda_executor"},
-    "__init__": {"api"},
+    "__init__": {"api", "quant"},
     "__main__": {"cli"},
 }
 

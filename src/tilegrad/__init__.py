@@ -3,6 +3,7 @@
     mod = tilegrad.compile("model.onnx")      # a native Module; mod(x) -> outputs
     mod.save("out/"); mod = tilegrad.load("out/")
     tilegrad.tune("model.onnx", db="tune.db", trials=2000)   # then tilegrad.compile(..., db="tune.db")
+    q = tilegrad.quantize("model.onnx", batches); q.module(x); q.save("int8.onnx")
 
 Subpackages: `te` (expressions and tensor expressions), `schedule` (schedules as traces), `loop` (loop IR),
 `codegen` (C), `runtime` (build, call, time), `ir` (graph IR and op registry), `frontend` (ONNX).
@@ -15,6 +16,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "quantize":  # post-training int8 quantization (the subpackage `tilegrad.quant` holds QAT too)
+        from .quant import quantize
+
+        return quantize
     if name == "tune":  # the subpackage, callable: tilegrad.tune(model, db=..., trials=N)
         import importlib
 
