@@ -6,8 +6,8 @@ lowering (`ir/ops/fused.py` composing the members' computes, `schedule/defaults.
 that neither recomputes a reduction nor writes more than one value:
 - one value leaves the kernel (read outside or returned), and it is the last member's;
 - an opaque op stands alone;
-- at most one conv or matmul (out-fusable), first in the pattern, followed only by element-wise ops of its
-  output's type (the epilogue computed on its register tile);
+- at most one conv or matmul (out-fusable), nothing of the pattern above it, and only element-wise ops of its
+  output's type downstream of it (the epilogue computed on its register tile; a residual's producers are free);
 - a reduction read inside the pattern works row by row (its op declares `rows`), and everything downstream of it
   keeps the same rows, so the default schedule computes it once per row block and reuses it (a sub-root);
 - no path leaves the pattern and re-enters it (the kernel would have to run both before and after the outside op);
@@ -122,8 +122,12 @@ def _epilogue_refusal(ix: GraphIndex, nodes: dict[int, Node], anchors: list[int]
     if any(p in nodes for p in ix.producers_of(first)):
         return f"nothing fuses into {_name(nodes[first])} from above (its input would be recomputed per tap)"
     anchor_type = nodes[first].outputs[0].type
-    for i, n in nodes.items():
-        if i != first and (lookup(n.op).kind not in POINTWISE or any(o.type != anchor_type for o in n.outputs)):
+    downstream = {first}
+    for i, n in nodes.items():  # ascending; the other operands' producers (a residual) are free
+        if i == first or not any(p in downstream for p in ix.producers_of(i)):
+            continue
+        downstream.add(i)
+        if lookup(n.op).kind not in POINTWISE or any(o.type != anchor_type for o in n.outputs):
             return f"{_name(n)} is not an element-wise epilogue of {_name(nodes[first])}'s shape"
     return None
 
