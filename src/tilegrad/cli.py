@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="graph passes to run: 0 none (one kernel per op) up to 3 (default 2)")
     passes.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
                         help="skip this graph pass (repeatable)")
+    passes.add_argument("--fusion", choices=("rules", "stitch"), default="rules",
+                        help="fusion strategy: rule-based (default) or FusionStitching's search over plans")
     passes.add_argument("--explain", action="store_true",
                         help="print what each graph pass changed, the kernel count and the intermediate memory")
     passes.add_argument("--db", metavar="FILE", default=None,
@@ -274,11 +276,11 @@ def _compile_model(args, dynamic: bool = False):
                              + "; ".join(_declared_input(i) for i in model_inputs(spec.model, spec.input_shapes)
                                          if i.symbolic or i.value_needed) + "; fix them with --input-shape")
         mod = api.compile(spec.model, input_shapes=spec.input_shapes, opt_level=opt_level,
-                          disable_passes=args.disable_pass, db=getattr(args, "db", None))
+                          disable_passes=args.disable_pass, db=getattr(args, "db", None), fusion=args.fusion)
         return spec, mod, time.perf_counter() - t0
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
                                           opt_level=opt_level, disable_passes=args.disable_pass,
-                                          db=getattr(args, "db", None))
+                                          db=getattr(args, "db", None), fusion=args.fusion)
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)
