@@ -49,9 +49,10 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     none, one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
     (`tilegrad.passes.pass_names()` lists them). `fusion` is the fusion strategy: "rules" (the rule-based pass) or
     "stitch" (FusionStitching's search over plans, scored with this machine's measured costs; with `db`, the
-    records choose between the two plans, see `tilegrad.tune(fusion_plans=True)`). `db` is a tuning records database (`tilegrad.tune`): each convolution
-    gets the algorithm whose tuned kernels make the graph fastest, each kernel the best valid schedule recorded for its
-    workload on this machine, and the default rules where none was tuned.
+    records choose between the two plans, see `tilegrad.tune(fusion_plans=True)`). `db` is a tuning records
+    database (`tilegrad.tune`): each convolution gets the algorithm whose tuned kernels make the graph fastest, each
+    kernel the best valid schedule recorded for its workload on this machine, and the default rules where none was
+    tuned.
 `compile_with_report` takes the same arguments and also says what the passes did.
     """
     proto = onnx_proto(model, example_inputs)
