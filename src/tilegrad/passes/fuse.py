@@ -255,12 +255,11 @@ def emit_fused(ed: GraphEditor, nodes: list[Node], outputs: list[Value], parts: 
     `outputs`, route their readers to it, and return its name."""
     body = _body(nodes, outputs)
     root = nodes[-1].name if parts == 1 else f"{nodes[0].name}_h{parts}"
-    name = ed._fresh(f"fused_{root}")
-    new = ed.op("fused", *[ed.get(v) for v in body.inputs], name=name, body=body)
+    new = ed.op("fused", *[ed.get(v) for v in body.inputs], name=ed._fresh(f"fused_{root}"), body=body)
     news = new if isinstance(new, tuple) else (new,)
     for old, v in zip(outputs, news):
         ed.replace(old, v)
-    return name
+    return ed.nodes[-1].name
 
 
 def _body(nodes: list[Node], outputs: list[Value]) -> Graph:

@@ -97,6 +97,8 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
     for i, kind in kinds.items():
         if kind == OPAQUE:
             return f"{_name(nodes[i])} is opaque and stands alone"
+    if ix.reenters(members):
+        return "a path leaves the pattern and re-enters it (cyclic)"
     out = ix.escaping(members)
     last = max(members)
     if len(out) != 1 or ix.producer[id(out[0])] != last:
@@ -110,8 +112,6 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
     reason = _row_refusal(ix, nodes, kinds)
     if reason:
         return reason
-    if ix.reenters(members):
-        return "a path leaves the pattern and re-enters it (cyclic)"
     return _size_refusal(ix, nodes)
 
 
