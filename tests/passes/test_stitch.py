@@ -260,8 +260,13 @@ def test_an_unknown_strategy_is_an_error_naming_the_choices():
         optimize(_gelu_graph((2, 3)), 1, options={"fusion": "fastest"})
 
 
-def test_packing_stays_within_small_outputs():
+def test_large_kernels_are_packed_only_with_the_same_parallel_extent():
     b = GraphBuilder()
-    big = [b.op("exp", b.input(f"x{k}", (80, 80))) for k in range(2)]
-    fused, _ = _stitched(b.build(big))
-    assert math.prod(big[0].shape) > 4096 and kernel_count(fused) == 2
+    same = [b.op("exp", b.input(f"x{k}", shape)) for k, shape in enumerate([(80, 80), (160, 40)])]
+    other = b.op("exp", b.input("z", (70, 70)))
+    g = b.build([*same, other])
+    fused, _ = _stitched(g)
+    assert math.prod(other.shape) > 4096 and kernel_count(fused) == 2
+    packed = next(n for n in fused.nodes if n.op == "fused")
+    assert [v.shape for v in packed.outputs] == [(80, 80), (160, 40)]
+    _check_same(g, fused, _inputs(g), compiled=True)

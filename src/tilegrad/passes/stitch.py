@@ -12,9 +12,10 @@
    buildable), keeping the plans of highest total score whose
    patterns do not overlap and whose kernels do not depend on each other in a cycle. The latency-evaluator ranks
    the final beam.
-3. Remote fusion. Independent element-wise kernels with the same parallel extent (output elements), as if read by one virtual producer,
-   are packed into one kernel (at most PACK_MAX, outputs up to HORIZONTAL_MAX_ELEMENTS elements, where the call
-   dominates), when packing leaves the kernels acyclic.
+3. Remote fusion. Independent element-wise kernels with the same parallel extent (output elements), or all small
+   (outputs up to HORIZONTAL_MAX_ELEMENTS, where the call dominates), as if read by one virtual producer, are
+   packed into one kernel (at most PACK_MAX), when packing leaves the kernels acyclic: each saves a call, which is
+   what the delta-evaluator gives a pack.
 4. Build. Each kernel becomes a `fused` node exactly as the rule-based pass builds them (`fuse.emit_fused`), and
    its composition scheme is recorded (PassContext.decisions["stitch"], and the notes):
    - kernel packing: several independent groups, one loop nest each, one call;
@@ -185,8 +186,8 @@ class Explorer:
     # --- 3. remote fusion ----------------------------------------------------------------------------------
 
     def pack(self, groups: tuple[frozenset[int], ...]) -> list[tuple[frozenset[int], ...]]:
-        """The plan's groups as kernels: independent small element-wise groups of one parallel extent (output
-        elements) packed."""
+        """The plan's groups as kernels: independent element-wise groups of one parallel extent (output elements),
+        or all small, packed."""
         kernels: list[list[frozenset[int]]] = [[grp] for grp in groups]
         open_packs: dict[int, list[frozenset[int]]] = {}
         for grp in sorted(groups, key=min):
@@ -205,12 +206,15 @@ class Explorer:
         return [tuple(k) for k in kernels]
 
     def _parallel_extent(self, grp: frozenset[int]) -> int | None:
-        """The elements of the output of a group that may be packed (element-wise, small, runs a kernel)."""
+        """What a group packs by: the elements of its output (0 for every small one), or None when it is not
+        packed (not element-wise, or it runs no kernel)."""
         if any(self.kinds[i] != INJECTIVE for i in grp) or not any(map(self.evaluator.runs_kernel, grp)):
             return None
         out = self.ix.escaping(grp)
-        extent = math.prod(out[0].shape) if len(out) == 1 else None
-        return extent if extent is not None and extent <= HORIZONTAL_MAX_ELEMENTS else None
+        if len(out) != 1:
+            return None
+        extent = math.prod(out[0].shape)
+        return 0 if extent <= HORIZONTAL_MAX_ELEMENTS else extent
 
 
 def _acyclic(ix: GraphIndex, kernels: list[list[frozenset[int]]]) -> bool:
