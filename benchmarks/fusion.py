@@ -144,7 +144,7 @@ def main(argv=None) -> int:
           f"{'inductor':>9}")
     for r in rows:
         print(f"{r['model']:<18}{r['plan']:<12}{r['kernels']:>8}{r['bytes_between_kernels'] / 2**20:>12.2f}"
-              f"{r['memory_bound_ms']:>13.3f}{r['total_ms']:>10.3f}{str(r['inductor_kernels']):>9}")
+              f"{r['memory_bound_ms']:>13.3f}{r['total_ms']:>10.3f}{r['inductor_kernels']!s:>9}")
     return 0
 
 

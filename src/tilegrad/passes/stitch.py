@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 import math
 
@@ -237,8 +238,6 @@ def _kernel_order(ix: GraphIndex, kernels) -> list[int] | None:
             succs[p].append(k)
     ready = sorted((first[k], k) for k, ps in enumerate(preds) if not ps)
     order = []
-    import heapq
-
     while ready:
         _, k = heapq.heappop(ready)
         order.append(k)
