@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
     t.add_argument("--no-algorithms", action="store_true",
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
+    t.add_argument("--fusion-plans", action="store_true",
+                   help="tune the kernels of the stitched fusion plan too; `compile --db --fusion stitch` then "
+                        "keeps the faster plan")
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
     t.add_argument("--report", metavar="DIR", default=None,
@@ -174,7 +177,8 @@ def _tune(args) -> None:
 
     spec = _load(args.model, args.input_shape)
     tasks = model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
-                        opt_level=args.opt_level, algorithms=not args.no_algorithms)
+                        opt_level=args.opt_level, algorithms=not args.no_algorithms,
+                        fusion_plans=args.fusion_plans)
     if args.list_tasks:
         _list_tasks(tasks)
         return

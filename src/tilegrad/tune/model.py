@@ -37,7 +37,7 @@ def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int
                 algorithms: bool = True, fusion_plans: bool = False) -> list[Task]:
     """The tasks of the graph `tilegrad.compile` builds, then (with `algorithms`) those of the variant graphs in
     which convolutions use their other algorithms (and with `fusion_plans`, the stitched graph's)."""
-    if not algorithms:
+    if not (algorithms or fusion_plans):
         return extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
                                          opt_level=opt_level))
     return algorithm_tasks(variants(import_model(model, example_inputs, input_shapes), opt_level=opt_level,
