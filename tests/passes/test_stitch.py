@@ -270,3 +270,16 @@ def test_large_kernels_are_packed_only_with_the_same_parallel_extent():
     packed = next(n for n in fused.nodes if n.op == "fused")
     assert [v.shape for v in packed.outputs] == [(80, 80), (160, 40)]
     _check_same(g, fused, _inputs(g), compiled=True)
+
+
+def test_the_plans_are_ranked_by_the_given_measurement_when_asked():
+    g, _ = optimize(_layer_norm_graph((4, 24)), 2, disable=["fuse"])
+    seen = []
+
+    def rank(graphs):  # a stand-in for tune.fusion_plans.measured_latencies: the most kernels is fastest
+        seen.extend(graphs)
+        return [-kernel_count(x) for x in graphs]
+
+    fused, report = _stitched(g, rank_plans=rank)
+    assert len(seen) >= 2 and kernel_count(fused) == max(kernel_count(x) for x in seen) > 1
+    assert any("(chosen): score" in n and "measured latency" in n for n in report.records[-1].notes)

@@ -259,21 +259,27 @@ def scheme_of(ev: Evaluator, groups: tuple[frozenset[int], ...]) -> str:
 
 
 def stitch(g: Graph, ctx: PassContext) -> Graph:
-    """Fuse by the explorer's best plan (the fuse pass with options["fusion"] = "stitch")."""
+    """Fuse by the explorer's best plan (the fuse pass with options["fusion"] = "stitch"). The beam's plans are
+    ranked by the latency model, or by options["rank_plans"] (their graphs -> latencies: the tuner measures)."""
     explorer = Explorer(g, ctx.options.get("fusion_costs") or NOMINAL)
     ev = explorer.evaluator
     plans = explorer.plans(explorer.candidates())
-    latencies = [ev.plan_latency(list(p.groups)) for p in plans]
+    packed = [explorer.pack(p.groups) for p in plans]
+    rank = ctx.options.get("rank_plans")
+    if rank is None:
+        how, latencies = "model", [ev.plan_latency(list(p.groups)) for p in plans]
+    else:
+        how, latencies = "measured", list(rank([_build(g, PassContext(), explorer, k) for k in packed]))
     best = min(range(len(plans)), key=lambda k: latencies[k])
     for k, (plan, latency) in enumerate(zip(plans, latencies)):
-        kernels = sum(1 for grp in plan.groups if any(map(ev.runs_kernel, grp)))
         ctx.note(f"plan {k + 1}{' (chosen)' if k == best else ''}: score {plan.score * 1e6:.1f}us, "
-                 f"model latency {latency * 1e6:.1f}us, {kernels} kernels before packing")
-    kernels = explorer.pack(plans[best].groups)
-    return _build(g, ctx, explorer, kernels)
+                 f"{how} latency {latency * 1e6:.1f}us, {len(packed[k])} kernels and views")
+    return _build(g, ctx, explorer, packed[best], refusals=True)
 
 
-def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[frozenset[int], ...]]) -> Graph:
+def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[frozenset[int], ...]], *,
+           refusals: bool = False) -> Graph:
+    """The graph running `kernels`; the decisions and notes go to `ctx` (with `refusals`, the explorer's too)."""
     from .fuse import emit_fused
 
     ev, ix = explorer.evaluator, explorer.ix
@@ -294,7 +300,7 @@ def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[f
         scores = "; ".join(str(ev.delta(grp)) for grp in groups)
         ctx.note(f"{name} ({scheme}{', sub-roots ' + ', '.join(sub_roots) if sub_roots else ''}): "
                  f"{'+'.join(n.op for n in nodes)}  {scores}")
-    for v, refused in sorted(explorer.refused.items()):
+    for v, refused in sorted(explorer.refused.items()) if refusals else ():
         for p, reason in refused:
             ctx.note(f"refused at {g.nodes[v].name!r}: {'+'.join(g.nodes[i].op for i in sorted(p))}: {reason}")
     return ed.finish()

@@ -12,7 +12,8 @@ The delta-evaluator scores a pattern P by the seconds fusing it saves, as Fusion
   row block and costs nothing again, and the reductions themselves are sub-roots, computed once per row
   (`fusion_rules.refusal` refuses any other way of reading a reduction).
 The latency-evaluator estimates a whole plan from the same figures: per kernel one call, the bytes it reads and
-writes, and its element work. Measuring plans instead is the tuner's job (`tune/fusion_plans.py`).
+writes, and its element work. Measuring plans instead is the tuner's job (`tune/fusion_plans.py`, passed to the
+pass as options["rank_plans"]).
 
 The figures are `FusionCosts`, measured on the machine by `tune/fusion_costs.py` and passed in the pass options;
 `NOMINAL` stands in when the passes run without them.

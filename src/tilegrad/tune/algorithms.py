@@ -43,6 +43,7 @@ from ..passes.layout import block_sizes
 from ..passes.pipeline import Report
 from ..target import host
 from .fusion_costs import measured_fusion_costs
+from .fusion_plans import measured_latencies
 from .task import Task, extract_tasks, kernels
 
 MIXED = "mixed"  # the algorithm label of the variant that mixes each convolution's fastest algorithm
@@ -72,8 +73,8 @@ def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str 
     parsed = {name: _parse(label) for name, label in (choice or {}).items()}
     blocks = {name: block for name, (_, block) in parsed.items() if block}
     options = {"conv_algorithm": {name: a for name, (a, _) in parsed.items()}} if choice else {}
-    if fusion == "stitch":
-        options.update(fusion=fusion, fusion_costs=measured_fusion_costs())
+    if fusion == "stitch":  # the beam's plans ranked by timing their kernels
+        options.update(fusion=fusion, fusion_costs=measured_fusion_costs(), rank_plans=measured_latencies)
     if blocks:
         options["layout_block"] = blocks
     graph, report = optimize(imported, opt_level, disable=disable, enable=enable, options=options)
