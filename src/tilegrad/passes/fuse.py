@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 from ..errors import TilegradError
 from ..ir.graph import Graph, Node, Value
@@ -209,22 +210,28 @@ def _label(nodes: list[Node]) -> str:
     return "+".join(n.op for n in nodes)
 
 
-STRATEGIES = ("rules", "stitch")  # options["fusion"]: these rules, or the stitching explorer (passes/stitch.py)
+# options["fusion"] -> the function that fuses: "rules" here, "stitch" the explorer (passes/stitch.py)
+STRATEGIES: dict[str, Callable[[Graph, PassContext], Graph]] = {}
+
+
+def strategy(name: str):
+    """Register a fusion strategy, chosen by the pass option `fusion`."""
+    def add(fn):
+        STRATEGIES[name] = fn
+        return fn
+    return add
 
 
 @register("fuse", level=1, order=100)
 def fuse(g: Graph, ctx: PassContext) -> Graph:
     """Group nodes into fused kernels: by their ops' fusion kinds, or by the stitching explorer's best plan."""
-    strategy = ctx.options.get("fusion", "rules")
-    if strategy not in STRATEGIES:
-        raise TilegradError(f"fusion strategy {strategy!r} is not known; choose one of {', '.join(STRATEGIES)}")
-    if strategy == "stitch":
-        from .stitch import stitch
-
-        return stitch(g, ctx)
-    return _fuse_by_rules(g, ctx)
+    name = ctx.options.get("fusion", "rules")
+    if name not in STRATEGIES:
+        raise TilegradError(f"fusion strategy {name!r} is not known; choose one of {', '.join(sorted(STRATEGIES))}")
+    return STRATEGIES[name](g, ctx)
 
 
+@strategy("rules")
 def _fuse_by_rules(g: Graph, ctx: PassContext) -> Graph:
     sealed: set[int] = set()
     while True:

@@ -38,6 +38,7 @@ import math
 from ..ir.graph import Graph
 from ..ir.registry import INJECTIVE, OPAQUE, REDUCTION
 from .editor import GraphEditor
+from .fuse import emit_fused, strategy
 from .fusion_rules import HORIZONTAL_MAX_ELEMENTS, GraphIndex, fusion_kind, refusal
 from .pipeline import PassContext
 from .stitch_cost import NOMINAL, Evaluator, FusionCosts
@@ -258,6 +259,7 @@ def scheme_of(ev: Evaluator, groups: tuple[frozenset[int], ...]) -> str:
     return BLOCK if ev.row_mode(grp) else THREAD
 
 
+@strategy("stitch")
 def stitch(g: Graph, ctx: PassContext) -> Graph:
     """Fuse by the explorer's best plan (the fuse pass with options["fusion"] = "stitch"). The beam's plans are
     ranked by the latency model, or by options["rank_plans"] (their graphs -> latencies: the tuner measures)."""
@@ -280,8 +282,6 @@ def stitch(g: Graph, ctx: PassContext) -> Graph:
 def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[frozenset[int], ...]], *,
            refusals: bool = False) -> Graph:
     """The graph running `kernels`; the decisions and notes go to `ctx` (with `refusals`, the explorer's too)."""
-    from .fuse import emit_fused
-
     ev, ix = explorer.evaluator, explorer.ix
     decisions = ctx.decisions.setdefault("stitch", {})
     ed = GraphEditor(g)
