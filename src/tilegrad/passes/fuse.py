@@ -15,6 +15,10 @@ and the walks over it recurse) or more than MAX_FUSED_SIZE ops in one output's e
 outside its group must be the group's output; a group that ends up with an intermediate read from outside is
 sealed there (it takes no more consumers) and fusion runs again. Finally small independent element-wise groups next to each other merge
 horizontally into one kernel with several outputs (each saves a parallel region).
+
+These rules are the fuse pass's "rules" strategy, the default; the pass option `fusion` = "stitch" runs the
+stitching explorer (passes/stitch.py) instead. Both read what a kernel can be from passes/fusion_rules.py and
+build their nodes with `emit_fused`.
 """
 
 from __future__ import annotations
