@@ -26,7 +26,7 @@ import math
 
 from ..ir.compute import node_compute
 from ..ir.graph import Node
-from ..ir.registry import OUT_FUSABLE, REDUCTION, lookup
+from ..ir.registry import OPAQUE, OUT_FUSABLE, REDUCTION, lookup
 from ..te import expr as E
 from .fusion_rules import GraphIndex, fusion_kind
 from .memory_plan import nbytes
@@ -71,7 +71,7 @@ def op_class(n: Node) -> str:
     """LIGHT, EXPENSIVE or REDUCTION, read from the node's kind and its compute's arithmetic."""
     if fusion_kind(n) == REDUCTION:
         return REDUCTION
-    if lookup(n.op).kind == OUT_FUSABLE:
+    if lookup(n.op).kind in (OUT_FUSABLE, OPAQUE):  # never inlined: weighed like the heaviest element-wise op
         return EXPENSIVE
     _, outs = node_compute(n)
     stack = [t.op.body for t in outs if hasattr(t.op, "body")]
