@@ -81,6 +81,7 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
                          "per call")
     model = model if proto is None else proto
     _check_options(target, opt_level)
+    _check_fusion(fusion)
     imported = import_model(model, example_inputs, input_shapes)
     return _compile_imported(imported, target=target, opt_level=opt_level, disable_passes=disable_passes,
                              enable_passes=enable_passes, db=db, fusion=fusion)
@@ -93,6 +94,13 @@ def _check_options(target: str, opt_level: int) -> None:
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
 
 
+def _check_fusion(fusion: str) -> None:
+    from .passes.fuse import STRATEGIES
+
+    if fusion not in STRATEGIES:
+        raise TilegradError(f"fusion must be one of {', '.join(sorted(STRATEGIES))}, got {fusion!r}")
+
+
 def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_passes: Sequence[str],
                       enable_passes: Sequence[str], db, fusion: str = "rules") -> Compilation:
     """The passes, then the native module, of an imported graph."""
@@ -100,10 +108,11 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
     from .passes import optimize
 
     _check_options(target, opt_level)
+    options = _fusion_options(fusion)
     machine = TARGETS[target]()
     if db is None:
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine,
-                                 options=_fusion_options(fusion))
+                                 options=options)
         return Compilation(compile_graph(graph, target=machine), report, graph)
     from .tune.algorithms import choose
     from .tune.apply import BestRecords
@@ -116,6 +125,7 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
 
 def _fusion_options(fusion: str) -> dict:
     """The pass options of a fusion strategy: the stitching explorer scores with this machine's measured costs."""
+    _check_fusion(fusion)
     if fusion != "stitch":
         return {"fusion": fusion}
     from .tune.fusion_costs import measured_fusion_costs

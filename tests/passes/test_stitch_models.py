@@ -66,3 +66,11 @@ def test_small_transformers_stitched_match_onnx_runtime(make):
     rules, _ = optimize(import_onnx(proto), 2)
     assert stitched.kernels <= kernel_count(rules)
     assert any("(chosen)" in note for r in stitched.report.records for note in r.notes)
+
+
+def test_an_unknown_fusion_strategy_is_refused_before_compiling():
+    from tilegrad.errors import TilegradError
+
+    model, x = _bert()
+    with pytest.raises(TilegradError, match="fusion must be one of rules, stitch, got 'fastest'"):
+        compile_with_report(model, (x,), fusion="fastest")
