@@ -265,7 +265,8 @@ def stitch(g: Graph, ctx: PassContext) -> Graph:
     ranked by the latency model, or by options["rank_plans"] (their graphs -> latencies: the tuner measures)."""
     explorer = Explorer(g, ctx.options.get("fusion_costs") or NOMINAL)
     ev = explorer.evaluator
-    plans = explorer.plans(explorer.candidates())
+    cands = explorer.candidates()
+    plans = explorer.plans(cands)
     packed = [explorer.pack(p.groups) for p in plans]
     rank = ctx.options.get("rank_plans")
     if rank is None:
@@ -276,12 +277,13 @@ def stitch(g: Graph, ctx: PassContext) -> Graph:
     for k, (plan, latency) in enumerate(zip(plans, latencies)):
         ctx.note(f"plan {k + 1}{' (chosen)' if k == best else ''}: score {plan.score * 1e6:.1f}us, "
                  f"{how} latency {latency * 1e6:.1f}us, {len(packed[k])} kernels and views")
-    return _build(g, ctx, explorer, packed[best], refusals=True)
+    return _build(g, ctx, explorer, packed[best], cands)
 
 
-def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[frozenset[int], ...]], *,
-           refusals: bool = False) -> Graph:
-    """The graph running `kernels`; the decisions and notes go to `ctx` (with `refusals`, the explorer's too)."""
+def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[frozenset[int], ...]],
+           cands: dict[int, list[frozenset[int]]] | None = None) -> Graph:
+    """The graph running `kernels`, its decisions and notes in `ctx`; with the explorer's `cands`, the notes say
+    what else each kernel's nodes could have been part of, and which patterns were refused and why."""
     ev, ix = explorer.evaluator, explorer.ix
     decisions = ctx.decisions.setdefault("stitch", {})
     ed = GraphEditor(g)
@@ -299,8 +301,22 @@ def _build(g: Graph, ctx: PassContext, explorer: Explorer, kernels: list[tuple[f
         decisions[name] = {"scheme": scheme, "sub_roots": sub_roots}
         scores = "; ".join(str(ev.delta(grp)) for grp in groups)
         ctx.note(f"{name} ({scheme}{', sub-roots ' + ', '.join(sub_roots) if sub_roots else ''}): "
-                 f"{'+'.join(n.op for n in nodes)}  {scores}")
-    for v, refused in sorted(explorer.refused.items()) if refusals else ():
+                 f"{_ops(g, positions)}  {scores}")
+        for p in _alternatives(explorer, cands or {}, groups):
+            ctx.note(f"    also considered: {_ops(g, p)}  {ev.delta(p)}")
+    for v, refused in sorted(explorer.refused.items()) if cands else ():
         for p, reason in refused:
-            ctx.note(f"refused at {g.nodes[v].name!r}: {'+'.join(g.nodes[i].op for i in sorted(p))}: {reason}")
+            ctx.note(f"refused at {g.nodes[v].name!r}: {_ops(g, p)}: {reason}")
     return ed.finish()
+
+
+def _alternatives(explorer: Explorer, cands: dict[int, list[frozenset[int]]],
+                  groups: tuple[frozenset[int], ...]) -> list[frozenset[int]]:
+    """The best other candidates (at most K) sharing nodes with the kernel of `groups`."""
+    inside = set().union(*groups)
+    others = {p for i in inside for p in cands.get(i, []) if len(p) > 1 and p not in groups}
+    return sorted(others, key=lambda p: (-explorer.score(p), sorted(p)))[:K]
+
+
+def _ops(g: Graph, positions) -> str:
+    return "+".join(g.nodes[i].op for i in sorted(positions))
