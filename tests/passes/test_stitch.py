@@ -190,6 +190,7 @@ def test_layer_norm_softmax_and_gelu_are_one_stitched_kernel(make, scheme):
     fused, report = _stitched(g, opt_level=2)
     assert [n.op for n in fused.nodes] == ["fused"] and kernel_count(fused) == 1
     assert report.decisions["stitch"][fused.nodes[0].name]["scheme"] == scheme
+    assert any(n.startswith("    also considered: ") and " f=+" in n for n in report.records[-1].notes)
     _check_same(g, fused, _inputs(g), compiled=True)
 
 
