@@ -284,3 +284,20 @@ def test_the_plans_are_ranked_by_the_given_measurement_when_asked():
     fused, report = _stitched(g, rank_plans=rank)
     assert len(seen) >= 2 and kernel_count(fused) == max(kernel_count(x) for x in seen) > 1
     assert any("(chosen): score" in n and "measured latency" in n for n in report.records[-1].notes)
+
+
+@settings(max_examples=15, deadline=None)
+@given(random_graphs())
+def test_every_candidate_the_rules_accept_lowers_to_one_kernel(g):
+    from tilegrad.kernel import lower_kernel
+    from tilegrad.passes.editor import map_nodes
+    from tilegrad.passes.stitch import _build
+
+    g = map_nodes(g, lambda ed, n: None)  # without the dead nodes, whose kernels would be dropped
+    ex = Explorer(g, COSTS)
+    for p in {p for ps in ex.candidates().values() for p in ps if len(p) > 1}:
+        alone = [(frozenset({i}),) for i in range(len(g.nodes)) if i not in p]
+        built = _build(g, PassContext(), ex, [(p,), *alone])
+        (node,) = [n for n in built.nodes if n.op == "fused"]
+        assert len(node.attrs["body"].nodes) == len(p)
+        lower_kernel(node)
