@@ -7,16 +7,15 @@ import io
 import warnings
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+import torch
+import transformers
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-ort = pytest.importorskip("onnxruntime")
-
-from tilegrad.api import compile_with_report  # noqa: E402
-from tilegrad.frontend.onnx import import_onnx  # noqa: E402
-from tilegrad.passes import optimize  # noqa: E402
-from tilegrad.passes.memory_plan import kernel_count  # noqa: E402
+from tilegrad.api import compile_with_report
+from tilegrad.frontend.onnx import import_onnx
+from tilegrad.passes import optimize
+from tilegrad.passes.memory_plan import kernel_count
 
 
 class _LastHidden(torch.nn.Module):
