@@ -258,6 +258,15 @@ def _explained_passes(out: str) -> list[str]:
     return [m.group(1) for m in map(PASS_LINE.match, out.splitlines()) if m]
 
 
+def test_explain_with_the_stitch_strategy_lists_the_plans_their_scores_and_the_refusals(normalized, tmp_path,
+                                                                                        capsys):
+    assert main(["compile", normalized, "-o", str(tmp_path / "out"), "--fusion", "stitch", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"plan 1( \(chosen\))?: score [-\d.]+us, model latency [\d.]+us", out) and "(chosen)" in out
+    assert "(block composition, sub-roots" in out and "f=+" in out
+    assert re.search(r"refused at '[^']+': \S+: .+", out)
+
+
 def test_explain_prints_each_pass_the_kernels_and_the_intermediates(normalized, tmp_path, capsys):
     assert main(["compile", normalized, "-o", str(tmp_path / "out"), "--explain"]) == 0
     out = capsys.readouterr().out

@@ -36,7 +36,7 @@ class Compilation(NamedTuple):
 
 def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
             target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
-            enable_passes: Sequence[str] = (), db=None,
+            enable_passes: Sequence[str] = (), db=None, fusion: str = "rules",
             max_specializations: int = MAX_SPECIALIZATIONS) -> Module | SpecializingModule:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out).
@@ -47,9 +47,12 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     it compiles on each call with a new signature (input shapes, values of the value inputs, lengths of sequences,
     presence of optionals), keeping the `max_specializations` most recently used. `opt_level` picks the graph passes (0:
     none, one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
-    (`tilegrad.passes.pass_names()` lists them). `db` is a tuning records database (`tilegrad.tune`): each convolution
-    gets the algorithm whose tuned kernels make the graph fastest, each kernel the best valid schedule recorded for its
-    workload on this machine, and the default rules where none was tuned.
+    (`tilegrad.passes.pass_names()` lists them). `fusion` is the fusion strategy: "rules" (the rule-based pass) or
+    "stitch" (FusionStitching's search over plans, scored with this machine's measured costs; with `db`, the
+    records choose between the two plans, see `tilegrad.tune(fusion_plans=True)`). `db` is a tuning records
+    database (`tilegrad.tune`): each convolution gets the algorithm whose tuned kernels make the graph fastest, each
+    kernel the best valid schedule recorded for its workload on this machine, and the default rules where none was
+    tuned.
 `compile_with_report` takes the same arguments and also says what the passes did.
     """
     proto = onnx_proto(model, example_inputs)
@@ -57,16 +60,16 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
         options = {"input_shapes": {n: list(s) for n, s in (input_shapes or {}).items()}, "target": target,
                    "opt_level": opt_level, "disable_passes": list(disable_passes),
-                   "enable_passes": list(enable_passes), "db": None if db is None else str(db)}
+                   "enable_passes": list(enable_passes), "db": None if db is None else str(db), "fusion": fusion}
         return _specializing(proto.SerializeToString(), options, max_specializations)
     return compile_with_report(model if proto is None else proto, example_inputs, input_shapes=input_shapes,
                                target=target, opt_level=opt_level, disable_passes=disable_passes,
-                               enable_passes=enable_passes, db=db).module
+                               enable_passes=enable_passes, db=db, fusion=fusion).module
 
 
 def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                         target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
-                        enable_passes: Sequence[str] = (), db=None) -> Compilation:
+                        enable_passes: Sequence[str] = (), db=None, fusion: str = "rules") -> Compilation:
     """`compile`, returning the module together with the pass pipeline's report and the optimised graph. It
     compiles one shape: an ONNX model whose inputs leave shapes open (or are sequences or optionals) is a
     ShapeError naming them."""
@@ -78,9 +81,10 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
                          "per call")
     model = model if proto is None else proto
     _check_options(target, opt_level)
+    _check_fusion(fusion)
     imported = import_model(model, example_inputs, input_shapes)
     return _compile_imported(imported, target=target, opt_level=opt_level, disable_passes=disable_passes,
-                             enable_passes=enable_passes, db=db)
+                             enable_passes=enable_passes, db=db, fusion=fusion)
 
 
 def cuda_source(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -107,13 +111,21 @@ def _check_options(target: str, opt_level: int) -> None:
         raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
 
 
+def _check_fusion(fusion: str) -> None:
+    from .passes.fuse import STRATEGIES
+
+    if fusion not in STRATEGIES:
+        raise TilegradError(f"fusion must be one of {', '.join(sorted(STRATEGIES))}, got {fusion!r}")
+
+
 def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_passes: Sequence[str],
-                      enable_passes: Sequence[str], db) -> Compilation:
+                      enable_passes: Sequence[str], db, fusion: str = "rules") -> Compilation:
     """The passes, then the native module, of an imported graph."""
     from .executor import compile_graph
     from .passes import optimize
 
     _check_options(target, opt_level)
+    options = _fusion_options(fusion)
     machine = TARGETS[target]()
     if machine.kind == "cuda":
         from .cuda_executor import compile_graph as compile_cuda
@@ -123,14 +135,26 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
         return Compilation(compile_cuda(graph, target=machine), report, graph)
     if db is None:
-        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
+        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine,
+                                 options=options)
         return Compilation(compile_graph(graph, target=machine), report, graph)
     from .tune.apply import BestRecords
     from .tune.graph_choice import chosen_graph
 
     with BestRecords(db) as chooser:
-        chosen = chosen_graph(imported, chooser, opt_level=opt_level, disable=disable_passes, enable=enable_passes)
+        chosen = chosen_graph(imported, chooser, fusion_plans=fusion == "stitch", opt_level=opt_level,
+                              disable=disable_passes, enable=enable_passes)
         return Compilation(compile_graph(chosen.graph, choose=chooser, target=machine), chosen.report, chosen.graph)
+
+
+def _fusion_options(fusion: str) -> dict:
+    """The pass options of a fusion strategy: the stitching explorer scores with this machine's measured costs."""
+    _check_fusion(fusion)
+    if fusion != "stitch":
+        return {"fusion": fusion}
+    from .tune.fusion_costs import measured_fusion_costs
+
+    return {"fusion": fusion, "fusion_costs": measured_fusion_costs()}
 
 
 def load(directory) -> Module | SpecializingModule:
@@ -178,7 +202,8 @@ def _specializing(model: bytes, options: dict, max_specializations: int) -> Spec
         graph, outputs = import_flattened(expose_inputs(specialize(proto, values), parts), static)
         return Compiled(_compile_imported(graph, target=options["target"], opt_level=options["opt_level"],
                                           disable_passes=options["disable_passes"],
-                                          enable_passes=options["enable_passes"], db=options["db"]).module, outputs)
+                                          enable_passes=options["enable_passes"], db=options["db"],
+                                          fusion=options.get("fusion", "rules")).module, outputs)
 
     return SpecializingModule(model, options, inputs, [vo.name for vo in proto.graph.output],
                               compile_one, max_specializations)

@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="graph passes to run: 0 none (one kernel per op) up to 3 (default 2)")
     passes.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
                         help="skip this graph pass (repeatable)")
+    passes.add_argument("--fusion", choices=("rules", "stitch"), default="rules",
+                        help="fusion strategy: rule-based (default) or FusionStitching's search over plans")
     passes.add_argument("--explain", action="store_true",
                         help="print what each graph pass changed, the kernel count and the intermediate memory")
     passes.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
@@ -135,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
     t.add_argument("--no-algorithms", action="store_true",
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
+    t.add_argument("--fusion-plans", action="store_true",
+                   help="tune the kernels of the stitched fusion plan too; `compile --db --fusion stitch` then "
+                        "keeps the faster plan")
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
     t.add_argument("--report", metavar="DIR", default=None,
@@ -208,7 +213,8 @@ def _tune(args) -> None:
     spec = _load(args.model, args.input_shape)
     if args.list_tasks:
         _list_tasks(model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
-                                opt_level=args.opt_level, algorithms=not args.no_algorithms))
+                                opt_level=args.opt_level, algorithms=not args.no_algorithms,
+                                fusion_plans=args.fusion_plans))
         return
     budget = _duration(args.budget) if args.budget else None
     if not args.db:
@@ -222,8 +228,8 @@ def _tune(args) -> None:
         callbacks.append(WriteReport(args.report, _machine_peaks(), model=args.model))
     result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
                   opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
-                  callbacks=callbacks, trials=args.trials, budget=budget, measure_per_round=args.measure_per_round,
-                  recheck=args.recheck)
+                  callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
+                  measure_per_round=args.measure_per_round, recheck=args.recheck)
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
     if args.report:
@@ -334,11 +340,12 @@ def _compile_model(args, dynamic: bool = False):
                                          if i.symbolic or i.value_needed) + "; fix them with --input-shape")
         mod = api.compile(spec.model, input_shapes=spec.input_shapes, opt_level=opt_level,
                           disable_passes=args.disable_pass, db=getattr(args, "db", None),
-                          target=getattr(args, "target", "cpu"))
+                          target=getattr(args, "target", "cpu"), fusion=args.fusion)
         return spec, mod, time.perf_counter() - t0
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
                                           opt_level=opt_level, disable_passes=args.disable_pass,
-                                          db=getattr(args, "db", None), target=getattr(args, "target", "cpu"))
+                                          db=getattr(args, "db", None), target=getattr(args, "target", "cpu"),
+                                          fusion=args.fusion)
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)

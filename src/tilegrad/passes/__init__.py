@@ -19,5 +19,6 @@ from . import expand  # noqa: F401
 from . import layout  # noqa: F401
 from . import sink_reshape  # noqa: F401
 from . import fuse  # noqa: F401
+from . import stitch  # noqa: F401  (the fuse pass's "stitch" strategy)
 
 ALL = (fuse,)

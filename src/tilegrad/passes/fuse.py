@@ -15,22 +15,25 @@ and the walks over it recurse) or more than MAX_FUSED_SIZE ops in one output's e
 outside its group must be the group's output; a group that ends up with an intermediate read from outside is
 sealed there (it takes no more consumers) and fusion runs again. Finally small independent element-wise groups next to each other merge
 horizontally into one kernel with several outputs (each saves a parallel region).
+
+These rules are the fuse pass's "rules" strategy, the default; the pass option `fusion` = "stitch" runs the
+stitching explorer (passes/stitch.py) instead. Both read what a kernel can be from passes/fusion_rules.py and
+build their nodes with `emit_fused`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
+from ..errors import TilegradError
 from ..ir.graph import Graph, Node, Value
-from ..ir.registry import BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
+from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
 from .editor import GraphEditor
+from .fusion_rules import (HORIZONTAL_MAX_ELEMENTS, MAX_FUSED_DEPTH, MAX_FUSED_SIZE, POINTWISE, fits_rows,
+                           fusion_kind, row_shape)
 from .pipeline import PassContext, register
-
-POINTWISE = (ELEMWISE, BROADCAST)
-HORIZONTAL_MAX_ELEMENTS = 1 << 12  # outputs up to this size are small enough that a kernel call dominates
-MAX_FUSED_DEPTH = 32  # the longest chain of ops in one group
-MAX_FUSED_SIZE = 512  # the most ops in the expression of one node's output, each read of a producer counted
 
 
 @dataclasses.dataclass
@@ -38,16 +41,6 @@ class Group:
     nodes: list[int]  # positions in the graph, ascending
     kind: str  # INJECTIVE, OUT_FUSABLE, REDUCTION or OPAQUE
     rows: tuple[int, ...] | None = None  # a reduction group's row shape (None: no row stitching)
-
-
-def row_shape(node: Node) -> tuple[int, ...] | None:
-    """The leading axes a row-wise node keeps (its op's declared `rows`), or None."""
-    rows = lookup(node.op).rows
-    return None if rows is None else rows(node.inputs[0].shape if node.inputs else (), **node.attrs)
-
-
-def _fits_rows(v: Value, rows: tuple[int, ...]) -> bool:
-    return v.shape[:len(rows)] == rows
 
 
 class _Fusion:
@@ -64,15 +57,10 @@ class _Fusion:
         self.group_of: list[int] = list(range(len(g.nodes)))
         self.depth = [1] * len(g.nodes)  # the longest chain of ops in its group that ends at each node
         self.size = [1] * len(g.nodes)  # the ops of each node's expression within its group, reads counted
-        self.groups: dict[int, Group] = {i: Group([i], self._kind(n)) for i, n in enumerate(g.nodes)}
+        self.groups: dict[int, Group] = {i: Group([i], fusion_kind(n)) for i, n in enumerate(g.nodes)}
         for i, n in enumerate(g.nodes):
             if self.groups[i].kind == REDUCTION:
                 self.groups[i].rows = row_shape(n)
-
-    @staticmethod
-    def _kind(n: Node) -> str:
-        kind = lookup(n.op).kind
-        return INJECTIVE if kind in (ELEMWISE, BROADCAST, INJECTIVE) else kind
 
     def run(self) -> None:
         for i, n in enumerate(self.g.nodes):
@@ -110,7 +98,7 @@ class _Fusion:
             return (nkind in POINTWISE and G.kind == INJECTIVE and id(v) not in self.graph_outputs
                     and all(o.type == v.type for o in n.outputs) and self._pointwise_readers(v))
         if P.kind == REDUCTION:
-            if P.rows is None or not all(_fits_rows(o, P.rows) for o in n.outputs):
+            if P.rows is None or not all(fits_rows(o, P.rows) for o in n.outputs):
                 return False
             if nkind == REDUCTION:
                 return row_shape(n) == P.rows and (G.kind != REDUCTION or G.rows == P.rows)
@@ -120,7 +108,7 @@ class _Fusion:
             return False
         if G.kind == OUT_FUSABLE:
             return False
-        return not (G.kind == REDUCTION and G.rows is not None and not all(_fits_rows(o, G.rows) for o in n.outputs))
+        return not (G.kind == REDUCTION and G.rows is not None and not all(fits_rows(o, G.rows) for o in n.outputs))
 
     def _would_cycle(self, gp: int, gn: int) -> bool:
         """Whether some path leaves group gp and enters group gn through another group."""
@@ -226,9 +214,29 @@ def _label(nodes: list[Node]) -> str:
     return "+".join(n.op for n in nodes)
 
 
+# options["fusion"] -> the function that fuses: "rules" here, "stitch" the explorer (passes/stitch.py)
+STRATEGIES: dict[str, Callable[[Graph, PassContext], Graph]] = {}
+
+
+def strategy(name: str):
+    """Register a fusion strategy, chosen by the pass option `fusion`."""
+    def add(fn):
+        STRATEGIES[name] = fn
+        return fn
+    return add
+
+
 @register("fuse", level=1, order=100)
 def fuse(g: Graph, ctx: PassContext) -> Graph:
-    """Group nodes into fused kernels by their ops' fusion kinds."""
+    """Group nodes into fused kernels: by their ops' fusion kinds, or by the stitching explorer's best plan."""
+    name = ctx.options.get("fusion", "rules")
+    if name not in STRATEGIES:
+        raise TilegradError(f"fusion strategy {name!r} is not known; choose one of {', '.join(sorted(STRATEGIES))}")
+    return STRATEGIES[name](g, ctx)
+
+
+@strategy("rules")
+def _fuse_by_rules(g: Graph, ctx: PassContext) -> Graph:
     sealed: set[int] = set()
     while True:
         f = _Fusion(g, sealed)
@@ -247,16 +255,22 @@ def fuse(g: Graph, ctx: PassContext) -> Graph:
             ed.keep(nodes[0])
             continue
         outputs = [v for gid in batch for v in f.escaping(gid)]
-        body = _body(nodes, outputs)
-        root = nodes[-1].name if len(batch) == 1 else f"{nodes[0].name}_h{len(batch)}"
-        name = ed._fresh(f"fused_{root}")
+        name = emit_fused(ed, nodes, outputs, len(batch))
         kind = "horizontal" if len(batch) > 1 else f.groups[batch[0]].kind
-        new = ed.op("fused", *[ed.get(v) for v in body.inputs], name=name, body=body)
-        news = new if isinstance(new, tuple) else (new,)
-        for old, v in zip(outputs, news):
-            ed.replace(old, v)
         ctx.note(f"{name} ({kind}): {_label(nodes)}")
     return ed.finish()
+
+
+def emit_fused(ed: GraphEditor, nodes: list[Node], outputs: list[Value], parts: int) -> str:
+    """Add the `fused` node running `nodes` (ascending, `parts` independent groups packed together) that gives
+    `outputs`, route their readers to it, and return its name."""
+    body = _body(nodes, outputs)
+    root = nodes[-1].name if parts == 1 else f"{nodes[0].name}_h{parts}"
+    new = ed.op("fused", *[ed.get(v) for v in body.inputs], name=ed._fresh(f"fused_{root}"), body=body)
+    news = new if isinstance(new, tuple) else (new,)
+    for old, v in zip(outputs, news):
+        ed.replace(old, v)
+    return ed.nodes[-1].name
 
 
 def _body(nodes: list[Node], outputs: list[Value]) -> Graph:

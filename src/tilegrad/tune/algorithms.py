@@ -16,6 +16,12 @@ convolution's algorithm x block; where its neighbours' blocks differ, the mix ha
 transforms, and convolutions reading another block, of its own, which a candidate never timed loses to the
 others.
 
+The fusion plan is a choice of the same kind (FusionStitching's plans tuned with the schedules): the graph fused
+by the stitching explorer (`passes/stitch.py`, options["fusion"] = "stitch") is, with `fusion_plans`, a variant
+labelled STITCH, whose
+kernels the rule-based graph lacks become tasks, and `choose` keeps it when its kernels are faster by the records.
+The variant's report holds the plan (`decisions["stitch"]`: each fused kernel's composition scheme and sub-roots).
+
 Whole graphs are compared, not single kernels, because a convolution's algorithm also decides the layout
 transforms around it (direct convolutions run in blocked NCHWc, the others in NCHW). A graph's latency is the sum
 over its kernels of their best recorded latencies, counting only the kernels that not every candidate graph
@@ -36,9 +42,12 @@ from ..passes.conv_algorithm import ALGORITHMS
 from ..passes.layout import block_sizes
 from ..passes.pipeline import Report
 from ..target import host
+from .fusion_costs import measured_fusion_costs
+from .fusion_plans import measured_latencies
 from .task import Task, extract_tasks, kernels
 
 MIXED = "mixed"  # the algorithm label of the variant that mixes each convolution's fastest algorithm
+STITCH = "stitch"  # the label of the variant fused by the stitching explorer
 
 
 @dataclasses.dataclass
@@ -57,11 +66,15 @@ class Variant:
 
 
 def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str | None = None, *,
-          opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = ()) -> Variant:
-    """`imported` through the passes, with the convolutions of `choice` forced to its algorithm labels."""
+          opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = (),
+          fusion: str = "rules") -> Variant:
+    """`imported` through the passes, with the convolutions of `choice` forced to its algorithm labels, fused by
+    the `fusion` strategy."""
     parsed = {name: _parse(label) for name, label in (choice or {}).items()}
     blocks = {name: block for name, (_, block) in parsed.items() if block}
     options = {"conv_algorithm": {name: a for name, (a, _) in parsed.items()}} if choice else {}
+    if fusion == "stitch":  # the beam's plans ranked by timing their kernels
+        options.update(fusion=fusion, fusion_costs=measured_fusion_costs(), rank_plans=measured_latencies)
     if blocks:
         options["layout_block"] = blocks
     graph, report = optimize(imported, opt_level, disable=disable, enable=enable, options=options)
@@ -72,9 +85,10 @@ def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str 
     return Variant(algorithm, labels, graph, report, runs)
 
 
-def variants(imported: Graph, **passes) -> list[Variant]:
+def variants(imported: Graph, *, fusion_plans: bool = False, **passes) -> list[Variant]:
     """The default graph, then one graph per other algorithm that some convolution could use instead, then one per
-    other block size in which the direct convolutions run blocked (none where the layout pass does not run)."""
+    other block size in which the direct convolutions run blocked (none where the layout pass does not run), then
+    (with `fusion_plans`) the stitched graph where its kernels differ."""
     default = build(imported, **passes)
     decided = default.report.decisions.get("conv_algorithm", {})
     out = [default]
@@ -87,6 +101,11 @@ def variants(imported: Graph, **passes) -> list[Variant]:
         v = build(imported, dict.fromkeys(decided, label), label, **passes)
         if v.report.decisions.get("layout"):
             out.append(v)
+    if not fusion_plans:
+        return out
+    stitched = build(imported, fusion="stitch", algorithm=STITCH, **passes)
+    if Counter(key for *_, key in kernels(stitched.graph)) != Counter(key for *_, key in kernels(default.graph)):
+        out.append(stitched)
     return out
 
 
@@ -111,10 +130,12 @@ def _convolutions_by_key(v: Variant) -> dict[str, frozenset[str]]:
     return out
 
 
-def choose(imported: Graph, latency: Callable[[str], float | None], **passes) -> Variant:
-    """The candidate graph (default, variants, mix) with the lowest latency by `latency(task key)`, the best
-    recorded latency of a workload or None; the default where nothing tells them apart."""
-    candidates = [_Costed(v, latency) for v in variants(imported, **passes)]
+def choose(imported: Graph, latency: Callable[[str], float | None], *, fusion_plans: bool = False,
+           **passes) -> Variant:
+    """The candidate graph (default, variants, mix; with `fusion_plans` the stitched graph too) with the lowest
+    latency by `latency(task key)`, the best recorded latency of a workload or None; the default where nothing
+    tells them apart."""
+    candidates = [_Costed(v, latency) for v in variants(imported, fusion_plans=fusion_plans, **passes)]
     if len(candidates) == 1:
         return candidates[0].variant
     by_conv: dict[str, dict[str, float]] = {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..executor import compile_graph
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
-from .algorithms import Variant, build, choose
+from .algorithms import STITCH, Variant, build, choose
 from .apply import BestRecords
 
 
@@ -43,21 +43,22 @@ def graph_digest(imported: Graph, opt_level: int = 2, disable: Sequence[str] = (
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def chosen_graph(imported: Graph, chooser: BestRecords, **passes) -> Variant:
-    """The graph to compile: the confirmed choice stored for this graph, else `choose`'s estimate."""
+def chosen_graph(imported: Graph, chooser: BestRecords, *, fusion_plans: bool = False, **passes) -> Variant:
+    """The graph to compile: the confirmed choice stored for this graph, else `choose`'s estimate. A stitched
+    graph is a candidate only with `fusion_plans` (compile's fusion="stitch")."""
     decision = chooser.db.graph_choice(graph_digest(imported, **passes))
-    if decision is not None:
-        return build(imported, decision["choice"], **passes)
-    return choose(imported, chooser.latency, **passes)
+    if decision is not None and (fusion_plans or decision.get("fusion", "rules") == "rules"):
+        return build(imported, decision["choice"], fusion=decision.get("fusion", "rules"), **passes)
+    return choose(imported, chooser.latency, fusion_plans=fusion_plans, **passes)
 
 
-def confirm_graph(imported: Graph, db, *, rounds: int = 7, **passes) -> GraphDecision:
+def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: int = 7, **passes) -> GraphDecision:
     """Time the default graph and `choose`'s pick (when they differ) end to end with the tuned schedules of `db`,
     store the faster one's choice, and return the timings."""
     with BestRecords(db) as chooser:
         candidates = {"default": build(imported, **passes)}
-        estimate = choose(imported, chooser.latency, **passes)
-        if estimate.choice != candidates["default"].choice:
+        estimate = choose(imported, chooser.latency, fusion_plans=fusion_plans, **passes)
+        if estimate.choice != candidates["default"].choice or estimate.algorithm == STITCH:
             candidates["estimate"] = estimate
         modules = {label: compile_graph(v.graph, choose=chooser) for label, v in candidates.items()}
         times: dict[str, list[float]] = {label: [] for label in modules}
@@ -68,7 +69,8 @@ def confirm_graph(imported: Graph, db, *, rounds: int = 7, **passes) -> GraphDec
                     times[label].append(module.benchmark(repeats=3))
         seconds = {label: statistics.median(ts) if ts else float("nan") for label, ts in times.items()}
         chosen = "default" if len(modules) == 1 else min(seconds, key=seconds.get)
-        chooser.db.set_graph_choice(graph_digest(imported, **passes),
-                                    {"choice": None if chosen == "default" else candidates[chosen].choice,
-                                     "seconds": seconds, "chosen": chosen})
+        winner = candidates[chosen]
+        chooser.db.set_graph_choice(graph_digest(imported, **passes), {
+            "choice": None if chosen == "default" else winner.choice,
+            "fusion": "stitch" if winner.algorithm == STITCH else "rules", "seconds": seconds, "chosen": chosen})
         return GraphDecision(seconds, chosen)

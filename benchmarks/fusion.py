@@ -1,0 +1,152 @@
+"""Fusion benchmark: the rule-based fusion against FusionStitching's explorer (`compile(fusion="stitch")`), side by
+side on whole models and on the memory-bound chains alone, with Inductor's kernel count for the same models.
+
+    python benchmarks/fusion.py                    # table
+    python benchmarks/fusion.py --json             # [{"model", "plan", "kernels", "bytes_between_kernels",
+                                                   #   "memory_bound_ms", "total_ms", "inductor_kernels", "cpu"}]
+    python benchmarks/fusion.py --only gelu_chain  # one case
+    python benchmarks/fusion.py --no-inductor      # without Inductor's kernel count (it compiles for minutes)
+
+"plan" is "rule-based" or "stitched". "kernels" counts the kernels one inference runs; "bytes_between_kernels"
+the bytes kernels write to intermediate tensors plus the bytes kernels read back from them (views looked
+through); "memory_bound_ms" the profiled time of the kernels that run no convolution or matrix product (median of
+the per-kernel profile, `Module.profile`), "total_ms" the median latency of the un-instrumented module.
+"inductor_kernels" is the number of kernels in the code torch.compile's Inductor generates for the model (its
+C++ kernels plus the calls of its extern kernels, e.g. mm), the same for both rows of a model. The stitched rows
+use this machine's measured fusion costs (`tilegrad.tune.fusion_costs`, measured once and cached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from models import MODELS, _export  # benchmarks/models.py, beside this script
+
+PLANS = {"rule-based": "rules", "stitched": "stitch"}
+CHAIN_SHAPE = (128, 768)
+
+
+class _Gelu(nn.Module):
+    def forward(self, x):
+        return nn.functional.gelu(x)
+
+
+class _Softmax(nn.Module):
+    def forward(self, x):
+        return x.softmax(-1)
+
+
+def _layer_norm():
+    return nn.LayerNorm(CHAIN_SHAPE[-1]), (torch.randn(*CHAIN_SHAPE),)
+
+
+CASES = {
+    "bert_base": MODELS["bert_base"],
+    "gpt2_small": MODELS["gpt2_small"],
+    "vit_b16": MODELS["vit_b16"],
+    "mobilenet_v2": MODELS["mobilenet_v2"],
+    "layer_norm_chain": _layer_norm,
+    "softmax_chain": lambda: (_Softmax(), (torch.randn(*CHAIN_SHAPE),)),
+    "gelu_chain": lambda: (_Gelu(), (torch.randn(*CHAIN_SHAPE),)),
+}
+
+
+def bytes_between_kernels(g) -> int:
+    """Bytes kernels write to intermediate tensors and read back from them (a view is its input's memory)."""
+    from tilegrad.ir.registry import lookup
+    from tilegrad.passes.memory_plan import intermediates_of, nbytes, plan_memory
+
+    kernel_nodes = plan_memory(g, intermediates_of(g)).kernel_nodes(g)
+    made_by_kernel = {id(v) for n in kernel_nodes for v in n.outputs}
+    base: dict[int, int] = {}
+    for n in g.nodes:
+        if lookup(n.op).view:
+            base[id(n.outputs[0])] = base.get(id(n.inputs[0]), id(n.inputs[0]))
+    outputs = {base.get(id(v), id(v)) for v in g.outputs}
+    written = sum(nbytes(v) for n in kernel_nodes for v in n.outputs if id(v) not in outputs)
+    read = sum(nbytes(v) for n in kernel_nodes for v in n.inputs if base.get(id(v), id(v)) in made_by_kernel)
+    return written + read
+
+
+def memory_bound_seconds(profile) -> float:
+    """The profiled seconds of the kernels whose ops include no convolution or matrix product."""
+    from tilegrad.ir.registry import OUT_FUSABLE, lookup
+
+    def heavy(label: str) -> bool:
+        return any(lookup(op).kind == OUT_FUSABLE for op in label.split("[")[0].split("+"))
+
+    return sum(r.seconds for r in profile.sites if not heavy(r.label))
+
+
+def inductor_kernels(module, args) -> int:
+    """Kernels in Inductor's generated code for `module`: its compiled C++ kernels and its extern kernel calls."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        _, sources = run_and_get_code(torch.compile(module), *args)
+    code = "\n".join(sources)
+    defined = len(re.findall(r"async_compile\.cpp(?:_pybinding)?\(", code))
+    extern = len(re.findall(r"extern_kernels\.\w+\(", code))
+    return defined + extern
+
+
+def measure(name: str, inductor: bool, repeats: int) -> list[dict]:
+    from tilegrad.api import compile_with_report
+    from tilegrad.runtime.peaks import measured_peaks
+
+    torch.manual_seed(0)
+    module, args = CASES[name]()
+    module.eval()
+    model = _export(module, args)
+    feeds = {f"in{i}": a.numpy() for i, a in enumerate(args)}
+    with torch.no_grad():
+        want = module(*args).numpy()
+    count = inductor_kernels(module, args) if inductor else None
+    rows = []
+    for plan, fusion in PLANS.items():
+        built = compile_with_report(model, fusion=fusion)
+        got = built.module(**feeds)
+        got = got[0] if isinstance(got, list) else got
+        error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-12))
+        profile = built.module.profile(**feeds, repeats=repeats)
+        rows.append({"model": name, "plan": plan, "kernels": built.kernels,
+                     "bytes_between_kernels": bytes_between_kernels(built.graph),
+                     "memory_bound_ms": memory_bound_seconds(profile) * 1e3, "total_ms": profile.latency_s * 1e3,
+                     "inductor_kernels": count, "max_rel_error": error, "cpu": measured_peaks().cpu})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only this case (repeatable)")
+    ap.add_argument("--json", action="store_true", help="print JSON rows")
+    ap.add_argument("--no-inductor", action="store_true", help="skip Inductor's kernel count")
+    ap.add_argument("--repeats", type=int, default=20, help="profiled runs per module (median)")
+    args = ap.parse_args(argv)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in args.only or CASES:
+            rows += measure(name, not args.no_inductor, args.repeats)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'model':<18}{'plan':<12}{'kernels':>8}{'MiB between':>12}{'mem-bound ms':>13}{'total ms':>10}"
+          f"{'inductor':>9}")
+    for r in rows:
+        print(f"{r['model']:<18}{r['plan']:<12}{r['kernels']:>8}{r['bytes_between_kernels'] / 2**20:>12.2f}"
+              f"{r['memory_bound_ms']:>13.3f}{r['total_ms']:>10.3f}{r['inductor_kernels']!s:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

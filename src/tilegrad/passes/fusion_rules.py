@@ -1,0 +1,177 @@
+"""What a fused kernel can be: the one definition of a buildable group, read by both fusion strategies.
+
+The rule-based pass (`fuse.py`) grows groups greedily and asks these facts merge by merge; the stitching explorer
+(`stitch.py`) proposes whole patterns and asks `refusal` about each. A pattern is buildable when the fused-kernel
+lowering (`ir/ops/fused.py` composing the members' computes, `schedule/defaults.py` scheduling them) gives a kernel
+that neither recomputes a reduction nor writes more than one value:
+- one value leaves the kernel (read outside or returned), and it is the last member's;
+- an opaque op stands alone;
+- at most one conv or matmul (out-fusable), nothing of the pattern above it, and only element-wise ops of its
+  output's type downstream of it (the epilogue computed on its register tile; a residual's producers are free);
+- a reduction read inside the pattern works row by row (its op declares `rows`), and everything downstream of it
+  keeps the same rows, so the default schedule computes it once per row block and reuses it (a sub-root);
+- no path leaves the pattern and re-enters it (the kernel would have to run both before and after the outside op);
+- at most MAX_FUSED_DEPTH ops in a chain and MAX_FUSED_SIZE ops in the output's expression, reads counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..ir.graph import Graph, Node, Value
+from ..ir.registry import BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
+
+POINTWISE = (ELEMWISE, BROADCAST)
+HORIZONTAL_MAX_ELEMENTS = 1 << 12  # outputs up to this size are small enough that a kernel call dominates
+MAX_FUSED_DEPTH = 32  # the longest chain of ops in one group
+MAX_FUSED_SIZE = 512  # the most ops in the expression of one node's output, each read of a producer counted
+
+
+def fusion_kind(n: Node) -> str:
+    """The node's kind for fusion: INJECTIVE (element-wise, broadcast, injective), OUT_FUSABLE, REDUCTION or
+    OPAQUE."""
+    kind = lookup(n.op).kind
+    return INJECTIVE if kind in (ELEMWISE, BROADCAST, INJECTIVE) else kind
+
+
+def row_shape(node: Node) -> tuple[int, ...] | None:
+    """The leading axes a row-wise node keeps (its op's declared `rows`), or None."""
+    rows = lookup(node.op).rows
+    return None if rows is None else rows(node.inputs[0].shape if node.inputs else (), **node.attrs)
+
+
+def fits_rows(v: Value, rows: tuple[int, ...]) -> bool:
+    return v.shape[:len(rows)] == rows
+
+
+class GraphIndex:
+    """Producers and consumers of a graph's values by node position, for the walks fusion makes."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.producer = {id(v): i for i, n in enumerate(g.nodes) for v in n.outputs}
+        self.consumers: dict[int, list[int]] = {}
+        for i, n in enumerate(g.nodes):
+            for v in n.inputs:
+                self.consumers.setdefault(id(v), []).append(i)
+        self.graph_outputs = {id(v) for v in g.outputs}
+
+    def producers_of(self, i: int) -> list[int]:
+        """Positions of the nodes node i reads, once each, in order."""
+        return list(dict.fromkeys(self.producer[id(v)] for v in self.g.nodes[i].inputs if id(v) in self.producer))
+
+    def readers_of(self, i: int) -> list[int]:
+        """Positions of the nodes reading node i's outputs, once each, ascending."""
+        return sorted({c for v in self.g.nodes[i].outputs for c in self.consumers.get(id(v), [])})
+
+    def escaping(self, members: Iterable[int]) -> list[Value]:
+        """The values of the nodes `members` that are read outside them or returned by the graph, in order."""
+        inside = set(members)
+        return [v for i in sorted(inside) for v in self.g.nodes[i].outputs
+                if id(v) in self.graph_outputs or any(c not in inside for c in self.consumers.get(id(v), []))]
+
+    def reenters(self, members: frozenset[int]) -> bool:
+        """Whether some path leaves `members` and comes back into them (nodes after the last member cannot lead
+        back, so the walk stops there)."""
+        last = max(members)
+        stack = [c for i in members for c in self.readers_of(i) if c not in members]
+        seen: set[int] = set()
+        while stack:
+            i = stack.pop()
+            if i in seen or i > last:
+                continue
+            seen.add(i)
+            for c in self.readers_of(i):
+                if c in members:
+                    return True
+                stack.append(c)
+        return False
+
+
+def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
+    """Why the nodes `members` cannot be one fused kernel, naming the node and op; None when they can."""
+    if len(members) == 1:
+        return None
+    nodes = {i: ix.g.nodes[i] for i in sorted(members)}
+    kinds = {i: fusion_kind(n) for i, n in nodes.items()}
+    for i, kind in kinds.items():
+        if kind == OPAQUE:
+            return f"{_name(nodes[i])} is opaque and stands alone"
+    if ix.reenters(members):
+        return "a path leaves the pattern and re-enters it (cyclic)"
+    out = ix.escaping(members)
+    last = max(members)
+    if len(out) != 1 or ix.producer[id(out[0])] != last:
+        leaks = ", ".join(f"{v.name!r}" for v in out if ix.producer[id(v)] != last)
+        return f"{leaks or 'no value'} would leave the kernel besides the output of {_name(nodes[last])}"
+    anchors = [i for i, kind in kinds.items() if kind == OUT_FUSABLE]
+    if anchors:
+        reason = _epilogue_refusal(ix, nodes, anchors)
+        if reason:
+            return reason
+    reason = _row_refusal(ix, nodes, kinds)
+    if reason:
+        return reason
+    return _size_refusal(ix, nodes)
+
+
+def _epilogue_refusal(ix: GraphIndex, nodes: dict[int, Node], anchors: list[int]) -> str | None:
+    first = anchors[0]
+    if len(anchors) > 1:
+        return f"{_name(nodes[anchors[1]])} is a second conv/matmul after {_name(nodes[first])}"
+    if any(p in nodes for p in ix.producers_of(first)):
+        return f"nothing fuses into {_name(nodes[first])} from above (its input would be recomputed per tap)"
+    anchor_type = nodes[first].outputs[0].type
+    downstream = {first}
+    for i, n in nodes.items():  # ascending; the other operands' producers (a residual) are free
+        if i == first or not any(p in downstream for p in ix.producers_of(i)):
+            continue
+        downstream.add(i)
+        if lookup(n.op).kind not in POINTWISE or any(o.type != anchor_type for o in n.outputs):
+            return f"{_name(n)} is not an element-wise epilogue of {_name(nodes[first])}'s shape"
+    return None
+
+
+def _row_refusal(ix: GraphIndex, nodes: dict[int, Node], kinds: dict[int, str]) -> str | None:
+    """A reduction read inside the pattern must be a sub-root: row-wise, every op downstream of it on its rows."""
+    rows: tuple[int, ...] | None = None
+    downstream: set[int] = set()
+    for i, n in nodes.items():  # ascending: producers first
+        upstream = [p for p in ix.producers_of(i) if p in nodes and (p in downstream or kinds[p] == REDUCTION)]
+        if not upstream:
+            continue
+        downstream.add(i)
+        for p in upstream:
+            if kinds[p] == REDUCTION:
+                r = row_shape(nodes[p])
+                if r is None:
+                    return (f"{_name(nodes[p])} reduces whole rows away; reading it from {_name(n)} would "
+                            f"recompute it per element")
+                if rows is not None and r != rows:
+                    return f"{_name(nodes[p])} works on rows {r}, another reduction here on {rows}"
+                rows = r
+        if kinds[i] == REDUCTION and row_shape(n) != rows:
+            return f"{_name(n)} reduces other rows than the reduction it reads ({rows})"
+        if kinds[i] != REDUCTION and lookup(n.op).kind not in POINTWISE:
+            return f"{_name(n)} is not element-wise, so it cannot follow a reduction in one row loop"
+        if not all(fits_rows(o, rows) for o in n.outputs):
+            return f"{_name(n)} does not keep the rows {rows}"
+    return None
+
+
+def _size_refusal(ix: GraphIndex, nodes: dict[int, Node]) -> str | None:
+    depth: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for i, n in nodes.items():
+        inner = [ix.producer[id(v)] for v in n.inputs if ix.producer.get(id(v)) in nodes]
+        depth[i] = 1 + max((depth[p] for p in inner), default=0)
+        size[i] = 1 + sum(size[p] for p in inner)
+        if depth[i] > MAX_FUSED_DEPTH:
+            return f"the chain ending at {_name(n)} is longer than {MAX_FUSED_DEPTH} ops"
+        if size[i] > MAX_FUSED_SIZE:
+            return f"the expression of {_name(n)} has more than {MAX_FUSED_SIZE} ops (reads counted)"
+    return None
+
+
+def _name(n: Node) -> str:
+    return f"{n.name!r} ({n.op})"
