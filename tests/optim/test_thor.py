@@ -1,0 +1,124 @@
+"""THOR as a torch.optim optimizer: saving and loading its state, LR schedulers, weight decay and its filter,
+the damping schedule, KL clipping, errors; and the block-size chooser's two curves."""
+
+import copy
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tilegrad.errors import OptimizerError
+from tilegrad.optim import THOR, choose_thor_block_size, get_thor_damping
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 16, 8),
+                         nn.LayerNorm(8), nn.Linear(8, 3))
+
+
+def _batches(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    rng = torch.Generator().manual_seed(1)
+    return [(torch.randn(16, 1, 4, 4, generator=rng), torch.randint(0, 3, (16,), generator=rng)) for _ in range(n)]
+
+
+def _steps(model: nn.Module, opt: torch.optim.Optimizer, batches) -> None:
+    for x, y in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def test_state_dict_round_trip_continues_training_identically():
+    batches = _batches(7)
+    model = _model()
+    opt = THOR(model, lr=0.05, damping=0.1, frequency=2, thresholds="THOR_stop", split_dim=8)
+    _steps(model, opt, batches[:3])
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buffer)
+
+    twin = _model()
+    saved = torch.load(io.BytesIO(buffer.getvalue()))
+    twin.load_state_dict(saved["model"])
+    twin_opt = THOR(twin, lr=0.05, damping=0.1, frequency=2, thresholds="THOR_stop", split_dim=8)
+    twin_opt.load_state_dict(saved["opt"])
+    first = twin_opt.state[twin_opt.layers[1].weight]
+    assert first["decisions"] == 2 and "a_inv" in first and "momentum_buffer" in first
+
+    _steps(model, opt, batches[3:])
+    _steps(twin, twin_opt, batches[3:])
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+def test_lr_schedulers_drive_the_param_groups():
+    model = _model()
+    opt = THOR(model, lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    _steps(model, opt, _batches(1))
+    scheduler.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
+
+
+def test_weight_decay_skips_biases_and_norm_parameters():
+    model = _model()
+    opt = THOR(model, lr=0.1, momentum=0.0, weight_decay=0.5)
+    before = copy.deepcopy(model.state_dict())
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)                      # only weight decay moves the parameters
+    opt.step()
+    for name, p in model.named_parameters():
+        expected = before[name] * (0.95 if p.dim() > 1 else 1.0)
+        torch.testing.assert_close(p.detach(), expected, msg=name)
+
+
+def test_a_damping_schedule_is_read_per_step():
+    damping = get_thor_damping(0, 0.3, 0.5, 2, 3)
+    opt = THOR(_model(), lr=0.1, damping=damping)
+    assert opt.damping_at(0) == pytest.approx(float(damping[0]))
+    assert opt.damping_at(100) == pytest.approx(float(damping[-1]))
+
+
+def test_kl_clipping_bounds_the_predicted_change():
+    model = _model()
+    x, y = _batches(1)[0]
+    opt = THOR(model, lr=10.0, kl_clip=1e-4)
+    _steps(model, opt, [(x, y)])                             # the inverses exist from here on
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    directions = {p: opt._precondition(opt._layer_of[p], p.grad) if p in opt._layer_of else p.grad
+                  for p in model.parameters()}
+    predicted = 10.0 ** 2 * sum(float((d * p.grad).sum()) for p, d in directions.items() if p in opt._layer_of)
+    scale = opt._kl_scale(10.0, directions)
+    assert scale < 1 and scale ** 2 * predicted == pytest.approx(1e-4)
+    opt.kl_clip = 10 * predicted
+    assert opt._kl_scale(10.0, directions) == 1.0
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(lr=0.0), "lr > 0"),
+    (dict(lr=0.1, frequency=0), "frequency"),
+    (dict(lr=0.1, split_dim=0), "split_dim"),
+    (dict(lr=0.1, kl_clip=0.0), "kl_clip"),
+    (dict(lr=0.1, thresholds="fast"), "unknown THOR preset"),
+])
+def test_bad_hyperparameters_are_named(options, message):
+    with pytest.raises(OptimizerError, match=message):
+        THOR(_model(), **options)
+
+
+def test_block_size_chooser_prints_and_returns_both_curves():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(40, 20), nn.Tanh(), nn.Linear(20, 5))
+    out = io.StringIO()
+    choice = choose_thor_block_size(model, torch.randn(64, 40), repeats=2, out=out)
+    assert choice.candidates == (1, 16, 32, 40)               # 1, 16, 32, ... below the largest dimension, then it
+    assert choice.loss_score[-1] == 1.0                       # unsplit factors lose nothing
+    assert list(choice.loss_score) == sorted(choice.loss_score)
+    assert choice.speed[0] == 1.0 and all(s > 0 for s in choice.speed)
+    assert choice.block_size in choice.candidates
+    assert min(choice.candidates) <= choice.crossing <= max(choice.candidates)
+    assert "loss score" in out.getvalue() and f"block size {choice.block_size}" in out.getvalue()
+    assert all(p.grad is None for p in model.parameters())   # the measurement leaves no gradients behind
