@@ -34,7 +34,8 @@ def _steps(model: nn.Module, opt: torch.optim.Optimizer, batches) -> None:
 def test_state_dict_round_trip_continues_training_identically():
     batches = _batches(7)
     model = _model()
-    opt = THOR(model, lr=0.05, damping=0.1, frequency=2, thresholds="THOR_stop", split_dim=8)
+    opt = THOR(model, lr=0.05, damping=0.1, frequency=2, thresholds="THOR_stop", split_dim=8,
+               adaptive_interval=0.5)
     _steps(model, opt, batches[:3])
     buffer = io.BytesIO()
     torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buffer)
@@ -42,7 +43,8 @@ def test_state_dict_round_trip_continues_training_identically():
     twin = _model()
     saved = torch.load(io.BytesIO(buffer.getvalue()))
     twin.load_state_dict(saved["model"])
-    twin_opt = THOR(twin, lr=0.05, damping=0.1, frequency=2, thresholds="THOR_stop", split_dim=8)
+    twin_opt = THOR(twin, lr=0.05, damping=0.1, frequency=2, thresholds="THOR_stop", split_dim=8,
+                    adaptive_interval=0.5)
     twin_opt.load_state_dict(saved["opt"])
     first = twin_opt.state[twin_opt.layers[1].weight]
     assert first["decisions"] == 2 and "a_inv" in first and "momentum_buffer" in first

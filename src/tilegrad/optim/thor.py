@@ -2,8 +2,8 @@
 
 Each Linear, Conv2d and Embedding weight W is stepped along the natural gradient of its Kronecker-factored Fisher
 block, (G + λI)⁻¹ ∇W (A + λI)⁻¹, which is (A + λI)⁻¹ ⊗ (G + λI)⁻¹ vec(∇W) written without the Kronecker product.
-The inverses are refreshed every `frequency` steps and, per layer, only when the trace rule says the curvature
-moved; in between the stale inverses are used. Every other parameter takes SGD with momentum.
+The inverses are refreshed every `frequency` steps (or at SPNGD's adaptive per-layer interval) and, per layer,
+only when the trace rule says the curvature moved; in between the stale inverses are used. Every other parameter takes SGD with momentum.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from torch import nn
 from ..errors import OptimizerError
 from .blocks import damped_inverse
 from .factors import FactorCollector, Layer, find_layers
+from .interval import next_interval
 from .trace_rule import Decision, damped_trace, decide, thresholds_of, trace_change
 
 
@@ -32,7 +33,8 @@ class THOR(torch.optim.Optimizer):
     steps, between curvature refreshes; `thresholds` the trace rule's (w1, w2) or a preset name ("THOR",
     "THOR_stop", "THOR_NT"); `split_dim` the block size b of the factors (None: no splitting; see
     `choose_thor_block_size`); `decay_filter(name, param)` picks the parameters weight decay applies to;
-    `half_precision` runs the two preconditioning matmuls in float16; `kl_clip` (None: off) bounds the step's
+    `adaptive_interval` (None: off) is the relative Frobenius tolerance under which SPNGD's rule calls two
+    refreshes' factors similar and adapts each layer's interval, starting from `frequency`; `half_precision` runs the two preconditioning matmuls in float16; `kl_clip` (None: off) bounds the step's
     predicted change of the model's output distribution, lr² Σ ⟨preconditioned ∇W, ∇W⟩, by shrinking the
     preconditioned directions (K-FAC's KL clipping, Ba et al. 2017; not in MindSpore's THOR): stale inverses
     with a small damping can otherwise take steps that diverge.
@@ -42,7 +44,8 @@ class THOR(torch.optim.Optimizer):
                  weight_decay: float = 0.0, frequency: int = 1, thresholds: tuple[float, float] | str = "THOR",
                  split_dim: int | None = None,
                  decay_filter: Callable[[str, nn.Parameter], bool] = default_decay_filter,
-                 half_precision: bool = False, kl_clip: float | None = 0.001) -> None:
+                 adaptive_interval: float | None = None, half_precision: bool = False,
+                 kl_clip: float | None = 0.001) -> None:
         if lr <= 0 or momentum < 0 or weight_decay < 0:
             raise OptimizerError(f"THOR needs lr > 0, momentum >= 0 and weight_decay >= 0; got lr={lr}, "
                                  f"momentum={momentum}, weight_decay={weight_decay}")
@@ -50,12 +53,16 @@ class THOR(torch.optim.Optimizer):
             raise OptimizerError(f"THOR's frequency is a number of steps >= 1, got {frequency}")
         if kl_clip is not None and kl_clip <= 0:
             raise OptimizerError(f"THOR's kl_clip must be positive (or None), got {kl_clip}")
+        if adaptive_interval is not None and adaptive_interval <= 0:
+            raise OptimizerError(f"THOR's adaptive_interval tolerance must be positive (or None), got "
+                                 f"{adaptive_interval}")
         if split_dim is not None and split_dim < 1:
             raise OptimizerError(f"THOR's split_dim must be at least 1 (or None), got {split_dim}")
         named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         super().__init__([p for _, p in named], dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
         self.damping = damping
         self.frequency = frequency
+        self.adaptive_interval = adaptive_interval
         self.thresholds = thresholds_of(thresholds)
         self.split_dim = split_dim
         self.half_precision = half_precision
@@ -73,19 +80,28 @@ class THOR(torch.optim.Optimizer):
             return float(self.damping)
         return float(self.damping[min(step, len(self.damping) - 1)])
 
+    def _due(self, layer: Layer) -> bool:
+        """Whether `layer` refreshes at the coming step: not frozen, and its interval has run out."""
+        state = self.state[layer.weight]
+        return not state.get("frozen", False) and self._steps >= state.get("due", 0)
+
     def _arm_collector(self) -> None:
-        """Collect statistics during the passes before the next step if it refreshes, for the unfrozen layers."""
-        refresh = self._steps % self.frequency == 0
-        self._collector.collecting = {layer for layer in self.layers
-                                      if refresh and not self.state[layer.weight].get("frozen", False)}
+        """Collect statistics during the passes before the next step for the layers it refreshes."""
+        self._collector.collecting = {layer for layer in self.layers if self._due(layer)}
 
     def _refresh(self, layer: Layer, damping: float) -> None:
         """Apply the trace rule to the statistics the last passes gathered for `layer`."""
+        state = self.state[layer.weight]
+        interval = state.get("interval", self.frequency)
         factors = self._collector.take(layer)
+        if factors is not None and self.adaptive_interval is not None:
+            history = state.setdefault("history", [])
+            interval = next_interval(interval, history, factors, self.adaptive_interval)
+            history[:] = (history + [factors])[-2:]
+        state["interval"], state["due"] = interval, self._steps + interval
         if factors is None:
             return
         a, g = factors
-        state = self.state[layer.weight]
         trace = damped_trace(a, g, damping)
         decision = Decision.UPDATE if "trace" not in state else decide(trace_change(trace, state["trace"]),
                                                                         self.thresholds)
@@ -125,11 +141,10 @@ class THOR(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if self._steps % self.frequency == 0:
-            damping = self.damping_at(self._steps)
-            for layer in self.layers:
-                if not self.state[layer.weight].get("frozen", False):
-                    self._refresh(layer, damping)
+        damping = self.damping_at(self._steps)
+        for layer in self.layers:
+            if self._due(layer):
+                self._refresh(layer, damping)
         for group in self.param_groups:
             directions = {p: self._precondition(self._layer_of[p], p.grad) if p in self._layer_of else p.grad
                           for p in group["params"] if p.grad is not None}
