@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
@@ -29,15 +28,15 @@ from torch import nn
 from tilegrad.optim import THOR, choose_thor_block_size
 
 BATCH = 32
-THOR_OPTIONS = dict(damping=0.3, frequency=10)
+THOR_OPTIONS = {"damping": 0.3, "frequency": 10}
 TASKS = {  # name -> (epochs, target test accuracy)
     "digits_cnn": (12, 0.97),
     "digits_mlp": (15, 0.97),
 }
 GRIDS = {
-    "sgd": [0.03, 0.1, 0.3],
-    "adam": [0.003, 0.01, 0.03],
-    "thor": [0.03, 0.1, 0.3],
+    "sgd": [0.01, 0.03, 0.1, 0.3],
+    "adam": [0.001, 0.003, 0.01, 0.03],
+    "thor": [0.01, 0.03, 0.1, 0.3],
 }
 VARIANTS = {"thor_stop": "THOR_stop", "thor_nt": "THOR_NT"}   # run at THOR's tuned rate
 
@@ -90,7 +89,7 @@ def train(task: str, name: str, lr: float, seed: int, data) -> dict:
             logits = model(x_test)
         accuracy.append(float((logits.argmax(1) == y_test).float().mean()) if torch.isfinite(logits).all() else 0.0)
         seconds.append(elapsed)
-    return dict(accuracy=accuracy, seconds=seconds, seconds_per_step=elapsed / steps)
+    return {"accuracy": accuracy, "seconds": seconds, "seconds_per_step": elapsed / steps}
 
 
 def to_target(run: dict, target: float) -> tuple[int | None, float | None]:
@@ -114,14 +113,14 @@ def _median(values: list) -> float | None:
 def summarize(task: str, name: str, lr: float, runs: list[dict]) -> dict:
     target = TASKS[task][1]
     reached = [to_target(run, target) for run in runs]
-    return dict(task=task, optimizer=name, lr=lr, target=target,
-                epochs_to_target=_median([e for e, _ in reached]),
-                seconds_to_target=_median([s for _, s in reached]),
-                final_metric=statistics.median(run["accuracy"][-1] for run in runs),
-                seconds_per_step=statistics.median(run["seconds_per_step"] for run in runs),
-                epochs_to_target_per_seed=[e for e, _ in reached],
-                curve=[statistics.median(c) for c in zip(*(run["accuracy"] for run in runs))],
-                curve_seconds=[statistics.median(c) for c in zip(*(run["seconds"] for run in runs))])
+    return {"task": task, "optimizer": name, "lr": lr, "target": target,
+            "epochs_to_target": _median([e for e, _ in reached]),
+            "seconds_to_target": _median([s for _, s in reached]),
+            "final_metric": statistics.median(run["accuracy"][-1] for run in runs),
+            "seconds_per_step": statistics.median(run["seconds_per_step"] for run in runs),
+            "epochs_to_target_per_seed": [e for e, _ in reached],
+            "curve": [statistics.median(c) for c in zip(*(run["accuracy"] for run in runs))],
+            "curve_seconds": [statistics.median(c) for c in zip(*(run["seconds"] for run in runs))]}
 
 
 def _rank(row: dict) -> tuple:

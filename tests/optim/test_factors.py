@@ -11,7 +11,7 @@ from tilegrad.optim.factors import FactorCollector, find_layers
 
 def _patches_by_loops(x: np.ndarray, k: int, stride: int, pad: int, dilation: int) -> np.ndarray:
     """One row per (sample, output y, output x): the input window, channel-major then kernel row and column."""
-    n, c, h, w = x.shape
+    n, _, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     span = dilation * (k - 1) + 1
     rows = []

@@ -42,7 +42,7 @@ def _one_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, damping: float
     opt.step()
     for h in hooks:
         h.remove()
-    return dict(grads=grads, change={n: before[n] - p.detach() for n, p in model.named_parameters()}, io=outputs)
+    return {"grads": grads, "change": {n: before[n] - p.detach() for n, p in model.named_parameters()}, "io": outputs}
 
 
 def test_linear_step_equals_the_kronecker_inverse_form():

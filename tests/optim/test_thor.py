@@ -100,11 +100,12 @@ def test_kl_clipping_bounds_the_predicted_change():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(lr=0.0), "lr > 0"),
-    (dict(lr=0.1, frequency=0), "frequency"),
-    (dict(lr=0.1, split_dim=0), "split_dim"),
-    (dict(lr=0.1, kl_clip=0.0), "kl_clip"),
-    (dict(lr=0.1, thresholds="fast"), "unknown THOR preset"),
+    ({"lr": 0.0}, "lr > 0"),
+    ({"lr": 0.1, "frequency": 0}, "frequency"),
+    ({"lr": 0.1, "split_dim": 0}, "split_dim"),
+    ({"lr": 0.1, "kl_clip": 0.0}, "kl_clip"),
+    ({"lr": 0.1, "adaptive_interval": -1.0}, "adaptive_interval"),
+    ({"lr": 0.1, "thresholds": "fast"}, "unknown THOR preset"),
 ])
 def test_bad_hyperparameters_are_named(options, message):
     with pytest.raises(OptimizerError, match=message):

@@ -7,7 +7,13 @@ from torch import nn
 
 from tilegrad.errors import OptimizerError
 from tilegrad.optim import PRESETS, THOR
-from tilegrad.optim.trace_rule import Decision, damped_trace, decide, thresholds_of, trace_change
+from tilegrad.optim.trace_rule import (
+    Decision,
+    damped_trace,
+    decide,
+    thresholds_of,
+    trace_change,
+)
 
 
 def test_the_three_branches_and_their_boundaries():

@@ -1,5 +1,5 @@
-"""SPNGD's adaptive refresh interval (Osawa et al. 2020), per layer: compare the new factors X with the last two
-refreshes' X₋₁ and X₋₂. Not similar to X₋₁: the curvature moves, halve the interval. Similar to X₋₁ but not to
+"""SPNGD's adaptive refresh interval (Osawa et al. 2020), per layer: compare the new factors X with the last
+two refreshes' X₋₁ and X₋₂. Not similar to X₋₁: the curvature moves, halve the interval. Similar to X₋₁ but not to
 X₋₂: keep it. Similar to both: it has settled, double it.
 
 Why: a fixed global `frequency` either wastes inversions on layers that settled early or lets fast-moving layers

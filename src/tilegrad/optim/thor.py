@@ -3,7 +3,8 @@
 Each Linear, Conv2d and Embedding weight W is stepped along the natural gradient of its Kronecker-factored Fisher
 block, (G + λI)⁻¹ ∇W (A + λI)⁻¹, which is (A + λI)⁻¹ ⊗ (G + λI)⁻¹ vec(∇W) written without the Kronecker product.
 The inverses are refreshed every `frequency` steps (or at SPNGD's adaptive per-layer interval) and, per layer,
-only when the trace rule says the curvature moved; in between the stale inverses are used. Every other parameter takes SGD with momentum.
+only when the trace rule says the curvature moved; in between the stale inverses are used. Every other parameter
+takes SGD with momentum.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ class THOR(torch.optim.Optimizer):
     "THOR_stop", "THOR_NT"); `split_dim` the block size b of the factors (None: no splitting; see
     `choose_thor_block_size`); `decay_filter(name, param)` picks the parameters weight decay applies to;
     `adaptive_interval` (None: off) is the relative Frobenius tolerance under which SPNGD's rule calls two
-    refreshes' factors similar and adapts each layer's interval, starting from `frequency`; `half_precision` runs the two preconditioning matmuls in float16; `kl_clip` (None: off) bounds the step's
-    predicted change of the model's output distribution, lr² Σ ⟨preconditioned ∇W, ∇W⟩, by shrinking the
-    preconditioned directions (K-FAC's KL clipping, Ba et al. 2017; not in MindSpore's THOR): stale inverses
-    with a small damping can otherwise take steps that diverge.
+    refreshes' factors similar and adapts each layer's interval, starting from `frequency`; `half_precision`
+    runs the two preconditioning matmuls in float16; `kl_clip` (None: off) bounds the step's predicted change
+    of the model's output distribution, lr² Σ ⟨preconditioned ∇W, ∇W⟩, by shrinking the preconditioned
+    directions (K-FAC's KL clipping, Ba et al. 2017; not in MindSpore's THOR): stale inverses with a small
+    damping can otherwise take steps that diverge.
     """
 
     def __init__(self, model: nn.Module, lr: float, damping: float | Sequence[float] = 0.03, momentum: float = 0.9,
@@ -59,7 +61,7 @@ class THOR(torch.optim.Optimizer):
         if split_dim is not None and split_dim < 1:
             raise OptimizerError(f"THOR's split_dim must be at least 1 (or None), got {split_dim}")
         named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-        super().__init__([p for _, p in named], dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+        super().__init__([p for _, p in named], {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
         self.damping = damping
         self.frequency = frequency
         self.adaptive_interval = adaptive_interval
