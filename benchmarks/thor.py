@@ -1,9 +1,11 @@
 """THOR against SGD-momentum and Adam on scikit-learn's digits (8x8 images, 1437 train / 360 test), with a small
 CNN and an MLP: epochs and seconds of training until the test accuracy first reaches the target, the final
 accuracy, and the time per step. Each optimizer's learning rate is tuned over a small grid (the rate whose median
-epochs to target over the seeds is least); its row gives medians over the seeds at that rate. THOR_stop and
-THOR_NT run at THOR's rate. One thread (torch.set_num_threads(1)); seeds outermost, so a busy moment on a shared
-machine falls on every contender alike. Run:
+epochs to target over the seeds is least). Then every optimizer at its rate, and THOR_stop and THOR_NT at THOR's,
+train again, interleaved seed by seed, and a row gives the medians over the seeds of that second run (the same
+accuracy curves, since a seeded run on one thread is deterministic, but timings taken side by side). One thread
+(torch.set_num_threads(1)); seeds outermost, so a busy moment on a shared machine falls on every contender alike.
+Run:
 
     python benchmarks/thor.py                       # table, and docs/thor_digits.png
     python benchmarks/thor.py --json                # [{"task", "optimizer", "lr", "epochs_to_target",
@@ -141,11 +143,13 @@ def run_all(seeds: int, tasks: list[str], log) -> list[dict]:
         for key, row in grid_rows.items():
             log(f"{task} {key[0]:<6} lr={key[1]:<6} epochs to target {row['epochs_to_target_per_seed']} "
                 f"final {row['final_metric']:.3f}")
-        best = {name: min((grid_rows[(name, lr)] for lr in grid), key=_rank) for name, grid in GRIDS.items()}
-        rows += best.values()
-        for variant in VARIANTS:
-            lr = best["thor"]["lr"]
-            rows.append(summarize(task, variant, lr, [train(task, variant, lr, seed, data) for seed in range(seeds)]))
+        best = {name: min((grid_rows[(name, lr)] for lr in grid), key=_rank)["lr"] for name, grid in GRIDS.items()}
+        contenders = [(name, lr) for name, lr in best.items()] + [(variant, best["thor"]) for variant in VARIANTS]
+        final: dict[str, list[dict]] = {name: [] for name, _ in contenders}
+        for seed in range(seeds):
+            for name, lr in contenders:
+                final[name].append(train(task, name, lr, seed, data))
+        rows += [summarize(task, name, lr, final[name]) for name, lr in contenders]
     return rows
 
 
