@@ -90,13 +90,27 @@ def test_kl_clipping_bounds_the_predicted_change():
     _steps(model, opt, [(x, y)])                             # the inverses exist from here on
     opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
-    directions = {p: opt._precondition(opt._layer_of[p], p.grad) if p in opt._layer_of else p.grad
-                  for p in model.parameters()}
-    predicted = 10.0 ** 2 * sum(float((d * p.grad).sum()) for p, d in directions.items() if p in opt._layer_of)
-    scale = opt._kl_scale(10.0, directions)
+    preconditioned = {layer.weight: opt._precondition(layer, layer.weight.grad) for layer in opt.layers}
+    predicted = 10.0 ** 2 * sum(float((d * p.grad).sum()) for p, d in preconditioned.items())
+    scale = opt._kl_scale(10.0, preconditioned)
     assert scale < 1 and scale ** 2 * predicted == pytest.approx(1e-4)
     opt.kl_clip = 10 * predicted
-    assert opt._kl_scale(10.0, directions) == 1.0
+    assert opt._kl_scale(10.0, preconditioned) == 1.0
+
+
+def test_a_layer_without_statistics_takes_plain_sgd():
+    # MultiheadAttention calls its out_proj Linear functionally: the hooks never fire, so no inverses exist
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(4, 1, batch_first=True)
+    opt = THOR(attention, lr=0.1, momentum=0.0, kl_clip=1e-12)
+    assert [layer.name for layer in opt.layers] == ["out_proj"]
+    x = torch.randn(2, 3, 4)
+    attention(x, x, x)[0].sum().backward()
+    before = attention.out_proj.weight.detach().clone()
+    grad = attention.out_proj.weight.grad.clone()
+    opt.step()
+    assert "a_inv" not in opt.state[attention.out_proj.weight]
+    torch.testing.assert_close(attention.out_proj.weight.detach(), before - 0.1 * grad)
 
 
 @pytest.mark.parametrize("options, message", [

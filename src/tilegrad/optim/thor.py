@@ -117,10 +117,8 @@ class THOR(torch.optim.Optimizer):
             state["frozen"] = True
 
     def _precondition(self, layer: Layer, grad: torch.Tensor) -> torch.Tensor:
-        """(G + λI)⁻¹ ∇W (A + λI)⁻¹ with the stored inverses; ∇W unchanged before the first refresh."""
+        """(G + λI)⁻¹ ∇W (A + λI)⁻¹ with the stored inverses."""
         state = self.state[layer.weight]
-        if "a_inv" not in state:
-            return grad
         a_inv, g_inv = state["a_inv"], state["g_inv"]
         dtype = torch.float16 if self.half_precision else grad.dtype
         if isinstance(layer.module, nn.Embedding):   # W is (tokens, features): A acts on the left, diagonally
@@ -130,11 +128,11 @@ class THOR(torch.optim.Optimizer):
         out = g_inv.to(dtype) @ matrix @ a_inv.to(dtype)
         return out.to(grad.dtype).reshape(grad.shape)
 
-    def _kl_scale(self, lr: float, directions: dict[nn.Parameter, torch.Tensor]) -> float:
-        """min(1, sqrt(kl_clip / (lr² Σ ⟨d, ∇W⟩))) over the preconditioned layers; 1 without clipping."""
+    def _kl_scale(self, lr: float, preconditioned: dict[nn.Parameter, torch.Tensor]) -> float:
+        """min(1, sqrt(kl_clip / (lr² Σ ⟨d, ∇W⟩))) over the preconditioned directions; 1 without clipping."""
         if self.kl_clip is None:
             return 1.0
-        predicted = lr ** 2 * sum(float((d * p.grad).sum()) for p, d in directions.items() if p in self._layer_of)
+        predicted = lr ** 2 * sum(float((d * p.grad).sum()) for p, d in preconditioned.items())
         return min(1.0, (self.kl_clip / predicted) ** 0.5) if predicted > 0 else 1.0
 
     @torch.no_grad()
@@ -148,11 +146,13 @@ class THOR(torch.optim.Optimizer):
             if self._due(layer):
                 self._refresh(layer, damping)
         for group in self.param_groups:
-            directions = {p: self._precondition(self._layer_of[p], p.grad) if p in self._layer_of else p.grad
-                          for p in group["params"] if p.grad is not None}
-            scale = self._kl_scale(group["lr"], directions)
+            directions = {p: p.grad for p in group["params"] if p.grad is not None}
+            preconditioned = {p: self._precondition(self._layer_of[p], g) for p, g in directions.items()
+                              if p in self._layer_of and "a_inv" in self.state[p]}
+            directions.update(preconditioned)
+            scale = self._kl_scale(group["lr"], preconditioned)
             for p, direction in directions.items():
-                if p in self._layer_of:
+                if p in preconditioned:
                     direction = scale * direction
                 if group["weight_decay"] and self._decays.get(p, False):
                     direction = direction + group["weight_decay"] * p
