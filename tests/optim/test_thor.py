@@ -1,5 +1,5 @@
 """THOR as a torch.optim optimizer: saving and loading its state, LR schedulers, weight decay and its filter,
-the damping schedule, KL clipping, errors; and the block-size chooser's two curves."""
+the damping schedule, KL clipping, layers without statistics, errors."""
 
 import copy
 import io
@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tilegrad.errors import OptimizerError
-from tilegrad.optim import THOR, choose_thor_block_size, get_thor_damping
+from tilegrad.optim import THOR, get_thor_damping
 
 
 def _model() -> nn.Module:
@@ -124,18 +124,3 @@ def test_a_layer_without_statistics_takes_plain_sgd():
 def test_bad_hyperparameters_are_named(options, message):
     with pytest.raises(OptimizerError, match=message):
         THOR(_model(), **options)
-
-
-def test_block_size_chooser_prints_and_returns_both_curves():
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(40, 20), nn.Tanh(), nn.Linear(20, 5))
-    out = io.StringIO()
-    choice = choose_thor_block_size(model, torch.randn(64, 40), repeats=2, out=out)
-    assert choice.candidates == (1, 16, 32, 40)               # 1, 16, 32, ... below the largest dimension, then it
-    assert choice.loss_score[-1] == 1.0                       # unsplit factors lose nothing
-    assert list(choice.loss_score) == sorted(choice.loss_score)
-    assert choice.speed[0] == 1.0 and all(s > 0 for s in choice.speed)
-    assert choice.block_size in choice.candidates
-    assert min(choice.candidates) <= choice.crossing <= max(choice.candidates)
-    assert "loss score" in out.getvalue() and f"block size {choice.block_size}" in out.getvalue()
-    assert all(p.grad is None for p in model.parameters())   # the measurement leaves no gradients behind
