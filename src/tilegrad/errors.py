@@ -64,3 +64,8 @@ class ResourceLimitError(UnsupportedFeatureError):
 class MemoryLimitError(ResourceLimitError):
     """A model whose tensors cannot exist on this machine: more bytes than its memory, or sizes that overflow
     64-bit indices; the message names the largest tensor or the total."""
+
+
+class OptimizerError(TilegradError):
+    """A training step that cannot be taken as asked (a damped curvature factor that is not positive definite, a
+    bad hyperparameter); the message names the layer or parameter and the reason."""
