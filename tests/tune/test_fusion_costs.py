@@ -69,12 +69,22 @@ def test_the_stitched_plan_is_a_variant_that_the_records_choose_when_faster(fixe
     assert slow.algorithm is None  # the rule-based graph, the default
 
 
-def test_measured_latencies_time_each_distinct_kernel_once():
-    from tilegrad.tune.fusion_plans import measured_latencies
+def test_measured_latencies_time_each_distinct_kernel_once(monkeypatch):
+    from tilegrad.tune import fusion_plans
+
+    timed = []
+    real = fusion_plans.time_kernel
+
+    def counting(kernel, arrays, **options):
+        timed.append(kernel.params[0].shape)
+        return real(kernel, arrays, **options)
+
+    monkeypatch.setattr(fusion_plans, "time_kernel", counting)
 
     def chain(n):
         b = GraphBuilder()
         return b.build(b.op("exp", b.input("x", (n, 256))))
 
-    small, large = measured_latencies([chain(4), chain(4096)])
-    assert 0 < small < large
+    small, again, large = fusion_plans.measured_latencies([chain(4), chain(4), chain(4096)])
+    assert timed == [(4, 256), (4096, 256)]  # the second small graph's kernel is the first one's
+    assert small == again and small > 0 and large > 0
