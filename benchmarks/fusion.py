@@ -7,12 +7,13 @@ side on whole models and on the memory-bound chains alone, with Inductor's kerne
     python benchmarks/fusion.py --only gelu_chain  # one case
     python benchmarks/fusion.py --no-inductor      # without Inductor's kernel count (it compiles for minutes)
 
-"plan" is "rule-based" or "stitched". "kernels" counts the kernels one inference runs; "bytes_between_kernels"
+"plan" is "rule-based" (the rules alone, as before FusionStitching: no attention kernel), "rules+attention" (the
+rules after the attention pass) or "stitched" (the attention pass and the explorer: all of issue 28). "kernels" counts the kernels one inference runs; "bytes_between_kernels"
 the bytes kernels write to intermediate tensors plus the bytes kernels read back from them (views looked
 through); "memory_bound_ms" the profiled time of the kernels that run no convolution or matrix product (median of
 the per-kernel profile, `Module.profile`), "total_ms" the median latency of the un-instrumented module.
 "inductor_kernels" is the number of kernels in the code torch.compile's Inductor generates for the model (its
-C++ kernels plus the calls of its extern kernels, e.g. mm), the same for both rows of a model. The stitched rows
+C++ kernels plus the calls of its extern kernels, e.g. mm), the same for every row of a model. The stitched rows
 use this machine's measured fusion costs (`tilegrad.tune.fusion_costs`, measured once and cached).
 """
 
@@ -30,7 +31,7 @@ from torch import nn
 
 from models import MODELS, _export  # benchmarks/models.py, beside this script
 
-PLANS = {"rule-based": "rules", "stitched": "stitch"}
+PLANS = {"rule-based": ("rules", ("attention",)), "rules+attention": ("rules", ()), "stitched": ("stitch", ())}
 CHAIN_SHAPE = (128, 768)
 
 
@@ -112,8 +113,8 @@ def measure(name: str, inductor: bool, repeats: int) -> list[dict]:
         want = module(*args).numpy()
     count = inductor_kernels(module, args) if inductor else None
     rows = []
-    for plan, fusion in PLANS.items():
-        built = compile_with_report(model, fusion=fusion)
+    for plan, (fusion, disabled) in PLANS.items():
+        built = compile_with_report(model, fusion=fusion, disable_passes=disabled)
         got = built.module(**feeds)
         got = got[0] if isinstance(got, list) else got
         error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-12))
@@ -140,10 +141,10 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'model':<18}{'plan':<12}{'kernels':>8}{'MiB between':>12}{'mem-bound ms':>13}{'total ms':>10}"
+    print(f"{'model':<18}{'plan':<17}{'kernels':>8}{'MiB between':>12}{'mem-bound ms':>13}{'total ms':>10}"
           f"{'inductor':>9}")
     for r in rows:
-        print(f"{r['model']:<18}{r['plan']:<12}{r['kernels']:>8}{r['bytes_between_kernels'] / 2**20:>12.2f}"
+        print(f"{r['model']:<18}{r['plan']:<17}{r['kernels']:>8}{r['bytes_between_kernels'] / 2**20:>12.2f}"
               f"{r['memory_bound_ms']:>13.3f}{r['total_ms']:>10.3f}{r['inductor_kernels']!s:>9}")
     return 0
 
