@@ -85,3 +85,14 @@ def test_serial_statements_run_on_thread_zero_and_every_step_ends_at_a_barrier()
     assert team.count("if (tg->tid == 0) {") == 2  # the two serial statements
     assert "if (tg->tid == 0 && !tg_kept_T) tg_kept_T = " in team  # thread 0 allocates the shared buffer...
     assert "tg_broadcast(tg, tg_kept_T)" in team and "#pragma omp parallel" not in team  # ...and shares it
+
+
+def test_a_kernel_without_a_parallel_loop_called_alone_opens_no_region():
+    """A team of one: no thread is woken (and a process forked later does not inherit libgomp's threads)."""
+    x, y = Buffer("X", (_c(N),), "float32"), Buffer("Y", (_c(N),), "float32")
+    i = _index("i", N)
+    k = Kernel("team_serial", (x, y), For(i, _c(N), "serial", Store(y, (i,), E.Load(x, (i,)) + 1.0)))
+    source = render_c(k)
+    assert "TG_TEAM_ALONE team_serial_team(args, tg);" in source and "TG_TEAM_BEGIN" not in source.split("#endif")[-1]
+    x_ = np.arange(N, dtype=np.float32)
+    np.testing.assert_array_equal(_run(k, 2, x_), x_ + 1)

@@ -37,5 +37,5 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void max_pool2d_3x3_stride2(void** args) {
-  TG_TEAM_BEGIN max_pool2d_3x3_stride2_team(args, tg); TG_TEAM_END
+  TG_TEAM_ALONE max_pool2d_3x3_stride2_team(args, tg);
 }

@@ -242,7 +242,10 @@ class CRenderer(Renderer):
         self._team(k.body, 1)
         self._emit(0, "}")
         self._emit(0, self.signature.format(name=k.name) + " {")
-        self._emit(1, f"TG_TEAM_BEGIN {k.name}_team(args, tg); TG_TEAM_END")
+        if _has_parallel(k.body):
+            self._emit(1, f"TG_TEAM_BEGIN {k.name}_team(args, tg); TG_TEAM_END")
+        else:
+            self._emit(1, f"TG_TEAM_ALONE {k.name}_team(args, tg);")
         self._emit(0, "}")
 
     def _team(self, s: Stmt, ind: int) -> None:

@@ -9,7 +9,9 @@ share of its iterations (as OpenMP's static schedule does), serial statements ru
 ends at `tg_barrier`, which spins briefly (the next kernel follows within microseconds) and then yields the core,
 so a thread waiting on a descheduled one does not hold the core it needs. Between calls the threads leave the
 region and sleep as before. A kernel called alone (`K(args)`, as the tuner times it) opens its own region
-around the same team function, so what is tuned is what runs.
+around the same team function, so what is tuned is what runs; one without a parallel loop opens none (a team
+of one), as before: a region costs a wake-up, and a process forked after libgomp started its threads hangs in
+its first region (the conformance runner's workers are forked).
 """
 
 TEAM = """\
@@ -59,5 +61,7 @@ static inline void tg_share(const tg_team* t, int64_t n, int64_t* lo, int64_t* h
 #define TG_TEAM_BEGIN tg_shared tg_sh = {0}; _Pragma("omp parallel") { \\
   tg_team tg_t = {&tg_sh, omp_get_thread_num(), omp_get_num_threads(), 0}; tg_team* tg = &tg_t;
 #define TG_TEAM_END }
+/* A kernel with no parallel loop, called alone, runs as a team of one: no region, no thread woken. */
+#define TG_TEAM_ALONE tg_shared tg_sh = {0}; tg_team tg_t = {&tg_sh, 0, 1, 0}; tg_team* tg = &tg_t;
 #endif
 """
