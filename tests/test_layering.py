@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "passes": BASE | {"te", "ir"},
     "frontend": BASE | {"te", "ir"},
     "kernel": BASE | {"te", "schedule", "loop", "codegen", "runtime", "ir"},
-    "executor": BASE | {"te", "schedule", "codegen", "runtime", "ir", "passes", "kernel"},
+    "executor": BASE | {"te", "schedule", "loop", "codegen", "runtime", "ir", "passes", "kernel"},
     "cuda_executor": BASE | {"codegen", "runtime", "ir", "passes", "kernel", "executor"},
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "cuda_executor", "tune"},

@@ -24,6 +24,7 @@ from .ir.compute import kernel_label, node_compute
 from .ir.graph import Graph, Node, Value
 from .ir.registry import lookup
 from .kernel import lower_kernel
+from .loop.ir import has_parallel
 from .passes.memory_plan import MemoryPlan, check_fits, intermediates_of, nbytes, plan_memory
 from .runtime.build import build_many
 from .runtime.kernel import BufferSpec
@@ -59,8 +60,9 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
         fname = f"k{t}_{_c_name(node.name)}"
         inputs, outputs = node_compute(node)
         trace = choose(node, outputs) if choose else None
-        functions.append(renderer.render_function(lower_kernel((inputs, outputs), trace, name=fname, target=target)))
-        calls.append(KernelCall(fname, [slots[id(v)] for v in [*node.inputs, *node.outputs]]))
+        loop = lower_kernel((inputs, outputs), trace, name=fname, target=target)
+        functions.append(renderer.render_function(loop))
+        calls.append(KernelCall(fname, [slots[id(v)] for v in [*node.inputs, *node.outputs]], has_parallel(loop.body)))
         sites.append(KernelSite(fname, kernel_label(node, outputs), compute_flops(outputs),
                                 sum(nbytes(v) for v in [*node.inputs, *node.outputs])))
     derived = _derived_weights(weights)

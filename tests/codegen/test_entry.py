@@ -49,3 +49,11 @@ void tg_run_profiled(void** args) {
 def test_an_output_copied_onto_itself_is_refused():
     with pytest.raises(ValueError, match=r"output args\[1\] is copied onto itself"):
         render_entry([], [OutputCopy("args[1]", "args[1]", 16)])
+
+
+def test_an_entry_whose_kernels_have_no_parallel_loop_opens_no_region():
+    serial = [KernelCall("k0_exp", ["args[0]", "args[1]"], parallel=False)]
+    assert "TG_TEAM_BEGIN" not in render_entry(serial, []).split("#endif")[-1]
+    assert "{ TG_TEAM_ALONE" in render_entry(serial, [])
+    assert "{ TG_TEAM_ALONE" in render_profiled_entry(serial, [], clock_slot=3)
+    assert "TG_TEAM_BEGIN\n" in render_entry([*serial, KernelCall("k1", ["args[1]", "args[2]"])], [])

@@ -11,7 +11,7 @@ point opens one for all its kernels. Vectorized loops become `omp simd`, unrolle
 from __future__ import annotations
 
 from ..dtype import is_unsigned, itemsize
-from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, walk
+from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, has_parallel
 from ..te import expr as E
 from .renderer import Renderer
 from .team import TEAM
@@ -242,7 +242,7 @@ class CRenderer(Renderer):
         self._team(k.body, 1)
         self._emit(0, "}")
         self._emit(0, self.signature.format(name=k.name) + " {")
-        if _has_parallel(k.body):
+        if has_parallel(k.body):
             self._emit(1, f"TG_TEAM_BEGIN {k.name}_team(args, tg); TG_TEAM_END")
         else:
             self._emit(1, f"TG_TEAM_ALONE {k.name}_team(args, tg);")
@@ -250,12 +250,12 @@ class CRenderer(Renderer):
 
     def _team(self, s: Stmt, ind: int) -> None:
         """`s` as each thread of the team runs it (module docstring)."""
-        if not _has_parallel(s):
+        if not has_parallel(s):
             self._on_thread0([s], ind)
         elif isinstance(s, Seq):
             serial: list[Stmt] = []
             for x in s.stmts:
-                if _has_parallel(x):
+                if has_parallel(x):
                     self._on_thread0(serial, ind)
                     serial = []
                     self._team(x, ind)
@@ -328,10 +328,6 @@ class CRenderer(Renderer):
             text = f"{prefix}{self.calls[t]}{suffix}({', '.join(args)})"
         return f"((_Float16){text})" if e.dtype == "float16" else text
 
-
-
-def _has_parallel(s: Stmt) -> bool:
-    return any(isinstance(x, For) and x.kind == "parallel" for x in walk(s))
 
 
 def render_c(k: Kernel) -> str:

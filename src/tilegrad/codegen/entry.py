@@ -19,6 +19,7 @@ from .team import TEAM
 class KernelCall(NamedTuple):
     function: str  # the kernel's C name
     pointers: Sequence[str]  # a slot per parameter: its inputs, then its outputs
+    parallel: bool = True  # whether it has a parallel loop
 
 
 class OutputCopy(NamedTuple):
@@ -34,8 +35,9 @@ def render_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy]) -> s
         if c.source == c.target:
             raise ValueError(f"output {c.target} is copied onto itself: nothing writes its bytes")
     body = [f"  {_call(c)}" for c in calls]
+    begin, end = _team(calls)
     return ("#include <stdint.h>\n#include <string.h>\n" + TEAM + _declarations(calls)
-            + "void tg_run(void** args) {\n  TG_TEAM_BEGIN\n" + "\n".join(body) + "\n  TG_TEAM_END\n"
+            + f"void tg_run(void** args) {{\n  {begin}\n" + "\n".join(body) + f"\n  {end}\n"
             + _copies(copies) + "}\n")
 
 
@@ -49,8 +51,16 @@ def render_profiled_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCo
             + "static int64_t tg_now(void) {\n  struct timespec c;\n  clock_gettime(CLOCK_MONOTONIC, &c);\n"
             "  return (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;\n}\n"
             f"void tg_run_profiled(void** args) {{\n  int64_t* ns = (int64_t*)args[{clock_slot}];\n"
-            "  TG_TEAM_BEGIN\n  int64_t t = tg_now(), u;\n" + "".join(f"{b}\n" for b in body) + "  TG_TEAM_END\n"
-            + _copies(copies) + "}\n")
+            f"  {_team(calls)[0]}\n  int64_t t = tg_now(), u;\n" + "".join(f"{b}\n" for b in body)
+            + f"  {_team(calls)[1]}\n" + _copies(copies) + "}\n")
+
+
+def _team(calls: Sequence[KernelCall]) -> tuple[str, str]:
+    """What opens and closes the calls' team: one parallel region, or, where no kernel has a parallel loop, a team
+    of one (no region: nothing to wake, and a process forked later does not hang in libgomp's first region)."""
+    if any(c.parallel for c in calls):
+        return "TG_TEAM_BEGIN", "TG_TEAM_END"
+    return "{ TG_TEAM_ALONE", "}"
 
 
 def _declarations(calls: Sequence[KernelCall]) -> str:

@@ -124,3 +124,8 @@ def walk(s: Stmt):
         yield from walk(s.then)
         if s.orelse is not None:
             yield from walk(s.orelse)
+
+
+def has_parallel(s: Stmt) -> bool:
+    """Whether a parallel loop runs somewhere in `s`."""
+    return any(isinstance(x, For) and x.kind == "parallel" for x in walk(s))
