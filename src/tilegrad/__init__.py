@@ -6,7 +6,8 @@
     q = tilegrad.quantize("model.onnx", batches); q.module(x); q.save("int8.onnx")
 
 Subpackages: `te` (expressions and tensor expressions), `schedule` (schedules as traces), `loop` (loop IR),
-`codegen` (C), `runtime` (build, call, time), `ir` (graph IR and op registry), `frontend` (ONNX).
+`codegen` (C), `runtime` (build, call, time), `ir` (graph IR and op registry), `frontend` (ONNX), `quant`
+(int8), `optim` (THOR, a PyTorch optimizer).
 The package imports nothing until used: timing workers import it, and every import costs them start-up time.
 """
 
@@ -20,8 +21,8 @@ def __getattr__(name):
         from .quant import quantize
 
         return quantize
-    if name == "tune":  # the subpackage, callable: tilegrad.tune(model, db=..., trials=N)
+    if name in ("tune", "optim", "quant"):  # subpackages; tune is callable: tilegrad.tune(model, db=..., trials=N)
         import importlib
 
-        return importlib.import_module(".tune", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tilegrad' has no attribute {name!r}")

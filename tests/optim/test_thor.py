@@ -124,3 +124,10 @@ def test_a_layer_without_statistics_takes_plain_sgd():
 def test_bad_hyperparameters_are_named(options, message):
     with pytest.raises(OptimizerError, match=message):
         THOR(_model(), **options)
+
+
+def test_the_package_is_reached_from_tilegrad():
+    import tilegrad
+    from tilegrad.optim import THOR as imported
+
+    assert tilegrad.optim.THOR is imported
