@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 
 from ..target import Target
-from .defaults import _extent, _parallel_outer, parallel_grain, reduction_work, rule
+from .defaults import _parallel_outer, rule
 from .knobs import Knobs
-from .rules_packed import MAX_BLOCK_TILES, _stage_tagged
+from .rules_packed import _stage_tagged, _Tile, row_blocks, tile_output_loops
 from .schedule import Schedule
 from .state import Stage
 
@@ -28,28 +28,8 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
     parallel; the packing of a in parallel at the root."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     padded = _stage_tagged(sch, "packed_int8_tiles")
-    tiles = sch.state.stage(padded).tensor.shape[0] // mr
-    mb_d = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
-    mb = knobs.choice(f"{s.name}_mb", tuple(mr * t for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)), mb_d)
-    i, j = [a.name for a in s.op.axes]
-    m, panels = _extent(s, i), -(-_extent(s, j) // nr)
-    j0, j1 = sch.split(s.name, j, nr)
-    i0, i1 = sch.split(s.name, i, mb)
-    i10, i11 = sch.split(s.name, i1, mr)
-    nc = knobs.pick(f"{s.name}_nc", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
-    order = knobs.pick(f"{s.name}_order", (0, 1), 0)  # 0: column panels outside row blocks; 1: the other way
-    blocks = [(i0, -(-m // mb_d))]
-    if nc > 1:
-        j00, j01 = sch.split(s.name, j0, nc)
-        columns, inner = [(j00, -(-panels // nc))], [j01]
-    else:
-        columns, inner = [(j0, panels)], []
-    outer = columns + blocks if order == 0 else blocks + columns
-    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, i11, j1)
-    parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
-                   mb_d * nr * nc * reduction_work(sch, padded), knobs)
-    sch.vectorize(s.name, j1)
-    sch.compute_at(padded, s.name, i10)
+    mb, mb_d = row_blocks(sch, s, padded, mr, tiles_per_block, knobs)
+    tile_output_loops(sch, s, padded, _Tile(mr, nr, mb, mb_d), target, knobs)
     pi, pj, *groups, pg = sch.loops(padded)  # the k groups (one loop, or a convolution's tap row, column, channels)
     if target.int8_dot == "scalar":
         sch.reorder(padded, *groups, pi, pg, pj)

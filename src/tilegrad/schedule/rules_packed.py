@@ -56,9 +56,7 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
     unrolled."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     padded = _stage_tagged(sch, "packed_matmul_tiles")
-    tiles = sch.state.stage(padded).tensor.shape[0] // mr
-    mb_d = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
-    mb = knobs.choice(f"{s.name}_mb", tuple(mr * t for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)), mb_d)
+    mb, mb_d = row_blocks(sch, s, padded, mr, tiles_per_block, knobs)
     depth = reduction_work(sch, padded)
     kblocks = knobs.pick(f"{padded}_kblocks", [b for b in (1, 2, 4, 8) if b == 1 or 16 * b <= depth], 1)
     if kblocks > 1:
@@ -74,6 +72,26 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
 
 def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: _Tile, target: Target, knobs: Knobs) -> None:
     """Each register tile computed over all of k at the output's row-tile loop, then copied out."""
+    tile_output_loops(sch, s, padded, tile, target, knobs)
+    pi, pj, pk = sch.loops(padded)
+    sch.reorder(padded, pk, pi, pj)
+    if knobs.pick(f"{padded}_unroll", (0, 1), 1):
+        sch.unroll(padded, pi)
+    sch.vectorize(padded, pj)
+
+
+def row_blocks(sch: Schedule, s: Stage, padded: str, mr: int, tiles_per_block: int, knobs: Knobs) -> tuple:
+    """The rows per block `mb` as a parameter (whole tiles of mr rows) and its default `mb_d`, the largest divisor
+    of the tile count up to `tiles_per_block` tiles."""
+    tiles = sch.state.stage(padded).tensor.shape[0] // mr
+    mb_d = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
+    return knobs.choice(f"{s.name}_mb", tuple(mr * t for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)), mb_d), mb_d
+
+
+def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: _Tile, target: Target, knobs: Knobs) -> None:
+    """The output's loops around a register tile: column panels of nr and row blocks of mb outermost (their order
+    and the panels per chunk `nc` are parameters) and in parallel, the tile's rows and vectorised columns inside,
+    and the padded product's tile computed at the tile-row loop (its own loops are the caller's)."""
     mr, nr, mb, mb_d = tile
     i, j = [a.name for a in s.op.axes]
     m, panels = _extent(s, i), -(-_extent(s, j) // nr)
@@ -95,11 +113,6 @@ def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: _Tile, target: 
                    mb_d * nr * nc * reduction_work(sch, padded), knobs)
     sch.vectorize(s.name, j1)
     sch.compute_at(padded, s.name, i10)
-    pi, pj, pk = sch.loops(padded)
-    sch.reorder(padded, pk, pi, pj)
-    if knobs.pick(f"{padded}_unroll", (0, 1), 1):
-        sch.unroll(padded, pi)
-    sch.vectorize(padded, pj)
 
 
 def _k_blocked_tiles(sch: Schedule, s: Stage, padded: str, tile: _Tile, kblocks: int, target: Target,
