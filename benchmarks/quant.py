@@ -149,7 +149,8 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         rows.append(measure(name, args.method, args.image_size, args.batches, args.evaluations, args.rounds,
                             args.repeats))
-        print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        # each row as it is done, so that a long run that is stopped still leaves its figures
+        print(f"{name}: {time.perf_counter() - start:.0f} s {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
