@@ -2,8 +2,8 @@
 Runtime running its own quantize_static result (QDQ, per-channel int8 weights, uint8 activations) calibrated on
 the same data. The models are benchmarks/models.py's (random weights, no downloads); calibration and evaluation
 inputs are random of the inputs' distribution (standard normal images, uniform token ids), which is enough for
-latency; the metrics are agreement with float32 on held-out inputs: top-1 match for the vision models, cosine
-similarity of the outputs for BERT. Run:
+latency; the metrics are agreement with float32 on held-out inputs: the mean cosine similarity of the outputs.
+Run:
 
     python benchmarks/quant.py                       # table
     python benchmarks/quant.py --json                # [{"model", "method", "fp32_ms", "int8_ms", "ort_int8_ms",
@@ -62,8 +62,9 @@ def _inputs(name: str, args, n: int, seed: int) -> list[dict[str, np.ndarray]]:
 
 
 def _agreement(name: str, ours: list[np.ndarray], want: list[np.ndarray]) -> float:
-    if name in VISION:
-        return float(np.mean([np.argmax(a) == np.argmax(b) for a, b in zip(ours, want)]))
+    """Mean cosine similarity of the outputs: with random weights a vision model's logits are nearly flat, so its
+    top-1 class flips under any quantization (ONNX Runtime's int8 matches float32's top-1 on 0 of 32 MobileNetV2
+    inputs) and says nothing about the error."""
     return float(np.mean([np.dot(a.ravel(), b.ravel()) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30)
                           for a, b in zip(ours, want)]))
 
@@ -99,7 +100,7 @@ def _first(outputs):
 
 
 def measure(name: str, method: str, image_size: int, batches: int, evaluations: int, rounds: int,
-            repeats: int) -> dict:
+            repeats: int, bias_correction: bool) -> dict:
     import onnxruntime as ort
 
     import tilegrad
@@ -109,7 +110,7 @@ def measure(name: str, method: str, image_size: int, batches: int, evaluations: 
     calibration = _inputs(name, args, batches, seed=0)
     held_out = _inputs(name, args, evaluations, seed=1)
     fp32 = tilegrad.compile(model)
-    int8 = tilegrad.quantize(model, calibration, method).module
+    int8 = tilegrad.quantize(model, calibration, method, bias_correction=bias_correction).module
     reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     with tempfile.TemporaryDirectory() as d:
         ort_int8 = ort.InferenceSession(str(_ort_quantized(model, calibration, method, Path(d))),
@@ -127,7 +128,7 @@ def measure(name: str, method: str, image_size: int, batches: int, evaluations: 
     row = {"model": name, "method": method}
     row.update({f"{k}_ms": statistics.median(v) * 1e3 for k, v in times.items()})
     row.update({f"{k}_metric": v for k, v in metrics.items()})
-    row.update({"metric": "top-1 match" if name in VISION else "cosine", "isa": host().isa})
+    row.update({"metric": "cosine", "isa": host().isa})
     return row
 
 
@@ -141,6 +142,8 @@ def main(argv=None) -> int:
     p.add_argument("--evaluations", type=int, default=32, help="held-out inputs for the metrics (default 32)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--no-bias-correction", dest="bias_correction", action="store_false",
+                   help="quantize without bias correction (ONNX Runtime's quantize_static has none)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(os.cpu_count() or 1)
@@ -148,7 +151,7 @@ def main(argv=None) -> int:
     for name in args.only or ("resnet50", "mobilenet_v2", "bert_base"):
         start = time.perf_counter()
         rows.append(measure(name, args.method, args.image_size, args.batches, args.evaluations, args.rounds,
-                            args.repeats))
+                            args.repeats, args.bias_correction))
         # each row as it is done, so that a long run that is stopped still leaves its figures
         print(f"{name}: {time.perf_counter() - start:.0f} s {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     if args.json:
@@ -158,7 +161,7 @@ def main(argv=None) -> int:
     print("  ".join(f"{k:>15}" for k in keys))
     for r in rows:
         print("  ".join(f"{r[k]:>15.3f}" if isinstance(r[k], float) else f"{r[k]:>15}" for k in keys))
-    print(f"isa: {rows[0]['isa']}; metric: top-1 match (vision), cosine (BERT), against ONNX Runtime float32")
+    print(f"isa: {rows[0]['isa']}; metric: cosine similarity of the outputs to ONNX Runtime float32's")
     return 0
 
 

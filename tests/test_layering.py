@@ -41,6 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
                      "api", "cuda_executor"},
     "optim": {"errors"},  # a PyTorch optimizer, independent of the compiler
+    "parallel": BASE,  # auto-parallel training on torch.distributed, independent of the compiler's code path
     "__init__": {"api", "quant"},
     "__main__": {"cli"},
 }
