@@ -19,7 +19,7 @@ from .ranges import DEFAULT_SEARCH, SearchSettings
 from .report import NoiseSum, Report, TensorError
 from .scheme import QParams, asymmetric, symmetric, weight_params
 from .scheme import quantize as quantize_array
-from .tap import Observer, graph_inputs
+from .tap import IncrementalObserver, Observer, graph_inputs
 
 
 class Quantization(NamedTuple):
@@ -95,12 +95,13 @@ def _correctable(model: onnx.ModelProto, n: onnx.NodeProto) -> bool:
 
 def _correct_biases(model, weights, activations, layers, observer: Observer, batches) -> onnx.ModelProto:
     """The seed's bias correction, layer by layer in graph order: each layer's error is measured with the layers
-    before it already corrected, so a correction does not chase errors that an earlier one removes."""
+    before it already corrected, so a correction does not chase errors that an earlier one removes. Each step's
+    model differs from the previous one in one bias, so the incremental observer evaluates only what follows it."""
     reference = list(observer.run(batches))
+    quantized = IncrementalObserver(batches)
     for layer in layers:
         rewrite = write(model, weights, activations, layers)
-        out = rewrite.float_name[layer.output[0]]
-        seen = [s[out] for s in Observer(rewrite.model, [out]).run(batches)]
+        seen = quantized.run(rewrite.model, rewrite.float_name[layer.output[0]])
         delta = mean_error([r[layer.output[0]] for r in reference], seen).astype(np.float32)
         model = with_biases(model, [layer], {layer.output[0]: delta})
     return model
