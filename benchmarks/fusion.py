@@ -11,7 +11,8 @@ side on whole models and on the memory-bound chains alone, with Inductor's kerne
 rules after the attention pass) or "stitched" (the attention pass and the explorer: all of issue 28). "kernels" counts the kernels one inference runs; "bytes_between_kernels"
 the bytes kernels write to intermediate tensors plus the bytes kernels read back from them (views looked
 through); "memory_bound_ms" the profiled time of the kernels that run no convolution or matrix product (median of
-the per-kernel profile, `Module.profile`), "total_ms" the median latency of the un-instrumented module.
+the per-kernel profile, `Module.profile`; an attention kernel counts as a matrix product), "total_ms" the median
+latency of the un-instrumented module over rounds that interleave the three plans.
 "inductor_kernels" is the number of kernels in the code torch.compile's Inductor generates for the model (its
 C++ kernels plus the calls of its extern kernels, e.g. mm), the same for every row of a model. The stitched rows
 use this machine's measured fusion costs (`tilegrad.tune.fusion_costs`, measured once and cached).
@@ -22,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -30,6 +33,9 @@ import torch
 from torch import nn
 
 from models import MODELS, _export  # benchmarks/models.py, beside this script
+from timing import median_time
+
+IDLE_S = 0.5  # between modules, so that one's threads have gone idle before the next is timed
 
 PLANS = {"rule-based": ("rules", ("attention",)), "rules+attention": ("rules", ()), "stitched": ("stitch", ())}
 CHAIN_SHAPE = (128, 768)
@@ -78,11 +84,12 @@ def bytes_between_kernels(g) -> int:
 
 
 def memory_bound_seconds(profile) -> float:
-    """The profiled seconds of the kernels whose ops include no convolution or matrix product."""
+    """The profiled seconds of the kernels whose ops include no convolution or matrix product (an attention
+    kernel holds two)."""
     from tilegrad.ir.registry import OUT_FUSABLE, lookup
 
     def heavy(label: str) -> bool:
-        return any(lookup(op).kind == OUT_FUSABLE for op in label.split("[")[0].split("+"))
+        return any(op == "attention" or lookup(op).kind == OUT_FUSABLE for op in label.split("[")[0].split("+"))
 
     return sum(r.seconds for r in profile.sites if not heavy(r.label))
 
@@ -100,7 +107,7 @@ def inductor_kernels(module, args) -> int:
     return defined + extern
 
 
-def measure(name: str, inductor: bool, repeats: int) -> list[dict]:
+def measure(name: str, inductor: bool, repeats: int, rounds: int) -> list[dict]:
     from tilegrad.api import compile_with_report
     from tilegrad.runtime.peaks import measured_peaks
 
@@ -112,16 +119,23 @@ def measure(name: str, inductor: bool, repeats: int) -> list[dict]:
     with torch.no_grad():
         want = module(*args).numpy()
     count = inductor_kernels(module, args) if inductor else None
+    built = {plan: compile_with_report(model, fusion=fusion, disable_passes=disabled)
+             for plan, (fusion, disabled) in PLANS.items()}
+    times: dict[str, list[float]] = {plan: [] for plan in PLANS}
+    for _ in range(rounds):  # interleaved, so that a slow spell of the machine falls on every plan
+        for plan, b in built.items():
+            times[plan].append(median_time(lambda: b.module(**feeds), repeats))
+            time.sleep(IDLE_S)
     rows = []
-    for plan, (fusion, disabled) in PLANS.items():
-        built = compile_with_report(model, fusion=fusion, disable_passes=disabled)
-        got = built.module(**feeds)
+    for plan, b in built.items():
+        got = b.module(**feeds)
         got = got[0] if isinstance(got, list) else got
         error = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-12))
-        profile = built.module.profile(**feeds, repeats=repeats)
-        rows.append({"model": name, "plan": plan, "kernels": built.kernels,
-                     "bytes_between_kernels": bytes_between_kernels(built.graph),
-                     "memory_bound_ms": memory_bound_seconds(profile) * 1e3, "total_ms": profile.latency_s * 1e3,
+        profile = b.module.profile(**feeds, repeats=repeats)
+        rows.append({"model": name, "plan": plan, "kernels": b.kernels,
+                     "bytes_between_kernels": bytes_between_kernels(b.graph),
+                     "memory_bound_ms": memory_bound_seconds(profile) * 1e3,
+                     "total_ms": statistics.median(times[plan]) * 1e3,
                      "inductor_kernels": count, "max_rel_error": error, "cpu": measured_peaks().cpu})
     return rows
 
@@ -131,13 +145,14 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only this case (repeatable)")
     ap.add_argument("--json", action="store_true", help="print JSON rows")
     ap.add_argument("--no-inductor", action="store_true", help="skip Inductor's kernel count")
-    ap.add_argument("--repeats", type=int, default=20, help="profiled runs per module (median)")
+    ap.add_argument("--repeats", type=int, default=10, help="timed calls per round and profiled runs (median)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds over the plans (median)")
     args = ap.parse_args(argv)
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in args.only or CASES:
-            rows += measure(name, not args.no_inductor, args.repeats)
+            rows += measure(name, not args.no_inductor, args.repeats, args.rounds)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
