@@ -14,6 +14,10 @@ def _all_reduce_rank(rank, world_size, scale):
     return rank, world_size, t.item()
 
 
+def _tensor_of_rank(rank, world_size):
+    return torch.full((3,), float(rank))
+
+
 def _fail_on_one(rank, world_size):
     if rank == 1:
         raise ValueError("rank one refuses")
@@ -26,4 +30,9 @@ def test_workers_join_one_group_and_return_by_rank():
 
 def test_a_failing_worker_raises_in_the_parent_with_its_traceback():
     with pytest.raises(TilegradError, match="(?s)rank 1 of 2 failed.*rank one refuses"):
-        run_workers(_fail_on_one, 2, timeout_s=60)
+        run_workers(_fail_on_one, 2)
+
+
+def test_tensors_returned_by_workers_outlive_them():
+    got = run_workers(_tensor_of_rank, 2)
+    assert [t.tolist() for t in got] == [[0.0] * 3, [1.0] * 3]

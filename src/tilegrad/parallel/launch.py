@@ -9,6 +9,7 @@ caller) and raises a worker's exception in the parent with its traceback.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import traceback
 from collections.abc import Callable
@@ -37,7 +38,9 @@ def _worker(rank: int, world_size: int, port: int, backend: str, threads: int, f
     try:
         dist.init_process_group(backend, rank=rank, world_size=world_size)
         try:
-            results.put((rank, True, fn(rank, world_size, *args)))
+            # pickled here, not by the queue: the queue would pass tensors through shared memory that this
+            # process frees when it exits, before the parent has read them
+            results.put((rank, True, pickle.dumps(fn(rank, world_size, *args))))
         finally:
             dist.destroy_process_group()
     except BaseException:  # the parent re-raises it: a worker's failure must not look like a hang
@@ -72,7 +75,7 @@ def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, backend: st
                                     f"{sorted(set(range(world_size)) - set(got))} (dead: {dead})") from e
             if not ok:
                 raise TilegradError(f"run_workers: rank {rank} of {world_size} failed:\n{value}")
-            got[rank] = value
+            got[rank] = pickle.loads(value)
     finally:
         for p in procs:
             p.join(timeout=5)
