@@ -7,7 +7,7 @@ from torch import nn
 
 from tilegrad.errors import TilegradError
 from tilegrad.parallel.launch import run_workers
-from tilegrad.parallel.moe import MoE, DistributedMoE, route
+from tilegrad.parallel.moe import DistributedMoE, MoE, route
 
 FEATURES, TOKENS, CAPACITY = 5, 6, 2
 
@@ -78,7 +78,7 @@ def test_distributed_moe_matches_single_process_outputs_and_gradients(world_size
     results = run_workers(_moe_worker, world_size, timeout_s=120)
     for k in (1, 2):
         ys, x_grad, params = _single_process(world_size, k)
-        close = dict(atol=1e-5, rtol=1e-5)
+        close = {"atol": 1e-5, "rtol": 1e-5}
         for rank, r in enumerate(results):
             torch.testing.assert_close(torch.from_numpy(r[k]["y"]), ys[rank].detach(), **close)
             torch.testing.assert_close(torch.from_numpy(r[k]["x.grad"]), x_grad[rank], **close)

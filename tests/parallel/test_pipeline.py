@@ -1,6 +1,8 @@
 """Pipeline parallelism: the schedules' orders, the split into stages, and GPipe and 1F1B on 2 and 4 gloo processes
 giving the single-process loss and gradients, with 1F1B holding fewer activations at its peak."""
 
+from itertools import pairwise
+
 import pytest
 import torch
 from torch import nn
@@ -69,7 +71,7 @@ def _sequential():
     torch.manual_seed(0)
     sizes = [6, 16, 16, 16, 3]
     layers = []
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in pairwise(sizes):
         layers += [nn.Linear(a, b), nn.Tanh()]
     return nn.Sequential(*layers)  # 8 layers
 
@@ -121,8 +123,8 @@ def _check_against_single_process(results, kind):
             assert not grads.keys() & r[name][1].keys(), "a parameter has gradients on two stages"
             grads.update(r[name][1])
         assert grads.keys() == ref_grads.keys()
-        for n in grads:
-            torch.testing.assert_close(torch.from_numpy(grads[n]), ref_grads[n], atol=1e-5, rtol=1e-5, msg=f"{name}: {n}")
+        for n, grad in grads.items():
+            torch.testing.assert_close(torch.from_numpy(grad), ref_grads[n], atol=1e-5, rtol=1e-5, msg=f"{name}: {n}")
 
 
 def test_two_stage_fx_pipeline_matches_single_process():

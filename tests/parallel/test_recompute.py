@@ -6,7 +6,12 @@ import torch
 from torch import nn
 
 from tilegrad.errors import MemoryLimitError
-from tilegrad.parallel.recompute import apply_recompute, plan_recompute, profile, simulate_peak
+from tilegrad.parallel.recompute import (
+    apply_recompute,
+    plan_recompute,
+    profile,
+    simulate_peak,
+)
 
 
 class _Block(nn.Module):
@@ -44,7 +49,7 @@ def _outputs_and_grads(model, x):
     x = x.clone().requires_grad_()
     y = model(x)
     (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
-    return y.detach(), x.grad, {n: p.grad for n, p in model.named_parameters()}
+    return y.detach(), x.grad, {id(p): p.grad for p in model.parameters()}
 
 
 def _saved_bytes(model, x):
@@ -100,9 +105,9 @@ def test_plan_fits_the_budget_and_keeps_numerics(fraction):
     y1, gx1, grads1 = _outputs_and_grads(rewritten, x)
     torch.testing.assert_close(y1, y0, rtol=0, atol=0)
     torch.testing.assert_close(gx1, gx0, rtol=1e-6, atol=1e-6)
-    names = {id(p): n for n, p in gm.named_parameters()}
-    for n, p in rewritten.named_parameters():
-        torch.testing.assert_close(p.grad, grads0[names[id(p)]], rtol=1e-6, atol=1e-6, msg=n)
+    assert grads1.keys() == grads0.keys()  # the rewritten model trains the same parameter objects
+    for key, grad in grads1.items():
+        torch.testing.assert_close(grad, grads0[key], rtol=1e-6, atol=1e-6)
     assert _saved_bytes(rewritten, x) < _saved_bytes(gm, x)  # autograd really holds less
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import torch
 import torch.distributed as dist
@@ -46,7 +47,7 @@ def split_stages(model: nn.Module, assignment: Sequence[int] | Mapping[str, int]
 
 
 def _check_contiguous(stages: Sequence[int], what: str) -> None:
-    if not stages or stages[0] != 0 or any(b - a not in (0, 1) for a, b in zip(stages, stages[1:])):
+    if not stages or stages[0] != 0 or any(b - a not in (0, 1) for a, b in pairwise(stages)):
         raise TilegradError(f"split_stages: stages must start at 0 and rise by at most 1 along the {what}, "
                             f"got {list(stages)}")
 
