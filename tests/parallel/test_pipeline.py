@@ -35,7 +35,8 @@ def test_every_schedule_runs_each_micro_batch_forward_before_backward_once(stage
     for name in SCHEDULES:
         for s in range(stages):
             actions = schedule_for(name, stages, micro, s)
-            assert sorted(map(str, actions)) == sorted([f"F{m}" for m in range(micro)] + [f"B{m}" for m in range(micro)])
+            expected = [f"F{m}" for m in range(micro)] + [f"B{m}" for m in range(micro)]
+            assert sorted(map(str, actions)) == sorted(expected)
             done = set()
             for a in actions:
                 assert a.kind == "F" or f"F{a.micro}" in done

@@ -44,7 +44,7 @@ def route(logits: torch.Tensor, k: int, capacity: int) -> Routing:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     num_experts = logits.shape[1]
     taken = torch.zeros(num_experts, dtype=torch.int64)
-    dispatch = torch.zeros(logits.shape[0], num_experts, capacity, dtype=logits.dtype)
+    dispatch = torch.zeros(logits.shape[0], num_experts, capacity, dtype=logits.dtype, device=logits.device)
     for choice in range(k):  # every first choice is seated before any second choice
         for token, expert in enumerate(experts[:, choice].tolist()):
             if taken[expert] < capacity:
@@ -93,7 +93,7 @@ class _AllToAll(torch.autograd.Function):
 def _exchange(x: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
     """Block i of dim 0 to rank i, block i of the result from rank i; contiguous both ways, since the collective
     reads and writes flat memory (a gradient may arrive with any strides)."""
-    out = torch.empty(x.shape, dtype=x.dtype)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dist.all_to_all_single(out, x.contiguous(), group=group)
     return out
 

@@ -102,6 +102,7 @@ class PipelineStage:
             raise TilegradError(f"PipelineStage: stage {stage} of {num_stages} must run on rank {stage} of a group of "
                                 f"{num_stages}, but this is rank {dist.get_rank(group)} of {size}")
         self.module, self.stage, self.num_stages, self.group = module, stage, num_stages, group
+        self.device = next(module.parameters(), torch.empty(0)).device  # where received activations go
         self.last_stats = ActivationStats(0, 0)
 
     def _peer(self, stage: int) -> int:
@@ -120,7 +121,7 @@ class PipelineStage:
         param_storages = {p.untyped_storage().data_ptr() for p in self.module.parameters()}
         held: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
         pending: list[tuple[dist.Work, torch.Tensor]] = []
-        total_loss = torch.zeros(())
+        total_loss = torch.zeros((), device=self.device)
         peak_in_flight = peak_bytes = 0
         for action in schedule_for(schedule, self.num_stages, num_micro, self.stage):
             m = action.micro
@@ -140,11 +141,12 @@ class PipelineStage:
                 if last:
                     y.backward()
                 else:
-                    grad = torch.empty_like(y)
+                    grad = torch.empty(y.shape, dtype=y.dtype, device=y.device)  # contiguous, whatever y's strides
                     dist.recv(grad, self._peer(self.stage + 1), tag=2 * m + 1)
                     torch.autograd.backward(y, grad)
                 if not first:
-                    pending.append((dist.isend(x.grad, self._peer(self.stage - 1), tag=2 * m + 1), x.grad))
+                    grad = x.grad.contiguous()
+                    pending.append((dist.isend(grad, self._peer(self.stage - 1), tag=2 * m + 1), grad))
         for work, _ in pending:
             work.wait()
         self.last_stats = ActivationStats(peak_in_flight, peak_bytes)
@@ -154,7 +156,7 @@ class PipelineStage:
         if y.dtype not in _DTYPES or y.dim() > _MAX_RANK:
             raise ShapeError(f"pipeline stage {self.stage}: output {tuple(y.shape)} {y.dtype} cannot cross a stage "
                              f"boundary; supported: floating dtypes {_DTYPES} of rank <= {_MAX_RANK}")
-        header = torch.zeros(_MAX_RANK + 2, dtype=torch.int64)
+        header = torch.zeros(_MAX_RANK + 2, dtype=torch.int64, device=y.device)
         header[0], header[1] = y.dim(), _DTYPES.index(y.dtype)
         header[2:2 + y.dim()] = torch.tensor(y.shape, dtype=torch.int64)
         to = self._peer(self.stage + 1)
@@ -162,11 +164,11 @@ class PipelineStage:
         return [(dist.isend(header, to, tag=2 * m), header), (dist.isend(y, to, tag=2 * m), y)]
 
     def _recv_activation(self, m: int) -> torch.Tensor:
-        header = torch.empty(_MAX_RANK + 2, dtype=torch.int64)
+        header = torch.empty(_MAX_RANK + 2, dtype=torch.int64, device=self.device)
         frm = self._peer(self.stage - 1)
         dist.recv(header, frm, tag=2 * m)
         ndim, dtype = int(header[0]), _DTYPES[int(header[1])]
-        x = torch.empty(header[2:2 + ndim].tolist(), dtype=dtype)
+        x = torch.empty(header[2:2 + ndim].tolist(), dtype=dtype, device=self.device)
         dist.recv(x, frm, tag=2 * m)
         return x
 

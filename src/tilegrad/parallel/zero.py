@@ -59,11 +59,11 @@ class ShardedOptimizer:
             raise OptimizerError(f"ShardedOptimizer.step: parameters {missing} (by position) have no gradient on rank "
                                  f"{self.rank}; every rank must run backward through every parameter")
         grad = self._flatten([p.grad for p in self.params])
-        shard_grad = torch.empty(self.shard_numel, dtype=grad.dtype)
+        shard_grad = torch.empty(self.shard_numel, dtype=grad.dtype, device=grad.device)
         dist.reduce_scatter_single(shard_grad, grad, group=self.group)
         self.shard.grad = shard_grad.div_(self.world_size)
         self.optimizer.step()
-        flat = torch.empty(self.shard_numel * self.world_size, dtype=grad.dtype)
+        flat = torch.empty(self.shard_numel * self.world_size, dtype=grad.dtype, device=grad.device)
         dist.all_gather_single(flat, self.shard.detach(), group=self.group)
         offset = 0
         for p in self.params:
