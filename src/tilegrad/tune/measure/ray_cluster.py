@@ -55,6 +55,9 @@ def connect(address: str, *, start: bool = True) -> None:
 def register_device(key: str, cores: list[int] | None = None, *, detached: bool = True):
     """A device of `key` on this node, on `cores` (all when None); an existing one of the same name is reused.
     A detached device outlives this process; one that is not ends with it, or once no reference to it is left."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", key):
+        raise MeasureError(f"device key {key!r}: use letters, digits, '.', '_' and '-' (it is part of the "
+                           f"device's name, whose parts ':' separates)")
     cores_text = ",".join(map(str, sorted(cores))) if cores else "all"
     name = f"{_PREFIX}{key}:{socket.gethostname()}:{cores_text}"
     node = ray.get_runtime_context().get_node_id()
