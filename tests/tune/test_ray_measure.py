@@ -29,6 +29,7 @@ from tilegrad.tune.measure.builder import LocalBuilder
 from tilegrad.tune.measure.ray_cluster import NAMESPACE, default_key, ray_measurer, register_device
 from tilegrad.tune.measure.ray_runner import RayRunner
 from tilegrad.tune.model import model_graph
+from tilegrad.tune.records import machine_fingerprint
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.tuner import TuneOptions, tune_tasks
@@ -151,6 +152,9 @@ def test_the_ray_runner_records_what_the_local_runner_does(tasks, measurer, cfg,
     assert len(there) == 8 + len(tasks)  # the defaults, then every candidate once
     assert there == here  # the same candidates, each valid (its outputs checked) or failing the same way
     assert any(kind is None for _, _, kind in there)
+    with sqlite3.connect(ray_db) as con:  # the devices' machine, timing on one core each
+        assert {f for (f,) in con.execute("SELECT fingerprint FROM records")} == {
+            measurer.fingerprint} == {machine_fingerprint(dataclasses.replace(cfg, num_threads=1))}
 
 
 

@@ -12,6 +12,7 @@ from .callbacks import Callback, default_callbacks
 from .cost_model import CostModel
 from .graph_choice import confirm_graph
 from .measure import Measurer
+from .records import machine_fingerprint
 from .results import TuneResult
 from .search import SearchPolicy
 from .task import Task, extract_tasks
@@ -31,15 +32,16 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     stitched fusion plan are tuned too, and `compile(db=, fusion="stitch")` keeps whichever plan's kernels are
     faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
-    left open for the caller to close. Then the graph the records
-    choose is timed whole against the default graph, and the faster one is what compile builds
+    left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
+    the records choose is timed whole against the default graph, and the faster one is what compile builds
     (`graph_choice.py`; `TuneResult.graph`)."""
     imported = import_model(model, example_inputs, input_shapes)
     tasks = (algorithm_tasks(variants(imported, opt_level=opt_level, fusion_plans=fusion_plans))
              if algorithms or fusion_plans else extract_tasks(optimize(imported, opt_level)[0]))
     result = tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model, measurer=measurer,
                         callbacks=[*default_callbacks(progress), *callbacks])
-    if (algorithms or fusion_plans) and result.trials:
+    timed_here = measurer is None or measurer.fingerprint in (None, machine_fingerprint())
+    if (algorithms or fusion_plans) and result.trials and timed_here:
         result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans)
     return result
 

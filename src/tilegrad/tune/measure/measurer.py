@@ -68,6 +68,12 @@ class Measurer:
             results[i] = r
         return results
 
+    @property
+    def fingerprint(self) -> str | None:
+        """The machine fingerprint the records of this measurer's timings carry: its runner's where it times
+        elsewhere (`RayRunner.fingerprint`), else None, this machine's."""
+        return getattr(self.runner, "fingerprint", None)
+
     def measure_one(self, task: Task, trace: Trace) -> MeasureResult:
         """Measure a single trace (benchmarks, the chosen schedule of a tuned task)."""
         return self.measure([MeasureInput(task, trace)])[0]

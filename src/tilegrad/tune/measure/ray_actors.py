@@ -12,6 +12,7 @@ the actor fetches the task only the first time it sees the task's key).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import socket
@@ -23,6 +24,7 @@ import ray
 from ...config import Config
 from ...schedule import Trace
 from ...target import host
+from ..records import machine_fingerprint
 from ..task import Task
 from .builder import LocalBuilder
 from .result import Built, MeasureInput, MeasureResult
@@ -66,6 +68,7 @@ class Device:
             os.sched_setaffinity(0, cores)
         self.cores = sorted(os.sched_getaffinity(0))
         self._runner: LocalRunner | None = None
+        self._cfg: Config | None = None
         self._tasks = _Tasks()
         self._dir = tempfile.TemporaryDirectory(prefix="tilegrad-device-")
 
@@ -80,6 +83,12 @@ class Device:
         if self._runner is not None:
             self._runner.close()
         self._runner = LocalRunner(cfg, **{"num_threads": len(self.cores), **timing})
+        self._cfg = cfg
+
+    def fingerprint(self) -> str:
+        """What its timings depend on besides the kernel (`records.machine_fingerprint`): this machine, the
+        configured compiler and flags, and the threads it times with."""
+        return machine_fingerprint(dataclasses.replace(self._cfg, num_threads=self._runner.num_threads))
 
     def prepare(self, key: str, box: TaskBox) -> None:
         self._runner.prepare(self._tasks.get(key, box))

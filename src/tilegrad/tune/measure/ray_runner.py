@@ -15,6 +15,7 @@ from pathlib import Path
 import ray
 
 from ...config import Config
+from ...errors import MeasureError
 from ..task import Task
 from .ray_actors import TaskRefs
 from .ray_pool import ActorPool
@@ -36,6 +37,12 @@ class RayRunner:
         self._pool = ActorPool(list(devices))
         ray.get([d.configure.remote(cfg, {**timing, "timeout_s": timeout_s}) for d in devices],
                 timeout=_CALL_TIMEOUT_S)
+        fingerprints = ray.get([d.fingerprint.remote() for d in devices], timeout=_CALL_TIMEOUT_S)
+        if len(set(fingerprints)) > 1:
+            kinds = "; ".join(sorted(set(fingerprints)))
+            raise MeasureError(f"the devices time on different machines or settings ({kinds}): register each kind "
+                               f"of machine under a key of its own")
+        self.fingerprint = fingerprints[0] if fingerprints else None  # the records of their timings carry it
         self._tasks = TaskRefs()
 
     @property
