@@ -26,7 +26,7 @@ from tilegrad.target import host
 from tilegrad.tune.callbacks import Callback, default_callbacks
 from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.measure.builder import LocalBuilder
-from tilegrad.tune.measure.ray_cluster import NAMESPACE, default_key, ray_measurer, register_device
+from tilegrad.tune.measure.ray_cluster import NAMESPACE, default_key, devices, ray_measurer, register_device
 from tilegrad.tune.measure.ray_runner import RayRunner
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.records import machine_fingerprint
@@ -78,13 +78,13 @@ def tasks(model):
 
 
 @pytest.fixture(scope="module")
-def devices(cores):
+def two_devices(cores):
     """Two devices under the key "test-two", alive while referenced."""
     return [register_device("test-two", c, detached=False) for c in cores]
 
 
 @pytest.fixture(scope="module")
-def measurer(devices, cfg):
+def measurer(two_devices, cfg):
     """Two build workers, which take the cluster's two CPUs: a test that makes more runs before it is made."""
     with ray_measurer("auto", "test-two", cfg=cfg, builders=2, check_fraction=1.0, **TIMING) as m:
         yield m
@@ -128,7 +128,7 @@ def test_the_default_key_names_the_cpu_and_its_isa():
         register_device("a:b")
 
 
-def test_the_cli_tunes_on_the_devices_of_a_key(model, devices, tmp_path, capsys):
+def test_the_cli_tunes_on_the_devices_of_a_key(model, two_devices, tmp_path, capsys):
     db = tmp_path / "cli.db"
     assert main(["tune", str(model), "--db", str(db), "--trials", "4", "--measure-per-round", "4",
                  "--no-algorithms", "--recheck", "0", "--ray", "auto", "--ray-key", "test-two"]) == 0
@@ -140,6 +140,18 @@ def test_the_cli_tunes_on_the_devices_of_a_key(model, devices, tmp_path, capsys)
     assert main(["tune", str(model), "--db", str(db), "--trials", "4", "--ray", "auto", "--ray-key", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "no device is registered under key 'nowhere'" in err and "test-two" in err
+
+
+def test_the_cli_registers_and_lists_devices(cores, capsys):
+    assert main(["ray-device", "--key", "test-cli", "--cores", f"{cores[0][0]}"]) == 0
+    out = capsys.readouterr().out
+    assert "device test-cli on " in out and f"cores {cores[0][0]}\n" in out and "--ray-key test-cli" in out
+    assert main(["ray-device", "--list"]) == 0
+    assert "test-cli: 1 devices" in capsys.readouterr().out
+    (device,) = devices("test-cli")
+    ray.kill(device)  # detached: it would outlive the test
+    assert main(["ray-device", "--key", "test-cli", "--cores", "0-x"]) == 2
+    assert "--cores '0-x': expected core numbers and ranges" in capsys.readouterr().err
 
 
 def test_the_ray_runner_records_what_the_local_runner_does(tasks, measurer, cfg, tmp_path):
@@ -160,21 +172,21 @@ def test_the_ray_runner_records_what_the_local_runner_does(tasks, measurer, cfg,
 
 def test_a_device_killed_while_timing_hands_its_candidate_to_another(tasks, cfg, cores):
     """Devices of their own, and a local builder: the cluster's CPUs are the module measurer's build workers'."""
-    devices = [register_device("test-inflight", c, detached=False) for c in cores]
-    runner = RayRunner(devices, cfg, repeats=2, min_repeat_s=0.1, timeout_s=30.0)
+    pinned = [register_device("test-inflight", c, detached=False) for c in cores]
+    runner = RayRunner(pinned, cfg, repeats=2, min_repeat_s=0.1, timeout_s=30.0)
     task = tasks[0]
     inputs = [MeasureInput(task, task.default_trace())] * 4
     builder = LocalBuilder(cfg, workers=1)
     try:
         built = builder.build(inputs[:1]) * 4
-        timer = threading.Timer(1.0, ray.kill, [devices[0]])
+        timer = threading.Timer(1.0, ray.kill, [pinned[0]])
         timer.start()
         results = runner.run_all([(inp, b, False) for inp, b in zip(inputs, built)])
         timer.join()
     finally:
         builder.close()
     assert len(results) == 4 and all(r.valid for r in results)
-    assert runner.devices == [devices[1]]
+    assert runner.devices == [pinned[1]]
 
 
 def test_a_hung_candidate_times_out_as_on_the_local_runner(measurer, cfg):
