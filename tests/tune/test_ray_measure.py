@@ -1,6 +1,7 @@
 """Measuring on a local Ray cluster of two devices (one core each) and two build workers: the same records as the
 local runner, a device or build worker killed mid-tuning loses and doubles nothing, a hung candidate times out
-as it does locally, and the CLI tunes with --ray."""
+as it does locally, `--ray auto` without devices makes this machine one, and the CLI registers devices and
+tunes with --ray."""
 
 import dataclasses
 import io
@@ -26,7 +27,8 @@ from tilegrad.target import host
 from tilegrad.tune.callbacks import Callback, default_callbacks
 from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.measure.builder import LocalBuilder
-from tilegrad.tune.measure.ray_cluster import NAMESPACE, default_key, devices, ray_measurer, register_device
+from tilegrad.tune.measure.ray_cluster import (NAMESPACE, default_key, describe, devices, ray_measurer,
+                                                 register_device)
 from tilegrad.tune.measure.ray_runner import RayRunner
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.records import machine_fingerprint
@@ -140,6 +142,13 @@ def test_the_cli_tunes_on_the_devices_of_a_key(model, two_devices, tmp_path, cap
     assert main(["tune", str(model), "--db", str(db), "--trials", "4", "--ray", "auto", "--ray-key", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "no device is registered under key 'nowhere'" in err and "test-two" in err
+
+
+def test_auto_makes_this_machine_the_one_device_of_its_key(tasks, cfg):
+    with ray_measurer("auto", cfg=cfg, builders=1, **TIMING) as m:
+        (device,) = m.runner.devices
+        assert describe(device)["cores"] == sorted(os.sched_getaffinity(0))  # the whole machine
+        assert m.measure_one(tasks[0], tasks[0].default_trace()).valid
 
 
 def test_the_cli_registers_and_lists_devices(cores, capsys):
