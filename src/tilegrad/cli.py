@@ -145,7 +145,28 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--report", metavar="DIR", default=None,
                    help="write a tuning report to DIR/index.html: best-so-far curves, a table of the tasks and a "
                         "roofline against this machine's measured peaks")
+    t.add_argument("--ray", metavar="auto|ADDRESS", default=None,
+                   help="build and time the candidates on a Ray cluster: auto (ray.init() on this machine) or the "
+                        "address of a running cluster (HOST:6379 from a node of it, ray://HOST:10001 from "
+                        "elsewhere); needs the ray extra")
+    t.add_argument("--ray-key", metavar="KEY", default=None,
+                   help="with --ray: time on the devices registered under KEY (`tilegrad ray-device`; default: "
+                        "this machine's key, e.g. amd-epyc-7b13-avx2)")
     t.set_defaults(command=_tune)
+
+    d = sub.add_parser("ray-device", parents=[common], help="register this machine's cores as tuning devices",
+                       description="Register devices on this node of a Ray cluster under a key, for "
+                                   "`tilegrad tune --ray ADDRESS --ray-key KEY`; they stay after this command "
+                                   "ends. docs/tuning.md, \"Tuning on a cluster\".")
+    d.add_argument("--address", default="auto", metavar="auto|ADDRESS",
+                   help="the cluster (default auto: the one running on this machine, started with `ray start`)")
+    d.add_argument("--key", default=None, metavar="KEY",
+                   help="the key to register under (default: this machine's CPU model and ISA)")
+    d.add_argument("--cores", action="append", default=[], metavar="LIST",
+                   help="the cores of one device, e.g. 0-7 or 0,2,4 (repeatable, a device each; default: one device "
+                        "of all cores)")
+    d.add_argument("--list", action="store_true", help="list the keys registered on the cluster and stop")
+    d.set_defaults(command=_ray_device)
 
     i = sub.add_parser("info", parents=[common, shapes], help="inputs, outputs, ops, FLOPs and unsupported ops",
                        description="Describe an ONNX model: its inputs and outputs, op histogram, FLOPs estimate "
@@ -221,19 +242,76 @@ def _tune(args) -> None:
         raise UsageError("tune needs --db FILE, the records database to write")
     if args.trials is None and budget is None:
         raise UsageError("give --trials N or --budget TIME (or both)")
+    if args.ray_key and not args.ray:
+        raise UsageError("--ray-key needs --ray auto|ADDRESS")
     callbacks = []
     if args.report:
         from .tune.report import WriteReport
 
         callbacks.append(WriteReport(args.report, _machine_peaks(), model=args.model))
-    result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
-                  opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
-                  callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
-                  measure_per_round=args.measure_per_round, recheck=args.recheck)
+    measurer = _ray_cluster().ray_measurer(args.ray, args.ray_key) if args.ray else None
+    try:
+        result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
+                      opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
+                      callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
+                      measure_per_round=args.measure_per_round, recheck=args.recheck, measurer=measurer)
+    finally:
+        if measurer is not None:
+            measurer.close()
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
     if args.report:
         print(f"report in {Path(args.report) / 'index.html'}")
+
+
+def _ray_cluster():
+    """`tune.measure.ray_cluster`, or a usage error saying how to install Ray."""
+    try:
+        from .tune.measure import ray_cluster
+    except ImportError as exc:
+        raise UsageError(f"--ray and ray-device need Ray ({exc}): pip install 'tilegrad[ray]'") from None
+    return ray_cluster
+
+
+def _ray_device(args) -> None:
+    cluster = _ray_cluster()
+    try:
+        cluster.connect(args.address, start=False)  # a cluster started here would end with this command
+    except ConnectionError as exc:
+        raise UsageError(f"no Ray cluster at {args.address} ({exc}); start one with `ray start --head`") from None
+    if args.list:
+        for key in cluster.keys():
+            print(f"{key}: {len(cluster.devices(key))} devices")
+        return
+    key = args.key or cluster.default_key()
+    for cores in args.cores or [None]:
+        device = cluster.register_device(key, _cores(cores) if cores else None)
+        about = cluster.describe(device)
+        print(f"device {key} on {about['host']}, cores {_core_ranges(about['cores'])}")
+    print(f"tune on them with: tilegrad tune MODEL --db FILE --ray {args.address} --ray-key {key} --trials N")
+
+
+def _cores(text: str) -> list[int]:
+    """"0-3,8" -> [0, 1, 2, 3, 8]."""
+    cores = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cores += range(int(lo), int(hi or lo) + 1)
+    except ValueError:
+        raise UsageError(f"--cores {text!r}: expected core numbers and ranges, e.g. 0-7 or 0,2,4") from None
+    return cores
+
+
+def _core_ranges(cores: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 8] -> "0-3,8"."""
+    runs: list[list[int]] = []
+    for c in cores:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 def _machine_peaks():

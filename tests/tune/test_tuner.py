@@ -133,7 +133,9 @@ def test_the_best_candidates_are_confirmed_and_compile_uses_the_winner(model, tm
 
 
 class _FixedTimings:
-    """A measurer stand-in: each trace always times at the latency given for it (seconds)."""
+    """A measurer stand-in: each trace always times at the latency given for it (seconds), on this machine."""
+
+    fingerprint = None
 
     def __init__(self, latencies: dict[str, float]):
         self.latencies = latencies

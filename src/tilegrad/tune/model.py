@@ -11,6 +11,8 @@ from .algorithms import algorithm_tasks, variants
 from .callbacks import Callback, default_callbacks
 from .cost_model import CostModel
 from .graph_choice import confirm_graph
+from .measure import Measurer
+from .records import machine_fingerprint
 from .results import TuneResult
 from .search import SearchPolicy
 from .task import Task, extract_tasks
@@ -20,22 +22,26 @@ from .tuner import TuneOptions, tune_tasks
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
          example_inputs=None, opt_level: int = 2, policy: str | SearchPolicy = "gradient",
          cost_model: str | CostModel | None = None, algorithms: bool = True, progress: bool = True,
-         callbacks: Sequence[Callback] = (), fusion_plans: bool = False, **options) -> TuneResult:
+         callbacks: Sequence[Callback] = (), fusion_plans: bool = False, measurer: Measurer | None = None,
+         **options) -> TuneResult:
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
     with its own settings. With `algorithms`, the kernels of each convolution's other algorithms are tuned too,
     and compile picks the algorithms by the records (algorithms.py). With `fusion_plans`, the kernels of the
     stitched fusion plan are tuned too, and `compile(db=, fusion="stitch")` keeps whichever plan's kernels are
-    faster. `callbacks` run after the default ones (say, `report.WriteReport`). Then the graph the records
-    choose is timed whole against the default graph, and the faster one is what compile builds
+    faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
+    candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
+    left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
+    the records choose is timed whole against the default graph, and the faster one is what compile builds
     (`graph_choice.py`; `TuneResult.graph`)."""
     imported = import_model(model, example_inputs, input_shapes)
     tasks = (algorithm_tasks(variants(imported, opt_level=opt_level, fusion_plans=fusion_plans))
              if algorithms or fusion_plans else extract_tasks(optimize(imported, opt_level)[0]))
-    result = tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model,
+    result = tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model, measurer=measurer,
                         callbacks=[*default_callbacks(progress), *callbacks])
-    if (algorithms or fusion_plans) and result.trials:
+    timed_here = measurer is None or measurer.fingerprint in (None, machine_fingerprint())
+    if (algorithms or fusion_plans) and result.trials and timed_here:
         result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans)
     return result
 

@@ -127,7 +127,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
               for i, t in enumerate(tasks)]
     run: TuningRun | None = None
     try:
-        with Database(db) as database:
+        with Database(db, fingerprint=measurer.fingerprint) as database:  # the measuring machine's
             run = TuningRun(options, policy, model, database, states, callbacks, clock, start)
             _resume(states, database, options.from_defaults)
             _measure_defaults(states, measurer, run.commit, options.from_defaults)

@@ -14,12 +14,23 @@ import pickle
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from ...config import Config
 from ...ir.graph import Value
 from ...runtime.worker import Reply, Worker, call_all
 from ..task import Task
 from .result import KERNEL_NAME, Built, MeasureInput, MeasureResult
+
+
+class Builder(Protocol):
+    """Builds candidates: `LocalBuilder` on this machine, `ray_builder.RayBuilder` on a Ray cluster."""
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[Built | MeasureResult]:
+        """Per input, its library (a file on this machine), or the failed result it stands for."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class LocalBuilder:
@@ -37,7 +48,7 @@ class LocalBuilder:
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[Built | MeasureResult]:
         """Per input, its library, or the failed result it stands for."""
-        keys = [_build_key(inp) for inp in inputs]
+        keys = [build_key(inp) for inp in inputs]
         out: list[Built | MeasureResult | None] = [
             dataclasses.replace(self._built[k], build_s=0.0) if k in self._built else None for k in keys]
         misses = [i for i, b in enumerate(out) if b is None]
@@ -75,7 +86,8 @@ class _WithoutWeights(pickle.Pickler):
         return NotImplemented
 
 
-def _build_key(inp: MeasureInput) -> tuple:
+def build_key(inp: MeasureInput) -> tuple:
+    """What makes two inputs the same build (`RayBuilder` keeps its builds by it too)."""
     return inp.task.key, inp.trace.to_json(), inp.source_override
 
 

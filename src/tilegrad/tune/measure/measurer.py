@@ -2,9 +2,11 @@
 
 A batch is measured in two phases, so that no compiler competes with a timing for the cores:
 
-1. **Build.** The builder (`builder.py`) replays, lowers, renders and compiles each candidate in parallel.
-2. **Run.** A `Runner` (`runner.py`; by default `LocalRunner`, an isolated timing worker on this machine) times
-   the built kernels one after another. A sample of candidates (`check_fraction`, spread evenly, the first always)
+1. **Build.** The builder (`builder.py`; `ray_builder.py` on a Ray cluster) replays, lowers, renders and compiles
+   each candidate in parallel.
+2. **Run.** A `Runner` (`runner.py`; by default `LocalRunner`, an isolated timing worker on this machine;
+   `ray_runner.py` on devices of a Ray cluster) times the built kernels (`run_all`: one after another on one
+   device, side by side on several). A sample of candidates (`check_fraction`, spread evenly, the first always)
    also has its outputs compared with the task's NumPy reference.
 
 Failures are values (`result.py`): a crashing, hanging or wrong candidate is a result with its `error_kind`.
@@ -19,26 +21,27 @@ from ... import config
 from ...config import Config
 from ...schedule import Trace
 from ..task import Task
-from .builder import LocalBuilder
+from .builder import Builder, LocalBuilder
 from .result import MeasureInput, MeasureResult
 from .runner import LocalRunner, Runner
 
 
 class Measurer:
-    """Builds candidates with `builders` local workers, then times them one by one with `runner`.
+    """Builds candidates with `builder` (default: a `LocalBuilder` of `builders` workers), then times them with
+    `runner`.
 
     Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
     `min_repeat_s`, `placements`, `timeout_s`, `abandon_slower_than`, `num_threads`, `seed`).
     """
 
-    def __init__(self, *, runner: Runner | None = None, builders: int | None = None, build_timeout_s: float = 60.0,
-                 check_fraction: float = 0.25, cfg: Config | None = None, **timing):
+    def __init__(self, *, runner: Runner | None = None, builder: Builder | None = None, builders: int | None = None,
+                 build_timeout_s: float = 60.0, check_fraction: float = 0.25, cfg: Config | None = None, **timing):
         if not 0 <= check_fraction <= 1:
             raise ValueError(f"need 0 <= check_fraction <= 1; got {check_fraction}")
         self.cfg = cfg or config.get()
         self.check_fraction = check_fraction
         self.runner = runner or LocalRunner(self.cfg, **timing)
-        self.builder = LocalBuilder(self.cfg, workers=builders, timeout_s=build_timeout_s)
+        self.builder = builder or LocalBuilder(self.cfg, workers=builders, timeout_s=build_timeout_s)
         self._measured = 0
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
@@ -56,10 +59,20 @@ class Measurer:
         for i in to_build:  # now, while the builds still separate it from any timing
             if checks[i]:
                 self.runner.prepare(inputs[i].task)
-        built = self.builder.build([inputs[i] for i in to_build])
-        for i, b in zip(to_build, built):  # timed in the order given (a re-timing pass shuffles it)
-            results[i] = b if isinstance(b, MeasureResult) else self.runner.run(inputs[i], b, checks[i])
+        built = dict(zip(to_build, self.builder.build([inputs[i] for i in to_build])))
+        for i, b in built.items():
+            if isinstance(b, MeasureResult):
+                results[i] = b
+        to_run = [i for i in to_build if results[i] is None]  # timed in the order given
+        for i, r in zip(to_run, self.runner.run_all([(inputs[i], built[i], checks[i]) for i in to_run])):
+            results[i] = r
         return results
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The machine fingerprint the records of this measurer's timings carry: its runner's where it times
+        elsewhere (`RayRunner.fingerprint`), else None, this machine's."""
+        return getattr(self.runner, "fingerprint", None)
 
     def measure_one(self, task: Task, trace: Trace) -> MeasureResult:
         """Measure a single trace (benchmarks, the chosen schedule of a tuned task)."""

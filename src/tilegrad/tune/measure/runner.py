@@ -12,7 +12,7 @@ warm-up's, when it is twice past that bar). It cannot win, and on a task whose d
 most random schedules are tens of times slower, so their repeats would fill the rounds. A repeat during which
 another process held the kernel's cores is taken again (`runtime/interference.py`).
 
-Another runner (worker processes on other machines, say) implements the same four methods.
+Another runner (devices on a Ray cluster: `ray_runner.py`) implements the same five methods.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -46,7 +47,8 @@ ABANDON_FLOOR_S = 1e-3
 
 
 class Runner(Protocol):
-    """Times built candidates, one at a time, in the order given."""
+    """Times built candidates in the order given: one at a time (`LocalRunner`), or several at once on as many
+    devices (`ray_runner.RayRunner`)."""
 
     def prepare(self, task: Task) -> None:
         """A candidate of `task` will be checked: called before its batch is built, so that a runner computes
@@ -55,6 +57,10 @@ class Runner(Protocol):
 
     def run(self, inp: MeasureInput, built: Built, check: bool) -> MeasureResult:
         """Time `built`, the library of `inp`; with `check`, compare its outputs with the task's reference."""
+        ...
+
+    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]]) -> list[MeasureResult]:
+        """`run` of each (input, built, check), results in order (the measurer's run phase)."""
         ...
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
@@ -137,6 +143,9 @@ class LocalRunner:
         if not abandoned:
             self._note_fastest(inp.task, statistics.median(costs))
         return MeasureResult(costs, None, None, build_s, reply.wall_s, checked=check, abandoned=abandoned)
+
+    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]]) -> list[MeasureResult]:
+        return [self.run(*job) for job in jobs]
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
         """Time out this task's candidates once they run SLOWER_THAN_DEFAULT_LIMIT times longer than its default
