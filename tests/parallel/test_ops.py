@@ -43,7 +43,7 @@ CASES = [
     (ops.elementwise("mul", (4, 8), (4, 1)), lambda r, lay, a, b: a * b, None),
     (ops.reduce_sum("sum", (4, 8, 4), (1,)), lambda r, lay, a: a.sum(1), None),
     (ops.softmax("softmax", (4, 8)), lambda r, lay, a: _softmax(a), None),
-    (ops.layer_norm("ln", (4, 4, 8)), lambda r, lay, a, w, b: _layer_norm(a, w, b), None),
+    (ops.layer_norm("ln", (4, 4, 8), (8,), (8,)), lambda r, lay, a, w, b: _layer_norm(a, w, b), None),
     (ops.embedding("embed", (4, 4), (8, 4)), lambda r, lay, i, t: _lookup(r, lay[1], i, t), "ids"),
     (ops.conv2d("conv", (4, 4, 6, 6), (4, 4, 3, 3), (4, 4)), lambda r, lay, x, w: _conv(x, w), None),
     (ops.transpose("t", (4, 8, 2), (2, 0, 1)), lambda r, lay, a: a.transpose(2, 0, 1), None),

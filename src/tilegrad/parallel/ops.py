@@ -157,12 +157,15 @@ def softmax(name: str, shape: tuple[int, ...], axis: int = -1) -> Operator:
     return Operator(name, "softmax", (letters,), letters, (shape,), 5.0 * math.prod(shape), letters[axis])
 
 
-def layer_norm(name: str, shape: tuple[int, ...], normalized: int = 1) -> Operator:
-    """x, weight, bias; the last `normalized` dimensions are normalized over and stay whole."""
+def layer_norm(name: str, shape: tuple[int, ...], weight: tuple[int, ...], bias: tuple[int, ...]) -> Operator:
+    """x, weight, bias; the dimensions the weight covers (the last ones) are normalized over and stay whole."""
+    if weight != bias or tuple(shape[len(shape) - len(weight):]) != tuple(weight):
+        raise ShapeError(f"layer_norm '{name}': weight {weight} and bias {bias} must equal the last dimensions "
+                         f"of the input {shape}")
     letters = _letters(len(shape))
-    tail = letters[len(shape) - normalized:]
-    return Operator(name, "layer_norm", (letters, tail, tail), letters,
-                    (shape, shape[-normalized:], shape[-normalized:]), 8.0 * math.prod(shape), tail)
+    tail = letters[len(shape) - len(weight):]
+    return Operator(name, "layer_norm", (letters, tail, tail), letters, (shape, weight, bias),
+                    8.0 * math.prod(shape), tail)
 
 
 def embedding(name: str, indices: tuple[int, ...], table: tuple[int, ...]) -> Operator:
