@@ -74,6 +74,8 @@ class GraphBuilder:
 
     def add(self, factory: Callable[..., ops.Operator], name: str, *values: str, **attrs) -> str:
         """An operator from `factory(name, *input shapes, **attrs)`; its output value is named after it."""
+        if name in self.shapes:
+            raise TilegradError(f"graph: operator {name!r} would redefine the value of that name")
         missing = [v for v in values if v not in self.shapes]
         if missing:
             raise TilegradError(f"graph: operator {name!r} reads undefined values {missing}")

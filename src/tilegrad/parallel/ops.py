@@ -126,6 +126,15 @@ def matmul(name: str, a: tuple[int, ...], b: tuple[int, ...]) -> Operator:
                     (a, b), 2.0 * math.prod(a) * b[-1])
 
 
+def linear(name: str, x: tuple[int, ...], weight: tuple[int, ...]) -> Operator:
+    """x @ weight.T with PyTorch's (out, in) weight: a matmul whose second input is stored transposed."""
+    if x[-1] != weight[1]:
+        raise ShapeError(f"linear '{name}': input has {x[-1]} features, weight {weight} expects {weight[1]}")
+    batch = _letters(len(x) - 2, "mkn")
+    return Operator(name, "linear", (batch + "mk", "nk"), batch + "mn", (x, weight),
+                    2.0 * math.prod(x) * weight[0])
+
+
 def elementwise(name: str, *shapes: tuple[int, ...], flops_per_element: float = 1.0) -> Operator:
     """Element-wise over broadcast inputs (right-aligned); a broadcast dimension cannot be cut."""
     rank = max(len(s) for s in shapes)
