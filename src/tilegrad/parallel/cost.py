@@ -37,26 +37,43 @@ def ring_volume(kind: str, n: int, nbytes: float) -> float:
 
 @dataclass(frozen=True)
 class Machine:
-    """A device's measured throughput and links, and its memory cap. `optimizer_states` = 2 for Adam."""
+    """A device's throughput, the links between devices and the memory cap per device. `links` price collectives
+    within the innermost level; `outer` lists (devices spanned, links) for wider groups, innermost first (a
+    server of 8, a rack of servers, ...: a group whose ranks span more than a level's devices uses the next
+    level's links). `optimizer_states` = 2 for Adam."""
     flops: float
     links: dict[str, Link] = field(hash=False)
     memory_bytes: float = math.inf
     element_bytes: int = 4
     optimizer_states: int = 2
+    inner_devices: int = 0
+    outer: tuple[tuple[float, dict[str, Link]], ...] = field(default=(), hash=False)
 
-    def collective_seconds(self, kind: str, n: int, nbytes: float) -> float:
+    def collective_seconds(self, kind: str, n: int, nbytes: float, span: int = 1) -> float:
         if kind == "split" or n == 1:
             return 0.0
-        if kind not in self.links:
+        links = self.links
+        if self.inner_devices and span > self.inner_devices:
+            links = next((lk for size, lk in self.outer if span <= size), self.outer[-1][1])
+        if kind not in links:
             raise TilegradError(f"cost: no link figures for collective {kind!r}; calibrate or give them")
-        return self.links[kind].seconds(n, ring_volume(kind, n, nbytes))
+        return links[kind].seconds(n, ring_volume(kind, n, nbytes))
+
+
+def span(device_matrix: tuple[int, ...], axes) -> int:
+    """How many consecutive ranks a group over `axes` reaches across (ranks are row-major)."""
+    out = 1
+    for a in axes:
+        out = max(out, math.prod(device_matrix[a:]))
+    return out
 
 
 def redistribution_seconds(machine: Machine, redist: Redistribution, shape: tuple[int, ...]) -> float:
     total = 0.0
     for step, (before, after) in zip(redist.steps, step_shapes(redist, shape)):
         larger = max(math.prod(before), math.prod(after)) * machine.element_bytes
-        total += machine.collective_seconds(step.kind, redist.group_size(step), larger)
+        total += machine.collective_seconds(step.kind, redist.group_size(step), larger,
+                                            span(redist.device_matrix, step.axes))
     return total
 
 
@@ -95,6 +112,10 @@ def node_cost(machine: Machine, op: ops.Operator, strategy: ops.Strategy, device
     for i in parameter_inputs:
         local = math.prod(ins[i].local_shape(op.shapes[i])) * machine.element_bytes
         param_bytes += local * (2 + machine.optimizer_states)
-        sync += machine.collective_seconds("all_reduce", ins[i].replication, local)
+        canonical = ins[i].canonical()
+        used = {a for axes in canonical.tensor_map for a in axes}
+        replicas = [a for a in range(len(canonical.device_matrix)) if a not in used]
+        sync += machine.collective_seconds("all_reduce", ins[i].replication, local,
+                                           span(canonical.device_matrix, replicas))
     activation = math.prod(out.local_shape(op.output_shape)) * machine.element_bytes
     return NodeCost(compute, sync, param_bytes, activation)
