@@ -25,6 +25,7 @@ ELEMENTWISE_METHODS = {"relu", "tanh", "sigmoid", "exp"}
 ELEMENTWISE_MODULES = (torch.nn.ReLU, torch.nn.GELU, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.SiLU)
 MATMUL = {operator.matmul, torch.matmul, torch.bmm}
 SOFTMAX = {torch.softmax, F.softmax}
+SUM = {torch.sum}
 
 
 @dataclass(frozen=True)
@@ -96,11 +97,14 @@ def _function_call(b, kernels, node, value, unsupported) -> str | None:
             kind = "softmax"
         elif target == "transpose":
             kind = "transpose"
+        elif target == "sum":
+            kind = "sum"
         else:
             kind = None
     else:
         kind = ("elementwise" if target in ELEMENTWISE else "matmul" if target in MATMUL
-                else "softmax" if target in SOFTMAX else "transpose" if target is torch.transpose else None)
+                else "softmax" if target in SOFTMAX else "transpose" if target is torch.transpose
+                else "sum" if target in SUM else None)
     if kind is None or None in names:
         unsupported.append(f"{getattr(target, '__name__', target)} (node {node.name!r})")
         return None
@@ -108,6 +112,14 @@ def _function_call(b, kernels, node, value, unsupported) -> str | None:
         y = b.add(ops.elementwise, node.name, *names)
     elif kind == "matmul":
         y = b.add(ops.matmul, node.name, *names)
+    elif kind == "sum":
+        rank = len(b.shapes[names[0]])
+        dims = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+        if dims is None or node.kwargs.get("keepdim", False):
+            unsupported.append(f"sum without dim or with keepdim (node {node.name!r})")
+            return None
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        y = b.add(ops.reduce_sum, node.name, names[0], axes=tuple(d % rank for d in dims))
     elif kind == "softmax":
         rank = len(b.shapes[names[0]])
         dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
