@@ -11,7 +11,7 @@ import pytest
 from tilegrad.parallel import models, ops
 from tilegrad.parallel.cost import Link, Machine
 from tilegrad.parallel.graph import GraphBuilder
-from tilegrad.parallel.layout import Layout, shard
+from tilegrad.parallel.layout import shard
 from tilegrad.parallel.redistribution import plan, simulate
 from tilegrad.parallel.search import Problem, data_parallel, propagate, search, solve
 

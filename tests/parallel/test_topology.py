@@ -8,7 +8,12 @@ from tilegrad.errors import TilegradError
 from tilegrad.parallel import models
 from tilegrad.parallel.cost import Link, span
 from tilegrad.parallel.search import Problem, data_parallel, search
-from tilegrad.parallel.topology import Topology, bubble_fraction, plan_cluster, uniform_links
+from tilegrad.parallel.topology import (
+    Topology,
+    bubble_fraction,
+    plan_cluster,
+    uniform_links,
+)
 
 TOPOLOGY = Topology(1e14, uniform_links(5e-6, 1 / 200e9), uniform_links(1e-5, 1 / 25e9),
                     uniform_links(2e-5, 1 / 12.5e9), memory_bytes=32e9)

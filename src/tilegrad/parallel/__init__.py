@@ -10,7 +10,7 @@ from .graph import Graph as Graph
 from .graph import GraphBuilder as GraphBuilder
 from .launch import run_workers as run_workers
 from .layout import Layout as Layout
-from .redistribution import plan as plan_redistribution
+from .redistribution import Redistribution as Redistribution
 from .search import Plan as Plan
 from .search import Problem as Problem
 from .search import data_parallel as data_parallel

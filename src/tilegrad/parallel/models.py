@@ -4,6 +4,8 @@ case, where splitting the classes beats data parallel)."""
 
 from __future__ import annotations
 
+import itertools
+
 from . import ops
 from .graph import Graph, GraphBuilder
 
@@ -11,7 +13,7 @@ from .graph import Graph, GraphBuilder
 def mlp(batch: int, widths: tuple[int, ...]) -> Graph:
     b = GraphBuilder()
     x = b.input("x", (batch, widths[0]))
-    for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(widths)):
         x = b.add(ops.matmul, f"fc{i}", x, b.parameter(f"fc{i}.weight", (n_in, n_out)))
         x = b.add(ops.elementwise, f"fc{i}.bias_add", x, b.parameter(f"fc{i}.bias", (n_out,)))
         if i < len(widths) - 2:

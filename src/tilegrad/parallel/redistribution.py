@@ -108,15 +108,14 @@ def plan(source: Layout, target: Layout) -> Redistribution:
 
 
 def _merged(steps: list[Step]) -> tuple[Step, ...]:
-    """Gathers of one dimension in a row (minor axis first) become one gather over both; splits likewise."""
+    """Gathers of one dimension in a row (minor axis first) become one gather over both axes; splits of one
+    dimension (major axis first) and AllReduces likewise."""
     out: list[Step] = []
     for s in steps:
         last = out[-1] if out else None
         if last and s.kind == last.kind == "all_gather" and s.dim == last.dim:
             out[-1] = replace(last, axes=s.axes + last.axes)
-        elif last and s.kind == last.kind == "split" and s.dim == last.dim:
-            out[-1] = replace(last, axes=last.axes + s.axes)
-        elif last and s.kind == last.kind == "all_reduce":
+        elif last and s.kind == last.kind and (s.kind == "all_reduce" or s.kind == "split" and s.dim == last.dim):
             out[-1] = replace(last, axes=last.axes + s.axes)
         else:
             out.append(s)
