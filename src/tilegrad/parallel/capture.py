@@ -64,6 +64,8 @@ def capture(module: torch.nn.Module, *example_inputs: torch.Tensor) -> Captured:
 def _module_call(b, kernels, gm, node, value, unsupported) -> str | None:
     m = gm.get_submodule(node.target)
     x = value[node.args[0]]
+    if x is None:  # its input is already reported unsupported
+        return None
     if isinstance(m, torch.nn.Linear):
         w = b.parameter(f"{node.target}.weight", tuple(m.weight.shape))
         y = b.add(ops.linear, node.name, x, w)
