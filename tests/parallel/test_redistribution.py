@@ -91,3 +91,23 @@ def test_mismatched_layouts_are_refused_with_a_reason():
         plan(Layout.replicated(2, 2), Layout.replicated(2, 4))
     with pytest.raises(TilegradError, match="partial sums"):
         plan(Layout.replicated(2, 2), Layout.of((2,), (-1, -1), partial=(0,)))
+
+
+SEED_FOUR = {"row+column": Layout.of((2, 2), (0, 1)), "replicated": Layout.of((2, 2), (-1, -1)),
+             "row+replicas": Layout.of((2, 2), (0, -1)), "column+replicas": Layout.of((2, 2), (-1, 1))}
+SEED_STEPS = {("row+column", "row+replicas"): ["all_gather"], ("row+column", "replicated"): ["all_gather",
+              "all_gather"], ("row+replicas", "column+replicas"): ["all_gather",
+              "split"],
+              ("replicated", "row+column"): ["split", "split"], ("column+replicas", "row+column"): ["split"]}
+
+
+def test_the_seeds_four_layouts_on_four_devices_convert_into_each_other():
+    x = np.arange(64.0).reshape(8, 8)
+    for (a, source), (b, target) in itertools.product(SEED_FOUR.items(), SEED_FOUR.items()):
+        _check(x, source, target)
+        if (a, b) in SEED_STEPS:
+            assert [s.kind for s in plan(source, target).steps] == SEED_STEPS[a, b], (a, b)
+    # rows to columns over the same device axis: one AllToAll
+    columns_by_axis_0 = Layout.of((2, 2), (-1, 0))
+    assert [s.kind for s in plan(SEED_FOUR["row+replicas"], columns_by_axis_0).steps] == ["all_to_all"]
+    _check(x, SEED_FOUR["row+replicas"], columns_by_axis_0)
