@@ -1,0 +1,121 @@
+"""The cost of a strategy: compute from an operator's FLOPs and the device's throughput, communication as
+alpha + beta x bytes per collective (ring volumes), memory per device (parameters with their gradients and
+optimizer state, and the activations kept for the backward pass).
+
+A training step is priced as forward + backward: compute 3x the forward FLOPs, each redistribution twice (its
+adjoint moves as many bytes), and one AllReduce of each parameter's gradient over the devices holding replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..errors import TilegradError
+from . import ops
+from .layout import Layout
+from .redistribution import Redistribution, plan, step_shapes
+
+
+@dataclass(frozen=True)
+class Link:
+    """One collective's cost on a group of n devices moving `volume` bytes per device: alpha x (n - 1) + beta x
+    volume (ring algorithms: n - 1 rounds)."""
+    alpha: float
+    beta: float
+
+    def seconds(self, n: int, volume: float) -> float:
+        return self.alpha * (n - 1) + self.beta * volume
+
+
+def ring_volume(kind: str, n: int, nbytes: float) -> float:
+    """Bytes each device sends for a collective over n devices on a tensor of `nbytes` (the larger side)."""
+    share = nbytes * (n - 1) / n
+    return 2 * share if kind == "all_reduce" else share
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A device's throughput, the links between devices and the memory cap per device. `links` price collectives
+    within the innermost level; `outer` lists (devices spanned, links) for wider groups, innermost first (a
+    server of 8, a rack of servers, ...: a group whose ranks span more than a level's devices uses the next
+    level's links). `optimizer_states` = 2 for Adam."""
+    flops: float
+    links: dict[str, Link] = field(hash=False)
+    memory_bytes: float = math.inf
+    element_bytes: int = 4
+    optimizer_states: int = 2
+    inner_devices: int = 0
+    outer: tuple[tuple[float, dict[str, Link]], ...] = field(default=(), hash=False)
+
+    def collective_seconds(self, kind: str, n: int, nbytes: float, span: int = 1) -> float:
+        if kind == "split" or n == 1:
+            return 0.0
+        links = self.links
+        if self.inner_devices and span > self.inner_devices:
+            links = next((lk for size, lk in self.outer if span <= size), self.outer[-1][1])
+        if kind not in links:
+            raise TilegradError(f"cost: no link figures for collective {kind!r}; calibrate or give them")
+        return links[kind].seconds(n, ring_volume(kind, n, nbytes))
+
+
+def span(device_matrix: tuple[int, ...], axes) -> int:
+    """How many consecutive ranks a group over `axes` reaches across (ranks are row-major)."""
+    out = 1
+    for a in axes:
+        out = max(out, math.prod(device_matrix[a:]))
+    return out
+
+
+def redistribution_seconds(machine: Machine, redist: Redistribution, shape: tuple[int, ...]) -> float:
+    total = 0.0
+    for step, (before, after) in zip(redist.steps, step_shapes(redist, shape)):
+        larger = max(math.prod(before), math.prod(after)) * machine.element_bytes
+        total += machine.collective_seconds(step.kind, redist.group_size(step), larger,
+                                            span(redist.device_matrix, step.axes))
+    return total
+
+
+@lru_cache(maxsize=1 << 16)
+def _plan(source: Layout, target: Layout) -> Redistribution:
+    return plan(source.canonical(), target.canonical())
+
+
+def edge_seconds(machine: Machine, source: Layout, target: Layout, shape: tuple[int, ...]) -> float:
+    """Forward and backward cost of turning a producer's output layout into a consumer's input layout."""
+    if source == target:
+        return 0.0
+    redist = _plan(source, target)
+    return 2.0 * redistribution_seconds(machine, redist, shape) if redist.steps else 0.0
+
+
+@dataclass(frozen=True)
+class NodeCost:
+    compute: float
+    communication: float
+    parameter_bytes: float
+    activation_bytes: float
+
+    @property
+    def seconds(self) -> float:
+        return self.compute + self.communication
+
+
+def node_cost(machine: Machine, op: ops.Operator, strategy: ops.Strategy, devices: int,
+              parameter_inputs: tuple[int, ...]) -> NodeCost:
+    """Compute, the gradient AllReduce of the parameter inputs over their replicas, and the memory per device."""
+    ins, out = op.layouts(strategy, devices)
+    used = math.prod(op.cuts(strategy, devices).values())
+    compute = 3.0 * op.flops / used / machine.flops
+    sync, param_bytes = 0.0, 0.0
+    for i in parameter_inputs:
+        local = math.prod(ins[i].local_shape(op.shapes[i])) * machine.element_bytes
+        param_bytes += local * (2 + machine.optimizer_states)
+        canonical = ins[i].canonical()
+        used = {a for axes in canonical.tensor_map for a in axes}
+        replicas = [a for a in range(len(canonical.device_matrix)) if a not in used]
+        sync += machine.collective_seconds("all_reduce", ins[i].replication, local,
+                                           span(canonical.device_matrix, replicas))
+    activation = math.prod(out.local_shape(op.output_shape)) * machine.element_bytes
+    return NodeCost(compute, sync, param_bytes, activation)
