@@ -252,9 +252,13 @@ class Sketch:
 def generate_sketches(outputs: Callable[[], list[Tensor]], target: Target | None = None,
                       limit: int = 8) -> list[Sketch]:
     """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then those the
-    derivation rules give, each checked to build."""
+    derivation rules give, each checked to build (for a GPU target, those of `sketch_gpu`)."""
     target = target or host()
     sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, space, target))]
+    if target.kind == "cuda":
+        from .sketch_gpu import gpu_sketches  # which imports this module
+
+        return sketches + gpu_sketches(outputs, target)[:limit]
     analysis = _Analysis(Schedule(outputs()))
     for plan in analysis.plans()[:limit]:
         name = "+".join(dict.fromkeys(decision for decision in plan.values() if decision != "inline")) or "inline"
