@@ -15,6 +15,7 @@ from .results import TuneResult
 from .search import SearchPolicy
 from .task import Task, extract_tasks
 from .tuner import TuneOptions, tune_tasks
+from ..target import Target
 
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -51,7 +52,7 @@ def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int
                                     fusion_plans=fusion_plans))
 
 
-def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2):
-    """The optimised graph `tilegrad.compile` builds kernels from."""
-    graph, _ = optimize(import_model(model, example_inputs, input_shapes), opt_level)
+def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2, target: Target | None = None):
+    """The optimised graph `tilegrad.compile` builds kernels from, for `target` (default: this machine)."""
+    graph, _ = optimize(import_model(model, example_inputs, input_shapes), opt_level, target=target)
     return graph
