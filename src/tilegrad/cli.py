@@ -135,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--recheck", type=int, default=3, metavar="N",
                    help="times a new best is timed again beside the old best before it counts (default 3; 0: never)")
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
+    t.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                   help="the machine to tune for: cpu (this one) or cuda (the first GPU, which must be present)")
     t.add_argument("--no-algorithms", action="store_true",
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
     t.add_argument("--fusion-plans", action="store_true",
@@ -229,7 +231,7 @@ def _tune(args) -> None:
     result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
                   opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
                   callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
-                  measure_per_round=args.measure_per_round, recheck=args.recheck)
+                  measure_per_round=args.measure_per_round, recheck=args.recheck, target=args.target)
     print(result.table())
     print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
     if args.report:

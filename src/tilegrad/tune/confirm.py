@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..schedule.trace import Trace
 from .measure import MeasureInput, Measurer, MeasureResult
-from .records import CONFIRMED, Database, Record
+from .records import CONFIRMED, Database, Record, target_fingerprint
 from .task import Task
 
 
@@ -36,7 +36,7 @@ def confirm_best(tasks: Sequence[Task], db: str | Path, measurer: Measurer, *, t
     times; append the winner of each task as a confirmed record. Returns task key -> (default's median, winner's
     median) in seconds."""
     out: dict[str, tuple[float, float]] = {}
-    with Database(db) as database:
+    with Database(db, fingerprint=target_fingerprint(tasks[0].target if tasks else None)) as database:
         entries: list[tuple[Task, str, str]] = []  # (task, trace JSON, origin)
         for task in tasks:
             default = task.default_trace().to_json()

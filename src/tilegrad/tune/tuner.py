@@ -26,7 +26,7 @@ from .callbacks import Callback, default_callbacks
 from .confirm import confirm_best, confirmed_origin, median_latency, retime
 from .cost_model import CostModel, make_cost_model
 from .measure import MeasureInput, Measurer, MeasureResult
-from .records import CONFIRMED, Database, Record
+from .records import CONFIRMED, Database, Record, target_fingerprint
 from .results import TaskResult, TuneResult
 from .search import SearchPolicy, make_policy
 from .search.space import Candidate
@@ -127,7 +127,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
               for i, t in enumerate(tasks)]
     run: TuningRun | None = None
     try:
-        with Database(db) as database:
+        with Database(db, fingerprint=target_fingerprint(tasks[0].target if tasks else None)) as database:
             run = TuningRun(options, policy, model, database, states, callbacks, clock, start)
             _resume(states, database, options.from_defaults)
             _measure_defaults(states, measurer, run.commit, options.from_defaults)

@@ -27,18 +27,19 @@ from .runner import LocalRunner, Runner
 class Measurer:
     """Builds candidates with `builders` local workers, then times them one by one with `runner`.
 
-    Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
+    A `builder` (an object with `build(inputs)` and `close()`, such as `cuda.CudaBuilder`) replaces the local
+    build workers. Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
     `min_repeat_s`, `placements`, `timeout_s`, `abandon_slower_than`, `num_threads`, `seed`).
     """
 
-    def __init__(self, *, runner: Runner | None = None, builders: int | None = None, build_timeout_s: float = 60.0,
-                 check_fraction: float = 0.25, cfg: Config | None = None, **timing):
+    def __init__(self, *, runner: Runner | None = None, builder=None, builders: int | None = None,
+                 build_timeout_s: float = 60.0, check_fraction: float = 0.25, cfg: Config | None = None, **timing):
         if not 0 <= check_fraction <= 1:
             raise ValueError(f"need 0 <= check_fraction <= 1; got {check_fraction}")
         self.cfg = cfg or config.get()
         self.check_fraction = check_fraction
         self.runner = runner or LocalRunner(self.cfg, **timing)
-        self.builder = LocalBuilder(self.cfg, workers=builders, timeout_s=build_timeout_s)
+        self.builder = builder or LocalBuilder(self.cfg, workers=builders, timeout_s=build_timeout_s)
         self._measured = 0
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
