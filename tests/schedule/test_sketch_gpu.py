@@ -105,3 +105,12 @@ def test_thread_counts_are_expressions_of_the_tiles_and_bind_to_integers():
     bound = sketch.bind(params)
     assert not bound.variables()
     assert Trace.from_json(bound.to_json()) == bound
+
+
+def test_samples_stay_within_a_small_targets_limits():
+    small = dataclasses.replace(H100, max_threads_per_block=64, shared_bytes_per_block=4096)
+    sketch = generate_sketches(lambda: [CASES["matmul_64x48x40"]()[1]], small)[1]
+    rng = random.Random(1)
+    for _ in range(20):
+        params = sketch.sample(rng)
+        assert sketch.tiles.threads(params) <= 64 and sketch.tiles.shared_bytes(params) <= 4096

@@ -37,6 +37,7 @@ from .sketch import Sketch, Space, Tiling
 
 UNROLL_STEPS = (0, 16, 64, 512, 1024)  # Ansor's auto-unroll max steps on GPUs
 FETCH_VECTORS = (1, 2, 4)  # elements a thread fetches at once into shared memory
+SAMPLE_TRIES = 64  # draws per sample before giving up on the target's limits
 MAX_THREADS_Z = 64  # CUDA's limit of a block's z dimension
 INDEX_REGISTERS = 16  # registers a thread spends on indices and addresses, in the register estimate
 
@@ -51,6 +52,15 @@ class GpuSketch(Sketch):
 
     def valid(self, params: dict) -> bool:
         return super().valid(params) and not self.over_limits(params)
+
+    def sample(self, rng, fixed: dict[str, int] | None = None) -> dict[str, int]:
+        """A random annotation within the target's limits (rejection sampling; after SAMPLE_TRIES draws over
+        them, the last, which the validity check then refuses)."""
+        for _ in range(SAMPLE_TRIES):
+            params = super().sample(rng, fixed)
+            if self.over_limits(params) is None:
+                break
+        return params
 
     def over_limits(self, params: dict) -> str | None:
         """Which limit of the target a valid assignment exceeds, or None."""

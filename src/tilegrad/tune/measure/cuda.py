@@ -22,9 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...codegen.cuda import CudaRenderer
 from ...errors import BuildError, MeasureError
-from ...kernel import lower_kernel
+from ...kernel import lower_kernel, render_cuda_kernel
 from ...runtime.nvrtc import compile_ptx
 from ...target import Target
 from ..task import Task
@@ -62,11 +61,10 @@ class CudaBuilder:
         if key in self._built:
             return Built(self._built[key].library, self._built[key].params, 0.0, self._built[key].launch)
         start = time.perf_counter()
-        renderer = CudaRenderer(self.target)
         try:
             kernel = lower_kernel(inp.task.node, inp.trace, name=KERNEL_NAME)
-            source = inp.source_override or renderer.render(kernel)
-            launch = renderer.launch(kernel)
+            source, launch = render_cuda_kernel(kernel, self.target)
+            source = inp.source_override or source
         except Exception as e:  # any failure to replay, lower or render is this candidate's failure
             return MeasureResult((), "lower", f"{type(e).__name__}: {e}", time.perf_counter() - start)
         try:
