@@ -3,6 +3,7 @@ the gradient search proposes valid GPU candidates and Adam raises the model's sc
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -69,3 +70,27 @@ def test_evolutionary_search_proposes_valid_gpu_candidates(gpu_matmul_space):
     search = EvolutionaryPolicy().for_task(space, model, 0)
     proposed = search.propose(set(), [], 8)
     assert proposed and all(space.valid(c) for c in proposed)
+
+
+def test_the_box_penalises_points_past_the_targets_thread_limit(gpu_matmul_space):
+    from tilegrad.tune.search.gradient import ParameterBox
+
+    space = gpu_matmul_space
+    index = [s.name for s in space.sketches].index("gpu_tiling")
+    sketch = space.sketches[index]
+    _, params_space = sketch.space({})
+    names = tuple(v for t in params_space.tilings for v in t.vars) + tuple(c.var for c in params_space.choices)
+    box = ParameterBox(params_space, names)
+    assert params_space.limits and box._limit_rows.shape[0] == len(params_space.limits)
+    inside = {v: 1 for v in names} | {c.var: c.values[0] for c in params_space.choices}
+    value, _ = box.penalty(box.encode([inside]))
+    assert value[0] == 0
+    spatial = [t for t in params_space.tilings if len(t.vars) == 3]
+    crowded = dict(inside) | {t.vars[0]: t.extent for t in spatial}  # every element its own thread
+    small = dataclasses.replace(H100, max_threads_per_block=32)
+    limited = TaskSpace(dataclasses.replace(space.task, target=small))
+    _, limited_space = limited.sketches[index].space({})
+    box = ParameterBox(limited_space, names)
+    value, grad = box.penalty(box.encode([crowded]))
+    assert value[0] > 0
+    assert all(grad[0, names.index(t.vars[0])] > 0 for t in spatial)  # descent shrinks the thread tiles

@@ -120,6 +120,7 @@ class Space:
         self.tilings: list[Tiling] = []
         self.choices: list[Choice] = []  # numeric
         self.structural: list[Choice] = []
+        self.limits: list[tuple[dict[str, float], float]] = []  # log-linear: sum_v c_v ln v <= bound
 
     def tile(self, name: str, extent: int, parts: int) -> list[E.Var]:
         names = tuple(_var_name(f"{name}_t{i}") for i in range(1, parts))
@@ -133,6 +134,11 @@ class Space:
             checked_default(var, values, default)
         self.choices.append(Choice(var, values, default))
         return E.Var(var, E.INDEX, min(values), max(values))
+
+    def limit(self, coefficients: dict[E.Var, float], bound: float) -> None:
+        """A limit of the target as sum_v c_v ln(v) <= bound, which the gradient search keeps to by a penalty (a
+        GPU's threads per block: the product of the thread tiles); the sketch's validity check is the exact one."""
+        self.limits.append(({v.name: float(c) for v, c in coefficients.items()}, float(bound)))
 
     def pick(self, name: str, values, default: int | None = None) -> int:
         var = _var_name(name)

@@ -201,6 +201,7 @@ def _multi_level_tiling(sch: Schedule, space: Space, sketch: GpuSketch) -> None:
     for p in sch.state.stages:
         if p.attach is None and p.name not in outputs and p.name != acc.name:
             sch.compute_at(p.name, s.name, thread)
+    _declare_limits(space, sketch.target, spatial, reduce, loads)
     sketch.tiles = _Tiles(list(spatial.values()), list(reduce.values()), loads, itemsize(acc.tensor.dtype))
 
 
@@ -217,6 +218,26 @@ def _bind_threads(sch: Schedule, stage: str, threads: list[tuple[str, E.Expr]]) 
         sch.bind(stage, loop, axis)
         bound.append((axis, extent))
     return bound
+
+
+def _declare_limits(space: Space, target: Target, spatial: dict[str, Tiling], reduce: dict[str, Tiling],
+                    loads: list[tuple[E.Load, dict, dict]]) -> None:
+    """The target's limits in log space, for the gradient search's penalty: threads per block (the product of
+    v1 / v2 over the axes), accumulators per thread (the product of v2) within the registers, and each input's
+    shared tile (the block tiles of the axes its indices read; a window's halo left out) within the shared bytes."""
+    var = {n: E.Var(n, E.INDEX) for t in [*spatial.values(), *reduce.values()] for n in t.vars}
+    threads: dict[E.Var, float] = {}
+    for t in spatial.values():
+        threads[var[t.vars[0]]] = threads.get(var[t.vars[0]], 0.0) + 1.0
+        threads[var[t.vars[1]]] = threads.get(var[t.vars[1]], 0.0) - 1.0
+    space.limit(threads, math.log(target.max_threads_per_block))
+    space.limit({var[t.vars[1]]: 1.0 for t in spatial.values()}, math.log(target.registers_per_thread))
+    tiles = {**spatial, **reduce}
+    for load, _, _ in loads:
+        axes = {v.name for i in load.indices for v in E.free_vars(i)} & set(tiles)
+        if axes:
+            space.limit({var[tiles[a].vars[0]]: 1.0 for a in axes},
+                        math.log(target.shared_bytes_per_block / itemsize(load.buffer.dtype)))
 
 
 def _cooperative_fetch(sch: Schedule, space: Space, t: Tensor, acc: str, at: str,
