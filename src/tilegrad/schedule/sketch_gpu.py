@@ -80,9 +80,8 @@ class _Tiles:
     """The tilings of a GPU sketch and the accumulator they tile: threads, shared bytes and registers of an
     assignment follow from them."""
 
-    def __init__(self, spatial: list[Tiling], reduce: list[Tiling], loads: list[tuple[E.Load, dict, dict]],
-                 acc_bytes: int):
-        self.spatial, self.reduce, self.loads, self.acc_bytes = spatial, reduce, loads, acc_bytes
+    def __init__(self, spatial: list[Tiling], loads: list[tuple[E.Load, dict, dict]], acc_bytes: int):
+        self.spatial, self.loads, self.acc_bytes = spatial, loads, acc_bytes
 
     def threads(self, params: dict) -> int:
         return math.prod(t.parts(params)[1] for t in self.spatial)
@@ -129,6 +128,8 @@ def _index_range(index: E.Expr, ranges: dict[str, int]) -> int:
 
 
 def _multi_level_tiling(sch: Schedule, space: Space, sketch: GpuSketch) -> None:
+    """The rule of the module doc on `sch`, its tile sizes declared in `space`; a ScheduleError where it does not
+    apply."""
     outputs = {t.name for t in sch.state.outputs}
     for st in list(reversed(sch.state.stages)):
         if st.name not in outputs and not st.op.reduce_axes and st.op.tag in INJECTIVE_TAGS:
@@ -202,7 +203,7 @@ def _multi_level_tiling(sch: Schedule, space: Space, sketch: GpuSketch) -> None:
         if p.attach is None and p.name not in outputs and p.name != acc.name:
             sch.compute_at(p.name, s.name, thread)
     _declare_limits(space, sketch.target, spatial, reduce, loads)
-    sketch.tiles = _Tiles(list(spatial.values()), list(reduce.values()), loads, itemsize(acc.tensor.dtype))
+    sketch.tiles = _Tiles(list(spatial.values()), loads, itemsize(acc.tensor.dtype))
 
 
 def _bind_threads(sch: Schedule, stage: str, threads: list[tuple[str, E.Expr]]) -> list[tuple[str, E.Expr]]:
