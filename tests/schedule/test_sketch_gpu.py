@@ -18,6 +18,7 @@ from tilegrad.loop.gpu import launch_of, rewrite_for_gpu, shared_bytes
 from tilegrad.runtime.build import build
 from tilegrad.runtime.kernel import BufferSpec, Kernel
 from tilegrad.runtime.nvrtc import compile_ptx
+from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.schedule import apply_trace
 from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.schedule.sketch_gpu import GpuSketch
@@ -114,3 +115,26 @@ def test_samples_stay_within_a_small_targets_limits():
     for _ in range(20):
         params = sketch.sample(rng)
         assert sketch.tiles.threads(params) <= 64 and sketch.tiles.shared_bytes(params) <= 4096
+
+
+@pytest.mark.parametrize("name", ["add_gelu_4x33", "softmax_4x6x40", "reduce_mean_keepdims"])
+def test_the_gpu_default_sketch_picks_the_threads_of_untiled_kernels(name):
+    make = WORKLOADS[name]
+    (default,) = generate_sketches(lambda: [make()[1]], H100)
+    (choice,) = default.structural
+    assert choice.var.endswith("_threads") and choice.start == 256 and 1024 in choice.values
+    rng = np.random.default_rng(0)
+    for threads in (32, 1024):
+        inputs, output = make()
+        params = default.completed({choice.var: threads})
+        st = apply_trace(output, default.bind(params))
+        k = lower(st, name, inputs + [st.outputs[0]])
+        assert launch_of(k).block[0] <= threads
+        assert f".entry {name}" in compile_ptx(CudaRenderer(H100).render(k), H100.arch)
+        values = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in inputs}
+        kernel = Kernel(build(CRenderer().render(rewrite_for_gpu(k))), name,
+                        [BufferSpec(b.name, tuple(int(d.value) for d in b.shape), b.dtype) for b in k.params])
+        out = np.empty(output.shape, output.dtype)
+        kernel(*[values[t.name] for t in inputs], out)
+        np.testing.assert_allclose(out, interpret(output, values), rtol=1e-4, atol=1e-5)
+    assert default.bind(default.default_params()) == default_schedule(make()[1], H100).trace
