@@ -212,6 +212,10 @@ def _quantize(args) -> None:
 def _tune(args) -> None:
     from .tune.model import model_tasks, tune
 
+    if args.target == "cuda":  # before loading the model: without a device there is nothing to time on
+        from .tune.measure.cuda import require_device
+
+        require_device()
     spec = _load(args.model, args.input_shape)
     if args.list_tasks:
         _list_tasks(model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,

@@ -1,6 +1,6 @@
 """Ansor's GPU sketch without a GPU: sampled candidates of each heavy workload family (matmul, batch matmul, dense,
-conv2d, and a matmul with an epilogue) are race-free, compile to PTX with NVRTC, and, rendered serially as C after
-the GPU rewrites, equal NumPy's numbers; candidates past the target's limits are invalid."""
+conv2d, conv3d, and a matmul with an epilogue) are race-free, compile to PTX with NVRTC, and, rendered serially as
+C after the GPU rewrites, equal NumPy's numbers; candidates past the target's limits are invalid."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from tilegrad.te.interpret import interpret
 from tilegrad.workloads import WORKLOADS
 
 H100 = GPUS["sm_90"]
-FAMILIES = ["matmul_64x48x40", "batch_matmul_3x17x12x9", "dense_5x24x10", "conv2d_3x3_c4_14x14"]
+FAMILIES = ["matmul_64x48x40", "batch_matmul_3x17x12x9", "dense_5x24x10", "conv2d_3x3_c4_14x14",
+            "conv3d_c4_6x7x5"]  # conv3d: four tiled axes, the outer two fused into threadIdx.z
 
 
 def _matmul_relu():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,9 +62,9 @@ def test_the_builder_compiles_gpu_candidates_to_ptx_without_a_device():
         inputs = [MeasureInput(task, space.trace(c)) for c in _candidates(space, 3)]
         built = builder.build(inputs)
         for b, c in zip(built, _candidates(space, 3)):
-            ptx = open(b.library).read()
+            ptx = Path(b.library).read_text()
             assert ".entry candidate" in ptx and b.build_s > 0
-            grid, block = b.launch
+            _, block = b.launch
             if space.sketches[c.sketch].name == "gpu_tiling":
                 assert np.prod(block) == space.sketches[c.sketch].tiles.threads(c.values)
             assert len(b.params) == len(task.node.inputs) + len(task.node.outputs)

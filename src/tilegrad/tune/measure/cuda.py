@@ -65,7 +65,7 @@ class CudaBuilder:
             kernel = lower_kernel(inp.task.node, inp.trace, name=KERNEL_NAME)
             source, launch = render_cuda_kernel(kernel, self.target)
             source = inp.source_override or source
-        except Exception as e:  # any failure to replay, lower or render is this candidate's failure
+        except Exception as e:  # noqa: BLE001 - any failure to replay, lower or render is this candidate's failure
             return MeasureResult((), "lower", f"{type(e).__name__}: {e}", time.perf_counter() - start)
         try:
             ptx = compile_ptx(source, self.target.arch)
