@@ -130,10 +130,14 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
     if machine.kind == "cuda":
         from .cuda_executor import compile_graph as compile_cuda
 
-        if db is not None:
-            raise TilegradError("target 'cuda' takes no tuning records yet (they hold CPU schedules); drop db")
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
-        return Compilation(compile_cuda(graph, target=machine), report, graph)
+        if db is None:
+            return Compilation(compile_cuda(graph, target=machine), report, graph)
+        from .tune.apply import BestRecords
+        from .tune.records import target_fingerprint
+
+        with BestRecords(db, fingerprint=target_fingerprint(machine)) as chooser:  # the GPU's records only
+            return Compilation(compile_cuda(graph, choose=chooser, target=machine), report, graph)
     if db is None:
         graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine,
                                  options=options)

@@ -135,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--recheck", type=int, default=3, metavar="N",
                    help="times a new best is timed again beside the old best before it counts (default 3; 0: never)")
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
+    t.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                   help="the machine to tune for: cpu (this one) or cuda (the first GPU, which must be present)")
     t.add_argument("--no-algorithms", action="store_true",
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
     t.add_argument("--fusion-plans", action="store_true",
@@ -231,6 +233,10 @@ def _quantize(args) -> None:
 def _tune(args) -> None:
     from .tune.model import model_tasks, tune
 
+    if args.target == "cuda":  # before loading the model: without a device there is nothing to time on
+        from .tune.measure.cuda import require_device
+
+        require_device()
     spec = _load(args.model, args.input_shape)
     if args.list_tasks:
         _list_tasks(model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
@@ -244,6 +250,8 @@ def _tune(args) -> None:
         raise UsageError("give --trials N or --budget TIME (or both)")
     if args.ray_key and not args.ray:
         raise UsageError("--ray-key needs --ray auto|ADDRESS")
+    if args.ray and args.target == "cuda":
+        raise UsageError("--ray measures on CPU devices; --target cuda times on this machine's GPU")
     callbacks = []
     if args.report:
         from .tune.report import WriteReport
@@ -254,7 +262,8 @@ def _tune(args) -> None:
         result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
                       opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
                       callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
-                      measure_per_round=args.measure_per_round, recheck=args.recheck, measurer=measurer)
+                      measure_per_round=args.measure_per_round, recheck=args.recheck, measurer=measurer,
+                      target=args.target)
     finally:
         if measurer is not None:
             measurer.close()

@@ -17,9 +17,11 @@ import numpy as np
 
 from . import config as _config
 from .codegen.c import CRenderer
+from .codegen.cuda import CudaRenderer
 from .codegen.renderer import Renderer
 from .ir.compute import node_compute
 from .ir.graph import Node
+from .loop.gpu import Launch
 from .loop.ir import Kernel as LoopKernel
 from .loop.lower import lower
 from .runtime.build import build as build_library
@@ -49,6 +51,12 @@ def lower_kernel(computation: Computation, trace: Trace | None = None, *, name: 
 def render_kernel(loop: LoopKernel, renderer: Renderer | None = None) -> str:
     """A whole translation unit for one kernel."""
     return (renderer or CRenderer()).render(loop)
+
+
+def render_cuda_kernel(loop: LoopKernel, target: Target) -> tuple[str, Launch]:
+    """A whole CUDA translation unit for one GPU kernel (races and the target's limits checked) and its launch."""
+    renderer = CudaRenderer(target)
+    return renderer.render(loop), renderer.launch(loop)
 
 
 def compile_kernel(loop: LoopKernel, source: str | None = None, cfg: _config.Config | None = None) -> Path:

@@ -26,12 +26,15 @@ class Target:
     l2_bytes: int = 512 * 1024
     l3_bytes: int = 16 * 1024 * 1024
     min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
-    # GPU targets (kind "cuda"): the architecture PTX is compiled for, multiprocessors, and per-block limits
+    # GPU targets (kind "cuda"): the architecture PTX is compiled for, multiprocessors, and per-block limits (which
+    # the GPU sketch's candidates are checked against); l2_bytes is the device's L2, which timing flushes
     arch: str = ""
     sm_count: int = 0
     warp_size: int = 32
     max_threads_per_block: int = 1024
     shared_bytes_per_block: int = 48 * 1024
+    registers_per_thread: int = 255
+    registers_per_block: int = 64 * 1024
 
     @property
     def vector_lanes(self) -> int:
@@ -83,8 +86,10 @@ def host() -> Target:
 
 # GPUs by architecture, for compiling where no device is present: sm_90 is the H100 and H200.
 GPUS = {
-    "sm_80": Target(kind="cuda", model="NVIDIA A100", arch="sm_80", sm_count=108, vector_bits=128),
-    "sm_90": Target(kind="cuda", model="NVIDIA H100", arch="sm_90", sm_count=132, vector_bits=128),
+    "sm_80": Target(kind="cuda", model="NVIDIA A100", arch="sm_80", sm_count=108, vector_bits=128,
+                    l2_bytes=40 * 1024 * 1024),
+    "sm_90": Target(kind="cuda", model="NVIDIA H100", arch="sm_90", sm_count=132, vector_bits=128,
+                    l2_bytes=50 * 1024 * 1024),
 }
 
 
@@ -116,7 +121,9 @@ def cuda() -> Target:
                   sm_count=attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
                   warp_size=attribute("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
                   max_threads_per_block=attribute("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
-                  shared_bytes_per_block=attribute("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"))
+                  shared_bytes_per_block=attribute("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"),
+                  registers_per_block=attribute("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"),
+                  l2_bytes=attribute("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"))
 
 
 # The targets `tilegrad.compile(..., target=NAME)` accepts.

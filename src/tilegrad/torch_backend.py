@@ -5,8 +5,11 @@
 
 Dynamo hands over an FX graph whose parameters and buffers are inputs. They are frozen into the module as
 constants (so bias folding, batch-norm folding and weight packing apply), and the graph is compiled through
-`tilegrad.compile` like any module. A call passes the other inputs as NumPy arrays, without copies, and wraps the
-outputs as tensors. The weights are checked on every call (same tensors, no in-place update since compiling); a
+`tilegrad.compile` like any module, for the device its inputs are on: CPU tensors compile for the CPU, CUDA
+tensors for the GPU (`target="cuda"`; the graph is exported from CPU copies of its inputs and weights). A call
+passes the other inputs as NumPy arrays, without copies on the CPU (a GPU call copies them to the host and the
+module copies them to the device: `CudaModule` takes NumPy), and wraps the outputs as tensors on the inputs'
+device. The weights are checked on every call (same tensors, no in-place update since compiling); a
 change recompiles. A graph tilegrad cannot compile (an unsupported op or dtype, a dynamic shape, gradients
 needed) runs eagerly, after one `EagerFallbackWarning` that says why; other errors (unknown options, a missing
 records database, a compiler failure) are raised.
@@ -22,6 +25,7 @@ from . import metrics
 from .errors import ShapeError, TilegradError, UnsupportedOpError
 
 OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
+TARGETS_BY_DEVICE = {"cpu": "cpu", "cuda": "cuda"}  # a tensor's device type -> the target compiled for
 
 
 class EagerFallbackWarning(UserWarning):
@@ -48,6 +52,7 @@ class CompiledGraph:
         self.weights = {i: t for i, t in enumerate(example_inputs) if _is_weight(t)}
         self.user = [i for i in range(len(example_inputs)) if i not in self.weights]
         self.versions: dict[int, int] = {}
+        self.device = torch.device("cpu")
         self.module = self._compile(example_inputs)
 
     def _compile(self, example_inputs: list):
@@ -56,9 +61,12 @@ class CompiledGraph:
             from . import api
 
             self.versions = {i: _version(t) for i, t in self.weights.items()}
-            frozen = _Frozen(self.gm, self.weights, len(example_inputs))
+            self.device = _device_of(example_inputs)
+            host = {i: t.detach().cpu() for i, t in self.weights.items()}
+            frozen = _Frozen(self.gm, host, len(example_inputs))
             try:
-                module = api.compile(frozen, tuple(example_inputs[i] for i in self.user), **self.options)
+                module = api.compile(frozen, tuple(example_inputs[i].cpu() for i in self.user),
+                                     target=TARGETS_BY_DEVICE[self.device.type], **self.options)
             except (UnsupportedOpError, ShapeError) as exc:  # the graph, not the setup: run it eagerly
                 why = " ".join(str(exc).split())
             else:
@@ -77,7 +85,7 @@ class CompiledGraph:
             if self.module is None:
                 return self.gm(*args)
         outs = self.module(*(_array(args[i]) for i in self.user))
-        return tuple(torch.from_numpy(y) for y in (outs if isinstance(outs, list) else [outs]))
+        return tuple(torch.from_numpy(y).to(self.device) for y in (outs if isinstance(outs, list) else [outs]))
 
 
 class _Frozen(torch.nn.Module):
@@ -112,12 +120,20 @@ def _eager_reason(example_inputs: list) -> str | None:
     if not all(isinstance(t, torch.Tensor) for t in example_inputs):
         return ("the graph has dynamic shapes; tilegrad compiles static shapes: use "
                 "torch.compile(..., dynamic=False)")
-    if any(t.device.type != "cpu" for t in example_inputs):
-        return "the graph's tensors are not on the CPU, tilegrad's target"
+    devices = sorted({t.device.type for t in example_inputs})
+    if len(devices) > 1:
+        return f"the graph's tensors are on several devices ({', '.join(devices)}); tilegrad compiles for one"
+    if devices and devices[0] not in TARGETS_BY_DEVICE:
+        return f"the graph's tensors are on {devices[0]}, where tilegrad has no target (it has cpu and cuda)"
     if torch.is_grad_enabled() and any(t.requires_grad for t in example_inputs):
         return ("the graph needs gradients and tilegrad compiles inference: call the model under torch.no_grad() "
                 "or torch.inference_mode()")
     return None
+
+
+def _device_of(example_inputs: list) -> torch.device:
+    """The one device of the graph's tensors (the CPU for a graph without inputs)."""
+    return example_inputs[0].device if example_inputs else torch.device("cpu")
 
 
 def _version(t: torch.Tensor) -> int:
@@ -128,5 +144,5 @@ def _version(t: torch.Tensor) -> int:
 
 
 def _array(t: torch.Tensor):
-    t = t.detach()
+    t = t.detach().cpu()
     return (t if t.is_contiguous() else t.contiguous()).numpy()

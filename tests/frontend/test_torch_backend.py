@@ -1,6 +1,6 @@
 """The torch.compile backend "tilegrad": found through the package's entry point, equal to eager PyTorch on the
-model families of conftest.py, compiling each graph once, passing its options through, and running a graph it
-cannot compile eagerly after one warning that names why."""
+model families of conftest.py, compiling each graph once, passing its options through, compiling for the device
+its tensors are on, and running a graph it cannot compile eagerly after one warning that names why."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_options_are_passed_through(compiles):
     x = torch.randn(2, 4)
     opt = torch.compile(module, backend="tilegrad", options={"db": None, "opt_level": 0})
     _assert_close(_run(opt, (x,)), module(x))
-    assert compiles == [{"db": None, "opt_level": 0}]
+    assert compiles == [{"db": None, "opt_level": 0, "target": "cpu"}]
 
 
 def test_unknown_options_and_modes_are_errors():
@@ -152,3 +152,52 @@ def test_graph_breaks_compile_each_graph(compiles):
     for _ in range(2):
         _assert_close(_run(opt, (x,)), module(x))
     assert len(compiles) == 2
+
+
+def _fake(*shape, device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        return torch.empty(*shape, device=device)
+
+
+def test_cuda_tensors_compile_for_the_cuda_target(monkeypatch):
+    """The dispatch without a GPU: fake CUDA tensors (what dynamo traces with) make the backend ask for
+    target="cuda", with CPU copies of the inputs and weights to export from."""
+    calls = []
+
+    def spy(model, example_inputs=None, **options):
+        calls.append((options, [t.device.type for t in example_inputs],
+                      [b.device.type for b in model.buffers()]))
+        return object()
+
+    monkeypatch.setattr(api, "compile", spy)
+    gm = torch.fx.symbolic_trace(nn.Linear(4, 3).eval())
+    weight = nn.Parameter(_fake(3, 4, device="cuda"))
+    with torch.no_grad():
+        compiled = backend(gm, [_fake(2, 4, device="cuda"), weight])
+    assert calls == [({"target": "cuda"}, ["cpu"], ["cpu"])]
+    assert compiled.device.type == "cuda"
+    with torch.no_grad():
+        backend(gm, [torch.randn(2, 4)])
+    assert calls[-1][0] == {"target": "cpu"}
+
+
+def test_graphs_on_several_devices_or_other_devices_run_eagerly():
+    gm = torch.fx.symbolic_trace(nn.ReLU())
+    with torch.no_grad(), pytest.warns(EagerFallbackWarning, match=r"several devices \(cpu, cuda\)"):
+        assert backend(gm, [torch.randn(3), _fake(3, device="cuda")]).module is None
+    with torch.no_grad(), pytest.warns(EagerFallbackWarning, match="on meta, where tilegrad has no target"):
+        assert backend(gm, [torch.empty(3, device="meta")]).module is None
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_run_on_the_gpu_and_match_eager():
+    module = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval().cuda()
+    x = torch.randn(4, 16, device="cuda")
+    opt = torch.compile(module, backend="tilegrad")
+    got = _run(opt, (x,))
+    assert got.device.type == "cuda"
+    _assert_close(got, module(x))
+    assert metrics.counters["torch_backend.compiled"] == 1

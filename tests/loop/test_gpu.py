@@ -128,3 +128,100 @@ S_local[S_local_i] = 0.0
       S_local[S_local_i] = S_local[S_local_i] + S_local_rf[0, S_local_i]
       barrier
     S[i] = S_local[0]"""
+
+
+class _SerialWarps:
+    """The C renderer with a serial spelling of the warp reductions: lane 0's result, combined in order, so a
+    GPU kernel with warp steps still runs on the CPU."""
+
+    HELPERS = """\
+static void tg_serial_warp(float* first, float* second, int n, int op) {
+  long s = second - first; float v = first[0];
+  for (int i = 1; i < n; ++i) { float x = first[i * s]; v = op == 0 ? v + x : op == 1 ? (x > v ? x : v) : (x < v ? x : v); }
+  first[0] = v;
+}
+"""
+
+    @classmethod
+    def renderer(cls):
+        from tilegrad.codegen.c import CRenderer
+
+        ops = {"sum": 0, "max": 1, "min": 2}
+        macros = "".join(f"#define TG_WARP_{op.upper()}{n}(a, b) tg_serial_warp(a, b, {n}, {code})\n"
+                         for op, code in ops.items() for n in (2, 4, 8, 16, 32))
+
+        class Serial(CRenderer):
+            intrinsics = {f"warp_{op}{n}": f"TG_WARP_{op.upper()}{n}" for op in ops for n in (2, 4, 8, 16, 32)}
+            intrinsic_helpers = cls.HELPERS + macros
+
+        return Serial()
+
+
+H100 = GPUS["sm_90"]
+REDUCTIONS = ["reduce_mean_keepdims", "softmax_4x6x40", "layernorm_6x64", "global_avg_pool_7x7"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_warp_steps_compute_the_tree_s_result_serially_and_compile_to_ptx(name):
+    import numpy as np
+
+    from tilegrad.codegen.cuda import CudaRenderer
+    from tilegrad.loop.ir import Intrinsic
+    from tilegrad.runtime.build import build
+    from tilegrad.runtime.kernel import BufferSpec, Kernel
+    from tilegrad.runtime.nvrtc import compile_ptx
+    from tilegrad.te.interpret import interpret
+
+    inputs, output = WORKLOADS[name]()
+    sch = default_schedule(output, H100)
+    k = lower(sch.state, name, inputs + [sch.state.outputs[0]])
+    warped = rewrite_for_gpu(k, warp_shuffles=True)
+    steps = [s for s in walk(warped.body) if isinstance(s, Intrinsic)]
+    assert steps and all(s.name.startswith("warp_") for s in steps)
+    check_races(warped)
+    src = CudaRenderer(H100).render(k)
+    assert "__shfl_down_sync" in src and src.count("tg_warp_reduce<") == len(steps)
+    assert "shfl.sync.down" in compile_ptx(src, H100.arch)
+    rng = np.random.default_rng(0)
+    values = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in inputs}
+    kernel = Kernel(build(_SerialWarps.renderer().render(warped)), name,
+                    [BufferSpec(b.name, tuple(int(d.value) for d in b.shape), b.dtype) for b in k.params])
+    out = np.empty(output.shape, output.dtype)
+    kernel(*[values[t.name] for t in inputs], out)
+    np.testing.assert_allclose(out, interpret(output, values), rtol=1e-4, atol=1e-5)
+
+
+def test_a_warp_step_takes_the_last_32_partials_of_a_longer_tree():
+    from tilegrad.loop.ir import Intrinsic
+
+    inputs, output = WORKLOADS["softmax_4x6x40"]()  # each row's 40 elements over 64 threads
+    k = lower(default_schedule(output, H100).state, "softmax", inputs + [output])
+    plain = sum(isinstance(s, Barrier) for s in walk(rewrite_for_gpu(k).body))
+    warped = rewrite_for_gpu(k, warp_shuffles=True)
+    names = [s.name for s in walk(warped.body) if isinstance(s, Intrinsic)]
+    assert names == ["warp_max32", "warp_sum32"]
+    # the tree's steps of widths 16, 8, 4, 2, 1 (a barrier each) became one warp step and its barrier
+    assert sum(isinstance(s, Barrier) for s in walk(warped.body)) == plain - 2 * 4
+
+
+def test_a_read_of_the_warp_result_before_a_barrier_is_a_race():
+    from tilegrad.loop.ir import Intrinsic
+
+    inputs, output = WORKLOADS["reduce_mean_keepdims"]()
+    k = lower(default_schedule(output, H100).state, "mean", inputs + [output])
+    warped = rewrite_for_gpu(k, warp_shuffles=True)
+
+    def drop_barrier_after_warp(s):
+        if isinstance(s, Seq):
+            out = []
+            for x in s.stmts:
+                if isinstance(x, Barrier) and out and isinstance(out[-1], Intrinsic):
+                    continue
+                out.append(drop_barrier_after_warp(x))
+            return Seq(tuple(out))
+        if hasattr(s, "body"):
+            return dataclasses.replace(s, body=drop_barrier_after_warp(s.body))
+        return s
+
+    with pytest.raises(LoweringError, match="read before a barrier"):
+        check_races(dataclasses.replace(warped, body=drop_barrier_after_warp(warped.body)))

@@ -49,9 +49,41 @@ def test_compiling_for_cuda_without_a_device_is_one_clear_error(monkeypatch):
         tilegrad.compile(_model(), target="cuda")
 
 
-def test_the_cuda_target_takes_no_tuning_records(tmp_path):
-    with pytest.raises(TilegradError, match="target 'cuda' takes no tuning records"):
-        tilegrad.compile(_model(), target="cuda", db=tmp_path / "records.db")
+def test_gpu_records_choose_the_cuda_kernels_and_cpu_records_do_not(tmp_path):
+    """A GPU-sketch record of the gemm kernel (the first), fingerprinted for the GPU, is the schedule its CUDA kernel is
+    rendered with; the same database's CPU records are not read."""
+    import random
+
+    from tilegrad.cuda_executor import render_graph
+    from tilegrad.frontend.load import import_model
+    from tilegrad.passes import optimize
+    from tilegrad.tune.apply import BestRecords
+    from tilegrad.tune.measure import MeasureInput, MeasureResult
+    from tilegrad.tune.records import Database, Record, target_fingerprint
+    from tilegrad.tune.search.space import TaskSpace
+    from tilegrad.tune.task import extract_tasks
+
+    h100 = GPUS["sm_90"]
+    graph, _ = optimize(import_model(_model()), 2, target=h100)
+    (task,) = [t for t in extract_tasks(graph, h100) if t.node.op == "gemm"]
+    space, rng = TaskSpace(task), random.Random(0)
+    tuned = next(c for c in iter(lambda: space.sample(rng), None)
+                 if space.sketches[c.sketch].name == "gpu_tiling" and space.valid(c))
+    threads = space.sketches[tuned.sketch].tiles.threads(tuned.values)
+    db = tmp_path / "records.db"
+    with Database(db) as cpu:  # a CPU record of the same workload: faster, and never a GPU kernel's schedule
+        cpu.add(Record.from_measurement(MeasureInput(task, space.trace(space.default())), MeasureResult((1e-9,))))
+    with Database(db, fingerprint=target_fingerprint(h100)) as gpu:
+        gpu.add(Record.from_measurement(MeasureInput(task, space.trace(tuned)), MeasureResult((1e-6,))))
+    default = render_graph(graph, target=h100)
+    with BestRecords(db, fingerprint=target_fingerprint(h100)) as chooser:
+        chosen = render_graph(graph, choose=chooser, target=h100)
+        assert chooser.applied == 1
+    (k,) = [i for i, c in enumerate(chosen.launches) if c.name.startswith("k0_")]
+    assert chosen.launches[k].block[0] * chosen.launches[k].block[1] * chosen.launches[k].block[2] == threads
+    assert chosen.source != default.source
+    with pytest.raises(TilegradError, match="no tuning records database"):
+        tilegrad.compile(_model(), target="cuda", db=tmp_path / "missing.db")
 
 
 def test_cuda_source_compiles_a_model_to_ptx_without_a_device():

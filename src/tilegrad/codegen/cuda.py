@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..dtype import is_unsigned
 from ..errors import LoweringError
 from ..loop.gpu import GPU_AXES, Launch, check_races, launch_of, rewrite_for_gpu, shared_bytes
-from ..loop.ir import Allocate, Buffer, For, Kernel, Store
+from ..loop.ir import Allocate, Buffer, For, Intrinsic, Kernel, Stmt, Store
 from ..target import Target, cuda
 from ..te import expr as E
 from ..te.simplify import simplify
@@ -39,6 +39,20 @@ template <class A, class B> __device__ __forceinline__ auto TG_MIN(A a, B b) -> 
 }
 template <class A, class B> __device__ __forceinline__ auto TG_MAX(A a, B b) -> decltype(a + b) {
   return a > b || a != a ? a : b;
+}
+/* A block reduction's last N partials (first[i * stride], stride = second - first) combined by lanes 0..N-1 of
+   the first warp through shuffles; lane 0 writes the result to first[0]. The block is threadIdx.x only. */
+struct tg_sum { template <class T> __device__ static T f(T a, T b) { return a + b; } };
+struct tg_max { template <class T> __device__ static T f(T a, T b) { return TG_MAX(a, b); } };
+struct tg_min { template <class T> __device__ static T f(T a, T b) { return TG_MIN(a, b); } };
+template <int N, class Op, class T> __device__ __forceinline__ void tg_warp_reduce(T* first, T* second) {
+  if (threadIdx.x < 32) {
+    const unsigned mask = blockDim.x >= 32 ? 0xffffffffu : (1u << blockDim.x) - 1u;
+    T v = first[(threadIdx.x < N ? threadIdx.x : N - 1) * (second - first)];
+#pragma unroll
+    for (int offset = N / 2; offset > 0; offset >>= 1) v = Op::f(v, __shfl_down_sync(mask, v, offset));
+    if (threadIdx.x == 0) first[0] = v;
+  }
 }
 """
 
@@ -94,7 +108,7 @@ class CudaRenderer(Renderer):
 
     def render_function(self, k: Kernel) -> str:
         """The kernel with its barriers, checked for races; `launch(k)` gives the shape to launch it with."""
-        k = rewrite_for_gpu(k)
+        k = rewrite_for_gpu(k, warp_shuffles=True)
         check_races(k)
         self._launch = launch_of(k)
         if self._launch.threads > self.target.max_threads_per_block:
@@ -138,6 +152,14 @@ class CudaRenderer(Renderer):
         self._emit(ind, f"for (int64_t {v} = 0; {v} < {self.expr(s.extent)}; ++{v}) {{")
         self._stmt(s.body, ind + 1)
         self._emit(ind, "}")
+
+    def _stmt(self, s: Stmt, ind: int) -> None:
+        if isinstance(s, Intrinsic) and s.name.startswith("warp_"):  # loop.gpu.tree_reductions's warp step
+            op, lanes = s.name[len("warp_"):len("warp_") + 3], s.name[len("warp_") + 3:]
+            first, second = (f"&{b.name}[{self._flat(b, idx)}]" for b, idx in s.operands)
+            self._emit(ind, f"tg_warp_reduce<{lanes}, tg_{op}>({first}, {second});")
+            return
+        super()._stmt(s, ind)
 
     def _vector_copy(self, s: For) -> str | None:
         """A vectorized loop `dst[i + v] = src[j + v]` over 4 float32s, both runs contiguous and 16-byte aligned

@@ -20,7 +20,7 @@ from ..dtype import itemsize
 from ..errors import LoweringError
 from ..schedule.state import BLOCK_AXES, THREAD_AXES
 from ..te import expr as E
-from .ir import Allocate, Barrier, For, IfThenElse, Kernel, Seq, Stmt, Store, seq, walk
+from .ir import Allocate, Barrier, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, seq, walk
 
 GPU_AXES = BLOCK_AXES + THREAD_AXES
 
@@ -98,34 +98,55 @@ def _barriers(s: Stmt) -> Stmt:
     return s
 
 
-def rewrite_for_gpu(k: Kernel) -> Kernel:
-    """The rewrites a kernel gets before it is printed for a GPU: reductions as trees, then barriers."""
-    return insert_barriers(tree_reductions(k))
+def rewrite_for_gpu(k: Kernel, warp_shuffles: bool = False) -> Kernel:
+    """The rewrites a kernel gets before it is printed for a GPU: reductions as trees (their last steps as warp
+    shuffles with `warp_shuffles`, which only a GPU renderer spells), then barriers."""
+    return insert_barriers(tree_reductions(k, warp_shuffles))
 
 
-def tree_reductions(k: Kernel) -> Kernel:
+def tree_reductions(k: Kernel, warp_shuffles: bool = False) -> Kernel:
     """`k` with each serial combine of a shared buffer's partial results into a thread's register (the loop an
     rfactor stage's reader runs over `rf[kr, ...]`, of a power-of-two extent T) done as a tree instead: log2(T)
     steps in which the first s threads combine elements t and t + s in place, a barrier after each, then every
     thread reads element 0 (and waits for the others to have read it). Each thread reads 1 partial result
-    instead of T."""
-    return dataclasses.replace(k, body=_trees(k.body))
+    instead of T.
+
+    With `warp_shuffles`, in a block of threadIdx.x only, a sum, maximum or minimum of 32-bit or 64-bit numbers
+    takes its last min(T, 32) partials out of shared memory in one step: an `Intrinsic("warp_<op><N>")` in
+    which lanes 0..N-1 of the first warp combine them by __shfl_down_sync (no barrier between the steps) and
+    lane 0 writes element 0; a barrier, then every thread reads it."""
+    warp = warp_shuffles and launch_of(k).block[1:] == (1, 1)
+    return dataclasses.replace(k, body=_trees(k.body, warp))
 
 
-def _trees(s: Stmt) -> Stmt:
+def _trees(s: Stmt, warp: bool) -> Stmt:
     if isinstance(s, For):
-        tree = _tree(s)
-        return tree if tree is not None else dataclasses.replace(s, body=_trees(s.body))
+        tree = _tree(s, warp)
+        return tree if tree is not None else dataclasses.replace(s, body=_trees(s.body, warp))
     if isinstance(s, Seq):
-        return seq(_trees(x) for x in s.stmts)
+        return seq(_trees(x, warp) for x in s.stmts)
     if isinstance(s, Allocate):
-        return dataclasses.replace(s, body=_trees(s.body))
+        return dataclasses.replace(s, body=_trees(s.body, warp))
     if isinstance(s, IfThenElse):
-        return dataclasses.replace(s, then=_trees(s.then), orelse=None if s.orelse is None else _trees(s.orelse))
+        return dataclasses.replace(s, then=_trees(s.then, warp),
+                                   orelse=None if s.orelse is None else _trees(s.orelse, warp))
     return s
 
 
-def _tree(loop: For) -> Stmt | None:
+WARP = 32
+WARP_COMBINERS = {E.Add: "sum", E.Max: "max", E.Min: "min"}
+WARP_DTYPES = ("float32", "float64", "int32", "int64")  # what __shfl_down_sync moves as it is stored
+
+
+def _warp_combiner(value: E.Expr, acc: E.Load, part: E.Load, dtype: str) -> str | None:
+    """"sum", "max" or "min" where `value` is that combine of `acc` and `part` of a dtype a shuffle moves."""
+    name = WARP_COMBINERS.get(type(value))
+    if name is None or dtype not in WARP_DTYPES or set(value.children()) != {acc, part}:
+        return None
+    return name
+
+
+def _tree(loop: For, warp: bool) -> Stmt | None:
     """The tree form of `loop` if it is `for kr in 0..T: acc[i] = combine(acc[i], rf[kr, ...])`, else None."""
     body, n = loop.body, loop.extent
     if loop.kind != "serial" or type(n) is not E.Const or n.value < 2 or n.value & (n.value - 1):
@@ -139,15 +160,20 @@ def _tree(loop: For) -> Stmt | None:
     rf, rest = parts[0].buffer, parts[0].indices[1:]
     if any(loop.var in E.free_vars(i) for i in rest):
         return None
+    combiner = _warp_combiner(body.value, acc, parts[0], rf.dtype) if warp else None
+    lanes = min(n.value, WARP) if combiner else 1
     steps: list[Stmt] = []
     width = n.value // 2
-    while width >= 1:
+    while width >= lanes:
         t = E.Var(f"{rf.name}_t{width}", E.INDEX, 0, width - 1, E.Const(width, E.INDEX))
         mine, other = E.Load(rf, (t, *rest)), E.Load(rf, (t + width, *rest))
         steps += [For(t, E.Const(width, E.INDEX), "threadIdx.x", Store(rf, (t, *rest),
                                                                          _swap(body.value, acc, mine, parts[0], other))),
                   Barrier()]
         width //= 2
+    if lanes > 1:
+        ends = tuple((rf, (E.Const(i, E.INDEX), *rest)) for i in (0, 1))  # element 0, and 1 for the stride
+        steps += [Intrinsic(f"warp_{combiner}{lanes}", ends), Barrier()]
     first = E.Load(rf, (E.Const(0, E.INDEX), *rest))
     # the last barrier keeps the next tree (of the next element of an enclosing loop) from overwriting element 0
     # before every thread has read it
@@ -203,6 +229,17 @@ class _Races:
                 raise LoweringError(f"kernel {self.k.name}: a barrier only some threads reach ({divergent})")
             self.written.clear()
             self.read.clear()
+        elif isinstance(s, Intrinsic):  # a warp reduction: lanes read elements 0..N-1, then lane 0 writes 0
+            (b, (_, *rest)), _ = s.operands
+            lanes = int("".join(ch for ch in s.name if ch.isdigit()))
+            first = (E.Const(0, E.INDEX), *rest)
+            if any(_clash(r, first) for r in self.read.get(b.name, set())):
+                raise LoweringError(f"kernel {self.k.name}: shared buffer {b.name} is reduced by a warp while "
+                                    "other threads may still read it (no barrier after the reads)")
+            self.loads(E.Load(b, (E.Var(f"{b.name}_lane", E.INDEX, 0, lanes - 1), *rest)))
+            # lane 0's write: an index unlike any other thread's, so that every other thread's read of element 0
+            # needs a barrier after it
+            self.written.setdefault(b.name, set()).add((E.Var(f"{b.name}_lane0", E.INDEX, 0, 0), *rest))
         elif isinstance(s, Store):
             for i in s.indices:
                 self.loads(i)

@@ -58,10 +58,11 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None =
     """The hand-written schedule; with `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it
     instead of their defaults."""
     target = target or host()
+    knobs = Defaults() if knobs is None else knobs
     if target.kind == "cuda":
         from .rules_gpu import gpu_schedule  # imports this module's helpers
-        return gpu_schedule([outputs] if isinstance(outputs, Tensor) else list(outputs), target)
-    knobs = Defaults() if knobs is None else knobs
+
+        return gpu_schedule([outputs] if isinstance(outputs, Tensor) else list(outputs), target, knobs)
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
     rows = _row_axes(sch)

@@ -20,10 +20,12 @@ import math
 from ..target import Target
 from ..te.tensor import Tensor
 from .defaults import CONV_TAGS, HEAVY_TAGS, INJECTIVE_TAGS, _epilogue_anchor, _row_axes
+from .knobs import Defaults, Knobs
 from .schedule import Schedule
 from .state import Stage
 
 THREADS = 256  # threads per block of the one-element-per-thread and row rules
+THREAD_CHOICES = (32, 64, 128, 256, 512, 1024)  # what the default sketch may pick instead
 TILE_THREADS = (8, 16)  # (rows, columns) of threads of a tiled block
 TILE_REGISTERS = (4, 4)  # output elements per thread
 TILE_K = 8  # reduction elements per shared-memory step
@@ -31,8 +33,10 @@ VECTOR = 4  # float32 elements a thread fetches at once into shared memory (floa
 ROW_REDUCTION_MIN = 64  # reductions over fewer elements stay in one thread
 
 
-def gpu_schedule(outputs: list[Tensor], target: Target) -> Schedule:
-    """The default GPU schedule of a kernel computing `outputs`."""
+def gpu_schedule(outputs: list[Tensor], target: Target, knobs: Knobs | None = None) -> Schedule:
+    """The default GPU schedule of a kernel computing `outputs`; `knobs` (the default sketch's space) may pick
+    the threads per block of each untiled output (`THREAD_CHOICES`, 256 by default), which tuning then searches."""
+    knobs = knobs or Defaults()
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
     for s in list(reversed(sch.state.stages)):
@@ -45,9 +49,10 @@ def gpu_schedule(outputs: list[Tensor], target: Target) -> Schedule:
         heavy = s if s.op.tag in HEAVY_TAGS and s.op.reduce_axes else None
         if anchor is not None and anchor.accumulator is not None and anchor.tag in HEAVY_TAGS:
             heavy = sch.state.stage(anchor.accumulator)
-        threads = min(THREADS, target.max_threads_per_block)
         if heavy is not None and len(s.op.axes) >= 2 and _tiled(sch, s, heavy, target):
             continue
+        threads = knobs.pick(f"{s.name}_threads", [t for t in THREAD_CHOICES if t <= target.max_threads_per_block],
+                             default=min(THREADS, target.max_threads_per_block))
         if rows:  # a chain over the whole tensor (rows == 0) is one thread per element
             _rows(sch, s, rows, threads)
         elif s.op.reduce_axes and _reduced(s) >= ROW_REDUCTION_MIN:

@@ -120,6 +120,7 @@ class Space:
         self.tilings: list[Tiling] = []
         self.choices: list[Choice] = []  # numeric
         self.structural: list[Choice] = []
+        self.limits: list[tuple[dict[str, float], float]] = []  # log-linear: sum_v c_v ln v <= bound
 
     def tile(self, name: str, extent: int, parts: int) -> list[E.Var]:
         names = tuple(_var_name(f"{name}_t{i}") for i in range(1, parts))
@@ -133,6 +134,11 @@ class Space:
             checked_default(var, values, default)
         self.choices.append(Choice(var, values, default))
         return E.Var(var, E.INDEX, min(values), max(values))
+
+    def limit(self, coefficients: dict[E.Var, float], bound: float) -> None:
+        """A limit of the target as sum_v c_v ln(v) <= bound, which the gradient search keeps to by a penalty (a
+        GPU's threads per block: the product of the thread tiles); the sketch's validity check is the exact one."""
+        self.limits.append(({v.name: float(c) for v, c in coefficients.items()}, float(bound)))
 
     def pick(self, name: str, values, default: int | None = None) -> int:
         var = _var_name(name)
@@ -252,9 +258,13 @@ class Sketch:
 def generate_sketches(outputs: Callable[[], list[Tensor]], target: Target | None = None,
                       limit: int = 8) -> list[Sketch]:
     """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then those the
-    derivation rules give, each checked to build."""
+    derivation rules give, each checked to build (for a GPU target, those of `sketch_gpu`)."""
     target = target or host()
     sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, space, target))]
+    if target.kind == "cuda":
+        from .sketch_gpu import gpu_sketches  # which imports this module
+
+        return sketches + gpu_sketches(outputs, target)[:limit]
     analysis = _Analysis(Schedule(outputs()))
     for plan in analysis.plans()[:limit]:
         name = "+".join(dict.fromkeys(decision for decision in plan.values() if decision != "inline")) or "inline"

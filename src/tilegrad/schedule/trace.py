@@ -1,7 +1,8 @@
 """A schedule is a trace: the recorded list of primitive applications, replayable and serialisable.
 
-Step arguments are stage and loop names, integers, lists of names, or expression Vars (symbolic parameters).
-`bind` fills Vars from an assignment; replaying an unbound trace gives loop IR whose extents are expressions of
+Step arguments are stage and loop names, integers, lists of names, or expression Vars (symbolic parameters), or
+integer expressions of Vars (a GPU sketch's threads per block: the quotient of two tile sizes). `bind` fills Vars
+from an assignment; replaying an unbound trace gives loop IR whose extents are expressions of
 the Vars. JSON and printing are generic over the arguments.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..errors import ScheduleError
 from ..te import expr as E
+from ..te.simplify import simplify
 
 Args = tuple[tuple[str, Any], ...]
 
@@ -35,7 +37,13 @@ class Step:
         return {k: _bind(v, params) for k, v in self.args}
 
     def variables(self) -> list[E.Var]:
-        return [v for _, v in self.args if isinstance(v, E.Var)]
+        out: list[E.Var] = []
+        for _, v in self.args:
+            if isinstance(v, E.Var):
+                out.append(v)
+            elif isinstance(v, E.Expr):
+                out.extend(sorted(E.free_vars(v), key=lambda x: x.name))
+        return out
 
     def __str__(self) -> str:
         args = dict(self.args)
@@ -64,6 +72,10 @@ def _fmt(v) -> str:
 
 
 def _bind(v, params: dict | None):
+    if params is not None and isinstance(v, E.Expr) and not isinstance(v, (E.Var, E.Const)):
+        values = {x.name: _bind(x, params) for x in E.free_vars(v)}
+        bound = simplify(E.substitute(v, {n: x for n, x in values.items() if isinstance(x, int)}))
+        return int(bound.value) if type(bound) is E.Const else bound
     if params is None or not isinstance(v, E.Var):
         return list(v) if isinstance(v, tuple) else v
     if v.name in params:
@@ -92,7 +104,7 @@ class Trace:
         """The same trace with its variables replaced by the integers in `params` (keyed by Var or name)."""
         steps = []
         for st in self.steps:
-            args = tuple((k, _bind(v, params) if isinstance(v, E.Var) else v) for k, v in st.args)
+            args = tuple((k, _bind(v, params) if isinstance(v, E.Expr) else v) for k, v in st.args)
             steps.append(Step(st.kind, args, st.outputs))
         return Trace(tuple(steps))
 

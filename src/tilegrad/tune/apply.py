@@ -18,12 +18,13 @@ from .task import workload_key
 
 
 class BestRecords:
-    """A schedule chooser for `executor.compile_graph` over a records database."""
+    """A schedule chooser for `executor.compile_graph` (or `cuda_executor.compile_graph`) over a records database:
+    the records of this machine, or of the target `fingerprint` names (`records.target_fingerprint`)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, fingerprint: str | None = None):
         if not Path(path).is_file():
             raise TilegradError(f"no tuning records database at {path}")
-        self.db = Database(path)
+        self.db = Database(path, fingerprint=fingerprint)
         self.applied = 0
 
     def latency(self, task_key: str) -> float | None:

@@ -26,8 +26,14 @@ from pathlib import Path
 
 from ..schedule.trace import Trace
 from .measure import MeasureInput, Measurer, MeasureResult
-from .records import CONFIRMED, Database, Record
+from .records import CONFIRMED, Database, Record, target_fingerprint
 from .task import Task
+
+
+def records_fingerprint(measurer: Measurer, tasks: Sequence[Task]) -> str:
+    """The fingerprint that `measurer`'s timings of `tasks` carry in the records: the measuring machines' where
+    they are elsewhere (a Ray cluster's devices), else the target's (this CPU, or this machine's GPU)."""
+    return measurer.fingerprint or target_fingerprint(tasks[0].target if tasks else None)
 
 
 def confirm_best(tasks: Sequence[Task], db: str | Path, measurer: Measurer, *, top: int = 3,
@@ -36,7 +42,7 @@ def confirm_best(tasks: Sequence[Task], db: str | Path, measurer: Measurer, *, t
     times; append the winner of each task as a confirmed record. Returns task key -> (default's median, winner's
     median) in seconds."""
     out: dict[str, tuple[float, float]] = {}
-    with Database(db, fingerprint=measurer.fingerprint) as database:
+    with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:
         entries: list[tuple[Task, str, str]] = []  # (task, trace JSON, origin)
         for task in tasks:
             default = task.default_trace().to_json()

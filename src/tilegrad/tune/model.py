@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..errors import TilegradError
 from ..frontend.load import import_model
 from ..passes import optimize
+from ..target import TARGETS, Target
 from .algorithms import algorithm_tasks, variants
 from .callbacks import Callback, default_callbacks
 from .cost_model import CostModel
+from .features.extract import feature_count
 from .graph_choice import confirm_graph
 from .measure import Measurer
 from .records import machine_fingerprint
 from .results import TuneResult
 from .search import SearchPolicy
+from .search.policy import make_policy
 from .task import Task, extract_tasks
 from .tuner import TuneOptions, tune_tasks
 
@@ -23,7 +27,7 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
          example_inputs=None, opt_level: int = 2, policy: str | SearchPolicy = "gradient",
          cost_model: str | CostModel | None = None, algorithms: bool = True, progress: bool = True,
          callbacks: Sequence[Callback] = (), fusion_plans: bool = False, measurer: Measurer | None = None,
-         **options) -> TuneResult:
+         target: str = "cpu", **options) -> TuneResult:
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
@@ -34,7 +38,17 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
     the records choose is timed whole against the default graph, and the faster one is what compile builds
-    (`graph_choice.py`; `TuneResult.graph`)."""
+    (`graph_choice.py`; `TuneResult.graph`). With `target="cuda"` the kernels are the GPU graph's, searched in
+    their GPU sketches, scored on GPU features and timed on this machine's device (`_tune_cuda`)."""
+    if target not in TARGETS:
+        raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
+    if target == "cuda":
+        if measurer is not None:
+            raise TilegradError("tune(target='cuda') times on this machine's GPU; a measurer (a Ray cluster) "
+                                "is for CPU targets only")
+        return _tune_cuda(model, db=db, input_shapes=input_shapes, example_inputs=example_inputs,
+                          opt_level=opt_level, policy=policy, cost_model=cost_model,
+                          callbacks=[*default_callbacks(progress), *callbacks], options=TuneOptions(**options))
     imported = import_model(model, example_inputs, input_shapes)
     tasks = (algorithm_tasks(variants(imported, opt_level=opt_level, fusion_plans=fusion_plans))
              if algorithms or fusion_plans else extract_tasks(optimize(imported, opt_level)[0]))
@@ -44,6 +58,28 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     if (algorithms or fusion_plans) and result.trials and timed_here:
         result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans)
     return result
+
+
+def _tune_cuda(model, *, db, input_shapes, example_inputs, opt_level: int, policy, cost_model,
+               callbacks: Sequence[Callback], options: TuneOptions) -> TuneResult:
+    """Tune the kernels of the GPU graph on the first CUDA device. Without a device this fails first, before any
+    import or compile. The records carry the GPU's fingerprint (`records.target_fingerprint`), so CPU and GPU
+    records in one database never mix; the GPU features make a GPU task's vectors longer than the CPU model's,
+    so the MLP starts fresh rather than from the CPU's pretrained weights. Convolution algorithms and fusion
+    plans are CPU choices and are not tuned here."""
+    from .cost_model.mlp import MLPCostModel  # PyTorch, loaded where it is used
+    from .measure.cuda import CudaBuilder, CudaRunner, require_device
+
+    require_device()
+    machine = TARGETS["cuda"]()
+    tasks = extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
+                                      opt_level=opt_level, target=machine), machine)
+    chosen = make_policy(policy)
+    if cost_model is None and chosen.cost_model == "mlp":
+        cost_model = MLPCostModel(num_features=feature_count(gpu=True))
+    with Measurer(runner=CudaRunner(), builder=CudaBuilder(machine)) as measurer:
+        return tune_tasks(tasks, db, chosen, options, cost_model=cost_model, measurer=measurer,
+                          callbacks=callbacks)
 
 
 def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2,
@@ -57,7 +93,7 @@ def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int
                                     fusion_plans=fusion_plans))
 
 
-def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2):
-    """The optimised graph `tilegrad.compile` builds kernels from."""
-    graph, _ = optimize(import_model(model, example_inputs, input_shapes), opt_level)
+def model_graph(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2, target: Target | None = None):
+    """The optimised graph `tilegrad.compile` builds kernels from, for `target` (default: this machine)."""
+    graph, _ = optimize(import_model(model, example_inputs, input_shapes), opt_level, target=target)
     return graph

@@ -29,7 +29,7 @@ from .. import config
 from ..config import Config
 from ..errors import RecordsError
 from ..runtime.build import compiler_identity, find_compiler
-from ..target import host
+from ..target import Target, host
 
 if TYPE_CHECKING:
     from ..schedule import Trace
@@ -114,6 +114,19 @@ def machine_fingerprint(cfg: Config | None = None) -> str:
     machine = host()
     cc = compiler_identity(find_compiler(cfg))
     return f"{machine.model}; isa {_digest(' '.join(sorted(machine.flags)))}; {cc}; cflags {_digest(' '.join(cfg.compile_flags))}; {cfg.num_threads} threads"
+
+
+def target_fingerprint(target: Target | None, cfg: Config | None = None) -> str:
+    """The fingerprint of timings on `target`: this machine's (`machine_fingerprint`) for the CPU (None), and for a
+    GPU its model, architecture and NVRTC version, so that CPU and GPU records of one database never mix.
+
+    `cuda; NVIDIA H100 80GB HBM3; sm_90; nvrtc 12.9`.
+    """
+    if target is None or target.kind != "cuda":
+        return machine_fingerprint(cfg)
+    from ..runtime.nvrtc import version  # NVRTC is loaded only where GPU records are read or written
+
+    return f"cuda; {target.model}; {target.arch}; nvrtc {version()}"
 
 
 class Database:

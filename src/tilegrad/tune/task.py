@@ -21,6 +21,7 @@ from ..ir.registry import lookup
 from ..passes.memory_plan import intermediates_of, plan_memory
 from ..schedule.defaults import default_schedule
 from ..schedule.trace import Trace
+from ..target import Target
 from ..te.flops import compute_flops
 from ..te.printer import format_expr
 from ..te.tensor import ComputeOp, Tensor, topo_order
@@ -31,7 +32,8 @@ class Task:
     """One workload to tune. `nodes` are the graph's nodes that run it; `weight` is their number. `algorithm`
     names the convolution algorithm of the variant graph the task comes from, where it is not a kernel of the
     graph `compile` builds by default, and `convolutions` the imported graph's convolutions the kernel runs where
-    other algorithms could run them (tune/algorithms.py)."""
+    other algorithms could run them (tune/algorithms.py). `target` is the machine its kernel is built for: its
+    sketches, default schedule and features follow it."""
 
     key: str
     name: str
@@ -39,6 +41,7 @@ class Task:
     flops: int
     algorithm: str | None = None
     convolutions: frozenset[str] = frozenset()
+    target: Target | None = None  # None: this machine's CPU
 
     @property
     def weight(self) -> int:
@@ -53,7 +56,7 @@ class Task:
         return node_compute(self.node)
 
     def default_trace(self) -> Trace:
-        return default_schedule(self.compute()[1]).trace
+        return default_schedule(self.compute()[1], self.target).trace
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs a measurement and its correctness check share: random floats, in-range integer indices."""
@@ -100,12 +103,13 @@ def kernels(g: Graph) -> Iterator[tuple[Node, list[Tensor], str]]:
         yield node, outs, workload_key(outs)
 
 
-def extract_tasks(g: Graph) -> list[Task]:
-    """The graph's kernels as tasks, one per distinct workload, in order of first appearance."""
+def extract_tasks(g: Graph, target: Target | None = None) -> list[Task]:
+    """The graph's kernels as tasks, one per distinct workload, in order of first appearance; `target` the machine
+    they are tuned for (None: this CPU)."""
     tasks: dict[str, Task] = {}
     for node, outs, key in kernels(g):
         if key in tasks:
             tasks[key].nodes.append(node)
         else:
-            tasks[key] = Task(key, kernel_label(node, outs), [node], compute_flops(outs))
+            tasks[key] = Task(key, kernel_label(node, outs), [node], compute_flops(outs), target=target)
     return list(tasks.values())

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import TilegradError
 from .callbacks import Callback, default_callbacks
-from .confirm import confirm_best, confirmed_origin, median_latency, retime
+from .confirm import confirm_best, confirmed_origin, median_latency, records_fingerprint, retime
 from .cost_model import CostModel, make_cost_model
 from .measure import MeasureInput, Measurer, MeasureResult
 from .records import CONFIRMED, Database, Record
@@ -127,7 +127,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
               for i, t in enumerate(tasks)]
     run: TuningRun | None = None
     try:
-        with Database(db, fingerprint=measurer.fingerprint) as database:  # the measuring machine's
+        with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:  # the measuring machine's
             run = TuningRun(options, policy, model, database, states, callbacks, clock, start)
             _resume(states, database, options.from_defaults)
             _measure_defaults(states, measurer, run.commit, options.from_defaults)

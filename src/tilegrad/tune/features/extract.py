@@ -6,7 +6,9 @@ and substituting an assignment gives exactly the features of the kernel lowered 
 Any decision that depends on a parameter is an `E.select`, `min` or `max`; Python branches only on constants and on
 the structure of the program (loops, stores, operators), which parameters do not change.
 
-Features are raw counts and sizes (the cost model takes log2(1 + x)). `docs/features.md` lists and explains each
+Features are raw counts and sizes (the cost model takes log2(1 + x)). A kernel with loops bound to GPU blocks or
+threads has `gpu.GPU_FEATURE_NAMES` after the others (threads, blocks, shared bytes, registers, coalescing, bank
+conflicts), so a GPU task's vectors are longer than a CPU task's and its cost model is its own. `docs/features.md` lists and explains each
 one. `formulas.FeatureFormulas` compiles the formulas of a symbolic kernel into one vectorised NumPy function.
 """
 
@@ -18,6 +20,7 @@ import numpy as np
 
 from ...loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store
 from ...te import expr as E
+from . import gpu as gpu_features
 from .access import (ONE, ZERO, Access, BufferUse, Nest, NestLoop, buffer_uses, elem_bytes, has_load, ind,
                      index_ops, product, total)
 
@@ -36,6 +39,11 @@ BUFFER_SLOTS = 5
 CURVE_POINTS = 10
 ALLOC = ("alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod", "local_bytes")
 KERNEL = ("is_output_store", "output_written_once", "kernel_stores")
+
+def feature_count(gpu: bool) -> int:
+    """The length of a program's aggregated feature vector (`aggregate`): a CPU or a GPU kernel's."""
+    return 2 * (len(FEATURE_NAMES) + (len(gpu_features.GPU_FEATURE_NAMES) if gpu else 0))
+
 
 FEATURE_NAMES: tuple[str, ...] = (
     COMPUTE + LOOPS
@@ -68,8 +76,9 @@ class FeatureRows:
         return out
 
 
-def extract(kernel: Kernel) -> FeatureRows:
-    """The features of every store of `kernel`."""
+def extract(kernel: Kernel, gpu: bool | None = None) -> FeatureRows:
+    """The features of every store of `kernel`; with `gpu` (by default, where a loop is bound to a GPU axis) the
+    GPU features too."""
     sites = list(_store_sites(kernel.body, (), ()))
     written = {id(site.store.buffer) for site in sites}
     outputs = [b for b in kernel.params if id(b) in written]
@@ -77,18 +86,24 @@ def extract(kernel: Kernel) -> FeatureRows:
     once = _written_once(outputs, analyses)
     kernel_feats = {"output_written_once": once, "kernel_stores": E.Const(len(sites), E.INDEX)}
     params = {id(b) for b in kernel.params}
+    gpu = gpu_features.is_gpu_kernel(kernel) if gpu is None else gpu
+    names = FEATURE_NAMES + gpu_features.GPU_FEATURE_NAMES if gpu else FEATURE_NAMES
+    if gpu:
+        kernel_feats.update(gpu_features.kernel_features(kernel))
     rows = []
     for a in analyses:
         feats = a.features()
         feats.update(kernel_feats)
         feats["is_output_store"] = ONE if id(a.site.store.buffer) in params else ZERO
-        rows.append(tuple(feats[n] for n in FEATURE_NAMES))
-    return FeatureRows(FEATURE_NAMES, tuple(s.store.buffer.name for s in sites), tuple(rows))
+        if gpu:
+            feats.update(gpu_features.store_features(a.site.store, a.site.loops))
+        rows.append(tuple(feats[n] for n in names))
+    return FeatureRows(names, tuple(s.store.buffer.name for s in sites), tuple(rows))
 
 
-def features(kernel: Kernel) -> np.ndarray:
+def features(kernel: Kernel, gpu: bool | None = None) -> np.ndarray:
     """The features of a concrete kernel, shape (n_stores, n_features)."""
-    return extract(kernel).to_numpy()
+    return extract(kernel, gpu).to_numpy()
 
 
 def aggregate(rows: np.ndarray) -> np.ndarray:

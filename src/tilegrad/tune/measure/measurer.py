@@ -30,7 +30,8 @@ class Measurer:
     """Builds candidates with `builder` (default: a `LocalBuilder` of `builders` workers), then times them with
     `runner`.
 
-    Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
+    A `builder` (an object with `build(inputs)` and `close()`, such as `cuda.CudaBuilder`) replaces the local
+    build workers. Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
     `min_repeat_s`, `placements`, `timeout_s`, `abandon_slower_than`, `num_threads`, `seed`).
     """
 

@@ -66,3 +66,4 @@ class Built:
     library: str
     params: list
     build_s: float
+    launch: tuple | None = None  # a GPU kernel's (grid, block); its library is then a PTX file

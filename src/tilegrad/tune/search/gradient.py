@@ -7,7 +7,8 @@ smooth (`smooth.py`) and written in x' = ln x, they give a differentiable object
 
 with C the MLP cost model (higher is faster) and p_r <= 0 the constraints of the parameter space: each tile
 variable at least 1 and at most the one outside it (the inner products of a split shrink inwards), the outermost at
-most its loop's extent, the innermost at most MAX_INNERMOST, each choice within its values. Divisibility is not a
+most its loop's extent, the innermost at most MAX_INNERMOST, each choice within its values, and the target's
+limits a sketch declares as linear in x' (`Space.limit`: a GPU's threads per block, registers, shared tiles). Divisibility is not a
 constraint of the optimisation: every visited point is rounded, each tile variable to the divisor of the one
 outside it nearest in log space, each choice to its nearest value.
 
@@ -87,6 +88,13 @@ class ParameterBox:
             j = self.index[c.var]
             lo[j], hi[j] = _log(min(c.values)), _log(max(c.values))
         self._lo, self._hi = lo, hi
+        # the target's limits the sketch declared (`Space.limit`), as rows of coefficients over the columns
+        limits = [(c, b) for c, b in space.limits if set(c) <= set(self.index)]
+        self._limit_rows = np.zeros((len(limits), len(variables)))
+        self._limit_bounds = np.array([b for _, b in limits], np.float64)
+        for r, (coefficients, _) in enumerate(limits):
+            for v, c in coefficients.items():
+                self._limit_rows[r, self.index[v]] += c
         self._nested = np.flatnonzero(hi_col >= 0)
         self._outer = hi_col[self._nested].astype(np.intp)
         # What `round` picks from, built once (`round` runs at every step of a descent): per tiling, the extent's
@@ -112,6 +120,10 @@ class ParameterBox:
             value = value + (inside ** 2).sum(axis=1)
             grad[:, self._nested] += 2 * inside
             grad[:, self._outer] -= 2 * inside  # each variable is the outer one of at most one tile
+        if len(self._limit_bounds):
+            over = np.maximum(x @ self._limit_rows.T - self._limit_bounds, 0)  # (batch, limits)
+            value = value + (over ** 2).sum(axis=1)
+            grad = grad + 2 * over @ self._limit_rows
         return value, grad
 
     def encode(self, params: list[dict[str, int]]) -> np.ndarray:

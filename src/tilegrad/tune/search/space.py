@@ -19,7 +19,7 @@ from ...loop.ir import Store, walk
 from ...schedule.sketch import Sketch, Space, generate_sketches
 from ...schedule.trace import Trace
 from ...te import expr as E
-from ..features.extract import FEATURE_NAMES, aggregate
+from ..features.extract import aggregate, feature_count
 from ..features.formulas import FeatureFormulas
 from ..task import Task
 
@@ -87,7 +87,9 @@ class TaskSpace:
 
     def __init__(self, task: Task):
         self.task = task
-        self.sketches: list[Sketch] = generate_sketches(lambda: task.compute()[1])
+        self.gpu = task.target is not None and task.target.kind == "cuda"
+        self.num_features = feature_count(self.gpu)  # a GPU task's vectors carry the GPU features too
+        self.sketches: list[Sketch] = generate_sketches(lambda: task.compute()[1], task.target)
         self._default = Candidate.of(0, self.sketches[0].default_params())
         self._formulas: dict[tuple, FeatureFormulas | None] = {}
         self._smooth: dict[tuple, object] = {}
@@ -174,7 +176,7 @@ class TaskSpace:
                 out = np.full((len(candidates), vectors.shape[1]), np.nan)
             out[idx] = vectors
         if out is None:
-            return np.full((len(candidates), 2 * len(FEATURE_NAMES)), np.nan)
+            return np.full((len(candidates), self.num_features), np.nan)
         return out
 
     def _formulas_for(self, key: tuple) -> FeatureFormulas | None:
@@ -186,7 +188,7 @@ class TaskSpace:
                 kernel = lower_kernel(self.task.compute(), trace.bind(dict(structure)), name="candidate")
                 if _too_big(kernel):
                     raise ValueError("too many reads for per-read features")
-                self._formulas[key] = FeatureFormulas(kernel, numeric)
+                self._formulas[key] = FeatureFormulas(kernel, numeric, gpu=self.gpu)
             except Exception:  # noqa: BLE001 - a structure the analysis cannot handle is scored as unknown
                 self._formulas[key] = None
         return self._formulas[key]
