@@ -1,0 +1,114 @@
+"""ONNX's Attention (opset 23, frontend/onnx_attention.py) compiled by tilegrad and compared with ONNX's reference
+implementation and ONNX Runtime: 4-D and 3-D operands, group-query heads, boolean and additive masks, causal
+(square, and top-left when the query is shorter than the keys), the key/value cache, and fully hidden rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import tilegrad
+from tilegrad.frontend.onnx import import_onnx
+
+from .conftest import run_onnxruntime
+
+_ELEM = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("bool"): TensorProto.BOOL}
+
+
+def _model(feeds: dict, outputs: tuple[str, ...], **attrs):
+    names = ["q", "k", "v", "attn_mask", "past_key", "past_value"]
+    used = [n if n in feeds else "" for n in names]
+    while used and not used[-1]:
+        used.pop()
+    node = helper.make_node("Attention", used, list(outputs), **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, _ELEM[a.dtype], a.shape)
+                                            for n, a in feeds.items()],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
+def _feeds(rng, q, k, v, mask=None, past=None):
+    feeds = {"q": rng.standard_normal(q), "k": rng.standard_normal(k), "v": rng.standard_normal(v)}
+    if mask is not None:
+        feeds["attn_mask"] = mask
+    if past is not None:
+        feeds["past_key"], feeds["past_value"] = rng.standard_normal(past[0]), rng.standard_normal(past[1])
+    return {n: a if a.dtype == bool else a.astype(np.float32) for n, a in feeds.items()}
+
+
+def _check(feeds, outputs=("y",), **attrs):
+    model = _model(feeds, outputs, **attrs)
+    got = tilegrad.compile(model)(*feeds.values())
+    got = got if isinstance(got, (list, tuple)) else [got]
+    for want in (ReferenceEvaluator(model).run(None, feeds), run_onnxruntime(model, feeds)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return model
+
+
+CASES = {
+    "4d": (dict(q=(2, 3, 7, 8), k=(2, 3, 5, 8), v=(2, 3, 5, 6)), {}),
+    "4d_scale_causal": (dict(q=(1, 2, 9, 16), k=(1, 2, 9, 16), v=(1, 2, 9, 16)), dict(scale=0.3, is_causal=1)),
+    "causal_short_query": (dict(q=(1, 2, 4, 8), k=(1, 2, 7, 8), v=(1, 2, 7, 8)), dict(is_causal=1)),
+    "3d": (dict(q=(2, 5, 12), k=(2, 6, 12), v=(2, 6, 9)), dict(q_num_heads=3, kv_num_heads=3)),
+    "gqa_4d": (dict(q=(1, 6, 5, 8), k=(1, 2, 5, 8), v=(1, 2, 5, 8)), dict(is_causal=1)),
+    "gqa_3d": (dict(q=(2, 5, 32), k=(2, 5, 8), v=(2, 5, 8)), dict(q_num_heads=4, kv_num_heads=1)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_attention_matches_the_reference_and_onnxruntime(case):
+    shapes, attrs = CASES[case]
+    _check(_feeds(np.random.default_rng(0), **shapes), **attrs)
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (1, 1, 7, 5), (1, 3, 7, 5)])
+def test_boolean_and_additive_masks(shape):
+    rng = np.random.default_rng(1)
+    allowed = rng.random(shape) < 0.7
+    allowed[..., 0] = True
+    q, k = (1, 3, 7, 8), (1, 3, 5, 8)
+    _check(_feeds(rng, q, k, k, mask=allowed))
+    _check(_feeds(rng, q, k, k, mask=rng.standard_normal(shape).astype(np.float32)), is_causal=1)
+
+
+def test_group_query_heads_with_a_per_head_mask():
+    rng = np.random.default_rng(2)
+    _check(_feeds(rng, (2, 4, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8), mask=rng.random((2, 4, 6, 6)) < 0.8))
+
+
+def test_fully_hidden_rows_give_zeros():
+    rng = np.random.default_rng(3)
+    allowed = rng.random((1, 1, 6, 5)) < 0.6
+    allowed[0, 0, 2] = False
+    feeds = _feeds(rng, (1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8), mask=allowed)
+    _check(feeds)
+    y = tilegrad.compile(_model(feeds, ("y",)))(*feeds.values())
+    assert not y[:, :, 2].any() and np.isfinite(y).all()
+
+
+def test_key_value_cache_gives_the_present_key_and_value():
+    rng = np.random.default_rng(4)
+    feeds = _feeds(rng, (1, 2, 3, 8), (1, 2, 3, 8), (1, 2, 3, 4), past=((1, 2, 5, 8), (1, 2, 5, 4)))
+    _check(feeds, ("y", "present_key", "present_value"), is_causal=1)
+
+
+def test_imports_as_one_attention_node():
+    feeds = _feeds(np.random.default_rng(5), (1, 6, 5, 8), (1, 2, 5, 8), (1, 2, 5, 8))
+    g = import_onnx(_model(feeds, ("y",), is_causal=1))
+    assert [n.op for n in g.nodes if n.op not in ("reshape",)] == ["attention"]
+    assert next(n for n in g.nodes if n.op == "attention").attrs["causal"]
+
+
+@pytest.mark.parametrize("attrs, outputs", [
+    (dict(softcap=3.0), ("y",)),
+    (dict(is_causal=1), ("y", "present_key", "present_value", "qk")),
+])
+def test_what_the_op_lacks_runs_through_the_function_body(attrs, outputs):
+    feeds = _feeds(np.random.default_rng(6), (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4))
+    model = _check(feeds, outputs, **attrs)
+    assert not any(n.op == "attention" for n in import_onnx(model).nodes)
