@@ -10,7 +10,9 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import tilegrad
+from tilegrad.executor import compile_graph
 from tilegrad.frontend.onnx import import_onnx
+from tilegrad.passes import optimize
 
 from .conftest import run_onnxruntime
 
@@ -97,11 +99,28 @@ def test_key_value_cache_gives_the_present_key_and_value():
     _check(feeds, ("y", "present_key", "present_value"), is_causal=1)
 
 
-def test_imports_as_one_attention_node():
-    feeds = _feeds(np.random.default_rng(5), (1, 6, 5, 8), (1, 2, 5, 8), (1, 2, 5, 8))
-    g = import_onnx(_model(feeds, ("y",), is_causal=1))
-    assert [n.op for n in g.nodes if n.op not in ("reshape",)] == ["attention"]
-    assert next(n for n in g.nodes if n.op == "attention").attrs["causal"]
+@pytest.mark.parametrize("case", ["4d_scale_causal", "gqa_4d", "3d"])
+def test_the_attention_pass_makes_one_attention_of_it(case):
+    shapes, attrs = CASES[case]
+    feeds = _feeds(np.random.default_rng(5), **shapes)
+    model = _model(feeds, ("y",), **attrs)
+    formed, _ = optimize(import_onnx(model), enable=["attention"])
+    (node,) = [n for n in formed.nodes if n.op == "attention"]
+    assert node.attrs["causal"] == bool(attrs.get("is_causal"))
+    got = compile_graph(formed)(*feeds.values())
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_masked_attention_forms_one_attention_and_keeps_zero_rows():
+    rng = np.random.default_rng(7)
+    allowed = rng.random((1, 1, 6, 5)) < 0.6
+    allowed[0, 0, 2] = False
+    feeds = _feeds(rng, (1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8), mask=allowed)
+    model = _model(feeds, ("y",))
+    formed, _ = optimize(import_onnx(model), enable=["attention"])
+    assert [n.op for n in formed.nodes].count("attention") == 1
+    got = compile_graph(formed)(*feeds.values())
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("attrs, outputs", [

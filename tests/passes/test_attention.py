@@ -49,8 +49,8 @@ def _check_model(model: bytes, args, attentions: int, causal: int = 0):
     """The model optimised: `attentions` attention nodes (`causal` of them causal), no softmax left, fewer
     kernels than without the pass by the attention's other kernels, and ONNX Runtime's numbers."""
     g = import_onnx(model)
-    formed, report = optimize(g)
-    without, _ = optimize(g, disable=["attention"])
+    formed, report = optimize(g, enable=["attention"])
+    without, _ = optimize(g)
     found = [n for n in formed.nodes if n.op == "attention"]
     assert len(found) == attentions, report.format()
     assert sum(n.attrs["causal"] for n in found) == causal

@@ -1,10 +1,11 @@
-"""ONNX's own `Attention` (opset 23) onto the `attention` op: 4-D (batch, heads, length, head size) or 3-D
-(batch, length, heads x head size) operands, group-query heads (`q_num_heads` a multiple of `kv_num_heads`) by
-broadcasting each key/value head over its group of query heads (no copies), `scale`, `is_causal`, a boolean or
-additive `attn_mask`, and the key/value cache (`past_key`, `past_value`, and the `present_*` outputs).
-The rest (`softcap`, the `qk_matmul_output` output, opset 24's `nonpad_kv_seqlen`) has no kernel and goes through
-ONNX's function body (frontend/onnx_functions.py), as every Attention did before. The attention pass later decides
-nothing here: the node is an attention already. Importing `onnx_ops` registers it."""
+"""ONNX's own `Attention` (opset 23) as the chain that the attention pass recognises (matmul, scale, mask,
+softmax, matmul), so that the pass decides, as for exported models, whether it runs as one attention kernel.
+Covered: 4-D (batch, heads, length, head size) and 3-D (batch, length, heads x head size) operands, group-query
+heads (`q_num_heads` a multiple of `kv_num_heads`) by broadcasting each key/value head over its group of query
+heads (no copies), `scale`, `is_causal`, a boolean or additive `attn_mask`, and the key/value cache (`past_key`,
+`past_value`, the `present_*` outputs). The rest (`softcap`, the `qk_matmul_output` output, opset 24's
+`nonpad_kv_seqlen`, opset 25's windows) goes through ONNX's function body (frontend/onnx_functions.py), as every
+Attention did before. Importing `onnx_ops` registers it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ from .onnx_functions import expand_function
 @onnx_op("Attention")
 def _attention(b: B, name, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *,
                is_causal=0, kv_num_heads=None, q_num_heads=None, qk_matmul_output_mode=0, scale=None, softcap=0.0,
-               softmax_precision=None):
-    if softcap or b.node_outputs > 3 or nonpad_kv_seqlen is not None:  # no kernel: ONNX's own function body
+               softmax_precision=None, left_window_size=-1, right_window_size=-1):
+    windowed = left_window_size >= 0 or right_window_size >= 0
+    if softcap or windowed or b.node_outputs > 3 or nonpad_kv_seqlen is not None:  # no kernel: the function body
         given = dict(is_causal=is_causal, kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
                      softmax_precision=softmax_precision)
+        if windowed:
+            given.update(left_window_size=left_window_size, right_window_size=right_window_size)
         inputs = (q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen)
         return expand_function(b, name, "Attention", inputs, {a: x for a, x in given.items() if x is not None})
     if (past_key is None) != (past_value is None):
@@ -41,18 +45,16 @@ def _attention(b: B, name, q, k, v, attn_mask=None, past_key=None, past_value=No
     if hq % hkv:
         raise ShapeError(f"node {name!r}: Attention's {hq} query heads are not a multiple of its {hkv} key heads")
     past = 0 if past_key is None else past_key.shape[2]
-    mask = _additive_mask(b, name, attn_mask, is_causal and past != lk - lq, past, (lq, lk), q.dtype)
+    bias = _additive_mask(b, name, attn_mask, is_causal, past, (lq, lk), q.dtype)
     group = hq // hkv
     if group > 1:  # (B, Hkv, G, L, D) queries against (B, Hkv, 1, L, D) keys: each key head serves its group
         q = b.op("reshape", q, name=f"{name}_q_groups", shape=(batch, hkv, group, lq, q.shape[-1]))
         k = b.op("reshape", k, name=f"{name}_k_groups", shape=(batch, hkv, 1, lk, k.shape[-1]))
         v = b.op("reshape", v, name=f"{name}_v_groups", shape=(batch, hkv, 1, lk, v.shape[-1]))
-        if mask is not None:
-            mask = _grouped_mask(b, name, mask, hkv, group)
-    scale = None if scale is None else float(scale)
-    operands = (q, k, v) if mask is None else (q, k, v, mask)
-    y = b.op("attention", *operands, name=f"{name}_heads" if flat or group > 1 else name, scale=scale,
-             causal=bool(is_causal) and past == lk - lq)
+        if bias is not None:
+            bias = _grouped_mask(b, name, bias, hkv, group)
+    y = _chain(b, name if not (flat or group > 1) else f"{name}_heads", q, k, v, bias,
+               q.shape[-1] ** -0.5 if scale is None else float(scale), attn_mask is not None)
     if group > 1:
         y = b.op("reshape", y, name=name if not flat else f"{name}_heads_merged", shape=(batch, hq, lq, v.shape[-1]))
     if flat:
@@ -81,20 +83,38 @@ def _merge_heads(b: B, name: str, y):
     return b.op("reshape", y, name=name, shape=(batch, length, heads * dv))
 
 
-def _additive_mask(b: B, name: str, attn_mask, causal_offset: bool, past: int, scores: tuple, dtype: str):
+def _chain(b: B, name: str, q, k, v, bias, scale: float, guarded: bool):
+    """softmax(q k^T * scale + bias) v as the chain models export, which the attention pass makes one kernel where
+    that kernel is the faster program; with a mask given, a row whose every key is hidden gives zeros (ONNX's
+    rule), not the NaN of a softmax over -inf."""
+    rank = len(k.shape)
+    kt = b.op("transpose", k, name=f"{name}_keys", perm=(*range(rank - 2), rank - 1, rank - 2))
+    scores = b.op("matmul", q, kt, name=f"{name}_scores")
+    logits = b.op("mul", scores, b.const(np.asarray(scale, q.dtype), f"{name}_scale"), name=f"{name}_scaled")
+    if bias is not None:
+        logits = b.op("add", logits, bias, name=f"{name}_logits")
+    probs = b.op("softmax", logits, name=f"{name}_probs", axis=-1)
+    y = b.op("matmul", probs, v, name=f"{name}_weighted" if guarded else name)
+    if not guarded:
+        return y
+    top = b.op("reduce_max", bias, name=f"{name}_bias_max", axes=(-1,), keepdims=1)
+    kept = b.op("greater", top, b.const(np.asarray(-np.inf, q.dtype), f"{name}_hidden"), name=f"{name}_row_kept")
+    return b.op("where", kept, y, b.const(np.zeros((), q.dtype), f"{name}_zero"), name=name)
+
+
+def _additive_mask(b: B, name: str, attn_mask, causal: bool, past: int, scores: tuple, dtype: str):
     """The bias added to the scores: a boolean mask as 0 (attend) or -inf (hidden), a float mask as it is, plus
-    the causal frontier `key <= query + past` as a constant when it is not the attention op's own (bottom-right)
-    one. None when nothing is added."""
+    the causal frontier `key <= query + past` as a constant. None when nothing is added."""
     terms = []
     if attn_mask is not None:
         if attn_mask.dtype == "bool":
             zero = b.const(np.zeros((), dtype), f"{name}_attend")
-            hidden = b.const(np.full((), -np.inf, dtype), f"{name}_hidden")
+            hidden = b.const(np.full((), -np.inf, dtype), f"{name}_hidden_key")
             attn_mask = b.op("where", attn_mask, zero, hidden, name=f"{name}_mask_bias")
         elif attn_mask.dtype != dtype:
             attn_mask = b.op("cast", attn_mask, name=f"{name}_mask_cast", to=dtype)
         terms.append(attn_mask)
-    if causal_offset:
+    if causal:
         lq, lk = scores
         hidden = np.arange(lk)[None, :] > np.arange(lq)[:, None] + past
         terms.append(b.const(np.where(hidden, -np.inf, 0).astype(dtype), f"{name}_causal_bias"))
