@@ -262,3 +262,12 @@ def test_two_masks_none_causal_are_left_with_a_reason():
     g = b.build(b.op("matmul", b.op("softmax", scores), v))
     after, notes = _formed(g)
     assert after.nodes == g.nodes and "two masks, not one causal and one other" in notes[0], notes
+
+
+@pytest.mark.parametrize("opt_level, enable, formed", [(2, (), False), (2, ("attention",), True), (3, (), True)])
+def test_the_pass_runs_from_level_3_or_when_enabled(opt_level, enable, formed):
+    """Off by default: the separate kernels measure faster than the attention kernel (docs/fusion.md)."""
+    b = GraphBuilder()
+    p, v = _chain(b)
+    after, _ = optimize(b.build(b.op("matmul", p, v)), opt_level, enable=enable)
+    assert any(n.op == "attention" for n in after.nodes) == formed
