@@ -9,6 +9,8 @@ Attention did before. Importing `onnx_ops` registers it."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -88,9 +90,10 @@ def _chain(b: B, name: str, q, k, v, bias, scale: float, guarded: bool):
     that kernel is the faster program; with a mask given, a row whose every key is hidden gives zeros (ONNX's
     rule), not the NaN of a softmax over -inf."""
     rank = len(k.shape)
+    root = b.const(np.asarray(math.sqrt(scale), q.dtype), f"{name}_scale_root")  # on Q and K, as ONNX rounds
     kt = b.op("transpose", k, name=f"{name}_keys", perm=(*range(rank - 2), rank - 1, rank - 2))
-    scores = b.op("matmul", q, kt, name=f"{name}_scores")
-    logits = b.op("mul", scores, b.const(np.asarray(scale, q.dtype), f"{name}_scale"), name=f"{name}_scaled")
+    logits = b.op("matmul", b.op("mul", q, root, name=f"{name}_q_scaled"),
+                  b.op("mul", kt, root, name=f"{name}_keys_scaled"), name=f"{name}_scores")
     if bias is not None:
         logits = b.op("add", logits, bias, name=f"{name}_logits")
     probs = b.op("softmax", logits, name=f"{name}_probs", axis=-1)
