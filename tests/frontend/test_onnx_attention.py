@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import tilegrad
+from tilegrad.errors import UnsupportedFeatureError
 from tilegrad.executor import compile_graph
 from tilegrad.frontend.onnx import import_onnx
 from tilegrad.passes import optimize
@@ -131,3 +132,9 @@ def test_what_the_op_lacks_runs_through_the_function_body(attrs, outputs):
     feeds = _feeds(np.random.default_rng(6), (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4))
     model = _check(feeds, outputs, **attrs)
     assert not any(n.op == "attention" for n in import_onnx(model).nodes)
+
+
+def test_a_scale_without_a_square_root_is_refused_by_name():
+    feeds = _feeds(np.random.default_rng(8), (1, 1, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4))
+    with pytest.raises(UnsupportedFeatureError, match="scale=-0.5"):
+        import_onnx(_model(feeds, ("y",), scale=-0.5))

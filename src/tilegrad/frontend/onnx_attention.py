@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedFeatureError
 from .onnx import OnnxBuilder as B
 from .onnx import onnx_op
 from .onnx_functions import expand_function
@@ -32,6 +32,9 @@ def _attention(b: B, name, q, k, v, attn_mask=None, past_key=None, past_value=No
             given.update(left_window_size=left_window_size, right_window_size=right_window_size)
         inputs = (q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen)
         return expand_function(b, name, "Attention", inputs, {a: x for a, x in given.items() if x is not None})
+    if scale is not None and scale <= 0:
+        raise UnsupportedFeatureError(f"node {name!r}: Attention scale={scale} is not supported (ONNX scales Q and K "
+                                      f"by its square root; only a positive scale has one)")
     if (past_key is None) != (past_value is None):
         raise ShapeError(f"node {name!r}: Attention takes past_key and past_value together, got only one")
     flat = len(q.shape) == 3
