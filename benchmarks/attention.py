@@ -22,9 +22,8 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
-
 from models import _export  # benchmarks/models.py, beside this script
+from torch import nn
 
 SHAPES = {"bert": (128, 768, 12, False), "vit": (197, 768, 12, False), "gpt2": (128, 768, 12, True),
           "long": (1024, 768, 12, False)}
@@ -68,7 +67,7 @@ def measure(name: str, rounds: int, repeats: int) -> list[dict]:
     times: dict[str, list[float]] = {plan: [] for plan in PLANS}
     for _ in range(rounds):
         for plan, b in built.items():
-            times[plan].append(_best_time(lambda: b.module(**feeds), repeats) * 1e3)
+            times[plan].append(_best_time(lambda b=b: b.module(**feeds), repeats) * 1e3)
     return [{"shape": name, "plan": plan, "kernels": built[plan].kernels, "ms": statistics.median(times[plan]),
              "rounds_ms": times[plan], "cpu": measured_peaks().cpu} for plan in PLANS]
 

@@ -54,12 +54,12 @@ def _check(feeds, outputs=("y",), **attrs):
 
 
 CASES = {
-    "4d": (dict(q=(2, 3, 7, 8), k=(2, 3, 5, 8), v=(2, 3, 5, 6)), {}),
-    "4d_scale_causal": (dict(q=(1, 2, 9, 16), k=(1, 2, 9, 16), v=(1, 2, 9, 16)), dict(scale=0.3, is_causal=1)),
-    "causal_short_query": (dict(q=(1, 2, 4, 8), k=(1, 2, 7, 8), v=(1, 2, 7, 8)), dict(is_causal=1)),
-    "3d": (dict(q=(2, 5, 12), k=(2, 6, 12), v=(2, 6, 9)), dict(q_num_heads=3, kv_num_heads=3)),
-    "gqa_4d": (dict(q=(1, 6, 5, 8), k=(1, 2, 5, 8), v=(1, 2, 5, 8)), dict(is_causal=1)),
-    "gqa_3d": (dict(q=(2, 5, 32), k=(2, 5, 8), v=(2, 5, 8)), dict(q_num_heads=4, kv_num_heads=1)),
+    "4d": ({"q": (2, 3, 7, 8), "k": (2, 3, 5, 8), "v": (2, 3, 5, 6)}, {}),
+    "4d_scale_causal": ({"q": (1, 2, 9, 16), "k": (1, 2, 9, 16), "v": (1, 2, 9, 16)}, {"scale": 0.3, "is_causal": 1}),
+    "causal_short_query": ({"q": (1, 2, 4, 8), "k": (1, 2, 7, 8), "v": (1, 2, 7, 8)}, {"is_causal": 1}),
+    "3d": ({"q": (2, 5, 12), "k": (2, 6, 12), "v": (2, 6, 9)}, {"q_num_heads": 3, "kv_num_heads": 3}),
+    "gqa_4d": ({"q": (1, 6, 5, 8), "k": (1, 2, 5, 8), "v": (1, 2, 5, 8)}, {"is_causal": 1}),
+    "gqa_3d": ({"q": (2, 5, 32), "k": (2, 5, 8), "v": (2, 5, 8)}, {"q_num_heads": 4, "kv_num_heads": 1}),
 }
 
 
@@ -125,8 +125,8 @@ def test_masked_attention_forms_one_attention_and_keeps_zero_rows():
 
 
 @pytest.mark.parametrize("attrs, outputs", [
-    (dict(softcap=3.0), ("y",)),
-    (dict(is_causal=1), ("y", "present_key", "present_value", "qk")),
+    ({"softcap": 3.0}, ("y",)),
+    ({"is_causal": 1}, ("y", "present_key", "present_value", "qk")),
 ])
 def test_what_the_op_lacks_runs_through_the_function_body(attrs, outputs):
     feeds = _feeds(np.random.default_rng(6), (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4))

@@ -25,9 +25,9 @@ def _attention(b: B, name, q, k, v, attn_mask=None, past_key=None, past_value=No
                softmax_precision=None, left_window_size=-1, right_window_size=-1):
     windowed = left_window_size >= 0 or right_window_size >= 0
     if softcap or windowed or b.node_outputs > 3 or nonpad_kv_seqlen is not None:  # no kernel: the function body
-        given = dict(is_causal=is_causal, kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
-                     qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
-                     softmax_precision=softmax_precision)
+        given = {"is_causal": is_causal, "kv_num_heads": kv_num_heads, "q_num_heads": q_num_heads,
+                 "qk_matmul_output_mode": qk_matmul_output_mode, "scale": scale, "softcap": softcap,
+                 "softmax_precision": softmax_precision}
         if windowed:
             given.update(left_window_size=left_window_size, right_window_size=right_window_size)
         inputs = (q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen)
