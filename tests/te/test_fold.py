@@ -1,6 +1,7 @@
 """In-order reductions with several accumulators (te.fold, te.Reducer): the online softmax's running (maximum,
 sum) as `te.logsumexp`, compiled to C and interpreted, against NumPy over random shapes; a split reduction axis
-is allowed, rfactor and a spatial loop inside the reduction are refused with the reason."""
+is allowed, rfactor and a spatial loop inside the reduction are refused with the reason; on GPU threads it
+compiles to PTX."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilegrad import te
+from tilegrad.codegen.c import CRenderer
+from tilegrad.codegen.cuda import CudaRenderer
 from tilegrad.errors import LoweringError, ScheduleError
 from tilegrad.kernel import build
+from tilegrad.loop import lower
+from tilegrad.loop.gpu import rewrite_for_gpu
+from tilegrad.runtime.build import build as build_library
+from tilegrad.runtime.kernel import BufferSpec, Kernel
+from tilegrad.runtime.nvrtc import compile_ptx
 from tilegrad.schedule.schedule import Schedule
+from tilegrad.target import GPUS
 
 
 def _logsumexp(shape, axes):
@@ -78,3 +87,21 @@ def test_a_spatial_loop_inside_a_fold_is_refused_with_the_reason():
     sch.reorder("lse", "r1", "i0")
     with pytest.raises(LoweringError, match="no spatial loop may run inside its reduction loops"):
         build(sch)
+
+
+def test_a_fold_on_gpu_threads_compiles_with_nvrtc_and_keeps_its_numbers():
+    """Rows bound to threads, each thread running its row's fold in registers: PTX from NVRTC (no GPU needed),
+    and the same loop IR rendered serially as C gives NumPy's numbers."""
+    a = np.random.default_rng(2).standard_normal((40, 33)).astype(np.float32)
+    out = _logsumexp(a.shape, [1])
+    sch = Schedule(out)
+    i0, i1 = sch.split("lse", "i0", 8)
+    sch.bind("lse", i0, "blockIdx.x")
+    sch.bind("lse", i1, "threadIdx.x")
+    k = lower(sch.state, "lse")
+    assert ".entry lse" in compile_ptx(CudaRenderer(GPUS["sm_90"]).render(k), GPUS["sm_90"].arch)
+    specs = [BufferSpec(b.name, tuple(int(d.value) for d in b.shape), b.dtype) for b in k.params]
+    kernel = Kernel(build_library(CRenderer().render(rewrite_for_gpu(k))), "lse", specs)
+    got = np.empty(out.shape, np.float32)
+    kernel(a, got)
+    np.testing.assert_allclose(got, _want(a, (1,)), rtol=1e-5, atol=1e-5)
