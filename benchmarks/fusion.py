@@ -37,7 +37,8 @@ from timing import median_time
 
 IDLE_S = 0.5  # between modules, so that one's threads have gone idle before the next is timed
 
-PLANS = {"rule-based": ("rules", ("attention",)), "rules+attention": ("rules", ()), "stitched": ("stitch", ())}
+PLANS = {"rule-based": ("rules", ()), "rules+attention": ("rules", ("attention",)),
+         "stitched": ("stitch", ("attention",))}
 CHAIN_SHAPE = (128, 768)
 
 
@@ -119,8 +120,8 @@ def measure(name: str, inductor: bool, repeats: int, rounds: int) -> list[dict]:
     with torch.no_grad():
         want = module(*args).numpy()
     count = inductor_kernels(module, args) if inductor else None
-    built = {plan: compile_with_report(model, fusion=fusion, disable_passes=disabled)
-             for plan, (fusion, disabled) in PLANS.items()}
+    built = {plan: compile_with_report(model, fusion=fusion, enable_passes=enabled)
+             for plan, (fusion, enabled) in PLANS.items()}
     times: dict[str, list[float]] = {plan: [] for plan in PLANS}
     for _ in range(rounds):  # interleaved, so that a slow spell of the machine falls on every plan
         for plan, b in built.items():

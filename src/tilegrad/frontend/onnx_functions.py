@@ -1,7 +1,8 @@
 """ONNX ops that tilegrad runs through ONNX's own function bodies, the definitions the ONNX schemas carry: the node
 becomes the body's nodes, each converted by its own mapping, so an op whose body uses only mapped ops needs nothing
-more. Attention, the two losses, GroupNormalization, RotaryEmbedding, SwiGLU, CausalConvWithState, LinearAttention
-and FlexAttention (of the `ai.onnx.preview` domain) go this way. Importing `onnx_ops` registers them."""
+more. The two losses, GroupNormalization, RotaryEmbedding, SwiGLU, CausalConvWithState, LinearAttention and
+FlexAttention (of the `ai.onnx.preview` domain) go this way, and Attention where it uses what the attention op lacks
+(frontend/onnx_attention.py). Importing `onnx_ops` registers them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..errors import UnsupportedOpError
 from .onnx import ONNX_OPS, _attributes, onnx_op
 from .onnx import OnnxBuilder as B
 
-FUNCTION_OPS = ("Attention", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GroupNormalization",
+FUNCTION_OPS = ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GroupNormalization",
                 "RotaryEmbedding", "SwiGLU", "CausalConvWithState", "LinearAttention",
                 "ai.onnx.preview.FlexAttention")  # op_key: qualified outside the default domain
 

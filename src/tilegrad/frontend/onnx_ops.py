@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value, infer_types
 from . import (  # noqa: F401  (register more op types)
+    onnx_attention,
     onnx_composite_ops,
     onnx_control_flow,
     onnx_data_ops,

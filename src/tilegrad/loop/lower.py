@@ -16,7 +16,7 @@ from ..errors import LoweringError
 from ..schedule.state import THREAD_AXES, LoopState, SplitRel, Stage
 from ..te import expr as E
 from ..te.simplify import prove_nonneg, simplify
-from ..te.tensor import Tensor, combine, reduce_identity
+from ..te.tensor import Reducer, Tensor, combine, reduce_identity
 from .bounds import bounds
 from .ir import Allocate, Buffer, For, IfThenElse, Kernel, Store, seq
 
@@ -213,15 +213,23 @@ class _Lowering:
         idx = info.local_index
         init_stmt = None
         first_reduce = n
+        wrap = None  # an in-order reduction's scalars and its result, around its reduction loops
         if type(op.body) is E.Reduce:
             comb = op.body.combiner
-            main = Store(buf, idx, combine(comb, E.Load(buf, idx), value))
             first_reduce = next((i for i, leaf in enumerate(s.leaves) if s.loops[leaf].is_reduce), n)
             spatial_after = [i for i in range(first_reduce, n) if not s.loops[s.leaves[i]].is_reduce]
             init_guards = [g for g in info.guards
                            if first_reduce - 1 <= dep(g) and all(not s.loops[s.leaves[depth[v.name]]].is_reduce
                                                              for v in E.free_vars(g) if v.name in depth)]
-            init_stmt = _guard(Store(buf, idx, reduce_identity(comb, buf.dtype)), init_guards)
+            if isinstance(comb, Reducer):
+                if spatial_after:
+                    raise LoweringError(f"{s.name}: the {comb} reduction keeps its state in scalars, so no spatial "
+                                        f"loop may run inside its reduction loops ({s.leaves[spatial_after[0]]} "
+                                        f"does)")
+                main, init_stmt, wrap = _fold(s.name, comb, buf, idx, value, init_guards)
+            else:
+                main = Store(buf, idx, combine(comb, E.Load(buf, idx), value))
+                init_stmt = _guard(Store(buf, idx, reduce_identity(comb, buf.dtype)), init_guards)
             for i in reversed(spatial_after):
                 init_stmt = For(info.leaf_vars[i], info.leaf_vars[i].upper, info.kinds[i], init_stmt,
                                 info.unroll_if[i])
@@ -236,11 +244,15 @@ class _Lowering:
             if d == first_reduce - 1:
                 content.append(init_stmt)
             inner = seq(content + [body])
+            if d == first_reduce - 1 and wrap is not None:
+                inner = wrap(inner)
             inner = self._wrap_allocs(s, s.leaves[d], inner)
             loop = For(info.leaf_vars[d], info.leaf_vars[d].upper, info.kinds[d], inner, info.unroll_if[d])
             body = _guard(loop, by_depth.get(d - 1, []))
         if first_reduce == 0:
             body = seq([init_stmt, body])
+            if wrap is not None:
+                body = wrap(body)
         return body
 
     def _emit_attached(self, s: Stage, leaf: str):
@@ -308,6 +320,29 @@ def _axis_values(s: Stage, leaf_vars: list[E.Var], extents: dict[str, E.Expr]):
             values[rel.outer] = simplify(values[rel.fused] // inner_ext)
             values[rel.inner] = simplify(values[rel.fused] % inner_ext)
     return values, guards
+
+
+def _fold(name: str, reducer: Reducer, buf: Buffer, idx, value: E.Expr, guards: list[E.Expr]):
+    """An in-order reduction's statements: the step (every new component from the old ones, then copied back),
+    the initialisation, and a function that wraps the reduction loops with the components' scalars and the store
+    of the result."""
+    one = (E.Const(0, E.INDEX),)
+    states = [Buffer(f"{name}_state{k}", (E.Const(1, E.INDEX),), buf.dtype, "local")
+              for k in range(len(reducer.identity))]
+    nexts = [Buffer(f"{name}_next{k}", (E.Const(1, E.INDEX),), buf.dtype, "local") for k in range(len(states))]
+    old = tuple(E.Load(b, one) for b in states)
+    new = reducer.update(old, value)
+    step = seq([Store(b, one, simplify(e)) for b, e in zip(nexts, new)]
+               + [Store(b, one, E.Load(t, one)) for b, t in zip(states, nexts)])
+    init = _guard(seq([Store(b, one, E.Const(v, buf.dtype)) for b, v in zip(states, reducer.identity)]), guards)
+    result = _guard(Store(buf, idx, simplify(reducer.result(old))), guards)
+
+    def wrap(loops):
+        out = seq([loops, result])
+        for b in [*states, *nexts]:
+            out = Allocate(b, out)
+        return out
+    return step, init, wrap
 
 
 def _guard(stmt, conds: list[E.Expr]):

@@ -298,6 +298,9 @@ def rfactor(st: LoopState, stage: str, loop: str) -> str:
     rel = next((r for r in s.relations if type(r) is SplitRel and r.inner == loop), None)
     if rel is None or not s.loops[loop].is_reduce or len(s.relations) != 1:
         raise ScheduleError(f"rfactor on {stage}: {loop} must be the inner loop of the only split, of a reduce axis")
+    if not isinstance(op.body.combiner, str):
+        raise ScheduleError(f"rfactor on {stage}: its {op.body.combiner} reduction runs in order (its accumulator is "
+                            f"several values, not an associative combiner), so it has no partial results")
     k = next(a for a in op.reduce_axes if a.name == rel.parent)
     factor = s.loops[loop].extent
     if type(factor) is not E.Const:

@@ -12,6 +12,7 @@ from .simplify import simplify as simplify
 from .tensor import (
     Tensor as Tensor, ComputeOp as ComputeOp, PlaceholderOp as PlaceholderOp, placeholder as placeholder,
     compute as compute, reduce_axis as reduce_axis, sum as sum, max as max, min as min, prod as prod,
+    Reducer as Reducer, fold as fold, logsumexp as logsumexp,
 )
 from .interpret import interpret as interpret
 from . import nn as nn

@@ -25,7 +25,7 @@ from ..errors import ExprError, ShapeError
 from . import expr as E
 from .evaluate import EVAL_NUMPY, numpy_cast, numpy_const
 from .program import Program, number, run
-from .tensor import ComputeOp, Tensor, topo_order
+from .tensor import ComputeOp, Reducer, Tensor, topo_order
 
 
 def interpret(outputs: Tensor | Sequence[Tensor], inputs: dict[str, np.ndarray]) -> np.ndarray | list[np.ndarray]:
@@ -108,7 +108,9 @@ def _run_block(op: ComputeOp, program: Program, values: dict[Tensor, np.ndarray]
     return np.asarray(value)
 
 
-def _reduce(combiner: str, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+def _reduce(combiner: str | Reducer, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    if isinstance(combiner, Reducer):
+        return _fold(combiner, value, dims)
     if combiner == "sum":
         wide = np.float64 if E.is_float(str(value.dtype)) else None  # float sums in double: the oracle should be exact
         return np.sum(value, axis=dims, dtype=wide)
@@ -119,6 +121,27 @@ def _reduce(combiner: str, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarr
     if combiner == "min":
         return np.min(value, axis=dims)
     raise ExprError(f"unknown reduction combiner {combiner!r}")
+
+
+def _fold(reducer: Reducer, value: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """`reducer` over the `dims` of `value` in order (row-major over those dims), as the lowered loops run it."""
+    steps = np.moveaxis(value, dims, tuple(range(value.ndim - len(dims), value.ndim)))
+    steps = steps.reshape(*steps.shape[:value.ndim - len(dims)], -1)
+    dtype = str(value.dtype)
+    names = [f"state{k}" for k in range(len(reducer.identity))]
+    state_vars = tuple(E.Var(n, dtype) for n in names)
+    update = number(list(reducer.update(state_vars, E.Var("x", dtype))))
+    result = number([reducer.result(state_vars)])
+    state = [np.full(steps.shape[:-1], ident, dtype) for ident in reducer.identity]
+    with np.errstate(all="ignore"):
+        for t in range(steps.shape[-1]):
+            state = _run_on(update, {**dict(zip(names, state)), "x": steps[..., t]})
+        return _run_on(result, dict(zip(names, state)))[0]
+
+
+def _run_on(program: Program, env: dict) -> list[np.ndarray]:
+    structural = {E.Const: numpy_const, E.Var: lambda x: env[x.name], E.Cast: numpy_cast}
+    return [np.asarray(v) for v in run(program, EVAL_NUMPY, structural)]
 
 
 def _evaluate(program: Program, env: dict, values: dict[Tensor, np.ndarray], where: str):

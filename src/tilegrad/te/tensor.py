@@ -6,6 +6,7 @@ the schedule decides *how* the loops run. A reduction appears only at the root o
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from typing import Callable, Sequence
@@ -162,6 +163,42 @@ sum = _reducer("sum")  # noqa: A001 - te.sum mirrors the math
 max = _reducer("max")  # noqa: A001
 min = _reducer("min")  # noqa: A001
 prod = _reducer("prod")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reducer:
+    """A reduction whose accumulator is several values updated together (TVM's tuple reducer): `identity` per
+    component, `update(state, x)` the new components from the old ones and one source value, `result(state)` the
+    output. The update need not be associative, so the reduction runs in order: a schedule may split its axes
+    but not rfactor them, nor put a spatial loop inside them (the components live in scalars)."""
+
+    name: str
+    identity: tuple[float, ...]
+    update: Callable[[tuple[E.Expr, ...], E.Expr], tuple[E.Expr, ...]]
+    result: Callable[[tuple[E.Expr, ...]], E.Expr]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def fold(reducer: Reducer, source, axis) -> E.Reduce:
+    """`reducer` over `source` along the reduce axes `axis` (one Var or a list), in order."""
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    return E.Reduce(reducer, E.as_expr(source), axes)
+
+
+def _running_max_sum(state, x):
+    """The online softmax's step: m' = max(m, x), l' = l exp(m - m') + exp(x - m'); a maximum still -inf shifts
+    by 0, so that rows of -inf sum to 0 instead of NaN."""
+    m, total = state
+    top = E.maximum(m, x)
+    lowest = E.Const(-math.inf, x.dtype)
+    shift = E.select(top.eq(lowest), E.Const(0.0, x.dtype), top)
+    return top, total * E.exp(m - shift) + E.exp(x - shift)
+
+
+logsumexp = Reducer("logsumexp", (-math.inf, 0.0), _running_max_sum, lambda state: state[0] + E.log(state[1]))
+"""log(sum(exp(x))) in one pass, by the online softmax's running (maximum, sum of exp(x - maximum))."""
 
 
 def reduce_identity(combiner: str, dtype: str) -> E.Const:

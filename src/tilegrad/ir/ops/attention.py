@@ -4,7 +4,8 @@ pass from the matmul, scale, mask, softmax, matmul chains that PyTorch and Huggi
 
 q is (..., Lq, D), k (..., Lk, D) (not transposed), v (..., Lk, Dv); the leading axes broadcast as in matmul. The
 optional fourth input is an additive mask that broadcasts to the scores (..., Lq, Lk). `scale` None means
-1/sqrt(D); `causal` hides the keys after each query's position (key j > query i + Lk - Lq). Half-precision
+1/sqrt(D); `causal` hides the keys after each query's position (key j > query i + Lk - Lq); a query whose every
+key is hidden gives zeros (ONNX's Attention), not NaN. Half-precision
 operands are computed in float32 and rounded once, as the matmuls they replace accumulate.
 """
 
@@ -33,8 +34,10 @@ def _attention_ref(q, k, v, mask=None, *, scale, causal):
     if causal:
         hidden = np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq)
         logits = np.where(hidden, -np.inf, logits)
-    weights = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    weights /= weights.sum(axis=-1, keepdims=True)
+    top = logits.max(axis=-1, keepdims=True)
+    weights = np.exp(logits - np.where(np.isneginf(top), 0, top))
+    sums = weights.sum(axis=-1, keepdims=True)
+    weights = np.divide(weights, sums, out=np.zeros_like(weights), where=sums > 0)
     return np.matmul(weights, wide[2]).astype(q.dtype)
 
 

@@ -10,6 +10,7 @@ Stages, all over the broadcast batch axes of Q, K, V (and the mask):
 - `{name}_max`, `{name}_exp` (exp(logit - max)), `{name}_expsum`: the stable softmax's pieces, kept unnormalised;
 - `{name}_pv`: the exponentials times V, summed over the keys;
 - the output, `{name}_pv` times the reciprocal of the row's sum (tag "attention").
+A row whose every key is hidden (by the mask or `causal`) gives zeros, as ONNX's Attention defines it.
 The rule for tag "attention" (schedule/rules_attention.py) computes every stage per block of query rows, so the
 scores live only in that block's local buffers and never in memory.
 """
@@ -54,15 +55,25 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
         logits = te.compute(scores.shape, masked, name=f"{name}_logits", tag="attention_logits")
     j = te.reduce_axis(lk, "j")
     maxes = te.compute((*batch, lq), lambda *i: te.max(logits[(*i, j)], axis=j), name=f"{name}_max", tag="reduce")
-    exps = te.compute(scores.shape, lambda *i: E.exp(logits[i] - maxes[i[:-1]]), name=f"{name}_exp",
-                      tag="attention_exp")
+    hiding = mask is not None or causal
+    lowest = E.const(float("-inf"), q.dtype)
+    zero = E.const(0.0, q.dtype)
+
+    def shift(*i):  # a row whose every key is hidden shifts by 0, so its exponentials are 0, not NaN
+        m = maxes[i[:-1]]
+        return logits[i] - (E.select(m.eq(lowest), zero, m) if hiding else m)
+    exps = te.compute(scores.shape, lambda *i: E.exp(shift(*i)), name=f"{name}_exp", tag="attention_exp")
     js = te.reduce_axis(lk, "j")
     sums = te.compute((*batch, lq), lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_expsum", tag="reduce")
     jv = te.reduce_axis(lk, "j")
     pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * at(v, i[:nb], jv, i[-1]), axis=jv),
                     name=f"{name}_pv", tag="attention_pv")
     one = E.const(1.0, q.dtype)
-    return te.compute(pv.shape, lambda *i: pv[i] * (one / sums[i[:-1]]), name=name, tag="attention",
+
+    def normalised(*i):  # a row whose every key is hidden sums to 0 and gives 0, as ONNX's Attention does
+        inverse = one / sums[i[:-1]]
+        return pv[i] * (E.select(sums[i[:-1]].eq(zero), zero, inverse) if hiding else inverse)
+    return te.compute(pv.shape, normalised, name=name, tag="attention",
                       attrs={"causal": causal, "masked": mask is not None})
 
 
