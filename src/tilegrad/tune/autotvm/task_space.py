@@ -5,7 +5,7 @@ Both answer what the tuning loop asks of a space (`default`, `trace`, `origin`, 
 `note` for the tuning summary. A config's record keeps the template's space name, the config's index and its
 knob values in the `origin` JSON, so a rerun recovers it and `compile(db=)` applies its trace like any other.
 Features are the config's knob values (padded to KNOB_FEATURES columns) followed by the loop-program features
-of its lowered kernel (`features/extract.py`); an untemplated task has no knobs (NaN, missing for the trees),
+of its scheduled loop nest (`itervar.py`). An untemplated task's rows have the same columns, all missing (NaN),
 so every task of a run feeds one model.
 """
 
@@ -16,11 +16,10 @@ import json
 import numpy as np
 
 from ...errors import ScheduleError
-from ...kernel import lower_kernel
 from ...schedule.trace import Trace
-from ..features.extract import FEATURE_NAMES, aggregate, features
 from ..search.space import TaskSpace
 from ..task import Task
+from .itervar import WIDTH, itervar_features
 from .space import ConfigEntity, ConfigSpace
 from .template import Template, find_template
 
@@ -35,7 +34,7 @@ class TemplateSpace:
         self.template = template
         self.configs = configs
         self.note = f"autotvm template {template.name}, {len(configs)} configs"
-        self._traces: dict[int, Trace] = {}
+        self._traces: dict[int, Trace | ScheduleError] = {}
         self._loop_features: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
@@ -48,17 +47,30 @@ class TemplateSpace:
         return self.configs.default()
 
     def trace(self, c: ConfigEntity) -> Trace:
-        if c.index not in self._traces:
-            self._traces[c.index] = self.template.schedule(c, self.task.compute()[1]).trace
-        return self._traces[c.index]
+        """The template's schedule at `c` as a trace; a ScheduleError where the primitives refuse it."""
+        self._schedule(c)
+        trace = self._traces[c.index]
+        if isinstance(trace, ScheduleError):
+            raise trace
+        return trace
 
     def valid(self, c: ConfigEntity) -> bool:
         """Whether the template's schedule at `c` is one the primitives accept."""
+        self._schedule(c)
+        return not isinstance(self._traces[c.index], ScheduleError)
+
+    def _schedule(self, c: ConfigEntity) -> None:
+        """Build `c`'s schedule once: keep its trace (or the error) and its loop features."""
+        if c.index in self._traces:
+            return
         try:
-            self.trace(c)
-        except ScheduleError:
-            return False
-        return True
+            sch = self.template.schedule(c, self.task.compute()[1])
+        except ScheduleError as exc:
+            self._traces[c.index] = exc
+            self._loop_features[c.index] = np.full(WIDTH, np.nan)
+            return
+        self._traces[c.index] = sch.trace
+        self._loop_features[c.index] = itervar_features(sch.state)
 
     def origin(self, c: ConfigEntity, policy: str) -> str:
         return json.dumps({"policy": policy, "template": self.template.name, "config": c.to_json()})
@@ -73,29 +85,21 @@ class TemplateSpace:
     def features(self, candidates: list[ConfigEntity]) -> np.ndarray:
         indices = [c.index for c in candidates]
         knobs = self.configs.knob_features(indices, KNOB_FEATURES)
-        return np.concatenate([knobs, np.stack([self._loop_features_of(c) for c in candidates])], axis=1)
-
-    def _loop_features_of(self, c: ConfigEntity) -> np.ndarray:
-        if c.index not in self._loop_features:
-            try:
-                kernel = lower_kernel(self.task.compute(), self.trace(c), name="candidate")
-                self._loop_features[c.index] = aggregate(features(kernel))
-            except ScheduleError:  # a config the primitives refuse: scored as unknown, and fails if measured
-                self._loop_features[c.index] = np.full(2 * len(FEATURE_NAMES), np.nan)
-        return self._loop_features[c.index]
+        for c in candidates:
+            self._schedule(c)
+        return np.concatenate([knobs, np.stack([self._loop_features[c.index] for c in candidates])], axis=1)
 
 
 class UntemplatedSpace(TaskSpace):
     """A task no template schedules: its sketches, of which the search proposes none, so the default schedule
-    stays; features carry NaN knob columns to match the templated tasks'."""
+    stays; its features (the default's, measured) are all missing, in the templated tasks' columns."""
 
     def __init__(self, task: Task, reason: str):
         super().__init__(task)
         self.note = f"no autotvm template ({reason}): default schedule kept"
 
     def features(self, candidates) -> np.ndarray:
-        loop = super().features(candidates)
-        return np.concatenate([np.full((len(loop), KNOB_FEATURES), np.nan), loop], axis=1)
+        return np.full((len(candidates), KNOB_FEATURES + WIDTH), np.nan)
 
 
 def task_space(task: Task) -> TemplateSpace | UntemplatedSpace:

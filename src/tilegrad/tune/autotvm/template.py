@@ -67,8 +67,9 @@ def register_template(name: str, *tags: str) -> Callable[[TemplateFn], TemplateF
 
 
 def find_template(outputs: Sequence[Tensor]) -> Template | None:
-    """The template of the kernel's heaviest op: the first reduction stage (from the output back) with one."""
+    """The template of the kernel's op: that of the first stage, from the output back, whose tag has one (an
+    epilogue's element-wise stages have none; a packed op's copy-out stage has its op's)."""
     for t in reversed(topo_order(list(outputs))):
-        if isinstance(t.op, ComputeOp) and t.op.reduce_axes and t.op.tag in TEMPLATES:
+        if isinstance(t.op, ComputeOp) and t.op.tag in TEMPLATES:
             return TEMPLATES[t.op.tag]
     return None
