@@ -31,22 +31,27 @@ _ANNOTATE_POLICIES = {  # per axis, the annotations it may take (the last axis h
 
 @dataclasses.dataclass(frozen=True)
 class SplitEntity:
-    """A loop split into len(size) loops of these extents, outermost first; the outermost is the rest (a
-    non-divisible split leaves a guarded tail)."""
+    """A loop split into len(factors) + 1 loops: first by factors[0] (the extent of everything inside the
+    outermost loop), that inner part by factors[1], and so on, as the default rules split a block and then its
+    register tile. A factor that does not divide leaves a guarded tail."""
 
-    size: tuple[int, ...]
+    factors: tuple[int, ...]
 
     def apply(self, sch: Schedule, stage: str, loop: str) -> list[str]:
-        """Split `loop` of `stage` outermost first (each inner part by the product of the sizes inside it, as
-        the default rules split a block and then its register tile); the loops made, outermost first."""
+        """Split `loop` of `stage`; the loops made, outermost first."""
         loops: list[str] = []
-        for k in range(1, len(self.size)):
-            outer, loop = sch.split(stage, loop, math.prod(self.size[k:]))
+        for f in self.factors:
+            outer, loop = sch.split(stage, loop, f)
             loops.append(outer)
         return [*loops, loop]
 
+    def sizes(self, extent: int) -> tuple[int, ...]:
+        """The loops' extents, outermost first (rounded up where a factor leaves a tail)."""
+        parts = (extent, *self.factors)
+        return (*(-(-a // b) for a, b in zip(parts, parts[1:])), parts[-1])
+
     def features(self) -> list[float]:
-        return [math.log2(s) for s in self.size]
+        return [math.log2(f) for f in self.factors]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,20 +121,18 @@ class ConfigSpace:
     def define_split(self, name: str, axis_extent: int, num_outputs: int, policy: str = "factors", *,
                      candidates: Iterable[Sequence[int]] = (), max_innermost: int | None = None,
                      default: Sequence[int] | None = None) -> None:
-        """Split a loop of `axis_extent` into `num_outputs` loops. Policy "factors": every way of writing the
-        extent as a product of that many factors (innermost at most `max_innermost`); "candidate": the inner
-        sizes given in `candidates` (each without the outermost, which is the rest). `default` (inner sizes, or all
-        sizes) is added when the policy does not produce it, so a template's hand-written split is always a point."""
+        """Split a loop of `axis_extent` into `num_outputs` loops (`SplitEntity`: num_outputs - 1 factors).
+        Policy "factors": every way of writing the extent as a product of that many loop extents (the innermost
+        at most `max_innermost`); "candidate": the factors given in `candidates`. `default` (factors) is added
+        when the policy does not produce it, so a template's hand-written split is always a point."""
         if policy == "factors":
-            inner = [s for s in _factorizations(axis_extent, num_outputs - 1)
-                     if max_innermost is None or s[-1] <= max_innermost]
+            entities = [SplitEntity(_nested(s)) for s in _factorizations(axis_extent, num_outputs - 1)
+                        if max_innermost is None or s[-1] <= max_innermost]
         elif policy == "candidate":
-            inner = [tuple(c) for c in candidates]
+            entities = [SplitEntity(tuple(c)) for c in candidates]
         else:
             raise ScheduleError(f"define_split {name!r}: unknown policy {policy!r} (factors or candidate)")
-        entities = [SplitEntity(_sizes(axis_extent, s)) for s in inner]
-        dflt = None if default is None else SplitEntity(_sizes(axis_extent, tuple(default)[-(num_outputs - 1):]))
-        self._add(name, "split", entities, dflt)
+        self._add(name, "split", entities, None if default is None else SplitEntity(tuple(default)))
 
     def define_reorder(self, name: str, axes: Sequence[str], policy: str = "all", *,
                        candidates: Iterable[Sequence[int]] = (), default: Sequence[int] | None = None) -> None:
@@ -260,12 +263,13 @@ class ConfigEntity:
         return self.space.to_json(self.index)
 
 
-def _sizes(extent: int, inner: tuple[int, ...]) -> tuple[int, ...]:
-    return (-(-extent // math.prod(inner)), *inner)
+def _nested(inner: tuple[int, ...]) -> tuple[int, ...]:
+    """The split factors of inner loop extents: each the product of the extents inside a loop."""
+    return tuple(math.prod(inner[k:]) for k in range(len(inner)))
 
 
 def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
-    """Every tuple of `parts` factors whose product divides n exactly (with the outermost factor as the rest)."""
+    """Every tuple of `parts` inner loop extents whose product divides n (the outermost loop is the rest)."""
     if parts == 0:
         return [()]
     out = []

@@ -1,8 +1,8 @@
 """The template of matmul, dense and batch matmul: the default rule's register tile (`_schedule_matmul` in
 schedule/defaults.py) with its sizes, the k blocking, the parallel grain and the unrolling as knobs.
 
-Its default config is the hand-written schedule's point: rows per block mb and register rows mr (one split of
-the rows in three), register columns nr, k blocks of kb, the same parallel grain, the tile's rows unrolled.
+Its default config is the hand-written schedule's point: rows per block mb and register rows mr (the two factors
+of one split of the rows in three), register columns nr, k blocks of kb, the same parallel grain, the tile's rows unrolled.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def schedule_matmul(cfg: ConfigSpace | ConfigEntity, sch: Schedule, s: Stage, ta
     k = sch.state.stage(local).leaves[-1]
     kext = extent(sch.state.stage(local), k)
 
-    cfg.define_split("tile_i", m, 3, max_innermost=8, default=(-(-mb_d // mr_d), mr_d))
+    cfg.define_split("tile_i", m, 3, max_innermost=8, default=(mb_d, mr_d))
     widths = {lanes * q for q in (1, 2, 3, 4) if lanes * q <= -(-n // lanes) * lanes}
     widths |= {d for d in range(1, 4 * lanes + 1) if n % d == 0}
     cfg.define_split("tile_j", n, 2, "candidate", candidates=[(w,) for w in sorted(widths)], default=(nr_d,))

@@ -34,8 +34,8 @@ def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target,
     tiles = sch.state.stage(padded).tensor.shape[0] // mr
     mb_tiles = max(d for d in range(1, 10) if tiles % d == 0)
 
-    cfg.define_split("tile_i", m, 3, "candidate", candidates=[(t, mr) for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)],
-                     default=(mb_tiles, mr))
+    cfg.define_split("tile_i", m, 3, "candidate", default=(mb_tiles * mr, mr),
+                     candidates=[(t * mr, mr) for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)])
     cfg.define_knob("panels_per_chunk", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
     cfg.define_reorder("order_outer", ["columns", "blocks"])
     work = mb_tiles * mr * nr * reduction_work(sch, padded)
@@ -45,7 +45,7 @@ def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target,
     j0, j1 = sch.split(s.name, j, nr)
     i0, i10, i11 = cfg["tile_i"].apply(sch, s.name, i)
     nc = cfg["panels_per_chunk"].val
-    columns, inner = (list(sch.split(s.name, j0, nc)[:1]), [sch.loops(s.name)[1]]) if nc > 1 else ([j0], [])
+    columns, inner = ([j0], []) if nc == 1 else [[loop] for loop in sch.split(s.name, j0, nc)]
     outer = [[*columns, i0][k] for k in cfg["order_outer"].perm]
     sch.reorder(s.name, *outer, *inner, i10, i11, j1)
     parallelize(sch, s.name, outer, cfg["grain"].val)

@@ -47,7 +47,7 @@ class XGBRankModel:
         x = self._check_features(x)
         if self._booster is None:
             return self._rng.random(len(x))
-        return self._booster.predict(xgb.DMatrix(x, missing=np.nan))
+        return self._booster.inplace_predict(x, missing=np.nan)
 
     def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str]) -> None:
         """Add the rows (features, measured throughput, task key per row) and retrain on everything seen."""
@@ -64,7 +64,7 @@ class XGBRankModel:
         order, sizes = _query_groups(groups, levels)
         if not sizes:
             return  # no task has two different levels yet: nothing to rank
-        data = xgb.DMatrix(x[order], label=levels[order], missing=np.nan)
+        data = xgb.DMatrix(x[order], label=levels[order], missing=np.nan, nthread=self.params["nthread"])
         data.set_group(sizes)
         self._booster = xgb.train(self.params, data, num_boost_round=self.num_rounds)
 
