@@ -16,8 +16,8 @@ from torch import nn
 
 import tilegrad
 from tilegrad.cli import main
-from tilegrad.tune.apply import BestRecords
 from tilegrad.executor import compile_graph
+from tilegrad.tune.apply import BestRecords
 from tilegrad.tune.autotvm import AnnealingOptions, AutoTVMPolicy, ConfigSpace
 from tilegrad.tune.autotvm.policy import AutoTVMSearch
 from tilegrad.tune.callbacks import default_callbacks

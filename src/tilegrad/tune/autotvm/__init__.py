@@ -2,10 +2,10 @@
 configs as candidates (`task_space.py`), parallel simulated annealing (`annealing.py`) and the search policy
 registered as "autotvm" (`policy.py`), which ranks configs with the XGBoost model of `cost_model/xgb.py`."""
 
+from . import policy as _policy  # noqa: F401  (registers "autotvm")
 from . import templates_conv as _templates_conv  # noqa: F401  (registers the convolution templates)
 from . import templates_matmul as _templates_matmul  # noqa: F401  (registers the matmul template)
 from . import templates_packed as _templates_packed  # noqa: F401  (registers the packed GEMM and convolution)
-from . import policy as _policy  # noqa: F401  (registers "autotvm")
 from .annealing import AnnealingOptions as AnnealingOptions
 from .annealing import anneal as anneal
 from .policy import AutoTVMPolicy as AutoTVMPolicy

@@ -37,7 +37,7 @@ class AutoTVMPolicy:
     eps_greedy: float = 0.05
     warmup: int = 8
     plan_size: int = 64
-    annealing: AnnealingOptions = AnnealingOptions()
+    annealing: AnnealingOptions = dataclasses.field(default_factory=AnnealingOptions)
 
     def space_for(self, task: Task) -> TemplateSpace | UntemplatedSpace:
         return task_space(task)
@@ -73,7 +73,7 @@ class AutoTVMSearch:
             top = anneal(len(self.space), self.space.configs.neighbour, self._score, opt.plan_size, taken,
                          self.rng, opt.annealing, starts=[c.index for c in best])
             for i in top:
-                if len(batch) >= n - int(round(n * opt.eps_greedy)):
+                if len(batch) >= n - round(n * opt.eps_greedy):
                     break
                 self._take(i, batch, taken)
         for _ in range(20 * n):  # random configs: warm-up, the epsilon share, or what the annealing left short

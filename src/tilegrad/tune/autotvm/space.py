@@ -48,7 +48,7 @@ class SplitEntity:
     def sizes(self, extent: int) -> tuple[int, ...]:
         """The loops' extents, outermost first (rounded up where a factor leaves a tail)."""
         parts = (extent, *self.factors)
-        return (*(-(-a // b) for a, b in zip(parts, parts[1:])), parts[-1])
+        return (*(-(-a // b) for a, b in itertools.pairwise(parts)), parts[-1])
 
     def features(self) -> list[float]:
         return [math.log2(f) for f in self.factors]

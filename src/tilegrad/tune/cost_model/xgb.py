@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import xgboost as xgb
@@ -25,7 +26,7 @@ class XGBRankModel:
     """`rank:pairwise` boosted trees (`num_rounds` of them); `threads` is XGBoost's thread count (1 by default, so
     training does not compete with measurement)."""
 
-    DEFAULT_PARAMS = {"objective": "rank:pairwise", "eta": 0.3, "max_depth": 6, "min_child_weight": 1,
+    DEFAULT_PARAMS: ClassVar[dict] = {"objective": "rank:pairwise", "eta": 0.3, "max_depth": 6, "min_child_weight": 1,
                       "subsample": 1.0, "gamma": 1e-4, "tree_method": "hist", "verbosity": 0}
 
     def __init__(self, *, num_rounds: int = 100, threads: int = 1, params: dict | None = None,
