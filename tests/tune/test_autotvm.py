@@ -193,3 +193,14 @@ def test_cli_tunes_with_the_autotvm_policy(model, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "autotvm template" in out and "default schedule kept" in out
     assert sum(o["policy"] == "autotvm" for _, o in _records(db)) == 4
+
+
+def test_an_untemplated_task_proposes_its_default_schedule_once(model):
+    policy = AutoTVMPolicy()
+    spaces = [policy.space_for(t) for t in extract_tasks(model_graph(str(model)))]
+    untemplated = [s for s in spaces if "default schedule kept" in s.note]
+    assert untemplated
+    for space in untemplated:
+        search = policy.for_task(space, XGBRankModel(), 0)
+        assert search.propose(set(), [], 4) == [space.default()]  # a search from nothing measures it
+        assert search.propose({space.default()}, [space.default()], 4) == []

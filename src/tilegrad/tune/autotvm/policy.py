@@ -5,7 +5,7 @@ Each round, while the task has fewer than `warmup` measured configs (no data to 
 configs; after that, the chains anneal under the model's scores (starting from the best measured configs and
 random ones) and the batch is the best-scored configs not yet measured, a share `eps_greedy` of it random. The
 model is retrained after every round by the tuner's callbacks. A task no template schedules keeps its default
-schedule: its search proposes nothing, and the tuning summary says so (`task_space.UntemplatedSpace`).
+schedule: its search proposes nothing else, and the tuning summary says so (`task_space.UntemplatedSpace`).
 """
 
 from __future__ import annotations
@@ -45,15 +45,19 @@ class AutoTVMPolicy:
     def for_task(self, space: TemplateSpace | UntemplatedSpace, model: CostModel,
                  seed: int) -> AutoTVMSearch | KeepDefault:
         if isinstance(space, UntemplatedSpace):
-            return KeepDefault()
+            return KeepDefault(space)
         return AutoTVMSearch(space, model, self, seed)
 
 
 class KeepDefault:
-    """The search of an untemplated task: nothing beyond the default schedule."""
+    """The search of an untemplated task: the default schedule, where it is not measured yet (a search from
+    nothing, `TuneOptions(from_defaults=False)`), and nothing after it."""
+
+    def __init__(self, space: UntemplatedSpace):
+        self.space = space
 
     def propose(self, measured: set, best: list, n: int) -> list:
-        return []
+        return [] if self.space.default() in measured else [self.space.default()]
 
 
 class AutoTVMSearch:
