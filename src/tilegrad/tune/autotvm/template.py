@@ -66,6 +66,17 @@ def register_template(name: str, *tags: str) -> Callable[[TemplateFn], TemplateF
     return register
 
 
+def extent(s: Stage, loop: str) -> int:
+    """A loop's constant extent, as the templates read it to choose their knobs' values."""
+    return s.loops[loop].extent.value
+
+
+def parallelize(sch: Schedule, stage: str, loops: list[str], grain: int) -> None:
+    """Fuse the first `grain` of `loops` into one parallel loop (none for 0): the grain knob of every template."""
+    if grain:
+        sch.parallel(stage, sch.fuse(stage, *loops[:grain]) if grain > 1 else loops[0])
+
+
 def find_template(outputs: Sequence[Tensor]) -> Template | None:
     """The template of the kernel's op: that of the first stage, from the output back, whose tag has one (an
     epilogue's element-wise stages have none; a packed op's copy-out stage has its op's)."""

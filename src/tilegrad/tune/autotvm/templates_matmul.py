@@ -12,7 +12,7 @@ from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...target import Target
 from .space import ConfigEntity, ConfigSpace
-from .template import register_template
+from .template import extent, parallelize, register_template
 
 K_BLOCKS = (8, 16, 32, 64, 128, 256)
 
@@ -59,16 +59,6 @@ def schedule_matmul(cfg: ConfigSpace | ConfigEntity, sch: Schedule, s: Stage, ta
     sch.vectorize(local, lj)
 
 
-def extent(s: Stage, loop: str) -> int:
-    return s.loops[loop].extent.value
-
-
 def first_fitting(n: int, sizes: tuple[int, ...]) -> int:
     """The first of `sizes` that divides n, else the first that fits in it, else n (the default rule's tile)."""
     return next((t for t in sizes if n % t == 0), next((t for t in sizes if t <= n), n))
-
-
-def parallelize(sch: Schedule, stage: str, loops: list[str], grain: int) -> None:
-    """Fuse the first `grain` of `loops` into one parallel loop (none for 0)."""
-    if grain:
-        sch.parallel(stage, sch.fuse(stage, *loops[:grain]) if grain > 1 else loops[0])

@@ -14,8 +14,7 @@ from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...target import Target
 from .space import ConfigEntity, ConfigSpace
-from .template import register_template
-from .templates_matmul import extent, parallelize
+from .template import extent, parallelize, register_template
 
 Config = ConfigSpace | ConfigEntity
 MAX_BLOCK_TILES = 16
