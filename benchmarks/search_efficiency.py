@@ -1,9 +1,10 @@
-"""Search efficiency: Felix's gradient search against Ansor's evolutionary search on a network's task set.
+"""Search efficiency: Felix's gradient search against Ansor's evolutionary search and AutoTVM's templates on a
+network's task set.
 
-Both policies get the same start (nothing built: each its own measurer and an empty kernel cache), the same
+All policies get the same start (nothing built: each its own measurer and an empty kernel cache), the same
 wall-clock budget and the same measurer settings. They run by turns (`tilegrad.tools.turns`): one at a time, each
 for some seconds of its own clock (`--turn`), so that a slow spell of the machine, minutes long on a shared host,
-falls on both rather than on whichever ran during it; each one's clock counts only its own turns. Each records
+falls on all rather than on whichever ran during it; each one's clock counts only its own turns. Each records
 after every round the best-so-far estimated end-to-end latency (sum over tasks of weight x best latency, a task's
 best being its re-timed best: `TuneOptions(recheck=3)`, so the curves are not minima over lucky timings). Two
 starts:
@@ -16,11 +17,11 @@ starts:
 
 Each search's own curve is made of its own timings, taken minutes apart on a machine whose speed drifts by tens of
 percent over minutes, so the curves are re-timed (`retimed_curves`): every candidate that was some
-task's best at some moment, in either policy, and every task's hand-written default are timed again at the end,
+task's best at some moment, in any policy, and every task's hand-written default are timed again at the end,
 one batch over all of them per pass, shuffled, three passes, medians; each policy's curve is then rebuilt from
 those figures and the moments its bests changed. The search still decides what is best (by its own timings, each
 new best confirmed beside the old one); the re-timing only measures what it decided, all candidates under the
-same conditions. The times and the measurements to reach 90/95/99% of the best either policy found (best /
+same conditions. The times and the measurements to reach 90/95/99% of the best any policy found (best /
 latency >= p) are read off the re-timed curves; the table also gives each search's own final estimate. Run:
 
     python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
@@ -53,7 +54,7 @@ from tilegrad.tune.task import Task, extract_tasks
 from tilegrad.tune.tuner import TuneOptions, tune_tasks
 
 NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
-POLICIES = ("gradient", "evolutionary")
+POLICIES = ("gradient", "evolutionary", "autotvm")
 LEVELS = (0.90, 0.95, 0.99)
 
 
@@ -84,7 +85,7 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
     runs: dict[str, TuneResult] = run_by_turns({p: search(p) for p in POLICIES}, turn_s=turn_s)
     curves = {}
     for policy, result in runs.items():
-        # A round that ends after the budget does not count: both policies are compared at equal time.
+        # A round that ends after the budget does not count: the policies are compared at equal time.
         # The estimate is defined once every task has a working candidate (at once from the defaults).
         first = [] if scratch else [(0.0, 0, start.estimated_latency(False))]
         own = first + [tuple(h) for h in result.history if h[0] <= budget and math.isfinite(h[2])]
@@ -152,12 +153,14 @@ def table(results: list[dict]) -> str:
                          f"{cells}")
         lines.append(f"{r['network']:<10} hand-written defaults: {r['untuned_ms']:.2f} ms at the start, "
                      f"{r['untuned_retimed_ms']:.2f} ms re-timed with the bests")
-        g, e = r["policies"]["gradient"], r["policies"]["evolutionary"]
-        for p in LEVELS:
-            key = f"time_to_{round(p * 100)}"
-            if g[key] is not None and e[key] is not None and max(g[key], e[key]) > 0:
-                lines.append(f"{r['network']:<10} {round(p * 100)}%: gradient reached it "
-                             f"{e[key] / max(g[key], 1e-9):.1f}x sooner than evolutionary")
+        g = r["policies"]["gradient"]
+        for other in POLICIES[1:]:
+            e = r["policies"][other]
+            for p in LEVELS:
+                key = f"time_to_{round(p * 100)}"
+                if g[key] is not None and e[key] is not None and max(g[key], e[key]) > 0:
+                    lines.append(f"{r['network']:<10} {round(p * 100)}%: gradient reached it "
+                                 f"{e[key] / max(g[key], 1e-9):.1f}x sooner than {other}")
     return "\n".join(lines)
 
 
@@ -192,7 +195,7 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=600.0, help="seconds of tuning per network and policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--turn", type=float, default=20.0,
-                   help="seconds of its own time each policy runs before handing the machine to the other")
+                   help="seconds of its own time each policy runs before handing the machine to the next")
     p.add_argument("--start", choices=("scratch", "defaults"), default="scratch",
                    help="search from nothing (the papers' setting) or from the hand-written default schedules")
     p.add_argument("--workdir", default=None, help="where the records databases go (default: a temporary dir)")

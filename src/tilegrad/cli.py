@@ -127,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("model", help=MODEL_HELP)
     t.add_argument("--db", metavar="FILE", help="the records database (SQLite; created or resumed)")
     t.add_argument("--policy", default="gradient", metavar="NAME",
-                   help="search policy, a registered name: gradient (Felix, the default) or evolutionary (Ansor)")
+                   help="search policy, a registered name: gradient (Felix, the default), evolutionary (Ansor) "
+                        "or autotvm (templates, XGBoost and simulated annealing)")
     t.add_argument("--trials", type=int, default=None, metavar="N", help="candidates to measure in all")
     t.add_argument("--budget", default=None, metavar="TIME", help="wall-clock budget: seconds, or e.g. 10m, 1h")
     t.add_argument("--measure-per-round", type=int, default=None, metavar="N",

@@ -54,15 +54,17 @@ def rule(*tags: str):
 
 
 def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None = None,
-                     knobs: Knobs | None = None) -> Schedule:
+                     knobs: Knobs | None = None, rules: dict[str, Callable] | None = None) -> Schedule:
     """The hand-written schedule; with `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it
-    instead of their defaults."""
+    instead of their defaults. `rules` (tag -> rule, as `RULES`) replace the registered rules for this schedule
+    only: an AutoTVM template schedules its op's stages while the default rules keep the rest of the kernel."""
     target = target or host()
     knobs = Defaults() if knobs is None else knobs
     if target.kind == "cuda":
         from .rules_gpu import gpu_schedule  # imports this module's helpers
 
         return gpu_schedule([outputs] if isinstance(outputs, Tensor) else list(outputs), target, knobs)
+    rules = {**RULES, **(rules or {})}
     sch = Schedule(outputs)
     out_names = {t.name for t in sch.state.outputs}
     rows = _row_axes(sch)
@@ -79,18 +81,18 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None =
             continue
         anchor = _epilogue_anchor(sch, s) if name in out_names else None
         if anchor is not None:
-            _dispatch(sch, s, target, anchor, knobs)
+            _dispatch(sch, s, target, anchor, knobs, rules)
         elif rows is not None and name in out_names:
             _schedule_rows(sch, s, target, rows)
         else:
-            _dispatch(sch, s, target, Anchor(s.op.tag, dict(s.op.attrs)), knobs)
+            _dispatch(sch, s, target, Anchor(s.op.tag, dict(s.op.attrs)), knobs, rules)
     return sch
 
 
-def _dispatch(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
+def _dispatch(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs, rules: dict) -> None:
     tag = anchor.tag
-    if tag in RULES:
-        RULES[tag](sch, s, target, anchor, knobs)
+    if tag in rules:
+        rules[tag](sch, s, target, anchor, knobs)
     elif tag in MATMUL_TAGS:
         _schedule_matmul(sch, s, target, anchor, knobs)
     elif tag in CONV_TAGS and anchor.attrs.get("groups", 1) == 1:

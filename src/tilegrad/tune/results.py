@@ -20,6 +20,8 @@ class TaskResult:
     default_s: float
     best_s: float
     trials: int
+    note: str = ""
+    """How the task was searched, where the policy says (an AutoTVM task without a template, say)."""
 
     @property
     def speedup(self) -> float:
@@ -58,6 +60,8 @@ class TuneResult:
             name = r.task.name if not r.task.algorithm else f"({r.task.algorithm}) {r.task.name}"
             lines.append(f"{name[:44]:<44} {r.task.weight:>6} {r.trials:>6} {r.default_s * 1e3:>11.3f} "
                          f"{r.best_s * 1e3:>9.3f} {r.speedup:>7.2f}x")
+            if r.note:
+                lines.append(f"    {r.note}")
         before, after = self.estimated_latency(False), self.estimated_latency(True)
         lines.append(f"estimated end-to-end (sum of weight x latency, default algorithms): {before * 1e3:.2f} ms -> "
                      f"{after * 1e3:.2f} ms ({before / after:.2f}x), {self.trials} trials and {self.rechecks} "

@@ -15,11 +15,12 @@ from .task import Task
 
 
 class TaskState:
-    """One task's standing in a tuning run; `search` binds the run's policy to the task's space."""
+    """One task's standing in a tuning run; `search` binds the run's policy to the task's space (the task's
+    sketches, unless the policy brings its own: `search.policy.task_space`)."""
 
-    def __init__(self, task: Task, search: Callable[[TaskSpace], TaskSearch]):
+    def __init__(self, task: Task, search: Callable[[TaskSpace], TaskSearch], space: TaskSpace | None = None):
         self.task = task
-        self.space = TaskSpace(task)
+        self.space = space if space is not None else TaskSpace(task)
         self.search = search(self.space)
         self.measured: dict[Candidate, float] = {}
         self.retimed: dict[Candidate, list[float]] = {}

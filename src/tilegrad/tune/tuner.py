@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import TilegradError
+from . import autotvm as _autotvm  # noqa: F401  (registers the "autotvm" policy)
 from .callbacks import Callback, default_callbacks
 from .confirm import confirm_best, confirmed_origin, median_latency, records_fingerprint, retime
 from .cost_model import CostModel, make_cost_model
@@ -29,6 +30,7 @@ from .measure import MeasureInput, Measurer, MeasureResult
 from .records import CONFIRMED, Database, Record
 from .results import TaskResult, TuneResult
 from .search import SearchPolicy, make_policy
+from .search.policy import task_space
 from .search.space import Candidate
 from .state import TaskState
 from .task import Task
@@ -101,7 +103,7 @@ class TuningRun:
     def task_results(self) -> list[TaskResult]:
         """Each task's untuned and best latency: the confirmed figures where the final confirmation ran."""
         return [TaskResult(s.task, *self.confirmed.get(s.task.key, (s.default_s, min(s.best_s, s.default_s))),
-                           s.trials) for s in self.states]
+                           s.trials, s.space.note) for s in self.states]
 
 
 def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy = "gradient",
@@ -123,8 +125,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
     start = clock()
     own_measurer = measurer is None
     measurer = measurer or Measurer()
-    states = [TaskState(t, lambda space, s=options.seed + i: policy.for_task(space, model, s))
-              for i, t in enumerate(tasks)]
+    states = [TaskState(t, lambda space, s=options.seed + i: policy.for_task(space, model, s),
+                        task_space(policy, t)) for i, t in enumerate(tasks)]
     run: TuningRun | None = None
     try:
         with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:  # the measuring machine's

@@ -1,8 +1,8 @@
-"""Cost models: the protocol and its registry (`model.py`), Ansor's ranking trees (`trees.py`) and Felix's
-differentiable MLP with its shipped pretrained weights (`mlp.py`, `pretrained/`).
+"""Cost models: the protocol and its registry (`model.py`), Ansor's ranking trees (`trees.py`), AutoTVM's XGBoost
+ranking trees (`xgb.py`) and Felix's differentiable MLP with its shipped pretrained weights (`mlp.py`, `pretrained/`).
 
-The implementations register here by name and are imported only when a tuner makes one: LightGBM and PyTorch
-load on first use.
+The implementations register here by name and are imported only when a tuner makes one: LightGBM, XGBoost and
+PyTorch load on first use.
 """
 
 from .model import COST_MODELS as COST_MODELS
@@ -18,6 +18,12 @@ def _trees() -> CostModel:
     return TreeCostModel()
 
 
+def _xgb_rank() -> CostModel:
+    from .xgb import XGBRankModel
+
+    return XGBRankModel()
+
+
 def _pretrained_mlp() -> CostModel:
     from .mlp import MLPCostModel
 
@@ -26,3 +32,4 @@ def _pretrained_mlp() -> CostModel:
 
 register_cost_model("trees", _trees)
 register_cost_model("mlp", _pretrained_mlp)
+register_cost_model("xgb-rank", _xgb_rank)

@@ -15,6 +15,7 @@ from ...errors import TilegradError
 
 if TYPE_CHECKING:
     from ..cost_model.model import CostModel
+    from ..task import Task
     from .space import Candidate, TaskSpace
 
 
@@ -35,6 +36,18 @@ class SearchPolicy(Protocol):
     measure_per_round: int  # candidates per round, unless the tuner's options say otherwise
 
     def for_task(self, space: TaskSpace, model: CostModel, seed: int) -> TaskSearch: ...
+
+    # Optional: `space_for(task)`, the policy's own space of candidates for a task (AutoTVM's template configs),
+    # used in place of the task's sketches; it answers what the tuner asks of a TaskSpace and has a `note`.
+
+
+def task_space(policy: SearchPolicy, task: Task) -> TaskSpace:
+    """The space the tuner binds `policy` to for `task`: the policy's own (`space_for`), else the task's
+    sketches."""
+    from .space import TaskSpace
+
+    space_for = getattr(policy, "space_for", None)
+    return space_for(task) if space_for is not None else TaskSpace(task)
 
 
 POLICIES: dict[str, Callable[[], SearchPolicy]] = {}

@@ -85,6 +85,8 @@ class Candidate(NamedTuple):
 class TaskSpace:
     """Sketches of one task and the features of its candidates."""
 
+    note = ""  # what the tuning summary says of how the task was searched, where a policy's space differs
+
     def __init__(self, task: Task):
         self.task = task
         self.gpu = task.target is not None and task.target.kind == "cuda"

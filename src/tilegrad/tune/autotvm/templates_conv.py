@@ -1,0 +1,143 @@
+"""Templates of the convolutions: direct NCHW, depthwise NCHW, and the blocked NCHW[x]c layout (convolution and
+depthwise), each the default rule's schedule (`_schedule_conv`, `_schedule_window` in schedule/defaults.py,
+`schedule_blocked_window` in schedule/rules_nchwc.py) with its degrees of freedom as knobs: the register tile's
+splits, the order of the reduction loops, the parallel grain and the unrolling. Their default configs are the
+hand-written points.
+"""
+
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ...schedule.defaults import Anchor, conv_tile, parallel_count, reduction_work
+from ...schedule.rules_nchwc import tile_columns
+from ...schedule.schedule import Schedule
+from ...schedule.state import Stage
+from ...target import Target
+from .space import ConfigEntity, ConfigSpace
+from .template import extent, parallelize, register_template
+
+Config = ConfigSpace | ConfigEntity
+
+
+@register_template("conv2d", "conv2d")
+def schedule_conv2d(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+    """Direct 2-D convolution: a register tile of output channels x output columns accumulated over the input
+    channels and taps; batch, channel blocks and rows run in parallel up to the grain knob."""
+    if anchor.attrs.get("groups", 1) != 1 or len(s.op.axes) != 4:
+        raise ScheduleError(f"template conv2d: stage {s.name} is a grouped or non-2-D convolution")
+    lanes = target.vector_lanes
+    n, c, h, w = [a.name for a in s.op.axes]
+    cext, wext = extent(s, c), extent(s, w)
+    wr_d, cr_d = conv_tile(cext, wext, lanes)
+    local = anchor.accumulator or sch.cache_write(s.name)
+    s = sch.state.stage(s.name)
+    reduce = [lp for lp in sch.state.stage(local).leaves if sch.state.stage(local).loops[lp].is_reduce]
+
+    cfg.define_split("tile_c", cext, 2, max_innermost=16, default=(cr_d,))
+    cfg.define_split("tile_w", wext, 2, max_innermost=2 * lanes, default=(wr_d,))
+    outer = [extent(s, n), -(-cext // cr_d), extent(s, h)]
+    cfg.define_knob("grain", range(4), parallel_count(outer, target, wext * cr_d * reduction_work(sch, local)))
+    cfg.define_reorder("order_reduce", reduce)
+    cfg.define_annotate("ann_tile", ["c"], "try_unroll", default=("unroll",))
+
+    c0, c1 = cfg["tile_c"].apply(sch, s.name, c)
+    w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
+    sch.reorder(s.name, n, c0, h, w0, c1, w1)
+    parallelize(sch, s.name, [n, c0, h], cfg["grain"].val)
+    sch.compute_at(local, s.name, w0)
+    ln, lc, lh, lw = [a.name for a in sch.state.stage(local).op.axes]
+    order = [reduce[i] for i in cfg["order_reduce"].perm]
+    sch.reorder(local, ln, lh, *order, lc, lw)
+    cfg["ann_tile"].apply(sch, local, [lc])
+    sch.vectorize(local, lw)
+    sch.vectorize(s.name, w1)
+
+
+@register_template("depthwise_conv2d", "depthwise_conv2d")
+def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+    """A vector of output columns accumulates in registers over the window; a padding stage only the window reads
+    is computed per output row; the outer loops run in parallel up to the grain knob."""
+    *outer, w = [a.name for a in s.op.axes]
+    wext = extent(s, w)
+    wr_d, _ = conv_tile(1, wext, target.vector_lanes)
+    window = anchor.accumulator or s.name
+    pads = [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
+            and [r.name for r in sch.state.readers(p.tensor)] == [window]]
+    local = anchor.accumulator or sch.cache_write(s.name)
+    s = sch.state.stage(s.name)
+    reduce = [lp for lp in sch.state.stage(local).leaves if sch.state.stage(local).loops[lp].is_reduce]
+
+    cfg.define_split("tile_w", wext, 2, max_innermost=2 * target.vector_lanes, default=(wr_d,))
+    outer_extents = [extent(s, a) for a in outer]
+    work = wext * reduction_work(sch, local)
+    cfg.define_knob("grain", range(len(outer) + 1), parallel_count(outer_extents, target, work))
+    cfg.define_reorder("order_reduce", reduce)
+    cfg.define_annotate("ann_reduce", reduce[-1:], "try_unroll")
+
+    w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
+    parallelize(sch, s.name, outer, cfg["grain"].val)
+    sch.vectorize(s.name, w1)
+    row = sch.loops(s.name)[-3]
+    for p in pads:
+        sch.compute_at(p.name, s.name, row)
+        sch.vectorize(p.name, sch.loops(p.name)[-1])
+    sch.compute_at(local, s.name, w0)
+    *local_outer, local_w = [a.name for a in sch.state.stage(local).op.axes]
+    order = [reduce[i] for i in cfg["order_reduce"].perm]
+    sch.reorder(local, *local_outer, *order, local_w)
+    cfg["ann_reduce"].apply(sch, local, order[-1:])
+    sch.vectorize(local, local_w)
+
+
+@register_template("conv2d_nchwc", "conv2d_nchwc", "depthwise_conv2d_nchwc")
+def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
+    """Blocked layout: a tile of output columns x one (or two) channel blocks accumulates over the whole
+    reduction, vectorised across the block; images, channel blocks and rows run in parallel up to the grain."""
+    acc = _accumulator(sch, s, anchor)
+    n, cb, h, w, ci = [a.name for a in s.op.axes]
+    width, block = extent(s, w), extent(s, ci)
+    two = anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1
+    wr_d = tile_columns(width, block, target)
+    budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
+    reduce = sch.loops(acc)[5:]
+
+    cfg.define_knob("blocks", (1, 2) if two else (1,), 1)
+    cfg.define_split("tile_w", width, 2, "candidate", candidates=[(v,) for v in range(1, min(width, budget) + 1)],
+                     default=(wr_d,))
+    work = width * block * reduction_work(sch, acc)
+    cfg.define_knob("grain", range(4), parallel_count([extent(s, a) for a in (n, cb, h)], target, work))
+    cfg.define_reorder("order_reduce", reduce)
+    cfg.define_annotate("ann_tile", ["w"], "try_unroll", default=("unroll",))
+
+    per_tile = cfg["blocks"].val
+    w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
+    if per_tile > 1:
+        cb, cb1 = sch.split(s.name, cb, per_tile)
+        sch.reorder(s.name, n, cb, h, w0, cb1, w1, ci)
+    parallelize(sch, s.name, [n, cb, h], cfg["grain"].val)
+    sch.vectorize(s.name, ci)
+    sch.compute_at(acc, s.name, w0)
+    an, acb, ah, aw, aci, *reduce = sch.loops(acc)
+    order = [reduce[i] for i in cfg["order_reduce"].perm]
+    if per_tile > 1:
+        sch.reorder(acc, an, ah, *order, acb, aw, aci)
+        sch.unroll(acc, acb)
+    else:
+        sch.reorder(acc, an, acb, ah, *order, aw, aci)
+    cfg["ann_tile"].apply(sch, acc, [aw])
+    sch.vectorize(acc, aci)
+
+
+def _accumulator(sch: Schedule, s: Stage, anchor: Anchor) -> str:
+    """The reduction stage computed inside `s`'s tile: a local copy when `s` is the reduction, else the anchor's
+    accumulator (or the reduction of the anchor's op that `s` adds its bias to, the stages between inlined)."""
+    if anchor.accumulator is None and s.op.reduce_axes:
+        return sch.cache_write(s.name)
+    acc = anchor.accumulator or next((p.name for p in sch.state.stages
+                                      if p.op.reduce_axes and p.op.tag == anchor.tag and p.attach is None), None)
+    if acc is None:
+        raise ScheduleError(f"template conv2d_nchwc: no reduction tagged {anchor.tag} feeds stage {s.name}")
+    for p in list(sch.state.stages):
+        if p is not s and p.name != acc and p.attach is None and not p.op.reduce_axes and p.op.tag == anchor.tag:
+            sch.compute_inline(p.name)
+    return acc
