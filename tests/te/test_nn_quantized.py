@@ -100,7 +100,13 @@ def test_quantized_conv2d_pads_with_the_zero_point_and_is_bit_exact(c, o, size, 
     attrs = {"strides": (stride, stride), "pads": (pad, pad, pad, pad), "dilations": (1, 1), "group": 1}
     out = integer_conv2d(b, xv, zx, w, np.zeros((), np.int8), bias, epilogue, "qconv", **attrs)
     node = b.build(out).nodes[-1]
-    got = _run("quantized_conv2d", [x, *(v.data for v in node.inputs[1:])], **node.attrs)
+    assert node.op == "quantized_im2col_conv" and node.inputs[1].origin.op == "quantized_im2col_weight"
+    got = _run(node.op, [x, *(v.data for v in node.inputs[1:])], **node.attrs)
+    # the same kernel with its weights packed at the start of the call, as quantized_conv2d does
+    unpacked = {k: v for k, v in node.attrs.items() if k not in ("out_channels", "kernel_shape")}
+    in_call = _run("quantized_conv2d", [x, node.inputs[1].origin.source.data, *(v.data for v in node.inputs[2:])],
+                   group=1, **unpacked)
+    np.testing.assert_array_equal(in_call, got)
     # the reference: (x - zx) (w) with ONNX's centred zero padding, summed in int64
     xc = np.pad(x.astype(np.int64) - zx, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     oh, ow = (xc.shape[2] - kernel) // stride + 1, (xc.shape[3] - kernel) // stride + 1
