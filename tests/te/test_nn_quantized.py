@@ -127,3 +127,24 @@ def test_weights_that_do_not_fit_s8_after_centring_are_refused():
     x = b.input("a", (2, 3), "uint8")
     w = np.full((3, 4), 200, np.uint8)
     assert integer_matmul(b, x, 0, w, np.zeros((), np.uint8), None, Epilogue(None, 0, "int32", 0, 0), "q") is None
+
+
+def test_reduce_range_weights_up_to_64_take_the_7_bit_path_and_stay_exact():
+    """ONNX Runtime's reduce_range weights span [-64, 64]; a pair of u8 x s8 products then stays within int16
+    (2 x 255 x 64 = 32640), so 64 itself still gets weight_bits 7, and 65 does not."""
+    rng = np.random.default_rng(3)
+    a = np.full((7, 12), 255, np.uint8)
+    w = rng.integers(-64, 64, (12, 9), endpoint=True).astype(np.int8)
+    w[:, :3], w[:, 3:6] = 64, -64
+    epilogue = Epilogue(None, 0, "int32", 0, 0)
+    b = GraphBuilder()
+    x = b.input("a", a.shape, "uint8")
+    node = b.build(integer_matmul(b, x, 0, w, np.zeros((), np.int8), None, epilogue, "q")).nodes[-1]
+    assert node.attrs["weight_bits"] == 7
+    got = _run("quantized_matmul", [a, *(v.data for v in node.inputs[1:])], **node.attrs)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ w.astype(np.int64))
+    b = GraphBuilder()
+    x = b.input("a", a.shape, "uint8")
+    wider = np.where(w == 64, 65, w).astype(np.int8)
+    node = b.build(integer_matmul(b, x, 0, wider, np.zeros((), np.int8), None, epilogue, "q")).nodes[-1]
+    assert node.attrs["weight_bits"] == 8

@@ -67,9 +67,9 @@ def _centred_weight(w: np.ndarray, zero_point: np.ndarray, axis: int) -> np.ndar
 
 
 def _weight_bits(centred: np.ndarray) -> int:
-    """7 when every weight lies in [-64, 63] (ONNX Runtime's reduce_range weights do), which lets AVX2 kernels
+    """7 when every weight lies in [-64, 64] (ONNX Runtime's reduce_range range), which lets AVX2 kernels
     sum in int16 pairs (te.nn.quantized._int8_gemm); else 8."""
-    return 7 if centred.min(initial=0) >= -64 and centred.max(initial=0) <= 63 else 8
+    return 7 if centred.min(initial=0) >= -64 and centred.max(initial=0) <= 64 else 8
 
 
 def _bias(bias: np.ndarray | None, weight_sums: np.ndarray, in_zero_point: int) -> np.ndarray | None:

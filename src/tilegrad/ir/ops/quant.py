@@ -105,7 +105,7 @@ declare("dequantize_linear", kind=BROADCAST, attrs={"axis": 1}, infer=_dequantiz
             Sample((((3, 5, 7), "uint8"), ((), "float32"), ((), "uint8"))),
             Sample((((6, 4), "int8"), ((6,), "float32"), ((6,), "int8")), {"axis": 0})))
 
-# weight_bits 7 promises weights in [-64, 63], which lets AVX2 kernels sum byte products in int16 pairs
+# weight_bits 7 promises weights in [-64, 64], which lets AVX2 kernels sum byte products in int16 pairs
 # (te.nn.quantized._int8_gemm); the results are the same.
 _EPILOGUE = {"zero_point": 0, "lo": 0, "hi": 255, "out_dtype": "uint8", "weight_bits": 8}
 

@@ -79,7 +79,7 @@ def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier
     """requantize(u8(a) @ w + bias) with a (M, K) and w packed as (ceil(N / nr), ceil(K / 4), nr, 4) s8: column
     panels of nr, each k group of 4 interleaved, the layout of a u8 x s8 dot-product instruction (vpdpbusd: four
     byte products summed into each int32 lane). An s8 `a` enters as u8(a + 128) (the caller's bias holds
-    -128 * the weight sums), so the products are always u8 x s8. `weight_bits` 7 promises weights in [-64, 63]
+    -128 * the weight sums), so the products are always u8 x s8. `weight_bits` 7 promises weights in [-64, 64]
     (`_int8_gemm` says what that allows)."""
     check_rank(a, 2, "quantized_matmul", "M, K")
     m, k = a.shape
@@ -213,7 +213,7 @@ def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: 
     them; loop/dot4.py gives the tile's inner loops to the dot-product instruction).
 
     With 7-bit weights (`weight_bits` 7) a group is summed as two int16 sums of two products each, which cannot
-    overflow (2 * 255 * 64 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
+    overflow (2 * 255 * 64 = 32640 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
     may use it (MLAS's AVX2 kernels take the same promise from ONNX Runtime's reduce_range)."""
     m, k = shape
     panels, groups, nr, _ = wpack.shape
