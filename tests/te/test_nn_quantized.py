@@ -148,3 +148,21 @@ def test_reduce_range_weights_up_to_64_take_the_7_bit_path_and_stay_exact():
     wider = np.where(w == 64, 65, w).astype(np.int8)
     node = b.build(integer_matmul(b, x, 0, wider, np.zeros((), np.int8), None, epilogue, "q")).nodes[-1]
     assert node.attrs["weight_bits"] == 8
+
+
+def test_a_byte_output_vectorises_over_bytes_and_stays_exact():
+    """quantize_linear writes u8: its innermost loop is split by a vector of bytes (4x the float lanes), which gcc
+    needs to vectorise a byte store, and the result is unchanged."""
+    from tilegrad.schedule.defaults import default_schedule
+    from tilegrad.target import Target
+
+    target = Target(flags=frozenset({"avx2"}))
+    x = te.placeholder((2, 3, 70), "float32", "x")
+    scale, zero_point = te.placeholder((), "float32", "s"), te.placeholder((), "uint8", "z")
+    q = lookup("quantize_linear").compute(x, scale, zero_point, axis=1)
+    steps = default_schedule(q, target).trace.steps
+    assert [dict(st.args)["factor"] for st in steps if st.kind == "split"] == [4 * target.vector_lanes]
+    assert any(st.kind == "vectorize" for st in steps)
+    data = np.random.default_rng(5).uniform(-3, 3, (2, 3, 70)).astype(np.float32)
+    got = build(([x, scale, zero_point], [q]), target=target).run(data, np.array(0.02, np.float32), np.array(130, np.uint8))
+    np.testing.assert_array_equal(got, np.clip(np.rint(data / np.float32(0.02)) + 130, 0, 255).astype(np.uint8))

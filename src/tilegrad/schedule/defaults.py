@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Sequence
 
+from ..dtype import itemsize
 from ..target import Target, host
 from ..te import expr as E
 from ..te.tensor import Tensor
@@ -263,7 +264,8 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
         _schedule_window(sch, s, target, None)
         return
     inner = spatial[-1]
-    lanes = target.vector_lanes
+    # a byte output (quantize_linear's) needs a vector of bytes, 4x the float lanes, for gcc to vectorise it
+    lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)
     vec_outer, vec_inner = sch.split(s.name, inner, lanes) if _extent(s, inner) > lanes else (None, inner)
     outer = spatial[:-1] + ([vec_outer] if vec_outer else [])
     if reduce:
