@@ -5,6 +5,7 @@ convolution with the zero point folded into the bias and the requantization epil
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,3 +167,20 @@ def test_a_byte_output_vectorises_over_bytes_and_stays_exact():
     data = np.random.default_rng(5).uniform(-3, 3, (2, 3, 70)).astype(np.float32)
     got = build(([x, scale, zero_point], [q]), target=target).run(data, np.array(0.02, np.float32), np.array(130, np.uint8))
     np.testing.assert_array_equal(got, np.clip(np.rint(data / np.float32(0.02)) + 130, 0, 255).astype(np.uint8))
+
+
+@pytest.mark.parametrize("width,stride", [(56, 1), (14, 2), (9, 1)])
+def test_depthwise_quantized_conv2d_is_bit_exact_with_its_byte_vectors(width, stride):
+    """A depthwise u8 convolution (the window rule, whose vector of outputs is now a vector of bytes) equals the
+    NumPy integer reference, rows whose width is a multiple of the byte lanes and rows that are not."""
+    rng = np.random.default_rng(width)
+    c = 5
+    x = rng.integers(0, 255, (1, c, 7, width), endpoint=True).astype(np.uint8)
+    w = rng.integers(-127, 127, (c, 1, 3, 3), endpoint=True).astype(np.int8)
+    bias = rng.integers(-3000, 3000, c).astype(np.int32)
+    multiplier = (rng.random(c) * 0.01 + 1e-3).astype(np.float32)
+    attrs = {"strides": (stride, stride), "pads": (1, 1, 1, 1), "dilations": (1, 1), "group": c, "x_zero_point": 9,
+             "zero_point": 4, "lo": 4, "hi": 255, "out_dtype": "uint8", "weight_bits": 8}
+    opdef = lookup("quantized_conv2d")
+    got = _run("quantized_conv2d", [x, w, bias, multiplier], **attrs)
+    np.testing.assert_array_equal(got, opdef.reference(x, w, bias, multiplier, **opdef.bind_attrs(attrs, "test")))

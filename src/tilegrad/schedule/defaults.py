@@ -279,7 +279,7 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
     """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
     this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy.
     `accumulator` is the window stage when `s` is its fused epilogue."""
-    lanes = target.vector_lanes
+    lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)  # a byte output: a vector of bytes
     *outer, w = [a.name for a in s.op.axes]
     wext = _extent(s, w)
     wr, _ = conv_tile(1, wext, lanes)
