@@ -111,7 +111,7 @@ def quantized_conv2d(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te
     convolution (tag "conv2d", the convolution's default rule) with the requantization as its element-wise
     epilogue."""
     check_rank(x, 4, "quantized_conv2d", "N, C, H, W")
-    win = Window.of("quantized_conv2d", x.shape[2:], w.shape[2:], stride, pads, dilation)
+    Window.of("quantized_conv2d", x.shape[2:], w.shape[2:], stride, pads, dilation)  # checks the window
     if x.dtype == "uint8" and groups == 1:
         wpack = pack_int8_conv_weight(w, name=f"{name}_wpack")
         return quantized_im2col_conv(x, wpack, bias, multiplier, w.shape[0], w.shape[2:], x_zero_point, stride,
