@@ -2,7 +2,7 @@
 intrinsic call per row and vector of columns; the code for AVX-512 VNNI and AVX-VNNI holds vpdpbusd and the AVX2
 code for 8-bit weights the exact vpmaddwd pairs (never the saturating vpmaddubsw), for 7-bit weights vpmaddubsw;
 and every path this CPU can run equals NumPy's int64 sums on the operands at the edges of the int16 pairs (u8 255
-times s8 -128, or -64 and 63 for 7-bit weights)."""
+times s8 -128, or -64 and 64 for 7-bit weights)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_runnable_paths_are_bit_exact_at_the_edges_of_int16_pairs(extra, dtype, 
     info = np.iinfo(dtype)
     a = rng.integers(info.min, info.max, (M, K), endpoint=True).astype(dtype)
     a[:4] = info.max
-    low, high = (-128, 127) if weight_bits == 8 else (-64, 63)
+    low, high = (-128, 127) if weight_bits == 8 else (-64, 64)
     w = rng.integers(low, high, (N, K), endpoint=True).astype(np.int8)
     w[:8], w[8:16] = low, high
     wpack = np.zeros((3 * 16, 9 * 4), np.int8)

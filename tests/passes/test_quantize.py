@@ -108,7 +108,8 @@ def _output_step(model) -> float:
 def test_cnn_matches_onnxruntime_bit_for_bit(tmp_path, quant_format, per_channel):
     model, x = _quantized(tmp_path, _cnn, quant_format, per_channel)
     ops = {n.op for n in optimize(import_model(model))[0].nodes}
-    assert {"quantized_conv2d", "quantized_matmul"} <= ops and not {"conv", "gemm", "matmul"} & ops
+    # u8 convolutions with one group: the implicit-im2col GEMM over weights packed at compile time
+    assert {"quantized_im2col_conv", "quantized_matmul"} <= ops and not {"conv", "gemm", "matmul"} & ops
     np.testing.assert_array_equal(tilegrad.compile(model)(x), _onnxruntime(model, x))
 
 

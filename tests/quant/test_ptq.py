@@ -177,3 +177,36 @@ def test_symmetric_activations_are_int8_with_zero_point_0(exported, calibration,
 def test_an_unknown_method_is_refused_by_name(exported, calibration):
     with pytest.raises(tilegrad.errors.TilegradError, match="unknown calibration method 'entropy'.*max_min"):
         tilegrad.quantize(exported["mlp"], calibration, "entropy")
+
+
+def _weight_integers(model: onnx.ModelProto) -> list[np.ndarray]:
+    """The int8 weights (not their zero points, which are int8 vectors too)."""
+    return [onnx.numpy_helper.to_array(t) for t in model.graph.initializer
+            if t.data_type == onnx.TensorProto.INT8 and len(t.dims) >= 2]
+
+
+@pytest.mark.parametrize("reduce_range", [False, True])
+def test_reduce_range_quantizes_weights_to_7_bits_within_a_point_of_float32(reduce_range, exported, calibration,
+                                                                            float_accuracy, digits):
+    """7-bit weights ([-64, 64], ONNX Runtime's reduce_range) reach 64 in each channel and compile to the int16
+    pair products (weight_bits 7); 8-bit ones reach 127. Either stays within a point of float32 on the digits."""
+    from tilegrad.frontend.load import import_model
+    from tilegrad.passes import optimize
+
+    _, (x, y) = digits
+    q = tilegrad.quantize(exported["cnn"], calibration, "max_min", reduce_range=reduce_range)
+    bound = 64 if reduce_range else 127
+    assert all(np.abs(w).max() == bound for w in _weight_integers(q.model))
+    products = [n for n in optimize(import_model(q.model))[0].nodes if "weight_bits" in n.attrs]
+    assert len(products) == 3 and {n.attrs["weight_bits"] for n in products} == {7 if reduce_range else 8}
+    assert accuracy(predict(q.module, x), y) >= float_accuracy["cnn"] - 1.0
+
+
+def test_reduce_range_is_the_default_exactly_on_avx2_without_vnni(exported, calibration):
+    from tilegrad.target import host
+
+    default = tilegrad.quantize(exported["mlp"], calibration, "max_min", bias_correction=False)
+    chosen = tilegrad.quantize(exported["mlp"], calibration, "max_min", bias_correction=False,
+                               reduce_range=host().int8_dot == "avx2")
+    for a, b in zip(_weight_integers(default.model), _weight_integers(chosen.model), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -5,6 +5,7 @@ convolution with the zero point folded into the bias and the requantization epil
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,7 +101,13 @@ def test_quantized_conv2d_pads_with_the_zero_point_and_is_bit_exact(c, o, size, 
     attrs = {"strides": (stride, stride), "pads": (pad, pad, pad, pad), "dilations": (1, 1), "group": 1}
     out = integer_conv2d(b, xv, zx, w, np.zeros((), np.int8), bias, epilogue, "qconv", **attrs)
     node = b.build(out).nodes[-1]
-    got = _run("quantized_conv2d", [x, *(v.data for v in node.inputs[1:])], **node.attrs)
+    assert node.op == "quantized_im2col_conv" and node.inputs[1].origin.op == "quantized_im2col_weight"
+    got = _run(node.op, [x, *(v.data for v in node.inputs[1:])], **node.attrs)
+    # the same kernel with its weights packed at the start of the call, as quantized_conv2d does
+    unpacked = {k: v for k, v in node.attrs.items() if k not in ("out_channels", "kernel_shape")}
+    in_call = _run("quantized_conv2d", [x, node.inputs[1].origin.source.data, *(v.data for v in node.inputs[2:])],
+                   group=1, **unpacked)
+    np.testing.assert_array_equal(in_call, got)
     # the reference: (x - zx) (w) with ONNX's centred zero padding, summed in int64
     xc = np.pad(x.astype(np.int64) - zx, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     oh, ow = (xc.shape[2] - kernel) // stride + 1, (xc.shape[3] - kernel) // stride + 1
@@ -121,3 +128,59 @@ def test_weights_that_do_not_fit_s8_after_centring_are_refused():
     x = b.input("a", (2, 3), "uint8")
     w = np.full((3, 4), 200, np.uint8)
     assert integer_matmul(b, x, 0, w, np.zeros((), np.uint8), None, Epilogue(None, 0, "int32", 0, 0), "q") is None
+
+
+def test_reduce_range_weights_up_to_64_take_the_7_bit_path_and_stay_exact():
+    """ONNX Runtime's reduce_range weights span [-64, 64]; a pair of u8 x s8 products then stays within int16
+    (2 x 255 x 64 = 32640), so 64 itself still gets weight_bits 7, and 65 does not."""
+    rng = np.random.default_rng(3)
+    a = np.full((7, 12), 255, np.uint8)
+    w = rng.integers(-64, 64, (12, 9), endpoint=True).astype(np.int8)
+    w[:, :3], w[:, 3:6] = 64, -64
+    epilogue = Epilogue(None, 0, "int32", 0, 0)
+    b = GraphBuilder()
+    x = b.input("a", a.shape, "uint8")
+    node = b.build(integer_matmul(b, x, 0, w, np.zeros((), np.int8), None, epilogue, "q")).nodes[-1]
+    assert node.attrs["weight_bits"] == 7
+    got = _run("quantized_matmul", [a, *(v.data for v in node.inputs[1:])], **node.attrs)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ w.astype(np.int64))
+    b = GraphBuilder()
+    x = b.input("a", a.shape, "uint8")
+    wider = np.where(w == 64, 65, w).astype(np.int8)
+    node = b.build(integer_matmul(b, x, 0, wider, np.zeros((), np.int8), None, epilogue, "q")).nodes[-1]
+    assert node.attrs["weight_bits"] == 8
+
+
+def test_a_byte_output_vectorises_over_bytes_and_stays_exact():
+    """quantize_linear writes u8: its innermost loop is split by a vector of bytes (4x the float lanes), which gcc
+    needs to vectorise a byte store, and the result is unchanged."""
+    from tilegrad.schedule.defaults import default_schedule
+    from tilegrad.target import Target
+
+    target = Target(flags=frozenset({"avx2"}))
+    x = te.placeholder((2, 3, 70), "float32", "x")
+    scale, zero_point = te.placeholder((), "float32", "s"), te.placeholder((), "uint8", "z")
+    q = lookup("quantize_linear").compute(x, scale, zero_point, axis=1)
+    steps = default_schedule(q, target).trace.steps
+    assert [dict(st.args)["factor"] for st in steps if st.kind == "split"] == [4 * target.vector_lanes]
+    assert any(st.kind == "vectorize" for st in steps)
+    data = np.random.default_rng(5).uniform(-3, 3, (2, 3, 70)).astype(np.float32)
+    got = build(([x, scale, zero_point], [q]), target=target).run(data, np.array(0.02, np.float32), np.array(130, np.uint8))
+    np.testing.assert_array_equal(got, np.clip(np.rint(data / np.float32(0.02)) + 130, 0, 255).astype(np.uint8))
+
+
+@pytest.mark.parametrize("width,stride", [(56, 1), (14, 2), (9, 1)])
+def test_depthwise_quantized_conv2d_is_bit_exact_with_its_byte_vectors(width, stride):
+    """A depthwise u8 convolution (the window rule, whose vector of outputs is now a vector of bytes) equals the
+    NumPy integer reference, rows whose width is a multiple of the byte lanes and rows that are not."""
+    rng = np.random.default_rng(width)
+    c = 5
+    x = rng.integers(0, 255, (1, c, 7, width), endpoint=True).astype(np.uint8)
+    w = rng.integers(-127, 127, (c, 1, 3, 3), endpoint=True).astype(np.int8)
+    bias = rng.integers(-3000, 3000, c).astype(np.int32)
+    multiplier = (rng.random(c) * 0.01 + 1e-3).astype(np.float32)
+    attrs = {"strides": (stride, stride), "pads": (1, 1, 1, 1), "dilations": (1, 1), "group": c, "x_zero_point": 9,
+             "zero_point": 4, "lo": 4, "hi": 255, "out_dtype": "uint8", "weight_bits": 8}
+    opdef = lookup("quantized_conv2d")
+    got = _run("quantized_conv2d", [x, w, bias, multiplier], **attrs)
+    np.testing.assert_array_equal(got, opdef.reference(x, w, bias, multiplier, **opdef.bind_attrs(attrs, "test")))

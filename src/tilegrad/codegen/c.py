@@ -154,7 +154,7 @@ static inline void tg_dot4_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t*
   tg_dot4_u8s8x8(acc + 8, a, w + 32);
 #endif
 }
-/* The same sums where every weight lies in [-64, 63] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
+/* The same sums where every weight lies in [-64, 64] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
    vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15), and vpmaddwd by ones adds the pairs. */
 static inline void tg_dot4_u8s7x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
 #if defined(__AVX2__) && !defined(__AVX512VNNI__) && !defined(__AVXVNNI__)

@@ -242,7 +242,7 @@ def _integer_matmul(b: B, name, a, w, a_zero_point, b_zero_point, scales, y_zero
 
 
 def _integer_conv(b: B, name, x, w, x_zero_point, w_zero_point, scales, y_zero_point, bias, attrs):
-    """The convolution as one quantized_conv2d (scales: (x, w, y) or None for ConvInteger's int32 output), or
+    """The convolution as one integer product (scales: (x, w, y) or None for ConvInteger's int32 output), or
     None where that does not apply."""
     known = _known(w, x_zero_point, w_zero_point, y_zero_point, bias, *(scales or ()))
     if known is None or len(x.shape) != 4 or _one(known[1]) is None:

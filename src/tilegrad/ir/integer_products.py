@@ -10,12 +10,14 @@ and the caller keeps its float or int32 composition.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
 
 from ..te.nn.quantized import DOT_GROUP, QUANTIZED_RANGES
-from .graph import Value
+from .graph import Derivation, Value
+from .ops.quant import pack_conv_weight_numpy
 
 INT32 = np.iinfo(np.int32)
 PANEL = 16  # output columns per packed panel of a quantized_matmul's weights (two AVX2 int32 vectors)
@@ -65,9 +67,9 @@ def _centred_weight(w: np.ndarray, zero_point: np.ndarray, axis: int) -> np.ndar
 
 
 def _weight_bits(centred: np.ndarray) -> int:
-    """7 when every weight lies in [-64, 63] (ONNX Runtime's reduce_range weights do), which lets AVX2 kernels
+    """7 when every weight lies in [-64, 64] (ONNX Runtime's reduce_range range), which lets AVX2 kernels
     sum in int16 pairs (te.nn.quantized._int8_gemm); else 8."""
-    return 7 if centred.min(initial=0) >= -64 and centred.max(initial=0) <= 63 else 8
+    return 7 if centred.min(initial=0) >= -64 and centred.max(initial=0) <= 64 else 8
 
 
 def _bias(bias: np.ndarray | None, weight_sums: np.ndarray, in_zero_point: int) -> np.ndarray | None:
@@ -115,15 +117,23 @@ def integer_conv2d(b, x: Value, in_zero_point: int, w: np.ndarray, w_zero_point:
                    bias: np.ndarray | None, epilogue: Epilogue, name: str, *, strides, pads, dilations,
                    group) -> Value | None:
     """The convolution of x (N, C, H, W) u8/s8 by the constant w (O, C / group, KH, KW) (zero point per tensor
-    or per output channel), plus an int32 bias (O,), through `epilogue`, as one quantized_conv2d; None where that
-    is not exact."""
+    or per output channel), plus an int32 bias (O,), through `epilogue`, as one quantized_im2col_conv (a u8 x
+    and one group: the weights are packed here, with their derivation noted so that a saved module can store the
+    smaller source) or quantized_conv2d; None where that is not exact."""
     if x.dtype not in QUANTIZED_RANGES or w.ndim != 4 or len(x.shape) != 4:
         return None
     centred = _centred_weight(w, w_zero_point, 0)
     total = None if centred is None else _bias(bias, centred.astype(np.int64).sum(axis=(1, 2, 3)), in_zero_point)
     if total is None:
         return None
-    return b.op("quantized_conv2d", x, b.const(centred, f"{name}_w"), b.const(total, f"{name}_bias"),
-                *_multiplier_input(b, epilogue, name), name=name, x_zero_point=in_zero_point, strides=strides,
-                pads=pads, dilations=dilations, group=group, zero_point=epilogue.zero_point, lo=epilogue.lo,
-                hi=epilogue.hi, out_dtype=epilogue.out_dtype, weight_bits=_weight_bits(centred))
+    weight, requantization = b.const(centred, f"{name}_w"), {
+        "x_zero_point": in_zero_point, "strides": strides, "pads": pads, "dilations": dilations,
+        "zero_point": epilogue.zero_point, "lo": epilogue.lo, "hi": epilogue.hi, "out_dtype": epilogue.out_dtype,
+        "weight_bits": _weight_bits(centred)}
+    operands = (b.const(total, f"{name}_bias"), *_multiplier_input(b, epilogue, name))
+    if x.dtype == "uint8" and group == 1:  # the implicit-im2col GEMM, its weights packed once, here
+        wpack = dataclasses.replace(b.const(pack_conv_weight_numpy(centred), f"{name}_wpack"),
+                                    origin=Derivation("quantized_im2col_weight", weight, {}))
+        return b.op("quantized_im2col_conv", x, wpack, *operands, name=name, out_channels=w.shape[0],
+                    kernel_shape=tuple(w.shape[2:]), **requantization)
+    return b.op("quantized_conv2d", x, weight, *operands, name=name, group=group, **requantization)

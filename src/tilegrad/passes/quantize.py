@@ -1,7 +1,7 @@
 """The QDQ fold: DequantizeLinear -> Conv / MatMul / Gemm (+ bias, + Relu or Clip) -> QuantizeLinear, as
-onnxruntime.quantization writes it with QuantFormat.QDQ, becomes one integer product (`quantized_conv2d`,
-`quantized_matmul`: ir/integer_products.py) reading the u8/s8 activation, with the weights quantized, centred and
-packed now and the requantization and activation in its epilogue. It is what ONNX Runtime's QDQ transformers do
+onnxruntime.quantization writes it with QuantFormat.QDQ, becomes one integer product (`quantized_im2col_conv`,
+`quantized_conv2d`, `quantized_matmul`: ir/integer_products.py) reading the u8/s8 activation, with the weights
+quantized, centred and packed now and the requantization and activation in its epilogue. It is what ONNX Runtime's QDQ transformers do
 when they make QLinearConv and QLinearMatMul, and the integer outputs equal theirs.
 
 It runs before constant folding (order 5, the only pass before it): the weights' DequantizeLinear nodes read
@@ -52,9 +52,8 @@ def fold_qdq(g: Graph, ctx: PassContext) -> Graph:
             return None
         folded = _fold_product(ed, product, ed.inputs_of(q), clip, producers, q.name)
         if folded is not None:
-            ctx.note(f"folded {product.name} ({product.op}) and {q.name} into one {folded[1]}")
-            return folded[0]
-        return None
+            ctx.note(f"folded {product.name} ({product.op}) and {q.name} into one integer product")
+        return folded
 
     return map_nodes(g, fold)
 
@@ -72,7 +71,7 @@ def _dequantized(v: Value, producers: dict, constant: bool):
 
 
 def _fold_product(ed: GraphEditor, product: Node, q_inputs, clip, producers, name):
-    """The integer product's output and op name for `product` quantized by (scale, zero point) `q_inputs`."""
+    """The integer product's output for `product` quantized by (scale, zero point) `q_inputs`, or None."""
     _, y_scale, y_zero_point = q_inputs
     if not (y_scale.is_constant and y_zero_point.is_constant) or y_scale.shape != ():
         return None
@@ -103,11 +102,9 @@ def _fold_product(ed: GraphEditor, product: Node, q_inputs, clip, producers, nam
         attrs = product.attrs
         if len(xq.shape) != 4:
             return None
-        out = integer_conv2d(ed, xq, int(zx), w_data, zw, int_bias, epilogue, name, strides=attrs["strides"],
-                             pads=attrs["pads"], dilations=attrs["dilations"], group=attrs["group"])
-        return (out, "quantized_conv2d") if out is not None else None
-    out = integer_matmul(ed, xq, int(zx), w_data, zw, int_bias, epilogue, name)
-    return (out, "quantized_matmul") if out is not None else None
+        return integer_conv2d(ed, xq, int(zx), w_data, zw, int_bias, epilogue, name, strides=attrs["strides"],
+                              pads=attrs["pads"], dilations=attrs["dilations"], group=attrs["group"])
+    return integer_matmul(ed, xq, int(zx), w_data, zw, int_bias, epilogue, name)
 
 
 def _plain_product(product: Node, wq: Value) -> bool:

@@ -11,13 +11,14 @@ from onnx import numpy_helper
 
 from ..errors import TilegradError
 from ..runtime.module import Module
+from ..target import host
 from .calibrate import METHODS, calibrate
 from .calibration_data import as_list
 from .correction import corrected_weight, mean_error, with_biases
 from .qdq import Plan, bias_of, plan, write
 from .ranges import DEFAULT_SEARCH, SearchSettings
 from .report import NoiseSum, Report, TensorError
-from .scheme import QParams, asymmetric, symmetric, weight_params
+from .scheme import REDUCED_WEIGHT_MAX, QParams, asymmetric, symmetric, weight_params
 from .scheme import quantize as quantize_array
 from .tap import IncrementalObserver, Observer, graph_inputs
 
@@ -40,7 +41,7 @@ class Quantization(NamedTuple):
 
 def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool = False, per_channel: bool = True,
              symmetric_activations: bool = False, bias_correction: bool = True, weight_correction: bool = True,
-             search: SearchSettings = DEFAULT_SEARCH) -> Quantization:
+             reduce_range: bool | None = None, search: SearchSettings = DEFAULT_SEARCH) -> Quantization:
     """Quantize an ONNX model (a path, bytes or onnx.ModelProto) to int8.
 
     Weights are int8, symmetric, per output channel (`per_channel=False`: one scale per tensor). Activations are
@@ -50,7 +51,9 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     (`search` sets the divergence search). `weight_only` leaves activations in float32. `weight_correction`
     applies the seed's mean/variance correction to weights, `bias_correction` moves each Conv's and Gemm's mean
     output error per channel into its bias (measured on the calibration data: weight-only quantization may go
-    without data, calibration_data=None, and then without bias correction)."""
+    without data, calibration_data=None, and then without bias correction). `reduce_range` quantizes weights to
+    7 bits, [-64, 64], as ONNX Runtime's option of that name, which lets AVX2 without VNNI multiply in int16
+    pairs (vpmaddubsw) instead of widening each byte; None (the default) chooses it on exactly such hosts."""
     from ..api import compile as compile_model
     from ..frontend.onnx import load_model
 
@@ -61,7 +64,9 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     proto = load_model(model)
     batches = [] if calibration_data is None else as_list(calibration_data, graph_inputs(proto))
     p = plan(proto, per_channel)
-    weights = _weights(proto, p, weight_correction)
+    if reduce_range is None:
+        reduce_range = host().int8_dot == "avx2"
+    weights = _weights(proto, p, weight_correction, REDUCED_WEIGHT_MAX if reduce_range else 127)
     correctable = [n for n in p.layers if _correctable(proto, n)] if bias_correction and batches else []
     observer = Observer(proto, list(dict.fromkeys(p.activations + [n.output[0] for n in correctable])))
     activations = {}
@@ -76,12 +81,13 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     return Quantization(compile_model(rewrite.model), rewrite.model, report)
 
 
-def _weights(model: onnx.ModelProto, p: Plan, weight_correction: bool) -> dict[str, tuple[np.ndarray, QParams]]:
+def _weights(model: onnx.ModelProto, p: Plan, weight_correction: bool,
+             q_max: int) -> dict[str, tuple[np.ndarray, QParams]]:
     init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     out = {}
     for name, axis in p.weights.items():
         w = init[name].astype(np.float32)
-        params = weight_params(w, axis)
+        params = weight_params(w, axis, q_max)
         out[name] = corrected_weight(w, params) if weight_correction else (quantize_array(w, params), params)
     return out
 

@@ -14,6 +14,7 @@ from ..errors import ShapeError
 INT8 = (-128, 127)
 UINT8 = (0, 255)
 WEIGHT_RANGE = (-127, 127)  # symmetric weights leave -128 out, so that -w is representable too
+REDUCED_WEIGHT_MAX = 64  # ONNX Runtime's reduce_range weights, [-64, 64]: AVX2's vpmaddubsw pairs cannot saturate
 
 
 class QParams(NamedTuple):
@@ -78,9 +79,10 @@ def symmetric(bound: float | np.ndarray, axis: int | None = None, q_max: int = 1
     return QParams(scale, np.zeros(scale.shape, np.int8), "int8", axis if scale.ndim else None)
 
 
-def weight_params(w: np.ndarray, axis: int | None) -> QParams:
-    """Symmetric int8 parameters for a weight: one scale per channel along `axis` (None: one for the tensor)."""
+def weight_params(w: np.ndarray, axis: int | None, q_max: int = 127) -> QParams:
+    """Symmetric int8 parameters for a weight on [-q_max, q_max]: one scale per channel along `axis` (None: one
+    for the tensor)."""
     if axis is None:
-        return symmetric(np.max(np.abs(w)) if w.size else 0.0)
+        return symmetric(np.max(np.abs(w)) if w.size else 0.0, q_max=q_max)
     reduce = tuple(d for d in range(w.ndim) if d != axis)
-    return symmetric(np.max(np.abs(w), axis=reduce), axis=axis)
+    return symmetric(np.max(np.abs(w), axis=reduce), axis=axis, q_max=q_max)

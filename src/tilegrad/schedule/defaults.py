@@ -13,6 +13,7 @@ import dataclasses
 import math
 from typing import Callable, Sequence
 
+from ..dtype import itemsize
 from ..target import Target, host
 from ..te import expr as E
 from ..te.tensor import Tensor
@@ -266,7 +267,8 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
         _schedule_window(sch, s, target, None)
         return
     inner = spatial[-1]
-    lanes = target.vector_lanes
+    # a byte output (quantize_linear's) needs a vector of bytes, 4x the float lanes, for gcc to vectorise it
+    lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)
     vec_outer, vec_inner = sch.split(s.name, inner, lanes) if _extent(s, inner) > lanes else (None, inner)
     outer = spatial[:-1] + ([vec_outer] if vec_outer else [])
     if reduce:
@@ -280,7 +282,7 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
     """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
     this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy.
     `accumulator` is the window stage when `s` is its fused epilogue."""
-    lanes = target.vector_lanes
+    lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)  # a byte output: a vector of bytes
     *outer, w = [a.name for a in s.op.axes]
     wext = _extent(s, w)
     wr, _ = conv_tile(1, wext, lanes)

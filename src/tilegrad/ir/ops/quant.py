@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...te import nn
-from ..registry import BROADCAST, OUT_FUSABLE, Sample, TensorType, declare
+from ..registry import BROADCAST, INJECTIVE, OUT_FUSABLE, Sample, TensorType, declare
 from .nn import _CONV, _conv_flops, _conv_ref, _conv_type, _window, window_attrs
 
 _ATTRS = {"strides": None, "pads": None, "dilations": None, "group": 1}
@@ -105,7 +105,7 @@ declare("dequantize_linear", kind=BROADCAST, attrs={"axis": 1}, infer=_dequantiz
             Sample((((3, 5, 7), "uint8"), ((), "float32"), ((), "uint8"))),
             Sample((((6, 4), "int8"), ((6,), "float32"), ((6,), "int8")), {"axis": 0})))
 
-# weight_bits 7 promises weights in [-64, 63], which lets AVX2 kernels sum byte products in int16 pairs
+# weight_bits 7 promises weights in [-64, 64], which lets AVX2 kernels sum byte products in int16 pairs
 # (te.nn.quantized._int8_gemm); the results are the same.
 _EPILOGUE = {"zero_point": 0, "lo": 0, "hi": 255, "out_dtype": "uint8", "weight_bits": 8}
 
@@ -205,3 +205,79 @@ declare("quantized_conv2d", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_qconv_ty
             Sample((((1, 4, 8, 7), "int8"), ((8, 1, 3, 3), "int8"), ((8,), "int32"), ((), "float32")),
                    {"pads": [1, 1, 1, 1], "group": 4, "x_zero_point": -3, "lo": -128, "hi": 127,
                     "out_dtype": "int8"})))
+
+
+# The u8 convolution with one group as the int8 GEMM of the implicit im2col, over weights packed at compile time
+# (ir/integer_products.py derives them with `quantized_im2col_weight`).
+
+def pack_conv_weight_numpy(w: np.ndarray) -> np.ndarray:
+    """w (O, C, KH, KW) as column panels (ceil(O / 16), ceil(K / 4), 16, 4), K in (tap row, tap column,
+    channel) order, zeros past O and K: te.nn.pack_int8_conv_weight's layout."""
+    o = w.shape[0]
+    panels, groups, nr, group = nn.int8_conv_weight_shape(o, math.prod(w.shape[1:]))
+    columns = w.transpose(0, 2, 3, 1).reshape(o, -1)
+    padded = np.zeros((panels * nr, groups * group), w.dtype)
+    padded[:o, :columns.shape[1]] = columns
+    return np.ascontiguousarray(padded.reshape(panels, nr, groups, group).transpose(0, 2, 1, 3))
+
+
+def unpack_conv_weight(wpack: np.ndarray, out_channels: int, channels: int, kernel_shape) -> np.ndarray:
+    """The (O, C, KH, KW) weight of `pack_conv_weight_numpy`'s panels."""
+    kh, kw = kernel_shape
+    columns = unpack_matmul_weight(wpack, out_channels, channels * kh * kw)
+    return columns.reshape(out_channels, kh, kw, channels).transpose(0, 3, 1, 2)
+
+
+def _im2col_weight_type(w):
+    if len(w.shape) != 4 or w.dtype != "int8":
+        raise ShapeError(f"quantized_im2col_weight takes an s8 weight (O, C, KH, KW), got {w.dtype}{list(w.shape)}")
+    return [TensorType(nn.int8_conv_weight_shape(w.shape[0], math.prod(w.shape[1:])), "int8")]
+
+
+def _im2col_conv_weight(x, wpack, out_channels, kernel_shape) -> TensorType:
+    if len(x.shape) != 4 or len(kernel_shape) != 2:
+        raise ShapeError(f"quantized_im2col_conv takes x (N, C, H, W) and a 2-D kernel, got {list(x.shape)} and "
+                         f"{list(kernel_shape)}")
+    want = nn.int8_conv_weight_shape(out_channels, x.shape[1] * math.prod(kernel_shape))
+    if tuple(wpack.shape) != want:
+        raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {list(kernel_shape)} kernel "
+                         f"over {x.shape[1]} channels need packed weights {list(want)}, got {list(wpack.shape)}")
+    return TensorType((out_channels, x.shape[1], *kernel_shape), wpack.dtype)
+
+
+def _im2col_conv_type(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, **attrs):
+    if x.dtype != "uint8":
+        raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
+    return _qconv_type(x, _im2col_conv_weight(x, wpack, out_channels, kernel_shape), bias, multiplier, group=1,
+                       **attrs)
+
+
+def _im2col_conv_ref(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, **attrs):
+    w = unpack_conv_weight(wpack, out_channels, x.shape[1], kernel_shape)
+    return _qconv_ref(x, w, bias, multiplier, group=1, **attrs)
+
+
+def _im2col_conv_te(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, x_zero_point, strides, pads,
+                    dilations, zero_point, lo, hi, out_dtype, weight_bits):
+    stride, pad_pairs, dilation = window_attrs("quantized_im2col_conv", 2, strides, pads, dilations)
+    return nn.quantized_im2col_conv(x, wpack, bias, multiplier, out_channels, kernel_shape, x_zero_point, stride,
+                                    pad_pairs, dilation, zero_point, lo, hi, out_dtype, weight_bits, name="qconv")
+
+
+def _im2col_conv_flops(ins, outs, *, kernel_shape, **_) -> int:
+    return 2 * math.prod(outs[0].shape) * ins[0].shape[1] * math.prod(kernel_shape)
+
+
+declare("quantized_im2col_weight", kind=INJECTIVE, infer=_im2col_weight_type,
+        reference=pack_conv_weight_numpy, compute=lambda w: nn.pack_int8_conv_weight(w, name="qconv_wpack"),
+        samples=(Sample((((7, 3, 3, 2), "int8"),)), Sample((((17, 4, 1, 1), "int8"),))))
+declare("quantized_im2col_conv", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_im2col_conv_type,
+        reference=_im2col_conv_ref, compute=_im2col_conv_te, flops=_im2col_conv_flops,
+        attrs={"out_channels": None, "kernel_shape": None, "x_zero_point": 0, "strides": None, "pads": None,
+               "dilations": None, **_EPILOGUE}, samples=(
+            Sample((((1, 4, 9, 8), "uint8"), ((1, 9, 16, 4), "int8"), ((6,), "int32"), ((6,), "float32")),
+                   {"out_channels": 6, "kernel_shape": [3, 3], "strides": [2, 1], "pads": [1, 0, 1, 2],
+                    "x_zero_point": 7, "zero_point": 5, "weight_bits": 7}),
+            Sample((((1, 3, 6, 5), "uint8"), ((2, 3, 16, 4), "int8"), ((17,), "int32")),
+                   {"out_channels": 17, "kernel_shape": [2, 2], "dilations": [2, 1], "x_zero_point": 200,
+                    "out_dtype": "int32"})))

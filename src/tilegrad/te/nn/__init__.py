@@ -30,6 +30,8 @@ from .packed_conv import (
 from .quantized import (
     DOT_GROUP as DOT_GROUP, QUANTIZED_RANGES as QUANTIZED_RANGES, quantize as quantize, dequantize as dequantize,
     quantized_matmul as quantized_matmul, quantized_conv2d as quantized_conv2d,
+    int8_conv_weight_shape as int8_conv_weight_shape, pack_int8_conv_weight as pack_int8_conv_weight,
+    quantized_im2col_conv as quantized_im2col_conv,
 )
 from .attention import attention as attention, attention_shape as attention_shape
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn

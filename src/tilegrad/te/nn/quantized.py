@@ -18,6 +18,8 @@ ReLU or Clip) -- ONNX Runtime's order (MlasRequantizeOutput), so the integer out
 
 from __future__ import annotations
 
+import math
+
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
@@ -77,7 +79,7 @@ def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier
     """requantize(u8(a) @ w + bias) with a (M, K) and w packed as (ceil(N / nr), ceil(K / 4), nr, 4) s8: column
     panels of nr, each k group of 4 interleaved, the layout of a u8 x s8 dot-product instruction (vpdpbusd: four
     byte products summed into each int32 lane). An s8 `a` enters as u8(a + 128) (the caller's bias holds
-    -128 * the weight sums), so the products are always u8 x s8. `weight_bits` 7 promises weights in [-64, 63]
+    -128 * the weight sums), so the products are always u8 x s8. `weight_bits` 7 promises weights in [-64, 64]
     (`_int8_gemm` says what that allows)."""
     check_rank(a, 2, "quantized_matmul", "M, K")
     m, k = a.shape
@@ -104,16 +106,16 @@ def quantized_conv2d(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te
     """requantize(conv(x, w) + bias) with x (N, C, H, W) u8/s8 padded with its zero point and w (O, C / groups,
     KH, KW) s8, summed in int32.
 
-    A u8 x with one group is the int8 GEMM of the implicit im2col: its a-panels read x's windows directly (rows
-    are output pixels, columns (channel, tap)), the weights are packed into column panels at the start of the
-    call (a small copy next to the products), and the GEMM's (pixels, channels) result is laid out as NCHW.
-    Otherwise the int32 convolution (tag "conv2d", the convolution's default rule) with the requantization as
-    its element-wise epilogue."""
+    A u8 x with one group is the int8 GEMM of the implicit im2col (`quantized_im2col_conv`), its weights packed
+    at the start of the call; ir/integer_products.py packs them at compile time instead. Otherwise the int32
+    convolution (tag "conv2d", the convolution's default rule) with the requantization as its element-wise
+    epilogue."""
     check_rank(x, 4, "quantized_conv2d", "N, C, H, W")
-    win = Window.of("quantized_conv2d", x.shape[2:], w.shape[2:], stride, pads, dilation)
+    Window.of("quantized_conv2d", x.shape[2:], w.shape[2:], stride, pads, dilation)  # checks the window
     if x.dtype == "uint8" and groups == 1:
-        return _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, out_dtype, weight_bits,
-                            name)
+        wpack = pack_int8_conv_weight(w, name=f"{name}_wpack")
+        return quantized_im2col_conv(x, wpack, bias, multiplier, w.shape[0], w.shape[2:], x_zero_point, stride,
+                                     pads, dilation, zero_point, lo, hi, out_dtype, weight_bits, name)
     if any(lo_ or hi_ for lo_, hi_ in pads):
         x = pad(x, ((0, 0), (0, 0), *pads), value=float(x_zero_point), name=f"{name}_pad")
     acc = conv2d(cast(x, "int32", name=f"{name}_x32"), cast(w, "int32", name=f"{name}_w32"), stride, 0, dilation,
@@ -125,23 +127,50 @@ def quantized_conv2d(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te
     return te.compute(acc.shape, output, name=name, tag="elemwise")
 
 
-def _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, out_dtype, weight_bits, name):
-    """The GEMM columns run over (tap row, tap column, channel), so that a k group of 4 is 4 neighbouring
-    channels of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x)."""
-    (batch, channels, height, width), (out_channels, _, kh, kw) = x.shape, w.shape
-    oh, ow = win.out_sizes
-    (top, bottom), (left, right) = win.pads
-    k = channels * kh * kw
-    nr = 16
-    groups, panels = -(-k // DOT_GROUP), -(-out_channels // nr)
+CONV_PANEL = 16  # output channels per column panel of a packed convolution weight (two AVX2 int32 vectors)
+
+
+def int8_conv_weight_shape(out_channels: int, depth: int) -> tuple[int, int, int, int]:
+    """The packed shape of a convolution weight with `depth` = C * KH * KW values per output channel."""
+    return -(-out_channels // CONV_PANEL), -(-depth // DOT_GROUP), CONV_PANEL, DOT_GROUP
+
+
+def pack_int8_conv_weight(w: te.Tensor, name: str = "wpack") -> te.Tensor:
+    """w (O, C, KH, KW) s8 as the GEMM's column panels (ceil(O / 16), ceil(K / 4), 16, 4), its K columns in the
+    order (tap row, tap column, channel), zeros past O and K: the order in which the implicit im2col reads x."""
+    out_channels, channels, _, kw = w.shape
+    k = math.prod(w.shape[1:])
 
     def w_panel(p, ko, jj, g):
-        o, col = p * nr + jj, ko * DOT_GROUP + g
+        o, col = p * CONV_PANEL + jj, ko * DOT_GROUP + g
         safe_o, safe_col = E.minimum(o, out_channels - 1), E.minimum(col, k - 1)
         value = w[safe_o, safe_col % channels, safe_col // (kw * channels), (safe_col // channels) % kw]
         return E.select((o < out_channels) & (col < k), value, E.const(0, "int8"))
 
-    wpack = te.compute((panels, groups, nr, DOT_GROUP), w_panel, name=f"{name}_wpack", tag="pack")
+    return te.compute(int8_conv_weight_shape(out_channels, k), w_panel, name=name, tag="pack")
+
+
+def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None,
+                          out_channels: int, kernel, x_zero_point: int, stride, pads, dilation, zero_point: int,
+                          lo: int, hi: int, out_dtype: str, weight_bits: int = 8, name: str = "qconv") -> te.Tensor:
+    """requantize(conv(x, w) + bias) for a u8 x (N, C, H, W) and one group, with w packed by
+    `pack_int8_conv_weight`: the int8 GEMM whose a-panels read x's windows directly (rows are output pixels),
+    laid out as NCHW after.
+
+    The GEMM columns run over (tap row, tap column, channel), so that a k group of 4 is 4 neighbouring channels
+    of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x)."""
+    check_rank(x, 4, "quantized_im2col_conv", "N, C, H, W")
+    if x.dtype != "uint8":
+        raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
+    (batch, channels, height, width), (kh, kw) = x.shape, tuple(kernel)
+    k = channels * kh * kw
+    if wpack.shape != int8_conv_weight_shape(out_channels, k):
+        raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {kh} x {kw} kernel over "
+                         f"{channels} channels need packed weights {int8_conv_weight_shape(out_channels, k)}, got "
+                         f"{wpack.shape}")
+    win = Window.of("quantized_im2col_conv", x.shape[2:], (kh, kw), stride, pads, dilation)
+    oh, ow = win.out_sizes
+    (top, bottom), (left, right) = win.pads
     nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
                       lambda n_, h, w_, c: guarded_load(x, (n_, c), (h - top, w_ - left), x_zero_point),
                       name=f"{name}_nhwc", tag="pack")
@@ -158,7 +187,7 @@ def _im2col_conv(x, w, bias, multiplier, x_zero_point, win, zero_point, lo, hi, 
             tap_row, tap_col, c = first // (kw * channels), (first // channels) % kw, first % channels
         return nhwc[n_, h * sh + tap_row * dh, w_ * sw + tap_col * dw, c]
 
-    outer = (kh, kw, channels // DOT_GROUP) if in_place else (groups,)
+    outer = (kh, kw, channels // DOT_GROUP) if in_place else (wpack.shape[1],)
     gemm = _int8_gemm((batch * oh * ow, k), a_value, outer, not in_place, wpack, out_channels, 6, weight_bits,
                       f"{name}_gemm",
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
@@ -184,7 +213,7 @@ def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: 
     them; loop/dot4.py gives the tile's inner loops to the dot-product instruction).
 
     With 7-bit weights (`weight_bits` 7) a group is summed as two int16 sums of two products each, which cannot
-    overflow (2 * 255 * 64 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
+    overflow (2 * 255 * 64 = 32640 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
     may use it (MLAS's AVX2 kernels take the same promise from ONNX Runtime's reduce_range)."""
     m, k = shape
     panels, groups, nr, _ = wpack.shape
