@@ -44,7 +44,80 @@ def relevance(throughput: np.ndarray, groups: Sequence[str]) -> np.ndarray:
     return levels
 
 
-class TreeCostModel:
+class RankingTrees:
+    """What the ranking-tree models share: the rows seen so far (features, throughput, task key), relevance levels
+    and query groups made from them, and random scores until a task has two different levels. A subclass fits its
+    booster on (rows, levels, query sizes) in `_fit` and scores rows with it in `_score`."""
+
+    def __init__(self, num_rounds: int, params: dict, rng: np.random.Generator | None):
+        self.num_rounds = num_rounds
+        self.params = params
+        self._rng = rng if rng is not None else np.random.default_rng(0)
+        self._booster = None
+        self._forget_rows()
+        self.num_features: int | None = None
+
+    @property
+    def trained(self) -> bool:
+        return self._booster is not None
+
+    @property
+    def num_rows(self) -> int:
+        """Rows seen by `update` since construction (or since `load`)."""
+        return sum(len(t) for t in self._throughput)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        x = self._check_features(x)
+        if self._booster is None:
+            return self._rng.random(len(x))
+        return self._score(x)
+
+    def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str]) -> None:
+        """Add the rows (features, measured throughput, task key per row) and retrain on everything seen."""
+        x = self._check_features(x)
+        throughput = _clean_throughput(throughput)
+        groups = np.asarray([str(g) for g in groups])
+        if not len(x) == len(throughput) == len(groups):
+            raise ValueError(
+                f"update: {len(x)} feature rows, {len(throughput)} throughputs and {len(groups)} task keys;"
+                " pass one of each per candidate"
+            )
+        self._x.append(x)
+        self._throughput.append(throughput)
+        self._groups.append(groups)
+        x, groups = np.concatenate(self._x), np.concatenate(self._groups)
+        levels = relevance(np.concatenate(self._throughput), groups)
+        order, sizes = _query_groups(groups, levels)
+        if sizes:  # else no task has two different levels yet: nothing to rank
+            self._booster = self._fit(x[order], levels[order], sizes)
+
+    def _fit(self, x: np.ndarray, levels: np.ndarray, sizes: list[int]):
+        raise NotImplementedError
+
+    def _score(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _forget_rows(self) -> None:
+        self._x: list[np.ndarray] = []
+        self._throughput: list[np.ndarray] = []
+        self._groups: list[np.ndarray] = []
+
+    def _check_features(self, x: np.ndarray) -> np.ndarray:
+        x = np.array(x, dtype=np.float64, ndmin=2)
+        if x.ndim != 2:
+            raise ValueError(f"features must be a matrix (rows x features), got shape {x.shape}")
+        if self.num_features is None:
+            self.num_features = x.shape[1]
+        elif x.shape[1] != self.num_features:
+            raise ValueError(
+                f"features have {x.shape[1]} columns but this model was trained on {self.num_features};"
+                " a new feature set needs a new model"
+            )
+        x[~np.isfinite(x)] = np.nan  # both tree libraries treat nan as missing
+        return x
+
+
+class TreeCostModel(RankingTrees):
     """LightGBM lambdarank trees over per-task relevance levels; random scores before the first useful update.
 
     `params` override the LightGBM defaults below (e.g. `{"num_leaves": 63}`); `num_rounds` is the number of trees.
@@ -71,44 +144,14 @@ class TreeCostModel:
         params: dict | None = None,
         rng: np.random.Generator | None = None,
     ):
-        self.num_rounds = num_rounds
-        self.params = {**self.DEFAULT_PARAMS, **(params or {}), "num_threads": threads}
-        self._rng = rng if rng is not None else np.random.default_rng(0)
-        self._booster: lgb.Booster | None = None
-        self._x: list[np.ndarray] = []
-        self._throughput: list[np.ndarray] = []
-        self._groups: list[np.ndarray] = []
-        self.num_features: int | None = None
+        super().__init__(num_rounds, {**self.DEFAULT_PARAMS, **(params or {}), "num_threads": threads}, rng)
 
-    @property
-    def trained(self) -> bool:
-        return self._booster is not None
+    def _fit(self, x: np.ndarray, levels: np.ndarray, sizes: list[int]) -> lgb.Booster:
+        data = lgb.Dataset(x, label=levels, group=sizes, params={"verbose": -1})
+        return lgb.train(self.params, data, num_boost_round=self.num_rounds)
 
-    @property
-    def num_rows(self) -> int:
-        """Rows seen by `update` since construction (or since `load`)."""
-        return sum(len(t) for t in self._throughput)
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        x = self._check_features(x)
-        if self._booster is None:
-            return self._rng.random(len(x))
+    def _score(self, x: np.ndarray) -> np.ndarray:
         return self._booster.predict(x, num_threads=self.params["num_threads"])
-
-    def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str]) -> None:
-        """Add the rows (features, measured throughput, task key per row) and retrain on everything seen."""
-        x = self._check_features(x)
-        throughput = _clean_throughput(throughput)
-        groups = np.asarray([str(g) for g in groups])
-        if not len(x) == len(throughput) == len(groups):
-            raise ValueError(
-                f"update: {len(x)} feature rows, {len(throughput)} throughputs and {len(groups)} task keys;"
-                " pass one of each per candidate"
-            )
-        self._x.append(x)
-        self._throughput.append(throughput)
-        self._groups.append(groups)
-        self._retrain()
 
     def save(self, path: str | Path) -> None:
         """Write the trees and settings as JSON. The training rows are not saved: the records database has them."""
@@ -130,31 +173,7 @@ class TreeCostModel:
         self.params = state["params"]
         self.num_features = state["num_features"]
         self._booster = None if state["booster"] is None else lgb.Booster(model_str=state["booster"])
-        self._x, self._throughput, self._groups = [], [], []
-
-    def _retrain(self) -> None:
-        x = np.concatenate(self._x)
-        groups = np.concatenate(self._groups)
-        levels = relevance(np.concatenate(self._throughput), groups)
-        order, sizes = _query_groups(groups, levels)
-        if not sizes:
-            return  # no task has two different levels yet: nothing to rank
-        data = lgb.Dataset(x[order], label=levels[order], group=sizes, params={"verbose": -1})
-        self._booster = lgb.train(self.params, data, num_boost_round=self.num_rounds)
-
-    def _check_features(self, x: np.ndarray) -> np.ndarray:
-        x = np.array(x, dtype=np.float64, ndmin=2)
-        if x.ndim != 2:
-            raise ValueError(f"features must be a matrix (rows x features), got shape {x.shape}")
-        if self.num_features is None:
-            self.num_features = x.shape[1]
-        elif x.shape[1] != self.num_features:
-            raise ValueError(
-                f"features have {x.shape[1]} columns but this model was trained on {self.num_features};"
-                " a new feature set needs a new model"
-            )
-        x[~np.isfinite(x)] = np.nan  # LightGBM treats nan as missing
-        return x
+        self._forget_rows()
 
 
 def _clean_throughput(throughput: np.ndarray) -> np.ndarray:

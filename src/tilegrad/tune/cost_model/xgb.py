@@ -10,19 +10,18 @@ data. XGBoost comes from the `xgboost-cpu` wheel (no NCCL, no CUDA runtime).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import xgboost as xgb
 
-from .trees import _clean_throughput, _query_groups, relevance
+from .trees import RankingTrees
 
 _FORMAT = "tilegrad.xgb_rank_model/1"
 
 
-class XGBRankModel:
+class XGBRankModel(RankingTrees):
     """`rank:pairwise` boosted trees (`num_rounds` of them); `threads` is XGBoost's thread count (1 by default, so
     training does not compete with measurement)."""
 
@@ -31,43 +30,15 @@ class XGBRankModel:
 
     def __init__(self, *, num_rounds: int = 100, threads: int = 1, params: dict | None = None,
                  rng: np.random.Generator | None = None):
-        self.num_rounds = num_rounds
-        self.params = {**self.DEFAULT_PARAMS, **(params or {}), "nthread": threads, "seed": 0}
-        self._rng = rng if rng is not None else np.random.default_rng(0)
-        self._booster: xgb.Booster | None = None
-        self._x: list[np.ndarray] = []
-        self._throughput: list[np.ndarray] = []
-        self._groups: list[np.ndarray] = []
-        self.num_features: int | None = None
+        super().__init__(num_rounds, {**self.DEFAULT_PARAMS, **(params or {}), "nthread": threads, "seed": 0}, rng)
 
-    @property
-    def trained(self) -> bool:
-        return self._booster is not None
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        x = self._check_features(x)
-        if self._booster is None:
-            return self._rng.random(len(x))
-        return self._booster.inplace_predict(x, missing=np.nan)
-
-    def update(self, x: np.ndarray, throughput: np.ndarray, groups: Sequence[str]) -> None:
-        """Add the rows (features, measured throughput, task key per row) and retrain on everything seen."""
-        x = self._check_features(x)
-        groups = np.asarray([str(g) for g in groups])
-        if not len(x) == len(throughput) == len(groups):
-            raise ValueError(f"update: {len(x)} feature rows, {len(throughput)} throughputs and {len(groups)} task "
-                             "keys; pass one of each per candidate")
-        self._x.append(x)
-        self._throughput.append(_clean_throughput(throughput))
-        self._groups.append(groups)
-        x, groups = np.concatenate(self._x), np.concatenate(self._groups)
-        levels = relevance(np.concatenate(self._throughput), groups)
-        order, sizes = _query_groups(groups, levels)
-        if not sizes:
-            return  # no task has two different levels yet: nothing to rank
-        data = xgb.DMatrix(x[order], label=levels[order], missing=np.nan, nthread=self.params["nthread"])
+    def _fit(self, x: np.ndarray, levels: np.ndarray, sizes: list[int]) -> xgb.Booster:
+        data = xgb.DMatrix(x, label=levels, missing=np.nan, nthread=self.params["nthread"])
         data.set_group(sizes)
-        self._booster = xgb.train(self.params, data, num_boost_round=self.num_rounds)
+        return xgb.train(self.params, data, num_boost_round=self.num_rounds)
+
+    def _score(self, x: np.ndarray) -> np.ndarray:
+        return self._booster.inplace_predict(x, missing=np.nan)
 
     def save(self, path: str | Path) -> None:
         """Write the trees and settings as JSON (the training rows stay in the records database)."""
@@ -85,14 +56,4 @@ class XGBRankModel:
         if state["booster"] is not None:
             self._booster = xgb.Booster(params=self.params)
             self._booster.load_model(bytearray(state["booster"].encode()))
-        self._x, self._throughput, self._groups = [], [], []
-
-    def _check_features(self, x: np.ndarray) -> np.ndarray:
-        x = np.array(x, dtype=np.float64, ndmin=2)
-        if self.num_features is None:
-            self.num_features = x.shape[1]
-        elif x.shape[1] != self.num_features:
-            raise ValueError(f"features have {x.shape[1]} columns but this model was trained on "
-                             f"{self.num_features}; a new feature set needs a new model")
-        x[~np.isfinite(x)] = np.nan
-        return x
+        self._forget_rows()
