@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from tilegrad.parallel.apply import ShardedProgram
 from tilegrad.parallel.calibrate import measured_machine
 from tilegrad.parallel.capture import capture
 from tilegrad.parallel.launch import run_workers
+from tilegrad.parallel.modules import TransformerBlock
 from tilegrad.parallel.search import Problem, data_parallel, search
 from tilegrad.parallel.topology import Topology, plan_cluster, uniform_links
 
@@ -38,28 +38,12 @@ CLUSTER = Topology(1e14, uniform_links(5e-6, 1 / 200e9), uniform_links(1e-5, 1 /
 SIMULATED_DEVICES = (64, 512)
 
 
-class Block(torch.nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.ln1, self.ln2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
-        self.q, self.k, self.v, self.out = (torch.nn.Linear(width, width) for _ in range(4))
-        self.ffn1, self.act, self.ffn2 = torch.nn.Linear(width, 4 * width), torch.nn.GELU(), \
-            torch.nn.Linear(4 * width, width)
-        self.scale = 1.0 / math.sqrt(width)
-
-    def forward(self, x):
-        h = self.ln1(x)
-        scores = torch.matmul(self.q(h), self.k(h).transpose(1, 2)) * self.scale
-        x = x + self.out(torch.matmul(torch.softmax(scores, dim=-1), self.v(h)))
-        return x + self.ffn2(self.act(self.ffn1(self.ln2(x))))
-
-
 class GPT(torch.nn.Module):
     """Embedded tokens in, a stack of blocks, the vocabulary projection out."""
 
     def __init__(self, layers, width, vocab):
         super().__init__()
-        self.blocks = torch.nn.Sequential(*(Block(width) for _ in range(layers)))
+        self.blocks = torch.nn.Sequential(*(TransformerBlock(width) for _ in range(layers)))
         self.ln_f, self.head = torch.nn.LayerNorm(width), torch.nn.Linear(width, vocab, bias=False)
 
     def forward(self, x):

@@ -14,6 +14,7 @@ from tilegrad.parallel.apply import ShardedProgram
 from tilegrad.parallel.capture import capture
 from tilegrad.parallel.cost import Link, Machine
 from tilegrad.parallel.launch import run_workers
+from tilegrad.parallel.modules import TransformerBlock
 from tilegrad.parallel.search import Problem, data_parallel, search, solve
 
 MACHINE = Machine(1e9, {k: Link(1e-6, 1e-10) for k in ("all_gather", "all_to_all", "reduce_scatter", "all_reduce")})
@@ -26,22 +27,6 @@ class MLP(torch.nn.Module):
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
-
-
-class Block(torch.nn.Module):
-    def __init__(self, width=8):
-        super().__init__()
-        self.ln1, self.ln2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
-        self.q, self.k, self.v, self.out = (torch.nn.Linear(width, width) for _ in range(4))
-        self.ffn1, self.act, self.ffn2 = torch.nn.Linear(width, 4 * width), torch.nn.GELU(), \
-            torch.nn.Linear(4 * width, width)
-        self.scale = 1.0 / math.sqrt(width)
-
-    def forward(self, x):
-        h = self.ln1(x)
-        scores = torch.matmul(self.q(h), self.k(h).transpose(1, 2)) * self.scale
-        x = x + self.out(torch.matmul(torch.softmax(scores, dim=-1), self.v(h)))
-        return x + self.ffn2(self.act(self.ffn1(self.ln2(x))))
 
 
 class WideHead(torch.nn.Module):
@@ -61,7 +46,7 @@ def _case(name):
         return WideHead().double(), torch.randn(8, 16, dtype=torch.float64), torch.optim.Adam
     if name == "mlp":
         return MLP().double(), torch.randn(8, 16, dtype=torch.float64), torch.optim.SGD
-    return Block().double(), torch.randn(4, 8, 8, dtype=torch.float64), torch.optim.Adam
+    return TransformerBlock(8).double(), torch.randn(4, 8, 8, dtype=torch.float64), torch.optim.Adam
 
 
 def _plans(name, world):
