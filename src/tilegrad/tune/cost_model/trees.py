@@ -16,6 +16,7 @@ scores at random, so the first rounds of a search sample at random, as in Ansor.
 
 from __future__ import annotations
 
+import abc
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,7 @@ def relevance(throughput: np.ndarray, groups: Sequence[str]) -> np.ndarray:
     return levels
 
 
-class RankingTrees:
+class RankingTrees(abc.ABC):
     """What the ranking-tree models share: the rows seen so far (features, throughput, task key), relevance levels
     and query groups made from them, and random scores until a task has two different levels. A subclass fits its
     booster on (rows, levels, query sizes) in `_fit` and scores rows with it in `_score`."""
@@ -91,11 +92,13 @@ class RankingTrees:
         if sizes:  # else no task has two different levels yet: nothing to rank
             self._booster = self._fit(x[order], levels[order], sizes)
 
+    @abc.abstractmethod
     def _fit(self, x: np.ndarray, levels: np.ndarray, sizes: list[int]):
-        raise NotImplementedError
+        """A booster trained on `x` with relevance `levels`, the rows in query groups of `sizes` rows."""
 
+    @abc.abstractmethod
     def _score(self, x: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The trained booster's scores of the rows `x` (higher: faster)."""
 
     def _forget_rows(self) -> None:
         self._x: list[np.ndarray] = []
