@@ -91,7 +91,7 @@ def _matmul_relu(path, n=64):
 
 
 def test_cli_tune_writes_the_report(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_machine_peaks", Peaks)
+    monkeypatch.setattr(cli.tune, "_machine_peaks", Peaks)
     model = _matmul_relu(tmp_path / "mm.onnx")
     out = tmp_path / "report"
     assert cli.main(["tune", str(model), "--db", str(tmp_path / "t.db"), "--trials", "8", "--measure-per-round",
