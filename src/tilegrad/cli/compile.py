@@ -44,7 +44,7 @@ def _compile(args) -> None:
 
 def _compile_cuda(args) -> None:
     """The model's CUDA source and PTX (NVRTC, no GPU needed) into the output directory."""
-    from . import api
+    from .. import api
 
     spec = load(args.model, args.input_shape, dynamic=False)
     t0 = time.perf_counter()

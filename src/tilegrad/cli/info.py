@@ -34,8 +34,8 @@ def _info(args) -> None:
         print()
     elif args.model is None:
         raise UsageError("info needs a model (.onnx file), or --machine for this machine's peaks")
-    from .frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
-    from .frontend.onnx import ONNX_OPS, load_model, op_key, read_onnx
+    from ..frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
+    from ..frontend.onnx import ONNX_OPS, load_model, op_key, read_onnx
 
     proto = load_model(model_path(args.model))
     shapes = input_shapes(args.input_shape)
@@ -81,7 +81,7 @@ def _info(args) -> None:
 
 def _print_machine(remeasure: bool) -> None:
     """This machine's peaks, measured now (the first time, or with --remeasure) or read from the cache."""
-    from .machine import cache_path, measured_peaks
+    from ..machine import cache_path, measured_peaks
 
     path = cache_path()
     fresh = remeasure or not path.is_file()
@@ -95,7 +95,7 @@ def _print_machine(remeasure: bool) -> None:
 
 
 def _print_flops(graph) -> None:
-    from .ir.compute import node_flops
+    from ..ir.compute import node_flops
 
     by_op = collections.Counter()
     try:
@@ -111,7 +111,7 @@ def _print_flops(graph) -> None:
 
 def _analysed_inputs(proto, shapes) -> tuple:
     """The model's inputs with their value uses; none when they do not read (the import reports why)."""
-    from .frontend.onnx_inputs import model_inputs
+    from ..frontend.onnx_inputs import model_inputs
 
     try:
         return model_inputs(proto, shapes)

@@ -30,7 +30,7 @@ def add_parser(sub, parents) -> None:
 
 
 def _quantize(args) -> None:
-    from .quant import quantize
+    from ..quant import quantize
 
     if args.calibration is None and not args.weight_only:
         raise UsageError("quantize needs --calibration DIR (sample inputs), or --weight-only")

@@ -65,10 +65,10 @@ def add_parser(sub, parents) -> None:
 
 
 def _tune(args) -> None:
-    from .tune.model import model_tasks, tune
+    from ..tune.model import model_tasks, tune
 
     if args.target == "cuda":  # before loading the model: without a device there is nothing to time on
-        from .tune.measure.cuda import require_device
+        from ..tune.measure.cuda import require_device
 
         require_device()
     spec = load(args.model, args.input_shape)
@@ -88,7 +88,7 @@ def _tune(args) -> None:
         raise UsageError("--ray measures on CPU devices; --target cuda times on this machine's GPU")
     callbacks = []
     if args.report:
-        from .tune.report import WriteReport
+        from ..tune.report import WriteReport
 
         callbacks.append(WriteReport(args.report, _machine_peaks(), model=args.model))
     measurer = _ray_cluster().ray_measurer(args.ray, args.ray_key) if args.ray else None
@@ -110,7 +110,7 @@ def _tune(args) -> None:
 def _ray_cluster():
     """`tune.measure.ray_cluster`, or a usage error saying how to install Ray."""
     try:
-        from .tune.measure import ray_cluster
+        from ..tune.measure import ray_cluster
     except ImportError as exc:
         raise UsageError(f"--ray and ray-device need Ray ({exc}): pip install 'tilegrad[ray]'") from None
     return ray_cluster
@@ -159,7 +159,7 @@ def _core_ranges(cores: Sequence[int]) -> str:
 
 def _machine_peaks():
     """This machine's FMA peak and memory bandwidth, which the report's roofline is drawn against."""
-    from .machine import measured_peaks
+    from ..machine import measured_peaks
 
     return measured_peaks()
 
@@ -167,7 +167,7 @@ def _machine_peaks():
 def _list_tasks(tasks) -> None:
     """Each task with its FLOPs, weight and share of the untuned latency (its default schedule, measured); the
     other convolution algorithms' tasks after, their share that of the kernels they would stand in for."""
-    from .tune.measure import MeasureInput, Measurer
+    from ..tune.measure import MeasureInput, Measurer
 
     with Measurer() as measurer:
         results = measurer.measure([MeasureInput(t, t.default_trace()) for t in tasks])
