@@ -6,6 +6,7 @@ side on whole models and on the memory-bound chains alone, with Inductor's kerne
                                                    #   "memory_bound_ms", "total_ms", "inductor_kernels", "cpu"}]
     python benchmarks/fusion.py --only gelu_chain  # one case
     python benchmarks/fusion.py --no-inductor      # without Inductor's kernel count (it compiles for minutes)
+    python benchmarks/fusion.py --counts-only      # kernels and bytes between kernels alone: nothing built or timed
 
 "plan" is "rule-based" (the rules alone, as before FusionStitching: no attention kernel), "rules+attention" (the
 rules after the attention pass) or "stitched" (the attention pass and the explorer: all of issue 28). "kernels" counts the kernels one inference runs; "bytes_between_kernels"
@@ -16,6 +17,9 @@ latency of the un-instrumented module over rounds that interleave the three plan
 "inductor_kernels" is the number of kernels in the code torch.compile's Inductor generates for the model (its
 C++ kernels plus the calls of its extern kernels, e.g. mm), the same for every row of a model. The stitched rows
 use this machine's measured fusion costs (`tilegrad.tune.fusion_costs`, measured once and cached).
+With --counts-only the rows hold "model", "plan", "kernels" and "bytes_between_kernels" alone, read from the
+optimised graphs (opt level 2 with the plan's passes), the stitched plan scored with the nominal costs
+(`passes.stitch_cost.NOMINAL`), so the counts are the same on every machine and measure nothing.
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ CASES = {
 
 
 def bytes_between_kernels(g) -> int:
-    """Bytes kernels write to intermediate tensors and read back from them (a view is its input's memory)."""
+    """Bytes kernels write to intermediate tensors and read back from them (a view is its input's memory; a kernel
+    reading one tensor as several operands, as the attention reads a fused QKV projection, reads it once)."""
     from tilegrad.ir.registry import lookup
     from tilegrad.passes.memory_plan import intermediates_of, nbytes, plan_memory
 
@@ -80,7 +85,8 @@ def bytes_between_kernels(g) -> int:
             base[id(n.outputs[0])] = base.get(id(n.inputs[0]), id(n.inputs[0]))
     outputs = {base.get(id(v), id(v)) for v in g.outputs}
     written = sum(nbytes(v) for n in kernel_nodes for v in n.outputs if id(v) not in outputs)
-    read = sum(nbytes(v) for n in kernel_nodes for v in n.inputs if base.get(id(v), id(v)) in made_by_kernel)
+    read = sum(nbytes(v) for n in kernel_nodes for v in {id(v): v for v in n.inputs}.values()
+               if base.get(id(v), id(v)) in made_by_kernel)
     return written + read
 
 
@@ -141,11 +147,30 @@ def measure(name: str, inductor: bool, repeats: int, rounds: int) -> list[dict]:
     return rows
 
 
+def counts(name: str) -> list[dict]:
+    """Each plan's kernels and bytes between kernels, from its optimised graph: nothing is built or timed."""
+    from tilegrad.frontend.onnx import import_onnx
+    from tilegrad.passes import optimize
+    from tilegrad.passes.memory_plan import kernel_count
+
+    torch.manual_seed(0)
+    module, args = CASES[name]()
+    g = import_onnx(_export(module.eval(), args))
+    rows = []
+    for plan, (fusion, enabled) in PLANS.items():
+        graph, _ = optimize(g, enable=enabled, options={"fusion": fusion})
+        rows.append({"model": name, "plan": plan, "kernels": kernel_count(graph),
+                     "bytes_between_kernels": bytes_between_kernels(graph)})
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", choices=sorted(CASES), help="run only this case (repeatable)")
     ap.add_argument("--json", action="store_true", help="print JSON rows")
     ap.add_argument("--no-inductor", action="store_true", help="skip Inductor's kernel count")
+    ap.add_argument("--counts-only", action="store_true",
+                    help="kernels and bytes between kernels only, from the optimised graphs (no build, no timing)")
     ap.add_argument("--repeats", type=int, default=10, help="timed calls per round and profiled runs (median)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds over the plans (median)")
     args = ap.parse_args(argv)
@@ -153,9 +178,15 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in args.only or CASES:
-            rows += measure(name, not args.no_inductor, args.repeats, args.rounds)
+            rows += counts(name) if args.counts_only else measure(name, not args.no_inductor, args.repeats,
+                                                                   args.rounds)
     if args.json:
         print(json.dumps(rows, indent=1))
+        return 0
+    if args.counts_only:
+        print(f"{'model':<18}{'plan':<17}{'kernels':>8}{'MiB between':>12}")
+        for r in rows:
+            print(f"{r['model']:<18}{r['plan']:<17}{r['kernels']:>8}{r['bytes_between_kernels'] / 2**20:>12.2f}")
         return 0
     print(f"{'model':<18}{'plan':<17}{'kernels':>8}{'MiB between':>12}{'mem-bound ms':>13}{'total ms':>10}"
           f"{'inductor':>9}")

@@ -15,6 +15,18 @@ The chain is found from its last product, `matmul(P, V)`, walking up:
 Each intermediate must be read by the chain alone. A chain that breaks one of these rules is left to the other
 passes, and the reason is noted for --explain.
 
+The attention then reads Q, K, V and writes its output in the projections' layout where the chain has one, so
+that the head split and merge, transposes that each move a whole activation, are no kernels of their own
+(te/nn/attention_layout.py):
+- Q, K and V each a head split `transpose(x, perm=(0, 2, 1, 3))` of a (B, S, H, D) tensor (K^T the transpose
+  `perm=(0, 2, 3, 1)` of it) -> the op reads the (B, S, H, D) tensors (`qkv_layout="bshd"`);
+- those three tensors the reshaped thirds of one fused projection (B, S, 3*H*D), sliced along its last axis in
+  the order Q, K, V (a Split, as GPT-2 and the fused QKV Linear export it) -> the op reads the projection as
+  (B, S, 3, H, D), a view, passed as all three operands (`qkv_layout="bs3hd"`);
+- the output read only by the head merge `transpose(perm=(0, 2, 1, 3))` -> the op writes (B, Lq, H, Dv) in
+  place of that transpose (`out_layout="bshd"`); the reshape to (B, Lq, H*Dv) after it is a view.
+Otherwise the operands and the output keep the (..., L, D) form, as for ONNX's Attention.
+
 The pass runs from opt_level 3 (or with `enable_passes=["attention"]`), not by default: on every shape measured
 (docs/fusion.md, `benchmarks/attention.py`) the separate kernels it replaces, whose products are the packed GEMM,
 are faster than the attention kernel, and the default compile must be the faster program.
@@ -29,7 +41,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
-from .editor import GraphEditor, map_nodes
+from .editor import GraphEditor
 from .pipeline import PassContext, register
 
 HIDING_FILL = -1e30  # a Where fill at or below this hides a key as -inf would (finfo(float32).min is -3.4e38)
@@ -60,11 +72,21 @@ class _Mask:
 
 @dataclasses.dataclass
 class _Attention:
+    """The operands as values of the old graph in `qkv_layout`, read through a reshape to `view` if one is given
+    (the fused projection as (B, S, 3, H, D)); `merge` is the head-merge transpose the op writes for, if any."""
+
     q: Value
     keys: _Keys
     v: Value
     scale: float
     mask: _Mask | None
+    qkv_layout: str = "bhsd"
+    view: tuple[int, ...] | None = None
+    merge: Node | None = None
+
+    def attrs(self) -> dict:
+        return {"scale": self.scale, "causal": bool(self.mask is not None and self.mask.causal),
+                "qkv_layout": self.qkv_layout, "out_layout": "bhsd" if self.merge is None else "bshd"}
 
 
 class _NotAttention(Exception):
@@ -75,22 +97,39 @@ class _NotAttention(Exception):
 def form_attention(g: Graph, ctx: PassContext) -> Graph:
     """Make each attention one kernel, so its score matrix never goes to memory."""
     finder = _Finder(g)
-
-    def rewrite(ed: GraphEditor, node: Node):
-        if node.op != "matmul" or finder.softmax_input(node.inputs[0]) is None:
-            return None
-        try:
-            found = finder.match(node)
-        except _NotAttention as reason:
-            ctx.note(f"{node.name}: not made an attention: {reason}")
-            return None
+    ed = GraphEditor(g)
+    written = set()  # id of each head-merge transpose whose output an attention writes
+    for node in g.nodes:
+        if id(node) in written:
+            continue
+        found = _found(finder, node, ctx)
+        if found is None:
+            ed.keep(node)
+            continue
         out = _build(ed, node, found)
+        if found.merge is None:
+            ed.replace(node.outputs[0], out)
+        else:
+            ed.replace(found.merge.outputs[0], out)
+            written.add(id(found.merge))
         mask = "causal" if found.mask and found.mask.causal else "masked" if found.mask else "no mask"
-        ctx.note(f"{out.name}: attention {node.inputs[0].shape[-2:]} x {found.v.shape[-1]} ({mask}, "
-                 f"scale {found.scale:.6g}) from {node.name}")
-        return out
+        attrs = found.attrs()
+        layouts = ("" if attrs["qkv_layout"] == attrs["out_layout"] == "bhsd" else
+                   f", reading Q, K, V as {attrs['qkv_layout']} and writing {attrs['out_layout']}")
+        ctx.note(f"{out.name}: attention {node.inputs[0].shape[-2:]} x {node.inputs[1].shape[-1]} ({mask}, "
+                 f"scale {found.scale:.6g}) from {node.name}{layouts}")
+    return ed.finish()
 
-    return map_nodes(g, rewrite)
+
+def _found(finder: _Finder, node: Node, ctx: PassContext) -> _Attention | None:
+    """The attention whose last product is `node`, or None (noting why, for a chain that breaks a rule)."""
+    if node.op != "matmul" or finder.softmax_input(node.inputs[0]) is None:
+        return None
+    try:
+        return finder.match(node)
+    except _NotAttention as reason:
+        ctx.note(f"{node.name}: not made an attention: {reason}")
+        return None
 
 
 class _Finder:
@@ -148,9 +187,57 @@ class _Finder:
             raise _NotAttention(f"the logits {product.name!r} are not a matmul of Q and K^T")
         q, q_factor = self._unscale(qk.inputs[0])
         keys, k_factor = self._keys(qk.inputs[1])
-        found = _Attention(q, keys, v, factor * q_factor * k_factor, mask)
+        found = self._projection_layout(node, _Attention(q, keys, v, factor * q_factor * k_factor, mask))
         self._check_types(node, found)
         return found
+
+    def _projection_layout(self, node: Node, found: _Attention) -> _Attention:
+        """`found` reading Q, K, V before their head splits (a fused projection before its split too) and
+        writing its output before the head merge, where the chain has them."""
+        found = dataclasses.replace(found, merge=self._head_merge(node.outputs[0]))
+        q, v = self._head_split(found.q), self._head_split(found.v)
+        if found.keys.perm is None:
+            k = self._head_split(found.keys.source)
+        else:
+            k = found.keys.source if found.keys.perm == (0, 2, 1, 3) else None
+        if q is None or k is None or v is None:
+            return found
+        fused = self._fused_projection(q, k, v)
+        if fused is not None:
+            b, s, h, d = q.shape
+            return dataclasses.replace(found, q=fused, keys=_Keys(fused), v=fused, qkv_layout="bs3hd",
+                                       view=(b, s, 3, h, d))
+        return dataclasses.replace(found, q=q, keys=_Keys(k), v=v, qkv_layout="bshd")
+
+    def _head_split(self, v: Value) -> Value | None:
+        """The (B, S, H, D) tensor whose head split `transpose(perm=(0, 2, 1, 3))` is `v`, else None."""
+        node = self._made_by(v, "transpose")
+        return node.inputs[0] if node is not None and _swaps_heads(node) else None
+
+    def _head_merge(self, out: Value) -> Node | None:
+        """The head merge `transpose(perm=(0, 2, 1, 3))` that alone reads the attention's output, else None."""
+        readers = self.readers.get(id(out), [])
+        if id(out) in self.outputs or len(readers) != 1 or readers[0].op != "transpose":
+            return None
+        return readers[0] if _swaps_heads(readers[0]) else None
+
+    def _fused_projection(self, q: Value, k: Value, v: Value) -> Value | None:
+        """The fused projection (B, S, 3*H*D) whose last axis, cut in three (Q, K, V in that order) and each
+        part reshaped to (B, S, H, D), gives `q`, `k` and `v`; else None."""
+        if not q.shape == k.shape == v.shape:
+            return None
+        b, s, h, d = q.shape
+        sources = []
+        for slot, part in enumerate((q, k, v)):
+            reshape = self._made_by(part, "reshape")
+            cut = reshape and self._made_by(reshape.inputs[0], "slice")
+            if not cut or _last_axis_part(cut) != (slot * h * d, (slot + 1) * h * d):
+                return None
+            sources.append(cut.inputs[0])
+        fused = sources[0]
+        if any(x is not fused for x in sources) or fused.shape != (b, s, 3 * h * d):
+            return None
+        return fused
 
     def _check_softmax(self, p: Value) -> None:
         self._private(p, "probabilities")
@@ -266,15 +353,17 @@ class _Finder:
     def _check_types(self, node: Node, found: _Attention) -> None:
         keys = found.keys.source.shape if found.keys.perm is None else tuple(
             found.keys.source.shape[p] for p in found.keys.perm)
-        types = [TensorType(found.q.shape, found.q.dtype), TensorType(keys, found.keys.source.dtype), found.v.type]
+        shapes = [found.q.shape, keys, found.v.shape] if found.view is None else [found.view] * 3
+        types = [TensorType(shape, x.dtype) for shape, x in zip(shapes, (found.q, found.keys.source, found.v))]
         if found.mask is not None and found.mask.value is not None:
             types.append(found.mask.value.type)
         try:
-            (out,) = infer_types("attention", types, {"scale": found.scale}, node.name)
+            (out,) = infer_types("attention", types, found.attrs(), node.name)
         except ShapeError as e:
             raise _NotAttention(str(e)) from None
-        if out != node.outputs[0].type:
-            raise _NotAttention(f"the attention would give {out}, not the product's {node.outputs[0].type}")
+        want = (node if found.merge is None else found.merge).outputs[0].type
+        if out != want:
+            raise _NotAttention(f"the attention would give {out}, not the {want} it replaces")
 
 
 def _is_scalar(v: Value) -> bool:
@@ -292,6 +381,27 @@ def _scalar_scale(node: Node | None) -> tuple[float, Value] | None:
     if node.op == "mul" and _is_scalar(a) and _same_shape_after(b, node):
         return float(a.data.reshape(())), b
     return None
+
+
+def _swaps_heads(node: Node) -> bool:
+    """Whether `node` is a transpose of the middle two of four axes: a head split or merge."""
+    return node.op == "transpose" and len(node.inputs[0].shape) == 4 and tuple(node.attrs["perm"] or ()) == (
+        0, 2, 1, 3)
+
+
+def _last_axis_part(node: Node) -> tuple[int, int] | None:
+    """(start, stop) of a slice that cuts its input's last axis alone, with step 1; else None."""
+    shape = node.inputs[0].shape
+    starts, ends, axes, steps = (node.attrs[k] for k in ("starts", "ends", "axes", "steps"))
+    axes = range(len(starts)) if axes is None else [a % len(shape) for a in axes]
+    steps = steps if steps is not None else (1,) * len(starts)
+    kept = {a: range(shape[a])[slice(int(b), int(e), int(k))] for a, b, e, k in zip(axes, starts, ends, steps)}
+    cut = {a: r for a, r in kept.items() if r != range(shape[a])}
+    last = len(shape) - 1
+    if set(cut) - {last}:
+        return None
+    part = cut.get(last, range(shape[last]))
+    return (part.start, part.stop) if part.step == 1 and len(part) else None
 
 
 def _same_shape_after(v: Value, node: Node) -> bool:
@@ -330,11 +440,12 @@ def _build(ed: GraphEditor, node: Node, found: _Attention) -> Value:
     if found.keys.perm is not None:
         keys = ed.op("transpose", keys, perm=found.keys.perm, name=f"{node.name}_keys")
     inputs = [ed.get(found.q), keys, ed.get(found.v)]
+    if found.view is not None:  # the fused projection, a view of it passed as Q, K and V
+        inputs = [ed.op("reshape", inputs[0], shape=found.view, name=f"{node.name}_qkv")] * 3
     mask = found.mask
     if mask is not None and (additive := _additive_mask(ed, node, mask, found.q.dtype)) is not None:
         inputs.append(additive)
-    return ed.op("attention", *inputs, name=node.name, scale=found.scale,
-                 causal=bool(mask is not None and mask.causal))
+    return ed.op("attention", *inputs, name=node.name, **found.attrs())
 
 
 def _additive_mask(ed: GraphEditor, node: Node, mask: _Mask, dtype: str) -> Value | None:

@@ -190,17 +190,21 @@ def _horizontal(f: _Fusion, order: list[int]) -> list[list[int]]:
     """Adjacent small independent injective groups, batched into one kernel; other groups alone."""
     batches: list[list[int]] = []
     for gid in order:
-        grp = f.groups[gid]
-        small = grp.kind == INJECTIVE and all(
-            math.prod(v.shape) <= HORIZONTAL_MAX_ELEMENTS for v in f.escaping(gid))
         prev = batches[-1] if batches else None
-        if small and prev is not None and prev[0] in f.groups and f.groups[prev[0]].kind == INJECTIVE \
-                and all(math.prod(v.shape) <= HORIZONTAL_MAX_ELEMENTS for p in prev for v in f.escaping(p)) \
+        if prev is not None and _small(f, gid) and all(_small(f, p) for p in prev) \
                 and not any(_reads(f, gid, p) for p in prev):
             prev.append(gid)
         else:
             batches.append([gid])
     return batches
+
+
+def _small(f: _Fusion, gid: int) -> bool:
+    """Whether group gid is an injective kernel whose outputs are small enough to batch. A group of views
+    alone (a reshape) runs no kernel, and batched it would become a copy."""
+    nodes = [f.g.nodes[i] for i in f.groups[gid].nodes]
+    return f.groups[gid].kind == INJECTIVE and not all(lookup(n.op).view for n in nodes) and all(
+        math.prod(v.shape) <= HORIZONTAL_MAX_ELEMENTS for v in f.escaping(gid))
 
 
 def _reads(f: _Fusion, gid: int, other: int) -> bool:

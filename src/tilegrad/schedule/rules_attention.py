@@ -22,7 +22,13 @@ ROWS_PER_BLOCK = 16  # query rows per block: K^T is recopied per block, so fewer
 @rule("attention")
 def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """Blocks of query rows in parallel with the batch axes, each computing its whole chain in local buffers."""
-    *batch, i, e = [a.name for a in s.op.axes]
+    axes = [a.name for a in s.op.axes]
+    if s.op.attrs.get("out_layout") == "bshd":  # (B, Lq, H, Dv): the heads run outside the blocks of query rows
+        b, i, h, e = axes
+        batch = [b, h]
+        sch.reorder(s.name, b, h, i, e)
+    else:
+        *batch, i, e = axes
     lq, dv = _extent(s, i), _extent(s, e)
     rows_d = min(lq, ROWS_PER_BLOCK)
     rows = knobs.choice(f"{s.name}_rows", _values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)

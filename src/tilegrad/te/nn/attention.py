@@ -9,7 +9,9 @@ Stages, all over the broadcast batch axes of Q, K, V (and the mask):
   position set to -inf under `causal`;
 - `{name}_max`, `{name}_exp` (exp(logit - max)), `{name}_expsum`: the stable softmax's pieces, kept unnormalised;
 - `{name}_pv`: the exponentials times V, summed over the keys;
-- the output, `{name}_pv` times the reciprocal of the row's sum (tag "attention").
+- the output, `{name}_pv` times the reciprocal of the row's sum (tag "attention"), written in `out_layout`.
+Every stage works on the logical form (batch..., L, D); only the reads of Q, K, V and the output's index follow
+the layouts in memory (te/nn/attention_layout.py), so a head split or merge costs no kernel of its own.
 A row whose every key is hidden (by the mask or `causal`) gives zeros, as ONNX's Attention defines it.
 The rule for tag "attention" (schedule/rules_attention.py) computes every stage per block of query rows, so the
 scores live only in that block's local buffers and never in memory.
@@ -20,28 +22,33 @@ from __future__ import annotations
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
+from . import attention_layout as layouts
 from ._arguments import check_float, check_same_dtype
 from .elementwise import broadcast_index, broadcast_shape
 
 
 def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None = None, scale: float | None = None,
-              causal: bool = False, name: str = "attention") -> te.Tensor:
+              causal: bool = False, name: str = "attention", qkv_layout: str = "bhsd",
+              out_layout: str = "bhsd") -> te.Tensor:
     """softmax(q k^T * scale + mask) v over q (..., Lq, D), k (..., Lk, D), v (..., Lk, Dv); the leading axes
     broadcast as in matmul and `mask` broadcasts to (..., Lq, Lk). `scale` defaults to 1/sqrt(D); `causal` hides
-    the keys after each query's position (key j > query i + Lk - Lq)."""
-    batch, (lq, d), (lk, dv) = attention_shape(q.shape, k.shape, v.shape, None if mask is None else mask.shape)
+    the keys after each query's position (key j > query i + Lk - Lq). Q, K, V are read in `qkv_layout` and the
+    output written in `out_layout` (te/nn/attention_layout.py); the shapes above are the logical ones."""
+    logical = [layouts.logical_shape(t.shape, qkv_layout, label) for t, label in zip((q, k, v), "qkv")]
+    batch, (lq, d), (lk, dv) = attention_shape(*logical, None if mask is None else mask.shape)
+    out_shape = layouts.output_shape((*batch, lq, dv), out_layout)
     check_float(q, "attention")
     check_same_dtype([t for t in (q, k, v, mask) if t is not None], "attention")
     factor = E.const(d ** -0.5 if scale is None else float(scale), q.dtype)
     nb = len(batch)
 
-    def at(t: te.Tensor, lead, *rest):
-        return t[(*broadcast_index(t.shape[:-2], lead), *rest)]
+    def at(t: te.Tensor, slot: int, lead, row, col):  # slot: 0 for Q, 1 for K, 2 for V
+        return t[layouts.element(qkv_layout, slot, broadcast_index(logical[slot][:-2], lead), row, col)]
 
-    keys = te.compute((*batch, d, lk), lambda *i: at(k, i[:nb], i[nb + 1], i[nb]) * factor, name=f"{name}_keys",
-                      tag="attention_keys")
+    keys = te.compute((*batch, d, lk), lambda *i: at(k, 1, i[:nb], i[nb + 1], i[nb]) * factor,
+                      name=f"{name}_keys", tag="attention_keys")
     r = te.reduce_axis(d, "r")
-    scores = te.compute((*batch, lq, lk), lambda *i: te.sum(at(q, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[nb + 1])],
+    scores = te.compute((*batch, lq, lk), lambda *i: te.sum(at(q, 0, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[nb + 1])],
                                                             axis=r), name=f"{name}_scores", tag="attention_scores")
     logits = scores
     if mask is not None or causal:
@@ -66,15 +73,15 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
     js = te.reduce_axis(lk, "j")
     sums = te.compute((*batch, lq), lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_expsum", tag="reduce")
     jv = te.reduce_axis(lk, "j")
-    pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * at(v, i[:nb], jv, i[-1]), axis=jv),
+    pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * at(v, 2, i[:nb], jv, i[-1]), axis=jv),
                     name=f"{name}_pv", tag="attention_pv")
     one = E.const(1.0, q.dtype)
 
     def normalised(*i):  # a row whose every key is hidden sums to 0 and gives 0, as ONNX's Attention does
         inverse = one / sums[i[:-1]]
         return pv[i] * (E.select(sums[i[:-1]].eq(zero), zero, inverse) if hiding else inverse)
-    return te.compute(pv.shape, normalised, name=name, tag="attention",
-                      attrs={"causal": causal, "masked": mask is not None})
+    return te.compute(out_shape, lambda *i: normalised(*layouts.output_element(out_layout, i)), name=name,
+                      tag="attention", attrs={"causal": causal, "masked": mask is not None, "out_layout": out_layout})
 
 
 def attention_shape(q: tuple, k: tuple, v: tuple, mask: tuple | None) -> tuple[tuple, tuple, tuple]:
