@@ -103,7 +103,7 @@ def test_products_accumulate_in_register_tiles():
     lanes = host().vector_lanes
     assert _extents(buffers["attention_scores_local"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of keys
     assert _extents(buffers["attention_pv"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of Dv
-    assert f"float* restrict attention_keys = attention_keys_stack;" in k.source  # K^T read through restrict
+    assert "float* restrict attention_keys = attention_keys_stack;" in k.source  # K^T read through restrict
     assert _extents(buffers["attention_max_rf"][0]) == [lanes, 1, 1, 1]  # a vector of partial maxima per row
 
 

@@ -26,8 +26,8 @@ from .schedule import Schedule
 from .state import Stage
 
 ROWS_PER_BLOCK = 16  # query rows per block: the block's buffers hold this many rows of scores
-TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accumulators (measured faster than 4 x 2
-# vectors and 6 x 2 on BERT's shape, as for batch_matmul's tile)
+TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accumulators (faster than 4 x 2 vectors
+# on BERT's shape, as for batch_matmul's tile)
 HEADS_PER_THREAD = 4  # batch iterations per core from which K^T is computed per head and the blocks run serially
 
 
