@@ -1,14 +1,16 @@
 """The attention kernel against the separate kernels it replaces, per shape, in one process: the attention of one
 layer of `models.py`'s encoders (from the QKV projection's output (1, S, 3d) through the head split, the
-attention and the head merge to (1, S, d)), compiled with the attention pass and without it (`disable_passes`),
-timed in interleaved rounds (each round times both modules): the best of a round's calls, since on a shared
-machine the best is the call that was not preempted, and the median of those over the rounds.
+attention and the head merge to (1, S, d)), compiled with the attention pass (`enable_passes`, whatever the
+default) and without it (`disable_passes`), timed in interleaved rounds (each round times both modules): the best
+of a round's calls, since on a shared machine the best is the call that was not preempted, and the median of those
+over the rounds.
 
     python benchmarks/attention.py                  # table
     python benchmarks/attention.py --json           # [{"shape", "plan", "kernels", "ms", "rounds_ms", "cpu"}]
     python benchmarks/attention.py --only bert      # one shape
 
-The shapes: BERT-base (128 tokens, 768 wide, 12 heads), ViT-B/16 (197 tokens), GPT-2 small (128, causal).
+The shapes: BERT-base (128 tokens, 768 wide, 12 heads), ViT-B/16 (197 tokens), GPT-2 small (128, causal), and
+1024 tokens (`long`). Set TILEGRAD_NUM_THREADS=1 on a shared machine.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from torch import nn
 
 SHAPES = {"bert": (128, 768, 12, False), "vit": (197, 768, 12, False), "gpt2": (128, 768, 12, True),
           "long": (1024, 768, 12, False)}
-PLANS = {"attention kernel": (), "separate kernels": ("attention",)}
+PLANS = {"attention kernel": {"enable_passes": ["attention"]}, "separate kernels": {"disable_passes": ["attention"]}}
 
 
 class LayerAttention(nn.Module):
@@ -58,7 +60,7 @@ def measure(name: str, rounds: int, repeats: int) -> list[dict]:
     model = _export(module, (qkv,))
     with torch.no_grad():
         want = module(qkv).numpy()
-    built = {plan: compile_with_report(model, disable_passes=off) for plan, off in PLANS.items()}
+    built = {plan: compile_with_report(model, **passes) for plan, passes in PLANS.items()}
     feeds = {"in0": qkv.numpy()}
     for plan, b in built.items():
         got = b.module(**feeds)

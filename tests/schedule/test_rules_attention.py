@@ -1,6 +1,7 @@
 """The attention kernel (te/nn/attention.py under schedule/rules_attention.py) against PyTorch's
-scaled_dot_product_attention: with and without a mask, causal, odd sizes; and that its scores stay in local
-buffers of a block of query rows."""
+scaled_dot_product_attention and the op's NumPy reference: with and without a mask, causal, odd sizes, every
+parameter of the rule (rows per block, both register tiles, K^T per head or per block) at values that do not divide
+their loops; and that its scores stay in local buffers of a block of query rows, its products in register tiles."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 from tilegrad import kernel
 from tilegrad.ir.registry import lookup
 from tilegrad.loop import ir as L
+from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.sketch import generate_sketches
+from tilegrad.target import host
 from tilegrad.te import tensor as te
 
 
@@ -67,15 +70,17 @@ def test_odd_sizes_match_torch(lq, lk, heads, masked):
     np.testing.assert_allclose(k.run(*arrays), _torch(*arrays), atol=1e-5, rtol=1e-4)
 
 
-def _allocations(stmt, found):
-    """Every buffer allocated in a loop-IR statement, by name."""
+def _allocations(stmt, found, loops=()):
+    """Every buffer allocated in a loop-IR statement, by name: the buffer and the loops around its allocation."""
     if isinstance(stmt, L.Allocate):
-        found[stmt.buffer.name] = stmt.buffer
+        found[stmt.buffer.name] = (stmt.buffer, loops)
+    if isinstance(stmt, L.For):
+        loops = (*loops, stmt.var.name)
     children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
                 L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
     for child in children:
         if child is not None:
-            _allocations(child, found)
+            _allocations(child, found, loops)
     return found
 
 
@@ -84,10 +89,70 @@ def test_scores_live_in_local_buffers_of_a_row_block():
     _, _, k = _kernel(shapes)
     assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
     buffers = _allocations(k.loop.body, {})
-    scores = buffers["attention_scores"]
-    assert scores.scope == "local" and [int(d.value) for d in scores.shape] == [1, 1, 16, 197]
+    scores, block = buffers["attention_scores"]
+    assert scores.scope == "local" and _extents(scores) == [1, 1, 16, 208]  # 197 keys padded to whole vectors
     parallel = k.source.index("tg_share(tg, ")  # the thread's share of the parallel loop (codegen/team.py)
     assert parallel < k.source.index("attention_scores[")  # the scores are made inside the parallel block loop
+    keys, head = buffers["attention_keys"]
+    assert _extents(keys) == [1, 1, 64, 208] and block[:len(head)] == head and len(head) < len(block)
+
+
+def test_products_accumulate_in_register_tiles():
+    _, _, k = _kernel([(1, 12, 128, 64)] * 3)
+    buffers = _allocations(k.loop.body, {})
+    lanes = host().vector_lanes
+    assert _extents(buffers["attention_scores_local"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of keys
+    assert _extents(buffers["attention_pv"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of Dv
+    assert "float* restrict attention_keys = attention_keys_stack;" in k.source  # K^T read through restrict
+    assert _extents(buffers["attention_max_rf"][0]) == [lanes, 1, 1, 1]  # a vector of partial maxima per row
+
+
+def _extents(buffer):
+    return [int(d.value) for d in buffer.shape]
+
+
+class _Drawn:
+    """Knobs that draw every parameter of the rule from the values it offers."""
+
+    def __init__(self, data):
+        self.data, self.drawn = data, {}
+
+    def choice(self, name, values, default):
+        self.drawn[name] = self.data.draw(st.sampled_from(sorted(values)), label=name)
+        return self.drawn[name]
+
+    pick = choice
+
+
+@settings(max_examples=12, deadline=None)
+@given(lq=st.integers(1, 40), lk=st.sampled_from([1, 5, 16, 23, 40, 197]), d=st.sampled_from([1, 5, 8, 13, 64]),
+       dv=st.sampled_from([1, 3, 8, 17, 64]), heads=st.integers(1, 3),
+       form=st.sampled_from(["plain", "mask", "causal"]), data=st.data())
+def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, heads, form, data):
+    shapes = [(1, heads, lq, d), (1, heads, lk, d), (1, heads, lk, dv)] + ([(1, 1, lq, lk)] if form == "mask" else [])
+    arrays = _arrays(shapes, seed=lq * 1000 + lk)
+    causal = form == "causal"
+    ins = [te.placeholder(s, "float32", name) for s, name in zip(shapes, ("q", "k", "v", "mask"))]
+    out = lookup("attention").compute(*ins, scale=None, causal=causal)
+    knobs = _Drawn(data)
+    k = kernel.build((ins, [out]), default_schedule([out], host(), knobs).trace, name="attention")
+    got = k.run(*arrays)
+    want = lookup("attention").reference(*arrays, scale=None, causal=causal, qkv_layout="bhsd", out_layout="bhsd")
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
+    if causal and lk != lq:  # torch's is_causal aligns the queries with the first keys, the op with the last
+        return
+    np.testing.assert_allclose(got, _torch(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
+
+
+def test_a_row_with_every_key_hidden_gives_zeros():
+    shapes = [(1, 2, 9, 8), (1, 2, 21, 8), (1, 2, 21, 8), (1, 1, 9, 21)]
+    arrays = _arrays(shapes)
+    arrays[3][:, :, 4, :] = -np.inf  # query 4 sees no key
+    _, _, k = _kernel(shapes)
+    got = k.run(*arrays)
+    assert not got[:, :, 4].any()
+    want = lookup("attention").reference(*arrays, scale=None, causal=False, qkv_layout="bhsd", out_layout="bhsd")
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
 
 
 def test_rows_per_block_is_a_parameter_of_the_default_sketch():

@@ -186,6 +186,7 @@ class CRenderer(Renderer):
     simd = "#pragma omp simd"
     unroll = "#pragma GCC unroll {n}"
     stack_limit_bytes = 64 * 1024  # larger local buffers go to the heap
+    restrict_stack_bytes = 4096  # stack buffers from this size on are read through a restrict pointer
     types = {"float32": "float", "float64": "double", "float16": "_Float16", "bfloat16": "float", "int8": "int8_t",
              "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t",
              "int64": "int64_t", "uint64": "uint64_t", "bool": "bool"}
@@ -211,7 +212,7 @@ class CRenderer(Renderer):
         t = self._storage(b.dtype)
         nbytes = self._bytes(b)
         if b.scope == "local" and nbytes <= self.stack_limit_bytes:
-            self._emit(ind, f"{t} {b.name}[{nbytes // itemsize(b.dtype)}] __attribute__((aligned({self.alignment})));")
+            self._stack_array(b, t, nbytes, ind)
             self._stmt(s.body, ind)
             return
         # Allocated once per calling thread and kept: a buffer allocated and freed per call above glibc's mmap
@@ -220,6 +221,17 @@ class CRenderer(Renderer):
         self._emit(ind, f"if (!{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, {self._aligned_size(nbytes)});")
         self._emit(ind, f"{t}* restrict {b.name} = {kept};")
         self._stmt(s.body, ind)
+
+    def _stack_array(self, b, t: str, nbytes: int, ind: int) -> None:
+        """A local buffer on the stack. One of a page or more (a block of rows, attention's K^T) is read through a
+        restrict pointer: once vectorised, gcc cannot tell two stack arrays apart, and a register tile
+        accumulating from such a buffer was kept on the stack (a load and a store per multiply-add)."""
+        array = f"[{nbytes // itemsize(b.dtype)}] __attribute__((aligned({self.alignment})));"
+        if nbytes < self.restrict_stack_bytes:
+            self._emit(ind, f"{t} {b.name}{array}")
+            return
+        self._emit(ind, f"{t} {b.name}_stack{array}")
+        self._emit(ind, f"{t}* restrict {b.name} = {b.name}_stack;")
 
     def _bytes(self, b) -> int:
         size = b.size()

@@ -1,14 +1,23 @@
-"""The default schedule of the attention compute (te/nn/attention.py): every stage per block of query rows.
+"""The default schedule of the attention compute (te/nn/attention.py): every stage per block of query rows, the two
+products as register tiles.
 
-The output's batch axes and blocks of `rows` query rows run in parallel; inside a block, K^T (scaled), the
-scores, the masked logits, the row maxima, the exponentials, their sums and the weighted values are computed into
-local buffers of that block (compute_at the block loop), so the score matrix never reaches memory. The two
-products accumulate along their contiguous axis as vectors: the scores along the keys (K^T is the block's local
-transposed copy), the weighted values along Dv. The rows per block is a parameter, so the tuner can trade the
-reuse of K and V across rows against the size of the block's buffers.
+The output's loops are the batch axes, blocks of `rows` query rows, and inside a block tiles of `mr` rows by `nr`
+columns of Dv. Inside a block, every stage is computed into a local buffer of that block (compute_at the block
+loop), so the score matrix never reaches memory, and both products are GEMM micro-kernels whose accumulators stay
+in registers across their reduction:
+- the scores: tiles of `mr` query rows by `nr` keys accumulated over D (cache_write, computed at the tile loop of
+  the block's scores, into which each tile is copied out);
+- the row maxima and sums: vectors of partial results (rfactor over the vector lanes), which the keys' padding to
+  whole vectors allows;
+- the weighted values: the output's tiles of `mr` rows by `nr` of Dv accumulated over the keys, normalised as
+  they are written out.
+K^T (scaled) is computed once per (batch, head), at the last batch loop, when the batch axes alone give the
+threads enough work; otherwise the blocks run in parallel too and each block computes its own copy.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..target import Target
 from .defaults import Anchor, _extent, _values, parallel_grain, rule
@@ -16,40 +25,102 @@ from .knobs import Knobs
 from .schedule import Schedule
 from .state import Stage
 
-ROWS_PER_BLOCK = 16  # query rows per block: K^T is recopied per block, so fewer rows would repeat it more often
+ROWS_PER_BLOCK = 16  # query rows per block: the block's buffers hold this many rows of scores
+TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accumulators (faster than 4 x 2 vectors
+# on BERT's shape, as for batch_matmul's tile)
+HEADS_PER_THREAD = 4  # batch iterations per core from which K^T is computed per head and the blocks run serially
 
 
 @rule("attention")
 def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
-    """Blocks of query rows in parallel with the batch axes, each computing its whole chain in local buffers."""
+    """Blocks of query rows, each computing its whole chain in local buffers, both products register-tiled."""
     axes = [a.name for a in s.op.axes]
     if s.op.attrs.get("out_layout") == "bshd":  # (B, Lq, H, Dv): the heads run outside the blocks of query rows
         b, i, h, e = axes
         batch = [b, h]
-        sch.reorder(s.name, b, h, i, e)
     else:
         *batch, i, e = axes
-    lq, dv = _extent(s, i), _extent(s, e)
+    lq, dv, lanes = _extent(s, i), _extent(s, e), target.vector_lanes
+    producers = {p.op.tag: p.name for p in sch.state.stages if p.attach is None and p.name != s.name}
+    *_, d, lk = sch.state.stage(producers["attention_keys"]).tensor.shape  # K^T: (..., D, Lk padded)
     rows_d = min(lq, ROWS_PER_BLOCK)
     rows = knobs.choice(f"{s.name}_rows", _values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
+    mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes)
+    mr = knobs.choice(f"{s.name}_mr", _values(mr_d, range(1, 9), rows_d), mr_d)
+    nr = knobs.choice(f"{s.name}_nr", _values(nr_d, (lanes * k for k in (1, 2, 3, 4)), -(-dv // lanes) * lanes), nr_d)
     i0, i1 = sch.split(s.name, i, rows)
-    producers = [p for p in sch.state.stages if p.attach is None and p.name != s.name]
-    *_, d, lk = _tagged(producers, "attention_keys").tensor.shape  # K^T: (..., D, Lk)
-    extents = [_extent(s, b) for b in batch] + [-(-lq // rows_d)]
-    parallel_grain(sch, s, [*batch, i0], extents, target, rows_d * lk * (d + dv), knobs)
-    sch.vectorize(s.name, e)
+    i10, i11 = sch.split(s.name, i1, mr)
+    e0, e1 = sch.split(s.name, e, nr)
+    sch.reorder(s.name, *batch, i0, i10, e0, i11, e1)
+    batch_extents = [_extent(s, b) for b in batch]
+    heads_d = int(bool(batch) and math.prod(batch_extents) >= HEADS_PER_THREAD * target.cores)
+    per_head = knobs.pick(f"{s.name}_keys_per_head", (0, 1) if batch else (0,), heads_d)
+    parallel = batch if per_head else [*batch, i0]
+    extents = batch_extents + ([] if per_head else [-(-lq // rows_d)])
+    parallel_grain(sch, s, parallel, extents, target, rows_d * lk * (d + dv), knobs)
     loops = sch.loops(s.name)
-    block = loops[loops.index(i1) - 1]  # i0, or the parallel loop it was fused into
-    for p in producers:
-        sch.compute_at(p.name, s.name, block)
-        spatial = [a.name for a in p.op.axes]
-        reduce = [a.name for a in p.op.reduce_axes]
-        if p.op.tag in ("attention_scores", "attention_pv"):  # accumulate along the contiguous output axis
-            sch.reorder(p.name, *spatial[:-1], *reduce, spatial[-1])
-            sch.vectorize(p.name, spatial[-1])
-        elif not reduce:
-            sch.vectorize(p.name, spatial[-1])
+    block = loops[loops.index(i10) - 1]  # i0, or the parallel loop it was fused into
+    keys_at = loops[loops.index(block) - 1] if per_head else block  # the last batch loop, or the parallel one
+    sch.compute_at(producers["attention_keys"], s.name, keys_at)
+    sch.vectorize(producers["attention_keys"], sch.loops(producers["attention_keys"])[-1])
+    if "attention_logits" in producers:  # the mask's add and the -inf selects, recomputed by the max and exp
+        sch.compute_inline(producers["attention_logits"])
+    _scores_tiles(sch, producers["attention_scores"], s.name, block, target, knobs)
+    sch.compute_at(producers["attention_exp"], s.name, block)
+    sch.vectorize(producers["attention_exp"], sch.loops(producers["attention_exp"])[-1])
+    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # max, sum
+        _row_reduction(sch, p, s.name, block, lanes)
+    _weighted_values_tiles(sch, producers["attention_pv"], s.name, e0)
+    sch.vectorize(s.name, e1)
 
 
-def _tagged(stages: list[Stage], tag: str) -> Stage:
-    return next(p for p in stages if p.op.tag == tag)
+def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Target, knobs: Knobs) -> None:
+    """The block's scores as tiles of `mr` query rows by `nr` keys, each accumulated in registers over D (a
+    cache_write computed at the tile loop) and copied into the block's buffer."""
+    lanes = target.vector_lanes
+    local = sch.cache_write(scores)
+    sch.compute_at(scores, out, block)
+    st = sch.state.stage(scores)
+    *outer, i, j = [a.name for a in st.op.axes]
+    rows, keys = _extent(st, i), _extent(st, j)
+    mr_d, nr_d = min(rows, TILE_ROWS), min(keys, lanes)
+    mr = knobs.choice(f"{scores}_mr", _values(mr_d, range(1, 9), rows), mr_d)
+    nr = knobs.choice(f"{scores}_nr", _values(nr_d, (lanes * k for k in (1, 2, 3, 4)), keys), nr_d)
+    i0, i1 = sch.split(scores, i, mr)
+    j0, j1 = sch.split(scores, j, nr)
+    sch.reorder(scores, *outer, i0, j0, i1, j1)
+    sch.vectorize(scores, j1)
+    sch.compute_at(local, scores, j0)
+    lst = sch.state.stage(local)
+    *louter, li, lj = [a.name for a in lst.op.axes]
+    sch.reorder(local, *louter, *[a.name for a in lst.op.reduce_axes], li, lj)
+    sch.unroll(local, li)
+    sch.vectorize(local, lj)
+
+
+def _row_reduction(sch: Schedule, p: str, out: str, block: str, lanes: int) -> None:
+    """A row maximum or sum over the (padded) keys as a vector of partial results per row (rfactor over the lanes,
+    computed at the row so the lanes are contiguous), then the lanes reduced."""
+    *_, k = sch.loops(p)
+    sch.compute_at(p, out, block)
+    if _extent(sch.state.stage(p), k) % lanes:  # keys padded to fewer floats than this target's vector
+        return
+    _, k1 = sch.split(p, k, lanes)
+    rf = sch.rfactor(p, k1)
+    *_, row, _ = sch.loops(p)
+    lane, *rest = sch.loops(rf)
+    sch.reorder(rf, *rest, lane)
+    sch.vectorize(rf, lane)
+    sch.compute_at(rf, p, row)
+
+
+def _weighted_values_tiles(sch: Schedule, pv: str, out: str, tile: str) -> None:
+    """The weighted values as the output's register tile (computed at its tile loop), accumulated over the keys:
+    for each key, a row of the tile gains exp(logit) times a vector of V."""
+    st = sch.state.stage(pv)
+    *outer, i, e = [a.name for a in st.op.axes]
+    sch.compute_at(pv, out, tile)
+    sch.reorder(pv, *outer, *[a.name for a in st.op.reduce_axes], i, e)
+    sch.unroll(pv, i)
+    sch.vectorize(pv, e)
+

@@ -1,14 +1,16 @@
 """Scaled dot-product attention, softmax(Q K^T * scale + mask) V, as one chain of computes that a schedule runs per
 block of query rows.
 
-Stages, all over the broadcast batch axes of Q, K, V (and the mask):
-- `{name}_keys`: K transposed to (D, Lk) and multiplied by `scale`, so the scores' inner loop runs along the keys
-  (contiguous, vectorised) and the scale costs nothing per score;
+Stages, all over the broadcast batch axes of Q, K, V (and the mask). The keys axis of the score-shaped stages is
+padded to whole vectors (`KEYS_PADDED_TO`), the padding keys hidden (logit -inf, exponential 0), so the row
+reductions and the scores' register tiles run over whole vectors without tails:
+- `{name}_keys`: K transposed to (D, Lk padded with zeros) and multiplied by `scale`, so the scores' inner loop
+  runs along the keys (contiguous, vectorised) and the scale costs nothing per score;
 - `{name}_scores`: Q K^T over D, one row of scores per query;
-- `{name}_logits` (only with a mask or `causal`): the scores plus the additive mask, the keys past a query's
-  position set to -inf under `causal`;
+- `{name}_logits` (only with a mask, `causal` or padding keys): the scores plus the additive mask, the keys past
+  a query's position (and the padding keys) set to -inf;
 - `{name}_max`, `{name}_exp` (exp(logit - max)), `{name}_expsum`: the stable softmax's pieces, kept unnormalised;
-- `{name}_pv`: the exponentials times V, summed over the keys;
+- `{name}_pv`: the exponentials times V, summed over the (real) keys;
 - the output, `{name}_pv` times the reciprocal of the row's sum (tag "attention"), written in `out_layout`.
 Every stage works on the logical form (batch..., L, D); only the reads of Q, K, V and the output's index follow
 the layouts in memory (te/nn/attention_layout.py), so a head split or merge costs no kernel of its own.
@@ -25,6 +27,8 @@ from .. import tensor as te
 from . import attention_layout as layouts
 from ._arguments import check_float, check_same_dtype
 from .elementwise import broadcast_index, broadcast_shape
+
+KEYS_PADDED_TO = 16  # floats: two AVX2 vectors, one AVX-512 vector
 
 
 def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None = None, scale: float | None = None,
@@ -45,32 +49,42 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
     def at(t: te.Tensor, slot: int, lead, row, col):  # slot: 0 for Q, 1 for K, 2 for V
         return t[layouts.element(qkv_layout, slot, broadcast_index(logical[slot][:-2], lead), row, col)]
 
-    keys = te.compute((*batch, d, lk), lambda *i: at(k, 1, i[:nb], i[nb + 1], i[nb]) * factor,
-                      name=f"{name}_keys", tag="attention_keys")
+    lkp = -(-lk // KEYS_PADDED_TO) * KEYS_PADDED_TO
+    padded = lkp != lk
+    lowest = E.const(float("-inf"), q.dtype)
+    zero = E.const(0.0, q.dtype)
+
+    def key(j):  # a padding key reads the last real one, so that no read leaves K (or the mask)
+        return E.minimum(j, lk - 1) if padded else j
+
+    def scaled_key(*i):
+        x = at(k, 1, i[:nb], key(i[nb + 1]), i[nb]) * factor
+        return E.select(i[nb + 1] < lk, x, zero) if padded else x
+    keys = te.compute((*batch, d, lkp), scaled_key, name=f"{name}_keys", tag="attention_keys")
     r = te.reduce_axis(d, "r")
-    scores = te.compute((*batch, lq, lk), lambda *i: te.sum(at(q, 0, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[nb + 1])],
-                                                            axis=r), name=f"{name}_scores", tag="attention_scores")
+    scores = te.compute((*batch, lq, lkp), lambda *i: te.sum(at(q, 0, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[nb + 1])],
+                                                             axis=r), name=f"{name}_scores", tag="attention_scores")
     logits = scores
-    if mask is not None or causal:
+    if mask is not None or causal or padded:
         def masked(*i):
             x = scores[i]
             if mask is not None:
-                x = x + mask[broadcast_index(mask.shape, i)]
-            if causal:
-                x = E.select(i[nb + 1] > i[nb] + (lk - lq), E.const(float("-inf"), q.dtype), x)
+                x = x + mask[broadcast_index(mask.shape, (*i[:-1], key(i[-1])))]
+            if causal:  # hides the padding keys too: j >= Lk > i + Lk - Lq
+                x = E.select(i[nb + 1] > i[nb] + (lk - lq), lowest, x)
+            elif padded:
+                x = E.select(i[nb + 1] < lk, x, lowest)
             return x
         logits = te.compute(scores.shape, masked, name=f"{name}_logits", tag="attention_logits")
-    j = te.reduce_axis(lk, "j")
+    j = te.reduce_axis(lkp, "j")
     maxes = te.compute((*batch, lq), lambda *i: te.max(logits[(*i, j)], axis=j), name=f"{name}_max", tag="reduce")
-    hiding = mask is not None or causal
-    lowest = E.const(float("-inf"), q.dtype)
-    zero = E.const(0.0, q.dtype)
+    hiding = mask is not None or causal  # padding alone hides no row: every row has a real key
 
     def shift(*i):  # a row whose every key is hidden shifts by 0, so its exponentials are 0, not NaN
         m = maxes[i[:-1]]
         return logits[i] - (E.select(m.eq(lowest), zero, m) if hiding else m)
     exps = te.compute(scores.shape, lambda *i: E.exp(shift(*i)), name=f"{name}_exp", tag="attention_exp")
-    js = te.reduce_axis(lk, "j")
+    js = te.reduce_axis(lkp, "j")
     sums = te.compute((*batch, lq), lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_expsum", tag="reduce")
     jv = te.reduce_axis(lk, "j")
     pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * at(v, 2, i[:nb], jv, i[-1]), axis=jv),
