@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import resource
 import sqlite3
 import threading
 import warnings
@@ -197,6 +198,13 @@ def test_a_device_killed_mid_batch_hands_its_candidates_to_another(tasks, cfg, c
         builder.close()
     assert len(results) == 12 and all(r.valid for r in results)
     assert runner.devices == [pinned[1]]
+
+
+def test_a_device_times_at_the_niceness_of_an_ordinary_process(two_devices):
+    """Ray starts its workers at niceness 15; a device lowers its own to 0 where it may (root, or a raised
+    RLIMIT_NICE), and stays at Ray's where it may not."""
+    may_lower = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
+    assert [describe(d)["niceness"] for d in two_devices] == [0 if may_lower else 15] * 2
 
 
 def test_a_hung_candidate_times_out_as_on_the_local_runner(measurer, cfg):

@@ -3,7 +3,9 @@
 Both wrap the local machinery, so a candidate is measured the same way wherever it runs: a `Device` holds a
 `LocalRunner` (its isolated timing worker survives crashing and hanging kernels and reports them as results),
 a `BuildWorker` a one-process `LocalBuilder`. A device is pinned to its cores with `os.sched_setaffinity`, which
-its timing worker inherits, and times with as many threads as it has cores.
+its timing worker inherits, and times with as many threads as it has cores. It times at niceness 0 where it may
+(`_ordinary_niceness`): Ray starts its workers at 15 (its `worker_niceness`), and a kernel timed there loses its
+cores to every process that wakes, Ray's own daemons included.
 
 A device takes its candidates in batches (`Device.run_batch`, one call, a result streamed back per candidate).
 Tasks travel once per actor: the caller puts a task in the object store and passes `[reference]` (a list, so
@@ -15,6 +17,7 @@ fetch from the object store costs more than the bytes of a small library in the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -84,6 +87,14 @@ class _Tasks:
         return task
 
 
+def _ordinary_niceness() -> None:
+    """Time at niceness 0 rather than Ray's 15, where allowed (lowering it needs root or a raised RLIMIT_NICE;
+    `describe` says which a device got). On Linux this sets the calling thread's, which the timing worker it
+    starts inherits."""
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+
+
 @ray.remote
 class Device:
     """Times candidates on `cores` of its machine (all of them when None); `configure` before the first batch."""
@@ -91,6 +102,7 @@ class Device:
     def __init__(self, cores: list[int] | None):
         if cores:
             os.sched_setaffinity(0, cores)
+        _ordinary_niceness()
         self.cores = sorted(os.sched_getaffinity(0))
         self._runner: LocalRunner | None = None
         self._cfg: Config | None = None
@@ -98,9 +110,10 @@ class Device:
         self._dir = tempfile.TemporaryDirectory(prefix="tilegrad-device-")
 
     def describe(self) -> dict:
-        """Where it is and what it is: host, Ray node, cores and the machine's identity."""
+        """Where it is and what it is: host, Ray node, cores, the niceness it times at and the machine's
+        identity."""
         return {"host": socket.gethostname(), "node_id": ray.get_runtime_context().get_node_id(),
-                "cores": self.cores, "identity": host().identity()}
+                "cores": self.cores, "niceness": os.getpriority(os.PRIO_PROCESS, 0), "identity": host().identity()}
 
     def configure(self, cfg: Config, timing: dict) -> None:
         """Time with `LocalRunner(cfg, **timing)` from now on (with a thread per core unless `timing` says how many),
