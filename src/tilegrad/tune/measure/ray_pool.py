@@ -75,69 +75,85 @@ class ActorPool:
 
     def _run(self, n: int, start: Callable[[Any, deque, float], _Call], size: Callable[[int, int], int],
              limit_s: Callable[[int], float], failed: Failed) -> list:
-        results: list = [None] * n
-        attempts = [0] * n
-        queue = deque(range(n))
-        running: list[_Call] = []
-
-        def requeue(call: _Call) -> None:
-            queue.extendleft(reversed(call.items))
-
-        while queue or running:
-            busy = {id(c.actor) for c in running}
+        run = _Run(self, n, limit_s, failed)
+        while run.queue or run.running:
+            busy = {id(c.actor) for c in run.running}
             for actor in [a for a in self.actors if id(a) not in busy]:
-                if not queue:
+                if not run.queue:
                     break
-                take = max(1, size(len(queue), len(self.actors)))
-                items = deque(queue.popleft() for _ in range(min(take, len(queue))))
-                running.append(start(actor, items, time.monotonic() + limit_s(items[0])))
-            if not running:  # items are left and no actor is
-                for i in queue:
-                    results[i] = failed(i, "lost", "no actor is left to run it")
+                take = min(max(1, size(len(run.queue), len(self.actors))), len(run.queue))
+                items = deque(run.queue.popleft() for _ in range(take))
+                run.running.append(start(actor, items, time.monotonic() + limit_s(items[0])))
+            if not run.running:  # items are left and no actor is
+                for i in run.queue:
+                    run.results[i] = failed(i, "lost", "no actor is left to run it")
                 break
-            wait_s = max(0.0, min(c.deadline for c in running) - time.monotonic())
-            ready, _ = ray.wait([c.ref for c in running], num_returns=1, timeout=wait_s)
-            for call in [c for c in running if any(r == c.ref for r in ready)]:
-                i = call.items[0]
-                try:
-                    results[i] = ray.get(next(call.stream) if call.stream is not None else call.ref, timeout=0)
-                except RayActorError as e:
-                    running.remove(call)
-                    self._lose(call.actor)
-                    attempts[i] += 1
-                    if attempts[i] >= self.max_attempts:
-                        results[i] = failed(i, "lost", f"{attempts[i]} actors died running it: {e}")
-                        call.items.popleft()
-                    requeue(call)
-                    continue
-                except RayTaskError as e:
-                    cause = e.cause if e.cause is not None else e
-                    results[i] = failed(i, "error", f"{type(cause).__name__}: {cause}")
-                    running.remove(call)  # a method that raised has ended its stream
-                    call.items.popleft()
-                    requeue(call)
-                    continue
-                except StopIteration:
-                    running.remove(call)
-                    for j in call.items:
-                        results[j] = failed(j, "error", "the actor's batch ended before this item's result")
-                    continue
-                call.items.popleft()
-                if call.items:
-                    call.deadline = time.monotonic() + limit_s(call.items[0])
-                else:
-                    running.remove(call)
+            wait_s = max(0.0, min(c.deadline for c in run.running) - time.monotonic())
+            ready, _ = ray.wait([c.ref for c in run.running], num_returns=1, timeout=wait_s)
+            for call in [c for c in run.running if any(r == c.ref for r in ready)]:
+                run.collect(call)
             now = time.monotonic()
-            for call in [c for c in running if now >= c.deadline]:
-                running.remove(call)
-                ray.kill(call.actor)
-                self._lose(call.actor)
-                i = call.items.popleft()
-                results[i] = failed(i, "timeout", f"timeout after {limit_s(i):g} s")
-                requeue(call)
-        return results
+            for call in [c for c in run.running if now >= c.deadline]:
+                run.expire(call)
+        return run.results
 
     def _lose(self, actor) -> None:
         self.actors = [a for a in self.actors if a is not actor]
         if self.replace is not None:
             self.actors.append(self.replace())
+
+
+class _Run:
+    """One `ActorPool` map in progress: the results so far, the attempts per item, the items waiting and the calls
+    in flight."""
+
+    def __init__(self, pool: ActorPool, n: int, limit_s: Callable[[int], float], failed: Failed):
+        self.pool, self.limit_s, self.failed = pool, limit_s, failed
+        self.results: list = [None] * n
+        self.attempts = [0] * n
+        self.queue = deque(range(n))
+        self.running: list[_Call] = []
+
+    def collect(self, call: _Call) -> None:
+        """Take the ready result of the call's running item: its value, or its failure."""
+        i = call.items[0]
+        try:
+            self.results[i] = ray.get(next(call.stream) if call.stream is not None else call.ref, timeout=0)
+        except RayActorError as e:
+            self.pool._lose(call.actor)
+            self.attempts[i] += 1
+            if self.attempts[i] >= self.pool.max_attempts:
+                self._give_up(call, "lost", f"{self.attempts[i]} actors died running it: {e}")
+            self._end(call)
+            return
+        except RayTaskError as e:  # a method that raised has ended its stream
+            cause = e.cause if e.cause is not None else e
+            self._give_up(call, "error", f"{type(cause).__name__}: {cause}")
+            self._end(call)
+            return
+        except StopIteration:
+            while call.items:
+                self._give_up(call, "error", "the actor's batch ended before this item's result")
+            self._end(call)
+            return
+        call.items.popleft()
+        if call.items:
+            call.deadline = time.monotonic() + self.limit_s(call.items[0])
+        else:
+            self.running.remove(call)
+
+    def expire(self, call: _Call) -> None:
+        """The call's actor did not finish its running item in time: kill it, and that item is a timeout."""
+        ray.kill(call.actor)
+        self.pool._lose(call.actor)
+        self._give_up(call, "timeout", f"timeout after {self.limit_s(call.items[0]):g} s")
+        self._end(call)
+
+    def _give_up(self, call: _Call, kind: str, detail: str) -> None:
+        i = call.items.popleft()
+        self.results[i] = self.failed(i, kind, detail)
+
+    def _end(self, call: _Call) -> None:
+        """The call is over: the items it had not answered go back to the front of the queue, in order."""
+        self.running.remove(call)
+        self.queue.extendleft(reversed(call.items))
