@@ -5,8 +5,14 @@ throughput of two Ray build workers over one. Run:
     python benchmarks/ray_runner.py --candidates 8 --json
 
 overhead    the same built libraries timed by `LocalRunner` and by `RayRunner` on one device of all this
-            machine's cores (same threads, same timing settings), each after a warm-up pass that starts its
-            workers; the figure is (Ray's run phase - local's) / local's, per candidate. Target: at most 10%.
+            machine's cores (same threads, same timing settings): a warm-up pass of each that starts its
+            workers, then `--rounds` passes of each in turns (local, Ray, local, ...), so that both time under
+            the same conditions (Ray's daemons still settling after `ray.init`, other load coming and going);
+            the median pass of each counts. Each pass times fresh copies of the libraries (a byte appended),
+            as tuning times each library once: neither runner meets a library it has loaded, or a device one
+            it has on its disk. The figure is (Ray's run phase - local's) / local's, per candidate.
+            Target: at most 10%. With `--bare` each candidate is timed once (repeats=1, warmup=0,
+            min_repeat_s=0, placements=1), so the difference per candidate is the Ray runner's own cost.
 throughput  the same candidates built by a `RayBuilder` of one worker, then of two, each into a fresh build
             cache (so every candidate is compiled) after a warm-up build per worker; the figure is candidates
             per second, two over one.
@@ -18,8 +24,10 @@ Both need a quiet machine: other processes on the cores move the figures more th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -33,6 +41,7 @@ from tilegrad.tune.measure.builder import LocalBuilder
 from tilegrad.tune.measure.ray_builder import RayBuilder
 from tilegrad.tune.measure.ray_cluster import NAMESPACE, register_device
 from tilegrad.tune.measure.ray_runner import RayRunner
+from tilegrad.tune.measure.result import Built
 
 sys.path.insert(0, str(Path(__file__).parent))
 from measure_overhead import matmul_task, tilings  # noqa: E402
@@ -44,27 +53,41 @@ def timed(fn) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def overhead(cfg, inputs: list, threads: int, timing: dict) -> dict:
-    """Run phases of the local and the Ray runner on the same libraries."""
+def fresh_copy(built: Built, directory: Path) -> Built:
+    """`built` with its library copied into `directory`, the directory's name appended: the same code in a file
+    no runner has met (a loader ignores bytes past an ELF file's segments)."""
+    directory.mkdir(exist_ok=True)
+    path = directory / Path(built.library).name
+    path.write_bytes(Path(built.library).read_bytes() + directory.name.encode())
+    return dataclasses.replace(built, library=str(path))
+
+
+def overhead(cfg, inputs: list, threads: int, timing: dict, rounds: int) -> dict:
+    """Run phases of the local and the Ray runner on the same libraries, in turns."""
     builder = LocalBuilder(cfg, workers=1)
     try:
         built = builder.build(inputs)
-        jobs = [(inp, b, False) for inp, b in zip(inputs, built)]
-        local = LocalRunner(cfg, num_threads=threads, **timing)
-        device = register_device("benchmark-ray-runner", detached=False)
-        on_ray = RayRunner([device], cfg, num_threads=threads, **timing)
-        figures = {}
-        for name, runner in (("local", local), ("ray", on_ray)):
-            runner.run_all(jobs)  # starts its timing worker
-            wall, results = timed(lambda r=runner: r.run_all(jobs))
-            assert all(r.valid for r in results), [r.error for r in results if not r.valid]
-            figures[name] = wall / len(jobs)
-            runner.close()
-        ray.kill(device)
     finally:
         builder.close()
-    return {"local_s_per_candidate": figures["local"], "ray_s_per_candidate": figures["ray"],
-            "overhead": figures["ray"] / figures["local"] - 1}
+    local = LocalRunner(cfg, num_threads=threads, **timing)
+    device = register_device("benchmark-ray-runner", detached=False)
+    runners = {"local": local, "ray": RayRunner([device], cfg, num_threads=threads, **timing)}
+    passes: dict[str, list[float]] = {name: [] for name in runners}
+    with tempfile.TemporaryDirectory() as scratch:
+        for turn in range(rounds + 1):  # the first is the warm-up
+            for name, runner in runners.items():
+                copies = Path(scratch) / f"{name}-{turn}"
+                jobs = [(inp, fresh_copy(b, copies), False) for inp, b in zip(inputs, built)]
+                wall, results = timed(lambda r=runner, j=jobs: r.run_all(j))
+                assert all(r.valid for r in results), [r.error for r in results if not r.valid]
+                if turn:
+                    passes[name].append(wall / len(jobs))
+    for runner in runners.values():
+        runner.close()
+    ray.kill(device)
+    local_s, ray_s = statistics.median(passes["local"]), statistics.median(passes["ray"])
+    return {"local_s_per_candidate": local_s, "ray_s_per_candidate": ray_s, "overhead": ray_s / local_s - 1,
+            "passes_s_per_candidate": passes}
 
 
 def throughput(inputs: list, warm_ups: list) -> dict:
@@ -87,9 +110,13 @@ def throughput(inputs: list, warm_ups: list) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=20)
+    parser.add_argument("--bare", action="store_true", help="time each candidate once: the runners' own costs")
+    parser.add_argument("--rounds", type=int, default=3, help="timed passes of each runner (the median counts)")
     parser.add_argument("--address", default=None, help="a running Ray cluster (default: start one here)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     threads = len(os.sched_getaffinity(0))
     if args.address:
         ray.init(address=args.address, namespace=NAMESPACE, log_to_driver=False)
@@ -98,18 +125,22 @@ def main() -> None:
     task = matmul_task()
     inputs = [MeasureInput(task, tr) for tr in tilings(task, args.candidates + 2)]
     inputs, warm_ups = inputs[:-2], inputs[-2:]
-    timing = {"repeats": 3, "min_repeat_s": 0.02}
+    timing = ({"repeats": 1, "warmup": 0, "min_repeat_s": 0.0, "placements": 1} if args.bare
+              else {"repeats": 3, "min_repeat_s": 0.02})
     with tempfile.TemporaryDirectory() as cache, config.override(cache_dir=Path(cache)) as cfg:
-        rows = {"overhead": overhead(cfg, inputs, threads, timing), "throughput": throughput(inputs, warm_ups)}
+        rows = {"overhead": overhead(cfg, inputs, threads, timing, args.rounds),
+                "throughput": throughput(inputs, warm_ups)}
     ray.shutdown()
     if args.json:
-        print(json.dumps({"candidates": len(inputs), "threads": threads, **rows}, indent=2))
+        print(json.dumps({"candidates": len(inputs), "threads": threads, "rounds": args.rounds, "timing": timing,
+                          **rows}, indent=2))
         return
     o, t = rows["overhead"], rows["throughput"]
-    print(f"{len(inputs)} candidates of {task.name}, {threads} threads")
+    print(f"{len(inputs)} candidates of {task.name}, {threads} threads, median of {args.rounds} passes")
     print(f"{'figure':<28} {'value':>12} {'target':>10}")
-    print(f"{'local runner per candidate':<28} {o['local_s_per_candidate'] * 1e3:10.1f}ms")
-    print(f"{'Ray runner per candidate':<28} {o['ray_s_per_candidate'] * 1e3:10.1f}ms")
+    print(f"{'local runner per candidate':<28} {o['local_s_per_candidate'] * 1e3:10.2f}ms")
+    print(f"{'Ray runner per candidate':<28} {o['ray_s_per_candidate'] * 1e3:10.2f}ms")
+    print(f"{'Ray minus local':<28} {(o['ray_s_per_candidate'] - o['local_s_per_candidate']) * 1e3:10.2f}ms")
     print(f"{'Ray runner overhead':<28} {o['overhead'] * 100:11.1f}% {'<= 10%':>10}")
     print(f"{'builds/s, one Ray worker':<28} {t['one_worker_per_s']:12.2f}")
     print(f"{'builds/s, two Ray workers':<28} {t['two_workers_per_s']:12.2f}")

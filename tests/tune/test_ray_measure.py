@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import resource
 import sqlite3
 import threading
 import warnings
@@ -179,23 +180,31 @@ def test_the_ray_runner_records_what_the_local_runner_does(tasks, measurer, cfg,
 
 
 
-def test_a_device_killed_while_timing_hands_its_candidate_to_another(tasks, cfg, cores):
-    """Devices of their own, and a local builder: the cluster's CPUs are the module measurer's build workers'."""
+def test_a_device_killed_mid_batch_hands_its_candidates_to_another(tasks, cfg, cores):
+    """Devices of their own, and a local builder: the cluster's CPUs are the module measurer's build workers'.
+    Twelve candidates go out in batches of three at first, so the kill lands inside a batch."""
     pinned = [register_device("test-inflight", c, detached=False) for c in cores]
     runner = RayRunner(pinned, cfg, repeats=2, min_repeat_s=0.1, timeout_s=30.0)
     task = tasks[0]
-    inputs = [MeasureInput(task, task.default_trace())] * 4
+    inputs = [MeasureInput(task, task.default_trace())] * 12
     builder = LocalBuilder(cfg, workers=1)
     try:
-        built = builder.build(inputs[:1]) * 4
-        timer = threading.Timer(1.0, ray.kill, [pinned[0]])
+        built = builder.build(inputs[:1]) * 12
+        timer = threading.Timer(1.5, ray.kill, [pinned[0]])
         timer.start()
         results = runner.run_all([(inp, b, False) for inp, b in zip(inputs, built)])
         timer.join()
     finally:
         builder.close()
-    assert len(results) == 4 and all(r.valid for r in results)
+    assert len(results) == 12 and all(r.valid for r in results)
     assert runner.devices == [pinned[1]]
+
+
+def test_a_device_times_at_the_niceness_of_an_ordinary_process(two_devices):
+    """Ray starts its workers at niceness 15; a device lowers its own to 0 where it may (root, or a raised
+    RLIMIT_NICE), and stays at Ray's where it may not."""
+    may_lower = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
+    assert [describe(d)["niceness"] for d in two_devices] == [0 if may_lower else 15] * 2
 
 
 def test_a_hung_candidate_times_out_as_on_the_local_runner(measurer, cfg):

@@ -1,5 +1,6 @@
 """The actor pool under the Ray builder and runner: calls spread over actors, a dead actor's call runs again on
-another, a hung actor is killed and its call times out, and every call has exactly one result."""
+another, a hung actor is killed and its call times out, and every call has exactly one result; the same for
+batches streamed back item by item, where an actor that fails mid-batch keeps what it sent and hands the rest on."""
 
 import os
 import time
@@ -28,17 +29,40 @@ class _Echo:
 
     def die_once(self, x, marker):
         """Dies the first time any actor runs it (`marker` is a file they share), answers after."""
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            return (x, os.getpid())
-        os._exit(1)
+        if _first(marker):
+            os._exit(1)
+        return (x, os.getpid())
 
     def die(self):
         os._exit(1)
 
     def refuse(self, x):
         raise ValueError(f"no {x}")
+
+    @ray.method(num_returns="streaming")
+    def stream(self, xs, log, fail_at=None, how=None):
+        """Yields (x, pid) for each x, noting each x it starts in `log`; at `fail_at`, `how` it fails: "die" (the
+        first time any actor gets there), "hang" or "refuse"."""
+        for x in xs:
+            with open(log, "a") as f:
+                f.write(f"{x}\n")
+            if x == fail_at and how == "die" and _first(log + ".died"):
+                time.sleep(0.5)  # the results yielded so far reach the caller (their reports are asynchronous)
+                os._exit(1)
+            if x == fail_at and how == "hang":
+                time.sleep(3600)
+            if x == fail_at and how == "refuse":
+                raise ValueError(f"no {x}")
+            yield (x, os.getpid())
+
+
+def _first(marker: str) -> bool:
+    """True for the first caller only (`marker` is a file the actors share)."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
 
 
 def _failed(i, kind, detail):
@@ -98,3 +122,49 @@ def test_an_exception_in_the_call_is_its_error():
     pool = ActorPool(_echoes(1))
     (out,) = pool.map(1, lambda a, i: a.refuse.remote(i), lambda i: 30.0, _failed)
     assert out[0] == "error" and "ValueError: no 0" in out[1] and len(pool.actors) == 1
+
+
+def _started(log) -> list[int]:
+    """How many times each item was started, by item."""
+    with open(log) as f:
+        items = [int(line) for line in f]
+    return [items.count(x) for x in range(max(items) + 1)]
+
+
+def test_batches_spread_over_the_actors_and_come_back_in_order(tmp_path):
+    actors = _echoes(2)
+    pool = ActorPool(actors)
+    log = str(tmp_path / "log")
+    out = pool.map_batches(10, lambda a, items: a.stream.remote(items, log), lambda i: 30.0, _failed)
+    assert [x for x, _ in out] == list(range(10)) and _started(log) == [1] * 10
+    assert len({pid for _, pid in out}) == 2
+
+
+def test_an_actor_dying_mid_batch_keeps_what_it_sent_and_hands_on_the_rest(tmp_path):
+    actors = _echoes(2)
+    pids = ray.get([a.pid.remote() for a in actors])
+    pool = ActorPool(actors)
+    log = str(tmp_path / "log")
+    out = pool.map_batches(8, lambda a, items: a.stream.remote(items, log, 1, "die"), lambda i: 30.0, _failed)
+    assert [x for x, _ in out] == list(range(8))  # nothing lost
+    assert out[0][1] == pids[0] and {pid for _, pid in out[1:]} == {pids[1]}  # item 0 came back before the death
+    assert _started(log) == [1, 2, 1, 1, 1, 1, 1, 1]  # only the item it died on ran twice
+    assert pool.actors == [actors[1]]
+
+
+def test_an_actor_hanging_mid_batch_is_killed_its_item_times_out_and_the_rest_run_elsewhere(tmp_path):
+    actors = _echoes(2)
+    pool = ActorPool(actors)
+    log = str(tmp_path / "log")
+    out = pool.map_batches(8, lambda a, items: a.stream.remote(items, log, 1, "hang"), lambda i: 2.0, _failed)
+    assert out[1] == ("timeout", "timeout after 2 s")
+    assert [x for x, _ in out[:1] + out[2:]] == [0, 2, 3, 4, 5, 6, 7] and _started(log) == [1] * 8
+    assert pool.actors == [actors[1]]
+
+
+def test_an_exception_mid_batch_is_its_items_error_and_the_rest_still_run(tmp_path):
+    pool = ActorPool(_echoes(1))
+    log = str(tmp_path / "log")
+    out = pool.map_batches(4, lambda a, items: a.stream.remote(items, log, 1, "refuse"), lambda i: 30.0, _failed)
+    assert out[1][0] == "error" and "ValueError: no 1" in out[1][1]
+    assert [x for x, _ in out[:1] + out[2:]] == [0, 2, 3] and _started(log) == [1] * 4 and len(pool.actors) == 1

@@ -12,6 +12,7 @@ pinned to its node and to a set of its cores, so it outlives the command that re
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 
@@ -29,6 +30,7 @@ from .ray_runner import RayRunner
 
 NAMESPACE = "tilegrad"
 _PREFIX = "tilegrad-device:"
+_log = logging.getLogger(__name__)
 _DESCRIBE_TIMEOUT_S = 120.0  # a new device's start: an interpreter importing tilegrad
 
 
@@ -64,12 +66,16 @@ def register_device(key: str, cores: list[int] | None = None, *, detached: bool 
     device = Device.options(name=name, namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
                             lifetime="detached" if detached else None,
                             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(cores)
-    describe(device)  # waits for it to start
+    niceness = describe(device)["niceness"]  # waits for it to start
+    if niceness > 0:
+        _log.warning("device %s times at niceness %d: Ray starts its workers there (RAY_worker_niceness, 15 by "
+                     "default) and only root may lower it, so its kernels lose their cores to any busy process; "
+                     "start Ray with RAY_worker_niceness=0 in its environment", name, niceness)
     return device
 
 
 def describe(device) -> dict:
-    """The device's host, Ray node, cores and machine identity (`ray_actors.Device.describe`)."""
+    """The device's host, Ray node, cores, niceness and machine identity (`ray_actors.Device.describe`)."""
     return ray.get(device.describe.remote(), timeout=_DESCRIBE_TIMEOUT_S)
 
 

@@ -2,22 +2,25 @@
 
 Each device times one candidate at a time, exactly as `LocalRunner` does on this machine (it holds one), so the
 results are the same values: a kernel that hangs comes back as "timeout after N s", one that crashes as "crash".
-Over that sits the pool's fault handling (`ray_pool.py`): a device that dies mid-candidate hands the candidate to
-another device; a device that stops answering (its machine, not its kernel, hangs) is killed after the run's
-`timeout_s` plus `DEVICE_GRACE_S`, and its candidate is a timeout. Each candidate gets exactly one result.
+A device takes its candidates in batches, one call each, and streams each result back as it is timed
+(`ray_pool.ActorPool.map_batches`), since a streamed result costs a fraction of a call. Each library is read
+once per `run_all` and written to a device's disk once. Over that sits the pool's fault handling: a device that
+dies mid-batch hands the candidate it was timing, and those it had not reached, to another device, and keeps
+the results it sent; a device that stops answering (its machine, not its kernel, hangs) is killed once a
+candidate takes the run's `timeout_s` plus `DEVICE_GRACE_S`, and that candidate is a timeout. Each candidate
+gets exactly one result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import ray
 
 from ...config import Config
 from ...errors import MeasureError
 from ..task import Task
-from .ray_actors import TaskRefs
+from .ray_actors import DeviceJob, TaskRefs, read_library
 from .ray_pool import ActorPool
 from .result import Built, MeasureInput, MeasureResult
 
@@ -58,13 +61,10 @@ class RayRunner:
         return self.run_all([(inp, built, check)])[0]
 
     def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]]) -> list[MeasureResult]:
-        """One result per (input, built, check), in order; the jobs spread over the devices."""
-        libraries = {b.library: Path(b.library).read_bytes() for _, b, _ in jobs}
-
-        def submit(device, i: int):
-            inp, built, check = jobs[i]
-            return device.run.remote(inp.task.key, self._tasks.box(inp.task), inp.trace, libraries[built.library],
-                                     built.params, built.build_s, check)
+        """One result per (input, built, check), in order; the jobs spread over the devices in batches."""
+        libraries = {path: read_library(path) for path in {built.library for _, built, _ in jobs}}
+        device_jobs = [DeviceJob(inp.task.key, self._tasks.box(inp.task), inp.trace, *libraries[built.library],
+                                 built.params, built.build_s, check) for inp, built, check in jobs]
 
         def failed(i: int, kind: str, detail: str) -> MeasureResult:
             build_s = jobs[i][1].build_s
@@ -72,7 +72,8 @@ class RayRunner:
                 return MeasureResult((), "timeout", f"the device stopped answering: {detail}", build_s)
             return MeasureResult((), "run", f"the device could not run it: {detail}", build_s)
 
-        return self._pool.map(len(jobs), submit, lambda i: self.timeout_s + DEVICE_GRACE_S, failed)
+        return self._pool.map_batches(len(jobs), lambda device, batch: device.run_batch.remote(
+            *[device_jobs[i] for i in batch]), lambda i: self.timeout_s + DEVICE_GRACE_S, failed)
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
         """As `LocalRunner.limit_by_default`, on every device (whose limits stay below `timeout_s`)."""
