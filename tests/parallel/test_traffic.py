@@ -5,7 +5,13 @@ import pytest
 
 from tilegrad.errors import TilegradError
 from tilegrad.parallel import ops
-from tilegrad.parallel.traffic import operator_bytes, optimizer_bytes, optimizer_states
+from tilegrad.parallel.traffic import (
+    fresh_bytes,
+    operator_bytes,
+    optimizer_bytes,
+    optimizer_fresh_bytes,
+    optimizer_states,
+)
 
 
 def _local(op, strategy, devices):
@@ -52,3 +58,14 @@ def test_optimizer_steps_move_their_passes_per_parameter_and_zero_shards_the_upd
 def test_an_unknown_optimizer_is_refused_naming_the_known_ones():
     with pytest.raises(TilegradError, match="optimizer 'lamb' has no update cost.*adam"):
         optimizer_bytes("lamb", 10, 4)
+
+
+def test_fresh_tensors_beyond_the_mmap_threshold_are_counted_for_their_page_faults():
+    big = ops.matmul("classifier", (64, 256), (256, 1 << 17))  # the weight and its gradient: 128 MiB
+    ins, out = _local(big, ((1, 1), (1, 1)), 1)
+    assert fresh_bytes(big, ins, out, 4) == (0, 256 * (1 << 17) * 4)  # the 32 MiB output stays in the heap
+    small = ops.matmul("fc", (64, 256), (256, 1024))
+    assert fresh_bytes(small, *_local(small, ((1, 1), (1, 1)), 1), 4) == (0, 0)
+    assert optimizer_fresh_bytes("adam", 1 << 24, 4) == 2 * (64 << 20)  # sqrt and the division: 64 MiB each
+    assert optimizer_fresh_bytes("adam", 1 << 24, 4, shards=4) == 0  # 16 MiB slices stay in the heap
+    assert optimizer_fresh_bytes("sgd", 1 << 24, 4) == 0

@@ -23,6 +23,12 @@ from .ops import Operator
 #                  param.addcdiv_(exp_avg, denom)                    read p, m, denom; write p             4
 OPTIMIZER_PASSES = {"sgd": 3, "sgd_momentum": 8, "adam": 18}
 OPTIMIZER_STATES = {"sgd": 0, "sgd_momentum": 1, "adam": 2}  # parameter-sized tensors of state per parameter
+OPTIMIZER_TEMPORARIES = {"sgd": 0, "sgd_momentum": 0, "adam": 2}  # parameter-sized tensors allocated per step
+
+# glibc serves an allocation above its mmap threshold (which grows to at most 32 MiB on 64-bit) with fresh pages,
+# which the kernel faults in and zeroes on first touch, at every step: a fresh tensor that large costs its bytes
+# again at the page-fault rate (calibrated: under a hypervisor, several times the streaming cost).
+FRESH_THRESHOLD_BYTES = 32 << 20
 
 _GEMM = ("matmul", "batch_matmul", "linear", "conv2d")
 
@@ -69,6 +75,28 @@ def operator_bytes(op: Operator, inputs: tuple[tuple[int, ...], ...], output: tu
     else:
         elements = (forward, out + 2 * sum(ins))
     return elements[0] * element_bytes, elements[1] * element_bytes
+
+
+def fresh_bytes(op: Operator, inputs: tuple[tuple[int, ...], ...], output: tuple[int, ...],
+                element_bytes: int) -> tuple[float, float]:
+    """(forward, backward) bytes of newly allocated tensors above `FRESH_THRESHOLD_BYTES`: the output, then
+    the inputs' gradients (none for a view, nor for a reduction, whose gradient is a broadcast view)."""
+    if op.kind == "transpose":
+        return 0.0, 0.0
+    forward = _fresh(math.prod(output) * element_bytes)
+    if op.kind == "reduce_sum":
+        return forward, 0.0
+    return forward, sum(_fresh(math.prod(s) * element_bytes) for s in inputs)
+
+
+def optimizer_fresh_bytes(optimizer: str, elements: float, element_bytes: int, shards: int = 1) -> float:
+    """Bytes of the temporaries one optimizer step allocates above `FRESH_THRESHOLD_BYTES` for a block."""
+    _check(optimizer)
+    return OPTIMIZER_TEMPORARIES[optimizer] * _fresh(math.ceil(elements / shards) * element_bytes)
+
+
+def _fresh(nbytes: float) -> float:
+    return nbytes if nbytes > FRESH_THRESHOLD_BYTES else 0.0
 
 
 def _check(optimizer: str) -> None:
