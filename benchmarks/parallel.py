@@ -15,6 +15,7 @@ predicted step time is at most 0.5x data parallel's, and it fits a memory cap th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -31,10 +32,10 @@ from tilegrad.parallel.modules import TransformerBlock
 from tilegrad.parallel.search import Problem, data_parallel, search
 from tilegrad.parallel.topology import Topology, plan_cluster, uniform_links
 
-# A simulated accelerator cluster: 100 TFLOP/s devices with 32 GB, NVLink-like links in a server, slower ones
-# between the servers of a rack and between racks.
+# A simulated accelerator cluster: 100 TFLOP/s devices with 32 GB of 2 TB/s memory, NVLink-like links in a server,
+# slower ones between the servers of a rack and between racks.
 CLUSTER = Topology(1e14, uniform_links(5e-6, 1 / 200e9), uniform_links(1e-5, 1 / 25e9),
-                   uniform_links(2e-5, 1 / 12.5e9), memory_bytes=32e9)
+                   uniform_links(2e-5, 1 / 12.5e9), memory_bytes=32e9, bandwidth=2e12)
 SIMULATED_DEVICES = (64, 512)
 
 
@@ -99,17 +100,19 @@ def _measure(rank, world, name, cfg, strategies):
     return statistics.median(times[1:]), params + state
 
 
-def local_rows(cfg: dict, machine) -> list[dict]:
+def local_rows(cfg: dict) -> list[dict]:
     rows = []
     for name in ("gpt", "wide"):
         model, x = torch_model(name, cfg)
         graph = capture(model, x).graph
         for world in (2, 4):
-            problem = Problem(graph, world, machine)
+            problem = Problem(graph, world, measured_machine(processes=world))
             for label, plan in (("searched", search(problem)), ("data parallel", data_parallel(problem))):
                 measured = run_workers(_measure, world, name, cfg, plan.strategies)
+                step = max(m[0] for m in measured)
                 rows.append({"model": name, "devices": world, "strategy": label,
-                             "predicted_step_s": plan.step_seconds, "measured_step_s": max(m[0] for m in measured),
+                             "predicted_step_s": plan.step_seconds, "measured_step_s": step,
+                             "predicted_over_measured": plan.step_seconds / step,
                              "predicted_memory_bytes": plan.memory_bytes,
                              "measured_parameter_state_bytes": max(m[1] for m in measured)})
                 print(f"{name} {world} {label} done", file=sys.stderr)
@@ -121,7 +124,7 @@ def simulated_rows(quick: bool) -> list[dict]:
     # the memory cap per device: about half of what the replicated classifier weight needs with Adam
     width, classes, cap = (256, 1 << 16, 150e6) if quick else (512, 1 << 20, 4e9)
     wide = models.wide_classifier(512, width, width, classes)
-    capped = Topology(CLUSTER.flops, CLUSTER.server, CLUSTER.rack, CLUSTER.core, memory_bytes=cap).machine()
+    capped = dataclasses.replace(CLUSTER, memory_bytes=cap).machine()
     for devices in SIMULATED_DEVICES:
         problem = Problem(wide, devices, capped)
         for label, plan in (("searched", search(problem)), ("data parallel", data_parallel(problem))):
@@ -135,9 +138,7 @@ def simulated_rows(quick: bool) -> list[dict]:
 
     for devices in SIMULATED_DEVICES:
         mapped = plan_cluster(gpt, 1024, devices, CLUSTER, stages=4, micro_batches=8)
-        pure = plan_cluster(gpt, 1024, devices, Topology(CLUSTER.flops, CLUSTER.server, CLUSTER.rack, CLUSTER.core,
-                                                         devices_per_server=1, servers_per_rack=1,
-                                                         memory_bytes=CLUSTER.memory_bytes))
+        pure = plan_cluster(gpt, 1024, devices, dataclasses.replace(CLUSTER, devices_per_server=1, servers_per_rack=1))
         for label, p in (("gpt3 mapping (dp x pipeline 4 x operator 8)", mapped), ("data parallel", pure)):
             rows.append({"model": "gpt", "devices": devices, "strategy": label, "predicted_step_s": p.step_seconds,
                          "predicted_memory_bytes": p.memory_bytes, "fits_cap": p.fits,
@@ -169,20 +170,23 @@ def main() -> int:
     args = parser.parse_args()
     cfg = configs(args.quick)
     machine = measured_machine()
-    rows = [] if args.no_measure else local_rows(cfg, machine)
+    rows = [] if args.no_measure else local_rows(cfg)
     simulated = simulated_rows(args.quick)
-    doc = {"config": cfg, "machine": {"flops": machine.flops,
+    doc = {"config": cfg, "machine": {"flops": machine.flops, "bandwidth": machine.bandwidth,
+                                      "op_seconds": machine.op_seconds,
                                       "links": {k: [v.alpha, v.beta] for k, v in machine.links.items()}},
            "local": rows, "simulated": simulated, "target": target(simulated),
            "search_100_layers_s": hundred_layer_search_seconds(machine)}
     if args.json:
         print(json.dumps(doc, indent=1))
         return 0
-    print(f"{'model':6} {'dev':>4} {'strategy':46} {'pred step s':>12} {'meas step s':>12} {'pred mem MB':>12} "
-          f"{'meas MB':>9} {'fits':>5}")
+    print(f"{'model':6} {'dev':>4} {'strategy':46} {'pred step s':>12} {'meas step s':>12} {'pred/meas':>9} "
+          f"{'pred mem MB':>12} {'meas MB':>9} {'fits':>5}")
     for r in rows + simulated:
         print(f"{r['model']:6} {r['devices']:>4} {r['strategy']:46} {r['predicted_step_s']:>12.5f} "
-              f"{r.get('measured_step_s', float('nan')):>12.5f} {r['predicted_memory_bytes'] / 1e6:>12.1f} "
+              f"{r.get('measured_step_s', float('nan')):>12.5f} "
+              f"{r.get('predicted_over_measured', float('nan')):>9.2f} "
+              f"{r['predicted_memory_bytes'] / 1e6:>12.1f} "
               f"{r.get('measured_parameter_state_bytes', float('nan')) / 1e6:>9.1f} {r.get('fits_cap', '')!s:>5}")
     print(f"search of a 100-layer transformer on 8 devices: {doc['search_100_layers_s']:.2f} s (bound 10 s)")
     t = doc["target"]

@@ -2,6 +2,8 @@
 memory below GPipe's, links chosen by how far a group reaches, and the wide classifier's searched plan at 64
 devices at most half data parallel's step time and within a memory cap data parallel exceeds."""
 
+import math
+
 import pytest
 
 from tilegrad.errors import TilegradError
@@ -55,10 +57,12 @@ def test_a_group_across_servers_uses_the_slower_links():
     assert across > 4 * inside
 
 
-def test_the_wide_classifier_at_64_devices_beats_data_parallel_by_half_and_fits_the_cap():
+@pytest.mark.parametrize("bandwidth", [math.inf, 2e12])
+def test_the_wide_classifier_at_64_devices_beats_data_parallel_by_half_and_fits_the_cap(bandwidth):
     g = models.wide_classifier(512, 512, 512, 1 << 20)
     cap = 2e9
-    machine = Topology(1e14, TOPOLOGY.server, TOPOLOGY.rack, TOPOLOGY.core, memory_bytes=cap).machine()
+    machine = Topology(1e14, TOPOLOGY.server, TOPOLOGY.rack, TOPOLOGY.core, memory_bytes=cap,
+                       bandwidth=bandwidth).machine()
     problem = Problem(g, 64, machine)
     best, dp = search(problem), data_parallel(problem)
     assert best.step_seconds <= 0.5 * dp.step_seconds

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..errors import TilegradError
+from .host import threads_per_process, usable_cores
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -52,11 +53,12 @@ def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, backend: st
     """`fn(rank, world_size, *args)` on `world_size` processes in one process group; their results by rank.
 
     `fn` and `args` must be picklable (a module-level function). Each process gets `threads_per_worker` intra-op
-    threads (default: the cores shared out, at least one), so that N processes do not oversubscribe the machine.
+    threads (default: the usable cores shared out, at least one), so that N processes do not oversubscribe the
+    machine.
     """
     if world_size < 1:
         raise TilegradError(f"run_workers: world_size must be at least 1, got {world_size}")
-    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // world_size)
+    threads = threads_per_worker or threads_per_process(world_size, usable_cores())
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()

@@ -23,6 +23,8 @@ SCHEDULES = ("gpipe", "1f1b")
 
 @dataclass(frozen=True)
 class Topology:
+    """Devices of `flops` FLOP/s and `bandwidth` bytes/s of memory each, in servers of `devices_per_server` and
+    racks of `servers_per_rack`, with the links of each level."""
     flops: float
     server: dict[str, Link] = field(hash=False)
     rack: dict[str, Link] = field(hash=False)
@@ -30,6 +32,7 @@ class Topology:
     devices_per_server: int = 8
     servers_per_rack: int = 8
     memory_bytes: float = math.inf
+    bandwidth: float = math.inf
 
     @property
     def devices_per_rack(self) -> int:
@@ -38,7 +41,7 @@ class Topology:
     def machine(self) -> Machine:
         """The cost model for a group of devices laid out server by server, rack by rack."""
         return Machine(self.flops, self.server, self.memory_bytes, inner_devices=self.devices_per_server,
-                       outer=((self.devices_per_rack, self.rack), (math.inf, self.core)))
+                       outer=((self.devices_per_rack, self.rack), (math.inf, self.core)), bandwidth=self.bandwidth)
 
 
 def uniform_links(alpha: float, beta: float) -> dict[str, Link]:
