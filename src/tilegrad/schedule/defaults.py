@@ -278,6 +278,23 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
         sch.vectorize(s.name, vec_inner)
 
 
+def window_pads(sch: Schedule, s: Stage, window: str) -> list[Stage]:
+    """The padding stages that only the window stage `window` reads (`s`'s own accumulator or `s`)."""
+    return [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
+            and [r.name for r in sch.state.readers(p.tensor)] == [window]]
+
+
+def attach_window(sch: Schedule, out: str, pads: list[Stage], local: str, w0: str, w1: str) -> None:
+    """The output's vector of columns `w1`; each padding stage computed per output row (a few rows of input, in
+    cache) rather than as a whole copy; the accumulator at the tile loop `w0`, so it stays in registers."""
+    sch.vectorize(out, w1)
+    row = sch.loops(out)[-3]
+    for p in pads:
+        sch.compute_at(p.name, out, row)
+        sch.vectorize(p.name, sch.loops(p.name)[-1])
+    sch.compute_at(local, out, w0)
+
+
 def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str | None) -> None:
     """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
     this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy.
@@ -286,18 +303,11 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
     *outer, w = [a.name for a in s.op.axes]
     wext = _extent(s, w)
     wr, _ = conv_tile(1, wext, lanes)
-    window = accumulator or s.name
-    pads = [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
-            and [r.name for r in sch.state.readers(p.tensor)] == [window]]
+    pads = window_pads(sch, s, accumulator or s.name)
     local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
     _parallel_outer(sch, s, outer, target, wext * reduction_work(sch, local))
-    sch.vectorize(s.name, w1)
-    row = sch.loops(s.name)[-3]
-    for p in pads:
-        sch.compute_at(p.name, s.name, row)
-        sch.vectorize(p.name, sch.loops(p.name)[-1])
-    sch.compute_at(local, s.name, w0)
+    attach_window(sch, s.name, pads, local, w0, w1)
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
     *local_outer, local_w = [a.name for a in lst.op.axes]

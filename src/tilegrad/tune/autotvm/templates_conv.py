@@ -8,7 +8,7 @@ hand-written points.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...schedule.defaults import Anchor, conv_tile, parallel_count, reduction_work
+from ...schedule.defaults import Anchor, attach_window, conv_tile, parallel_count, reduction_work, window_pads
 from ...schedule.rules_nchwc import tile_columns
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
@@ -60,9 +60,7 @@ def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anc
     *outer, w = [a.name for a in s.op.axes]
     wext = extent(s, w)
     wr_d, _ = conv_tile(1, wext, target.vector_lanes)
-    window = anchor.accumulator or s.name
-    pads = [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
-            and [r.name for r in sch.state.readers(p.tensor)] == [window]]
+    pads = window_pads(sch, s, anchor.accumulator or s.name)
     local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     reduce = [lp for lp in sch.state.stage(local).leaves if sch.state.stage(local).loops[lp].is_reduce]
@@ -76,12 +74,7 @@ def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anc
 
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
     parallelize(sch, s.name, outer, cfg["grain"].val)
-    sch.vectorize(s.name, w1)
-    row = sch.loops(s.name)[-3]
-    for p in pads:
-        sch.compute_at(p.name, s.name, row)
-        sch.vectorize(p.name, sch.loops(p.name)[-1])
-    sch.compute_at(local, s.name, w0)
+    attach_window(sch, s.name, pads, local, w0, w1)
     *local_outer, local_w = [a.name for a in sch.state.stage(local).op.axes]
     order = [reduce[i] for i in cfg["order_reduce"].perm]
     sch.reorder(local, *local_outer, *order, local_w)
