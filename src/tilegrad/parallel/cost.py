@@ -135,10 +135,8 @@ def operator_seconds(machine: Machine, op: ops.Operator, strategy: ops.Strategy,
     """One device's forward and backward of `op` under `strategy`: each pass its arithmetic time plus its memory
     traffic time plus the page faults of its fresh large tensors, and the fixed per-operator overhead.
 
-    A sum, not a roofline's max: timed op by op on 2 processes, the wide classifier's 32-row product against
-    its 128 MiB weight took 1.14 s forward and backward where the max predicted 0.81 s and the sum 0.91 s, and
-    the GPT stack's products (operands in cache) ran slower than their arithmetic alone; element-wise work has
-    next to no arithmetic, so there the two agree."""
+    A sum, not a roofline's max: timed op by op, the sum came closer than the max on both benchmark models (the
+    figures are in docs/parallel.md, "Benchmark")."""
     ins, out = op.layouts(strategy, devices)
     local_in = tuple(lay.local_shape(s) for lay, s in zip(ins, op.shapes))
     local_out = out.local_shape(op.output_shape)

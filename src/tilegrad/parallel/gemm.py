@@ -4,8 +4,7 @@ One FLOP/s figure does not price a product: a BLAS reaches its peak on large squ
 (a 32-row batch against a 131,072-column classifier, or its weight gradient, whose inner dimension is the
 batch) runs at a fraction of it. So the grid's rates are interpolated in log2 of each dimension (clamped to the
 grid), and each of a matmul's three products (forward, the input gradient, the weight gradient) is priced by
-its own shape. Beyond the grid, a product slows again once an operand outgrows the caches (measured: a 32-row
-product against a 256 x 16,384 matrix runs at a third of its rate against 256 x 4,096); that drop is measured
+its own shape. Beyond the grid, a product slows again once an operand outgrows the caches; that drop is measured
 as a function of the largest operand's bytes beyond the grid's 4 MiB (`SPILL_COLUMNS`) and multiplies the
 grid's rate.
 """
