@@ -135,7 +135,7 @@ def operator_seconds(machine: Machine, op: ops.Operator, strategy: ops.Strategy,
     """One device's forward and backward of `op` under `strategy`: each pass its arithmetic time plus its memory
     traffic time plus the page faults of its fresh large tensors, and the fixed per-operator overhead.
 
-    A sum, not a roofline's max: timed op by op, the sum came closer than the max on both benchmark models (the
+    A sum, not a roofline's max: timed op by op, the sum came closer to the measured times than the max (the
     figures are in docs/parallel.md, "Benchmark")."""
     ins, out = op.layouts(strategy, devices)
     local_in = tuple(lay.local_shape(s) for lay, s in zip(ins, op.shapes))
