@@ -5,13 +5,14 @@ written without loop-carried state so that tensor expressions can hold it; a sch
 scores (rows x key_block) at a time, never a whole row.
 
 Stages, over the broadcast batch axes, with the keys padded to whole blocks (the padding keys hidden, as in
-te/nn/attention.py) and indexed (query row i, block b, key in block jj):
+te/nn/attention.py) and indexed (block b, query row i, key in block jj), the blocks outermost so that a
+schedule runs each stage block by block:
 - `{name}_keys`: K transposed to (D, blocks x key_block) and scaled, as in the two-pass form;
-- `{name}_scores` (i, b, jj): Q K^T over D; `{name}_logits`: plus the mask, hidden keys -inf;
-- `{name}_bmax` (i, b): m_b, the block's largest logit; `{name}_exp` (i, b, jj): exp(logit - m_b);
-- `{name}_bsum` (i, b): l_b, the block's sum of exponentials; `{name}_bacc` (i, b, Dv): acc_b, the block's
+- `{name}_scores` (b, i, jj): Q K^T over D; `{name}_logits`: plus the mask, hidden keys -inf;
+- `{name}_bmax` (b, i): m_b, the block's largest logit; `{name}_exp` (b, i, jj): exp(logit - m_b);
+- `{name}_bsum` (b, i): l_b, the block's sum of exponentials; `{name}_bacc` (b, i, Dv): acc_b, the block's
   exponentials times V;
-- `{name}_max` (i): M = max_b m_b; `{name}_scale` (i, b): exp(m_b - M);
+- `{name}_max` (i): M = max_b m_b; `{name}_scale` (b, i): exp(m_b - M);
 - `{name}_den` (i): sum_b exp(m_b - M) l_b; `{name}_num` (i, Dv): sum_b exp(m_b - M) acc_b;
 - the output, num / den (tag "attention_blockwise"), written in `out_layout`.
 A block whose every key is hidden has m_b = -inf and shifts by 0 (its exponentials, l_b and acc_b are 0); a row
@@ -20,6 +21,7 @@ whose every key is hidden gives zeros, as in the two-pass form.
 
 from __future__ import annotations
 
+from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from . import attention_layout as layouts
@@ -42,7 +44,7 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
     check_float(q, "attention")
     check_same_dtype([t for t in (q, k, v, mask) if t is not None], "attention")
     if key_block < 1:
-        raise ValueError(f"attention: key_block must be at least 1, got {key_block}")
+        raise ShapeError(f"attention: key_block must be at least 1, got {key_block}")
     factor = E.const(d ** -0.5 if scale is None else float(scale), q.dtype)
     nb, blocks = len(batch), -(-lk // key_block)
     padded = blocks * key_block != lk
@@ -58,18 +60,18 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
         x = at(k, 1, i[:nb], key(i[nb + 1]), i[nb]) * factor
         return E.select(i[nb + 1] < lk, x, zero) if padded else x
     keys = te.compute((*batch, d, blocks * key_block), scaled_key, name=f"{name}_keys", tag="attention_keys")
-    tile = (*batch, lq, blocks, key_block)
+    tile = (*batch, blocks, lq, key_block)
     r = te.reduce_axis(d, "r")
-    scores = te.compute(tile, lambda *i: te.sum(at(q, 0, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[-2] * key_block + i[-1])],
+    scores = te.compute(tile, lambda *i: te.sum(at(q, 0, i[:nb], i[nb + 1], r) * keys[(*i[:nb], r, i[nb] * key_block + i[-1])],
                                                 axis=r), name=f"{name}_scores", tag="attention_scores")
     logits = scores
     if mask is not None or causal or padded:
         def masked(*i):
-            x, j = scores[i], i[-2] * key_block + i[-1]
+            x, j = scores[i], i[nb] * key_block + i[-1]
             if mask is not None:
-                x = x + mask[broadcast_index(mask.shape, (*i[:nb + 1], key(j)))]
+                x = x + mask[broadcast_index(mask.shape, (*i[:nb], i[nb + 1], key(j)))]
             if causal:  # hides the padding keys too: j >= Lk > i + Lk - Lq
-                x = E.select(j > i[nb] + (lk - lq), lowest, x)
+                x = E.select(j > i[nb + 1] + (lk - lq), lowest, x)
             elif padded:
                 x = E.select(j < lk, x, lowest)
             return x
@@ -86,18 +88,22 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
     bsum = te.compute(tile[:-1], lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_bsum", tag="reduce")
     ja = te.reduce_axis(key_block, "jj")
     bacc = te.compute((*tile[:-1], dv), lambda *i: te.sum(
-        exps[(*i[:-1], ja)] * at(v, 2, i[:nb], key(i[-2] * key_block + ja), i[-1]), axis=ja),
+        exps[(*i[:-1], ja)] * at(v, 2, i[:nb], key(i[nb] * key_block + ja), i[-1]), axis=ja),
         name=f"{name}_bacc", tag="attention_pv")
+    rows = (*batch, lq)
+
+    def per_block(t: te.Tensor, i, b):  # element (b, row) of a per-block stage, for row index i = (batch..., row)
+        return t[(*i[:nb], b, i[nb])]
     bm = te.reduce_axis(blocks, "b")
-    row_max = te.compute(tile[:-2], lambda *i: te.max(bmax[(*i, bm)], axis=bm), name=f"{name}_max",
+    row_max = te.compute(rows, lambda *i: te.max(per_block(bmax, i, bm), axis=bm), name=f"{name}_max",
                          tag="attention_merge")
-    weights = te.compute(tile[:-1], lambda *i: E.exp(shifted(bmax[i], row_max[i[:-1]])), name=f"{name}_scale",
-                         tag="attention_merge")
+    weights = te.compute(tile[:-1], lambda *i: E.exp(shifted(bmax[i], row_max[(*i[:nb], i[nb + 1])])),
+                         name=f"{name}_scale", tag="attention_merge")
     bd = te.reduce_axis(blocks, "b")
-    den = te.compute(tile[:-2], lambda *i: te.sum(weights[(*i, bd)] * bsum[(*i, bd)], axis=bd), name=f"{name}_den",
-                     tag="attention_merge")
+    den = te.compute(rows, lambda *i: te.sum(per_block(weights, i, bd) * per_block(bsum, i, bd), axis=bd),
+                     name=f"{name}_den", tag="attention_merge")
     bn = te.reduce_axis(blocks, "b")
-    num = te.compute((*tile[:-2], dv), lambda *i: te.sum(weights[(*i[:-1], bn)] * bacc[(*i[:-1], bn, i[-1])], axis=bn),
+    num = te.compute((*rows, dv), lambda *i: te.sum(per_block(weights, i, bn) * bacc[(*i[:nb], bn, *i[nb:])], axis=bn),
                      name=f"{name}_num", tag="attention_merge")
     one = E.const(1.0, q.dtype)
 
