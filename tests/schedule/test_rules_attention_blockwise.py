@@ -17,6 +17,7 @@ from tilegrad.errors import ShapeError
 from tilegrad.ir.registry import lookup
 from tilegrad.loop import ir as L
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.target import host
 from tilegrad.te import tensor as te
 
@@ -161,3 +162,15 @@ def test_per_block_state_lives_in_local_buffers_of_a_row_block():
     lanes = host().vector_lanes
     assert extents["attention_bacc_local"] == [1, 1, 1, 8, lanes]  # acc_b's register tile
     assert extents["attention_scores_local"] == [1, 1, 1, 8, lanes]  # the scores' register tile
+
+
+def test_the_default_sketch_offers_the_rules_parameters():
+    def outputs():
+        ins = _placeholders([(1, 2, 40, 16)] * 3)
+        return [lookup("attention").compute(*ins, scale=None, causal=False, form="blockwise", key_block=16,
+                                            **LAYOUT)]
+
+    _, space = generate_sketches(outputs)[0].space({})
+    names = {c.var: c for c in space.choices}
+    assert names["attention_rows"].default == 16 and {1, 8, 32} <= set(names["attention_rows"].values)
+    assert "attention_bacc_mr" in names and "attention_scores_nr" in names  # both products' register tiles
