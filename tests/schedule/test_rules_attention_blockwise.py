@@ -162,6 +162,7 @@ def test_per_block_state_lives_in_local_buffers_of_a_row_block():
     lanes = host().vector_lanes
     assert extents["attention_bacc_local"] == [1, 1, 1, 8, lanes]  # acc_b's register tile
     assert extents["attention_scores_local"] == [1, 1, 1, 8, lanes]  # the scores' register tile
+    assert extents["attention_num"] == [1, 1, 8, lanes]  # the merge, as the output's register tile
 
 
 def test_the_default_sketch_offers_the_rules_parameters():

@@ -13,6 +13,11 @@ in registers across their reduction:
   they are written out.
 K^T (scaled) is computed once per (batch, head), at the last batch loop, when the batch axes alone give the
 threads enough work; otherwise the blocks run in parallel too and each block computes its own copy.
+
+The blockwise form (te/nn/attention_blockwise.py, op attribute form="blockwise") gets the same blocks, tiles and
+K^T; inside a block each stage runs key block by key block (m_b, the exponentials, l_b, acc_b as the scores'
+register tiles of `mr` rows by `nr` of Dv), then M, the scales and the denominator per row, and the merge
+sum_b exp(m_b - M) acc_b as the output's register tile.
 """
 
 from __future__ import annotations
@@ -58,10 +63,9 @@ def schedule_attention_blockwise(sch: Schedule, s: Stage, target: Target, anchor
     for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # m_b, l_b
         _row_reduction(sch, p, s.name, block, target.vector_lanes)
     _scores_tiles(sch, producers["attention_pv"], s.name, block, target, knobs)  # acc_b: rows x Dv per key block
-    *merge, num = [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "attention_merge"]
-    for p in merge:  # M, exp(m_b - M), the denominator: a few floats per row
-        sch.compute_at(p, s.name, block)
-    _weighted_values_tiles(sch, num, s.name, tile)
+    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "attention_merge"]:
+        sch.compute_at(p, s.name, block)  # M, exp(m_b - M), the denominator: a few floats per row
+    _weighted_values_tiles(sch, producers["attention_merge_pv"], s.name, tile)
     sch.vectorize(s.name, columns)
 
 

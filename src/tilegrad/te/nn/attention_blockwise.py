@@ -1,8 +1,10 @@
 """Scaled dot-product attention in the blockwise form of the online softmax (FlashDecoding's split-KV): the keys
 split into blocks of `key_block`, a softmax per (query row, key block) kept unnormalised, and the blocks merged
 per query row by rescaling each with exp(m_b - M). It is the online recurrence's algebra merged in two levels,
-written without loop-carried state so that tensor expressions can hold it; a schedule then needs only one block of
-scores (rows x key_block) at a time, never a whole row.
+written without loop-carried state so that tensor expressions can hold it. Only a key block's m_b, l_b and acc_b
+outlive it; the scores are needed one key block at a time, though each stage here being its own tensor, a
+schedule that keeps only one block of scores would need m_b, l_b and acc_b made by one stage (today
+schedule/rules_attention.py keeps the block's scores for every key block of a block of query rows).
 
 Stages, over the broadcast batch axes, with the keys padded to whole blocks (the padding keys hidden, as in
 te/nn/attention.py) and indexed (block b, query row i, key in block jj), the blocks outermost so that a
@@ -13,7 +15,8 @@ schedule runs each stage block by block:
 - `{name}_bsum` (b, i): l_b, the block's sum of exponentials; `{name}_bacc` (b, i, Dv): acc_b, the block's
   exponentials times V;
 - `{name}_max` (i): M = max_b m_b; `{name}_scale` (b, i): exp(m_b - M);
-- `{name}_den` (i): sum_b exp(m_b - M) l_b; `{name}_num` (i, Dv): sum_b exp(m_b - M) acc_b;
+- `{name}_den` (i): sum_b exp(m_b - M) l_b (tag "attention_merge", as M and the scales); `{name}_num` (i, Dv):
+  sum_b exp(m_b - M) acc_b (tag "attention_merge_pv");
 - the output, num / den (tag "attention_blockwise"), written in `out_layout`.
 A block whose every key is hidden has m_b = -inf and shifts by 0 (its exponentials, l_b and acc_b are 0); a row
 whose every key is hidden gives zeros, as in the two-pass form.
@@ -104,7 +107,7 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
                      name=f"{name}_den", tag="attention_merge")
     bn = te.reduce_axis(blocks, "b")
     num = te.compute((*rows, dv), lambda *i: te.sum(per_block(weights, i, bn) * bacc[(*i[:nb], bn, *i[nb:])], axis=bn),
-                     name=f"{name}_num", tag="attention_merge")
+                     name=f"{name}_num", tag="attention_merge_pv")
     one = E.const(1.0, q.dtype)
 
     def normalised(*i):  # a row whose every key is hidden sums to 0 and gives 0, as ONNX's Attention does
