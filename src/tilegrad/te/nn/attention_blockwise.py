@@ -1,10 +1,10 @@
 """Scaled dot-product attention in the blockwise form of the online softmax (FlashDecoding's split-KV): the keys
 split into blocks of `key_block`, a softmax per (query row, key block) kept unnormalised, and the blocks merged
 per query row by rescaling each with exp(m_b - M). It is the online recurrence's algebra merged in two levels,
-written without loop-carried state so that tensor expressions can hold it. Only a key block's m_b, l_b and acc_b
-outlive it; the scores are needed one key block at a time, though each stage here being its own tensor, a
-schedule that keeps only one block of scores would need m_b, l_b and acc_b made by one stage (today
-schedule/rules_attention.py keeps the block's scores for every key block of a block of query rows).
+written without loop-carried state so that tensor expressions can hold it. Only m_b, l_b and acc_b outlive a key
+block. A schedule could keep one block's scores at a time only if one stage made all three (a stage computed at
+another's loop is read inside that loop only); schedule/rules_attention.py keeps every key block's scores of a
+block of query rows, as the two-pass form does.
 
 Stages, over the broadcast batch axes, with the keys padded to whole blocks (the padding keys hidden, as in
 te/nn/attention.py) and indexed (block b, query row i, key in block jj), the blocks outermost so that a
