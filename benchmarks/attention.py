@@ -8,9 +8,15 @@ over the rounds.
     python benchmarks/attention.py                  # table
     python benchmarks/attention.py --json           # [{"shape", "plan", "kernels", "ms", "rounds_ms", "cpu"}]
     python benchmarks/attention.py --only bert      # one shape
+    python benchmarks/attention.py --forms          # the kernel alone: two-pass against blockwise softmax
 
 The shapes: BERT-base (128 tokens, 768 wide, 12 heads), ViT-B/16 (197 tokens), GPT-2 small (128, causal), and
 1024 tokens (`long`). Set TILEGRAD_NUM_THREADS=1 on a shared machine.
+
+`--forms` times the attention kernel alone instead, in the models' layouts (a fused QKV (1, S, 3, H, D) read as
+all three operands, the output (1, S, H, D)), built in each `form` of the op: "two_pass" (whole rows of scores
+per block of query rows) and "blockwise" (the online softmax merged from blocks of `--key-block` keys), in the
+same interleaved rounds.
 """
 
 from __future__ import annotations
@@ -74,6 +80,34 @@ def measure(name: str, rounds: int, repeats: int) -> list[dict]:
              "rounds_ms": times[plan], "cpu": measured_peaks().cpu} for plan in PLANS]
 
 
+def measure_forms(name: str, rounds: int, repeats: int, key_block: int) -> list[dict]:
+    from tilegrad import kernel
+    from tilegrad.ir.registry import lookup
+    from tilegrad.runtime.peaks import measured_peaks
+    from tilegrad.te import tensor as te
+
+    tokens, width, heads, causal = SHAPES[name]
+    shape = (1, tokens, 3, heads, width // heads)
+    qkv = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    attrs = {"scale": None, "causal": causal, "qkv_layout": "bs3hd", "out_layout": "bshd"}
+    forms = {"two-pass kernel": {"form": "two_pass"}, f"blockwise kb={key_block}": {"form": "blockwise",
+                                                                                     "key_block": key_block}}
+    built = {}
+    for plan, form in forms.items():
+        ins = [te.placeholder(shape, "float32", n) for n in "qkv"]
+        out = lookup("attention").compute(*ins, **attrs, **form)
+        built[plan] = kernel.build((ins, [out]), name="attention")
+    want = lookup("attention").reference(qkv, qkv, qkv, **attrs)
+    for plan, k in built.items():
+        np.testing.assert_allclose(k.run(qkv, qkv, qkv), want, rtol=1e-4, atol=1e-4, err_msg=f"{name}, {plan}")
+    times: dict[str, list[float]] = {plan: [] for plan in forms}
+    for _ in range(rounds):
+        for plan, k in built.items():
+            times[plan].append(_best_time(lambda k=k: k.run(qkv, qkv, qkv), repeats) * 1e3)
+    return [{"shape": name, "plan": plan, "kernels": 1, "ms": statistics.median(times[plan]),
+             "rounds_ms": times[plan], "cpu": measured_peaks().cpu} for plan in forms]
+
+
 def _best_time(fn, repeats: int) -> float:
     """Seconds of the fastest of `repeats` calls of `fn`."""
     best = math.inf
@@ -90,14 +124,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print JSON rows")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median)")
     ap.add_argument("--repeats", type=int, default=20, help="calls per round (the best)")
+    ap.add_argument("--forms", action="store_true", help="time the kernel alone, two-pass against blockwise")
+    ap.add_argument("--key-block", type=int, default=64, help="keys per block of the blockwise form")
     args = ap.parse_args(argv)
-    rows = [r for name in args.only or SHAPES for r in measure(name, args.rounds, args.repeats)]
+    rows = [r for name in args.only or SHAPES
+            for r in (measure_forms(name, args.rounds, args.repeats, args.key_block) if args.forms
+                      else measure(name, args.rounds, args.repeats))]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'shape':<8}{'plan':<18}{'kernels':>8}{'ms':>9}   rounds")
+    print(f"{'shape':<8}{'plan':<20}{'kernels':>8}{'ms':>9}   rounds")
     for r in rows:
-        print(f"{r['shape']:<8}{r['plan']:<18}{r['kernels']:>8}{r['ms']:>9.3f}   "
+        print(f"{r['shape']:<8}{r['plan']:<20}{r['kernels']:>8}{r['ms']:>9.3f}   "
               + " ".join(f"{t:.3f}" for t in r["rounds_ms"]))
     return 0
 

@@ -31,7 +31,7 @@ static inline int64_t tg_floormod(int64_t a, int64_t b) {
 /* exp for float32 that gcc can vectorise (libm's expf is a scalar call): Cody-Waite range reduction to
    [-ln2/2, ln2/2], a degree-6 polynomial (Cephes), and 2^n built in the exponent bits. About 1 ulp; results below
    2^-126 flush to zero. Rounding to nearest uses the 1.5 * 2^23 trick, which vectorises where floorf does not. */
-static inline float tg_expf(float x) {
+static inline __attribute__((always_inline)) float tg_expf(float x) {
   float c = x < 88.7228390520683f ? x : 88.7228390520683f;
   c = c > -87.0f ? c : -87.0f;
   float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;

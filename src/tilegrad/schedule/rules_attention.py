@@ -13,6 +13,11 @@ in registers across their reduction:
   they are written out.
 K^T (scaled) is computed once per (batch, head), at the last batch loop, when the batch axes alone give the
 threads enough work; otherwise the blocks run in parallel too and each block computes its own copy.
+
+The blockwise form (te/nn/attention_blockwise.py, op attribute form="blockwise") gets the same blocks, tiles and
+K^T; inside a block each stage runs key block by key block (m_b, the exponentials, l_b, acc_b as the scores'
+register tiles of `mr` rows by `nr` of Dv), then M, the scales and the denominator per row, and the merge
+sum_b exp(m_b - M) acc_b as the output's register tile.
 """
 
 from __future__ import annotations
@@ -34,6 +39,42 @@ HEADS_PER_THREAD = 4  # batch iterations per core from which K^T is computed per
 @rule("attention")
 def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """Blocks of query rows, each computing its whole chain in local buffers, both products register-tiled."""
+    producers = {p.op.tag: p.name for p in sch.state.stages if p.attach is None and p.name != s.name}
+    block, tile, columns = _row_blocks(sch, s, producers, target, knobs)
+    _scores_tiles(sch, producers["attention_scores"], s.name, block, target, knobs)
+    sch.compute_at(producers["attention_exp"], s.name, block)
+    sch.vectorize(producers["attention_exp"], sch.loops(producers["attention_exp"])[-1])
+    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # max, sum
+        _row_reduction(sch, p, s.name, block, target.vector_lanes)
+    _weighted_values_tiles(sch, producers["attention_pv"], s.name, tile)
+    sch.vectorize(s.name, columns)
+
+
+@rule("attention_blockwise")
+def schedule_attention_blockwise(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
+    """The blockwise form (te/nn/attention_blockwise.py) on the same blocks of query rows: inside a block, each
+    stage runs key block by key block (the blocks are their outermost axis), the scores and the weighted values
+    as the two-pass form's register tiles; the merge over the key blocks as the output's tiles are written."""
+    producers = {p.op.tag: p.name for p in sch.state.stages if p.attach is None and p.name != s.name}
+    block, tile, columns = _row_blocks(sch, s, producers, target, knobs)
+    _scores_tiles(sch, producers["attention_scores"], s.name, block, target, knobs)
+    sch.compute_at(producers["attention_exp"], s.name, block)
+    sch.vectorize(producers["attention_exp"], sch.loops(producers["attention_exp"])[-1])
+    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # m_b, l_b
+        _row_reduction(sch, p, s.name, block, target.vector_lanes)
+    _scores_tiles(sch, producers["attention_pv"], s.name, block, target, knobs)  # acc_b: rows x Dv per key block
+    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "attention_merge"]:
+        sch.compute_at(p, s.name, block)  # M, exp(m_b - M), the denominator: a few floats per row
+    _weighted_values_tiles(sch, producers["attention_merge_pv"], s.name, tile)
+    sch.vectorize(s.name, columns)
+
+
+def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Target,
+                knobs: Knobs) -> tuple[str, str, str]:
+    """Split the output into blocks of query rows and register tiles, make the blocks (or the heads) parallel and
+    compute K^T per head or per block, inline the masked logits; returns the block loop, the tile loop and the
+    tile's vector of columns. `producers` names the unattached producers by tag."""
+    keys = producers["attention_keys"]
     axes = [a.name for a in s.op.axes]
     if s.op.attrs.get("out_layout") == "bshd":  # (B, Lq, H, Dv): the heads run outside the blocks of query rows
         b, i, h, e = axes
@@ -41,8 +82,7 @@ def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, 
     else:
         *batch, i, e = axes
     lq, dv, lanes = _extent(s, i), _extent(s, e), target.vector_lanes
-    producers = {p.op.tag: p.name for p in sch.state.stages if p.attach is None and p.name != s.name}
-    *_, d, lk = sch.state.stage(producers["attention_keys"]).tensor.shape  # K^T: (..., D, Lk padded)
+    *_, d, lk = sch.state.stage(keys).tensor.shape  # K^T: (..., D, Lk padded)
     rows_d = min(lq, ROWS_PER_BLOCK)
     rows = knobs.choice(f"{s.name}_rows", _values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
     mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes)
@@ -61,17 +101,11 @@ def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, 
     loops = sch.loops(s.name)
     block = loops[loops.index(i10) - 1]  # i0, or the parallel loop it was fused into
     keys_at = loops[loops.index(block) - 1] if per_head else block  # the last batch loop, or the parallel one
-    sch.compute_at(producers["attention_keys"], s.name, keys_at)
-    sch.vectorize(producers["attention_keys"], sch.loops(producers["attention_keys"])[-1])
-    if "attention_logits" in producers:  # the mask's add and the -inf selects, recomputed by the max and exp
+    sch.compute_at(keys, s.name, keys_at)
+    sch.vectorize(keys, sch.loops(keys)[-1])
+    if "attention_logits" in producers:  # the mask's add and the -inf selects, recomputed by their readers
         sch.compute_inline(producers["attention_logits"])
-    _scores_tiles(sch, producers["attention_scores"], s.name, block, target, knobs)
-    sch.compute_at(producers["attention_exp"], s.name, block)
-    sch.vectorize(producers["attention_exp"], sch.loops(producers["attention_exp"])[-1])
-    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # max, sum
-        _row_reduction(sch, p, s.name, block, lanes)
-    _weighted_values_tiles(sch, producers["attention_pv"], s.name, e0)
-    sch.vectorize(s.name, e1)
+    return block, e0, e1
 
 
 def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Target, knobs: Knobs) -> None:

@@ -9,20 +9,24 @@ passed as all three), and `out_layout` "bshd" writes (B, Lq, H, Dv), the layouts
 attention, whose head split and merge then cost no kernel (te/nn/attention_layout.py). `scale` None means
 1/sqrt(D); `causal` hides the keys after each query's position (key j > query i + Lk - Lq); a query whose every
 key is hidden gives zeros (ONNX's Attention), not NaN. Half-precision
-operands are computed in float32 and rounded once, as the matmuls they replace accumulate.
+operands are computed in float32 and rounded once, as the matmuls they replace accumulate. `form` picks the
+kernel's softmax, the same result either way: "two_pass" holds whole rows of scores per block of query rows
+(te/nn/attention.py), "blockwise" merges per-key-block softmaxes of `key_block` keys, the online softmax in
+FlashDecoding's split form (te/nn/attention_blockwise.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...te import nn
 from ...te.nn import attention_layout as layouts
 from ..registry import OPAQUE, Sample, TensorType, declare
 from .operands import float_dtype, widened
 
 
-def _attention_type(q, k, v, mask=None, *, scale, causal, qkv_layout, out_layout):
+def _attention_type(q, k, v, mask=None, *, scale, causal, qkv_layout, out_layout, **_):
     dtype = float_dtype(q, k, v, mask)
     logical = [layouts.logical_shape(x.shape, qkv_layout, label) for x, label in zip((q, k, v), "qkv")]
     batch, (lq, _), (_, dv) = nn.attention_shape(*logical, None if mask is None else mask.shape)
@@ -36,7 +40,7 @@ def _logical(x: np.ndarray, layout: str, slot: int) -> np.ndarray:
     return x if layout == "bhsd" else x.swapaxes(1, 2)
 
 
-def _attention_ref(q, k, v, mask=None, *, scale, causal, qkv_layout, out_layout):
+def _attention_ref(q, k, v, mask=None, *, scale, causal, qkv_layout, out_layout, **_):
     dtype = q.dtype
     q, k, v = (_logical(x, qkv_layout, slot) for slot, x in enumerate((q, k, v)))
     wide = [None if x is None else x.astype(np.float64) for x in (q, k, v, mask)]
@@ -56,7 +60,11 @@ def _attention_ref(q, k, v, mask=None, *, scale, causal, qkv_layout, out_layout)
     return out.swapaxes(1, 2) if out_layout == "bshd" else out
 
 
-def _attention_te(q, k, v, mask=None, *, scale, causal, **layout):
+def _attention_te(q, k, v, mask=None, *, scale, causal, form="two_pass", key_block=nn.DEFAULT_KEY_BLOCK, **layout):
+    if form == "blockwise":
+        return nn.attention_blockwise(q, k, v, mask, scale=scale, causal=causal, key_block=key_block, **layout)
+    if form != "two_pass":
+        raise ShapeError(f"attention: form must be 'two_pass' or 'blockwise', got {form!r}")
     return nn.attention(q, k, v, mask, scale=scale, causal=causal, **layout)
 
 
@@ -69,7 +77,8 @@ def _attention_flops(ins, outs, *, qkv_layout, **_) -> int:
 
 
 declare("attention", kind=OPAQUE,
-        attrs={"scale": None, "causal": False, "qkv_layout": "bhsd", "out_layout": "bhsd"}, infer=_attention_type,
+        attrs={"scale": None, "causal": False, "qkv_layout": "bhsd", "out_layout": "bhsd", "form": "two_pass",
+               "key_block": nn.DEFAULT_KEY_BLOCK}, infer=_attention_type,
         reference=_attention_ref, compute=widened(_attention_te), num_inputs=(3, 4), flops=_attention_flops,
         samples=(Sample((((1, 2, 7, 8), "float32"), ((1, 2, 5, 8), "float32"), ((1, 2, 5, 6), "float32"))),
                  Sample((((2, 3, 9, 16), "float32"), ((2, 3, 9, 16), "float32"), ((2, 3, 9, 16), "float32"),

@@ -34,6 +34,8 @@ from .quantized import (
     quantized_im2col_conv as quantized_im2col_conv,
 )
 from .attention import attention as attention, attention_shape as attention_shape
+from .attention_blockwise import DEFAULT_KEY_BLOCK as DEFAULT_KEY_BLOCK
+from .attention_blockwise import attention_blockwise as attention_blockwise
 from .normalization import softmax as softmax, log_softmax as log_softmax, layer_norm as layer_norm, lrn as lrn
 from .pool import (
     max_pool1d as max_pool1d, max_pool2d as max_pool2d, max_pool3d as max_pool3d, avg_pool1d as avg_pool1d,

@@ -1,0 +1,177 @@
+"""The blockwise attention kernel (te/nn/attention_blockwise.py under schedule/rules_attention.py's
+attention_blockwise rule) against the op's NumPy reference and PyTorch's scaled_dot_product_attention: odd sizes,
+key blocks that do not divide the keys, masked, causal, rows and key blocks whose every key is hidden, every
+layout, every parameter of the rule; and that its per-key-block state lives in local buffers of a row block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilegrad import kernel
+from tilegrad.errors import ShapeError
+from tilegrad.ir.registry import lookup
+from tilegrad.loop import ir as L
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.sketch import generate_sketches
+from tilegrad.target import host
+from tilegrad.te import tensor as te
+
+LAYOUT = {"qkv_layout": "bhsd", "out_layout": "bhsd"}
+
+
+def _placeholders(shapes):
+    return [te.placeholder(s, "float32", name) for s, name in zip(shapes, ("q", "k", "v", "mask"))]
+
+
+def _build(shapes, key_block, knobs=None, **attrs):
+    ins = _placeholders(shapes)
+    attrs = {"scale": None, "causal": False, **LAYOUT, **attrs}
+    out = lookup("attention").compute(*ins, form="blockwise", key_block=key_block, **attrs)
+    trace = None if knobs is None else default_schedule([out], host(), knobs).trace
+    return out, kernel.build((ins, [out]), trace, name="attention"), attrs
+
+
+def _arrays(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def _torch(q, k, v, mask=None, **kw):
+    t = [None if x is None else torch.from_numpy(x) for x in (q, k, v, mask)]
+    return F.scaled_dot_product_attention(*t[:3], attn_mask=t[3], **kw).numpy()
+
+
+def _reference(arrays, attrs):
+    return lookup("attention").reference(*arrays, **attrs)
+
+
+def test_the_form_attribute_picks_the_blockwise_compute():
+    out, _, _ = _build([(1, 2, 9, 8)] * 3, 4)
+    assert out.op.tag == "attention_blockwise" and out.op.attrs["key_block"] == 4
+    ins = _placeholders([(1, 2, 9, 8)] * 3)
+    assert lookup("attention").compute(*ins, scale=None, causal=False, **LAYOUT).op.tag == "attention"
+    with pytest.raises(ShapeError, match="form must be"):
+        lookup("attention").compute(*ins, scale=None, causal=False, form="online", key_block=4, **LAYOUT)
+    with pytest.raises(ShapeError, match="key_block must be at least 1"):
+        lookup("attention").compute(*ins, scale=None, causal=False, form="blockwise", key_block=0, **LAYOUT)
+
+
+@pytest.mark.parametrize("key_block", [1, 5, 16, 21, 64])
+def test_matches_torch_with_a_mask_at_key_blocks_that_do_not_divide_the_keys(key_block):
+    shapes = [(2, 3, 9, 16), (2, 3, 21, 16), (2, 3, 21, 8), (2, 1, 9, 21)]
+    arrays = _arrays(shapes)
+    _, k, _ = _build(shapes, key_block, scale=0.3)
+    np.testing.assert_allclose(k.run(*arrays), _torch(*arrays, scale=0.3), atol=1e-5, rtol=1e-4)
+
+
+def test_causal_matches_torch_is_causal():
+    shapes = [(1, 2, 37, 8)] * 3
+    arrays = _arrays(shapes)
+    _, k, _ = _build(shapes, 16, causal=True)  # the first rows' later key blocks are all hidden
+    np.testing.assert_allclose(k.run(*arrays), _torch(*arrays, is_causal=True), atol=1e-5, rtol=1e-4)
+
+
+def test_hidden_rows_give_zeros_and_hidden_key_blocks_count_nothing():
+    shapes = [(1, 2, 9, 8), (1, 2, 40, 8), (1, 2, 40, 8), (1, 1, 9, 40)]
+    arrays = _arrays(shapes)
+    arrays[3][:, :, 4, :] = -np.inf  # query 4 sees no key
+    arrays[3][:, :, :, 8:24] = -np.inf  # with key_block 8, blocks 1 and 2 are hidden for every query
+    _, k, attrs = _build(shapes, 8)
+    got = k.run(*arrays)
+    assert not got[:, :, 4].any() and np.isfinite(got).all()
+    np.testing.assert_allclose(got, _reference(arrays, attrs), atol=1e-5, rtol=1e-4)
+
+
+def test_large_logits_stay_finite():
+    shapes = [(1, 1, 5, 4), (1, 1, 30, 4), (1, 1, 30, 3)]
+    arrays = _arrays(shapes)
+    arrays[0] *= 40.0  # logits in the hundreds: exp overflows unless each block and the merge are shifted
+    _, k, attrs = _build(shapes, 7)
+    np.testing.assert_allclose(k.run(*arrays), _reference(arrays, attrs), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("qkv_layout, out_layout, causal", [("bshd", "bshd", False), ("bshd", "bhsd", True),
+                                                            ("bs3hd", "bshd", True), ("bs3hd", "bhsd", False)])
+def test_every_layout_matches_the_reference(qkv_layout, out_layout, causal):
+    if qkv_layout == "bs3hd":
+        shapes = [(2, 19, 3, 3, 8)] * 3
+    else:
+        shapes = [(2, 19, 3, 8), (2, 23, 3, 8), (2, 23, 3, 5), (2, 1, 1, 23)]
+    arrays = _arrays(shapes)
+    if qkv_layout == "bs3hd":
+        arrays = [arrays[0]] * 3  # one fused QKV tensor passed as all three operands
+    _, k, attrs = _build(shapes, 6, causal=causal, qkv_layout=qkv_layout, out_layout=out_layout)
+    np.testing.assert_allclose(k.run(*arrays), _reference(arrays, attrs), atol=1e-5, rtol=1e-4)
+
+
+class _Drawn:
+    """Knobs that draw every parameter of the rule from the values it offers."""
+
+    def __init__(self, data):
+        self.data, self.drawn = data, {}
+
+    def choice(self, name, values, default):
+        self.drawn[name] = self.data.draw(st.sampled_from(sorted(values)), label=name)
+        return self.drawn[name]
+
+    pick = choice
+
+
+@settings(max_examples=12, deadline=None)
+@given(lq=st.integers(1, 40), lk=st.sampled_from([1, 5, 16, 23, 40, 197]), d=st.sampled_from([1, 5, 8, 13, 64]),
+       dv=st.sampled_from([1, 3, 8, 17, 64]), heads=st.integers(1, 3), key_block=st.sampled_from([1, 3, 8, 16, 24, 64]),
+       form=st.sampled_from(["plain", "mask", "causal"]), data=st.data())
+def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, heads, key_block, form, data):
+    shapes = [(1, heads, lq, d), (1, heads, lk, d), (1, heads, lk, dv)] + ([(1, 1, lq, lk)] if form == "mask" else [])
+    arrays = _arrays(shapes, seed=lq * 1000 + lk)
+    causal = form == "causal"
+    knobs = _Drawn(data)
+    _, k, attrs = _build(shapes, key_block, knobs, causal=causal)
+    got = k.run(*arrays)
+    np.testing.assert_allclose(got, _reference(arrays, attrs), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
+    if causal and lk != lq:  # torch's is_causal aligns the queries with the first keys, the op with the last
+        return
+    np.testing.assert_allclose(got, _torch(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
+
+
+def _allocations(stmt, found):
+    """Every buffer allocated in a loop-IR statement, by name."""
+    if isinstance(stmt, L.Allocate):
+        found[stmt.buffer.name] = stmt.buffer
+    children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
+                L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
+    for child in children:
+        if child is not None:
+            _allocations(child, found)
+    return found
+
+
+def test_per_block_state_lives_in_local_buffers_of_a_row_block():
+    _, k, _ = _build([(1, 12, 197, 64)] * 3, 64)
+    assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
+    buffers = _allocations(k.loop.body, {})
+    extents = {name: [int(d.value) for d in b.shape] for name, b in buffers.items()}
+    assert all(b.scope == "local" for b in buffers.values())
+    assert extents["attention_bmax"] == extents["attention_bsum"] == [1, 1, 4, 16]  # 4 key blocks x 16 rows
+    assert extents["attention_bacc"] == [1, 1, 4, 16, 64]  # acc_b: key blocks x rows x Dv
+    lanes = host().vector_lanes
+    assert extents["attention_bacc_local"] == [1, 1, 1, 8, lanes]  # acc_b's register tile
+    assert extents["attention_scores_local"] == [1, 1, 1, 8, lanes]  # the scores' register tile
+    assert extents["attention_num"] == [1, 1, 8, lanes]  # the merge, as the output's register tile
+
+
+def test_the_default_sketch_offers_the_rules_parameters():
+    def outputs():
+        ins = _placeholders([(1, 2, 40, 16)] * 3)
+        return [lookup("attention").compute(*ins, scale=None, causal=False, form="blockwise", key_block=16,
+                                            **LAYOUT)]
+
+    _, space = generate_sketches(outputs)[0].space({})
+    names = {c.var: c for c in space.choices}
+    assert names["attention_rows"].default == 16 and {1, 8, 32} <= set(names["attention_rows"].values)
+    assert "attention_bacc_mr" in names and "attention_scores_nr" in names  # both products' register tiles
