@@ -10,13 +10,13 @@ over the rounds.
     python benchmarks/attention.py --only bert      # one shape
     python benchmarks/attention.py --forms          # the kernel alone: two-pass against blockwise softmax
 
-The shapes: BERT-base (128 tokens, 768 wide, 12 heads), ViT-B/16 (197 tokens), GPT-2 small (128, causal), and
-1024 tokens (`long`). Set TILEGRAD_NUM_THREADS=1 on a shared machine.
+The shapes: BERT-base (128 tokens, 768 wide, 12 heads), ViT-B/16 (197 tokens), GPT-2 small (128, causal), 512
+tokens (`mid`) and 1024 tokens (`long`). Set TILEGRAD_NUM_THREADS=1 on a shared machine.
 
 `--forms` times the attention kernel alone instead, in the models' layouts (a fused QKV (1, S, 3, H, D) read as
 all three operands, the output (1, S, H, D)), built in each `form` of the op: "two_pass" (whole rows of scores
-per block of query rows) and "blockwise" (the online softmax merged from blocks of `--key-block` keys), in the
-same interleaved rounds.
+per block of query rows) and "blockwise" (the online softmax merged from blocks of `--key-block` keys; repeat the
+option to time several), in the same interleaved rounds.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from models import _export  # benchmarks/models.py, beside this script
 from torch import nn
 
 SHAPES = {"bert": (128, 768, 12, False), "vit": (197, 768, 12, False), "gpt2": (128, 768, 12, True),
-          "long": (1024, 768, 12, False)}
+          "mid": (512, 768, 12, False), "long": (1024, 768, 12, False)}
 PLANS = {"attention kernel": {"enable_passes": ["attention"]}, "separate kernels": {"disable_passes": ["attention"]}}
 
 
@@ -80,7 +80,7 @@ def measure(name: str, rounds: int, repeats: int) -> list[dict]:
              "rounds_ms": times[plan], "cpu": measured_peaks().cpu} for plan in PLANS]
 
 
-def measure_forms(name: str, rounds: int, repeats: int, key_block: int) -> list[dict]:
+def measure_forms(name: str, rounds: int, repeats: int, key_blocks: list[int]) -> list[dict]:
     from tilegrad import kernel
     from tilegrad.ir.registry import lookup
     from tilegrad.runtime.peaks import measured_peaks
@@ -90,8 +90,8 @@ def measure_forms(name: str, rounds: int, repeats: int, key_block: int) -> list[
     shape = (1, tokens, 3, heads, width // heads)
     qkv = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     attrs = {"scale": None, "causal": causal, "qkv_layout": "bs3hd", "out_layout": "bshd"}
-    forms = {"two-pass kernel": {"form": "two_pass"}, f"blockwise kb={key_block}": {"form": "blockwise",
-                                                                                     "key_block": key_block}}
+    forms = {"two-pass kernel": {"form": "two_pass"},
+             **{f"blockwise kb={kb}": {"form": "blockwise", "key_block": kb} for kb in key_blocks}}
     built = {}
     for plan, form in forms.items():
         ins = [te.placeholder(shape, "float32", n) for n in "qkv"]
@@ -125,10 +125,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median)")
     ap.add_argument("--repeats", type=int, default=20, help="calls per round (the best)")
     ap.add_argument("--forms", action="store_true", help="time the kernel alone, two-pass against blockwise")
-    ap.add_argument("--key-block", type=int, default=64, help="keys per block of the blockwise form")
+    ap.add_argument("--key-block", type=int, action="append", help="keys per block of the blockwise form "
+                    "(repeatable; default 64)")
     args = ap.parse_args(argv)
     rows = [r for name in args.only or SHAPES
-            for r in (measure_forms(name, args.rounds, args.repeats, args.key_block) if args.forms
+            for r in (measure_forms(name, args.rounds, args.repeats, args.key_block or [64]) if args.forms
                       else measure(name, args.rounds, args.repeats))]
     if args.json:
         print(json.dumps(rows, indent=1))

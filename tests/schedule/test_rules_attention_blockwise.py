@@ -151,7 +151,7 @@ def _allocations(stmt, found):
     return found
 
 
-def test_per_block_state_lives_in_local_buffers_of_a_row_block():
+def test_per_block_state_lives_in_local_buffers_of_a_row_block_and_one_key_block_of_scores():
     _, k, _ = _build([(1, 12, 197, 64)] * 3, 64)
     assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
     buffers = _allocations(k.loop.body, {})
@@ -159,6 +159,7 @@ def test_per_block_state_lives_in_local_buffers_of_a_row_block():
     assert all(b.scope == "local" for b in buffers.values())
     assert extents["attention_bmax"] == extents["attention_bsum"] == [1, 1, 4, 16]  # 4 key blocks x 16 rows
     assert extents["attention_bacc"] == [1, 1, 4, 16, 64]  # acc_b: key blocks x rows x Dv
+    assert extents["attention_scores"] == extents["attention_exp"] == [1, 1, 1, 16, 64]  # one key block at a time
     lanes = host().vector_lanes
     assert extents["attention_bacc_local"] == [1, 1, 1, 8, lanes]  # acc_b's register tile
     assert extents["attention_scores_local"] == [1, 1, 1, 8, lanes]  # the scores' register tile

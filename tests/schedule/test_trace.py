@@ -73,7 +73,8 @@ kernel mm(A: float32[16, 12], B: float32[12, 8], C: float32[16, 8]):
 def test_every_primitive_is_exercised_by_the_tests():
     used = {"split", "fuse", "reorder", "tile", "parallel", "vectorize", "unroll", "auto_unroll", "compute_at",
             "compute_root", "compute_inline", "cache_write", "cache_read", "rfactor", "parallel_outer", "bind",
-            "set_scope"}  # bind and set_scope: tests/schedule/test_gpu_primitives.py
+            "set_scope", "compute_with"}  # bind and set_scope: tests/schedule/test_gpu_primitives.py;
+    # compute_with: tests/loop/test_compute_with.py
     assert set(PRIMITIVES) == used
 
 

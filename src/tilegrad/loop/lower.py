@@ -55,10 +55,10 @@ class _Lowering:
         self.params = tuple(self.buffers[t.name] for t in params)
         self.used_names = {t.name for t in params} | {s.name for s in st.stages}
         self.info: dict[str, _StageInfo] = {}
-        self.attached: dict[tuple[str, str], list[Stage]] = {}
+        self.attached: dict[tuple[str, str] | None, list[Stage]] = {}
         for s in self.active:
-            if isinstance(s.attach, tuple):
-                self.attached.setdefault(s.attach, []).append(s)
+            self.attached.setdefault(s.attach if isinstance(s.attach, tuple) else None, []).append(s)
+        self.attached = {at: _emission_order(stages, self._nested) for at, stages in self.attached.items()}
 
     def _check_params(self, params: list[Tensor]) -> None:
         names = {t.name for t in params}
@@ -69,9 +69,9 @@ class _Lowering:
     def run(self) -> Kernel:
         for s in reversed(self.active):
             self._analyse(s)
-        body = seq(self._emit(s) for s in self.active if s.attach is None)
+        body = seq(self._emit(s) for s in self.attached.get(None, []))
         for s in reversed(self.active):
-            if s.attach is None and s.name not in {b.name for b in self.params}:
+            if self._storage(s) is None and s.name not in {b.name for b in self.params}:
                 body = Allocate(self.buffers[s.name], body)
         return Kernel(self.name, self.params, body)
 
@@ -95,27 +95,57 @@ class _Lowering:
         hi = extent.hi - 1 if extent.hi < E.INF else None
         return E.Var(name, E.INDEX, 0, hi, extent)
 
-    def _enclosing(self, s: Stage) -> list[E.Var]:
-        if not isinstance(s.attach, tuple):
-            return []
+    def _nested(self, s: Stage) -> list[Stage]:
+        """`s` and every stage emitted inside its loops (computed at or with it, and theirs in turn)."""
+        inside = [p for p in self.active if isinstance(p.attach, tuple) and p.attach[0] == s.name]
+        return [s] + [q for p in inside for q in self._nested(p)]
+
+    def _storage(self, s: Stage) -> tuple[str, str] | None:
+        """The loop whose iterations each allocate `s`'s buffer (None: the kernel's top): its compute_at loop, or
+        for compute_with the loop that holds its target's buffer."""
+        while s.shares_loops:
+            s = self.st.stage(s.attach[0])
+        return s.attach if isinstance(s.attach, tuple) else None
+
+    def _target(self, s: Stage) -> tuple[_StageInfo, int]:
+        """The stage `s` is computed at or with (lowered before it), and how many of its loops are around `s`."""
         target, loop = s.attach
         t_info = self.info.get(target)
         if t_info is None:
             raise LoweringError(f"{s.name} is computed at {target}.{loop}, but {target} is not lowered")
-        pos = t_info.stage.leaves.index(loop)
-        return t_info.enclosing + t_info.leaf_vars[:pos + 1]
+        return t_info, t_info.stage.leaves.index(loop) + 1
+
+    def _enclosing(self, s: Stage) -> list[E.Var]:
+        """The loops around `s`'s buffer: a compute_with stage's own leading loops are its target's, inside these."""
+        if not isinstance(s.attach, tuple):
+            return []
+        t_info, depth = self._target(s)
+        return t_info.enclosing if s.shares_loops else t_info.enclosing + t_info.leaf_vars[:depth]
+
+    def _leaf_vars(self, s: Stage, extents: dict[str, E.Expr]) -> list[E.Var]:
+        """A loop variable per leaf; a compute_with stage's leading leaves are its target's loops, so they must
+        have the target's extents."""
+        shared: list[E.Var] = []
+        if s.shares_loops:
+            t_info, depth = self._target(s)
+            shared = t_info.leaf_vars[:depth]
+            for leaf, v in zip(s.leaves, shared):
+                if simplify(extents[leaf] - v.upper) != E.Const(0, E.INDEX):
+                    raise LoweringError(f"{s.name} is computed with {s.attach[0]} up to {s.attach[1]}, but its loop "
+                                        f"{leaf} runs {extents[leaf]} times where {v.name} runs {v.upper}")
+        return shared + [self._loop_var(s, leaf, extents[leaf]) for leaf in s.leaves[len(shared):]]
 
     def _analyse(self, s: Stage) -> None:
         op = s.op
         enclosing = self._enclosing(s)
         offsets = None
-        if isinstance(s.attach, tuple):
+        if enclosing:
             offsets, root_extents = self._region(s, enclosing)
         else:
             root_extents = [E.Const(d, E.INDEX) for d in s.tensor.shape]
         root_extents += [a.upper for a in op.reduce_axes]
         extents = _loop_extents(s, root_extents)
-        leaf_vars = [self._loop_var(s, leaf, extents[leaf]) for leaf in s.leaves]
+        leaf_vars = self._leaf_vars(s, extents)
         values, guards = _axis_values(s, leaf_vars, extents)
         local_index = tuple(values[a.name] for a in op.axes)
         global_index = local_index
@@ -150,6 +180,7 @@ class _Lowering:
     def _region(self, s: Stage, enclosing: list[E.Var]) -> tuple[tuple[E.Expr, ...], list[E.Expr]]:
         """Per dimension of `s`: the least index its readers in the attach scope read, and the extent read."""
         attach_var = enclosing[-1]
+        where = self._storage(s)
         # A shared buffer is one per block: it holds what all the block's threads read, so the thread loops
         # around it count as free, like the loops inside its attach point.
         shared = {v.name: v.upper for v in enclosing if s.scope == "shared" and self._thread_bound(v)}
@@ -161,7 +192,7 @@ class _Lowering:
                 continue
             chain = r_info.enclosing + r_info.leaf_vars
             if attach_var not in chain:
-                raise LoweringError(f"{s.name} is computed at {s.attach[0]}.{s.attach[1]} but "
+                raise LoweringError(f"{s.name} is computed at {where[0]}.{where[1]} but "
                                     f"{r_info.stage.name} reads it outside that loop")
             inner = chain[chain.index(attach_var) + 1:]
             free = {**shared, **{v.name: v.upper for v in inner}}
@@ -169,7 +200,7 @@ class _Lowering:
                 reads.append(ld.indices)
                 frees.append(free)
         if not reads:
-            raise LoweringError(f"{s.name} is computed at {s.attach[0]}.{s.attach[1]}, where nothing reads it")
+            raise LoweringError(f"{s.name} is computed at {where[0]}.{where[1]}, where nothing reads it")
         offsets, extents = [], []
         for d, size in enumerate(s.tensor.shape):
             lo = hi = None
@@ -204,6 +235,7 @@ class _Lowering:
         buf = self.buffers[s.name]
         op = s.op
         n = len(info.leaf_vars)
+        shared = self._target(s)[1] if s.shares_loops else 0  # leading loops that are the target's, not emitted here
         depth = {v.name: i for i, v in enumerate(info.leaf_vars)}
 
         def dep(g: E.Expr) -> int:
@@ -217,6 +249,9 @@ class _Lowering:
         if type(op.body) is E.Reduce:
             comb = op.body.combiner
             first_reduce = next((i for i, leaf in enumerate(s.leaves) if s.loops[leaf].is_reduce), n)
+            if first_reduce < shared:
+                raise LoweringError(f"{s.name}: its reduction loop {s.leaves[first_reduce]} cannot be a loop it "
+                                    f"shares with {s.attach[0]}")
             spatial_after = [i for i in range(first_reduce, n) if not s.loops[s.leaves[i]].is_reduce]
             init_guards = [g for g in info.guards
                            if first_reduce - 1 <= dep(g) and all(not s.loops[s.leaves[depth[v.name]]].is_reduce
@@ -239,7 +274,7 @@ class _Lowering:
         for g in info.guards:
             by_depth.setdefault(dep(g), []).append(g)
         body = _guard(main, by_depth.get(n - 1, []))
-        for d in range(n - 1, -1, -1):
+        for d in range(n - 1, shared - 1, -1):
             content = [self._emit_attached(s, s.leaves[d])]
             if d == first_reduce - 1:
                 content.append(init_stmt)
@@ -248,11 +283,13 @@ class _Lowering:
                 inner = wrap(inner)
             inner = self._wrap_allocs(s, s.leaves[d], inner)
             loop = For(info.leaf_vars[d], info.leaf_vars[d].upper, info.kinds[d], inner, info.unroll_if[d])
-            body = _guard(loop, by_depth.get(d - 1, []))
-        if first_reduce == 0:
+            body = _guard(loop, by_depth.get(d - 1, []) if d > shared else [])
+        if first_reduce == shared:
             body = seq([init_stmt, body])
             if wrap is not None:
                 body = wrap(body)
+        if shared:  # what depends on the shared loops only is guarded inside them, around this stage's nest
+            body = _guard(body, [g for g in info.guards if dep(g) < shared])
         return body
 
     def _emit_attached(self, s: Stage, leaf: str):
@@ -260,9 +297,29 @@ class _Lowering:
         return seq(self._emit(p) for p in stages) if stages else None
 
     def _wrap_allocs(self, s: Stage, leaf: str, body):
-        for p in reversed(self.attached.get((s.name, leaf), [])):
-            body = Allocate(self.buffers[p.name], body)
+        for p in reversed(self.active):
+            if self._storage(p) == (s.name, leaf):
+                body = Allocate(self.buffers[p.name], body)
         return body
+
+
+def _emission_order(stages: list[Stage], nested) -> list[Stage]:
+    """The stages emitted at one place, each after those whose buffers it or a stage nested in it reads. The
+    kernel's order (producers first) is that order, but for compute_with: a stage that reads a stage computed
+    with another must follow that other's nest."""
+    written = {s.name: {q.name for q in nested(s)} for s in stages}
+    reads = {s.name: {t.name for q in nested(s) for t in q.op.inputs} - written[s.name] for s in stages}
+    order: list[Stage] = []
+    pending = list(stages)
+    while pending:
+        ready = next((s for s in pending if not any(reads[s.name] & written[o.name] for o in pending if o is not s)),
+                     None)
+        if ready is None:
+            raise LoweringError(f"the stages {[s.name for s in pending]} each read another's buffer before it is "
+                                f"computed (a compute_with nest reads a stage that reads one of its own)")
+        order.append(ready)
+        pending.remove(ready)
+    return order
 
 
 def _loop_extents(s: Stage, root_extents: list[E.Expr]) -> dict[str, E.Expr]:

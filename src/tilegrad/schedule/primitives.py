@@ -194,7 +194,7 @@ def compute_at(st: LoopState, stage: str, target: str, loop) -> None:
         if type(position) is not E.Const or not -1 <= position.value < len(t.leaves):
             raise ScheduleError(f"compute_at: position {loop} is not one of {target}'s {len(t.leaves)} loops")
         if position.value == -1:
-            s.attach = None
+            s.attach, s.shares_loops = None, False
             return
         loop = t.leaves[position.value]
     t.leaf(loop)
@@ -204,13 +204,35 @@ def compute_at(st: LoopState, stage: str, target: str, loop) -> None:
         raise ScheduleError(f"compute_at: {stage} is not a producer of {target}")
     if s.tensor in st.outputs:
         raise ScheduleError(f"compute_at: {stage} is an output of the kernel; it must stay at the root")
-    s.attach = (target, loop)
+    s.attach, s.shares_loops = (target, loop), False
+
+
+@primitive("compute_with")
+def compute_with(st: LoopState, stage: str, target: str, loop: str) -> None:
+    """Run `stage`'s leading loops as `target`'s, up to and including `loop` (Halide's compute_with): one nest
+    whose every iteration computes `stage`'s slice, then `target`'s. Its buffer stays where `target`'s is, whole,
+    so stages read it after that shared loop too, while a producer computed at the shared loop holds one
+    iteration's worth (the attention's block statistics beside one block of scores)."""
+    s, t = st.stage(stage), st.stage(target)
+    position = t.leaves.index(t.leaf(loop).name)
+    if s is t or st.stages.index(s) > st.stages.index(t):
+        raise ScheduleError(f"compute_with: {stage} must come before {target} in the kernel (it runs first in "
+                            f"each shared iteration)")
+    if s.tensor in st.outputs or s.attach == "inline":
+        raise ScheduleError(f"compute_with: {stage} is an output or inlined; it has no loops to share")
+    shared = s.leaves[:position + 1]
+    if len(shared) <= position or any(s.loops[n].is_reduce for n in shared) or any(
+            t.loops[n].is_reduce for n in t.leaves[:position + 1]):
+        raise ScheduleError(f"compute_with: the loops of {target} up to {loop} ({t.leaves[:position + 1]}) must "
+                            f"match spatial leading loops of {stage} ({s.leaves})")
+    s.attach, s.shares_loops = (target, loop), True
 
 
 @primitive("compute_root")
 def compute_root(st: LoopState, stage: str) -> None:
     """Compute `stage` in its own loop nest at the top of the kernel."""
-    st.stage(stage).attach = None
+    s = st.stage(stage)
+    s.attach, s.shares_loops = None, False
 
 
 @primitive("compute_inline")
@@ -223,7 +245,7 @@ def compute_inline(st: LoopState, stage: str) -> None:
         raise ScheduleError(f"compute_inline: {stage} is an output of the kernel")
     if s.relations or any(lp.kind != "serial" for lp in s.loops.values()):
         raise ScheduleError(f"compute_inline: {stage} already has loop transformations")
-    s.attach = "inline"
+    s.attach, s.shares_loops = "inline", False
 
 
 def _untouched(s: Stage, what: str) -> None:

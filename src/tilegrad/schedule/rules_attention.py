@@ -45,24 +45,35 @@ def schedule_attention(sch: Schedule, s: Stage, target: Target, anchor: Anchor, 
     sch.compute_at(producers["attention_exp"], s.name, block)
     sch.vectorize(producers["attention_exp"], sch.loops(producers["attention_exp"])[-1])
     for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # max, sum
-        _row_reduction(sch, p, s.name, block, target.vector_lanes)
+        sch.compute_at(p, s.name, block)
+        _vector_partials(sch, p, target.vector_lanes)
     _weighted_values_tiles(sch, producers["attention_pv"], s.name, tile)
     sch.vectorize(s.name, columns)
 
 
 @rule("attention_blockwise")
 def schedule_attention_blockwise(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
-    """The blockwise form (te/nn/attention_blockwise.py) on the same blocks of query rows: inside a block, each
-    stage runs key block by key block (the blocks are their outermost axis), the scores and the weighted values
-    as the two-pass form's register tiles; the merge over the key blocks as the output's tiles are written."""
+    """The blockwise form (te/nn/attention_blockwise.py) on the same blocks of query rows. Inside a block, m_b,
+    l_b and acc_b run as one loop over the key blocks (compute_with), so that the scores and exponentials are
+    computed at that loop and only one key block of them is held; the scores and acc_b are the two-pass form's
+    register tiles. Then M, the scales and the denominator per row, and the merge sum_b exp(m_b - M) acc_b as
+    the output's register tile."""
     producers = {p.op.tag: p.name for p in sch.state.stages if p.attach is None and p.name != s.name}
     block, tile, columns = _row_blocks(sch, s, producers, target, knobs)
-    _scores_tiles(sch, producers["attention_scores"], s.name, block, target, knobs)
-    sch.compute_at(producers["attention_exp"], s.name, block)
+    statistics = [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]  # m_b, l_b
+    acc = producers["attention_pv"]
+    _scores_tiles(sch, acc, s.name, block, target, knobs)  # acc_b: rows x Dv per key block
+    per_block = sorted([*statistics, acc], key=[st.name for st in sch.state.stages].index)
+    last = per_block[-1]  # the nest they share is the last one's; the others run first in each of its iterations
+    sch.compute_at(last, s.name, block)
+    key_block = sch.loops(last)[len(sch.state.stage(acc).op.axes) - 3]  # after the batch axes, in every one
+    for p in per_block[:-1]:
+        sch.compute_with(p, last, key_block)
+    _scores_tiles(sch, producers["attention_scores"], last, key_block, target, knobs)
+    sch.compute_at(producers["attention_exp"], last, key_block)
     sch.vectorize(producers["attention_exp"], sch.loops(producers["attention_exp"])[-1])
-    for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "reduce"]:  # m_b, l_b
-        _row_reduction(sch, p, s.name, block, target.vector_lanes)
-    _scores_tiles(sch, producers["attention_pv"], s.name, block, target, knobs)  # acc_b: rows x Dv per key block
+    for p in statistics:
+        _vector_partials(sch, p, target.vector_lanes)
     for p in [st.name for st in sch.state.stages if st.attach is None and st.op.tag == "attention_merge"]:
         sch.compute_at(p, s.name, block)  # M, exp(m_b - M), the denominator: a few floats per row
     _weighted_values_tiles(sch, producers["attention_merge_pv"], s.name, tile)
@@ -132,11 +143,10 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     sch.vectorize(local, lj)
 
 
-def _row_reduction(sch: Schedule, p: str, out: str, block: str, lanes: int) -> None:
+def _vector_partials(sch: Schedule, p: str, lanes: int) -> None:
     """A row maximum or sum over the (padded) keys as a vector of partial results per row (rfactor over the lanes,
     computed at the row so the lanes are contiguous), then the lanes reduced."""
     *_, k = sch.loops(p)
-    sch.compute_at(p, out, block)
     if _extent(sch.state.stage(p), k) % lanes:  # keys padded to fewer floats than this target's vector
         return
     _, k1 = sch.split(p, k, lanes)

@@ -95,6 +95,9 @@ class Schedule:
     def compute_at(self, stage, target, loop) -> None:
         self._record("compute_at", stage=_name(stage), target=_name(target), loop=loop)
 
+    def compute_with(self, stage, target, loop: str) -> None:
+        self._record("compute_with", stage=_name(stage), target=_name(target), loop=loop)
+
     def compute_root(self, stage) -> None:
         self._record("compute_root", stage=_name(stage))
 

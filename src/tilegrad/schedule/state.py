@@ -52,7 +52,8 @@ class FuseRel:
 
 @dataclasses.dataclass
 class Stage:
-    """One compute being scheduled. `attach` is None (root), "inline", or (stage, loop) for compute_at."""
+    """One compute being scheduled. `attach` is None (root), "inline", or (stage, loop) for compute_at, or for
+    compute_with when `shares_loops`: then the stage's leading loops are that stage's, up to `loop`."""
 
     name: str
     tensor: Tensor
@@ -60,6 +61,7 @@ class Stage:
     leaves: list[str]
     relations: list = dataclasses.field(default_factory=list)
     attach: object = None
+    shares_loops: bool = False
     scope: str = "global"
     auto_unroll_max_step: E.Expr | int = 0  # an expression while the sketch's parameters are symbolic
 
