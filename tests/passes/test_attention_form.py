@@ -15,6 +15,7 @@ from tilegrad.errors import TilegradError
 from tilegrad.frontend.onnx import import_onnx
 from tilegrad.passes import optimize
 from tilegrad.passes.attention_form import KEY_BLOCKS, LONG_KEYS, choose_form, key_block_for
+from tilegrad.target import TARGETS
 
 HEADS, HEAD = 2, 16
 
@@ -94,6 +95,13 @@ def test_the_pass_writes_the_form_and_key_block_of_each_attention_by_shape():
     long, report = optimize(import_onnx(bert_attention(520)))
     assert forms(long) == [("blockwise", 176)]
     assert "blockwise softmax in blocks of 176 keys (520 keys > 512)" in report.format()
+
+
+def test_auto_keeps_two_pass_on_a_gpu_target_where_an_option_still_applies():
+    gpu = TARGETS["cuda"]()  # the device's, else sm_90: no GPU needed to run the passes
+    imported = import_onnx(bert_attention(520))
+    assert forms(optimize(imported, target=gpu)[0]) == [("two_pass", 176)]
+    assert forms(optimize(imported, target=gpu, options={"attention_form": "blockwise"})[0]) == [("blockwise", 176)]
 
 
 @pytest.mark.parametrize("form, key_block", [("two_pass", None), ("blockwise", None), ("blockwise", 48)])

@@ -15,8 +15,8 @@ from ..errors import TilegradError
 
 AUTO = "auto"
 FORMS = ("two_pass", "blockwise")
-LONG_KEYS = 512  # longest key sequence kept two_pass; to be set from `python benchmarks/attention.py --forms`
-KEY_BLOCKS = range(64, 257, 16)  # key blocks offered: whole vectors of keys, a block's scores tile within L1
+LONG_KEYS = 512  # longest key sequence kept two_pass: the crossover `benchmarks/attention.py --forms` measures
+KEY_BLOCKS = range(64, 257, 16)  # the key blocks offered, whole vectors of keys
 
 
 class FormChoice(NamedTuple):
@@ -67,5 +67,5 @@ def form_of(options: dict, target_kind: str, lq: int, lk: int, d: int, dv: int) 
     if form != AUTO:
         return FormChoice(form, block, "by option")
     if target_kind != "cpu":
-        return FormChoice("two_pass", block, f"by shape on a CPU only, this is {target_kind}")
+        return FormChoice("two_pass", block, f"the {target_kind} target: blockwise is chosen on a CPU only")
     return FormChoice(chosen, block, f"{lk} keys {'>' if chosen == 'blockwise' else '<='} {LONG_KEYS}")
