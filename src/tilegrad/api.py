@@ -36,7 +36,8 @@ class Compilation(NamedTuple):
 
 def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
             target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
-            enable_passes: Sequence[str] = (), db=None, fusion: str = "rules",
+            enable_passes: Sequence[str] = (), db=None, fusion: str = "rules", attention_form: str = "auto",
+            attention_key_block: int | None = None,
             max_specializations: int = MAX_SPECIALIZATIONS) -> Module | SpecializingModule:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out).
@@ -49,7 +50,10 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     none, one kernel per op; 2: all); `disable_passes` / `enable_passes` switch single passes off or on
     (`tilegrad.passes.pass_names()` lists them). `fusion` is the fusion strategy: "rules" (the rule-based pass) or
     "stitch" (FusionStitching's search over plans, scored with this machine's measured costs; with `db`, the
-    records choose between the two plans, see `tilegrad.tune(fusion_plans=True)`). `db` is a tuning records
+    records choose between the two plans, see `tilegrad.tune(fusion_plans=True)`). `attention_form` is the softmax
+    form of the attention kernels: "auto" (by shape on a CPU: blockwise for long key sequences; with `db`, the
+    form whose tuned kernels are faster), "two_pass" or "blockwise" for all of them; `attention_key_block` the
+    keys per block of the blockwise form (None: the block that pads the keys least). `db` is a tuning records
     database (`tilegrad.tune`): each convolution gets the algorithm whose tuned kernels make the graph fastest, each
     kernel the best valid schedule recorded for its workload on this machine, and the default rules where none was
     tuned.
@@ -58,18 +62,22 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     proto = onnx_proto(model, example_inputs)
     inputs = _inputs(proto, input_shapes)
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
+        _attention_options(attention_form, attention_key_block)  # checked now, not at the first call
         options = {"input_shapes": {n: list(s) for n, s in (input_shapes or {}).items()}, "target": target,
                    "opt_level": opt_level, "disable_passes": list(disable_passes),
-                   "enable_passes": list(enable_passes), "db": None if db is None else str(db), "fusion": fusion}
+                   "enable_passes": list(enable_passes), "db": None if db is None else str(db), "fusion": fusion,
+                   "attention_form": attention_form, "attention_key_block": attention_key_block}
         return _specializing(proto.SerializeToString(), options, max_specializations)
     return compile_with_report(model if proto is None else proto, example_inputs, input_shapes=input_shapes,
                                target=target, opt_level=opt_level, disable_passes=disable_passes,
-                               enable_passes=enable_passes, db=db, fusion=fusion).module
+                               enable_passes=enable_passes, db=db, fusion=fusion, attention_form=attention_form,
+                               attention_key_block=attention_key_block).module
 
 
 def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                         target: str = "cpu", opt_level: int = 2, disable_passes: Sequence[str] = (),
-                        enable_passes: Sequence[str] = (), db=None, fusion: str = "rules") -> Compilation:
+                        enable_passes: Sequence[str] = (), db=None, fusion: str = "rules",
+                        attention_form: str = "auto", attention_key_block: int | None = None) -> Compilation:
     """`compile`, returning the module together with the pass pipeline's report and the optimised graph. It
     compiles one shape: an ONNX model whose inputs leave shapes open (or are sequences or optionals) is a
     ShapeError naming them."""
@@ -82,9 +90,10 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
     model = model if proto is None else proto
     _check_options(target, opt_level)
     _check_fusion(fusion)
+    attention = _attention_options(attention_form, attention_key_block)
     imported = import_model(model, example_inputs, input_shapes)
     return _compile_imported(imported, target=target, opt_level=opt_level, disable_passes=disable_passes,
-                             enable_passes=enable_passes, db=db, fusion=fusion)
+                             enable_passes=enable_passes, db=db, fusion=fusion, attention=attention)
 
 
 def cuda_source(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -119,18 +128,22 @@ def _check_fusion(fusion: str) -> None:
 
 
 def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_passes: Sequence[str],
-                      enable_passes: Sequence[str], db, fusion: str = "rules") -> Compilation:
-    """The passes, then the native module, of an imported graph."""
+                      enable_passes: Sequence[str], db, fusion: str = "rules", attention: dict | None = None
+                      ) -> Compilation:
+    """The passes, then the native module, of an imported graph; `attention` the pass options of
+    `_attention_options` (None: "auto")."""
     from .executor import compile_graph
     from .passes import optimize
 
     _check_options(target, opt_level)
-    options = _fusion_options(fusion)
+    attention = attention or {}
+    options = {**_fusion_options(fusion), **attention}
     machine = TARGETS[target]()
     if machine.kind == "cuda":
         from .cuda_executor import compile_graph as compile_cuda
 
-        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine)
+        graph, report = optimize(imported, opt_level, disable=disable_passes, enable=enable_passes, target=machine,
+                                 options=attention)
         if db is None:
             return Compilation(compile_cuda(graph, target=machine), report, graph)
         from .tune.apply import BestRecords
@@ -146,8 +159,8 @@ def _compile_imported(imported: Graph, *, target: str, opt_level: int, disable_p
     from .tune.graph_choice import chosen_graph
 
     with BestRecords(db) as chooser:
-        chosen = chosen_graph(imported, chooser, fusion_plans=fusion == "stitch", opt_level=opt_level,
-                              disable=disable_passes, enable=enable_passes)
+        chosen = chosen_graph(imported, chooser, fusion_plans=fusion == "stitch", **attention,
+                              opt_level=opt_level, disable=disable_passes, enable=enable_passes)
         return Compilation(compile_graph(chosen.graph, choose=chooser, target=machine), chosen.report, chosen.graph)
 
 
@@ -159,6 +172,13 @@ def _fusion_options(fusion: str) -> dict:
     from .tune.fusion_costs import measured_fusion_costs
 
     return {"fusion": fusion, "fusion_costs": measured_fusion_costs()}
+
+
+def _attention_options(form: str, key_block: int | None) -> dict:
+    """The pass options of compile's `attention_form` and `attention_key_block`, checked."""
+    from .passes.attention_form import attention_options
+
+    return attention_options(form, key_block)
 
 
 def load(directory) -> Module | SpecializingModule:
@@ -207,7 +227,10 @@ def _specializing(model: bytes, options: dict, max_specializations: int) -> Spec
         return Compiled(_compile_imported(graph, target=options["target"], opt_level=options["opt_level"],
                                           disable_passes=options["disable_passes"],
                                           enable_passes=options["enable_passes"], db=options["db"],
-                                          fusion=options.get("fusion", "rules")).module, outputs)
+                                          fusion=options.get("fusion", "rules"),
+                                          attention=_attention_options(options.get("attention_form", "auto"),
+                                                                       options.get("attention_key_block"))
+                                          ).module, outputs)
 
     return SpecializingModule(model, options, inputs, [vo.name for vo in proto.graph.output],
                               compile_one, max_specializations)

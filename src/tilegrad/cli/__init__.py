@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="skip this graph pass (repeatable)")
     passes.add_argument("--fusion", choices=("rules", "stitch"), default="rules",
                         help="fusion strategy: rule-based (default) or FusionStitching's search over plans")
+    passes.add_argument("--attention-form", choices=("auto", "two_pass", "blockwise"), default="auto",
+                        help="the attention kernels' softmax: auto (by shape: blockwise for long key sequences; "
+                             "with --db, the faster tuned form), or two_pass or blockwise for all of them")
     passes.add_argument("--explain", action="store_true",
                         help="print what each graph pass changed, the kernel count and the intermediate memory")
     passes.add_argument("--target", choices=("cpu", "cuda"), default="cpu",

@@ -36,12 +36,13 @@ def compile_model(args, dynamic: bool = False):
                                          if i.symbolic or i.value_needed) + "; fix them with --input-shape")
         mod = api.compile(spec.model, input_shapes=spec.input_shapes, opt_level=opt_level,
                           disable_passes=args.disable_pass, db=getattr(args, "db", None),
-                          target=getattr(args, "target", "cpu"), fusion=args.fusion)
+                          target=getattr(args, "target", "cpu"), fusion=args.fusion,
+                          attention_form=args.attention_form)
         return spec, mod, time.perf_counter() - t0
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
                                           opt_level=opt_level, disable_passes=args.disable_pass,
                                           db=getattr(args, "db", None), target=getattr(args, "target", "cpu"),
-                                          fusion=args.fusion)
+                                          fusion=args.fusion, attention_form=args.attention_form)
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)

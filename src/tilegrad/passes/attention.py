@@ -27,6 +27,9 @@ that the head split and merge, transposes that each move a whole activation, are
   place of that transpose (`out_layout="bshd"`); the reshape to (B, Lq, H*Dv) after it is a view.
 Otherwise the operands and the output keep the (..., L, D) form, as for ONNX's Attention.
 
+Each attention's softmax form and key block come from passes/attention_form.py: by its shape, or as the options
+`attention_form` and `attention_key_block` ask; `PassContext.decisions["attention"]` records them by node.
+
 The pass runs by default (opt level 2): on every shape measured (docs/fusion.md, `benchmarks/attention.py`) the
 attention kernel, whose products are register-tiled, is faster than the separate kernels it replaces.
 """
@@ -40,6 +43,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
+from .attention_form import FormChoice, form_of, requested
 from .editor import GraphEditor
 from .pipeline import PassContext, register
 
@@ -95,6 +99,7 @@ class _NotAttention(Exception):
 @register("attention", level=2, order=65)
 def form_attention(g: Graph, ctx: PassContext) -> Graph:
     """Make each attention one kernel, so its score matrix never goes to memory."""
+    requested(ctx.options)  # a bad attention option fails even where no attention forms
     finder = _Finder(g)
     ed = GraphEditor(g)
     written = set()  # id of each head-merge transpose whose output an attention writes
@@ -105,7 +110,9 @@ def form_attention(g: Graph, ctx: PassContext) -> Graph:
         if found is None:
             ed.keep(node)
             continue
-        out = _build(ed, node, found)
+        choice = _form(node, found, ctx)
+        out = _build(ed, node, found, choice)
+        ctx.decisions.setdefault("attention", {})[out.name] = choice
         if found.merge is None:
             ed.replace(node.outputs[0], out)
         else:
@@ -116,8 +123,20 @@ def form_attention(g: Graph, ctx: PassContext) -> Graph:
         layouts = ("" if attrs["qkv_layout"] == attrs["out_layout"] == "bhsd" else
                    f", reading Q, K, V as {attrs['qkv_layout']} and writing {attrs['out_layout']}")
         ctx.note(f"{out.name}: attention {node.inputs[0].shape[-2:]} x {node.inputs[1].shape[-1]} ({mask}, "
-                 f"scale {found.scale:.6g}) from {node.name}{layouts}")
+                 f"scale {found.scale:.6g}) from {node.name}{layouts}; {_form_text(choice)}")
     return ed.finish()
+
+
+def _form_text(choice: FormChoice) -> str:
+    blocks = f" in blocks of {choice.key_block} keys" if choice.form == "blockwise" else ""
+    return f"{choice.form} softmax{blocks} ({choice.why})"
+
+
+def _form(node: Node, found: _Attention, ctx: PassContext) -> FormChoice:
+    """The softmax form of the attention replacing `node`, the product P V: P is (..., Lq, Lk), V (..., Lk, Dv),
+    and Q's last axis (its view's, for a fused projection) is D."""
+    (lq, lk), dv = node.inputs[0].shape[-2:], node.inputs[1].shape[-1]
+    return form_of(ctx.options, ctx.target.kind, lq, lk, (found.view or found.q.shape)[-1], dv)
 
 
 def _found(finder: _Finder, node: Node, ctx: PassContext) -> _Attention | None:
@@ -434,7 +453,7 @@ def _is_causal(hidden: np.ndarray, scores: tuple) -> bool:
     return bool(np.array_equal(hidden.reshape(lq, lk), causal))
 
 
-def _build(ed: GraphEditor, node: Node, found: _Attention) -> Value:
+def _build(ed: GraphEditor, node: Node, found: _Attention, choice: FormChoice) -> Value:
     keys = ed.get(found.keys.source)
     if found.keys.perm is not None:
         keys = ed.op("transpose", keys, perm=found.keys.perm, name=f"{node.name}_keys")
@@ -444,7 +463,8 @@ def _build(ed: GraphEditor, node: Node, found: _Attention) -> Value:
     mask = found.mask
     if mask is not None and (additive := _additive_mask(ed, node, mask, found.q.dtype)) is not None:
         inputs.append(additive)
-    return ed.op("attention", *inputs, name=node.name, **found.attrs())
+    return ed.op("attention", *inputs, name=node.name, **found.attrs(), form=choice.form,
+                 key_block=choice.key_block)
 
 
 def _additive_mask(ed: GraphEditor, node: Node, mask: _Mask, dtype: str) -> Value | None:

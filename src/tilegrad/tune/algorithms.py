@@ -22,6 +22,12 @@ labelled STITCH, whose
 kernels the rule-based graph lacks become tasks, and `choose` keeps it when its kernels are faster by the records.
 The variant's report holds the plan (`decisions["stitch"]`: each fused kernel's composition scheme and sub-roots).
 
+The attention kernels' softmax form is one more (passes/attention_form.py): where the default graph has attention
+nodes, each form some of them do not use gives a variant graph with that form on every attention node (the
+option `attention_form`), labelled "attention=blockwise" (say), whose kernels become tasks; `choose` keeps it
+when its kernels are faster by the records, and its report holds each node's form (`decisions["attention"]`).
+Where the attention form is fixed by the caller (`attention_form` other than "auto"), there is no such variant.
+
 Whole graphs are compared, not single kernels, because a convolution's algorithm also decides the layout
 transforms around it (direct convolutions run in blocked NCHWc, the others in NCHW). A graph's latency is the sum
 over its kernels of their best recorded latencies, counting only the kernels that not every candidate graph
@@ -38,6 +44,7 @@ from collections.abc import Callable, Sequence
 
 from ..ir.graph import Graph, Node
 from ..passes import optimize
+from ..passes.attention_form import AUTO, FORMS, attention_options
 from ..passes.conv_algorithm import ALGORITHMS
 from ..passes.layout import block_sizes
 from ..passes.pipeline import Report
@@ -63,16 +70,20 @@ class Variant:
     runs: dict[str, str]
     """The name of the graph node that runs each convolution (passes rename what they replace) -> its name in
     `choice`."""
+    attention_form: str = AUTO
+    """The softmax form imposed on every attention node, or AUTO: each node's by its shape."""
 
 
 def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str | None = None, *,
           opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = (),
-          fusion: str = "rules") -> Variant:
+          fusion: str = "rules", attention_form: str = AUTO, attention_key_block: int | None = None) -> Variant:
     """`imported` through the passes, with the convolutions of `choice` forced to its algorithm labels, fused by
-    the `fusion` strategy."""
+    the `fusion` strategy, its attention kernels in `attention_form` (AUTO: by shape)."""
     parsed = {name: _parse(label) for name, label in (choice or {}).items()}
     blocks = {name: block for name, (_, block) in parsed.items() if block}
-    options = {"conv_algorithm": {name: a for name, (a, _) in parsed.items()}} if choice else {}
+    options = attention_options(attention_form, attention_key_block)
+    if choice:
+        options["conv_algorithm"] = {name: a for name, (a, _) in parsed.items()}
     if fusion == "stitch":  # the beam's plans ranked by timing their kernels
         options.update(fusion=fusion, fusion_costs=measured_fusion_costs(), rank_plans=measured_latencies)
     if blocks:
@@ -82,13 +93,14 @@ def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str 
     blocked = report.decisions.get("layout", {})
     runs = {blocked.get(c.node, c.node): name for name, c in decided.items()}
     labels = {name: _label(c.algorithm, blocks.get(name)) for name, c in decided.items()}
-    return Variant(algorithm, labels, graph, report, runs)
+    return Variant(algorithm, labels, graph, report, runs, attention_form)
 
 
 def variants(imported: Graph, *, fusion_plans: bool = False, **passes) -> list[Variant]:
     """The default graph, then one graph per other algorithm that some convolution could use instead, then one per
     other block size in which the direct convolutions run blocked (none where the layout pass does not run), then
-    (with `fusion_plans`) the stitched graph where its kernels differ."""
+    one per attention form that some attention node of the default graph does not use (where the caller leaves
+    the form AUTO), then (with `fusion_plans`) the stitched graph where its kernels differ."""
     default = build(imported, **passes)
     decided = default.report.decisions.get("conv_algorithm", {})
     out = [default]
@@ -101,6 +113,10 @@ def variants(imported: Graph, *, fusion_plans: bool = False, **passes) -> list[V
         v = build(imported, dict.fromkeys(decided, label), label, **passes)
         if v.report.decisions.get("layout"):
             out.append(v)
+    if passes.get("attention_form", AUTO) == AUTO:
+        forms = {c.form for c in default.report.decisions.get("attention", {}).values()}
+        out += [build(imported, None, f"attention={form}", **{**passes, "attention_form": form})
+                for form in FORMS if forms - {form}]
     if not fusion_plans:
         return out
     stitched = build(imported, fusion="stitch", algorithm=STITCH, **passes)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..executor import compile_graph
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
+from ..passes.attention_form import AUTO
 from .algorithms import STITCH, Variant, build, choose
 from .apply import BestRecords
 
@@ -43,13 +44,18 @@ def graph_digest(imported: Graph, opt_level: int = 2, disable: Sequence[str] = (
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def chosen_graph(imported: Graph, chooser: BestRecords, *, fusion_plans: bool = False, **passes) -> Variant:
+def chosen_graph(imported: Graph, chooser: BestRecords, *, fusion_plans: bool = False, attention_form: str = AUTO,
+                 attention_key_block: int | None = None, **passes) -> Variant:
     """The graph to compile: the confirmed choice stored for this graph, else `choose`'s estimate. A stitched
-    graph is a candidate only with `fusion_plans` (compile's fusion="stitch")."""
+    graph is a candidate only with `fusion_plans` (compile's fusion="stitch"); an attention form other than
+    AUTO is kept whatever the records say."""
     decision = chooser.db.graph_choice(graph_digest(imported, **passes))
     if decision is not None and (fusion_plans or decision.get("fusion", "rules") == "rules"):
-        return build(imported, decision["choice"], fusion=decision.get("fusion", "rules"), **passes)
-    return choose(imported, chooser.latency, fusion_plans=fusion_plans, **passes)
+        form = decision.get("attention_form", AUTO) if attention_form == AUTO else attention_form
+        return build(imported, decision["choice"], fusion=decision.get("fusion", "rules"), attention_form=form,
+                     attention_key_block=attention_key_block, **passes)
+    return choose(imported, chooser.latency, fusion_plans=fusion_plans, attention_form=attention_form,
+                  attention_key_block=attention_key_block, **passes)
 
 
 def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: int = 7, **passes) -> GraphDecision:
@@ -58,7 +64,8 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: in
     with BestRecords(db) as chooser:
         candidates = {"default": build(imported, **passes)}
         estimate = choose(imported, chooser.latency, fusion_plans=fusion_plans, **passes)
-        if estimate.choice != candidates["default"].choice or estimate.algorithm == STITCH:
+        if (estimate.choice != candidates["default"].choice or estimate.algorithm == STITCH
+                or estimate.attention_form != AUTO):
             candidates["estimate"] = estimate
         modules = {label: compile_graph(v.graph, choose=chooser) for label, v in candidates.items()}
         times: dict[str, list[float]] = {label: [] for label in modules}
@@ -72,5 +79,6 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: in
         winner = candidates[chosen]
         chooser.db.set_graph_choice(graph_digest(imported, **passes), {
             "choice": None if chosen == "default" else winner.choice,
-            "fusion": "stitch" if winner.algorithm == STITCH else "rules", "seconds": seconds, "chosen": chosen})
+            "fusion": "stitch" if winner.algorithm == STITCH else "rules", "attention_form": winner.attention_form,
+            "seconds": seconds, "chosen": chosen})
         return GraphDecision(seconds, chosen)

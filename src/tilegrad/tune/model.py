@@ -31,8 +31,8 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
-    with its own settings. With `algorithms`, the kernels of each convolution's other algorithms are tuned too,
-    and compile picks the algorithms by the records (algorithms.py). With `fusion_plans`, the kernels of the
+    with its own settings. With `algorithms`, the kernels of each convolution's other algorithms (and of the
+    attention kernels' other softmax form) are tuned too, and compile picks them by the records (algorithms.py). With `fusion_plans`, the kernels of the
     stitched fusion plan are tuned too, and `compile(db=, fusion="stitch")` keeps whichever plan's kernels are
     faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
@@ -85,7 +85,8 @@ def _tune_cuda(model, *, db, input_shapes, example_inputs, opt_level: int, polic
 def model_tasks(model, *, input_shapes=None, example_inputs=None, opt_level: int = 2,
                 algorithms: bool = True, fusion_plans: bool = False) -> list[Task]:
     """The tasks of the graph `tilegrad.compile` builds, then (with `algorithms`) those of the variant graphs in
-    which convolutions use their other algorithms (and with `fusion_plans`, the stitched graph's)."""
+    which convolutions use their other algorithms and attentions their other softmax form (and with
+    `fusion_plans`, the stitched graph's)."""
     if not (algorithms or fusion_plans):
         return extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
                                          opt_level=opt_level))
