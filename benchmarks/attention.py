@@ -11,12 +11,13 @@ over the rounds.
     python benchmarks/attention.py --forms          # the kernel alone: two-pass against blockwise softmax
 
 The shapes: BERT-base (128 tokens, 768 wide, 12 heads), ViT-B/16 (197 tokens), GPT-2 small (128, causal), 512
-tokens (`mid`) and 1024 tokens (`long`). Set TILEGRAD_NUM_THREADS=1 on a shared machine.
+tokens (`mid`), 1024 tokens (`long`), and on request (`--only`) 2048 (`2k`) and 4096 (`4k`). Set TILEGRAD_NUM_THREADS=1 on a shared machine.
 
 `--forms` times the attention kernel alone instead, in the models' layouts (a fused QKV (1, S, 3, H, D) read as
 all three operands, the output (1, S, H, D)), built in each `form` of the op: "two_pass" (whole rows of scores
 per block of query rows) and "blockwise" (the online softmax merged from blocks of `--key-block` keys; repeat the
-option to time several), in the same interleaved rounds.
+option to time several; by default the block `compile` picks, passes/attention_form.key_block_for), in the same
+interleaved rounds, and names the form `compile` would pick on this machine.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from models import _export  # benchmarks/models.py, beside this script
 from torch import nn
 
 SHAPES = {"bert": (128, 768, 12, False), "vit": (197, 768, 12, False), "gpt2": (128, 768, 12, True),
-          "mid": (512, 768, 12, False), "long": (1024, 768, 12, False)}
+          "mid": (512, 768, 12, False), "long": (1024, 768, 12, False), "2k": (2048, 768, 12, False),
+          "4k": (4096, 768, 12, False)}
 PLANS = {"attention kernel": {"enable_passes": ["attention"]}, "separate kernels": {"disable_passes": ["attention"]}}
 
 
@@ -90,8 +92,12 @@ def measure_forms(name: str, rounds: int, repeats: int, key_blocks: list[int]) -
     shape = (1, tokens, 3, heads, width // heads)
     qkv = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     attrs = {"scale": None, "causal": causal, "qkv_layout": "bs3hd", "out_layout": "bshd"}
+    from tilegrad.passes.attention_form import choose_form
+    from tilegrad.target import host
+
+    chosen, block = choose_form(tokens, tokens, width // heads, width // heads, host().l2_bytes)
     forms = {"two-pass kernel": {"form": "two_pass"},
-             **{f"blockwise kb={kb}": {"form": "blockwise", "key_block": kb} for kb in key_blocks}}
+             **{f"blockwise kb={kb}": {"form": "blockwise", "key_block": kb} for kb in key_blocks or [block]}}
     built = {}
     for plan, form in forms.items():
         ins = [te.placeholder(shape, "float32", n) for n in "qkv"]
@@ -105,7 +111,7 @@ def measure_forms(name: str, rounds: int, repeats: int, key_blocks: list[int]) -
         for plan, k in built.items():
             times[plan].append(_best_time(lambda k=k: k.run(qkv, qkv, qkv), repeats) * 1e3)
     return [{"shape": name, "plan": plan, "kernels": 1, "ms": statistics.median(times[plan]),
-             "rounds_ms": times[plan], "cpu": measured_peaks().cpu} for plan in forms]
+             "rounds_ms": times[plan], "cpu": measured_peaks().cpu, "compile_picks": chosen} for plan in forms]
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -126,18 +132,19 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=20, help="calls per round (the best)")
     ap.add_argument("--forms", action="store_true", help="time the kernel alone, two-pass against blockwise")
     ap.add_argument("--key-block", type=int, action="append", help="keys per block of the blockwise form "
-                    "(repeatable; default 64)")
+                    "(repeatable; default: the block compile picks)")
     args = ap.parse_args(argv)
-    rows = [r for name in args.only or SHAPES
-            for r in (measure_forms(name, args.rounds, args.repeats, args.key_block or [64]) if args.forms
+    rows = [r for name in args.only or [n for n in SHAPES if SHAPES[n][0] <= 1024]
+            for r in (measure_forms(name, args.rounds, args.repeats, args.key_block or []) if args.forms
                       else measure(name, args.rounds, args.repeats))]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     print(f"{'shape':<8}{'plan':<20}{'kernels':>8}{'ms':>9}   rounds")
     for r in rows:
+        picked = "  (compile's pick)" if r.get("compile_picks", "-").replace("_", "-") in r["plan"] else ""
         print(f"{r['shape']:<8}{r['plan']:<20}{r['kernels']:>8}{r['ms']:>9.3f}   "
-              + " ".join(f"{t:.3f}" for t in r["rounds_ms"]))
+              + " ".join(f"{t:.3f}" for t in r["rounds_ms"]) + picked)
     return 0
 
 

@@ -3,6 +3,8 @@ compile options `attention_form` and `attention_key_block`, with ONNX Runtime's 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -14,8 +16,10 @@ from tilegrad.cli import main
 from tilegrad.errors import TilegradError
 from tilegrad.frontend.onnx import import_onnx
 from tilegrad.passes import optimize
-from tilegrad.passes.attention_form import KEY_BLOCKS, LONG_KEYS, choose_form, key_block_for
-from tilegrad.target import TARGETS
+from tilegrad.passes.attention_form import KEY_BLOCKS, choose_form, key_block_for, long_keys
+from tilegrad.target import TARGETS, host
+
+SMALL_L2 = dataclasses.replace(host(), l2_bytes=256 * 1024)  # two_pass up to 512 keys, whatever this machine's L2
 
 HEADS, HEAD = 2, 16
 
@@ -79,22 +83,24 @@ def test_the_key_block_pads_the_keys_least_and_the_larger_block_wins_a_tie(lk, b
     assert block in KEY_BLOCKS and block % 16 == 0
 
 
-def test_short_key_sequences_are_two_pass_and_long_ones_blockwise():
-    assert LONG_KEYS == 512
-    assert choose_form(128, 128, 64, 64) == ("two_pass", 128)
-    assert choose_form(1, LONG_KEYS, 64, 64) == ("two_pass", 256)
-    assert choose_form(LONG_KEYS + 1, LONG_KEYS + 1, 64, 64) == ("blockwise", 176)
-    assert choose_form(16, 4096, 128, 64) == ("blockwise", 256)
+def test_short_key_sequences_are_two_pass_and_long_ones_blockwise_relative_to_l2():
+    l2 = 512 * 1024  # Zen 3's: the two-pass rows of 1024 keys (16 x 2 x 4 KiB) take a quarter of it
+    assert long_keys(l2) == 1024 and long_keys(2 * l2) == 2048
+    assert choose_form(128, 128, 64, 64, l2) == ("two_pass", 128)
+    assert choose_form(1, 1024, 64, 64, l2) == ("two_pass", 256)
+    assert choose_form(1025, 1025, 64, 64, l2) == ("blockwise", 208)
+    assert choose_form(1025, 1025, 64, 64, 2 * l2) == ("two_pass", 208)
+    assert choose_form(16, 4096, 128, 64, l2) == ("blockwise", 256)
 
 
 def test_the_pass_writes_the_form_and_key_block_of_each_attention_by_shape():
-    short, report = optimize(import_onnx(bert_attention(80, layers=2)))
+    short, report = optimize(import_onnx(bert_attention(80, layers=2)), target=SMALL_L2)
     assert forms(short) == [("two_pass", 80)] * 2
     assert [c.form for c in report.decisions["attention"].values()] == ["two_pass"] * 2
-    assert "two_pass softmax (80 keys <= 512)" in report.format()
-    long, report = optimize(import_onnx(bert_attention(520)))
+    assert "two_pass softmax (80 keys <= 512, the two-pass rows' limit for 256 KiB of L2)" in report.format()
+    long, report = optimize(import_onnx(bert_attention(520)), target=SMALL_L2)
     assert forms(long) == [("blockwise", 176)]
-    assert "blockwise softmax in blocks of 176 keys (520 keys > 512)" in report.format()
+    assert "blockwise softmax in blocks of 176 keys (520 keys > 512" in report.format()
 
 
 def test_auto_keeps_two_pass_on_a_gpu_target_where_an_option_still_applies():
@@ -113,9 +119,9 @@ def test_each_form_by_option_keeps_onnxruntimes_numbers(form, key_block):
                                rtol=1e-4, atol=1e-4)
 
 
-def test_auto_makes_a_long_sequence_blockwise_with_onnxruntimes_numbers():
+def test_a_long_sequence_in_blocks_that_pad_it_least_keeps_onnxruntimes_numbers():
     model, inputs = bert_attention(520), feeds(520)
-    compilation = compile_with_report(model)
+    compilation = compile_with_report(model, attention_form="blockwise")
     assert forms(compilation.graph) == [("blockwise", 176)]
     np.testing.assert_allclose(compilation.module(*inputs.values()), onnxruntime(model, inputs),
                                rtol=1e-4, atol=1e-4)

@@ -6,6 +6,8 @@ import numpy as np
 
 from tilegrad.api import compile_with_report
 from tilegrad.frontend.onnx import import_onnx
+from tilegrad.passes.attention_form import choose_form
+from tilegrad.target import host
 from tilegrad.tune.algorithms import algorithm_tasks, choose, variants
 from tilegrad.tune.graph_choice import graph_digest
 from tilegrad.tune.model import model_tasks
@@ -29,9 +31,11 @@ def test_a_graph_with_attention_has_a_variant_with_the_other_form_on_every_atten
     assert forms(variant.graph) == [("blockwise", 80)] * 2
     assert [(c.form, c.why) for c in variant.report.decisions["attention"].values()] == [("blockwise",
                                                                                           "by option")] * 2
-    long_default, long_variant = variants(import_onnx(bert_attention(520)))
-    assert forms(long_default.graph) == [("blockwise", 176)]
-    assert long_variant.algorithm == TWO_PASS and forms(long_variant.graph) == [("two_pass", 176)]
+    long_default, long_variant = variants(import_onnx(bert_attention(2100)))
+    form, block = choose_form(2100, 2100, 16, 16, host().l2_bytes)  # blockwise where L2 is under 2100 x 512 bytes
+    other = {"blockwise": "two_pass", "two_pass": "blockwise"}[form]
+    assert forms(long_default.graph) == [(form, block)]
+    assert long_variant.algorithm == f"attention={other}" and forms(long_variant.graph) == [(other, block)]
 
 
 def test_no_variant_where_the_form_is_fixed_or_there_is_no_attention():

@@ -136,7 +136,7 @@ def _form(node: Node, found: _Attention, ctx: PassContext) -> FormChoice:
     """The softmax form of the attention replacing `node`, the product P V: P is (..., Lq, Lk), V (..., Lk, Dv),
     and Q's last axis (its view's, for a fused projection) is D."""
     (lq, lk), dv = node.inputs[0].shape[-2:], node.inputs[1].shape[-1]
-    return form_of(ctx.options, ctx.target.kind, lq, lk, (found.view or found.q.shape)[-1], dv)
+    return form_of(ctx.options, ctx.target, lq, lk, (found.view or found.q.shape)[-1], dv)
 
 
 def _found(finder: _Finder, node: Node, ctx: PassContext) -> _Attention | None:

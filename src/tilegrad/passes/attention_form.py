@@ -1,8 +1,10 @@
 """The softmax form of each attention kernel and its key block (ir/ops/attention.py, `form` and `key_block`).
 
-The two forms give the same result at different costs: "two_pass" holds whole rows of scores per block of query
-rows, "blockwise" merges the softmaxes of blocks of `key_block` keys, which wins at long key sequences and loses at
-short ones and where the keys pad badly to whole blocks. `choose_form` decides by shape; the compile options
+The two forms give the same result at different costs: "two_pass" holds whole rows of scores (and their
+exponentials) per block of query rows, "blockwise" merges the softmaxes of blocks of `key_block` keys, holding one
+block of them. The blockwise form pays for its merge and its per-block accumulators, and wins once the two-pass
+form's rows no longer sit in L2 beside the keys and values streaming through. `choose_form` decides by the
+share of L2 those rows take (docs/fusion.md, "The online softmax", has the measurements); the compile options
 `attention_form` ("auto": by shape, or a form for every attention) and `attention_key_block` (an int, or None:
 `key_block_for`) override it, and tuning offers the other form as a variant graph (tune/algorithms.py).
 """
@@ -15,8 +17,11 @@ from ..errors import TilegradError
 
 AUTO = "auto"
 FORMS = ("two_pass", "blockwise")
-LONG_KEYS = 512  # longest key sequence kept two_pass: the crossover `benchmarks/attention.py --forms` measures
 KEY_BLOCKS = range(64, 257, 16)  # the key blocks offered, whole vectors of keys
+TWO_PASS_ROW_BYTES = 2 * 16 * 4  # per key, the two-pass rows: scores and exponentials of 16 query rows, float32
+# (schedule/rules_attention.py's default block)
+L2_SHARE = 4  # two_pass while those rows take at most a quarter of L2: the crossover benchmarks/attention.py
+# --forms measures
 
 
 class FormChoice(NamedTuple):
@@ -33,10 +38,15 @@ def key_block_for(lk: int) -> int:
     return min(KEY_BLOCKS, key=lambda kb: (-lk % kb, -kb))
 
 
-def choose_form(lq: int, lk: int, d: int, dv: int) -> tuple[str, int]:
-    """(form, key block) for Lq queries over Lk keys of D (values of Dv): blockwise beyond LONG_KEYS keys. The
-    rule reads Lk alone until measurements show where the other sizes move the threshold."""
-    return ("two_pass" if lk <= LONG_KEYS else "blockwise"), key_block_for(lk)
+def long_keys(l2_bytes: int) -> int:
+    """The longest key sequence whose two-pass rows take at most 1/L2_SHARE of an L2 of `l2_bytes`."""
+    return l2_bytes // (L2_SHARE * TWO_PASS_ROW_BYTES)
+
+
+def choose_form(lq: int, lk: int, d: int, dv: int, l2_bytes: int) -> tuple[str, int]:
+    """(form, key block) for Lq queries over Lk keys of D (values of Dv) on a core with `l2_bytes` of L2:
+    blockwise beyond `long_keys`. Lq, D and Dv do not move the measured crossover (the rows held are per key)."""
+    return ("two_pass" if lk <= long_keys(l2_bytes) else "blockwise"), key_block_for(lk)
 
 
 def requested(options: dict) -> tuple[str, int | None]:
@@ -58,14 +68,16 @@ def attention_options(form: str = AUTO, key_block: int | None = None) -> dict:
     return options
 
 
-def form_of(options: dict, target_kind: str, lq: int, lk: int, d: int, dv: int) -> FormChoice:
+def form_of(options: dict, target, lq: int, lk: int, d: int, dv: int) -> FormChoice:
     """The form and key block of an attention of this shape under the pass options. By shape on a CPU only: the
     GPU schedules of the blockwise form are not checked on a device yet, so "auto" keeps two_pass there."""
     form, key_block = requested(options)
-    chosen, best_block = choose_form(lq, lk, d, dv)
+    chosen, best_block = choose_form(lq, lk, d, dv, target.l2_bytes)
     block = best_block if key_block is None else key_block
     if form != AUTO:
         return FormChoice(form, block, "by option")
-    if target_kind != "cpu":
-        return FormChoice("two_pass", block, f"the {target_kind} target: blockwise is chosen on a CPU only")
-    return FormChoice(chosen, block, f"{lk} keys {'>' if chosen == 'blockwise' else '<='} {LONG_KEYS}")
+    if target.kind != "cpu":
+        return FormChoice("two_pass", block, f"the {target.kind} target: blockwise is chosen on a CPU only")
+    limit = long_keys(target.l2_bytes)
+    return FormChoice(chosen, block, f"{lk} keys {'>' if chosen == 'blockwise' else '<='} {limit}, the two-pass "
+                                     f"rows' limit for {target.l2_bytes // 1024} KiB of L2")
