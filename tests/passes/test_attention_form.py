@@ -19,7 +19,7 @@ from tilegrad.passes import optimize
 from tilegrad.passes.attention_form import KEY_BLOCKS, choose_form, key_block_for, long_keys
 from tilegrad.target import TARGETS, host
 
-SMALL_L2 = dataclasses.replace(host(), l2_bytes=256 * 1024)  # two_pass up to 512 keys, whatever this machine's L2
+L2_512K = dataclasses.replace(host(), l2_bytes=512 * 1024)  # two_pass up to 512 keys, whatever this machine's L2
 
 HEADS, HEAD = 2, 16
 
@@ -84,21 +84,21 @@ def test_the_key_block_pads_the_keys_least_and_the_larger_block_wins_a_tie(lk, b
 
 
 def test_short_key_sequences_are_two_pass_and_long_ones_blockwise_relative_to_l2():
-    l2 = 512 * 1024  # Zen 3's: the two-pass rows of 1024 keys (16 x 2 x 4 KiB) take a quarter of it
-    assert long_keys(l2) == 1024 and long_keys(2 * l2) == 2048
+    l2 = 512 * 1024  # Zen 3's: the two-pass rows of 512 keys (16 x 2 x 2 KiB) take an eighth of it
+    assert long_keys(l2) == 512 and long_keys(2 * l2) == 1024
     assert choose_form(128, 128, 64, 64, l2) == ("two_pass", 128)
-    assert choose_form(1, 1024, 64, 64, l2) == ("two_pass", 256)
-    assert choose_form(1025, 1025, 64, 64, l2) == ("blockwise", 208)
-    assert choose_form(1025, 1025, 64, 64, 2 * l2) == ("two_pass", 208)
+    assert choose_form(1, 512, 64, 64, l2) == ("two_pass", 256)
+    assert choose_form(513, 513, 64, 64, l2) == ("blockwise", 176)
+    assert choose_form(513, 513, 64, 64, 2 * l2) == ("two_pass", 176)
     assert choose_form(16, 4096, 128, 64, l2) == ("blockwise", 256)
 
 
 def test_the_pass_writes_the_form_and_key_block_of_each_attention_by_shape():
-    short, report = optimize(import_onnx(bert_attention(80, layers=2)), target=SMALL_L2)
+    short, report = optimize(import_onnx(bert_attention(80, layers=2)), target=L2_512K)
     assert forms(short) == [("two_pass", 80)] * 2
     assert [c.form for c in report.decisions["attention"].values()] == ["two_pass"] * 2
-    assert "two_pass softmax (80 keys <= 512, the two-pass rows' limit for 256 KiB of L2)" in report.format()
-    long, report = optimize(import_onnx(bert_attention(520)), target=SMALL_L2)
+    assert "two_pass softmax (80 keys <= 512, the two-pass rows' limit for 512 KiB of L2)" in report.format()
+    long, report = optimize(import_onnx(bert_attention(520)), target=L2_512K)
     assert forms(long) == [("blockwise", 176)]
     assert "blockwise softmax in blocks of 176 keys (520 keys > 512" in report.format()
 

@@ -20,7 +20,7 @@ FORMS = ("two_pass", "blockwise")
 KEY_BLOCKS = range(64, 257, 16)  # the key blocks offered, whole vectors of keys
 TWO_PASS_ROW_BYTES = 2 * 16 * 4  # per key, the two-pass rows: scores and exponentials of 16 query rows, float32
 # (schedule/rules_attention.py's default block)
-L2_SHARE = 4  # two_pass while those rows take at most a quarter of L2: the crossover benchmarks/attention.py
+L2_SHARE = 8  # two_pass while those rows take at most an eighth of L2: the crossover benchmarks/attention.py
 # --forms measures
 
 
