@@ -12,6 +12,7 @@ from tilegrad.tune.algorithms import algorithm_tasks, choose, variants
 from tilegrad.tune.graph_choice import graph_digest
 from tilegrad.tune.model import model_tasks
 from tilegrad.tune.records import Database
+from tilegrad.tune.task_scheduler import TaskScheduler, alternative_slots
 from tilegrad.tune.task import kernels
 
 from ..passes.test_attention_form import bert_attention, feeds, forms, onnxruntime
@@ -53,6 +54,23 @@ def test_the_variants_attention_kernels_become_tasks_labelled_with_the_form():
     assert {t.key for t in labelled} == _keys(variant) - _keys(default)
     assert [(t.node.op, t.weight) for t in labelled] == [("attention", 2)]
     assert [t.key for t in model_tasks(bert_attention(80, layers=2))] == [t.key for t in tasks]
+
+
+def test_each_forms_attention_kernel_is_an_alternative_the_scheduler_tunes():
+    """Both forms' kernels run the same attention nodes, so the task scheduler weighs each (a place counts as its
+    faster form) instead of leaving the variant's at weight 0 and its default schedule."""
+    default, variant = variants(import_onnx(bert_attention(80, layers=2)))
+    tasks = algorithm_tasks([default, variant])
+    attention = [i for i, t in enumerate(tasks) if t.node.op == "attention"]
+    assert sorted(tasks[i].algorithm or "" for i in attention) == ["", BLOCKWISE]
+    assert {tasks[i].convolutions for i in attention} == {frozenset(c.name for c in variant.graph.nodes
+                                                                    if c.op == "attention")}
+    scheduler = TaskScheduler.for_tasks(tasks)
+    assert [scheduler.weights[i] for i in attention] == [2.0, 2.0]
+    slots = alternative_slots(tasks)
+    assert len({slots[i][0] for i in attention}) == 1 and {slots[i][1] for i in attention} == {None, BLOCKWISE}
+    others = [i for i in range(len(tasks)) if i not in attention]
+    assert all(slots[i] is None for i in others)
 
 
 def test_the_records_keep_the_form_whose_kernels_are_faster():

@@ -127,22 +127,27 @@ def variants(imported: Graph, *, fusion_plans: bool = False, **passes) -> list[V
 
 def algorithm_tasks(vs: Sequence[Variant]) -> list[Task]:
     """The tasks of the first (default) graph, then the variants' tasks it lacks, labelled with their algorithm
-    and weighted by their occurrences in their own graph; each with the convolutions it runs, so the tuner can
-    tell which kernels are alternatives for the same ones."""
+    and weighted by their occurrences in their own graph; each with the places it runs (convolutions, attention
+    nodes), so the tuner can tell which kernels are alternatives for the same ones."""
     tasks: dict[str, Task] = {}
     for v in vs:
-        convolutions = _convolutions_by_key(v)
+        convolutions = _places_by_key(v)
         for t in extract_tasks(v.graph):
             if t.key not in tasks:
                 tasks[t.key] = dataclasses.replace(t, algorithm=v.algorithm, convolutions=convolutions[t.key])
     return list(tasks.values())
 
 
-def _convolutions_by_key(v: Variant) -> dict[str, frozenset[str]]:
-    """The convolutions (names in `choice`) that the kernels of each workload run in the variant's graph."""
+def _places_by_key(v: Variant) -> dict[str, frozenset[str]]:
+    """The places that the kernels of each workload run in the variant's graph, where another variant may run
+    them otherwise: convolutions (names in `choice`) and attention nodes (their names, the same in every
+    variant, each form's kernel an alternative for the other's)."""
     out: dict[str, frozenset[str]] = {}
     for node, _, key in kernels(v.graph):
-        out[key] = out.get(key, frozenset()) | {v.runs[name] for name in _members(node) & v.runs.keys()}
+        members = node.attrs["body"].nodes if node.op == "fused" else [node]
+        places = {v.runs[n.name] for n in members if n.name in v.runs} | {n.name for n in members
+                                                                         if n.op == "attention"}
+        out[key] = out.get(key, frozenset()) | places
     return out
 
 

@@ -31,8 +31,9 @@ from ..te.tensor import ComputeOp, Tensor, topo_order
 class Task:
     """One workload to tune. `nodes` are the graph's nodes that run it; `weight` is their number. `algorithm`
     names the convolution algorithm of the variant graph the task comes from, where it is not a kernel of the
-    graph `compile` builds by default, and `convolutions` the imported graph's convolutions the kernel runs where
-    other algorithms could run them (tune/algorithms.py). `target` is the machine its kernel is built for: its
+    graph `compile` builds by default, and `convolutions` the places the kernel runs where other variants could
+    run them (tune/algorithms.py): the imported graph's convolutions, and attention nodes, whose other softmax
+    form is the alternative. `target` is the machine its kernel is built for: its
     sketches, default schedule and features follow it."""
 
     key: str

@@ -17,8 +17,8 @@ is chosen instead, and when all gradients are equal the choice is random too. `"
 to the task with the fewest rounds so far. Tasks flagged by `mark_exhausted` (no new candidates left) are skipped
 by both strategies.
 
-Some places of a network have alternatives: a convolution runs direct, as im2col or as Winograd kernels, and the
-tuned graph keeps the fastest (tune/algorithms.py). `slots` names, per task, its place and the alternative it
+Some places of a network have alternatives: a convolution runs direct, as im2col or as Winograd kernels, an
+attention in either softmax form, and the tuned graph keeps the fastest (tune/algorithms.py). `slots` names, per task, its place and the alternative it
 belongs to; a place counts in f as its fastest alternative, the sum of w_i · g_i over that alternative's tasks.
 A round of a task in another alternative lowers f only if it is expected to make that alternative the fastest,
 so ∂f/∂t_i is then the expected drop below the place's current latency (0 when none is expected), and the
@@ -91,8 +91,9 @@ class TaskScheduler:
     @classmethod
     def for_tasks(cls, tasks: Sequence[Task], **options) -> TaskScheduler:
         """A scheduler over tuning tasks: their weights and FLOPs, similar tasks being those of the same op, and
-        the alternatives for each convolution (`alternative_slots`). A kernel of another algorithm's graph that runs
-        no convolution (a layout transform, say) weighs 0: f is the latency of the graph `compile` builds."""
+        the alternatives for each convolution and attention (`alternative_slots`). A kernel of another variant's
+        graph that runs no such place (a layout transform, say) weighs 0: f is the latency of the graph `compile`
+        builds."""
         slots = alternative_slots(tasks)
         return cls([0.0 if t.algorithm and slot is None else t.weight for t, slot in zip(tasks, slots, strict=True)],
                    flops=[t.flops for t in tasks], kinds=[t.node.op for t in tasks], slots=slots, **options)
@@ -199,8 +200,8 @@ def slotted_latency(weights: Sequence[float], slots: Sequence[tuple[Hashable, Ha
 
 
 def alternative_slots(tasks: Sequence[Task]) -> list[tuple[Hashable, Hashable] | None]:
-    """Per task, (the convolutions it runs, its algorithm) where other algorithms' kernels run the same
-    convolutions, else None. Kernels whose convolutions are not exactly those of another algorithm's kernels (a
+    """Per task, (the places it runs, its algorithm) where other variants' kernels run the same places
+    (convolutions, attention nodes), else None. Kernels whose convolutions are not exactly those of another algorithm's kernels (a
     shared workload that groups differently) stay outside: they count, or not, as before."""
     algorithms: dict[frozenset[str], set[str | None]] = {}
     for t in tasks:
