@@ -94,3 +94,17 @@ def _annotate(draw, sch: Schedule, name: str) -> None:
             sch.unroll(name, leaf)
     if draw(st.booleans()):
         sch.auto_unroll(name, draw(st.sampled_from([0, 16, 64, 512])))
+
+
+class DrawnKnobs:
+    """Knobs (schedule/knobs.py's interface) that draw every parameter of a rule from the values it offers, with
+    hypothesis's `data()`; `drawn` records them for the failure message."""
+
+    def __init__(self, data):
+        self.data, self.drawn = data, {}
+
+    def choice(self, name, values, default):
+        self.drawn[name] = self.data.draw(st.sampled_from(sorted(values)), label=name)
+        return self.drawn[name]
+
+    pick = choice

@@ -19,6 +19,8 @@ from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.target import host
 from tilegrad.te import tensor as te
 
+from .strategies import DrawnKnobs
+
 
 def _kernel(shapes, **attrs):
     ins = [te.placeholder(s, "float32", name) for s, name in zip(shapes, ("q", "k", "v", "mask"))]
@@ -111,18 +113,6 @@ def _extents(buffer):
     return [int(d.value) for d in buffer.shape]
 
 
-class _Drawn:
-    """Knobs that draw every parameter of the rule from the values it offers."""
-
-    def __init__(self, data):
-        self.data, self.drawn = data, {}
-
-    def choice(self, name, values, default):
-        self.drawn[name] = self.data.draw(st.sampled_from(sorted(values)), label=name)
-        return self.drawn[name]
-
-    pick = choice
-
 
 @settings(max_examples=12, deadline=None)
 @given(lq=st.integers(1, 40), lk=st.sampled_from([1, 5, 16, 23, 40, 197]), d=st.sampled_from([1, 5, 8, 13, 64]),
@@ -134,7 +124,7 @@ def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, head
     causal = form == "causal"
     ins = [te.placeholder(s, "float32", name) for s, name in zip(shapes, ("q", "k", "v", "mask"))]
     out = lookup("attention").compute(*ins, scale=None, causal=causal)
-    knobs = _Drawn(data)
+    knobs = DrawnKnobs(data)
     k = kernel.build((ins, [out]), default_schedule([out], host(), knobs).trace, name="attention")
     got = k.run(*arrays)
     want = lookup("attention").reference(*arrays, scale=None, causal=causal, qkv_layout="bhsd", out_layout="bhsd")

@@ -21,6 +21,8 @@ from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.target import host
 from tilegrad.te import tensor as te
 
+from .strategies import DrawnKnobs
+
 LAYOUT = {"qkv_layout": "bhsd", "out_layout": "bhsd"}
 
 
@@ -109,18 +111,6 @@ def test_every_layout_matches_the_reference(qkv_layout, out_layout, causal):
     np.testing.assert_allclose(k.run(*arrays), _reference(arrays, attrs), atol=1e-5, rtol=1e-4)
 
 
-class _Drawn:
-    """Knobs that draw every parameter of the rule from the values it offers."""
-
-    def __init__(self, data):
-        self.data, self.drawn = data, {}
-
-    def choice(self, name, values, default):
-        self.drawn[name] = self.data.draw(st.sampled_from(sorted(values)), label=name)
-        return self.drawn[name]
-
-    pick = choice
-
 
 @settings(max_examples=12, deadline=None)
 @given(lq=st.integers(1, 40), lk=st.sampled_from([1, 5, 16, 23, 40, 197]), d=st.sampled_from([1, 5, 8, 13, 64]),
@@ -130,7 +120,7 @@ def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, head
     shapes = [(1, heads, lq, d), (1, heads, lk, d), (1, heads, lk, dv)] + ([(1, 1, lq, lk)] if form == "mask" else [])
     arrays = _arrays(shapes, seed=lq * 1000 + lk)
     causal = form == "causal"
-    knobs = _Drawn(data)
+    knobs = DrawnKnobs(data)
     _, k, attrs = _build(shapes, key_block, knobs, causal=causal)
     got = k.run(*arrays)
     np.testing.assert_allclose(got, _reference(arrays, attrs), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
@@ -139,22 +129,10 @@ def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, head
     np.testing.assert_allclose(got, _torch(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
 
 
-def _allocations(stmt, found):
-    """Every buffer allocated in a loop-IR statement, by name."""
-    if isinstance(stmt, L.Allocate):
-        found[stmt.buffer.name] = stmt.buffer
-    children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
-                L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
-    for child in children:
-        if child is not None:
-            _allocations(child, found)
-    return found
-
-
 def test_per_block_state_lives_in_local_buffers_of_a_row_block_and_one_key_block_of_scores():
     _, k, _ = _build([(1, 12, 197, 64)] * 3, 64)
     assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
-    buffers = _allocations(k.loop.body, {})
+    buffers = {n.buffer.name: n.buffer for n in L.walk(k.loop.body) if isinstance(n, L.Allocate)}
     extents = {name: [int(d.value) for d in b.shape] for name, b in buffers.items()}
     assert all(b.scope == "local" for b in buffers.values())
     assert extents["attention_bmax"] == extents["attention_bsum"] == [1, 1, 4, 16]  # 4 key blocks x 16 rows
