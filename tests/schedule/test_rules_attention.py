@@ -28,37 +28,37 @@ def _kernel(shapes, **attrs):
     return ins, out, kernel.build((ins, [out]), name="attention")
 
 
-def _arrays(shapes, seed=0):
+def random_arrays(shapes, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
-def _torch(q, k, v, mask=None, **kw):
+def torch_attention(q, k, v, mask=None, **kw):
     t = [None if x is None else torch.from_numpy(x) for x in (q, k, v, mask)]
     return F.scaled_dot_product_attention(*t[:3], attn_mask=t[3], **kw).numpy()
 
 
 def test_matches_torch_without_and_with_a_mask():
     shapes = [(2, 3, 9, 16), (2, 3, 11, 16), (2, 3, 11, 8), (2, 1, 9, 11)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     _, _, plain = _kernel(shapes[:3])
-    np.testing.assert_allclose(plain.run(*arrays[:3]), _torch(*arrays[:3]), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(plain.run(*arrays[:3]), torch_attention(*arrays[:3]), atol=1e-5, rtol=1e-4)
     _, _, masked = _kernel(shapes, scale=0.3)
-    np.testing.assert_allclose(masked.run(*arrays), _torch(*arrays, scale=0.3), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(masked.run(*arrays), torch_attention(*arrays, scale=0.3), atol=1e-5, rtol=1e-4)
 
 
 def test_causal_matches_torch_is_causal():
     shapes = [(1, 2, 13, 8)] * 3
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     _, _, causal = _kernel(shapes, causal=True)
-    np.testing.assert_allclose(causal.run(*arrays), _torch(*arrays, is_causal=True), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(causal.run(*arrays), torch_attention(*arrays, is_causal=True), atol=1e-5, rtol=1e-4)
 
 
 def test_batch_axes_broadcast_like_matmul():
     shapes = [(2, 3, 5, 8), (3, 7, 8), (1, 1, 7, 4)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     _, _, k = _kernel(shapes)
-    want = _torch(arrays[0], *(np.broadcast_to(x, (2, 3, *x.shape[-2:])).copy() for x in arrays[1:]))
+    want = torch_attention(arrays[0], *(np.broadcast_to(x, (2, 3, *x.shape[-2:])).copy() for x in arrays[1:]))
     np.testing.assert_allclose(k.run(*arrays), want, atol=1e-5, rtol=1e-4)
 
 
@@ -67,9 +67,9 @@ def test_batch_axes_broadcast_like_matmul():
        masked=st.booleans())
 def test_odd_sizes_match_torch(lq, lk, heads, masked):
     shapes = [(1, heads, lq, 64), (1, heads, lk, 64), (1, heads, lk, 64)] + ([(1, 1, 1, lk)] if masked else [])
-    arrays = _arrays(shapes, seed=lq * lk)
+    arrays = random_arrays(shapes, seed=lq * lk)
     _, _, k = _kernel(shapes)
-    np.testing.assert_allclose(k.run(*arrays), _torch(*arrays), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(k.run(*arrays), torch_attention(*arrays), atol=1e-5, rtol=1e-4)
 
 
 def _allocations(stmt, found, loops=()):
@@ -120,7 +120,7 @@ def _extents(buffer):
        form=st.sampled_from(["plain", "mask", "causal"]), data=st.data())
 def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, heads, form, data):
     shapes = [(1, heads, lq, d), (1, heads, lk, d), (1, heads, lk, dv)] + ([(1, 1, lq, lk)] if form == "mask" else [])
-    arrays = _arrays(shapes, seed=lq * 1000 + lk)
+    arrays = random_arrays(shapes, seed=lq * 1000 + lk)
     causal = form == "causal"
     ins = [te.placeholder(s, "float32", name) for s, name in zip(shapes, ("q", "k", "v", "mask"))]
     out = lookup("attention").compute(*ins, scale=None, causal=causal)
@@ -131,12 +131,12 @@ def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, head
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
     if causal and lk != lq:  # torch's is_causal aligns the queries with the first keys, the op with the last
         return
-    np.testing.assert_allclose(got, _torch(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
+    np.testing.assert_allclose(got, torch_attention(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
 
 
 def test_a_row_with_every_key_hidden_gives_zeros():
     shapes = [(1, 2, 9, 8), (1, 2, 21, 8), (1, 2, 21, 8), (1, 1, 9, 21)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     arrays[3][:, :, 4, :] = -np.inf  # query 4 sees no key
     _, _, k = _kernel(shapes)
     got = k.run(*arrays)

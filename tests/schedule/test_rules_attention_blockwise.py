@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +20,7 @@ from tilegrad.target import host
 from tilegrad.te import tensor as te
 
 from .strategies import DrawnKnobs
+from .test_rules_attention import random_arrays, torch_attention
 
 LAYOUT = {"qkv_layout": "bhsd", "out_layout": "bhsd"}
 
@@ -36,16 +35,6 @@ def _build(shapes, key_block, knobs=None, **attrs):
     out = lookup("attention").compute(*ins, form="blockwise", key_block=key_block, **attrs)
     trace = None if knobs is None else default_schedule([out], host(), knobs).trace
     return out, kernel.build((ins, [out]), trace, name="attention"), attrs
-
-
-def _arrays(shapes, seed=0):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
-
-
-def _torch(q, k, v, mask=None, **kw):
-    t = [None if x is None else torch.from_numpy(x) for x in (q, k, v, mask)]
-    return F.scaled_dot_product_attention(*t[:3], attn_mask=t[3], **kw).numpy()
 
 
 def _reference(arrays, attrs):
@@ -66,21 +55,21 @@ def test_the_form_attribute_picks_the_blockwise_compute():
 @pytest.mark.parametrize("key_block", [1, 5, 16, 21, 64])
 def test_matches_torch_with_a_mask_at_key_blocks_that_do_not_divide_the_keys(key_block):
     shapes = [(2, 3, 9, 16), (2, 3, 21, 16), (2, 3, 21, 8), (2, 1, 9, 21)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     _, k, _ = _build(shapes, key_block, scale=0.3)
-    np.testing.assert_allclose(k.run(*arrays), _torch(*arrays, scale=0.3), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(k.run(*arrays), torch_attention(*arrays, scale=0.3), atol=1e-5, rtol=1e-4)
 
 
 def test_causal_matches_torch_is_causal():
     shapes = [(1, 2, 37, 8)] * 3
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     _, k, _ = _build(shapes, 16, causal=True)  # the first rows' later key blocks are all hidden
-    np.testing.assert_allclose(k.run(*arrays), _torch(*arrays, is_causal=True), atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(k.run(*arrays), torch_attention(*arrays, is_causal=True), atol=1e-5, rtol=1e-4)
 
 
 def test_hidden_rows_give_zeros_and_hidden_key_blocks_count_nothing():
     shapes = [(1, 2, 9, 8), (1, 2, 40, 8), (1, 2, 40, 8), (1, 1, 9, 40)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     arrays[3][:, :, 4, :] = -np.inf  # query 4 sees no key
     arrays[3][:, :, :, 8:24] = -np.inf  # with key_block 8, blocks 1 and 2 are hidden for every query
     _, k, attrs = _build(shapes, 8)
@@ -91,7 +80,7 @@ def test_hidden_rows_give_zeros_and_hidden_key_blocks_count_nothing():
 
 def test_large_logits_stay_finite():
     shapes = [(1, 1, 5, 4), (1, 1, 30, 4), (1, 1, 30, 3)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     arrays[0] *= 40.0  # logits in the hundreds: exp overflows unless each block and the merge are shifted
     _, k, attrs = _build(shapes, 7)
     np.testing.assert_allclose(k.run(*arrays), _reference(arrays, attrs), atol=1e-5, rtol=1e-4)
@@ -104,7 +93,7 @@ def test_every_layout_matches_the_reference(qkv_layout, out_layout, causal):
         shapes = [(2, 19, 3, 3, 8)] * 3
     else:
         shapes = [(2, 19, 3, 8), (2, 23, 3, 8), (2, 23, 3, 5), (2, 1, 1, 23)]
-    arrays = _arrays(shapes)
+    arrays = random_arrays(shapes)
     if qkv_layout == "bs3hd":
         arrays = [arrays[0]] * 3  # one fused QKV tensor passed as all three operands
     _, k, attrs = _build(shapes, 6, causal=causal, qkv_layout=qkv_layout, out_layout=out_layout)
@@ -118,7 +107,7 @@ def test_every_layout_matches_the_reference(qkv_layout, out_layout, causal):
        form=st.sampled_from(["plain", "mask", "causal"]), data=st.data())
 def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, heads, key_block, form, data):
     shapes = [(1, heads, lq, d), (1, heads, lk, d), (1, heads, lk, dv)] + ([(1, 1, lq, lk)] if form == "mask" else [])
-    arrays = _arrays(shapes, seed=lq * 1000 + lk)
+    arrays = random_arrays(shapes, seed=lq * 1000 + lk)
     causal = form == "causal"
     knobs = DrawnKnobs(data)
     _, k, attrs = _build(shapes, key_block, knobs, causal=causal)
@@ -126,7 +115,7 @@ def test_every_parameter_of_the_rule_matches_numpy_and_torch(lq, lk, d, dv, head
     np.testing.assert_allclose(got, _reference(arrays, attrs), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
     if causal and lk != lq:  # torch's is_causal aligns the queries with the first keys, the op with the last
         return
-    np.testing.assert_allclose(got, _torch(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
+    np.testing.assert_allclose(got, torch_attention(*arrays, is_causal=causal), atol=1e-5, rtol=1e-4, err_msg=str(knobs.drawn))
 
 
 def test_per_block_state_lives_in_local_buffers_of_a_row_block_and_one_key_block_of_scores():
