@@ -55,10 +55,19 @@ class _Lowering:
         self.params = tuple(self.buffers[t.name] for t in params)
         self.used_names = {t.name for t in params} | {s.name for s in st.stages}
         self.info: dict[str, _StageInfo] = {}
-        self.attached: dict[tuple[str, str] | None, list[Stage]] = {}
+        attached: dict[tuple[str, str] | None, list[Stage]] = {}
+        self.allocated: dict[tuple[str, str] | None, list[Stage]] = {}  # the stages whose buffers a loop holds
         for s in self.active:
-            self.attached.setdefault(s.attach if isinstance(s.attach, tuple) else None, []).append(s)
-        self.attached = {at: _emission_order(stages, self._nested) for at, stages in self.attached.items()}
+            attached.setdefault(s.attach if isinstance(s.attach, tuple) else None, []).append(s)
+            self.allocated.setdefault(self._storage(s), []).append(s)
+        inside: dict[str, list[Stage]] = {}
+        for at, stages in attached.items():
+            if at is not None:
+                inside.setdefault(at[0], []).extend(stages)
+
+        def nested(s: Stage) -> list[Stage]:  # `s` and every stage emitted inside its loops
+            return [s] + [q for p in inside.get(s.name, []) for q in nested(p)]
+        self.attached = {at: _emission_order(stages, nested) for at, stages in attached.items()}
 
     def _check_params(self, params: list[Tensor]) -> None:
         names = {t.name for t in params}
@@ -70,8 +79,9 @@ class _Lowering:
         for s in reversed(self.active):
             self._analyse(s)
         body = seq(self._emit(s) for s in self.attached.get(None, []))
-        for s in reversed(self.active):
-            if self._storage(s) is None and s.name not in {b.name for b in self.params}:
+        params = {b.name for b in self.params}
+        for s in reversed(self.allocated.get(None, [])):
+            if s.name not in params:
                 body = Allocate(self.buffers[s.name], body)
         return Kernel(self.name, self.params, body)
 
@@ -94,11 +104,6 @@ class _Lowering:
         self.used_names.add(name)
         hi = extent.hi - 1 if extent.hi < E.INF else None
         return E.Var(name, E.INDEX, 0, hi, extent)
-
-    def _nested(self, s: Stage) -> list[Stage]:
-        """`s` and every stage emitted inside its loops (computed at or with it, and theirs in turn)."""
-        inside = [p for p in self.active if isinstance(p.attach, tuple) and p.attach[0] == s.name]
-        return [s] + [q for p in inside for q in self._nested(p)]
 
     def _storage(self, s: Stage) -> tuple[str, str] | None:
         """The loop whose iterations each allocate `s`'s buffer (None: the kernel's top): its compute_at loop, or
@@ -297,9 +302,8 @@ class _Lowering:
         return seq(self._emit(p) for p in stages) if stages else None
 
     def _wrap_allocs(self, s: Stage, leaf: str, body):
-        for p in reversed(self.active):
-            if self._storage(p) == (s.name, leaf):
-                body = Allocate(self.buffers[p.name], body)
+        for p in reversed(self.allocated.get((s.name, leaf), [])):
+            body = Allocate(self.buffers[p.name], body)
         return body
 
 
