@@ -36,7 +36,7 @@ import itertools
 import math
 
 from ..ir.graph import Graph
-from ..ir.registry import INJECTIVE, OPAQUE, REDUCTION
+from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION
 from .editor import GraphEditor
 from .fuse import emit_fused, strategy
 from .fusion_rules import HORIZONTAL_MAX_ELEMENTS, GraphIndex, fusion_kind, refusal
@@ -89,7 +89,15 @@ class Explorer:
             options = [[frozenset()] + cands[c] for c in chunk]
             in_group = self._top(v, (alone.union(*combo) for combo in itertools.product(*options)))
             best = self._top(v, (a | b for a in best for b in in_group))
+        if self.kinds[v] == OUT_FUSABLE:
+            best = self._top(v, best + [p | q for p in best for r in self._normalisers(p) for q in cands[r]])
         return best
+
+    def _normalisers(self, p: frozenset[int]) -> list[int]:
+        """The reductions outside `p` that read it: a product's pattern joined with one of their candidates takes
+        a row normalisation of its epilogue, which their own patterns could not take while the epilogue's value
+        also leaves (a pre-norm residual sum read later is the product kernel's second output)."""
+        return sorted({r for i in p for r in self.ix.readers_of(i) if r not in p and self.kinds[r] == REDUCTION})
 
     def _top(self, v: int, patterns) -> list[frozenset[int]]:
         """The K best buildable patterns among `patterns` (each first closed upwards), the vertex alone always."""
