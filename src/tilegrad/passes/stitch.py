@@ -90,14 +90,15 @@ class Explorer:
             in_group = self._top(v, (alone.union(*combo) for combo in itertools.product(*options)))
             best = self._top(v, (a | b for a in best for b in in_group))
         if self.kinds[v] == OUT_FUSABLE:
-            best = self._top(v, best + [p | q for p in best for r in self._normalisers(p) for q in cands[r]])
+            best = self._top(v, best + [p | q for p in best for q in self._normalisations(p, cands)])
         return best
 
-    def _normalisers(self, p: frozenset[int]) -> list[int]:
-        """The reductions outside `p` that read it: a product's pattern joined with one of their candidates takes
-        a row normalisation of its epilogue, which their own patterns could not take while the epilogue's value
-        also leaves (a pre-norm residual sum read later is the product kernel's second output)."""
-        return sorted({r for i in p for r in self.ix.readers_of(i) if r not in p and self.kinds[r] == REDUCTION})
+    def _normalisations(self, p: frozenset[int], cands: dict[int, list[frozenset[int]]]) -> list[frozenset[int]]:
+        """The candidates of the readers outside `p` that reduce rows (hold a reduction): joined with a product's
+        pattern they are its epilogue's row normalisation, which their own patterns could not take while the
+        epilogue's value also leaves (a pre-norm residual sum read later: the product kernel's second output)."""
+        readers = sorted({r for i in p for r in self.ix.readers_of(i) if r not in p and self.kinds[r] != OPAQUE})
+        return [q for r in readers for q in cands[r] if any(self.kinds[i] == REDUCTION for i in q)]
 
     def _top(self, v: int, patterns) -> list[frozenset[int]]:
         """The K best buildable patterns among `patterns` (each first closed upwards), the vertex alone always."""

@@ -36,7 +36,7 @@ def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
         return False
     out = sch.state.stage(sch.state.outputs[-1].name)
     second = [sch.state.stage(t.name) for t in sch.state.outputs[:-1]]
-    pre_norm = second[0] if second else sch.state.stage(reductions[0].op.inputs[0].name)
+    pre_norm = second[0] if second else _pre_norm(sch, reductions[0])
     _inline(sch, padded, pre_norm, out)
     mr, nr = padded.op.attrs["mr"], padded.op.attrs["nr"]
     mb, _ = row_blocks(sch, out, padded.name, mr, 9, knobs)
@@ -74,6 +74,20 @@ def _inline(sch: Schedule, padded: Stage, pre_norm: Stage, out: Stage) -> None:
         if order.index(st.name) > first_reduction and len(sch.state.readers(st.tensor)) > 1:
             continue
         sch.compute_inline(st.name)
+
+
+def _pre_norm(sch: Schedule, first_reduction: Stage) -> Stage:
+    """The stage the normalisation reads the epilogue through: the last one before the first reduction that all
+    the epilogue stages read after it (by the reductions or the stages that follow them) depend on."""
+    order = [st.name for st in sch.state.stages]
+    cut = order.index(first_reduction.name)
+    names = {st.name: st for st in sch.state.stages}
+    ancestors: dict[str, set[str]] = {}
+    for st in sch.state.stages[:cut]:
+        ancestors[st.name] = {st.name}.union(*(ancestors[t.name] for t in st.op.inputs if t.name in ancestors))
+    read_after = {t.name for st in sch.state.stages[cut:] for t in st.op.inputs if t.name in ancestors}
+    common = set.intersection(*(ancestors[name] for name in read_after))
+    return names[max(common, key=order.index)]
 
 
 def _row_blocks(sch: Schedule, s: Stage, mb) -> str:
