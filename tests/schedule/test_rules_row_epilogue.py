@@ -153,3 +153,33 @@ def test_a_bert_like_layer_matches_onnx_runtime():
     np.testing.assert_allclose(stitched.module(x=x), want, rtol=1e-4, atol=1e-4)
     rules, _ = optimize(import_onnx(proto), 2)
     assert stitched.kernels == kernel_count(rules) - 2  # both layer norms in their products' kernels
+
+
+@pytest.mark.parametrize("later_reader", [False, True])
+def test_the_default_sketchs_points_match_the_reference(later_reader):
+    """The rule's knobs (rows per block, parallel grain, the tile's unrolling) as a tuning space: sampled points
+    give the same kernel outputs."""
+    import random
+
+    from tilegrad.ir.registry import lookup
+    from tilegrad.kernel import build
+    from tilegrad.schedule.sketch import generate_sketches
+
+    g, _ = _graph(40, 24, 33, later_reader=later_reader)
+    fused, _ = optimize(g, 2, options={"fusion": "stitch"})
+    node = next(n for n in fused.nodes if n.op == "fused")
+    inputs, outputs = node_compute(node)
+    sketch = generate_sketches(lambda: node_compute(node)[1])[0]
+    rng = np.random.default_rng(0)
+    arrays = [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in inputs]
+    want = lookup("fused").reference(*arrays, body=node.attrs["body"])
+    want = want if isinstance(want, tuple) else (want,)
+    seen = set()
+    for seed in range(4):
+        params = sketch.sample(random.Random(seed))
+        seen.add(tuple(sorted((k, v) for k, v in params.items() if k.endswith("_mb"))))
+        got = [np.empty(t.shape, t.dtype) for t in outputs]
+        build(node, sketch.bind(params))(*arrays, *got)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert len(seen) > 1

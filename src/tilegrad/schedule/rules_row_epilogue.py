@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ..target import Target
-from .defaults import _parallel_outer, _vectorised_row_reduction, kernel_rule, reduction_work
+from .defaults import _parallel_outer, _vectorised_row_reduction, kernel_rule, parallel_grain, reduction_work
 from .knobs import Knobs
 from .rules_packed import row_blocks
 from .schedule import Schedule
@@ -39,9 +39,11 @@ def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
     pre_norm = second[0] if second else _pre_norm(sch, reductions[0])
     _inline(sch, padded, pre_norm, out)
     mr, nr = padded.op.attrs["mr"], padded.op.attrs["nr"]
-    mb, _ = row_blocks(sch, out, padded.name, mr, 9, knobs)
+    mb, mb_d = row_blocks(sch, out, padded.name, mr, 9, knobs)
+    *rows, n = out.tensor.shape
     block = _row_blocks(sch, out, mb)
-    _parallel_outer(sch, out, [block], target, mb * out.tensor.shape[-1] * reduction_work(sch, padded.name))
+    blocks = math.prod(rows[:-1]) * -(-rows[-1] // mb_d)  # at the default point (mb is a Var in a sketch)
+    parallel_grain(sch, out, [block], [blocks], target, mb_d * n * reduction_work(sch, padded.name), knobs)
     if second:
         _row_blocks(sch, pre_norm, mb)
         sch.compute_with(pre_norm.name, out.name, block)
