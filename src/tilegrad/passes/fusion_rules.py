@@ -13,8 +13,8 @@ value, below):
   views over whole rows of N columns) followed by a row-wise normalisation: reductions over the last axis alone
   and what follows them on the same rows (layer norm, RMS norm, softmax over N). The kernel computes a block of
   whole rows of the product into a local buffer and normalises them there (`schedule/rules_row_epilogue.py`);
-  the value the epilogue ends with may then leave the kernel too, as its second output (a pre-norm residual sum
-  read again later);
+  one value of the epilogue may then leave the kernel too, as its second output (a pre-norm residual sum read
+  again later), if its rows are the output's (the same last two axes: the two share the row blocks);
 - a reduction read inside the pattern works row by row (its op declares `rows`), and everything downstream of it
   keeps the same rows, so the default schedule computes it once per row block and reuses it (a sub-root);
 - no path leaves the pattern and re-enters it (the kernel would have to run both before and after the outside op);
@@ -112,8 +112,8 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
     out = ix.escaping(members)
     last = max(members)
     leaks = [v for v in out if ix.producer[id(v)] != last]
-    if len(leaks) == len(out) or leaks and not (normalised and len(leaks) == 1
-                                                and ix.producer[id(leaks[0])] in epilogue):
+    if len(leaks) == len(out) or leaks and not (normalised and len(leaks) == 1 and ix.producer[id(leaks[0])]
+                                                in epilogue and leaks[0].shape[-2:] == out[-1].shape[-2:]):
         names = ", ".join(f"{v.name!r}" for v in leaks)
         return f"{names or 'no value'} would leave the kernel besides the output of {_name(nodes[last])}"
     if anchors:

@@ -37,7 +37,7 @@ def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
     out = sch.state.stage(sch.state.outputs[-1].name)
     second = [sch.state.stage(t.name) for t in sch.state.outputs[:-1]]
     pre_norm = second[0] if second else _pre_norm(sch, reductions[0])
-    _inline(sch, padded, pre_norm, out)
+    _inline(sch, padded, pre_norm)
     mr, nr = padded.op.attrs["mr"], padded.op.attrs["nr"]
     mb, mb_d = row_blocks(sch, out, padded.name, mr, 9, knobs)
     *rows, n = out.tensor.shape
@@ -64,7 +64,7 @@ def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
     return True
 
 
-def _inline(sch: Schedule, padded: Stage, pre_norm: Stage, out: Stage) -> None:
+def _inline(sch: Schedule, padded: Stage, pre_norm: Stage) -> None:
     """Inline every element-wise stage but the pre-norm rows and, after the first reduction, those that several
     stages read (the block keeps them); the packing and the products stay."""
     order = [st.name for st in sch.state.stages]
