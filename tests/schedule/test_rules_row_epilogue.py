@@ -5,6 +5,8 @@ Runtime."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -17,6 +19,7 @@ from tilegrad.loop.printer import format_kernel
 from tilegrad.passes import optimize
 from tilegrad.passes.memory_plan import kernel_count
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import host
 
 EPS = 1e-5
 
@@ -76,9 +79,9 @@ def _check(m, k, n, norm="layer_norm", later_reader=False):
 
 
 def _loops(kernel) -> tuple[str, str]:
-    """The default schedule's trace and loop IR of a fused node."""
+    """The default schedule's trace and loop IR of a fused node, for a host of 4 cores."""
     _, outs = node_compute(kernel)
-    sch = default_schedule(outs)
+    sch = default_schedule(outs, dataclasses.replace(host(), cores=4))
     return str(sch.trace), format_kernel(lower(sch.state, "k"))
 
 
@@ -98,7 +101,7 @@ def test_the_pre_norm_rows_stay_in_a_block_buffer():
     trace, ir = _loops(_check(120, 24, 64))
     assert "parallel for" in ir and "compute_with" not in trace
     block = ir.index("parallel for")
-    assert "allocate add: float32[30, 64] local" in ir[block:]  # 5 tiles of 6 rows by default
+    assert "allocate add: float32[30, 64] local" in ir[block:]  # 20 tiles of 6 rows: 5 a block, one per core
     assert ir.index("allocate gemm_padded: float32[6, 16] local") > block  # a register tile inside the block
 
 

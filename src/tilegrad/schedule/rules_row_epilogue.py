@@ -2,7 +2,9 @@
 residual + layer norm, RMS norm or softmax over the N columns; `passes/fusion_rules.py` says when fusion builds
 one): FusionStitching's block composition, the normalisation's reductions computed once per block of whole rows.
 
-The output's rows run in parallel blocks of `mb` rows (the packed GEMM's knob). Inside a block:
+The output's rows run in parallel blocks of `mb` rows (the packed GEMM's knob; by default as tall as gives each
+core a block, up to 16 tiles: a panel of B is reused by every tile row of a block, which matters as k grows).
+Inside a block:
 - the pre-norm rows (the product, its bias, residual and other element-wise epilogue inlined) as mb x N: a local
   buffer, or, when the kernel also returns them, the second output's rows written at the same block loop
   (compute_with); either way computed by the packed GEMM's register tiles (mr x nr accumulated over all of k at the
@@ -25,6 +27,8 @@ from .rules_packed import row_blocks
 from .schedule import Schedule
 from .state import Stage
 
+MAX_TILES_PER_BLOCK = 16  # rows per block at most, in register tiles (the GEMM rule's limit)
+
 
 @kernel_rule
 def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
@@ -39,7 +43,9 @@ def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
     pre_norm = second[0] if second else _pre_norm(sch, reductions[0])
     _inline(sch, padded, pre_norm)
     mr, nr = padded.op.attrs["mr"], padded.op.attrs["nr"]
-    mb, mb_d = row_blocks(sch, out, padded.name, mr, 9, knobs)
+    tiles = padded.tensor.shape[0] // mr
+    per_block = max(1, min(MAX_TILES_PER_BLOCK, tiles // target.cores))  # a block per core, as tall as that allows
+    mb, mb_d = row_blocks(sch, out, padded.name, mr, per_block, knobs)
     *rows, n = out.tensor.shape
     block = _row_blocks(sch, out, mb)
     blocks = math.prod(rows[:-1]) * -(-rows[-1] // mb_d)  # at the default point (mb is a Var in a sketch)
