@@ -14,7 +14,7 @@ value, below):
   and what follows them on the same rows (layer norm, RMS norm, softmax over N). The kernel computes a block of
   whole rows of the product into a local buffer and normalises them there (`schedule/rules_row_epilogue.py`);
   one value of the epilogue may then leave the kernel too, as its second output (a pre-norm residual sum read
-  again later), if its rows are the output's (the same last two axes: the two share the row blocks);
+  again later), if it has the output's shape (the two share the row blocks);
 - a reduction read inside the pattern works row by row (its op declares `rows`), and everything downstream of it
   keeps the same rows, so the default schedule computes it once per row block and reuses it (a sub-root);
 - no path leaves the pattern and re-enters it (the kernel would have to run both before and after the outside op);
@@ -113,7 +113,7 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
     last = max(members)
     leaks = [v for v in out if ix.producer[id(v)] != last]
     if len(leaks) == len(out) or leaks and not (normalised and len(leaks) == 1 and ix.producer[id(leaks[0])]
-                                                in epilogue and leaks[0].shape[-2:] == out[-1].shape[-2:]):
+                                                in epilogue and leaks[0].shape == out[-1].shape):
         names = ", ".join(f"{v.name!r}" for v in leaks)
         return f"{names or 'no value'} would leave the kernel besides the output of {_name(nodes[last])}"
     if anchors:

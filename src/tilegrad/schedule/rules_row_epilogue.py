@@ -99,11 +99,13 @@ def _pre_norm(sch: Schedule, first_reduction: Stage) -> Stage:
 
 
 def _row_blocks(sch: Schedule, s: Stage, mb) -> str:
-    """Split the last row axis of `s` into blocks of `mb` rows and fuse the leading row axes with the blocks:
-    returns the block loop (the output's and its second output's are alike when their rows are)."""
+    """Split the last row axis of `s` into blocks of `mb` rows and fuse the leading row axes of more than one row
+    with the blocks (one of extent 1 stays a loop of its own: fused, its index would be a division the bounds of a
+    block's region cannot see through); returns the block loop."""
     *rows, _ = [a.name for a in s.op.axes]
     b0, _ = sch.split(s.name, rows[-1], mb)
-    return sch.fuse(s.name, *rows[:-1], b0) if len(rows) > 1 else b0
+    wide = [r for r, e in zip(rows[:-1], s.tensor.shape) if e > 1]
+    return sch.fuse(s.name, *wide, b0) if wide else b0
 
 
 def _gemm_tiles(sch: Schedule, pre_norm: Stage, padded: Stage, mr: int, nr: int, knobs: Knobs) -> None:
