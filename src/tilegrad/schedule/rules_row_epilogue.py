@@ -95,7 +95,10 @@ def _pre_norm(sch: Schedule, first_reduction: Stage) -> Stage:
         ancestors[st.name] = {st.name}.union(*(ancestors[t.name] for t in st.op.inputs if t.name in ancestors))
     read_after = {t.name for st in sch.state.stages[cut:] for t in st.op.inputs if t.name in ancestors}
     common = set.intersection(*(ancestors[name] for name in read_after))
-    return names[max(common, key=order.index)]
+    chosen = names[max(common, key=order.index)]
+    while chosen.op.tag == "injective" and len(chosen.op.inputs) == 1 and chosen.op.inputs[0].name in common:
+        chosen = names[chosen.op.inputs[0].name]  # a view's index would hide the tile's columns from the bounds
+    return chosen
 
 
 def _row_blocks(sch: Schedule, s: Stage, mb) -> str:
