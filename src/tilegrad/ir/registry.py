@@ -57,7 +57,8 @@ class OpDef:
     # **attrs) -> term. None: a basic op.
     expand: Callable[..., Any] | None = None
     # (shape of the first input, **attrs) -> the leading axes the op keeps when it works row by row (a reduction
-    # over trailing axes, a softmax over the last), or None; fusion stitches ops over the same rows.
+    # over trailing axes, a softmax over the last; a product whose output rows each come from one row of its
+    # first input), or None; fusion stitches ops over the same rows.
     rows: Callable[..., tuple[int, ...] | None] | None = None
     # Whether the op maps finite inputs to finite outputs: such element-wise ops may run in a blocked layout
     # whose last block has padded channels (a 0 * inf there would poison a convolution's sum).

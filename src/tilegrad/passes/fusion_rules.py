@@ -3,11 +3,18 @@
 The rule-based pass (`fuse.py`) grows groups greedily and asks these facts merge by merge; the stitching explorer
 (`stitch.py`) proposes whole patterns and asks `refusal` about each. A pattern is buildable when the fused-kernel
 lowering (`ir/ops/fused.py` composing the members' computes, `schedule/defaults.py` scheduling them) gives a kernel
-that neither recomputes a reduction nor writes more than one value:
+that neither recomputes a reduction nor writes more than one value (but for a normalised product's pre-norm
+value, below):
 - one value leaves the kernel (read outside or returned), and it is the last member's;
 - an opaque op stands alone;
 - at most one conv or matmul (out-fusable), nothing of the pattern above it, and only element-wise ops of its
   output's type downstream of it (the epilogue computed on its register tile; a residual's producers are free);
+- or, for a product that declares whole output rows (`rows`: the packed GEMM), its epilogue (element-wise ops and
+  views over whole rows of N columns) followed by a row-wise normalisation: reductions over the last axis alone
+  and what follows them on the same rows (layer norm, RMS norm, softmax over N). The kernel computes a block of
+  whole rows of the product into a local buffer and normalises them there (`schedule/rules_row_epilogue.py`);
+  one value of the epilogue may then leave the kernel too, as its second output (a pre-norm residual sum read
+  again later), if it has the output's shape (the two share the row blocks);
 - a reduction read inside the pattern works row by row (its op declares `rows`), and everything downstream of it
   keeps the same rows, so the default schedule computes it once per row block and reuses it (a sub-root);
 - no path leaves the pattern and re-enters it (the kernel would have to run both before and after the outside op);
@@ -16,10 +23,11 @@ that neither recomputes a reduction nor writes more than one value:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from ..ir.graph import Graph, Node, Value
-from ..ir.registry import BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
+from ..ir.registry import BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, TensorType, lookup
 
 POINTWISE = (ELEMWISE, BROADCAST)
 HORIZONTAL_MAX_ELEMENTS = 1 << 12  # outputs up to this size are small enough that a kernel call dominates
@@ -99,14 +107,17 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
             return f"{_name(nodes[i])} is opaque and stands alone"
     if ix.reenters(members):
         return "a path leaves the pattern and re-enters it (cyclic)"
+    anchors = [i for i, kind in kinds.items() if kind == OUT_FUSABLE]
+    epilogue, normalised = _product_regions(ix, nodes, kinds, anchors[0]) if anchors else (set(), set())
     out = ix.escaping(members)
     last = max(members)
-    if len(out) != 1 or ix.producer[id(out[0])] != last:
-        leaks = ", ".join(f"{v.name!r}" for v in out if ix.producer[id(v)] != last)
-        return f"{leaks or 'no value'} would leave the kernel besides the output of {_name(nodes[last])}"
-    anchors = [i for i, kind in kinds.items() if kind == OUT_FUSABLE]
+    leaks = [v for v in out if ix.producer[id(v)] != last]
+    if len(leaks) == len(out) or leaks and not (normalised and len(leaks) == 1 and ix.producer[id(leaks[0])]
+                                                in epilogue and leaks[0].shape == out[-1].shape):
+        names = ", ".join(f"{v.name!r}" for v in leaks)
+        return f"{names or 'no value'} would leave the kernel besides the output of {_name(nodes[last])}"
     if anchors:
-        reason = _epilogue_refusal(ix, nodes, anchors)
+        reason = _epilogue_refusal(ix, nodes, anchors, epilogue, normalised)
         if reason:
             return reason
     reason = _row_refusal(ix, nodes, kinds)
@@ -115,21 +126,70 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
     return _size_refusal(ix, nodes)
 
 
-def _epilogue_refusal(ix: GraphIndex, nodes: dict[int, Node], anchors: list[int]) -> str | None:
+def _product_regions(ix: GraphIndex, nodes: dict[int, Node], kinds: dict[int, str],
+                     first: int) -> tuple[set[int], set[int]]:
+    """The product `first` with its epilogue (the members downstream of it that read no reduction), and its
+    normalisation (the reductions reading the epilogue and the members downstream of them)."""
+    epilogue, normalised = {first}, set()
+    for i in nodes:  # ascending: producers first
+        inner = [p for p in ix.producers_of(i) if p in nodes]
+        if i == first or not any(p in epilogue or p in normalised for p in inner):
+            continue
+        if kinds[i] == REDUCTION or any(p in normalised for p in inner):
+            normalised.add(i)
+        else:
+            epilogue.add(i)
+    return epilogue, normalised
+
+
+def _epilogue_refusal(ix: GraphIndex, nodes: dict[int, Node], anchors: list[int], epilogue: set[int],
+                      normalised: set[int]) -> str | None:
     first = anchors[0]
     if len(anchors) > 1:
         return f"{_name(nodes[anchors[1]])} is a second conv/matmul after {_name(nodes[first])}"
     if any(p in nodes for p in ix.producers_of(first)):
         return f"nothing fuses into {_name(nodes[first])} from above (its input would be recomputed per tap)"
+    if normalised:
+        return _normalisation_refusal(ix, nodes, first, epilogue, normalised)
     anchor_type = nodes[first].outputs[0].type
-    downstream = {first}
-    for i, n in nodes.items():  # ascending; the other operands' producers (a residual) are free
-        if i == first or not any(p in downstream for p in ix.producers_of(i)):
-            continue
-        downstream.add(i)
+    for i in sorted(epilogue - {first}):  # the other operands' producers (a residual) are free
+        n = nodes[i]
         if lookup(n.op).kind not in POINTWISE or any(o.type != anchor_type for o in n.outputs):
             return f"{_name(n)} is not an element-wise epilogue of {_name(nodes[first])}'s shape"
     return None
+
+
+def _normalisation_refusal(ix: GraphIndex, nodes: dict[int, Node], first: int, epilogue: set[int],
+                           normalised: set[int]) -> str | None:
+    """A product followed by a row-wise normalisation must give whole rows: the product declares them, its
+    epilogue keeps them (element-wise ops and views with the product's elements and N columns), the reductions
+    reduce the N columns alone, and the kernel's output is whole rows (its rows are then `_row_refusal`'s)."""
+    anchor = nodes[first]
+    if row_shape(anchor) is None or len(anchor.outputs[0].shape) != 2:
+        return (f"{_name(nodes[min(normalised)])} normalises rows of {_name(anchor)}, which does not give whole "
+                f"rows of a 2-D product")
+    whole = anchor.outputs[0].type
+    for i in sorted(epilogue - {first}):
+        n = nodes[i]
+        op = lookup(n.op)
+        if not (op.kind in POINTWISE or op.view) or not all(_whole_rows(o, whole) for o in n.outputs):
+            return f"{_name(n)} is not an element-wise epilogue of {_name(anchor)}'s rows"
+    for i in sorted(normalised):
+        n = nodes[i]
+        if fusion_kind(n) == REDUCTION and any(p in epilogue for p in ix.producers_of(i)) and (
+                not _whole_rows(n.inputs[0], whole) or row_shape(n) != n.inputs[0].shape[:-1]):
+            return (f"{_name(n)} does not reduce the {whole.shape[1]} columns of {_name(anchor)}'s rows alone, "
+                    f"so a block of whole rows cannot hold what it reads")
+    last = nodes[max(nodes)]
+    if max(nodes) not in normalised or not all(_whole_rows(o, whole) for o in last.outputs):
+        return f"{_name(last)} does not give whole rows of {_name(anchor)}'s output, which the row blocks write"
+    return None
+
+
+def _whole_rows(v: Value, product: TensorType) -> bool:
+    """Whether `v` holds the product's elements as rows of its N columns (any leading shape)."""
+    return v.type.dtype == product.dtype and v.shape[-1:] == product.shape[-1:] and \
+        math.prod(v.shape) == math.prod(product.shape)
 
 
 def _row_refusal(ix: GraphIndex, nodes: dict[int, Node], kinds: dict[int, str]) -> str | None:

@@ -36,7 +36,7 @@ import itertools
 import math
 
 from ..ir.graph import Graph
-from ..ir.registry import INJECTIVE, OPAQUE, REDUCTION
+from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION
 from .editor import GraphEditor
 from .fuse import emit_fused, strategy
 from .fusion_rules import HORIZONTAL_MAX_ELEMENTS, GraphIndex, fusion_kind, refusal
@@ -89,7 +89,16 @@ class Explorer:
             options = [[frozenset()] + cands[c] for c in chunk]
             in_group = self._top(v, (alone.union(*combo) for combo in itertools.product(*options)))
             best = self._top(v, (a | b for a in best for b in in_group))
+        if self.kinds[v] == OUT_FUSABLE:
+            best = self._top(v, best + [p | q for p in best for q in self._normalisations(p, cands)])
         return best
+
+    def _normalisations(self, p: frozenset[int], cands: dict[int, list[frozenset[int]]]) -> list[frozenset[int]]:
+        """The candidates of the readers outside `p` that reduce rows (hold a reduction): joined with a product's
+        pattern they are its epilogue's row normalisation, which their own patterns could not take while the
+        epilogue's value also leaves (a pre-norm residual sum read later: the product kernel's second output)."""
+        readers = sorted({r for i in p for r in self.ix.readers_of(i) if r not in p and self.kinds[r] != OPAQUE})
+        return [q for r in readers for q in cands[r] if any(self.kinds[i] == REDUCTION for i in q)]
 
     def _top(self, v: int, patterns) -> list[frozenset[int]]:
         """The K best buildable patterns among `patterns` (each first closed upwards), the vertex alone always."""

@@ -54,6 +54,17 @@ def rule(*tags: str):
     return add
 
 
+# Rules over a whole kernel whose stages no one tag describes (a product whose epilogue normalises its rows):
+# rule(sch, target, knobs) -> whether it scheduled the kernel. Tried in order before the per-stage rules.
+KERNEL_RULES: list[Callable[[Schedule, Target, Knobs], bool]] = []
+
+
+def kernel_rule(fn):
+    """Register a default-schedule rule for whole kernels."""
+    KERNEL_RULES.append(fn)
+    return fn
+
+
 def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None = None,
                      knobs: Knobs | None = None, rules: dict[str, Callable] | None = None) -> Schedule:
     """The hand-written schedule; with `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it
@@ -67,6 +78,8 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None =
         return gpu_schedule([outputs] if isinstance(outputs, Tensor) else list(outputs), target, knobs)
     rules = {**RULES, **(rules or {})}
     sch = Schedule(outputs)
+    if any(kernel(sch, target, knobs) for kernel in KERNEL_RULES):
+        return sch
     out_names = {t.name for t in sch.state.outputs}
     rows = _row_axes(sch)
     for s in list(reversed(sch.state.stages)):
@@ -473,3 +486,4 @@ from . import rules_nchwc  # noqa: E402,F401
 from . import rules_int8  # noqa: E402,F401
 from . import rules_conv_algorithms  # noqa: E402,F401
 from . import rules_attention  # noqa: E402,F401
+from . import rules_row_epilogue  # noqa: E402,F401

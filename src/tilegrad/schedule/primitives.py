@@ -212,14 +212,18 @@ def compute_with(st: LoopState, stage: str, target: str, loop: str) -> None:
     """Run `stage`'s leading loops as `target`'s, up to and including `loop` (Halide's compute_with): one nest
     whose every iteration computes `stage`'s slice, then `target`'s. Its buffer stays where `target`'s is, whole,
     so stages read it after that shared loop too, while a producer computed at the shared loop holds one
-    iteration's worth (the attention's block statistics beside one block of scores)."""
+    iteration's worth (the attention's block statistics beside one block of scores). An output may share the
+    loops of a stage at the root, whose buffers are whole (a product's pre-norm rows beside its normalised ones)."""
     s, t = st.stage(stage), st.stage(target)
     position = t.leaves.index(t.leaf(loop).name)
     if s is t or st.stages.index(s) > st.stages.index(t):
         raise ScheduleError(f"compute_with: {stage} must come before {target} in the kernel (it runs first in "
                             f"each shared iteration)")
-    if s.tensor in st.outputs or s.attach == "inline":
-        raise ScheduleError(f"compute_with: {stage} is an output or inlined; it has no loops to share")
+    if s.attach == "inline":
+        raise ScheduleError(f"compute_with: {stage} is inlined; it has no loops to share")
+    if s.tensor in st.outputs and t.attach is not None:
+        raise ScheduleError(f"compute_with: {stage} is an output of the kernel, so {target} must be at the root "
+                            f"(the output's buffer is whole)")
     shared = s.leaves[:position + 1]
     if len(shared) <= position or any(s.loops[n].is_reduce for n in shared) or any(
             t.loops[n].is_reduce for n in t.leaves[:position + 1]):

@@ -119,7 +119,7 @@ declare("matmul_weight_pack", kind=INJECTIVE, attrs={"transpose": 0, "nr": 16}, 
         reference=_rhs_pack_ref, compute=lambda b, transpose, nr: nn.pack_matmul_rhs(b, bool(transpose), nr, "bpack"),
         samples=(Sample((((7, 10), "float32"),), {"nr": 4}), Sample((((10, 7), "float32"),), {"transpose": 1})))
 declare("panel_matmul", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={"n": None, "mr": 6, "alpha": 1.0, "beta": 1.0},
-        infer=_panel_type, reference=_panel_ref, flops=_panel_flops,
+        infer=_panel_type, reference=_panel_ref, flops=_panel_flops, rows=lambda a, **_: a[:1],
         compute=lambda a, bpack, bias=None, *, n, mr, alpha, beta: nn.panel_matmul(
             a, bpack, n, mr=mr, bias=bias, alpha=alpha, beta=beta, name="gemm"),
         samples=(Sample((((13, 7), "float32"), ((3, 7, 4), "float32"), ((10,), "float32")),
