@@ -11,7 +11,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tilegrad"
 
-BASE = {"errors", "config", "metrics", "dtype", "target"}  # facts and settings every layer may read
+BASE = {"errors", "config", "metrics", "dtype", "target", "backend", "options"}  # facts, settings and the backend
+# registry, which every layer may read
 
 # part -> the parts it may import, from the bottom of the flow (DESIGN.md §2) to the top.
 ALLOWED: dict[str, set[str]] = {
@@ -20,6 +21,8 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": set(),
     "dtype": set(),
     "target": set(),
+    "backend": {"errors", "config", "target"},
+    "options": {"errors", "target"},
     "te": BASE,
     "workloads": {"te"},
     "schedule": BASE | {"te"},
@@ -31,10 +34,11 @@ ALLOWED: dict[str, set[str]] = {
     "passes": BASE | {"te", "ir"},
     "frontend": BASE | {"te", "ir"},
     "kernel": BASE | {"te", "schedule", "loop", "codegen", "runtime", "ir"},
-    "executor": BASE | {"te", "schedule", "loop", "codegen", "runtime", "ir", "passes", "kernel"},
-    "cuda_executor": BASE | {"codegen", "runtime", "ir", "passes", "kernel", "executor"},
+    "graph_plan": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "kernel"},
+    "executor": BASE | {"te", "loop", "codegen", "runtime", "ir", "passes", "kernel", "graph_plan"},
+    "cuda_executor": BASE | {"runtime", "ir", "kernel", "graph_plan"},
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor"},
-    "api": BASE | {"runtime", "ir", "passes", "frontend", "executor", "cuda_executor", "tune"},
+    "api": BASE | {"runtime", "ir", "passes", "frontend", "cuda_executor", "tune"},
     "quant": BASE | {"runtime", "ir", "frontend", "api"},
     "torch_backend": BASE | {"api"},
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant"},
@@ -42,7 +46,8 @@ ALLOWED: dict[str, set[str]] = {
                      "api", "cuda_executor"},
     "optim": {"errors"},  # a PyTorch optimizer, independent of the compiler
     "parallel": BASE,  # auto-parallel training on torch.distributed, independent of the compiler's code path
-    "__init__": {"api", "quant"},
+    "backends": BASE | {"codegen", "schedule", "runtime", "executor", "cuda_executor", "tune"},
+    "__init__": {"api", "quant", "backends"},
     "__main__": {"cli"},
 }
 
@@ -109,5 +114,5 @@ def test_the_table_has_no_cycle():
 
 def test_checker_sees_relative_and_lazy_imports():
     assert "te" in _imports(SRC / "schedule" / "state.py")
-    lazy = SRC / "api.py"  # imports the executor inside a function
-    assert "executor" in _imports(lazy)
+    lazy = SRC / "api.py"  # imports the CUDA executor inside a function
+    assert "cuda_executor" in _imports(lazy)

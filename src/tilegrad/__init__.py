@@ -8,8 +8,11 @@
 Subpackages: `te` (expressions and tensor expressions), `schedule` (schedules as traces), `loop` (loop IR),
 `codegen` (C), `runtime` (build, call, time), `ir` (graph IR and op registry), `frontend` (ONNX), `quant`
 (int8), `optim` (THOR, a PyTorch optimizer).
-The package imports nothing until used: timing workers import it, and every import costs them start-up time.
+The package imports nothing until used (timing workers import it, and every import costs them start-up time)
+but the backend table, whose rows import their pieces when first asked for them.
 """
+
+from . import backends as _backends  # noqa: F401  (fills the table `backend.backend_for` reads)
 
 
 def __getattr__(name):

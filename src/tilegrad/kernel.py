@@ -10,26 +10,22 @@ compilation (which renders many kernels into one library), the tuner's build wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Union
 
 import numpy as np
 
 from . import config as _config
-from .codegen.c import CRenderer
-from .codegen.cuda import CudaRenderer
+from .backend import backend_for
 from .codegen.renderer import Renderer
 from .ir.compute import node_compute
 from .ir.graph import Node
-from .loop.gpu import Launch
 from .loop.ir import Kernel as LoopKernel
 from .loop.lower import lower
-from .runtime.build import build as build_library
 from .runtime.kernel import BufferSpec, Kernel
 from .schedule.defaults import default_schedule
 from .schedule.schedule import Schedule, apply_trace
 from .schedule.trace import Trace
-from .target import Target
+from .target import Target, host
 from .te.tensor import Tensor
 
 Computation = Union[Node, Schedule, tuple[Sequence[Tensor], Sequence[Tensor]]]
@@ -48,20 +44,23 @@ def lower_kernel(computation: Computation, trace: Trace | None = None, *, name: 
     return lower(state, name, list(args) if args is not None else [*inputs, *state.outputs])
 
 
-def render_kernel(loop: LoopKernel, renderer: Renderer | None = None) -> str:
-    """A whole translation unit for one kernel."""
-    return (renderer or CRenderer()).render(loop)
+def renderer_for(target: Target | None = None) -> Renderer:
+    """The printer of `target`'s kernels (default: this machine's C)."""
+    target = target or host()
+    return backend_for(target).renderer(target)
 
 
-def render_cuda_kernel(loop: LoopKernel, target: Target) -> tuple[str, Launch]:
-    """A whole CUDA translation unit for one GPU kernel (races and the target's limits checked) and its launch."""
-    renderer = CudaRenderer(target)
-    return renderer.render(loop), renderer.launch(loop)
+def render_kernel(loop: LoopKernel, target: Target | None = None) -> str:
+    """A whole translation unit for one kernel, in `target`'s language (a GPU renderer also checks races and the
+    target's limits)."""
+    return renderer_for(target).render(loop)
 
 
-def compile_kernel(loop: LoopKernel, source: str | None = None, cfg: _config.Config | None = None) -> Path:
-    """The shared library of `loop` (or of `source`, rendered from it elsewhere), built or found in the cache."""
-    return build_library(source if source is not None else render_kernel(loop), cfg=cfg)
+def build_sources(sources: Sequence[str], target: Target | None = None, cfg: _config.Config | None = None):
+    """`sources` (translation units rendered for `target`) built into what its runtime loads, or found in the
+    cache: a shared library's path for a CPU, PTX for a GPU."""
+    target = target or host()
+    return backend_for(target).build(list(sources), target, cfg)
 
 
 def buffer_specs(loop: LoopKernel) -> list[BufferSpec]:
@@ -101,8 +100,8 @@ def build(computation: Computation | Tensor | Sequence[Tensor], trace: Trace | N
         computation = Schedule(computation)
     cfg = cfg or _config.get()
     loop = lower_kernel(computation, trace, name=name, args=args, target=target)
-    source = render_kernel(loop, CRenderer(target))
-    library = compile_kernel(loop, source, cfg)
+    source = render_kernel(loop, target)
+    library = build_sources([source], target, cfg)
     if isinstance(computation, Schedule):
         num_outputs = len(computation.state.outputs)
     elif isinstance(computation, Node):

@@ -63,8 +63,8 @@ class Target:
 
     def identity(self) -> str:
         """Model and ISA: what tells one machine's native code and timings from another's."""
-        if self.kind == "cuda":
-            return "\n".join(["cuda", self.model, self.arch])
+        if self.arch:  # a GPU: its kind and architecture
+            return "\n".join([self.kind, self.model, self.arch])
         return "\n".join([platform.machine(), self.model, " ".join(sorted(self.flags))])
 
     @staticmethod

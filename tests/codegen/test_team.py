@@ -9,7 +9,7 @@ import pytest
 
 from tilegrad import config
 from tilegrad.codegen.c import render_c
-from tilegrad.kernel import buffer_specs, compile_kernel
+from tilegrad.kernel import buffer_specs, build_sources
 from tilegrad.loop.ir import Allocate, Buffer, For, Kernel, Seq, Store
 from tilegrad.runtime import Kernel as NativeKernel
 from tilegrad.te import expr as E
@@ -55,7 +55,7 @@ def _rounds_kernel(rounds: int) -> Kernel:
 
 def _run(k: Kernel, threads: int, x: np.ndarray) -> np.ndarray:
     with config.override(num_threads=threads):
-        native = NativeKernel(compile_kernel(k, render_c(k)), k.name, buffer_specs(k))
+        native = NativeKernel(build_sources([render_c(k)]), k.name, buffer_specs(k))
     y = np.zeros(N, np.float32)
     native(x, y)
     return y

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from tilegrad import config, te
-from tilegrad.codegen.c import CRenderer
 from tilegrad.ir import lookup
 from tilegrad.kernel import build, lower_kernel, render_kernel
 from tilegrad.loop.dot4 import use_dot4
@@ -47,7 +46,7 @@ def test_the_tile_nest_becomes_one_call_per_row_and_vector(weight_bits, kind):
     calls = [s for s in _statements(use_dot4(loop).body) if isinstance(s, Intrinsic)]
     assert calls and {c.name for c in calls} == {f"dot4_{kind}x16"}
     assert [b.dtype for b, _ in calls[0].operands] == ["int32", "uint8", "int8"]
-    source = render_kernel(loop, CRenderer(Target(flags=frozenset({"avx2"}))))
+    source = render_kernel(loop, Target(flags=frozenset({"avx2"})))
     assert f"tg_dot4_{kind}x16(&" in source and source.count("#define TG_DOT4") == 1
 
 
@@ -68,7 +67,7 @@ def test_a_nest_of_other_strides_is_left_alone():
 def test_each_target_gets_its_instruction(flags, weight_bits, present, absent):
     phs, out = _gemm(weight_bits=weight_bits)
     source = render_kernel(lower_kernel((phs, [out]), target=Target(flags=frozenset({"avx2"}))),
-                           CRenderer(Target(flags=frozenset({"avx2"}))))
+                           Target(flags=frozenset({"avx2"})))
     with config.override(extra_cflags=flags):
         asm = assemble(source)
     assert present in asm and absent not in asm

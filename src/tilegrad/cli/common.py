@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TilegradError
+from ..options import CompileOptions
 
 MODEL_HELP = "the .onnx file, or a PyTorch model as path/to/file.py:factory (see --input-shape)"
 
@@ -27,6 +28,9 @@ def compile_model(args, dynamic: bool = False):
 
     opt_level = 2 if args.opt_level is None else args.opt_level
     _check_pass_names(args.disable_pass)
+    options = CompileOptions(target=getattr(args, "target", "cpu"), opt_level=opt_level,
+                             disable_passes=args.disable_pass, db=getattr(args, "db", None), fusion=args.fusion,
+                             attention_form=args.attention_form)
     spec = load(args.model, args.input_shape, dynamic=dynamic)
     t0 = time.perf_counter()
     if dynamic and spec.kind == "onnx" and is_dynamic(model_inputs(spec.model, spec.input_shapes)):
@@ -34,15 +38,10 @@ def compile_model(args, dynamic: bool = False):
             raise UsageError("--explain reports one compiled shape, but the model's inputs leave shapes open: "
                              + "; ".join(declared_input(i) for i in model_inputs(spec.model, spec.input_shapes)
                                          if i.symbolic or i.value_needed) + "; fix them with --input-shape")
-        mod = api.compile(spec.model, input_shapes=spec.input_shapes, opt_level=opt_level,
-                          disable_passes=args.disable_pass, db=getattr(args, "db", None),
-                          target=getattr(args, "target", "cpu"), fusion=args.fusion,
-                          attention_form=args.attention_form)
+        mod = api.compile(spec.model, input_shapes=spec.input_shapes, options=options)
         return spec, mod, time.perf_counter() - t0
     compilation = api.compile_with_report(spec.model, spec.example_inputs, input_shapes=spec.input_shapes,
-                                          opt_level=opt_level, disable_passes=args.disable_pass,
-                                          db=getattr(args, "db", None), target=getattr(args, "target", "cpu"),
-                                          fusion=args.fusion, attention_form=args.attention_form)
+                                          options=options)
     elapsed = time.perf_counter() - t0
     if args.explain:
         _explain(compilation, opt_level)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..backend import backend_for
+from ..target import TARGETS
 from .common import MODEL_HELP, UsageError, compile_model, declared_input, load, size_text, typed
 
 
@@ -19,7 +21,7 @@ def add_parser(sub, parents) -> None:
 
 
 def _compile(args) -> None:
-    if args.target == "cuda":
+    if not backend_for(TARGETS[args.target]()).saves_module:
         _compile_cuda(args)
         return
     _, mod, elapsed = compile_model(args, dynamic=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..backend import backend_for
+from ..target import TARGETS
 from .common import MODEL_HELP, UsageError, load, seconds_text
 
 
@@ -27,7 +29,7 @@ def add_parser(sub, parents) -> None:
     t.add_argument("--recheck", type=int, default=3, metavar="N",
                    help="times a new best is timed again beside the old best before it counts (default 3; 0: never)")
     t.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=2, help="graph passes (default 2)")
-    t.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+    t.add_argument("--target", choices=tuple(TARGETS), default="cpu",
                    help="the machine to tune for: cpu (this one) or cuda (the first GPU, which must be present)")
     t.add_argument("--no-algorithms", action="store_true",
                    help="tune only the kernels of the estimate's convolution algorithms, not the others' too")
@@ -67,10 +69,8 @@ def add_parser(sub, parents) -> None:
 def _tune(args) -> None:
     from ..tune.model import model_tasks, tune
 
-    if args.target == "cuda":  # before loading the model: without a device there is nothing to time on
-        from ..tune.measure.cuda import require_device
-
-        require_device()
+    backend = backend_for(TARGETS[args.target]())
+    backend.require_device()  # before loading the model: without a device there is nothing to time on
     spec = load(args.model, args.input_shape)
     if args.list_tasks:
         _list_tasks(model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
@@ -84,7 +84,7 @@ def _tune(args) -> None:
         raise UsageError("give --trials N or --budget TIME (or both)")
     if args.ray_key and not args.ray:
         raise UsageError("--ray-key needs --ray auto|ADDRESS")
-    if args.ray and args.target == "cuda":
+    if args.ray and not backend.remote_measurers:
         raise UsageError("--ray measures on CPU devices; --target cuda times on this machine's GPU")
     callbacks = []
     if args.report:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..backend import backend_for
 from ..errors import TilegradError
 
 AUTO = "auto"
@@ -76,7 +77,7 @@ def form_of(options: dict, target, lq: int, lk: int, d: int, dv: int) -> FormCho
     block = best_block if key_block is None else key_block
     if form != AUTO:
         return FormChoice(form, block, "by option")
-    if target.kind != "cpu":
+    if not backend_for(target).attention_by_shape:
         return FormChoice("two_pass", block, f"the {target.kind} target: blockwise is chosen on a CPU only")
     limit = long_keys(target.l2_bytes)
     return FormChoice(chosen, block, f"{lk} keys {'>' if chosen == 'blockwise' else '<='} {limit}, the two-pass "

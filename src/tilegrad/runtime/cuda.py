@@ -14,17 +14,9 @@ import numpy as np
 
 from ..errors import BuildError, KernelCallError
 from .kernel import BufferSpec
+from .slots import Copy, Slot
 
 _INSTALL_HINT = "install the driver API bindings with `pip install tilegrad[cuda]` (cuda-bindings)"
-
-
-@dataclasses.dataclass(frozen=True)
-class Slot:
-    """Where a kernel argument's bytes are: `kind` "input", "output" or "weight" with its index, or
-    "workspace" with a byte offset."""
-
-    kind: str
-    index: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,15 +30,6 @@ class KernelLaunch:
 
 
 @dataclasses.dataclass(frozen=True)
-class Copy:
-    """An output whose bytes are elsewhere (a graph input or a weight passed through): copied at the end."""
-
-    output: int
-    source: Slot
-    nbytes: int
-
-
-@dataclasses.dataclass(frozen=True)
 class CudaSpec:
     """A CUDA module's boundary, as `Module.spec` gives a native one's."""
 
@@ -54,7 +37,8 @@ class CudaSpec:
     outputs: tuple[BufferSpec, ...]
 
 
-def _driver():
+def driver_api():
+    """cuda-bindings' driver API module; a BuildError saying how to install it where it is absent."""
     try:
         from cuda.bindings import driver
     except ImportError as e:
@@ -62,9 +46,9 @@ def _driver():
     return driver
 
 
-def _check(result, call: str):
+def check_call(result, call: str):
     """The values after a driver call's status; a BuildError naming the call where it failed."""
-    driver = _driver()
+    driver = driver_api()
     status, *values = result if isinstance(result, tuple) else (result,)
     if status != driver.CUresult.CUDA_SUCCESS:
         name = driver.cuGetErrorName(status)[1]
@@ -75,7 +59,7 @@ def _check(result, call: str):
 def device_present() -> bool:
     """Whether the driver is installed and sees at least one CUDA device."""
     try:
-        driver = _driver()
+        driver = driver_api()
     except BuildError:
         return False
     try:
@@ -93,16 +77,16 @@ class CudaModule:
     def __init__(self, ptx: str, launches: Sequence[KernelLaunch], inputs: Sequence[BufferSpec],
                  outputs: Sequence[BufferSpec], weights: Sequence[np.ndarray], workspace_bytes: int,
                  copies: Sequence[Copy] = ()):
-        driver = _driver()
+        driver = driver_api()
         if not device_present():
             raise BuildError("no CUDA device: the driver library or a GPU is missing (kernels still compile to PTX "
                              "without one: tilegrad compile --target cuda, or tilegrad.api.cuda_source)")
-        self._device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
-        self._context = _check(driver.cuDevicePrimaryCtxRetain(self._device), "cuDevicePrimaryCtxRetain")
-        _check(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
-        self._module = _check(driver.cuModuleLoadData(ptx.encode() + b"\0"), "cuModuleLoadData")
+        self._device = check_call(driver.cuDeviceGet(0), "cuDeviceGet")
+        self._context = check_call(driver.cuDevicePrimaryCtxRetain(self._device), "cuDevicePrimaryCtxRetain")
+        check_call(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        self._module = check_call(driver.cuModuleLoadData(ptx.encode() + b"\0"), "cuModuleLoadData")
         self.launches = tuple(launches)
-        self._functions = {c.name: _check(driver.cuModuleGetFunction(self._module, c.name.encode()),
+        self._functions = {c.name: check_call(driver.cuModuleGetFunction(self._module, c.name.encode()),
                                           f"cuModuleGetFunction({c.name})") for c in self.launches}
         self.inputs, self.outputs, self.copies = tuple(inputs), tuple(outputs), tuple(copies)
         self.spec = CudaSpec(self.inputs, self.outputs)
@@ -115,12 +99,12 @@ class CudaModule:
             w = np.ascontiguousarray(w)
             ptr = self._alloc(w.nbytes)
             if w.nbytes:
-                _check(driver.cuMemcpyHtoD(ptr, w.ctypes.data, w.nbytes), "cuMemcpyHtoD(weight)")
+                check_call(driver.cuMemcpyHtoD(ptr, w.ctypes.data, w.nbytes), "cuMemcpyHtoD(weight)")
             self._weights.append(ptr)
         self._workspace = self._alloc(workspace_bytes)  # the static memory plan: one allocation
 
     def _alloc(self, nbytes: int) -> int:
-        ptr = int(_check(_driver().cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
+        ptr = int(check_call(driver_api().cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
         self._allocations.append(ptr)
         return ptr
 
@@ -131,8 +115,8 @@ class CudaModule:
 
     def __call__(self, *args: np.ndarray, **kwargs: np.ndarray):
         """The outputs for these inputs (positional, or by name): one array, or a list of them."""
-        driver = _driver()
-        _check(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        driver = driver_api()
+        check_call(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
         names = [s.name for s in self.inputs]
         unknown = sorted(set(kwargs) - set(names[len(args):]))
         if unknown or len(args) + len(kwargs) != len(names):
@@ -145,17 +129,17 @@ class CudaModule:
                 raise KernelCallError(f"input {spec.name!r}: expected {spec.dtype}{list(spec.shape)}, "
                                       f"got {a.dtype}{list(a.shape)}")
             if a.nbytes:
-                _check(driver.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), f"cuMemcpyHtoD({spec.name})")
+                check_call(driver.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), f"cuMemcpyHtoD({spec.name})")
         for c in self.launches:
             self._launch(c)
         for c in self.copies:
-            _check(driver.cuMemcpyDtoD(self._out[c.output], self._address(c.source), c.nbytes), "cuMemcpyDtoD")
-        _check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+            check_call(driver.cuMemcpyDtoD(self._out[c.output], self._address(c.source), c.nbytes), "cuMemcpyDtoD")
+        check_call(driver.cuCtxSynchronize(), "cuCtxSynchronize")
         outs = []
         for spec, ptr in zip(self.outputs, self._out):
             host = np.empty(spec.shape, np.dtype(spec.dtype))
             if host.nbytes:
-                _check(driver.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), f"cuMemcpyDtoH({spec.name})")
+                check_call(driver.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), f"cuMemcpyDtoH({spec.name})")
             outs.append(host)
         return outs[0] if len(outs) == 1 else outs
 
@@ -163,12 +147,12 @@ class CudaModule:
         # kernelParams is an array of pointers, each to one argument's value (here a device address)
         values = np.array([self._address(s) for s in c.args], dtype=np.uint64)
         pointers = np.array([values.ctypes.data + 8 * i for i in range(len(values))], dtype=np.uint64)
-        _check(_driver().cuLaunchKernel(self._functions[c.name], *c.grid, *c.block, 0, 0, pointers.ctypes.data, 0),
+        check_call(driver_api().cuLaunchKernel(self._functions[c.name], *c.grid, *c.block, 0, 0, pointers.ctypes.data, 0),
                f"cuLaunchKernel({c.name})")
 
     def close(self) -> None:
         """Free the device memory and unload the kernels (also done when the module is collected)."""
-        driver = _driver()
+        driver = driver_api()
         for ptr in self._allocations:
             driver.cuMemFree(ptr)
         self._allocations = []

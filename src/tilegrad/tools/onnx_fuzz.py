@@ -258,7 +258,7 @@ def _lower_all(graph) -> None:
     g, _ = optimize(graph, 2, target=target)
     plan = plan_memory(g, intermediates_of(g))
     for t, node in enumerate(plan.kernel_nodes(g)):
-        render_kernel(lower_kernel(node, name=f"k{t}", target=target))
+        render_kernel(lower_kernel(node, name=f"k{t}", target=target), target)
 
 
 def _build_and_run(path: Path, graph) -> str | None:

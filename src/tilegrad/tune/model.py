@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..backend import backend_for
 from ..errors import TilegradError
 from ..frontend.load import import_model
 from ..passes import optimize
@@ -39,16 +40,18 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
     the records choose is timed whole against the default graph, and the faster one is what compile builds
     (`graph_choice.py`; `TuneResult.graph`). With `target="cuda"` the kernels are the GPU graph's, searched in
-    their GPU sketches, scored on GPU features and timed on this machine's device (`_tune_cuda`)."""
+    their GPU sketches, scored on GPU features and timed on this machine's device (`_tune_on_device`)."""
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
-    if target == "cuda":
-        if measurer is not None:
-            raise TilegradError("tune(target='cuda') times on this machine's GPU; a measurer (a Ray cluster) "
-                                "is for CPU targets only")
-        return _tune_cuda(model, db=db, input_shapes=input_shapes, example_inputs=example_inputs,
-                          opt_level=opt_level, policy=policy, cost_model=cost_model,
-                          callbacks=[*default_callbacks(progress), *callbacks], options=TuneOptions(**options))
+    machine = TARGETS[target]()
+    backend = backend_for(machine)
+    if measurer is not None and not backend.remote_measurers:
+        raise TilegradError(f"tune(target={target!r}) times on this machine's device; a measurer (a Ray cluster) "
+                            "is for CPU targets only")
+    if not backend.chooses_graph:
+        return _tune_on_device(model, machine, db=db, input_shapes=input_shapes, example_inputs=example_inputs,
+                               opt_level=opt_level, policy=policy, cost_model=cost_model,
+                               callbacks=[*default_callbacks(progress), *callbacks], options=TuneOptions(**options))
     imported = import_model(model, example_inputs, input_shapes)
     tasks = (algorithm_tasks(variants(imported, opt_level=opt_level, fusion_plans=fusion_plans))
              if algorithms or fusion_plans else extract_tasks(optimize(imported, opt_level)[0]))
@@ -60,24 +63,23 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     return result
 
 
-def _tune_cuda(model, *, db, input_shapes, example_inputs, opt_level: int, policy, cost_model,
-               callbacks: Sequence[Callback], options: TuneOptions) -> TuneResult:
-    """Tune the kernels of the GPU graph on the first CUDA device. Without a device this fails first, before any
-    import or compile. The records carry the GPU's fingerprint (`records.target_fingerprint`), so CPU and GPU
-    records in one database never mix; the GPU features make a GPU task's vectors longer than the CPU model's,
-    so the MLP starts fresh rather than from the CPU's pretrained weights. Convolution algorithms and fusion
-    plans are CPU choices and are not tuned here."""
+def _tune_on_device(model, machine: Target, *, db, input_shapes, example_inputs, opt_level: int, policy, cost_model,
+                    callbacks: Sequence[Callback], options: TuneOptions) -> TuneResult:
+    """Tune the kernels of the graph built for `machine` (a GPU) on this machine's device. Without a device this
+    fails first, before any import or compile. The records carry the device's fingerprint
+    (`records.target_fingerprint`), so CPU and GPU records in one database never mix; the GPU features make a
+    GPU task's vectors longer than the CPU model's, so the MLP starts fresh rather than from the CPU's
+    pretrained weights. Convolution algorithms and fusion plans are CPU choices and are not tuned here."""
     from .cost_model.mlp import MLPCostModel  # PyTorch, loaded where it is used
-    from .measure.cuda import CudaBuilder, CudaRunner, require_device
 
-    require_device()
-    machine = TARGETS["cuda"]()
+    backend = backend_for(machine)
+    backend.require_device()
     tasks = extract_tasks(model_graph(model, input_shapes=input_shapes, example_inputs=example_inputs,
                                       opt_level=opt_level, target=machine), machine)
     chosen = make_policy(policy)
     if cost_model is None and chosen.cost_model == "mlp":
-        cost_model = MLPCostModel(num_features=feature_count(gpu=True))
-    with Measurer(runner=CudaRunner(), builder=CudaBuilder(machine)) as measurer:
+        cost_model = MLPCostModel(num_features=feature_count(gpu=backend.gpu_features))
+    with backend.measurer(machine) as measurer:
         return tune_tasks(tasks, db, chosen, options, cost_model=cost_model, measurer=measurer,
                           callbacks=callbacks)
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from .. import config
 from ..config import Config
+from ..backend import backend_for
 from ..errors import RecordsError
 from ..runtime.build import compiler_identity, find_compiler
 from ..target import Target, host
@@ -117,16 +118,15 @@ def machine_fingerprint(cfg: Config | None = None) -> str:
 
 
 def target_fingerprint(target: Target | None, cfg: Config | None = None) -> str:
-    """The fingerprint of timings on `target`: this machine's (`machine_fingerprint`) for the CPU (None), and for a
-    GPU its model, architecture and NVRTC version, so that CPU and GPU records of one database never mix.
+    """The fingerprint of timings on `target` (None: this CPU), as its backend names it: this machine's
+    (`machine_fingerprint`) for the CPU, and for a GPU its model, architecture and NVRTC version, so that CPU and
+    GPU records of one database never mix.
 
     `cuda; NVIDIA H100 80GB HBM3; sm_90; nvrtc 12.9`.
     """
-    if target is None or target.kind != "cuda":
+    if target is None:
         return machine_fingerprint(cfg)
-    from ..runtime.nvrtc import version  # NVRTC is loaded only where GPU records are read or written
-
-    return f"cuda; {target.model}; {target.arch}; nvrtc {version()}"
+    return backend_for(target).fingerprint(target, cfg)
 
 
 class Database:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from ...config import Config
 from ...errors import BuildError
 from ...ir.graph import Node
-from ...kernel import compile_kernel, lower_kernel, render_kernel
+from ...kernel import build_sources, lower_kernel, render_kernel
 from ...runtime.worker import serve
 from ...schedule import Trace
 
@@ -32,7 +32,7 @@ def _handle(request: dict, cfg: Config) -> dict:
     except Exception as e:  # any failure to replay, lower or render is this candidate's failure, not the tuner's
         return {"failure": "lower", "error": f"{type(e).__name__}: {e}"}
     try:
-        library = compile_kernel(kernel, source, cfg)
+        library = build_sources([source], cfg=cfg)
     except BuildError as e:
         return {"failure": "build", "error": str(e)}
     return {"library": str(library), "params": params, "build_s": time.perf_counter() - start}

@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BuildError, MeasureError
-from ...kernel import lower_kernel, render_cuda_kernel
-from ...runtime.nvrtc import compile_ptx
+from ...kernel import build_sources, lower_kernel, renderer_for
 from ...target import Target
 from ..task import Task
 from .result import KERNEL_NAME, Built, MeasureInput, MeasureResult
@@ -63,12 +62,13 @@ class CudaBuilder:
         start = time.perf_counter()
         try:
             kernel = lower_kernel(inp.task.node, inp.trace, name=KERNEL_NAME)
-            source, launch = render_cuda_kernel(kernel, self.target)
+            renderer = renderer_for(self.target)  # a GPU's: it checks races and the target's limits
+            source, launch = renderer.render(kernel), renderer.launch(kernel)
             source = inp.source_override or source
         except Exception as e:  # noqa: BLE001 - any failure to replay, lower or render is this candidate's failure
             return MeasureResult((), "lower", f"{type(e).__name__}: {e}", time.perf_counter() - start)
         try:
-            ptx = compile_ptx(source, self.target.arch)
+            ptx = build_sources([source], self.target)
         except BuildError as e:
             return MeasureResult((), "build", str(e), time.perf_counter() - start)
         path = Path(self._dir.name) / f"{len(self._built)}.ptx"
@@ -130,9 +130,9 @@ class _Device:
     """Device 0's primary context, an L2-sized flush buffer and two events."""
 
     def __init__(self):
-        from ...runtime.cuda import _check, _driver
+        from ...runtime.cuda import check_call, driver_api
 
-        self._check, self.driver = _check, _driver()
+        self._check, self.driver = check_call, driver_api()
         d = self.driver
         self._check(d.cuInit(0), "cuInit")
         self.device = self._check(d.cuDeviceGet(0), "cuDeviceGet")

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...backend import backend_for
 from ...kernel import lower_kernel
 from ...loop.ir import Store, walk
 from ...schedule.sketch import Sketch, Space, generate_sketches
@@ -89,7 +90,7 @@ class TaskSpace:
 
     def __init__(self, task: Task):
         self.task = task
-        self.gpu = task.target is not None and task.target.kind == "cuda"
+        self.gpu = task.target is not None and backend_for(task.target).gpu_features
         self.num_features = feature_count(self.gpu)  # a GPU task's vectors carry the GPU features too
         self.sketches: list[Sketch] = generate_sketches(lambda: task.compute()[1], task.target)
         self._default = Candidate.of(0, self.sketches[0].default_params())
