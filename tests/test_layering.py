@@ -116,3 +116,94 @@ def test_checker_sees_relative_and_lazy_imports():
     assert "te" in _imports(SRC / "schedule" / "state.py")
     lazy = SRC / "api.py"  # imports the CUDA executor inside a function
     assert "cuda_executor" in _imports(lazy)
+
+
+# -- modules: no import circles, no private names across packages, no target kind compared ------------------------
+
+# Registry leaves that fill themselves by importing their entries (registry -> entries -> registry is the one
+# circle allowed): leaf -> the modules it imports to fill itself.
+FILLS: dict[str, set[str]] = {
+    "ir.registry": {"ir.ops"},
+}
+BACKEND_TABLE = "backends"  # the one module where kinds of target are told apart
+
+
+def _modules() -> dict[str, Path]:
+    """Every module by its dotted name under tilegrad (a package by its own name)."""
+    modules = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _package(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _module_imports(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """(module imported, name taken from it) for every import in `module`; a submodule is imported as itself."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _package(module, path).split(".") if _package(module, path) else []
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + (node.module.split(".") if node.module else []))
+            elif node.module and node.module.split(".")[0] == "tilegrad":
+                target = node.module.partition(".")[2]
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                out.append((sub, "") if sub in modules else (target, alias.name))
+        elif isinstance(node, ast.Import):
+            out.extend((a.name.partition(".")[2], "") for a in node.names if a.name.startswith("tilegrad."))
+    return [(m, name) for m, name in out if m in modules]
+
+
+def test_no_module_takes_part_in_an_import_circle():
+    modules = _modules()
+    edges = {m: {t for t, _ in _module_imports(m, p, modules)} - {m} - FILLS.get(m, set())
+             for m, p in modules.items()}
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(edges[m]):
+            if state.get(t) == 1:
+                circles.append(" -> ".join(path[path.index(t):] + [m, t]) if t in path else f"{m} -> {t}")
+            elif t not in state:
+                visit(t, path + [m])
+        state[m] = 2
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m, [])
+    assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_no_private_name_is_imported_from_another_package():
+    modules = _modules()
+    problems = [f"{m} imports {name} from {t}"
+                for m, p in modules.items() for t, name in _module_imports(m, p, modules)
+                if name.startswith("_") and _package(t, modules[t]) != _package(m, p)]
+    assert not problems, "\n".join(problems)
+
+
+def test_target_kinds_are_compared_only_in_the_backend_table():
+    kinds = {"cpu", "cuda"}
+    problems = []
+    for m, path in _modules().items():
+        if m == BACKEND_TABLE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                named = [c.value for o in operands for c in ([o] if isinstance(o, ast.Constant) else
+                                                              getattr(o, "elts", []))
+                         if isinstance(c, ast.Constant) and c.value in kinds]
+                if named:
+                    problems.append(f"{m}:{node.lineno} compares with {named[0]!r}")
+    assert not problems, "read the backend table (backend.backend_for) instead:\n" + "\n".join(problems)
