@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "optim": {"errors"},  # a PyTorch optimizer, independent of the compiler
     "parallel": BASE,  # auto-parallel training on torch.distributed, independent of the compiler's code path
     "backends": BASE | {"codegen", "schedule", "runtime", "executor", "cuda_executor", "tune"},
-    "__init__": {"api", "quant", "backends"},
+    "__init__": {"api", "quant", "backends", "options"},
     "__main__": {"cli"},
 }
 

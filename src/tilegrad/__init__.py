@@ -20,6 +20,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "CompileOptions":  # how to compile, as one value: tilegrad.compile(model, options=...)
+        from .options import CompileOptions
+
+        return CompileOptions
     if name == "quantize":  # post-training int8 quantization (the subpackage `tilegrad.quant` holds QAT too)
         from .quant import quantize
 
