@@ -10,26 +10,9 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value, infer_types
-from . import (  # noqa: F401  (register more op types)
-    onnx_attention,
-    onnx_composite_ops,
-    onnx_control_flow,
-    onnx_data_ops,
-    onnx_functions,
-    onnx_image_ops,
-    onnx_index_ops,
-    onnx_norm_outputs,
-    onnx_padding,
-    onnx_quant_ops,
-    onnx_qoperator_ops,
-    onnx_recurrent,
-    onnx_resize,
-    onnx_sequences,
-    onnx_signal_ops,
-)
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
 from .onnx_composite_ops import gelu_tanh
+from .onnx_op_table import constant_input, onnx_op
 from .onnx_pool_indices import max_pool_indices
 from .onnx_spatial_attrs import spatial_attrs
 from .onnx_tensors import check_constant, onnx_dtype, tensor_array

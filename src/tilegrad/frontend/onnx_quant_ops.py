@@ -22,8 +22,8 @@ from ..dtype import is_float, itemsize
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import GraphBuilder, Value
 from ..ir.integer_products import INT32_OUT, integer_conv2d, integer_matmul, requantized
-from .onnx import ONNX_OPS, onnx_op
-from .onnx import OnnxBuilder as B
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import ONNX_OPS, onnx_op
 from .onnx_spatial_attrs import spatial_attrs
 from .onnx_tensors import onnx_dtype
 
