@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import ShapeError, TilegradError
 from .frontend.load import import_model, onnx_proto
-from .frontend.onnx_boundary import TENSOR, expose_inputs, import_flattened, structured_outputs
+from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
 from .runtime import specializing
 from .runtime.module import Module, load as _load
@@ -212,7 +212,7 @@ def _why_open(i) -> str:
 
 def _specializing(model: bytes, options: dict, max_specializations: int) -> SpecializingModule:
     """The SpecializingModule of an ONNX model (serialised) compiled under `options` (compile's keywords)."""
-    from .frontend.onnx import load_model
+    from .frontend.onnx import import_flattened, load_model
 
     proto = load_model(model)
     inputs = model_inputs(proto, options["input_shapes"])

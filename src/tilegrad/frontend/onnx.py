@@ -101,6 +101,16 @@ def read_onnx_flattened(model, *, input_shapes: Mapping[str, Sequence[int]] | No
     return _read(model, input_shapes, flatten=True)
 
 
+def import_flattened(proto, input_shapes: Mapping[str, Sequence[int]]):
+    """(Graph, form of each graph output) of a model whose inputs are tensors (`expose_inputs` in onnx_boundary.py),
+    its sequence and optional outputs laid out as tensors; raises one error listing every problem, as `import_onnx`
+    does."""
+    result, forms = read_onnx_flattened(proto, input_shapes=input_shapes)
+    if result.problems:
+        raise import_error(result.problems)
+    return result.graph, forms
+
+
 def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
     proto = load_model(model)
     problems: list[Problem] = []
