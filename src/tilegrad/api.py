@@ -212,7 +212,8 @@ def _why_open(i) -> str:
 
 def _specializing(model: bytes, options: dict, max_specializations: int) -> SpecializingModule:
     """The SpecializingModule of an ONNX model (serialised) compiled under `options` (compile's keywords)."""
-    from .frontend.onnx import import_flattened, load_model
+    from .frontend.onnx import import_flattened
+    from .frontend.onnx_file import load_model
 
     proto = load_model(model)
     inputs = model_inputs(proto, options["input_shapes"])

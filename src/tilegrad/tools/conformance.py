@@ -66,7 +66,7 @@ class TilegradBackend(Backend):
     def prepare(cls, model, device: str = "CPU", **kwargs: Any) -> TilegradRep:
         if not cls.supports_device(device):
             raise ValueError(f"tilegrad runs on the CPU, not on {device!r}")
-        from ..frontend.onnx import load_model
+        from ..frontend.onnx_file import load_model
 
         return TilegradRep(load_model(model))
 
