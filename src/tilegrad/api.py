@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .backend import backend_for
 from .errors import ShapeError, TilegradError
 from .frontend.load import import_model, onnx_proto
-from .frontend.onnx_boundary import TENSOR, expose_inputs, import_flattened, structured_outputs
+from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
 from .options import CompileOptions
 from .runtime import specializing
@@ -187,7 +187,8 @@ def _saved_options(options: CompileOptions, input_shapes) -> dict:
 
 def _specializing(model: bytes, saved: dict, max_specializations: int) -> SpecializingModule:
     """The SpecializingModule of an ONNX model (serialised) compiled under `saved` (`_saved_options`)."""
-    from .frontend.onnx import load_model
+    from .frontend.onnx import import_flattened
+    from .frontend.onnx_file import load_model
 
     proto = load_model(model)
     options = _checked(CompileOptions.from_json({k: v for k, v in saved.items() if k != "input_shapes"}))

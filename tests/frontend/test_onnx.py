@@ -12,7 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tilegrad.errors import ShapeError, UnsupportedOpError
-from tilegrad.frontend.onnx import ModelFormatError, import_onnx
+from tilegrad.frontend.onnx import import_onnx
+from tilegrad.frontend.onnx_file import ModelFormatError
 from tilegrad.ir.interpret import run_reference
 
 from .conftest import run_onnxruntime

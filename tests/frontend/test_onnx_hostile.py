@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 from tilegrad.errors import ResourceLimitError, ShapeError, TilegradError, UnsupportedOpError
-from tilegrad.frontend.onnx import ModelFormatError, import_onnx, read_onnx
+from tilegrad.frontend.onnx import import_onnx, read_onnx
+from tilegrad.frontend.onnx_file import ModelFormatError
 
 DATA = Path(__file__).parent / "data"
 RNG = np.random.default_rng(0)

@@ -14,7 +14,8 @@ import tilegrad
 from tilegrad import te
 from tilegrad.api import compile_with_report
 from tilegrad.cli import main
-from tilegrad.frontend.onnx import ONNX_OPS, import_onnx, onnx_op
+from tilegrad.frontend.onnx import import_onnx
+from tilegrad.frontend.onnx_op_table import ONNX_OPS, onnx_op
 from tilegrad.ir.compute import node_compute, node_flops
 from tilegrad.ir.interpret import run_reference
 from tilegrad.ir.registry import ELEMWISE, OPS, REDUCTION, Sample, declare, same_as_input

@@ -92,7 +92,7 @@ def load(model: str, shape_items: Sequence[str], dynamic: bool = False):
     """The ModelSpec of `model` (an ONNX file or a PyTorch `file.py:factory`) under the `--input-shape` items,
     checked to make every input's shape static (unless `dynamic`: compile and run specialise on each call)."""
     from ..frontend.model_spec import ModelSpec, is_torch_spec, load_model_spec
-    from ..frontend.onnx import load_model
+    from ..frontend.onnx_file import load_model
 
     shapes = input_shapes(shape_items)
     if is_torch_spec(model):

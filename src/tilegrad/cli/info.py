@@ -34,8 +34,9 @@ def _info(args) -> None:
         print()
     elif args.model is None:
         raise UsageError("info needs a model (.onnx file), or --machine for this machine's peaks")
-    from ..frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
-    from ..frontend.onnx import ONNX_OPS, load_model, op_key, read_onnx
+    from ..frontend.onnx import read_onnx  # (the reader imports the op families, which fill ONNX_OPS)
+    from ..frontend.onnx_file import load_model
+    from ..frontend.onnx_op_table import ONNX_OPS, op_key
 
     proto = load_model(model_path(args.model))
     shapes = input_shapes(args.input_shape)

@@ -44,7 +44,7 @@ def onnx_proto(model, example_inputs=None):
     if (example_inputs is not None or (isinstance(model, str) and is_torch_spec(model))
             or (torch is not None and isinstance(model, torch.nn.Module))):
         return None
-    from .onnx import load_model
+    from .onnx_file import load_model
 
     return load_model(model)
 

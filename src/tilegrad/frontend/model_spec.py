@@ -51,7 +51,7 @@ def load_model_spec(text: str, input_shapes: Mapping[str, Sequence[int]] | None 
     """The model `text` names, with its example inputs (PyTorch) or fixed input shapes (ONNX)."""
     shapes = {name: tuple(int(d) for d in dims) for name, dims in (input_shapes or {}).items()}
     if not is_torch_spec(text):
-        from .onnx import load_model
+        from .onnx_file import load_model
 
         return ModelSpec("onnx", load_model(text), None, shapes)
     match = _SPEC.fullmatch(text)

@@ -5,7 +5,7 @@ heads (`q_num_heads` a multiple of `kv_num_heads`) by broadcasting each key/valu
 heads (no copies), `scale`, `is_causal`, a boolean or additive `attn_mask`, and the key/value cache (`past_key`,
 `past_value`, the `present_*` outputs). The rest (`softcap`, the `qk_matmul_output` output, opset 24's
 `nonpad_kv_seqlen`, opset 25's windows) goes through ONNX's function body (frontend/onnx_functions.py), as every
-Attention did before. Importing `onnx_ops` registers it."""
+Attention did before. The reader (`onnx.py`) imports this module, which registers it."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import onnx_op
+from .onnx_builder import OnnxBuilder as B
 from .onnx_functions import expand_function
+from .onnx_op_table import onnx_op
 
 
 @onnx_op("Attention")

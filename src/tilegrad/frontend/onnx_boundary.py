@@ -4,9 +4,9 @@ The runtime moves tensors only. A call fixes each sequence input's length and ea
 *form*: "tensor", a sequence's length, or None for an absent optional), so `expose_inputs` rewrites the model for those
 forms: a sequence input `x` of length n becomes the tensor inputs `x.0` ... `x.{n-1}` joined by a SequenceConstruct
 (SequenceEmpty when n is 0), a present optional an Optional node over its tensor (`x.value`) or its sequence, and an
-absent one an Optional node with no input. The import then resolves sequences and optionals as inside any graph
-(`onnx_sequences.py`); `flatten_output` lays a structured graph output out as tensors, with its form, which the runtime
-uses to give back lists and None (`runtime/structured.py`).
+absent one an Optional node with no input. The import (`import_flattened` in `onnx.py`) then resolves sequences and
+optionals as inside any graph (`onnx_sequences.py`); `flatten_output` lays a structured graph output out as tensors,
+with its form, which the runtime uses to give back lists and None (`runtime/structured.py`).
 """
 
 from __future__ import annotations
@@ -99,17 +99,6 @@ def _spelling(tp) -> str:
     if which == "optional_type":
         return f"optional of {_spelling(tp.optional_type.elem_type)}"
     return (which or "value of no type").removesuffix("_type").replace("_", " ")
-
-
-def import_flattened(proto, input_shapes: Mapping[str, Sequence[int]]):
-    """(Graph, form of each graph output) of a model whose inputs are tensors (`expose_inputs`), its sequence and
-    optional outputs laid out as tensors; raises one error listing every problem, as `import_onnx` does."""
-    from .onnx import import_error, read_onnx_flattened
-
-    result, forms = read_onnx_flattened(proto, input_shapes=input_shapes)
-    if result.problems:
-        raise import_error(result.problems)
-    return result.graph, forms
 
 
 def structured_outputs(proto) -> list[str]:

@@ -1,6 +1,7 @@
 """ONNX ops written as compositions of registry ops, as ONNX's own function bodies are: variadic Sum and Mean,
 Swish, Gelu's tanh approximation, RMSNormalization, LpNormalization, MeanVarianceNormalization, Hardmax,
-DepthToSpace, SpaceToDepth, EyeLike and Det of small matrices. Importing `onnx_ops` registers them."""
+DepthToSpace, SpaceToDepth, EyeLike and Det of small matrices. The reader (`onnx.py`) imports this module, which
+registers them."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import onnx_op
 
 
 def _scalar(b: B, name, value, like):

@@ -5,7 +5,7 @@ is a constant after folding inlines the chosen branch; a Loop whose trip count a
 whose condition folds to a constant each iteration) is unrolled, its scan outputs stacked; a Scan is unrolled
 over the static length of its scan inputs; SequenceMap inlines its body once per element. A subgraph reads the
 values of the scopes around it by name. A condition computed at run time raises the `UnsupportedFeatureError`
-of any run-time shape-like operand. Importing `onnx_ops` registers these mappings.
+of any run-time shape-like operand. The reader (`onnx.py`) imports this module, which registers these mappings.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import ResourceLimitError, ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
 from .onnx_file import ModelFormatError
+from .onnx_nodes import convert_node
+from .onnx_op_table import constant_input, onnx_op
 from .onnx_schema import tensor_type
 from .onnx_sequences import OptionalValue, TensorSequence, stack
 from .onnx_tensors import onnx_dtype
@@ -30,8 +31,6 @@ MAX_INLINED_NODES = 100_000  # subgraph nodes a whole model may inline (nested l
 def inline(b: B, graph, inputs, scope: Mapping, prefix: str) -> list:
     """The outputs of subgraph `graph` with its formal inputs bound to `inputs`, its nodes converted into `b`;
     names it does not define resolve through `scope`, the values of the enclosing graphs."""
-    from .onnx import _convert_node
-
     b.inlined += len(graph.node)
     if b.inlined > MAX_INLINED_NODES:
         raise ResourceLimitError(f"{prefix!r} inlines more than {MAX_INLINED_NODES} subgraph nodes in all (nested "
@@ -42,7 +41,7 @@ def inline(b: B, graph, inputs, scope: Mapping, prefix: str) -> list:
     values = ChainMap({formal.name: _as_declared(formal, v) for formal, v in zip(graph.input, inputs)}, scope)
     for i, node in enumerate(graph.node):
         name = f"{prefix}_{node.name or f'{node.op_type}_{i}'}"
-        outs = _convert_node(b, node, name, values)
+        outs = convert_node(b, node, name, values)
         if outs is None:
             lost = [x for x in node.input if x and values[x] is None]
             raise UnsupportedFeatureError(f"{node.op_type} (node {name!r}) reads {lost}, which could not be "

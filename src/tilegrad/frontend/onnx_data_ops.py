@@ -2,7 +2,7 @@
 scatter into zeros), and the ops whose output shape depends on data (Compress, NonZero, Unique, NonMaxSuppression),
 supported where that data is a constant: a constant Compress condition is a gather; the others fold during
 import when their inputs are constants, and a run-time input is refused by name. Bernoulli, a random draw, is
-refused. Importing `onnx_ops` registers them."""
+refused. The reader (`onnx.py`) imports this module, which registers them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 
 
 @onnx_op("CumProd")

@@ -2,15 +2,16 @@
 becomes the body's nodes, each converted by its own mapping, so an op whose body uses only mapped ops needs nothing
 more. The two losses, GroupNormalization, RotaryEmbedding, SwiGLU, CausalConvWithState, LinearAttention and
 FlexAttention (of the `ai.onnx.preview` domain) go this way, and Attention where it uses what the attention op lacks
-(frontend/onnx_attention.py). Importing `onnx_ops` registers them."""
+(frontend/onnx_attention.py). The reader (`onnx.py`) imports this module, which registers them."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from .onnx import ONNX_OPS, _attributes, onnx_op
-from .onnx import OnnxBuilder as B
+from .onnx_builder import OnnxBuilder as B
+from .onnx_nodes import node_attributes
+from .onnx_op_table import ONNX_OPS, onnx_op
 
 FUNCTION_OPS = ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GroupNormalization",
                 "RotaryEmbedding", "SwiGLU", "CausalConvWithState", "LinearAttention",
@@ -87,7 +88,7 @@ def expand_function(b: B, name, key, inputs, attrs):
                                          f"which is not supported")
             b.node_outputs, b.scope = len(fn_node.output), env  # a subgraph in the body reads the body's values
             args = [env[x] if x else None for x in fn_node.input]
-            attributes = _attributes(_resolved(fn_node, caller_attributes),
+            attributes = node_attributes(_resolved(fn_node, caller_attributes),
                                      f"{op_type} (node {name!r}): {fn_node.op_type} of its function body")
             out = ONNX_OPS[fn_node.op_type](b, f"{name}_{k}", *args, **attributes)
             for formal, v in zip(fn_node.output, out if isinstance(out, tuple) else (out,)):

@@ -1,15 +1,17 @@
 """ONNX's image ops mapped onto the registry: GridSample, RoiAlign and DeformConv (the `grid_sample`, `roi_align`
 and `deform_conv` ops), LpPool (a depthwise convolution of |x|^p with a window of ones), and the ops whose shapes
 come from inputs that must be constants: CenterCropPad (a slice and a pad), AffineGrid (a matmul of the base grid
-with theta) and Col2Im (a transposed convolution with one-hot filters). Importing `onnx_ops` registers them."""
+with theta) and Col2Im (a transposed convolution with one-hot filters). The reader (`onnx.py`) imports this module,
+which registers them."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
+from .onnx_spatial_attrs import spatial_attrs
 
 _GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}  # GridSample-16's names for linear and cubic
 
@@ -36,10 +38,8 @@ def _lp_pool(b: B, name, x, *, kernel_shape, p=2, auto_pad="NOTSET", ceil_mode=0
              strides=None):
     """(sum over the window of |x|^p)^(1/p): a depthwise convolution of |x|^p with a window of ones, whose zero
     padding adds nothing to the sum."""
-    from .onnx_ops import _spatial_attrs
-
     kernel = tuple(int(k) for k in kernel_shape)
-    strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    strides, dilations, pads = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
     if ceil_mode:
         nd = len(kernel)
         reach = [x.shape[2 + d] + pads[d] + pads[nd + d] - (kernel[d] - 1) * dilations[d] - 1 for d in range(nd)]

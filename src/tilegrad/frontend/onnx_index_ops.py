@@ -1,14 +1,14 @@
 """ONNX's indexing by data mapped onto the registry: GatherElements, GatherND, ScatterElements (and the older
 Scatter), ScatterND, TensorScatter (a KV-cache update), OneHot and TopK, whose values are its indices'
-gather_elements. Importing `onnx_ops` registers them; k and depth must be constants."""
+gather_elements. The reader (`onnx.py`) imports this module, which registers them; k and depth must be constants."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 
 
 @onnx_op("GatherElements")

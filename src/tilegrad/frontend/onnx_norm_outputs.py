@@ -1,15 +1,15 @@
 """ONNX normalizations whose optional outputs are statistics: LayerNormalization's Mean and InvStdDev, and
 BatchNormalization in training mode (the batch's statistics normalize, and the running mean and variance are
 updated with `momentum`). The statistics are reductions in basic ops, computed in the stash type (float32) as
-ONNX's function body does. Importing `onnx_ops` registers them."""
+ONNX's function body does. The reader (`onnx.py`) imports this module, which registers them."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import onnx_op
 
 
 @onnx_op("LayerNormalization")

@@ -10,27 +10,11 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value, infer_types
-from . import (  # noqa: F401  (register more op types)
-    onnx_attention,
-    onnx_composite_ops,
-    onnx_control_flow,
-    onnx_data_ops,
-    onnx_functions,
-    onnx_image_ops,
-    onnx_index_ops,
-    onnx_norm_outputs,
-    onnx_padding,
-    onnx_quant_ops,
-    onnx_qoperator_ops,
-    onnx_recurrent,
-    onnx_resize,
-    onnx_sequences,
-    onnx_signal_ops,
-)
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
 from .onnx_composite_ops import gelu_tanh
+from .onnx_op_table import constant_input, onnx_op
 from .onnx_pool_indices import max_pool_indices
+from .onnx_spatial_attrs import spatial_attrs
 from .onnx_tensors import check_constant, onnx_dtype, tensor_array
 from .transposed_conv import transposed_as_conv
 
@@ -137,34 +121,11 @@ def _where(b: B, name, cond, x, y):
     return b.op("where", cond, x, y, name=name)
 
 
-def _pads_for_auto(auto_pad, sizes, kernel, strides, dilations):
-    """Explicit ONNX pads (begins then ends) for auto_pad SAME_UPPER / SAME_LOWER / VALID."""
-    if auto_pad in ("NOTSET", "VALID"):
-        return None if auto_pad == "NOTSET" else (0,) * (2 * len(sizes))
-    begins, ends = [], []
-    for n, k, s, d in zip(sizes, kernel, strides, dilations):
-        out = -(-n // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
-        small, large = total // 2, total - total // 2
-        begins.append(small if auto_pad == "SAME_UPPER" else large)
-        ends.append(large if auto_pad == "SAME_UPPER" else small)
-    return tuple(begins + ends)
-
-
-def _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad):
-    nd = len(kernel)
-    strides = tuple(strides) if strides else (1,) * nd
-    dilations = tuple(dilations) if dilations else (1,) * nd
-    auto = _pads_for_auto(auto_pad, x.shape[2:], kernel, strides, dilations)
-    pads = auto if auto is not None else (tuple(pads) if pads else (0,) * (2 * nd))
-    return strides, dilations, pads
-
-
 @onnx_op("Conv")
 def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
           strides=None):
     kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
-    strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    strides, dilations, pads = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
     inputs = (x, w) if bias is None else (x, w, bias)
     return b.op("conv", *inputs, name=name, strides=strides, pads=pads, dilations=dilations, group=group)
 
@@ -225,7 +186,7 @@ def _pool(op):
     def convert(b: B, name, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                 kernel_shape, pads=None, storage_order=0, strides=None):
         kernel = tuple(kernel_shape)
-        strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+        strides, dilations, pads = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
         extra = {"count_include_pad": count_include_pad} if op == "avg_pool" else {}
         y = b.op(op, x, name=name, kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
                  ceil_mode=ceil_mode, **extra)

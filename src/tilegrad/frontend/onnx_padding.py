@@ -1,15 +1,15 @@
 """ONNX Pad in every form: pads for a subset of `axes`, negative pads (cropping) and the modes edge, reflect and
 wrap besides constant. The registry's `pad` fills with a constant; a non-constant mode reads, for each output
 position along a padded axis, one input position, so it is a `gather` with a constant index table (NumPy's own
-`np.pad` of the positions `0..n-1` in that mode). Importing `onnx_ops` registers it."""
+`np.pad` of the positions `0..n-1` in that mode). The reader (`onnx.py`) imports this module, which registers it."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 
 MODES = ("constant", "edge", "reflect", "wrap")
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .onnx import OnnxBuilder as B
+from .onnx_builder import OnnxBuilder as B
 
 
 def max_pool_indices(b: B, name, x, out_spatial, kernel, strides, pads, dilations, storage_order):

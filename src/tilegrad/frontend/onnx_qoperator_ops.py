@@ -13,8 +13,8 @@ import numpy as np
 
 from ..errors import UnsupportedFeatureError
 from ..ir.integer_products import integer_matmul, requantized
-from .onnx import ONNX_OPS, onnx_op
-from .onnx import OnnxBuilder as B
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import ONNX_OPS, onnx_op
 
 MS = "com.microsoft."
 

@@ -22,8 +22,9 @@ from ..dtype import is_float, itemsize
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import GraphBuilder, Value
 from ..ir.integer_products import INT32_OUT, integer_conv2d, integer_matmul, requantized
-from .onnx import ONNX_OPS, onnx_op
-from .onnx import OnnxBuilder as B
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import ONNX_OPS, onnx_op
+from .onnx_spatial_attrs import spatial_attrs
 from .onnx_tensors import onnx_dtype
 
 QUANTIZED = ("int8", "uint8", "int16", "uint16")  # what QuantizeLinear and the QLinear ops saturate to
@@ -251,11 +252,9 @@ def _integer_conv(b: B, name, x, w, x_zero_point, w_zero_point, scales, y_zero_p
     epilogue = INT32_OUT if scales is None else requantized(s[0], s[1], s[2], zy)
     if epilogue is None or zw.size not in (1, w.shape[0]) or (s and np.size(s[1]) not in (1, w.shape[0])):
         return None
-    from .onnx_ops import _spatial_attrs  # (onnx_ops imports this module to register its ops)
-
     kernel = tuple(attrs.get("kernel_shape") or w.shape[2:])
-    strides, dilations, pads = _spatial_attrs(x, kernel, attrs.get("strides"), attrs.get("dilations"),
-                                              attrs.get("pads"), attrs.get("auto_pad", "NOTSET"))
+    strides, dilations, pads = spatial_attrs(x, kernel, attrs.get("strides"), attrs.get("dilations"),
+                                             attrs.get("pads"), attrs.get("auto_pad", "NOTSET"))
     return integer_conv2d(b, x, _one(zx), wq, zw, bq if bias is not None else None, epilogue, name,
                           strides=strides, pads=pads, dilations=dilations, group=attrs.get("group", 1))
 
@@ -280,11 +279,8 @@ def _conv_integer(b: B, name, x, w, x_zero_point=None, w_zero_point=None, *, aut
                           "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
     if fast is not None:
         return fast
-    # imported here: onnx_ops imports this module to register its ops
-    from .onnx_ops import _spatial_attrs
-
     kernel = tuple(kernel_shape) if kernel_shape else w.shape[2:]
-    strides, dilations, pads = _spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    strides, dilations, pads = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
     return b.op("conv_integer", _centred(b, f"{name}_x", x, _one_value(x_zero_point, "x_zero_point", name)),
                 _centred(b, f"{name}_w", w, _channels(b, f"{name}_w_zp", w_zero_point, len(w.shape))), name=name,
                 strides=strides, pads=pads, dilations=dilations, group=group)

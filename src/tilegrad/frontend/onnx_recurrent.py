@@ -5,7 +5,8 @@ each step then adds its row to the recurrent matmul `H @ R^T` and computes the g
 the steps backwards; constant `sequence_lens` shorter than the sequence freeze each batch row's state after its
 last step and zero its outputs there, as ONNX Runtime does (a reverse direction starts at each row's last step).
 Activations follow ONNX's list (per gate, per direction) with `activation_alpha`/`activation_beta` taken in
-order by the activations that have parameters. Importing `onnx_ops` registers these mappings.
+order by the activations that have parameters. The reader (`onnx.py`) imports this module, which registers these
+mappings.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import numpy as np
 
 from ..errors import ResourceLimitError, ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 from .onnx_sequences import stack
 
 MAX_STEPS = 5_000  # time steps (over all directions) a layer may unroll into, some 20 nodes each

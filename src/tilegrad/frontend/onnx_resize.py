@@ -5,7 +5,7 @@ constant tables, since Resize is separable: output position i along an axis is s
 extrapolation value where tf_crop_and_resize leaves the input). The tables are what ONNX's reference
 implementation computes: its 1-D interpolation applied to the identity matrix gives the weights of every output
 position at once. In registry ops: a gather of the neighbours, a multiply by the weights, a sum over k.
-Importing `onnx_ops` registers it."""
+The reader (`onnx.py`) imports this module, which registers it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 
 MODES = ("nearest", "linear", "cubic")
 TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",

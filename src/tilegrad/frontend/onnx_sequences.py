@@ -2,7 +2,7 @@
 whose length is known then, an optional a value whose presence is known then. SplitToSequence -> SequenceAt ->
 ConcatFromSequence becomes slices and a concat; SequenceLength and OptionalHasElement become constants. The
 runtime takes and returns tensors only, so a sequence or optional graph input or output is refused (by
-`onnx.py`). Importing `onnx_ops` registers these mappings."""
+`onnx.py`). The reader (`onnx.py`) imports this module, which registers these mappings."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 from .onnx_schema import tensor_type
 from .onnx_tensors import onnx_dtype
 

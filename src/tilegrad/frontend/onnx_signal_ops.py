@@ -1,6 +1,6 @@
 """ONNX's signal ops mapped onto the registry: DFT is the `dft` op along the signal axis; STFT, linear in its
 signal, is a strided convolution whose filters are the windowed DFT rows; the window functions are constants.
-Lengths, steps and sizes must be constants. Importing `onnx_ops` registers them."""
+Lengths, steps and sizes must be constants. The reader (`onnx.py`) imports this module, which registers them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir.ops.signal import dft_matrix
-from .onnx import OnnxBuilder as B
-from .onnx import constant_input, onnx_op
+from .onnx_builder import OnnxBuilder as B
+from .onnx_op_table import constant_input, onnx_op
 
 
 def _scalar_input(v, what: str, name):

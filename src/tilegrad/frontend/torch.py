@@ -2,92 +2,34 @@
 
 The module is captured with `torch.export` and decomposed to core ATen, except for the ops the registry has whole
 (those whose mapping is registered with `keep=True`: linear, matmul, layer norm, attention...). Each ATen op maps
-through one small function in `torch_ops.py` or `torch_nn_ops.py`. Parameters and buffers become constants. A node
-whose inputs are all constants is evaluated by PyTorch during import, so masks, position indices and weight
-transposes fold. Every unsupported op is reported at once, with the line of Python and the submodule it comes from;
-a shape that depends on tensor values, or a dtype the native code has no type for, is an error that says so.
+through one small function in `torch_ops.py` or `torch_nn_ops.py`, registered in the op table (`torch_op_table.py`);
+this module imports both. Parameters and buffers become constants. A node whose inputs are all constants is
+evaluated by PyTorch during import, so masks, position indices and weight transposes fold. Every unsupported op is
+reported at once, with the line of Python and the submodule it comes from; a shape that depends on tensor values,
+or a dtype the native code has no type for, is an error that says so.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..errors import ShapeError, UnsupportedFeatureError, UnsupportedOpError
-from ..ir.graph import Graph, GraphBuilder, Value
+from ..ir.graph import Graph, Value
 from ..ir.registry import TensorType
+# The op families: importing them fills TORCH_OPS and KEPT (`torch_op_table.py`) with their mappings. They import
+# the table and the builder, never this reader.
+from . import torch_nn_ops, torch_ops  # noqa: F401  (register the mappings)
+from .torch_builder import DTYPES, TorchBuilder, check_dtype, dtype_name
+from .torch_op_table import KEPT, TORCH_OPS, Missing
 
-TORCH_OPS: dict[str, Callable] = {}
-# ATen ops that core ATen would decompose but the registry has whole (or that map onto fewer nodes whole): those
-# registered with `torch_op(..., keep=True)`.
-KEPT: set[str] = set()
-# The dtypes the native code has buffers for and torch's tensors convert to NumPy in (not bfloat16; torch barely
-# computes in uint16-uint64).
-DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 # Ops with no effect on the values of an inference graph (export inserts them for checks).
 IGNORED = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range")
-
-
-def torch_op(*names: str, keep: bool = False):
-    """Register the mapping of ATen ops (`"add"` for every overload, `"add.Tensor"` for one) onto registry ops;
-    with `keep`, export leaves these ops whole instead of decomposing them."""
-    def register(fn):
-        for n in names:
-            TORCH_OPS[n] = fn
-            if keep:
-                KEPT.add(n)
-        return fn
-    return register
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    return getattr(torch, name)
-
-
-class TorchBuilder(GraphBuilder):
-    """A GraphBuilder that knows what PyTorch says the ATen node being converted produces (`val`)."""
-
-    def __init__(self):
-        super().__init__()
-        self.val: Any = None  # the FakeTensor (or tuple of them) of the current node
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.val.shape)
-
-    @property
-    def out_dtype(self) -> str:
-        return dtype_name(self.val.dtype)
-
-    def scalar(self, value, dtype: str, name: str) -> Value:
-        return self.const(np.array(value, dtype), f"{name}_scalar")
-
-    def cast(self, v: Value, dtype: str, name: str) -> Value:
-        return v if v.dtype == dtype else self.op("cast", v, name=f"{name}_cast", to=dtype)
-
-    def op(self, op: str, *inputs: Value, name: str | None = None, **attrs):
-        for v in inputs:  # (constants may have any dtype while PyTorch folds them; not once they reach an op)
-            _check_dtype(torch_dtype(v.dtype), f"{'constant' if v.is_constant else 'value'} {v.name!r}")
-        return super().op(op, *inputs, name=name, **attrs)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Missing:
-    """An output of an ATen op that its mapping does not compute (the saved statistics of a norm, the indices of
-    a max pool); reading one is an unsupported use of that op."""
-
-    what: str
 
 
 def export(module: torch.nn.Module, example_inputs: Sequence) -> torch.export.ExportedProgram:
@@ -117,8 +59,6 @@ def _torch_reason(exc: Exception) -> str:
 
 
 def _decompositions():
-    from . import torch_nn_ops, torch_ops  # noqa: F401  (fill TORCH_OPS and KEPT)
-
     table = torch.export.default_decompositions()
     for name in KEPT:
         packet = getattr(torch.ops.aten, name)
@@ -134,8 +74,6 @@ def import_torch(module: torch.nn.Module, example_inputs: Sequence) -> Graph:
 
 def import_exported(program: torch.export.ExportedProgram) -> Graph:
     """The Graph of an exported (and decomposed) program."""
-    from . import torch_nn_ops, torch_ops  # noqa: F401  (fill TORCH_OPS)
-
     _check_static(program.graph_module.graph)
     _check_mutations(program)
     return _Importer(program).run()
@@ -145,7 +83,7 @@ class _Importer:
     def __init__(self, program: torch.export.ExportedProgram):
         self.program = program
         self.b = TorchBuilder()
-        self.env: dict[str, Any] = {}  # fx node name -> Value, tuple of them, _Missing or a Python value
+        self.env: dict[str, Any] = {}  # fx node name -> Value, tuple of them, Missing or a Python value
         self.tensors: dict[int, torch.Tensor] = {}  # id(constant Value) -> its tensor (for folding)
         self.unsupported: dict[str, list[str]] = {}  # op (and why, for a use that is) -> where it is used
         self.inputs: set[int] = set()  # id(Value) of the graph's inputs
@@ -176,7 +114,7 @@ class _Importer:
                     if not isinstance(val, torch.Tensor):
                         self.env[node.name] = val
                         continue
-                    _check_dtype(val.dtype, f"input {spec.arg.name!r}")
+                    check_dtype(val.dtype, f"input {spec.arg.name!r}")
                     v = self.b.input(spec.arg.name, tuple(val.shape), dtype_name(val.dtype))
                     self.inputs.add(id(v))
                     self.env[node.name] = v
@@ -191,7 +129,7 @@ class _Importer:
         """A constant holding a copy of `tensor` (updating the module's weights later does not change the
         compiled module's)."""
         if dtype_name(tensor.dtype) not in DTYPES:
-            _check_dtype(tensor.dtype, f"constant {name!r}")
+            check_dtype(tensor.dtype, f"constant {name!r}")
         v = self.b.const(tensor.detach().contiguous().numpy().copy(), re.sub(r"\W", "_", name))
         self.tensors[id(v)] = tensor.detach()
         return v
@@ -215,7 +153,7 @@ class _Importer:
         self.b.val = node.meta.get("val")
         for val in torch.utils._pytree.tree_leaves(self.b.val):
             if isinstance(val, torch.Tensor):
-                _check_dtype(val.dtype, f"the result of {_op_name(target)} at {location(node)}")
+                check_dtype(val.dtype, f"the result of {_op_name(target)} at {location(node)}")
         positional, keywords = _by_schema(target, args, kwargs)
         try:
             out = fn(self.b, node.name, *positional, **keywords)
@@ -243,7 +181,7 @@ class _Importer:
 
     def _item(self, node, seq, index) -> None:
         out = seq[index]
-        if isinstance(out, _Missing):
+        if isinstance(out, Missing):
             self._unsupported(node, out.what)
         else:
             self.env[node.name] = out
@@ -307,14 +245,6 @@ def _by_schema(target, args: tuple, kwargs: dict) -> tuple[list, dict]:
         values.append(kwargs.get(a.name, a.default_value))
     keywords = {k: v for k, v in kwargs.items() if k not in {a.name for a in positional}}
     return values, keywords
-
-
-def _check_dtype(dtype: torch.dtype, what: str) -> None:
-    name = dtype_name(dtype)
-    if name not in DTYPES:
-        hint = " (convert the model with .float())" if dtype.is_floating_point or dtype.is_complex else ""
-        raise UnsupportedFeatureError(f"{what} has dtype {name}, which tilegrad does not compile; supported "
-                                      f"dtypes: {', '.join(DTYPES)}{hint}")
 
 
 def _check_result(node, out) -> None:

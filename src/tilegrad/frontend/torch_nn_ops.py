@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedFeatureError
-from .torch import TorchBuilder as B
-from .torch import _Missing, torch_op
+from .torch_builder import TorchBuilder as B
+from .torch_op_table import Missing, torch_op
 from .transposed_conv import transposed_as_conv
 
 # ---- matrix products and convolution ----
@@ -65,13 +65,13 @@ def _batch_norm(b: B, name, x, weight, bias, mean, var, momentum, eps):
     scale = b.const(np.ones(channels, x.dtype), f"{name}_scale") if weight is None else weight
     shift = b.const(np.zeros(channels, x.dtype), f"{name}_shift") if bias is None else bias
     out = b.op("batch_norm", x, scale, shift, mean, var, name=name, epsilon=float(eps))
-    return out, _Missing("the saved mean of a batch norm"), _Missing("the saved variance of a batch norm")
+    return out, Missing("the saved mean of a batch norm"), Missing("the saved variance of a batch norm")
 
 
 @torch_op("native_layer_norm")
 def _native_layer_norm(b: B, name, x, normalized_shape, weight, bias, eps):
     out = _layer_norm(b, name, x, normalized_shape, weight, bias, eps)
-    return out, _Missing("the mean of a layer norm"), _Missing("the inverse deviation of a layer norm")
+    return out, Missing("the mean of a layer norm"), Missing("the inverse deviation of a layer norm")
 
 
 @torch_op("layer_norm", keep=True)
@@ -86,7 +86,7 @@ def _layer_norm(b: B, name, x, normalized_shape, weight=None, bias=None, eps=1e-
 @torch_op("native_group_norm")
 def _native_group_norm(b: B, name, x, weight, bias, batch, channels, spatial, groups, eps):
     out = _group_norm(b, name, x, groups, weight, bias, eps)
-    return out, _Missing("the mean of a group norm"), _Missing("the inverse deviation of a group norm")
+    return out, Missing("the mean of a group norm"), Missing("the inverse deviation of a group norm")
 
 
 @torch_op("group_norm", keep=True)
@@ -179,7 +179,7 @@ def _multi_head_attention(b: B, name, query, key, value, embed_dim, num_head, qk
     out, weights = _self_attention(b, name, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                    proj_weight, proj_bias, mask, mask_type)
     if not need_weights:
-        return out, _Missing("the attention weights of aten._native_multi_head_attention (need_weights=False)")
+        return out, Missing("the attention weights of aten._native_multi_head_attention (need_weights=False)")
     if average_attn_weights:
         weights = b.op("reduce_mean", weights, name=f"{name}_mean_weights", axes=(1,), keepdims=0)
     return out, weights
@@ -218,7 +218,7 @@ def _max_pool(b: B, name, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     kernel = tuple(kernel_size)
     out = b.op("max_pool", x, name=name, kernel_shape=kernel, strides=_per_axis(stride or kernel, nd),
                pads=_per_axis(padding, nd) * 2, dilations=_per_axis(dilation, nd), ceil_mode=int(ceil_mode))
-    return out, _Missing("the indices of a max pool")
+    return out, Missing("the indices of a max pool")
 
 
 torch_op("max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices")(_max_pool)
@@ -279,7 +279,7 @@ def _uneven_adaptive_avg_pool(b: B, name, x, sizes, out):
 def _adaptive_max_pool(b: B, name, x, output_size):
     sizes, out = x.shape[2:], _per_axis(output_size, len(x.shape) - 2)
     if all(o == 1 for o in out):
-        return b.op("global_max_pool", x, name=name), _Missing("the indices of an adaptive max pool")
+        return b.op("global_max_pool", x, name=name), Missing("the indices of an adaptive max pool")
     if any(n % o for n, o in zip(sizes, out)):
         raise UnsupportedFeatureError(f"adaptive max pooling of spatial size {list(sizes)} to {list(out)}: "
                                       f"only sizes that divide evenly are supported")

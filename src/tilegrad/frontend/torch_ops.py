@@ -13,8 +13,9 @@ import torch
 
 from ..errors import UnsupportedFeatureError
 from ..ir.graph import Value
-from .torch import TorchBuilder as B
-from .torch import _Missing, dtype_name, torch_dtype, torch_op
+from .torch_builder import TorchBuilder as B
+from .torch_builder import dtype_name, torch_dtype
+from .torch_op_table import Missing, torch_op
 
 INT64_MAX = 2**63 - 1
 
@@ -264,7 +265,7 @@ def _dropout(b: B, name, x, p=0.5, train=False):
 def _native_dropout(b: B, name, x, p, train):
     if train and p > 0:
         raise UnsupportedFeatureError("dropout in training mode; tilegrad compiles inference: call module.eval()")
-    return x, _Missing("the mask of aten.native_dropout")
+    return x, Missing("the mask of aten.native_dropout")
 
 
 def _filled_like(fill):
@@ -326,7 +327,7 @@ def _max_dim(b: B, name, x, dim, keepdim=False):
 @torch_op("min.dim")
 def _min_dim(b: B, name, x, dim, keepdim=False):
     values = b.op("reduce_min", x, name=name, axes=(_axis(dim, len(x.shape)),), keepdims=int(keepdim))
-    return values, _Missing("the indices of aten.min.dim")
+    return values, Missing("the indices of aten.min.dim")
 
 
 @torch_op("argmax")

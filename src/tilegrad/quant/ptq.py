@@ -55,7 +55,7 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     7 bits, [-64, 64], as ONNX Runtime's option of that name, which lets AVX2 without VNNI multiply in int16
     pairs (vpmaddubsw) instead of widening each byte; None (the default) chooses it on exactly such hosts."""
     from ..api import compile as compile_model
-    from ..frontend.onnx import load_model
+    from ..frontend.onnx_file import load_model
 
     if method not in METHODS:
         raise TilegradError(f"unknown calibration method {method!r}; choose one of {', '.join(METHODS)}")

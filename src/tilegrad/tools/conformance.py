@@ -66,7 +66,7 @@ class TilegradBackend(Backend):
     def prepare(cls, model, device: str = "CPU", **kwargs: Any) -> TilegradRep:
         if not cls.supports_device(device):
             raise ValueError(f"tilegrad runs on the CPU, not on {device!r}")
-        from ..frontend.onnx import load_model
+        from ..frontend.onnx_file import load_model
 
         return TilegradRep(load_model(model))
 
@@ -190,10 +190,10 @@ def skip_reason(model: onnx.ModelProto) -> str | None:
     """Why tilegrad cannot run this model: an op it lacks, or an input/output dtype or kind (a map, a sequence of
     sequences) the runtime has no buffers for; None when it should run. An op it lacks whose inputs are all shape-like
     (HannWindow's size) is left to the compile: specialised on their values, the node folds."""
-    from ..frontend import onnx_ops  # noqa: F401  (fills ONNX_OPS)
-    from ..frontend.onnx import ONNX_OPS, op_key
+    from ..frontend import onnx as reader  # noqa: F401  (the reader imports the op families, which fill ONNX_OPS)
     from ..frontend.onnx_boundary import value_kind
     from ..frontend.onnx_inputs import SHAPE_OPERANDS
+    from ..frontend.onnx_op_table import ONNX_OPS, op_key
 
     def lacking(n) -> bool:
         if n.domain not in ("", "ai.onnx"):
