@@ -34,7 +34,7 @@ from ..te.tensor import Tensor
 from .patterns import epilogue_anchor
 from .rules import HEAVY_TAGS, INJECTIVE_TAGS
 from .schedule import Schedule
-from .sketch import Sketch, Space, Tiling
+from .space import Sketch, Space, Tiling
 
 UNROLL_STEPS = (0, 16, 64, 512, 1024)  # Ansor's auto-unroll max steps on GPUs
 FETCH_VECTORS = (1, 2, 4)  # elements a thread fetches at once into shared memory
