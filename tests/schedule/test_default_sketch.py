@@ -20,7 +20,8 @@ from tilegrad.kernel import build
 from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.knobs import Defaults
-from tilegrad.schedule.sketch import Sketch, Space, generate_sketches
+from tilegrad.schedule.sketch import generate_sketches
+from tilegrad.schedule.space import Sketch, Space
 from tilegrad.schedule.state import LoopState
 from tilegrad.target import Target
 from tilegrad.te import nn

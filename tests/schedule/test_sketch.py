@@ -19,18 +19,8 @@ from tilegrad.kernel import build
 from tilegrad.loop import format_kernel, lower
 from tilegrad.schedule import Schedule, Trace, apply_trace
 from tilegrad.schedule.defaults import default_schedule
-from tilegrad.schedule.sketch import (
-    MAX_INNERMOST,
-    MAX_LOCATIONS,
-    MAX_PARALLEL_GRAINS,
-    UNROLL_STEPS,
-    Choice,
-    Sketch,
-    Tiling,
-    divisors,
-    factorizations,
-    generate_sketches,
-)
+from tilegrad.schedule.sketch import MAX_LOCATIONS, MAX_PARALLEL_GRAINS, UNROLL_STEPS, generate_sketches
+from tilegrad.schedule.space import MAX_INNERMOST, Choice, Sketch, Tiling, divisors, factorizations
 from tilegrad.te.interpret import interpret
 from tilegrad.te.nn.nchwc import conv2d_nchwc
 from tilegrad.workloads import WORKLOADS

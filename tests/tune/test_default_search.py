@@ -9,7 +9,7 @@ import sqlite3
 
 import numpy as np
 
-from tilegrad.schedule.sketch import Sketch
+from tilegrad.schedule.space import Sketch
 from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.cost_model.mlp import MLPCostModel
 from tilegrad.tune.cost_model.trees import TreeCostModel

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilegrad import te
-from tilegrad.schedule.sketch import MAX_INNERMOST, generate_sketches
+from tilegrad.schedule.sketch import generate_sketches
+from tilegrad.schedule.space import MAX_INNERMOST
 from tilegrad.te import nn
 from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.cost_model.mlp import MLPCostModel

@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 
 from ..target import Target
-from .defaults import Anchor, _extent, _values, parallel_grain, rule
 from .knobs import Knobs
+from .parallel import parallel_grain
+from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
+from .tiling import extent, values
 
 ROWS_PER_BLOCK = 16  # query rows per block: the block's buffers hold this many rows of scores
 TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accumulators (faster than 4 x 2 vectors
@@ -92,18 +94,18 @@ def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Targ
         batch = [b, h]
     else:
         *batch, i, e = axes
-    lq, dv, lanes = _extent(s, i), _extent(s, e), target.vector_lanes
+    lq, dv, lanes = extent(s, i), extent(s, e), target.vector_lanes
     *_, d, lk = sch.state.stage(keys).tensor.shape  # K^T: (..., D, Lk padded)
     rows_d = min(lq, ROWS_PER_BLOCK)
-    rows = knobs.choice(f"{s.name}_rows", _values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
+    rows = knobs.choice(f"{s.name}_rows", values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
     mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes)
-    mr = knobs.choice(f"{s.name}_mr", _values(mr_d, range(1, 9), rows_d), mr_d)
-    nr = knobs.choice(f"{s.name}_nr", _values(nr_d, (lanes * k for k in (1, 2, 3, 4)), -(-dv // lanes) * lanes), nr_d)
+    mr = knobs.choice(f"{s.name}_mr", values(mr_d, range(1, 9), rows_d), mr_d)
+    nr = knobs.choice(f"{s.name}_nr", values(nr_d, (lanes * k for k in (1, 2, 3, 4)), -(-dv // lanes) * lanes), nr_d)
     i0, i1 = sch.split(s.name, i, rows)
     i10, i11 = sch.split(s.name, i1, mr)
     e0, e1 = sch.split(s.name, e, nr)
     sch.reorder(s.name, *batch, i0, i10, e0, i11, e1)
-    batch_extents = [_extent(s, b) for b in batch]
+    batch_extents = [extent(s, b) for b in batch]
     heads_d = int(bool(batch) and math.prod(batch_extents) >= HEADS_PER_THREAD * target.cores)
     per_head = knobs.pick(f"{s.name}_keys_per_head", (0, 1) if batch else (0,), heads_d)
     parallel = batch if per_head else [*batch, i0]
@@ -127,10 +129,10 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     sch.compute_at(scores, out, block)
     st = sch.state.stage(scores)
     *outer, i, j = [a.name for a in st.op.axes]
-    rows, keys = _extent(st, i), _extent(st, j)
+    rows, keys = extent(st, i), extent(st, j)
     mr_d, nr_d = min(rows, TILE_ROWS), min(keys, lanes)
-    mr = knobs.choice(f"{scores}_mr", _values(mr_d, range(1, 9), rows), mr_d)
-    nr = knobs.choice(f"{scores}_nr", _values(nr_d, (lanes * k for k in (1, 2, 3, 4)), keys), nr_d)
+    mr = knobs.choice(f"{scores}_mr", values(mr_d, range(1, 9), rows), mr_d)
+    nr = knobs.choice(f"{scores}_nr", values(nr_d, (lanes * k for k in (1, 2, 3, 4)), keys), nr_d)
     i0, i1 = sch.split(scores, i, mr)
     j0, j1 = sch.split(scores, j, nr)
     sch.reorder(scores, *outer, i0, j0, i1, j1)
@@ -147,7 +149,7 @@ def _vector_partials(sch: Schedule, p: str, lanes: int) -> None:
     """A row maximum or sum over the (padded) keys as a vector of partial results per row (rfactor over the lanes,
     computed at the row so the lanes are contiguous), then the lanes reduced."""
     *_, k = sch.loops(p)
-    if _extent(sch.state.stage(p), k) % lanes:  # keys padded to fewer floats than this target's vector
+    if extent(sch.state.stage(p), k) % lanes:  # keys padded to fewer floats than this target's vector
         return
     _, k1 = sch.split(p, k, lanes)
     rf = sch.rfactor(p, k1)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..target import Target
-from .defaults import Anchor, _extent, parallel_grain, reduction_work, rule
 from .knobs import Knobs
+from .parallel import parallel_grain
+from .reductions import reduction_work
+from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
+from .tiling import extent
 
 
 @rule("winograd_conv2d")
@@ -31,7 +34,7 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: An
     w0, w1 = sch.split(s.name, w, m)
     o0, o1 = _vector_split(sch, s, o, target)
     sch.reorder(s.name, *[lp for lp in (n, h0, w0, o0, h1, w1, o1) if lp])
-    parallel_grain(sch, s, [n, h0, w0], None, target, _extent(s, o) * m * m, knobs)
+    parallel_grain(sch, s, [n, h0, w0], None, target, extent(s, o) * m * m, knobs)
     half = _producer(sch, s, "winograd_output")
     loops = sch.loops(s.name)
     sch.compute_at(half, s.name, loops[loops.index(h1) - 1])  # o0, or the (maybe fused) tile loop
@@ -58,7 +61,7 @@ def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anch
     p0, p1 = sch.split(s.name, p, mr)
     o0, o1 = sch.split(s.name, o, block)
     sch.reorder(s.name, xi, o0, p0, p1, o1)
-    parallel_grain(sch, s, [xi, o0], None, target, _extent(s, p) * block * reduction_work(sch, local), knobs)
+    parallel_grain(sch, s, [xi, o0], None, target, extent(s, p) * block * reduction_work(sch, local), knobs)
     sch.vectorize(s.name, o1)
     sch.compute_at(local, s.name, p0)
     lst = sch.state.stage(local)
@@ -75,7 +78,7 @@ def schedule_winograd_input(sch: Schedule, s: Stage, target: Target, anchor: Anc
     xi, p, c = [a.name for a in s.op.axes]
     c0, c1 = _vector_split(sch, s, c, target)
     sch.reorder(s.name, *[lp for lp in (p, c0, xi, c1) if lp])
-    parallel_grain(sch, s, [p], None, target, _extent(s, xi) * _extent(s, c), knobs)
+    parallel_grain(sch, s, [p], None, target, extent(s, xi) * extent(s, c), knobs)
     half = _producer(sch, s, "winograd_input_rows")
     sch.compute_at(half, s.name, c0 or p)
     _, e, col, lane = sch.loops(half)
@@ -104,7 +107,7 @@ def _producer(sch: Schedule, s: Stage, tag: str) -> str:
 
 def _vector_split(sch: Schedule, s: Stage, loop: str, target: Target) -> tuple[str | None, str]:
     """(outer, lanes) of `loop` when whole vectors divide it, else (None, loop): a vector loop without a tail."""
-    if _extent(s, loop) % target.vector_lanes == 0 and _extent(s, loop) > target.vector_lanes:
+    if extent(s, loop) % target.vector_lanes == 0 and extent(s, loop) > target.vector_lanes:
         return sch.split(s.name, loop, target.vector_lanes)
     return None, loop
 
@@ -114,7 +117,7 @@ def schedule_im2col_output(sch: Schedule, s: Stage, target: Target, anchor: Anch
     """The copy-out of the product to NCHW: images and channels in parallel, vectors along the row."""
     n, o, h, w = [a.name for a in s.op.axes]
     _, w1 = _vector_split(sch, s, w, target)
-    parallel_grain(sch, s, [n, o, h], None, target, _extent(s, w), knobs)
+    parallel_grain(sch, s, [n, o, h], None, target, extent(s, w), knobs)
     sch.vectorize(s.name, w1)
 
 
@@ -130,7 +133,7 @@ def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     o0, o1 = sch.split(s.name, o, mr)
     w0, w1 = sch.split(s.name, w, nr)
     sch.reorder(s.name, n, h, o0, w0, o1, w1)
-    parallel_grain(sch, s, [n, h], None, target, _extent(s, o) * _extent(s, w) * reduction_work(sch, local), knobs)
+    parallel_grain(sch, s, [n, h], None, target, extent(s, o) * extent(s, w) * reduction_work(sch, local), knobs)
     sch.vectorize(s.name, w1)
     sch.compute_at(cols, s.name, sch.loops(s.name)[sch.loops(s.name).index(o0) - 1])
     sch.vectorize(cols, sch.loops(cols)[-1])

@@ -19,8 +19,9 @@ import math
 
 from ..target import Target
 from ..te.tensor import Tensor
-from .defaults import CONV_TAGS, HEAVY_TAGS, INJECTIVE_TAGS, _epilogue_anchor, _row_axes
 from .knobs import Defaults, Knobs
+from .patterns import epilogue_anchor, row_axes
+from .rules import CONV_TAGS, HEAVY_TAGS, INJECTIVE_TAGS
 from .schedule import Schedule
 from .state import Stage
 
@@ -42,10 +43,10 @@ def gpu_schedule(outputs: list[Tensor], target: Target, knobs: Knobs | None = No
     for s in list(reversed(sch.state.stages)):
         if s.name not in out_names and not s.op.reduce_axes and s.op.tag in INJECTIVE_TAGS:
             sch.compute_inline(s.name)
-    rows = _row_axes(sch)
+    rows = row_axes(sch)
     for name in [t.name for t in sch.state.outputs]:
         s = sch.state.stage(name)
-        anchor = _epilogue_anchor(sch, s)
+        anchor = epilogue_anchor(sch, s)
         heavy = s if s.op.tag in HEAVY_TAGS and s.op.reduce_axes else None
         if anchor is not None and anchor.accumulator is not None and anchor.tag in HEAVY_TAGS:
             heavy = sch.state.stage(anchor.accumulator)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 
 from ..target import Target
-from .defaults import _parallel_outer, rule
 from .knobs import Knobs
-from .rules_packed import _stage_tagged, _Tile, row_blocks, tile_output_loops
+from .packed_gemm import Tile, row_blocks, stage_tagged, tile_output_loops
+from .parallel import parallel_outer
+from .rules import rule
 from .schedule import Schedule
 from .state import Stage
 
@@ -27,9 +28,9 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
     """The tiles of `packed_int8_tiles` at the output's row tiles; blocks of rows and column panels in
     parallel; the packing of a in parallel at the root."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
-    padded = _stage_tagged(sch, "packed_int8_tiles")
+    padded = stage_tagged(sch, "packed_int8_tiles")
     mb, mb_d = row_blocks(sch, s, padded, mr, tiles_per_block, knobs)
-    tile_output_loops(sch, s, padded, _Tile(mr, nr, mb, mb_d), target, knobs)
+    tile_output_loops(sch, s, padded, Tile(mr, nr, mb, mb_d), target, knobs)
     pi, pj, *groups, pg = sch.loops(padded)  # the k groups (one loop, or a convolution's tap row, column, channels)
     if target.int8_dot == "scalar":
         sch.reorder(padded, *groups, pi, pg, pj)
@@ -39,4 +40,4 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
     for st in [st for st in sch.state.stages if st.op.tag == "pack" and st.attach is None]:
-        _parallel_outer(sch, st, [sch.loops(st.name)[0]], target, math.prod(st.tensor.shape[1:]))
+        parallel_outer(sch, st, [sch.loops(st.name)[0]], target, math.prod(st.tensor.shape[1:]))

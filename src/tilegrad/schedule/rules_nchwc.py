@@ -12,18 +12,13 @@ two blocks per tile remain a parameter for the search."""
 from __future__ import annotations
 
 from ..target import Target
-from .defaults import (
-    Anchor,
-    _extent,
-    _largest_divisor,
-    parallel_grain,
-    reduction_order,
-    reduction_work,
-    rule,
-)
 from .knobs import Knobs
+from .parallel import parallel_grain
+from .reductions import reduction_order, reduction_work
+from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
+from .tiling import extent, largest_divisor
 
 WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
@@ -37,8 +32,8 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     the taps), the parallel grain and whether the tile's columns are unrolled."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
-    width, block = _extent(s, w), _extent(s, ci)
-    two = anchor.tag == "conv2d_nchwc" and _extent(s, cb) > 1
+    width, block = extent(s, w), extent(s, ci)
+    two = anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), 1)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
@@ -67,7 +62,7 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
     that overshoots the row needs bounds checks in the inner loop) whose accumulators leave two vector registers
     free, for the input and the weight vector that each step multiplies (wider weight blocks are read from memory
     by the FMAs)."""
-    return _largest_divisor(width, _column_budget(block, target, per_tile))
+    return largest_divisor(width, _column_budget(block, target, per_tile))
 
 
 def _column_budget(block: int, target: Target, per_tile: int) -> int:

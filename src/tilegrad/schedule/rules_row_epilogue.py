@@ -9,7 +9,7 @@ Inside a block:
   buffer, or, when the kernel also returns them, the second output's rows written at the same block loop
   (compute_with); either way computed by the packed GEMM's register tiles (mr x nr accumulated over all of k at the
   tile-row loop, the tile's rows unrolled by the same knob as the GEMM's own rule);
-- each reduction over the block's rows as vector partials (rfactor over the lanes, as `_vectorised_row_reduction`),
+- each reduction over the block's rows as vector partials (rfactor over the lanes, as `vectorised_row_reduction`),
   and the values that several later stages read (the centred rows of a layer norm) kept per block;
 - the normalised rows written out, vectorised along N.
 So the pre-norm value never makes a round trip through memory between two kernels. The A panels are packed at the
@@ -21,9 +21,11 @@ from __future__ import annotations
 import math
 
 from ..target import Target
-from .defaults import _parallel_outer, _vectorised_row_reduction, kernel_rule, parallel_grain, reduction_work
 from .knobs import Knobs
-from .rules_packed import row_blocks
+from .packed_gemm import row_blocks
+from .parallel import parallel_grain, parallel_outer
+from .reductions import reduction_work, vectorised_row_reduction
+from .rules import kernel_rule
 from .schedule import Schedule
 from .state import Stage
 
@@ -58,10 +60,10 @@ def schedule_row_epilogue(sch: Schedule, target: Target, knobs: Knobs) -> bool:
     _gemm_tiles(sch, pre_norm, padded, mr, nr, knobs)
     for st in [st for st in sch.state.stages if st.attach is None and st.name not in (out.name, pre_norm.name)]:
         if st.op.reduce_axes:
-            _vectorised_row_reduction(sch, st, out.name, block, target)
+            vectorised_row_reduction(sch, st, out.name, block, target)
         elif st.op.tag == "pack":
             outer, _, inner = sch.loops(st.name)
-            _parallel_outer(sch, st, [outer], target, math.prod(st.tensor.shape[1:]))
+            parallel_outer(sch, st, [outer], target, math.prod(st.tensor.shape[1:]))
             sch.vectorize(st.name, inner)
         else:  # read by several later stages: kept per block
             sch.compute_at(st.name, out.name, block)

@@ -31,9 +31,10 @@ from ..target import Target
 from ..te import expr as E
 from ..te.simplify import simplify
 from ..te.tensor import Tensor
-from .defaults import HEAVY_TAGS, INJECTIVE_TAGS, _epilogue_anchor
+from .patterns import epilogue_anchor
+from .rules import HEAVY_TAGS, INJECTIVE_TAGS
 from .schedule import Schedule
-from .sketch import Sketch, Space, Tiling
+from .space import Sketch, Space, Tiling
 
 UNROLL_STEPS = (0, 16, 64, 512, 1024)  # Ansor's auto-unroll max steps on GPUs
 FETCH_VECTORS = (1, 2, 4)  # elements a thread fetches at once into shared memory
@@ -139,7 +140,7 @@ def _multi_level_tiling(sch: Schedule, space: Space, sketch: GpuSketch) -> None:
     (out,) = outputs
     s = sch.state.stage(out)
     acc = s if s.op.tag in HEAVY_TAGS and s.op.reduce_axes else None
-    anchor = _epilogue_anchor(sch, s)
+    anchor = epilogue_anchor(sch, s)
     if anchor is not None and anchor.accumulator is not None and anchor.tag in HEAVY_TAGS:
         acc = sch.state.stage(anchor.accumulator)
     if acc is None:

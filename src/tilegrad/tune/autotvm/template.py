@@ -1,7 +1,7 @@
 """Templates: per op family, a schedule with knobs, and the registry that finds one for a kernel.
 
 A template is a function (cfg, sch, stage, target, anchor) written against the schedule primitives, with the
-signature of a default rule (`schedule.defaults.RULES`): it schedules its op's stage (or the epilogue fused onto
+signature of a default rule (`schedule.rules.RULES`): it schedules its op's stage (or the epilogue fused onto
 it, `anchor` says which) while the default rules keep the rest of the kernel (padding, packing, other stages).
 `Template.schedule(cfg, outputs)` runs the whole kernel's default schedule with the template in place of its
 op's rule, so its result is a `Schedule` whose trace is like every other candidate's.
@@ -13,7 +13,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from ...errors import ScheduleError
-from ...schedule.defaults import Anchor, default_schedule
+from ...schedule.defaults import default_schedule
+from ...schedule.rules import Anchor
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...target import Target, host

@@ -8,10 +8,13 @@ hand-written points.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...schedule.defaults import Anchor, attach_window, conv_tile, parallel_count, reduction_work, window_pads
+from ...schedule.parallel import parallel_count
+from ...schedule.reductions import attach_window, reduction_work, window_pads
+from ...schedule.rules import Anchor
 from ...schedule.rules_nchwc import tile_columns
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
+from ...schedule.tiling import conv_tile
 from ...target import Target
 from .space import ConfigEntity, ConfigSpace
 from .template import extent, parallelize, register_template

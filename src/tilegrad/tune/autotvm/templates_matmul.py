@@ -7,7 +7,9 @@ of one split of the rows in three), register columns nr, k blocks of kb, the sam
 
 from __future__ import annotations
 
-from ...schedule.defaults import Anchor, parallel_count, reduction_work
+from ...schedule.parallel import parallel_count
+from ...schedule.reductions import reduction_work
+from ...schedule.rules import Anchor
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...target import Target

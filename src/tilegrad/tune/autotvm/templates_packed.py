@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 
-from ...schedule.defaults import Anchor, parallel_count, reduction_work
+from ...schedule.parallel import parallel_count
+from ...schedule.reductions import reduction_work
+from ...schedule.rules import Anchor
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...target import Target

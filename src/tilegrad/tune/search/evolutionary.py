@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...schedule.sketch import MAX_INNERMOST, Tiling
+from ...schedule.space import MAX_INNERMOST, Tiling
 from ..cost_model.model import CostModel
 from .policy import register_policy
 from .space import Candidate, TaskSpace

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...schedule.sketch import MAX_INNERMOST, Space, divisors
+from ...schedule.space import MAX_INNERMOST, Space, divisors
 from ..adam import Adam
 from .policy import register_policy
 from .space import Candidate, TaskSpace

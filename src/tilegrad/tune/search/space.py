@@ -17,7 +17,8 @@ import numpy as np
 from ...backend import backend_for
 from ...kernel import lower_kernel
 from ...loop.ir import Store, walk
-from ...schedule.sketch import Sketch, Space, generate_sketches
+from ...schedule.sketch import generate_sketches
+from ...schedule.space import Sketch, Space
 from ...schedule.trace import Trace
 from ...te import expr as E
 from ..features.extract import aggregate, feature_count

@@ -1,0 +1,68 @@
+"""The packed GEMM's loop structure, shared by the rules of every packed product (rules_packed.py for float,
+rules_int8.py, rules_row_epilogue.py): its register tile, the output's row blocks, and the output's loops around
+the tile."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..target import Target
+from ..te import expr as E
+from .knobs import Knobs
+from .parallel import parallel_grain
+from .reductions import reduction_work
+from .schedule import Schedule
+from .state import Stage
+from .tiling import extent
+
+MAX_BLOCK_TILES = 16  # rows per block of the packed GEMM, in register tiles
+
+
+class Tile(NamedTuple):
+    """The packed GEMM's register tile (mr x nr, the layout's) and rows per block: `mb` as the rule has it (a Var
+    in a sketch), `mb_default` its hand-written value, which the defaults derived from it use."""
+
+    mr: int
+    nr: int
+    mb: int | E.Var
+    mb_default: int
+
+
+def stage_tagged(sch: Schedule, tag: str) -> str:
+    """The name of the (first) stage tagged `tag`: a packed compute's padded product or blocked tiles."""
+    return next(st.name for st in sch.state.stages if st.op.tag == tag)
+
+
+def row_blocks(sch: Schedule, s: Stage, padded: str, mr: int, tiles_per_block: int, knobs: Knobs) -> tuple:
+    """The rows per block `mb` as a parameter (whole tiles of mr rows) and its default `mb_d`, the largest divisor
+    of the tile count up to `tiles_per_block` tiles."""
+    tiles = sch.state.stage(padded).tensor.shape[0] // mr
+    mb_d = mr * max(d for d in range(1, tiles_per_block + 1) if tiles % d == 0)
+    return knobs.choice(f"{s.name}_mb", tuple(mr * t for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)), mb_d), mb_d
+
+
+def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs) -> None:
+    """The output's loops around a register tile: column panels of nr and row blocks of mb outermost (their order
+    and the panels per chunk `nc` are parameters) and in parallel, the tile's rows and vectorised columns inside,
+    and the padded product's tile computed at the tile-row loop (its own loops are the caller's)."""
+    mr, nr, mb, mb_d = tile
+    i, j = [a.name for a in s.op.axes]
+    m, panels = extent(s, i), -(-extent(s, j) // nr)
+    j0, j1 = sch.split(s.name, j, nr)
+    i0, i1 = sch.split(s.name, i, mb)
+    i10, i11 = sch.split(s.name, i1, mr)
+    nc = knobs.pick(f"{s.name}_nc", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
+    order = knobs.pick(f"{s.name}_order", (0, 1), 0)  # 0: column panels outside row blocks; 1: the other way
+    blocks = [(i0, -(-m // mb_d))]
+    if nc > 1:
+        j00, j01 = sch.split(s.name, j0, nc)
+        columns = [(j00, -(-panels // nc))]
+        inner = [j01]
+    else:
+        columns, inner = [(j0, panels)], []
+    outer = columns + blocks if order == 0 else blocks + columns
+    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, i11, j1)
+    parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
+                   mb_d * nr * nc * reduction_work(sch, padded), knobs)
+    sch.vectorize(s.name, j1)
+    sch.compute_at(padded, s.name, i10)

@@ -1,0 +1,59 @@
+"""Where and in what order rules compute a reduction: its work per output element, the order of its loops, a row
+reduction as vector partials, and a sliding window's accumulator with the padding only it reads."""
+
+from __future__ import annotations
+
+import math
+
+from ..target import Target
+from .knobs import Knobs
+from .schedule import Schedule
+from .state import Stage
+from .tiling import extent
+
+
+def reduction_work(sch: Schedule, stage: str) -> int:
+    """Multiply-adds per output element of a reduction stage: what makes a small output still worth threads."""
+    st = sch.state.stage(stage)
+    return math.prod(extent(st, a.name) for a in st.op.reduce_axes)
+
+
+def reduction_order(knobs: Knobs, stage: str, reduce: list[str]) -> list[str]:
+    """The reduction loops (input channels first, then the taps) in the order a parameter picks: as they are, or
+    the taps outside the channels."""
+    if len(reduce) < 2 or knobs.pick(f"{stage}_taps_outer", (0, 1), 0) == 0:
+        return reduce
+    return reduce[1:] + reduce[:1]
+
+
+def vectorised_row_reduction(sch: Schedule, p: Stage, consumer: str, row: str, target: Target) -> None:
+    """Compute reduction `p` per row of `consumer` (at loop `row`), split over the vector lanes into partial
+    results (rfactor) when its one reduction loop holds whole vectors, so that it vectorises."""
+    lanes = target.vector_lanes
+    reduce = [lp for lp in p.leaves if p.loops[lp].is_reduce]
+    if len(reduce) == 1 and extent(p, reduce[0]) % lanes == 0 and extent(p, reduce[0]) >= 2 * lanes:
+        _, k1 = sch.split(p.name, reduce[0], lanes)
+        rf = sch.rfactor(p.name, k1)
+        rst = sch.state.stage(rf)
+        lane, *spatial_and_reduce = rst.leaves
+        sch.reorder(rf, *spatial_and_reduce, lane)
+        sch.vectorize(rf, lane)
+        sch.compute_at(rf, consumer, row)
+    sch.compute_at(p.name, consumer, row)
+
+
+def window_pads(sch: Schedule, s: Stage, window: str) -> list[Stage]:
+    """The padding stages that only the window stage `window` reads (`s`'s own accumulator or `s`)."""
+    return [p for p in sch.state.stages if p.attach is None and not p.op.reduce_axes and p is not s
+            and [r.name for r in sch.state.readers(p.tensor)] == [window]]
+
+
+def attach_window(sch: Schedule, out: str, pads: list[Stage], local: str, w0: str, w1: str) -> None:
+    """The output's vector of columns `w1`; each padding stage computed per output row (a few rows of input, in
+    cache) rather than as a whole copy; the accumulator at the tile loop `w0`, so it stays in registers."""
+    sch.vectorize(out, w1)
+    row = sch.loops(out)[-3]
+    for p in pads:
+        sch.compute_at(p.name, out, row)
+        sch.vectorize(p.name, sch.loops(p.name)[-1])
+    sch.compute_at(local, out, w0)

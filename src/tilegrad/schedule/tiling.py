@@ -1,0 +1,35 @@
+"""The sizes rules pick for loops and register tiles: a loop's extent, a tile size's candidate values, and the
+register tile of a direct convolution or sliding window."""
+
+from __future__ import annotations
+
+from .state import Stage
+
+
+def extent(s: Stage, loop: str) -> int:
+    """The integer extent of `loop` of stage `s` (not one a parameter leaves symbolic)."""
+    return s.loops[loop].extent.value
+
+
+def largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def values(default: int, candidates, limit: int) -> tuple[int, ...]:
+    """A parameter's values: the default and the candidates up to `limit` (a larger tile than its loop only adds
+    a guarded tail)."""
+    return tuple(sorted({default} | {v for v in candidates if v <= limit}))
+
+
+def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:
+    """(columns, channels) of the register tile: whole vectors of output columns where the width allows, else a
+    divisor of the width (a tile that overshoots the row would need bounds checks in the innermost loop), and as
+    many channels as fill the accumulator registers."""
+    if width % (2 * lanes) == 0:
+        wr = 2 * lanes
+    elif width % lanes == 0:
+        wr = lanes
+    else:
+        wr = largest_divisor(width, 2 * lanes)
+    vectors = -(-wr // lanes)
+    return wr, largest_divisor(channels, max(1, accumulators // vectors))
