@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from ..backend import backend_for
 from ..dtype import itemsize
 from ..target import Target, host
 from ..te import expr as E
@@ -48,15 +49,18 @@ from . import (  # noqa: F401
 
 def default_schedule(outputs: Tensor | Sequence[Tensor], target: Target | None = None,
                      knobs: Knobs | None = None, rules: dict[str, Callable] | None = None) -> Schedule:
-    """The hand-written schedule; with `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it
-    instead of their defaults. `rules` (tag -> rule, as `RULES`) replace the registered rules for this schedule
-    only: an AutoTVM template schedules its op's stages while the default rules keep the rest of the kernel."""
+    """The hand-written schedule of the target's backend (`cpu_schedule` here; a GPU's in `rules_gpu.py`); with
+    `knobs` (a sketch's `Space`), the rules' degrees of freedom come from it instead of their defaults. `rules`
+    (tag -> rule, as `RULES`) replace the registered rules for this schedule only: an AutoTVM template schedules
+    its op's stages while the default rules keep the rest of the kernel."""
     target = target or host()
     knobs = Defaults() if knobs is None else knobs
-    if target.kind == "cuda":
-        from .rules_gpu import gpu_schedule  # imports this module's helpers
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    return backend_for(target).default_schedule(outputs, target, knobs, rules)
 
-        return gpu_schedule([outputs] if isinstance(outputs, Tensor) else list(outputs), target, knobs)
+
+def cpu_schedule(outputs: list[Tensor], target: Target, knobs: Knobs, rules: dict[str, Callable] | None) -> Schedule:
+    """The CPU's rules: whole-kernel rules first, then each stage's by its tag, consumers first."""
     rules = {**RULES, **(rules or {})}
     sch = Schedule(outputs)
     if any(kernel(sch, target, knobs) for kernel in KERNEL_RULES):

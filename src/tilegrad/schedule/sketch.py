@@ -19,6 +19,7 @@ import functools
 import math
 from collections.abc import Callable
 
+from ..backend import backend_for
 from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.tensor import Tensor
@@ -40,14 +41,16 @@ RFACTOR_MAX_SPATIAL = 256
 
 def generate_sketches(outputs: Callable[[], list[Tensor]], target: Target | None = None,
                       limit: int = 8) -> list[Sketch]:
-    """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then those the
-    derivation rules give, each checked to build (for a GPU target, those of `sketch_gpu`)."""
+    """The sketches of a computation (`outputs` builds fresh tensors of it): the default schedule, then at most
+    `limit` that the target backend's derivation rules give (`cpu_sketches` here; a GPU's in `sketch_gpu.py`)."""
     target = target or host()
-    sketches = [Sketch("default", outputs, lambda sch, space: _replay_default(sch, space, target))]
-    if target.kind == "cuda":
-        from .sketch_gpu import gpu_sketches  # which imports this module
+    default = Sketch("default", outputs, lambda sch, space: _replay_default(sch, space, target))
+    return [default, *backend_for(target).sketches(outputs, target, limit)]
 
-        return sketches + gpu_sketches(outputs, target)[:limit]
+
+def cpu_sketches(outputs: Callable[[], list[Tensor]], target: Target, limit: int) -> list[Sketch]:
+    """The sketches Ansor's derivation rules give on a CPU, each checked to build."""
+    sketches = []
     analysis = _Analysis(Schedule(outputs()))
     for plan in analysis.plans()[:limit]:
         name = "+".join(dict.fromkeys(decision for decision in plan.values() if decision != "inline")) or "inline"
