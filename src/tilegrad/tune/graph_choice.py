@@ -1,9 +1,9 @@
 """The graph `compile(db=)` builds, confirmed by timing whole graphs.
 
 `algorithms.choose` picks each convolution's algorithm and layout block by summing kernel latencies measured one
-kernel at a time, with warm caches and no neighbours. Inside the model the sum is off by 10-20% (a kernel reads
-what its producer left in cache, or not; layout transforms run between blocked and unblocked kernels), enough for
-a tuned ResNet-50 to run slower than the untuned one (99 against 87 ms, Zen 3). So after tuning, `confirm_graph`
+kernel at a time, with warm caches and no neighbours. Inside the model the sum is off (a kernel reads what its
+producer left in cache, or not; layout transforms run between blocked and unblocked kernels), enough for a tuned
+model to run slower than the untuned one (docs/tuning.md has the figures). So after tuning, `confirm_graph`
 compiles the estimate's pick and the default graph with the tuned schedules, times the two end to end,
 interleaved, and stores the faster one's choice in the records database under a digest of the imported graph;
 `chosen_graph` builds that choice when it finds one, and falls back to the estimate otherwise.
