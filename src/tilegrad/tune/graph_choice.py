@@ -21,7 +21,7 @@ from ..executor import compile_graph
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
 from ..passes.attention_form import AUTO
-from .algorithms import STITCH, Variant, build, choose
+from .algorithms import STITCH, Variant, build_variant, choose
 from .apply import BestRecords
 
 
@@ -52,8 +52,8 @@ def chosen_graph(imported: Graph, chooser: BestRecords, *, fusion_plans: bool = 
     decision = chooser.db.graph_choice(graph_digest(imported, **passes))
     if decision is not None and (fusion_plans or decision.get("fusion", "rules") == "rules"):
         form = decision.get("attention_form", AUTO) if attention_form == AUTO else attention_form
-        return build(imported, decision["choice"], fusion=decision.get("fusion", "rules"), attention_form=form,
-                     attention_key_block=attention_key_block, **passes)
+        return build_variant(imported, decision["choice"], fusion=decision.get("fusion", "rules"),
+                             attention_form=form, attention_key_block=attention_key_block, **passes)
     return choose(imported, chooser.latency, fusion_plans=fusion_plans, attention_form=attention_form,
                   attention_key_block=attention_key_block, **passes)
 
@@ -62,7 +62,7 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: in
     """Time the default graph and `choose`'s pick (when they differ) end to end with the tuned schedules of `db`,
     store the faster one's choice, and return the timings."""
     with BestRecords(db) as chooser:
-        candidates = {"default": build(imported, **passes)}
+        candidates = {"default": build_variant(imported, **passes)}
         estimate = choose(imported, chooser.latency, fusion_plans=fusion_plans, **passes)
         if (estimate.choice != candidates["default"].choice or estimate.algorithm == STITCH
                 or estimate.attention_form != AUTO):
