@@ -8,9 +8,11 @@ import pytest
 from tilegrad import te
 from tilegrad.kernel import build
 from tilegrad.errors import KernelCallError
-from tilegrad.runtime import time_in_subprocess, time_kernel
+from tilegrad.runtime import time_kernel
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te import nn
+
+from .runtime.timing_worker import time_in_subprocess
 
 
 def _kernel():

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tilegrad.cli import main
 from tilegrad.errors import UnsupportedOpError
 from tilegrad.passes import pass_names
-from tilegrad.passes.pipeline import PASSES
+from tilegrad.passes.pipeline import PIPELINE
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)  # conv: 3 -> 4 channels, 3x3, pads 1
@@ -270,7 +270,7 @@ def test_explain_with_the_stitch_strategy_lists_the_plans_their_scores_and_the_r
 def test_explain_prints_each_pass_the_kernels_and_the_intermediates(normalized, tmp_path, capsys):
     assert main(["compile", normalized, "-o", str(tmp_path / "out"), "--explain"]) == 0
     out = capsys.readouterr().out
-    ran = [p.name for p in PASSES if p.level <= 2]
+    ran = [p.name for p in PIPELINE if p.level <= 2]
     assert out.startswith("passes (opt-level 2):\n") and _explained_passes(out) == ran
     expand_line = next(line for line in out.splitlines() if line.startswith("  expand: "))
     assert "layer_norm -1" in expand_line and "softmax -1" in expand_line

@@ -23,7 +23,7 @@ from tilegrad.passes.conv_algorithm import conv_algorithm
 from tilegrad.passes.expand import expandable
 from tilegrad.passes.fuse import row_shape
 from tilegrad.passes.layout import layout
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 from tilegrad.schedule.defaults import default_schedule
 
 RNG = np.random.default_rng(0)

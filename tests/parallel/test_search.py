@@ -10,7 +10,7 @@ import pytest
 
 from tilegrad.parallel import models, ops
 from tilegrad.parallel.cost import Link, Machine
-from tilegrad.parallel.graph import GraphBuilder
+from tilegrad.parallel.train_graph import TrainGraphBuilder
 from tilegrad.parallel.layout import shard
 from tilegrad.parallel.redistribution import plan, simulate
 from tilegrad.parallel.search import Problem, data_parallel, propagate, search, solve
@@ -39,7 +39,7 @@ def test_elimination_finds_the_brute_force_optimum(seed):
 
 
 def _xwv():
-    b = GraphBuilder()
+    b = TrainGraphBuilder()
     y = b.add(ops.matmul, "xw", b.input("x", (16, 8)), b.parameter("w", (8, 8)))
     b.add(ops.matmul, "yv", y, b.parameter("v", (8, 8)))
     return b.build()

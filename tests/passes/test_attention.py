@@ -25,7 +25,7 @@ from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
 from tilegrad.passes.attention import form_attention
 from tilegrad.passes.memory_plan import kernel_count
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 _spec = importlib.util.spec_from_file_location("benchmark_models", _BENCHMARKS / "models.py")

@@ -28,7 +28,7 @@ from tilegrad.ir.registry import OUT_FUSABLE, lookup
 from tilegrad.passes import optimize
 from tilegrad.passes.attention import form_attention
 from tilegrad.passes.memory_plan import intermediates_of, plan_memory
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 _spec = importlib.util.spec_from_file_location("benchmark_models", _BENCHMARKS / "models.py")

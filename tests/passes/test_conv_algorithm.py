@@ -14,7 +14,7 @@ from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
 from tilegrad.passes.conv_algorithm import conv_algorithm
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 
 RNG = np.random.default_rng(0)
 CONV_OPS = {"direct": "blocked_conv", "im2col": "im2col_conv", "winograd2": "winograd_conv",

@@ -16,7 +16,7 @@ from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
 from tilegrad.passes.fuse import fuse
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 
 
 def _fused(g, **options):

@@ -13,7 +13,7 @@ from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
 from tilegrad.passes.conv_algorithm import conv_algorithm
 from tilegrad.passes.layout import layout
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 from tilegrad.target import Target
 
 RNG = np.random.default_rng(0)

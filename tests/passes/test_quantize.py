@@ -141,7 +141,7 @@ def test_s8_activations_and_8_bit_weights_keep_the_qdq_meaning(tmp_path, build, 
 def test_fold_leaves_a_float_weight_product_alone():
     """A conv whose weights are float (not dequantized) is not an integer product: the pass changes nothing."""
     from tilegrad.ir.graph import GraphBuilder
-    from tilegrad.passes.pipeline import PassContext
+    from tilegrad.passes.context import PassContext
     from tilegrad.passes.quantize import fold_qdq
 
     b = GraphBuilder()

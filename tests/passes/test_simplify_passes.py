@@ -18,7 +18,7 @@ from tilegrad.passes.bn_fold import fold_batch_norm
 from tilegrad.passes.cse import eliminate_common_subexpressions
 from tilegrad.passes.fold import fold_constants
 from tilegrad.passes.hoist_slice import hoist_slice
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 from tilegrad.passes.simplify import RESHAPES, simplify
 
 

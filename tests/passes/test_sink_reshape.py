@@ -6,7 +6,7 @@ import numpy as np
 
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 from tilegrad.passes.sink_reshape import sink_reshape
 
 

@@ -17,7 +17,7 @@ from tilegrad.passes import optimize
 from tilegrad.passes.fuse import fuse
 from tilegrad.passes.fusion_rules import GraphIndex, refusal
 from tilegrad.passes.memory_plan import kernel_count
-from tilegrad.passes.pipeline import PassContext
+from tilegrad.passes.context import PassContext
 from tilegrad.passes.stitch import BLOCK, PACKING, THREAD, Explorer, K
 from tilegrad.passes.stitch_cost import EXPENSIVE_WEIGHT, FusionCosts, op_class
 

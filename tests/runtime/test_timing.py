@@ -1,3 +1,4 @@
+import ctypes
 import math
 import os
 import subprocess
@@ -14,12 +15,13 @@ from tilegrad.runtime import (
     TimingResult,
     build,
     random_arguments,
-    time_in_subprocess,
     time_kernel,
 )
 from tilegrad.runtime.interference import lost_seconds
 from tilegrad.runtime.kernel import placements
 from tilegrad.runtime.timing import harness, harness_library, measure
+
+from .timing_worker import time_in_subprocess
 
 ADD = """
 void tg_add(void **args) {
@@ -73,7 +75,7 @@ def test_time_kernel_checks_its_arrays():
 
 def test_bad_budget_is_refused():
     with pytest.raises(MeasureError, match="repeats >= 1"):
-        time_in_subprocess(build(ADD), "tg_add", ADD_PARAMS, repeats=0)
+        measure(lambda *_: 1.0, 0, (ctypes.c_void_p * 0)(), 1, warmup=1, repeats=0, min_repeat_s=0.01)
 
 
 def test_error_results_sort_last():

@@ -2,8 +2,8 @@
 
 With a parallel region per kernel, every kernel call wakes the other threads and puts them back to sleep. Idle
 OpenMP threads sleep at once (`Config.spin_us` 0: a thread spinning between calls steals a busy core), so each
-wake-up is a futex round trip, tens of microseconds on a virtual machine: MobileNetV2's 60 kernels lost about a
-third of their time to it (12.7 ms against 9.1 ms with spinning threads, Zen 3). So `tg_run` opens one region
+wake-up is a futex round trip, and a model of many short kernels loses a large share of its time to them (the
+figures: docs/benchmarks.md, "Small models pay a thread wake-up per kernel"). So `tg_run` opens one region
 and calls each kernel's team function (`K_team(args, team)`) in it: a parallel loop takes the thread's static
 share of its iterations (as OpenMP's static schedule does), serial statements run on thread 0, and every step
 ends at `tg_barrier`, which spins briefly (the next kernel follows within microseconds) and then yields the core,

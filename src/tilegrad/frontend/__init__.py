@@ -1,1 +1,1 @@
-"""Frontends: ONNX (and, later, PyTorch) models onto the op registry."""
+"""Frontends: ONNX and PyTorch models onto the op registry."""

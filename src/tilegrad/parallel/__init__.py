@@ -6,8 +6,8 @@ from .calibrate import measured_machine as measured_machine
 from .capture import capture as capture
 from .cost import Link as Link
 from .cost import Machine as Machine
-from .graph import Graph as Graph
-from .graph import GraphBuilder as GraphBuilder
+from .train_graph import TrainGraph as TrainGraph
+from .train_graph import TrainGraphBuilder as TrainGraphBuilder
 from .launch import run_workers as run_workers
 from .layout import Layout as Layout
 from .redistribution import Redistribution as Redistribution

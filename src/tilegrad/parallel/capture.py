@@ -17,7 +17,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from ..errors import UnsupportedOpError
 from . import ops
-from .graph import Graph, GraphBuilder
+from .train_graph import TrainGraph, TrainGraphBuilder
 
 ELEMENTWISE = {operator.add, operator.sub, operator.mul, operator.truediv, torch.add, torch.sub, torch.mul,
                torch.relu, torch.tanh, torch.sigmoid, F.relu, F.gelu, F.silu, torch.exp}
@@ -30,7 +30,7 @@ SUM = {torch.sum}
 
 @dataclass(frozen=True)
 class Captured:
-    graph: Graph
+    graph: TrainGraph
     kernels: dict[str, Callable[..., torch.Tensor]]
     inputs: tuple[str, ...]
     output: str
@@ -39,7 +39,7 @@ class Captured:
 def capture(module: torch.nn.Module, *example_inputs: torch.Tensor) -> Captured:
     gm = torch.fx.symbolic_trace(module)
     ShapeProp(gm).propagate(*example_inputs)
-    b = GraphBuilder()
+    b = TrainGraphBuilder()
     kernels: dict[str, Callable] = {}
     value: dict[torch.fx.Node, str] = {}
     inputs, output, unsupported = [], None, []

@@ -7,11 +7,11 @@ from __future__ import annotations
 import itertools
 
 from . import ops
-from .graph import Graph, GraphBuilder
+from .train_graph import TrainGraph, TrainGraphBuilder
 
 
-def mlp(batch: int, widths: tuple[int, ...]) -> Graph:
-    b = GraphBuilder()
+def mlp(batch: int, widths: tuple[int, ...]) -> TrainGraph:
+    b = TrainGraphBuilder()
     x = b.input("x", (batch, widths[0]))
     for i, (n_in, n_out) in enumerate(itertools.pairwise(widths)):
         x = b.add(ops.matmul, f"fc{i}", x, b.parameter(f"fc{i}.weight", (n_in, n_out)))
@@ -21,12 +21,12 @@ def mlp(batch: int, widths: tuple[int, ...]) -> Graph:
     return b.build()
 
 
-def _linear(b: GraphBuilder, name: str, x: str, n_in: int, n_out: int) -> str:
+def _linear(b: TrainGraphBuilder, name: str, x: str, n_in: int, n_out: int) -> str:
     y = b.add(ops.matmul, name, x, b.parameter(f"{name}.weight", (n_in, n_out)))
     return b.add(ops.elementwise, f"{name}.bias_add", y, b.parameter(f"{name}.bias", (n_out,)))
 
 
-def transformer_block(b: GraphBuilder, prefix: str, x: str, width: int) -> str:
+def transformer_block(b: TrainGraphBuilder, prefix: str, x: str, width: int) -> str:
     """Pre-norm block: one attention head of the full width, then a 4x feed-forward, each with a residual."""
     p = prefix
     h = b.add(ops.layer_norm, f"{p}.ln1", x, b.parameter(f"{p}.ln1.weight", (width,)),
@@ -44,9 +44,9 @@ def transformer_block(b: GraphBuilder, prefix: str, x: str, width: int) -> str:
     return b.add(ops.elementwise, f"{p}.residual2", x, _linear(b, f"{p}.ffn2", h, 4 * width, width))
 
 
-def gpt(layers: int, batch: int, seq: int, width: int, vocab: int) -> Graph:
+def gpt(layers: int, batch: int, seq: int, width: int, vocab: int) -> TrainGraph:
     """Token embedding, `layers` blocks, a final norm and the vocabulary projection."""
-    b = GraphBuilder()
+    b = TrainGraphBuilder()
     x = b.add(ops.embedding, "embed", b.input("tokens", (batch, seq)), b.parameter("embed.weight", (vocab, width)))
     for i in range(layers):
         x = transformer_block(b, f"h{i}", x, width)
@@ -55,11 +55,11 @@ def gpt(layers: int, batch: int, seq: int, width: int, vocab: int) -> Graph:
     return b.build()
 
 
-def wide_classifier(batch: int, features: int, hidden: int, classes: int) -> Graph:
+def wide_classifier(batch: int, features: int, hidden: int, classes: int) -> TrainGraph:
     """Two hidden layers, then a `hidden` x `classes` layer and the softmax's normalising sum (exp, sum over the
     classes), as a face-recognition head computes it: splitting the classes leaves a partial sum of `batch`
     numbers to add up instead of the huge weight's gradient."""
-    b = GraphBuilder()
+    b = TrainGraphBuilder()
     x = b.input("x", (batch, features))
     x = b.add(ops.elementwise, "relu0", _linear(b, "fc0", x, features, hidden))
     x = b.add(ops.elementwise, "relu1", _linear(b, "fc1", x, hidden, hidden))

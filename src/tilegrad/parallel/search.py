@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import TilegradError
 from . import ops
 from .cost import Machine, NodeCost, edge_seconds, node_cost
-from .graph import Graph
+from .train_graph import TrainGraph
 from .layout import Layout
 
 
@@ -40,7 +40,7 @@ class Plan:
 class Problem:
     """One graph's candidates and their costs on `devices` devices of `machine`; repeated layers share tables."""
 
-    def __init__(self, graph: Graph, devices: int, machine: Machine, use_all: bool = True):
+    def __init__(self, graph: TrainGraph, devices: int, machine: Machine, use_all: bool = True):
         self.graph, self.devices, self.machine = graph, devices, machine
         self._params = [tuple(k for k, v in enumerate(n.inputs) if v in graph.parameters) for n in graph.nodes]
         consumed = graph.consumers()
@@ -225,7 +225,7 @@ def propagate(problem: Problem, annotations: dict[str, ops.Strategy]) -> Plan:
     return problem.plan_of(choice)
 
 
-def _input_index(g: Graph, u: int, v: int) -> int:
+def _input_index(g: TrainGraph, u: int, v: int) -> int:
     return g.nodes[v].inputs.index(g.nodes[u].output)
 
 

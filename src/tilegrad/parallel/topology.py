@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TilegradError
 from .cost import Link, Machine
-from .graph import Graph
+from .train_graph import TrainGraph
 from .search import Plan, Problem, data_parallel, search
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -67,7 +67,7 @@ def bubble_fraction(stages: int, micro_batches: int) -> float:
     return (stages - 1) / (micro_batches + stages - 1)
 
 
-def plan_cluster(build: Callable[[int], Graph], batch: int, devices: int, topology: Topology,
+def plan_cluster(build: Callable[[int], TrainGraph], batch: int, devices: int, topology: Topology,
                  stages: int = 1, micro_batches: int = 1, schedule: str = "1f1b") -> ClusterPlan:
     """The GPT-3 mapping of a model (`build(batch)` gives its graph for a batch) on `devices` devices: operator
     parallel over min(devices / stages, one server), `stages` pipeline stages across servers, data parallel over
@@ -115,7 +115,7 @@ def _parameter_bytes(problem: Problem, plan: Plan) -> float:
     return total
 
 
-def _boundary_bytes(g: Graph, plan: Plan, devices: int, element_bytes: int) -> float:
+def _boundary_bytes(g: TrainGraph, plan: Plan, devices: int, element_bytes: int) -> float:
     """The largest activation a stage hands on, per device: a stage boundary falls between layers."""
     largest = 0.0
     for node, s in zip(g.nodes, plan.strategies):

@@ -45,7 +45,7 @@ from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
 from .attention_form import FormChoice, form_of, requested
 from .editor import GraphEditor
-from .pipeline import PassContext, register
+from .context import PassContext
 
 HIDING_FILL = -1e30  # a Where fill at or below this hides a key as -inf would (finfo(float32).min is -3.4e38)
 
@@ -96,7 +96,6 @@ class _NotAttention(Exception):
     """A chain that looks like attention but breaks a rule; the message is the reason."""
 
 
-@register("attention", level=2, order=65)
 def form_attention(g: Graph, ctx: PassContext) -> Graph:
     """Make each attention one kernel, so its score matrix never goes to memory."""
     requested(ctx.options)  # a bad attention option fails even where no attention forms

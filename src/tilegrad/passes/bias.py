@@ -19,10 +19,9 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
-@register("fold_bias", level=1, order=50)
 def fold_bias(g: Graph, ctx: PassContext) -> Graph:
     """Turn `product + constant` into a product with a bias, which its kernel adds for free."""
     producers, readers = g.producers(), g.consumers()

@@ -14,10 +14,9 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
-@register("bn_fold", level=1, order=40)
 def fold_batch_norm(g: Graph, ctx: PassContext) -> Graph:
     """Remove batch norms: into the preceding convolution's weights, or else into one multiply-add."""
     producers, readers = g.producers(), g.consumers()

@@ -44,7 +44,7 @@ from ..ir.graph import Derivation, Node, Value
 from ..ir.registry import lookup
 from ..te.nn import im2col, winograd
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
 MATMUL_PANEL = 16  # columns per panel of a packed constant matmul operand
@@ -235,7 +235,6 @@ def _gemm(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
 _REWRITES = {"conv": _conv, "matmul": _matmul, "gemm": _gemm}
 
 
-@register("conv_algorithm", level=1, order=80, targets=("cpu",))
 def conv_algorithm(g, ctx: PassContext):
     """Choose each constant-weight conv's and matmul's kernel algorithm and lay its weights out ahead of time."""
     changed = []

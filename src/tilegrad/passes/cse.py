@@ -15,12 +15,11 @@ import numpy as np
 
 from ..ir.graph import Graph, Node, Value
 from .editor import GraphEditor
-from .pipeline import PassContext, register
+from .context import PassContext
 
 _COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "equal", "logical_and", "logical_or", "logical_xor"})
 
 
-@register("cse", level=1, order=30)
 def eliminate_common_subexpressions(g: Graph, ctx: PassContext) -> Graph:
     """Compute each distinct expression once; duplicated subgraphs (often made by exporters) cost nothing."""
     ed = GraphEditor(g)

@@ -4,7 +4,7 @@ arithmetic).
 
 This is the first step of MindSpore's "expand, aggregate, re-split". A composite op is a wall that fusion cannot
 see through; its basic ops can be regrouped with their neighbours into row-wise kernels, which the fusion pass
-(order 100) does. A declaration writes its formula over `_Term`s, whose arithmetic (+ - * / with terms or
+(last in the pipeline) does. A declaration writes its formula over `_Term`s, whose arithmetic (+ - * / with terms or
 numbers, `exp`, `log`, `erf`, `rsqrt`, `max`/`sum`/`mean` over axes, `per_channel`) emits the ops.
 
 `ctx.options["expand"]`, a set of op names, picks the composites to expand (default: all of them), so that a
@@ -23,7 +23,7 @@ from ..errors import TilegradError
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import declared_ops, lookup
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
 class _Emitter:
@@ -133,7 +133,6 @@ def _chosen(names: Iterable[str] | None) -> frozenset[str]:
     return names
 
 
-@register("expand", level=2, order=70)
 def expand_composites(g: Graph, ctx: PassContext) -> Graph:
     """Rewrite composite ops into basic ops, so that fusion can regroup them with their neighbours."""
     chosen = _chosen(ctx.options.get("expand"))

@@ -19,10 +19,9 @@ import numpy as np
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import lookup
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
-@register("fold_constants", level=1, order=10)
 def fold_constants(g: Graph, ctx: PassContext) -> Graph:
     """Evaluate the nodes that read only constants at compile time, so no kernel recomputes them every run."""
     def fold(ed: GraphEditor, node: Node):

@@ -33,7 +33,7 @@ from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
 from .editor import GraphEditor
 from .fusion_rules import (HORIZONTAL_MAX_ELEMENTS, MAX_FUSED_DEPTH, MAX_FUSED_SIZE, POINTWISE, fits_rows,
                            fusion_kind, row_shape)
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
 @dataclasses.dataclass
@@ -230,7 +230,6 @@ def strategy(name: str):
     return add
 
 
-@register("fuse", level=1, order=100)
 def fuse(g: Graph, ctx: PassContext) -> Graph:
     """Group nodes into fused kernels: by their ops' fusion kinds, or by the stitching explorer's best plan."""
     name = ctx.options.get("fusion", "rules")

@@ -15,14 +15,13 @@ from ..ir.graph import Graph, Node, Value
 from ..ir.ops.shape import normalize_axes
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 # Element-wise by kind, but each element's result depends on its position (trilu), on a shape attribute
 # (expand) or on per-channel parameters laid along axis 1 rather than broadcast from the right (batch_norm).
 _POSITIONAL = frozenset({"trilu", "expand", "batch_norm"})
 
 
-@register("hoist_slice", level=2, order=60)
 def hoist_slice(g: Graph, ctx: PassContext) -> Graph:
     """Compute element-wise ops only on the elements a slice keeps."""
     producers, readers = g.producers(), g.consumers()

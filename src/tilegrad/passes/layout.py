@@ -37,7 +37,7 @@ from ..ir.ops.layout import block_array
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 from ..target import Target
 from .editor import GraphEditor
-from .pipeline import PassContext, register
+from .context import PassContext
 
 POOLS = {"max_pool": "max_pool_nchwc", "avg_pool": "avg_pool_nchwc", "global_avg_pool": "global_avg_pool_nchwc"}
 BLOCKED_OPS = {"blocked_conv": "conv_nchwc", "conv": "depthwise_conv_nchwc", **POOLS}  # the rest keep their op
@@ -49,7 +49,6 @@ def block_sizes(target: Target) -> tuple[int, ...]:
     return tuple(k * target.vector_lanes for k in BLOCK_VECTORS)
 
 
-@register("layout", level=2, order=90, targets=("cpu",))
 def layout(g: Graph, ctx: PassContext) -> Graph:
     """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
     default, named = _requested_blocks(g, ctx)

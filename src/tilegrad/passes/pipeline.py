@@ -3,6 +3,9 @@
 A pass is a function `(graph, context) -> graph`. It may record what it did with `context.note(...)`; the
 pipeline records, per pass, the node counts before and after and those notes, which `tilegrad compile
 --explain` prints. Every pass keeps the graph's meaning: the tests run each one on random inputs before and after.
+
+The order lives in one list, PIPELINE, here beside the driver that runs it: the file reads as what runs, when and
+for which target, and the pass modules import only `context`, so nothing imports back into this file.
 """
 
 from __future__ import annotations
@@ -15,21 +18,21 @@ from typing import Callable, Iterable
 from ..errors import TilegradError
 from ..ir.graph import Graph
 from ..target import Target, host
-
-
-@dataclasses.dataclass
-class PassContext:
-    """What a pass may read (the options) and write (its notes for --explain, and decisions by pass name that
-    later stages read: the conv_algorithm pass's per-node choices, which the tuner varies)."""
-
-    opt_level: int = 2
-    target: Target = dataclasses.field(default_factory=host)
-    options: dict = dataclasses.field(default_factory=dict)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    decisions: dict = dataclasses.field(default_factory=dict)
-
-    def note(self, message: str) -> None:
-        self.notes.append(message)
+from . import stitch  # noqa: F401  (registers the fuse pass's "stitch" strategy)
+from .attention import form_attention
+from .bias import fold_bias
+from .bn_fold import fold_batch_norm
+from .context import PassContext
+from .conv_algorithm import conv_algorithm
+from .cse import eliminate_common_subexpressions
+from .expand import expand_composites
+from .fold import fold_constants
+from .fuse import fuse
+from .hoist_slice import hoist_slice
+from .layout import layout
+from .quantize import fold_qdq
+from .simplify import simplify
+from .sink_reshape import sink_reshape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +40,24 @@ class Pass:
     name: str
     run: Callable[[Graph, PassContext], Graph]
     level: int  # runs when opt_level >= level
-    order: int  # position in the pipeline
-    doc: str
     targets: tuple[str, ...] = ("cpu", "cuda")  # the target kinds it serves (CPU layouts mean nothing on a GPU)
+
+
+PIPELINE: tuple[Pass, ...] = (
+    Pass("fold_qdq", fold_qdq, level=1),
+    Pass("fold_constants", fold_constants, level=1),
+    Pass("simplify", simplify, level=1),
+    Pass("cse", eliminate_common_subexpressions, level=1),
+    Pass("bn_fold", fold_batch_norm, level=1),
+    Pass("fold_bias", fold_bias, level=1),
+    Pass("hoist_slice", hoist_slice, level=2),
+    Pass("attention", form_attention, level=2),
+    Pass("expand", expand_composites, level=2),
+    Pass("conv_algorithm", conv_algorithm, level=1, targets=("cpu",)),
+    Pass("sink_reshape", sink_reshape, level=2),
+    Pass("layout", layout, level=2, targets=("cpu",)),
+    Pass("fuse", fuse, level=1),
+)
 
 
 @dataclasses.dataclass
@@ -79,25 +97,8 @@ def _op_delta(before: Counter, after: Counter) -> str:
     return ", ".join(parts)
 
 
-PASSES: list[Pass] = []
-
-
-def register(name: str, *, level: int, order: int, targets: tuple[str, ...] = ("cpu", "cuda")):
-    """Add a pass to the pipeline at position `order` (the table in passes/__init__.py), run from `level` up,
-    for the target kinds `targets`."""
-    def add(fn):
-        if any(p.name == name or p.order == order for p in PASSES):
-            raise ValueError(f"pass {name!r} (order {order}) clashes with a registered pass")
-        PASSES.append(Pass(name, fn, level, order, (fn.__doc__ or "").strip().split("\n")[0], targets))
-        PASSES.sort(key=lambda p: p.order)
-        return fn
-    return add
-
-
 def pass_names() -> list[str]:
-    from . import ALL  # noqa: F401  (importing the pass modules fills PASSES)
-
-    return [p.name for p in PASSES]
+    return [p.name for p in PIPELINE]
 
 
 def optimize(g: Graph, opt_level: int = 2, *, disable: Iterable[str] = (), enable: Iterable[str] = (),
@@ -111,7 +112,7 @@ def optimize(g: Graph, opt_level: int = 2, *, disable: Iterable[str] = (), enabl
         raise TilegradError(f"unknown pass(es) {sorted(unknown)}; passes: {', '.join(names)}")
     ctx = PassContext(opt_level, target or host(), dict(options or {}))
     report = Report(decisions=ctx.decisions)
-    for p in PASSES:
+    for p in PIPELINE:
         if p.name in disable or (p.level > opt_level and p.name not in enable) or ctx.target.kind not in p.targets:
             continue
         before = Counter(n.op for n in g.nodes)

@@ -4,7 +4,7 @@ onnxruntime.quantization writes it with QuantFormat.QDQ, becomes one integer pro
 quantized, centred and packed now and the requantization and activation in its epilogue. It is what ONNX Runtime's QDQ transformers do
 when they make QLinearConv and QLinearMatMul, and the integer outputs equal theirs.
 
-It runs before constant folding (order 5, the only pass before it): the weights' DequantizeLinear nodes read
+It runs before constant folding (first in the pipeline): the weights' DequantizeLinear nodes read
 constants, and folding would leave float weights without their integers. The import has already folded every
 other constant, so the scales and zero points the fold needs are constants here.
 
@@ -22,12 +22,11 @@ import numpy as np
 from ..ir.graph import Graph, Node, Value
 from ..ir.integer_products import integer_conv2d, integer_matmul, requantized
 from .editor import GraphEditor, map_nodes
-from .pipeline import PassContext, register
+from .context import PassContext
 
 PRODUCTS = ("conv", "matmul", "gemm")
 
 
-@register("fold_qdq", level=1, order=5)
 def fold_qdq(g: Graph, ctx: PassContext) -> Graph:
     """Turn dequantize -> conv/matmul/gemm (-> relu/clip) -> quantize into one integer kernel with int32 sums."""
     producers, readers = g.producers(), g.consumers()

@@ -19,10 +19,9 @@ import numpy as np
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import lookup
 from .editor import GraphEditor
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
-@register("simplify", level=1, order=20)
 def simplify(g: Graph, ctx: PassContext) -> Graph:
     """Remove computations that do nothing and merge data movement, so later passes and kernels see less."""
     while True:

@@ -15,7 +15,7 @@ import math
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 from .editor import GraphEditor
-from .pipeline import PassContext, register
+from .context import PassContext
 
 
 def _source(v: Value, producers: dict[int, Node]) -> Value | None:
@@ -29,7 +29,6 @@ def _broadcasts_alike(v: Value, old: tuple[int, ...], new: tuple[int, ...]) -> b
     return math.prod(v.shape) in (1, old[-1]) and all(d == 1 for d in v.shape[:-1]) and len(v.shape) <= len(new)
 
 
-@register("sink_reshape", level=2, order=85)
 def sink_reshape(g: Graph, ctx: PassContext) -> Graph:
     """Element-wise ops move above the reshapes feeding them (into the producer's shape)."""
     ed = GraphEditor(g)

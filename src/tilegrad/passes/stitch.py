@@ -40,7 +40,7 @@ from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION
 from .editor import GraphEditor
 from .fuse import emit_fused, strategy
 from .fusion_rules import HORIZONTAL_MAX_ELEMENTS, GraphIndex, fusion_kind, refusal
-from .pipeline import PassContext
+from .context import PassContext
 from .stitch_cost import NOMINAL, Evaluator, FusionCosts
 
 K = 3  # candidate patterns kept per vertex

@@ -8,5 +8,4 @@ from .kernel import BufferSpec as BufferSpec
 from .kernel import Kernel as Kernel
 from .kernel import random_arguments as random_arguments
 from .timing import TimingResult as TimingResult
-from .timing import time_in_subprocess as time_in_subprocess
 from .timing import time_kernel as time_kernel

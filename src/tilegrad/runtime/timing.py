@@ -1,26 +1,19 @@
-"""Timing kernels: in this process, or in a worker process that a crashing or hanging kernel cannot take down.
+"""Timing kernels: the C timing loop, its harness, and `measure`, which calibrates and repeats it.
 
 The timing loop runs in C (`tg_time`), so ctypes overhead does not pollute the cost of small kernels. A measurement
 is `warmup` calls, a calibration that picks `number` calls per repeat so a repeat lasts at least `min_repeat_s`,
 then `repeats` repeats, each reporting seconds per call. A repeat during which the kernel's threads waited on other
 processes (`interference.py`) is taken again, so a busy neighbour does not become the kernel's cost.
 
-`time_in_subprocess` starts a fresh interpreter (`python -m tilegrad.runtime._worker`, fork+exec, so no child
-inherits a half-copied OpenMP thread pool), sends it a JSON request on stdin and reads a JSON reply. Failures are
-values: a crash, a timeout or an exception in the worker comes back as `TimingResult(error=...)`.
+`time_kernel` times in this process; the tuner's runner (`_runner.py`, in a `worker.Worker`) calls `measure` in a
+worker process that a crashing or hanging kernel cannot take down.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import math
-import os
-import signal
 import statistics
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +22,10 @@ import numpy as np
 
 from .. import config
 from ..config import Config
-from ..errors import MeasureError, TilegradError
+from ..errors import MeasureError
 from .build import build
 from .interference import lost_seconds
-from .kernel import BufferSpec, Kernel, load_library
+from .kernel import Kernel, load_library
 
 _HARNESS = r"""
 #define _POSIX_C_SOURCE 199309L
@@ -54,9 +47,6 @@ double tg_time(tg_kernel fn, void **args, long long number, int num_threads) {
     return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)number;
 }
 """
-
-_STDERR_TAIL_CHARS = 2000
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding `tilegrad`, for the worker's sys.path
 
 TimeFn = Callable[[int, ctypes.Array, int, int], float]
 # A timed repeat whose threads spent more than this fraction of their time ready but not running is taken again: the
@@ -96,42 +86,6 @@ def time_kernel(
     tg_time = harness(harness_library(kernel.cfg))
     costs = measure(tg_time, kernel.function_address, args, kernel.num_threads, warmup, repeats, min_repeat_s)
     return TimingResult(costs)
-
-
-def time_in_subprocess(
-    library: Path,
-    name: str,
-    params: Sequence[BufferSpec],
-    *,
-    timeout_s: float = 10.0,
-    warmup: int = 1,
-    repeats: int = 5,
-    min_repeat_s: float = 0.01,
-    seed: int = 0,
-    cfg: Config | None = None,
-) -> TimingResult:
-    """Time kernel `name` of `library` on random arguments (from `seed`) in a worker process; never raises on failure.
-
-    `timeout_s` bounds the whole worker, interpreter start-up included.
-    """
-    cfg = cfg or config.get()
-    _check_budget(warmup, repeats, min_repeat_s)
-    try:
-        harness_path = harness_library(cfg)
-    except TilegradError as e:
-        return TimingResult((), error=str(e))
-    request = {
-        "library": str(library),
-        "name": name,
-        "params": [[p.name, list(p.shape), p.dtype] for p in params],
-        "harness": str(harness_path),
-        "num_threads": cfg.num_threads,
-        "warmup": warmup,
-        "repeats": repeats,
-        "min_repeat_s": min_repeat_s,
-        "seed": seed,
-    }
-    return _run_worker(request, timeout_s)
 
 
 def harness_library(cfg: Config | None = None) -> Path:
@@ -214,42 +168,3 @@ def _check_budget(warmup: int, repeats: int, min_repeat_s: float) -> None:
         raise MeasureError(
             f"need warmup >= 0, repeats >= 1, min_repeat_s >= 0; got {warmup}, {repeats}, {min_repeat_s}"
         )
-
-
-def _run_worker(request: dict, timeout_s: float) -> TimingResult:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-P", "-m", "tilegrad.runtime._worker"]
-    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a chatty kernel cannot block on a full pipe
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
-        try:
-            out, _ = proc.communicate(json.dumps(request).encode(), timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return TimingResult((), error=f"timeout after {timeout_s} s")
-        finally:
-            if proc.returncode is None:  # timed out, or the caller was interrupted: never leave a spinning worker
-                proc.kill()
-                proc.communicate()
-        stderr.seek(0, os.SEEK_END)
-        stderr.seek(max(0, stderr.tell() - _STDERR_TAIL_CHARS))
-        tail = stderr.read().decode(errors="replace").strip()
-    return _interpret(proc.returncode, out, tail)
-
-
-def _interpret(returncode: int, out: bytes, stderr_tail: str) -> TimingResult:
-    detail = f"\n{stderr_tail}" if stderr_tail else ""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return TimingResult((), error=f"kernel crashed: {name}{detail}")
-    if returncode > 0:
-        return TimingResult((), error=f"timing worker failed (exit {returncode}){detail}")
-    try:
-        reply = json.loads(out)
-    except ValueError:
-        return TimingResult((), error=f"timing worker sent an unreadable reply: {out[:200]!r}{detail}")
-    if reply.get("error"):
-        return TimingResult((), error=reply["error"])
-    return TimingResult(tuple(float(c) for c in reply["costs"]))

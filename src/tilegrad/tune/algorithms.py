@@ -74,9 +74,9 @@ class Variant:
     """The softmax form imposed on every attention node, or AUTO: each node's by its shape."""
 
 
-def build(imported: Graph, choice: dict[str, str] | None = None, algorithm: str | None = None, *,
-          opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = (),
-          fusion: str = "rules", attention_form: str = AUTO, attention_key_block: int | None = None) -> Variant:
+def build_variant(imported: Graph, choice: dict[str, str] | None = None, algorithm: str | None = None, *,
+                  opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = (),
+                  fusion: str = "rules", attention_form: str = AUTO, attention_key_block: int | None = None) -> Variant:
     """`imported` through the passes, with the convolutions of `choice` forced to its algorithm labels, fused by
     the `fusion` strategy, its attention kernels in `attention_form` (AUTO: by shape)."""
     parsed = {name: _parse(label) for name, label in (choice or {}).items()}
@@ -101,25 +101,25 @@ def variants(imported: Graph, *, fusion_plans: bool = False, **passes) -> list[V
     other block size in which the direct convolutions run blocked (none where the layout pass does not run), then
     one per attention form that some attention node of the default graph does not use (where the caller leaves
     the form AUTO), then (with `fusion_plans`) the stitched graph where its kernels differ."""
-    default = build(imported, **passes)
+    default = build_variant(imported, **passes)
     decided = default.report.decisions.get("conv_algorithm", {})
     out = [default]
     for algorithm in ALGORITHMS:
         choice = {name: algorithm if algorithm in c.applicable else c.algorithm for name, c in decided.items()}
         if choice != default.choice:
-            out.append(build(imported, choice, algorithm, **passes))
+            out.append(build_variant(imported, choice, algorithm, **passes))
     for block in block_sizes(host())[1:]:
         label = _label("direct", block)
-        v = build(imported, dict.fromkeys(decided, label), label, **passes)
+        v = build_variant(imported, dict.fromkeys(decided, label), label, **passes)
         if v.report.decisions.get("layout"):
             out.append(v)
     if passes.get("attention_form", AUTO) == AUTO:
         forms = {c.form for c in default.report.decisions.get("attention", {}).values()}
-        out += [build(imported, None, f"attention={form}", **{**passes, "attention_form": form})
+        out += [build_variant(imported, None, f"attention={form}", **{**passes, "attention_form": form})
                 for form in FORMS if forms - {form}]
     if not fusion_plans:
         return out
-    stitched = build(imported, fusion="stitch", algorithm=STITCH, **passes)
+    stitched = build_variant(imported, fusion="stitch", algorithm=STITCH, **passes)
     if Counter(key for *_, key in kernels(stitched.graph)) != Counter(key for *_, key in kernels(default.graph)):
         out.append(stitched)
     return out
@@ -170,7 +170,7 @@ def choose(imported: Graph, latency: Callable[[str], float | None], *, fusion_pl
     same_layout = {name: a if _layout(a) == _layout(default[name]) else default[name] for name, a in mix.items()}
     for choice in (mix, same_layout):
         if all(c.variant.choice != choice for c in candidates):
-            candidates.append(_Costed(build(imported, choice, MIXED, **passes), latency))
+            candidates.append(_Costed(build_variant(imported, choice, MIXED, **passes), latency))
             if all(latency(key) is not None for key in candidates[-1].keys):
                 break
     shared = Counter(candidates[0].keys)

@@ -2,9 +2,9 @@
 
 `passes/stitch.py` ranks its beam's plans by a model unless the pass options hold `rank_plans`, a function from the
 plans' graphs to their latencies; this is that function, which the tuner passes when it builds the stitched
-variant (`algorithms.build`). Each distinct kernel of the graphs (by workload key, so the kernels the plans share are
-timed once) is built through the normal kernel path with its default schedule and timed on random arguments; a
-graph's latency is the sum over its kernels.
+variant (`algorithms.build_variant`). Each distinct kernel of the graphs (by workload key, so the kernels the plans
+share are timed once) is built through the normal kernel path with its default schedule and timed on random
+arguments; a graph's latency is the sum over its kernels.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The graph `compile(db=)` builds, confirmed by timing whole graphs.
 
 `algorithms.choose` picks each convolution's algorithm and layout block by summing kernel latencies measured one
-kernel at a time, with warm caches and no neighbours. Inside the model the sum is off by 10-20% (a kernel reads
-what its producer left in cache, or not; layout transforms run between blocked and unblocked kernels), enough for
-a tuned ResNet-50 to run slower than the untuned one (99 against 87 ms, Zen 3). So after tuning, `confirm_graph`
+kernel at a time, with warm caches and no neighbours. Inside the model the sum is off (a kernel reads what its
+producer left in cache, or not; layout transforms run between blocked and unblocked kernels), enough for a tuned
+model to run slower than the untuned one (docs/tuning.md has the figures). So after tuning, `confirm_graph`
 compiles the estimate's pick and the default graph with the tuned schedules, times the two end to end,
 interleaved, and stores the faster one's choice in the records database under a digest of the imported graph;
 `chosen_graph` builds that choice when it finds one, and falls back to the estimate otherwise.
@@ -21,7 +21,7 @@ from ..executor import compile_graph
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
 from ..passes.attention_form import AUTO
-from .algorithms import STITCH, Variant, build, choose
+from .algorithms import STITCH, Variant, build_variant, choose
 from .apply import BestRecords
 
 
@@ -52,8 +52,8 @@ def chosen_graph(imported: Graph, chooser: BestRecords, *, fusion_plans: bool = 
     decision = chooser.db.graph_choice(graph_digest(imported, **passes))
     if decision is not None and (fusion_plans or decision.get("fusion", "rules") == "rules"):
         form = decision.get("attention_form", AUTO) if attention_form == AUTO else attention_form
-        return build(imported, decision["choice"], fusion=decision.get("fusion", "rules"), attention_form=form,
-                     attention_key_block=attention_key_block, **passes)
+        return build_variant(imported, decision["choice"], fusion=decision.get("fusion", "rules"),
+                             attention_form=form, attention_key_block=attention_key_block, **passes)
     return choose(imported, chooser.latency, fusion_plans=fusion_plans, attention_form=attention_form,
                   attention_key_block=attention_key_block, **passes)
 
@@ -62,7 +62,7 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: in
     """Time the default graph and `choose`'s pick (when they differ) end to end with the tuned schedules of `db`,
     store the faster one's choice, and return the timings."""
     with BestRecords(db) as chooser:
-        candidates = {"default": build(imported, **passes)}
+        candidates = {"default": build_variant(imported, **passes)}
         estimate = choose(imported, chooser.latency, fusion_plans=fusion_plans, **passes)
         if (estimate.choice != candidates["default"].choice or estimate.algorithm == STITCH
                 or estimate.attention_form != AUTO):

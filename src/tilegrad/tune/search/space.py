@@ -1,7 +1,7 @@
 """A task's search space: its sketches, candidates (a sketch and an assignment of its parameters), and their
 program features, evaluated in batches from formulas derived once per sketch structure.
 
-Search policies (evolutionary now, gradient next) share this: they propose assignments, score them with the cost
+Sketch-based search policies (evolutionary, gradient) share this: they propose assignments, score them with the cost
 model over these features, and hand the chosen ones to the measurer as concrete traces.
 """
 

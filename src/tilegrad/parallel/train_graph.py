@@ -1,6 +1,8 @@
-"""The planner's view of a model: operators (`ops.Operator`) joined by named values, some of them parameters.
+"""The parallel planner's view of a model it trains: operators (`ops.Operator`) joined by named values, some of
+them parameters. Its own classes (`TrainGraph`, `TrainNode`), not the compiler's `ir.Graph`: the planner needs
+each operator's sharding rules and parameters, not a kernel's.
 
-Built with `GraphBuilder`, by hand or from a torch.fx capture (`capture.py`); `models.py` holds the graphs the
+Built with `TrainGraphBuilder`, by hand or from a torch.fx capture (`capture.py`); `models.py` holds the graphs the
 tests and the benchmark plan (an MLP, a GPT-2-like stack, a wide classifier).
 """
 
@@ -14,15 +16,15 @@ from . import ops
 
 
 @dataclass(frozen=True)
-class Node:
+class TrainNode:
     op: ops.Operator
     inputs: tuple[str, ...]
     output: str
 
 
 @dataclass(frozen=True)
-class Graph:
-    nodes: tuple[Node, ...]
+class TrainGraph:
+    nodes: tuple[TrainNode, ...]
     shapes: dict[str, tuple[int, ...]] = field(hash=False)
     parameters: frozenset[str]
 
@@ -58,9 +60,9 @@ class Graph:
         return total
 
 
-class GraphBuilder:
+class TrainGraphBuilder:
     def __init__(self):
-        self.nodes: list[Node] = []
+        self.nodes: list[TrainNode] = []
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.parameters: set[str] = set()
 
@@ -80,9 +82,9 @@ class GraphBuilder:
         if missing:
             raise TilegradError(f"graph: operator {name!r} reads undefined values {missing}")
         op = factory(name, *(self.shapes[v] for v in values), **attrs)
-        self.nodes.append(Node(op, tuple(values), name))
+        self.nodes.append(TrainNode(op, tuple(values), name))
         self.shapes[name] = op.output_shape
         return name
 
-    def build(self) -> Graph:
-        return Graph(tuple(self.nodes), dict(self.shapes), frozenset(self.parameters))
+    def build(self) -> TrainGraph:
+        return TrainGraph(tuple(self.nodes), dict(self.shapes), frozenset(self.parameters))
