@@ -56,7 +56,8 @@ def inverted_residual(channels=16, expand=6, stride=1, size=12):
 
 def _run_pass(g, **options):
     """conv_algorithm then layout, as the pipeline runs them; the layout pass's notes."""
-    ctx = PassContext(options={**DIRECT, "layout_block": 8, **options})  # 8 lanes whatever the host
+    # 8 lanes whatever the host: a block given per node leaves the other nodes at the target's lanes
+    ctx = PassContext(target=Target.with_lanes(8), options={**DIRECT, "layout_block": 8, **options})
     packed = conv_algorithm(g, ctx)
     ctx.notes = []
     return layout(packed, ctx), ctx.notes
