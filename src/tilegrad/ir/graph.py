@@ -177,14 +177,16 @@ class GraphBuilder:
             produced = {id(v) for node in nodes for v in node.outputs}  # inputs and constants keep their names
             renamed = {id(v): dataclasses.replace(v, name=n) for v, n in zip(outs, names)
                        if v.name != n and id(v) in produced}
-            nodes = tuple(_rename(node, renamed) for node in nodes)
+            nodes = tuple(rename_values(node, renamed) for node in nodes)
             outs = tuple(renamed.get(id(v), v) for v in outs)
         g = Graph(tuple(self._inputs), outs, nodes)
         g.verify()
         return g
 
 
-def _rename(node: Node, renamed: dict[int, Value]) -> Node:
+def rename_values(node: Node, renamed: dict[int, Value]) -> Node:
+    """`node` reading and producing the renamed copies in `renamed` (id of a value -> its copy) instead of the
+    originals; `node` itself when it touches none."""
     if not any(id(v) in renamed for v in node.inputs + node.outputs):
         return node
     return dataclasses.replace(node, inputs=tuple(renamed.get(id(v), v) for v in node.inputs),
