@@ -51,7 +51,8 @@ from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.results import TuneResult
 from tilegrad.tune.task import Task, extract_tasks
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import TuneOptions
 
 NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
 POLICIES = ("gradient", "evolutionary", "autotvm")

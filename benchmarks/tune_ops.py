@@ -32,7 +32,8 @@ from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.search import POLICIES
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import TuneOptions
 
 THREADS = os.cpu_count() or 1
 IDLE_S = 0.5

@@ -22,7 +22,8 @@ from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.model import model_tasks
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
 from tilegrad.tune.task import kernels
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import TuneOptions
 
 KERNEL_OF = {"blocked_conv": "direct", "conv_nchwc": "direct", "im2col_conv": "im2col"}
 DEFAULT_BLOCK, WIDE_BLOCK = block_sizes(host())

@@ -26,7 +26,8 @@ from tilegrad.tune.cost_model.trees import ranking_accuracy
 from tilegrad.tune.cost_model.xgb import XGBRankModel
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import TuneOptions
 
 QUIET = default_callbacks(progress=False)
 

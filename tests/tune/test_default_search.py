@@ -16,7 +16,8 @@ from tilegrad.tune.cost_model.trees import TreeCostModel
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy, EvolutionarySearch
 from tilegrad.tune.search.gradient import GradientPolicy, GradientSearch
 from tilegrad.tune.search.space import Candidate, TaskSpace
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import TuneOptions
 
 
 def _default_sketch(space: TaskSpace) -> Sketch:

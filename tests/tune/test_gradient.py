@@ -21,7 +21,8 @@ from tilegrad.tune.model import model_graph
 from tilegrad.tune.search.gradient import GradientPolicy, GradientSearch, ParameterBox, log_features
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import TuneOptions
 
 
 def _matmul(m=48, k=96, n=40):

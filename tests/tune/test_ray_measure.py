@@ -25,7 +25,7 @@ from tilegrad.cli import main
 from tilegrad.errors import MeasureError
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.target import host
-from tilegrad.tune.callbacks import Callback, default_callbacks
+from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.measure.builder import LocalBuilder
 from tilegrad.tune.measure.ray_cluster import (NAMESPACE, default_key, describe, devices, ray_measurer,
@@ -35,7 +35,8 @@ from tilegrad.tune.model import model_graph
 from tilegrad.tune.records import machine_fingerprint
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import TuneOptions, tune_tasks
+from tilegrad.tune.tuner import tune_tasks
+from tilegrad.tune.tuning_run import Callback, TuneOptions
 
 QUIET = default_callbacks(progress=False)
 TIMING = {"repeats": 2, "min_repeat_s": 0.001, "timeout_s": 5.0}

@@ -12,7 +12,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 from tilegrad import cli
-from tilegrad.tune.callbacks import Callback
 from tilegrad.tune.model import model_tasks
 from tilegrad.tune.report import (
     BEST_VS_MEASURED,
@@ -24,6 +23,7 @@ from tilegrad.tune.report import (
     write_report,
 )
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
+from tilegrad.tune.tuning_run import Callback
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

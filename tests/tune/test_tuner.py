@@ -20,7 +20,7 @@ from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.schedule.trace import Trace
 from tilegrad.tune.apply import BestRecords
-from tilegrad.tune.callbacks import Callback, default_callbacks
+from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.confirm import confirm_best, retime
 from tilegrad.tune.measure import MeasureInput, MeasureResult
 from tilegrad.tune.model import model_graph
@@ -31,7 +31,8 @@ from tilegrad.tune.search.policy import POLICIES
 from tilegrad.tune.search.space import TaskSpace
 from tilegrad.tune.state import TaskState
 from tilegrad.tune.task import extract_tasks
-from tilegrad.tune.tuner import TuneOptions, _challenge, _resume, tune_tasks
+from tilegrad.tune.tuner import _challenge, _resume, tune_tasks
+from tilegrad.tune.tuning_run import Callback, TuneOptions
 
 SMALL = EvolutionaryPolicy(population=48, generations=2, measure_per_round=6)
 QUIET = default_callbacks(progress=False)

@@ -2,7 +2,8 @@
 
 Values and nodes are immutable and compared by identity (two nodes that compute the same thing are still two
 nodes until a pass merges them). A `GraphBuilder` runs each op's type rule as nodes are added, so a graph is typed
-by construction and a mismatch names the node and the shapes at the point it happens.
+by construction and a mismatch names the node and the shapes at the point it happens. `str(g)` prints a graph
+one line per node (`format_graph`).
 """
 
 from __future__ import annotations
@@ -109,8 +110,6 @@ class Graph:
                 raise ShapeError(f"graph output {v.name!r} is never computed")
 
     def __str__(self) -> str:
-        from .printer import format_graph
-
         return format_graph(self)
 
 
@@ -178,15 +177,47 @@ class GraphBuilder:
             produced = {id(v) for node in nodes for v in node.outputs}  # inputs and constants keep their names
             renamed = {id(v): dataclasses.replace(v, name=n) for v, n in zip(outs, names)
                        if v.name != n and id(v) in produced}
-            nodes = tuple(_rename(node, renamed) for node in nodes)
+            nodes = tuple(rename_values(node, renamed) for node in nodes)
             outs = tuple(renamed.get(id(v), v) for v in outs)
         g = Graph(tuple(self._inputs), outs, nodes)
         g.verify()
         return g
 
 
-def _rename(node: Node, renamed: dict[int, Value]) -> Node:
+def rename_values(node: Node, renamed: dict[int, Value]) -> Node:
+    """`node` reading and producing the renamed copies in `renamed` (id of a value -> its copy) instead of the
+    originals; `node` itself when it touches none."""
     if not any(id(v) in renamed for v in node.inputs + node.outputs):
         return node
     return dataclasses.replace(node, inputs=tuple(renamed.get(id(v), v) for v in node.inputs),
                                outputs=tuple(renamed.get(id(v), v) for v in node.outputs))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# printing: one line per node, types on every value, constants marked (what `str(g)` gives)
+
+
+def _value(v: Value) -> str:
+    return f"%{v.name}" + (f": const {v.type}" if v.is_constant else "")
+
+
+def _attr(v) -> str:
+    if isinstance(v, Graph):
+        return "<" + " -> ".join(n.op for n in v.nodes) + ">"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_attr(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return repr(v)
+
+
+def format_graph(g: Graph) -> str:
+    head = ", ".join(f"%{v.name}: {v.type}" for v in g.inputs)
+    lines = [f"graph({head}) {{"]
+    for n in g.nodes:
+        outs = ", ".join(f"%{v.name}" for v in n.outputs)
+        args = ", ".join(_value(v) for v in n.inputs)
+        attrs = ", ".join(f"{k}={_attr(v)}" for k, v in n.attrs.items())
+        types = ", ".join(str(v.type) for v in n.outputs)
+        lines.append(f"  {outs} = {n.op}({args}){' {' + attrs + '}' if attrs else ''} : {types}")
+    lines.append(f"  return {', '.join('%' + v.name for v in g.outputs)}")
+    lines.append("}")
+    return "\n".join(lines)

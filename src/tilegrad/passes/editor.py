@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir.graph import Graph, GraphBuilder, Node, Value, _rename
+from ..ir.graph import Graph, GraphBuilder, Node, Value, rename_values
 
 
 class GraphEditor(GraphBuilder):
@@ -71,7 +71,7 @@ class GraphEditor(GraphBuilder):
                 renamed[id(new)] = dataclasses.replace(new, name=old.name)
         nodes = _live(self._nodes, tuple(outputs))
         if renamed:
-            nodes = [_rename(n, renamed) for n in nodes]
+            nodes = [rename_values(n, renamed) for n in nodes]
         outputs = tuple(renamed.get(id(v), v) for v in outputs)
         g = Graph(self.graph.inputs, outputs, tuple(nodes))
         g.verify()

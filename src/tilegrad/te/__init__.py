@@ -1,5 +1,8 @@
 """Tensor expressions: the expression system, its simplifier and evaluators, and computes over tensors."""
 
+# First: these two register how every expression prints and bounds itself (te/expr.py, `DERIVED`).
+from .intervals import interval as interval
+from .printer import format_expr as format_expr
 from .evaluate import evaluate as evaluate, evaluate_numpy as evaluate_numpy
 from .expr import (
     Expr as Expr, Var as Var, Const as Const, const as const, cast as cast, select as select,

@@ -1,7 +1,7 @@
 """The numeric interval of an expression: from its variables' declared ranges, inclusive, +-inf when unknown.
 
-`Expr.lo` and `Expr.hi` read them (once per node); the simplifier's rules and the renderers' choices of
-division read those.
+`Expr.lo` and `Expr.hi` read them (once per node) through `expr.DERIVED`, where this module registers `interval`;
+the simplifier's rules and the renderers' choices of division read those.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..dtype import INT_RANGES, is_int, is_unsigned
-from .expr import Add, Cast, Const, Expr, FloorDiv, FloorMod, Max, Min, Mul, Select, Sub
+from .expr import DERIVED, Add, Cast, Const, Expr, FloorDiv, FloorMod, Max, Min, Mul, Select, Sub
 
 INF = math.inf
 
@@ -90,3 +90,5 @@ _INTERVALS = {
     Select: _select_interval,
     Cast: _cast_interval,
 }
+
+DERIVED["interval"] = interval

@@ -1,4 +1,7 @@
-"""A readable infix printer for expressions: minimal parentheses, Python-like operators."""
+"""A readable infix printer for expressions: minimal parentheses, Python-like operators.
+
+`repr(e)` prints through it: this module registers `format_expr` in `expr.DERIVED`.
+"""
 
 from __future__ import annotations
 
@@ -58,3 +61,6 @@ def format_expr(e: E.Expr) -> str:
     if isinstance(e, E.Call):
         return f"{e.fn}({', '.join(format_expr(a) for a in e.args)})"
     raise TypeError(f"no printer for {t.__name__}")
+
+
+E.DERIVED["text"] = format_expr

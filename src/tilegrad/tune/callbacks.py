@@ -1,8 +1,8 @@
 """The tuning loop's side effects, as callbacks: keeping records, retraining the cost model, showing progress.
 
 The loop (`tuner.py`) measures and decides; everything it tells the outside world goes through the hooks of its
-callbacks, in order. `default_callbacks()` are what `tune_tasks` runs unless given others: a benchmark or a
-remote service adds its own (say, streaming each record elsewhere) beside them.
+callbacks (`tuning_run.Callback`), in order. `default_callbacks()` are what `tune_tasks` runs unless given others:
+a benchmark or a remote service adds its own (say, streaming each record elsewhere) beside them.
 """
 
 from __future__ import annotations
@@ -12,32 +12,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .cost_model.model import throughput_of
+from .tuning_run import Callback
 
 if TYPE_CHECKING:
     from .measure import MeasureResult
     from .records import Record
     from .search.space import Candidate
     from .state import TaskState
-    from .tuner import TuningRun
-
-
-class Callback:
-    """Hooks of the tuning loop; each does nothing unless a subclass overrides it."""
-
-    def started(self, run: TuningRun) -> None:
-        """Earlier records are loaded and the defaults timed: the search begins."""
-
-    def recorded(self, run: TuningRun, rec: Record) -> None:
-        """A measurement or a tally of re-timings to keep."""
-
-    def measured(self, run: TuningRun, st: TaskState, batch: list[Candidate], results: list[MeasureResult]) -> None:
-        """A round ended: `batch` of `st`'s task was measured, and its state and the scheduler updated."""
-
-    def confirming(self, run: TuningRun) -> None:
-        """The search ended; the final confirmation of each task's best begins."""
-
-    def finished(self, run: TuningRun) -> None:
-        """The run ended, normally or not."""
+    from .tuning_run import TuningRun
 
 
 class CommitRecords(Callback):

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..executor import compile_graph
-from ..ir.graph import Graph
-from ..ir.printer import format_graph
+from ..ir.graph import Graph, format_graph
 from ..passes.attention_form import AUTO
 from .algorithms import STITCH, Variant, build_variant, choose
 from .apply import BestRecords

@@ -11,7 +11,7 @@ from ..frontend.load import import_model
 from ..passes import optimize
 from ..target import TARGETS, Target
 from .algorithms import algorithm_tasks, variants
-from .callbacks import Callback, default_callbacks
+from .callbacks import default_callbacks
 from .cost_model import CostModel
 from .features.extract import feature_count
 from .graph_choice import confirm_graph
@@ -21,7 +21,8 @@ from .results import TuneResult
 from .search import SearchPolicy
 from .search.policy import make_policy
 from .task import Task, extract_tasks
-from .tuner import TuneOptions, tune_tasks
+from .tuner import tune_tasks
+from .tuning_run import Callback, TuneOptions
 
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,

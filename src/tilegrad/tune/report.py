@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..dtype import itemsize
-from .callbacks import Callback
+from .tuning_run import Callback
 
 if TYPE_CHECKING:
     from .results import TaskResult
-    from .tuner import TuningRun
+    from .tuning_run import TuningRun
 
 BEST_VS_TIME = "best_vs_time.png"
 BEST_VS_MEASURED = "best_vs_measured.png"

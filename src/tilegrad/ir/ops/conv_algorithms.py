@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te.nn import im2col, winograd
 from ..registry import INJECTIVE, OUT_FUSABLE, Sample, TensorType, declare
-from .nn import _conv_ref, _conv_type, window_attrs
+from .windows import conv_ref, conv_type, window_attrs
 
 
 def _conv2d_weight(w: TensorType) -> tuple[int, int, int, int]:
@@ -44,7 +44,7 @@ def _winograd_type(x: TensorType, u: TensorType, bias: TensorType | None = None,
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"{out_channels} output channels do not fit {blocks} blocks of {block}")
     weight = TensorType((out_channels, channels, 3, 3), u.dtype)
-    return _conv_type(x, weight, bias, strides=None, pads=pads, dilations=None, group=1)
+    return conv_type(x, weight, bias, strides=None, pads=pads, dilations=None, group=1)
 
 
 def _winograd_ref(x, u, bias=None, *, m, pads, out_channels):
@@ -113,14 +113,14 @@ def _weight_of(wmat: TensorType, x: TensorType, out_channels, kernel_shape) -> T
 
 def _im2col_type(x, wmat, bias=None, *, out_channels, kernel_shape, strides, pads, dilations):
     weight = _weight_of(wmat, x, out_channels, kernel_shape)
-    return _conv_type(x, weight, bias, strides=strides, pads=pads, dilations=dilations, group=1)
+    return conv_type(x, weight, bias, strides=strides, pads=pads, dilations=dilations, group=1)
 
 
 def _im2col_ref(x, wmat, bias=None, *, out_channels, kernel_shape, strides, pads, dilations):
     panels, depth, mr = wmat.shape
     w = wmat.transpose(0, 2, 1).reshape(panels * mr, depth)[:out_channels]
     w = w.reshape(out_channels, x.shape[1], *kernel_shape)
-    return _conv_ref(x, w, bias, strides=strides, pads=pads, dilations=dilations, group=1)
+    return conv_ref(x, w, bias, strides=strides, pads=pads, dilations=dilations, group=1)
 
 
 def _im2col_te(x, wmat, bias=None, *, out_channels, kernel_shape, strides, pads, dilations):

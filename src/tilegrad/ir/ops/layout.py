@@ -16,10 +16,10 @@ import numpy as np
 from ...errors import ShapeError
 from ...te.nn import nchwc
 from ..registry import INJECTIVE, OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
-from .nn import (
-    _avg_pool_ref, _avg_pool_type, _conv_ref, _conv_type, _max_pool_ref, _max_pool_type, _pool_window, window_attrs,
-)
 from .operands import float_dtype
+from .windows import (
+    avg_pool_ref, avg_pool_type, conv_ref, conv_type, max_pool_ref, max_pool_type, pool_window, window_attrs,
+)
 
 
 def block_array(a: np.ndarray, block: int) -> np.ndarray:
@@ -112,7 +112,7 @@ def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations):
     nchw = _nchw(x) if len(x.shape) == 5 else x
     _check_packed_bias(bias, blocks, block)
     weight = TensorType((blocks * block, channels, kh, kw), wpack.dtype)
-    (out,) = _conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=1)
+    (out,) = conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=1)
     return [_blocked(out, block)]
 
 
@@ -124,7 +124,7 @@ def _check_packed_bias(bias: TensorType | None, blocks: int, block: int) -> None
 def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations):
     nchw = unblock_array(x) if x.ndim == 5 else x
     flat = None if bias is None else bias.reshape(-1)
-    y = _conv_ref(nchw, _weights(wpack), flat, strides=strides, pads=pads, dilations=dilations, group=1)
+    y = conv_ref(nchw, _weights(wpack), flat, strides=strides, pads=pads, dilations=dilations, group=1)
     return block_array(y, wpack.shape[4])
 
 
@@ -142,7 +142,7 @@ def _depthwise_type(x, wpack, bias=None, *, strides, pads, dilations):
     _check_packed_bias(bias, x.shape[1], x.shape[4])
     nchw = _nchw(x)
     weight = TensorType((nchw.shape[1], 1, *wpack.shape[1:3]), wpack.dtype)
-    (out,) = _conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1])
+    (out,) = conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1])
     return [_blocked(out, x.shape[4])]
 
 
@@ -150,7 +150,7 @@ def _depthwise_ref(x, wpack, bias=None, *, strides, pads, dilations):
     nchw = unblock_array(x)
     weight = wpack.transpose(0, 3, 1, 2).reshape(-1, 1, *wpack.shape[1:3])
     flat = None if bias is None else bias.reshape(-1)
-    y = _conv_ref(nchw, weight, flat, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1])
+    y = conv_ref(nchw, weight, flat, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1])
     return block_array(y, x.shape[4])
 
 
@@ -181,26 +181,26 @@ declare("depthwise_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV
 
 def _max_pool_nchwc_type(x, **attrs):
     _check_blocked(x)
-    (out,) = _max_pool_type(_nchw(x), **attrs)
+    (out,) = max_pool_type(_nchw(x), **attrs)
     return [_blocked(out, x.shape[4])]
 
 
 def _avg_pool_nchwc_type(x, **attrs):
     _check_blocked(x)
-    (out,) = _avg_pool_type(_nchw(x), **attrs)
+    (out,) = avg_pool_type(_nchw(x), **attrs)
     return [_blocked(out, x.shape[4])]
 
 
 def _max_pool_nchwc_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
-    win = _pool_window("max_pool_nchwc", _nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads,
-                       dilations, ceil_mode)
+    win = pool_window("max_pool_nchwc", _nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads,
+                      dilations, ceil_mode)
     return nchwc.max_pool2d_nchwc(x, win.kernel, win.stride, win.pads, win.dilation, bool(ceil_mode),
                                      name="max_pool_nchwc")
 
 
 def _avg_pool_nchwc_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
-    win = _pool_window("avg_pool_nchwc", _nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads,
-                       dilations, ceil_mode)
+    win = pool_window("avg_pool_nchwc", _nchw(TensorType(x.shape, x.dtype)), kernel_shape, strides, pads,
+                      dilations, ceil_mode)
     return nchwc.avg_pool2d_nchwc(x, win.kernel, win.stride, win.pads, win.dilation, bool(ceil_mode),
                                      bool(count_include_pad), name="avg_pool_nchwc")
 
@@ -225,13 +225,13 @@ _POOL_ATTRS = {"kernel_shape": None, "strides": None, "pads": None, "dilations":
 _POOL_SAMPLE = Sample((((1, 2, 7, 6, 4), "float32"),), {"kernel_shape": [3, 3], "strides": [2, 2],
                                                          "pads": [1, 1, 1, 1]})
 declare("max_pool_nchwc", kind=REDUCTION, attrs=_POOL_ATTRS, infer=_max_pool_nchwc_type,
-        reference=_lanewise(_max_pool_ref), compute=_max_pool_nchwc_te, samples=(
+        reference=_lanewise(max_pool_ref), compute=_max_pool_nchwc_te, samples=(
             _POOL_SAMPLE,
             Sample((((2, 1, 7, 9, 8), "float32"),),
                    {"kernel_shape": [2, 3], "strides": [2, 2], "dilations": [1, 2], "ceil_mode": 1}),
         ))
 declare("avg_pool_nchwc", kind=REDUCTION, attrs={**_POOL_ATTRS, "count_include_pad": 0}, infer=_avg_pool_nchwc_type,
-        reference=_lanewise(_avg_pool_ref), compute=_avg_pool_nchwc_te, samples=(
+        reference=_lanewise(avg_pool_ref), compute=_avg_pool_nchwc_te, samples=(
             _POOL_SAMPLE,
             Sample((((1, 2, 8, 7, 4), "float32"),), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
                                                      "ceil_mode": 1, "count_include_pad": 1}),

@@ -2,15 +2,14 @@
 
 Attributes follow ONNX, spelled in snake case: `pads` lists all the begins then all the ends, strides and
 dilations default to 1, and an average excludes the padding unless `count_include_pad` is set. Window ops take
-channels-first layouts with 1 to 3 spatial axes and pick te.nn's 1-, 2- or 3-d compute by the rank of the input;
-their type rules and references share the computes' `Window`, so both layers agree on every extent.
+channels-first layouts with 1 to 3 spatial axes and pick te.nn's 1-, 2- or 3-d compute by the rank of the input.
+The type rules and references of conv and the pools are in windows.py, which their variants share.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 
@@ -18,58 +17,18 @@ from ...dtype import is_float
 from ...errors import ShapeError
 from ...te import nn
 from ...te import tensor as te
-from ...te.nn._arguments import int_tuple
 from ...te.nn._window import Window
 from ..registry import OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
 from .operands import broadcasts_to, float_dtype, same_dtype, te_type, widened
+from .windows import (
+    avg_pool_ref, avg_pool_type, check_conv_channels, check_conv_weight, conv_compute, conv_flops, conv_ref, conv_type,
+    max_pool_ref, max_pool_type, onnx_ints, pool_window, spatial_rank, window_attrs,
+)
 
-_CONV = {1: nn.conv1d, 2: nn.conv2d, 3: nn.conv3d}
 _CONV_TRANSPOSE = {1: nn.conv1d_transpose, 2: nn.conv2d_transpose, 3: nn.conv3d_transpose}
 _MAX_POOL = {1: nn.max_pool1d, 2: nn.max_pool2d, 3: nn.max_pool3d}
 _AVG_POOL = {1: nn.avg_pool1d, 2: nn.avg_pool2d, 3: nn.avg_pool3d}
 _WINDOW_ATTRS = {"strides": None, "pads": None, "dilations": None}
-
-
-def _spatial_rank(x: TensorType) -> int:
-    nd = len(x.shape) - 2
-    if not 1 <= nd <= 3:
-        raise ShapeError(f"x must be (N, C, W), (N, C, H, W) or (N, C, D, H, W), got shape {x.shape}")
-    return nd
-
-
-def _onnx_ints(value, nd: int, what: str, op: str, default: int, minimum: int = 1) -> tuple[int, ...]:
-    """An ONNX per-axis attribute: `nd` integers, or `default` on every axis when absent."""
-    return (default,) * nd if value is None else int_tuple(value, nd, what, op, minimum, scalar=False)
-
-
-def window_attrs(op: str, nd: int, strides, pads, dilations):
-    """ONNX window attributes as te's stride, (begin, end) pads and dilation (`pads` lists all the begins, then
-    all the ends)."""
-    flat = _onnx_ints(pads, 2 * nd, "pads (all begins, then all ends)", op, 0, minimum=0)
-    return (_onnx_ints(strides, nd, "strides", op, 1), tuple(zip(flat[:nd], flat[nd:])),
-            _onnx_ints(dilations, nd, "dilations", op, 1))
-
-
-def _window(op: str, sizes, kernel, strides, pads, dilations, ceil_mode: bool = False) -> Window:
-    """The window of an op with ONNX attributes over spatial `sizes`."""
-    return Window.of(op, sizes, kernel, *window_attrs(op, len(sizes), strides, pads, dilations), ceil_mode)
-
-
-def _padded(a: np.ndarray, win: Window, fill, overhang) -> np.ndarray:
-    """`a` with its spatial (last) axes padded by `fill` per `win.pads`, then by `overhang` up to the reach of the
-    last window (which ceil_mode can take past the padding)."""
-    lead = [(0, 0)] * (a.ndim - len(win.kernel))
-    a = np.pad(a, lead + list(win.pads), constant_values=fill)
-    reach = [(o - 1) * s + d * (k - 1) + 1 for o, s, d, k in zip(win.out_sizes, win.stride, win.dilation, win.kernel)]
-    extra = [(0, max(0, r - n)) for r, n in zip(reach, a.shape[len(lead):])]
-    return np.pad(a, lead + extra, constant_values=overhang)
-
-
-def _tap_views(a: np.ndarray, win: Window):
-    """For each kernel tap, the strided view of padded `a` that the tap reads at every output position."""
-    for taps in np.ndindex(*win.kernel):
-        yield taps, a[(..., *(slice(k * d, k * d + s * (o - 1) + 1, s)
-                              for k, d, s, o in zip(taps, win.dilation, win.stride, win.out_sizes)))]
 
 
 def _add_channel_bias(out: te.Tensor, bias: te.Tensor | None, name: str) -> te.Tensor:
@@ -80,56 +39,9 @@ def _add_channel_bias(out: te.Tensor, bias: te.Tensor | None, name: str) -> te.T
 
 # ---- conv and conv_transpose ----
 
-def _check_weight(x: TensorType, w: TensorType, group, layout: str) -> None:
-    if len(w.shape) != len(x.shape):
-        raise ShapeError(f"the weight must have layout ({layout}) of rank {len(x.shape)} like x, got shape {w.shape}")
-    if not isinstance(group, numbers.Integral) or group < 1:
-        raise ShapeError(f"group must be a positive integer, got {group!r}")
-
-
-def _check_channels(group: int, in_channels: int, out_channels: int, bias: TensorType | None) -> None:
-    if in_channels % group or out_channels % group:
-        raise ShapeError(f"group={group} must divide both the {in_channels} input and the {out_channels} output "
-                         f"channels")
-    if bias is not None and bias.shape != (out_channels,):
-        raise ShapeError(f"the bias must have shape ({out_channels},), one per output channel, got {bias.shape}")
-
-
-def _conv_type(x, w, bias=None, *, strides, pads, dilations, group):
-    _spatial_rank(x)
-    dtype = float_dtype(x, w, bias)
-    _check_weight(x, w, group, "M, C / group, *kernel")
-    channels, (out_channels, per_group) = x.shape[1], w.shape[:2]
-    _check_channels(group, channels, out_channels, bias)
-    if per_group * group != channels:
-        raise ShapeError(f"the weight has {per_group} input channels per group, but x has {channels} channels in "
-                         f"{group} group(s), which needs {channels // group}")
-    out = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations).out_sizes
-    return [TensorType((x.shape[0], out_channels, *out), dtype)]
-
-
-def _conv_ref(x, w, bias=None, *, strides, pads, dilations, group):
-    nd = x.ndim - 2
-    win = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations)
-    out_sizes = win.out_sizes
-    (n, c), m = x.shape[:2], w.shape[0]
-    xp = _padded(x.astype(np.float64), win, 0, 0)
-    xg = xp.reshape(n, group, c // group, *xp.shape[2:])
-    wg = w.astype(np.float64).reshape(group, m // group, c // group, *w.shape[2:])
-    y = np.zeros((n, group, m // group, *out_sizes))
-    for taps, view in _tap_views(xg, win):
-        y += np.einsum("ngc...,goc->ngo...", view, wg[(..., *taps)])
-    y = y.reshape(n, m, *out_sizes)
-    if bias is not None:
-        y += bias.reshape(m, *[1] * nd)
-    return y.astype(x.dtype)
-
-
 def _conv_te(x, w, bias=None, *, strides, pads, dilations, group):
-    _conv_type(te_type(x), te_type(w), te_type(bias), strides=strides, pads=pads, dilations=dilations,
-               group=group)
-    win = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations)
-    out = _CONV[x.ndim - 2](x, w, win.stride, win.pads, win.dilation, int(group))
+    conv_type(te_type(x), te_type(w), te_type(bias), strides=strides, pads=pads, dilations=dilations, group=group)
+    out = conv_compute(x, w, strides=strides, pads=pads, dilations=dilations, group=group)
     return _add_channel_bias(out, bias, "conv_bias")
 
 
@@ -137,19 +49,19 @@ def _transposed_window(x, w, strides, pads, dilations, output_padding) -> tuple[
     """The window of a transposed convolution and its output padding, from the shapes of x and w (types or
     arrays)."""
     nd = len(x.shape) - 2
-    extra = _onnx_ints(output_padding, nd, "output_padding", "conv_transpose", 0, minimum=0)
+    extra = onnx_ints(output_padding, nd, "output_padding", "conv_transpose", 0, minimum=0)
     return Window.transposed("conv_transpose", x.shape[2:], w.shape[2:],
                              *window_attrs("conv_transpose", nd, strides, pads, dilations), extra)
 
 
 def _conv_transpose_type(x, w, bias=None, *, strides, pads, dilations, group, output_padding):
-    _spatial_rank(x)
+    spatial_rank(x)
     dtype = float_dtype(x, w, bias)
-    _check_weight(x, w, group, "C, M / group, *kernel")
+    check_conv_weight(x, w, group, "C, M / group, *kernel")
     if w.shape[0] != x.shape[1]:
         raise ShapeError(f"the weight has {w.shape[0]} input channels (axis 0), but x has {x.shape[1]}")
     out_channels = w.shape[1] * group
-    _check_channels(group, x.shape[1], out_channels, bias)
+    check_conv_channels(group, x.shape[1], out_channels, bias)
     out = _transposed_window(x, w, strides, pads, dilations, output_padding)[0].out_sizes
     return [TensorType((x.shape[0], out_channels, *out), dtype)]
 
@@ -182,11 +94,6 @@ def _conv_transpose_te(x, w, bias=None, *, strides, pads, dilations, group, outp
     return _add_channel_bias(out, bias, "conv_transpose_bias")
 
 
-def _conv_flops(ins, outs, **_) -> int:
-    """2 x the multiply-adds: w is (M, C / group, *kernel), one dot product of prod(w[1:]) per output element."""
-    return 2 * math.prod(outs[0].shape) * math.prod(ins[1].shape[1:])
-
-
 def _conv_transpose_flops(ins, outs, **_) -> int:
     """2 x the multiply-adds: w is (C, M / group, *kernel), each input element meets prod(w[1:]) weights (the
     compute also multiplies the zeros between strided inputs)."""
@@ -194,8 +101,8 @@ def _conv_transpose_flops(ins, outs, **_) -> int:
 
 
 _CONV_ATTRS = {**_WINDOW_ATTRS, "group": 1}
-declare("conv", kind=OUT_FUSABLE, attrs=_CONV_ATTRS, infer=_conv_type, reference=_conv_ref, compute=widened(_conv_te),
-        flops=_conv_flops,
+declare("conv", kind=OUT_FUSABLE, attrs=_CONV_ATTRS, infer=conv_type, reference=conv_ref, compute=widened(_conv_te),
+        flops=conv_flops,
         num_inputs=(2, 3), samples=(
             Sample((((1, 4, 9, 8), "float32"), ((6, 4, 3, 3), "float32"), ((6,), "float32")),
                    {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
@@ -303,73 +210,29 @@ declare("gemm", kind=OUT_FUSABLE, attrs={"alpha": 1.0, "beta": 1.0, "trans_a": 0
 
 # ---- pooling ----
 
-def _pool_window(op: str, x: TensorType, kernel_shape, strides, pads, dilations, ceil_mode) -> Window:
-    """The window of a pool over `x`; every window must read some of the input."""
-    nd = _spatial_rank(x)
-    if kernel_shape is None:
-        raise ShapeError(f"kernel_shape is required: the window's extent along each of the {nd} spatial axes")
-    kernel = int_tuple(kernel_shape, nd, "kernel_shape", op, scalar=False)
-    win = _window(op, x.shape[2:], kernel, strides, pads, dilations, bool(ceil_mode))
-    win.check_inside(op)
-    return win
-
-
-def _pool_type(op: str, x: TensorType, kernel_shape, strides, pads, dilations, ceil_mode) -> list[TensorType]:
-    out = _pool_window(op, x, kernel_shape, strides, pads, dilations, ceil_mode).out_sizes
-    return [TensorType((*x.shape[:2], *out), x.dtype)]
-
-
-def _max_pool_type(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
-    return _pool_type("max_pool", x, kernel_shape, strides, pads, dilations, ceil_mode)
-
-
-def _avg_pool_type(x, *, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
-    float_dtype(x)
-    return _pool_type("avg_pool", x, kernel_shape, strides, pads, dilations, ceil_mode)
-
-
-def _max_pool_ref(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
-    win = _pool_window("max_pool", TensorType(x.shape, str(x.dtype)), kernel_shape, strides, pads, dilations,
-                       ceil_mode)
-    lowest = -np.inf if is_float(str(x.dtype)) else np.iinfo(x.dtype).min
-    views = (v for _, v in _tap_views(_padded(x, win, lowest, lowest), win))
-    return functools.reduce(np.maximum, views).astype(x.dtype)
-
-
-def _avg_pool_ref(x, *, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
-    win = _pool_window("avg_pool", TensorType(x.shape, str(x.dtype)), kernel_shape, strides, pads, dilations,
-                       ceil_mode)
-    total = sum(v for _, v in _tap_views(_padded(x.astype(np.float64), win, 0, 0), win))
-    # The divisor counts the taps inside the input, or with count_include_pad inside the padded input (never
-    # those past it, which only ceil_mode reaches).
-    inside = _padded(np.ones(x.shape[2:]), win, 1 if count_include_pad else 0, 0)
-    count = sum(v for _, v in _tap_views(inside, win))
-    return (total / count).astype(x.dtype)
-
-
 def _max_pool_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode):
-    win = _pool_window("max_pool", te_type(x), kernel_shape, strides, pads, dilations, ceil_mode)
+    win = pool_window("max_pool", te_type(x), kernel_shape, strides, pads, dilations, ceil_mode)
     return _MAX_POOL[len(win.kernel)](x, win.kernel, win.stride, win.pads, win.dilation, bool(ceil_mode),
                                       name="max_pool")
 
 
 def _avg_pool_te(x, *, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
     float_dtype(te_type(x))
-    win = _pool_window("avg_pool", te_type(x), kernel_shape, strides, pads, dilations, ceil_mode)
+    win = pool_window("avg_pool", te_type(x), kernel_shape, strides, pads, dilations, ceil_mode)
     return _AVG_POOL[len(win.kernel)](x, win.kernel, win.stride, win.pads, win.dilation, bool(ceil_mode),
                                       bool(count_include_pad), name="avg_pool")
 
 
 _POOL_ATTRS = {"kernel_shape": None, **_WINDOW_ATTRS, "ceil_mode": 0}
-declare("max_pool", kind=REDUCTION, attrs=_POOL_ATTRS, infer=_max_pool_type, reference=_max_pool_ref,
+declare("max_pool", kind=REDUCTION, attrs=_POOL_ATTRS, infer=max_pool_type, reference=max_pool_ref,
         compute=_max_pool_te, samples=(
             Sample((((1, 2, 7, 6), "float32"),), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
             Sample((((2, 3, 7, 9), "float32"),),
                    {"kernel_shape": [2, 3], "strides": [2, 2], "dilations": [1, 2], "ceil_mode": 1}),
             Sample((((2, 3, 10), "float32"),), {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "ceil_mode": 1}),
         ))
-declare("avg_pool", kind=REDUCTION, attrs={**_POOL_ATTRS, "count_include_pad": 0}, infer=_avg_pool_type,
-        reference=_avg_pool_ref, compute=_avg_pool_te, samples=(
+declare("avg_pool", kind=REDUCTION, attrs={**_POOL_ATTRS, "count_include_pad": 0}, infer=avg_pool_type,
+        reference=avg_pool_ref, compute=_avg_pool_te, samples=(
             Sample((((1, 2, 7, 6), "float32"),), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
             Sample((((1, 2, 8, 7), "float32"),), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 1, 1, 1],
                                                   "ceil_mode": 1, "count_include_pad": 1}),

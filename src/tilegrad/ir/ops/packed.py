@@ -11,7 +11,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te import nn
 from ..registry import OUT_FUSABLE, INJECTIVE, Sample, TensorType, declare
-from .nn import _conv_ref, _conv_type, window_attrs
+from .windows import conv_ref, conv_type, window_attrs
 
 
 def _pack_type(w: TensorType, *, block: int) -> list[TensorType]:
@@ -43,11 +43,11 @@ def _blocked_type(x: TensorType, wpack: TensorType, bias: TensorType | None = No
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"{out_channels} output channels do not fit {blocks} blocks of {block}")
     weight = TensorType((out_channels, c, kh, kw), wpack.dtype)
-    return _conv_type(x, weight, bias, strides=strides, pads=pads, dilations=dilations, group=1)
+    return conv_type(x, weight, bias, strides=strides, pads=pads, dilations=dilations, group=1)
 
 
 def _blocked_ref(x, wpack, bias=None, *, out_channels, strides, pads, dilations):
-    return _conv_ref(x, _unpack(wpack, out_channels), bias, strides=strides, pads=pads, dilations=dilations, group=1)
+    return conv_ref(x, _unpack(wpack, out_channels), bias, strides=strides, pads=pads, dilations=dilations, group=1)
 
 
 def _blocked_te(x, wpack, bias=None, *, out_channels, strides, pads, dilations):

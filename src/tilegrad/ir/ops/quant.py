@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te import nn
 from ..registry import BROADCAST, INJECTIVE, OUT_FUSABLE, Sample, TensorType, declare
-from .nn import _CONV, _conv_flops, _conv_ref, _conv_type, _window, window_attrs
+from .windows import conv_compute, conv_flops, conv_ref, conv_type, window_attrs
 
 _ATTRS = {"strides": None, "pads": None, "dilations": None, "group": 1}
 
@@ -25,26 +25,25 @@ def _conv_integer_type(x, w, *, strides, pads, dilations, group):
     if x.dtype != "int32" or w.dtype != "int32":
         raise ShapeError(f"conv_integer takes int32 operands (zero points already subtracted), got {x.dtype} and "
                          f"{w.dtype}")
-    (out,) = _conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
-                        dilations=dilations, group=group)
+    (out,) = conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
+                       dilations=dilations, group=group)
     return [TensorType(out.shape, "int32")]
 
 
 def _conv_integer_ref(x, w, *, strides, pads, dilations, group):
     """Summed in float64, exact while every sum stays below 2**53; wraps to int32 as the int32 sums do."""
-    y = _conv_ref(x.astype(np.float64), w.astype(np.float64), strides=strides, pads=pads, dilations=dilations,
-                  group=group)
+    y = conv_ref(x.astype(np.float64), w.astype(np.float64), strides=strides, pads=pads, dilations=dilations,
+                 group=group)
     return y.astype(np.int64).astype(np.int32)
 
 
 def _conv_integer_te(x, w, *, strides, pads, dilations, group):
     _conv_integer_type(x, w, strides=strides, pads=pads, dilations=dilations, group=group)
-    win = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations)
-    return _CONV[x.ndim - 2](x, w, win.stride, win.pads, win.dilation, int(group))
+    return conv_compute(x, w, strides=strides, pads=pads, dilations=dilations, group=group)
 
 
 declare("conv_integer", kind=OUT_FUSABLE, attrs=_ATTRS, infer=_conv_integer_type, reference=_conv_integer_ref,
-        compute=_conv_integer_te, flops=_conv_flops, num_inputs=2, samples=(
+        compute=_conv_integer_te, flops=conv_flops, num_inputs=2, samples=(
             Sample((((1, 4, 9, 8), "int32"), ((6, 4, 3, 3), "int32")), {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
             Sample((((1, 4, 8, 7), "int32"), ((8, 1, 3, 3), "int32")), {"pads": [2, 1, 2, 1], "group": 4}),
             Sample((((2, 4, 11), "int32"), ((6, 2, 3), "int32")), {"strides": [2], "group": 2})))
@@ -173,8 +172,8 @@ def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dil
                 out_dtype, weight_bits):
     if len(x.shape) != 4:
         raise ShapeError(f"quantized_conv2d takes x (N, C, H, W), got {list(x.shape)}")
-    (out,) = _conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
-                        dilations=dilations, group=group)
+    (out,) = conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
+                       dilations=dilations, group=group)
     return _epilogue_type(out.shape, x, w, bias, multiplier, w.shape[0], out_dtype, "quantized_conv2d")
 
 
@@ -182,8 +181,8 @@ def _qconv_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dila
                out_dtype, weight_bits):
     flat = list(pads or [0] * 4)
     xp = np.pad(x, ((0, 0), (0, 0), (flat[0], flat[2]), (flat[1], flat[3])), constant_values=x_zero_point)
-    acc = _conv_ref(xp.astype(np.float64), w.astype(np.float64), strides=strides, pads=None, dilations=dilations,
-                    group=group)
+    acc = conv_ref(xp.astype(np.float64), w.astype(np.float64), strides=strides, pads=None, dilations=dilations,
+                   group=group)
     acc = acc.astype(np.int64) + bias.reshape(-1, 1, 1)
     return _requantize_ref(acc, multiplier, zero_point, lo, hi, out_dtype, 1)
 
@@ -196,7 +195,7 @@ def _qconv_te(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilat
 
 
 declare("quantized_conv2d", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_qconv_type, reference=_qconv_ref,
-        compute=_qconv_te, flops=_conv_flops,
+        compute=_qconv_te, flops=conv_flops,
         attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE}, samples=(
             Sample((((1, 4, 9, 8), "uint8"), ((6, 4, 3, 3), "int8"), ((6,), "int32"), ((6,), "float32")),
                    {"strides": [2, 1], "pads": [1, 0, 1, 2], "x_zero_point": 7, "zero_point": 5, "weight_bits": 7}),

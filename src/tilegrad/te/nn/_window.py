@@ -1,4 +1,5 @@
-"""Sliding windows over padded spatial dimensions: output extents, window coordinates and padding guards.
+"""Sliding windows over padded spatial dimensions: output extents, window coordinates, padding guards and
+the number of taps inside a range (an average pool's divisor).
 
 Convolutions and pools read `x[o * stride + k * dilation - pad]` for output position `o` and window tap `k`. The
 guard that keeps such a read inside the tensor is built from the coordinates' *bounds* (the index variables'
@@ -69,6 +70,14 @@ def in_bounds(coords: Sequence[E.Expr], sizes: Sequence[int]) -> E.Expr:
         if c.hi > n - 1:
             conds.append(c < n)
     return E.all_of(conds)
+
+
+def taps_between(start: E.Expr, kernel: int, dilation: int, lo: int, hi: int) -> E.Expr:
+    """How many taps `start + j * dilation` (0 <= j < kernel) lie in [lo, hi); constant where bounds decide it."""
+    last = start + (kernel - 1) * dilation
+    first_j = 0 if start.lo >= lo else E.maximum(0, E.ceildiv(lo - start, dilation))
+    last_j = kernel - 1 if last.hi < hi else E.minimum(kernel - 1, (hi - 1 - start) // dilation)
+    return last_j - first_j + 1
 
 
 def guarded_load(x: Tensor, lead: Sequence, coords: Sequence[E.Expr], fill) -> E.Expr:

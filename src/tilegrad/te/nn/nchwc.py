@@ -27,8 +27,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
-from ._window import Window, in_bounds
-from .pool import _taps_between
+from ._window import Window, in_bounds, taps_between
 
 Pads = tuple[tuple[int, int], ...]
 
@@ -178,7 +177,7 @@ def avg_pool2d_nchwc(x: te.Tensor, kernel, stride=None, padding=0, dilation=1, c
         count = E.const(1)
         for o, size, k, s, p, dl in zip((h, w), x.shape[2:4], win.kernel, win.stride, win.pads, win.dilation):
             edges = (-p[0], size + p[1]) if count_include_pad else (0, size)
-            count = count * _taps_between(o * s - p[0], k, dl, *edges)
+            count = count * taps_between(o * s - p[0], k, dl, *edges)
         return sums[n, cb, h, w, ci] / E.cast(x.dtype, count)
 
     return te.compute(shape, mean, name=name, tag="pool_nchwc", attrs=attrs)

@@ -14,7 +14,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank
-from ._window import LAYOUTS, SPATIAL_NAMES, Window, guarded_load, named_indices
+from ._window import LAYOUTS, SPATIAL_NAMES, Window, guarded_load, named_indices, taps_between
 from .reduction import reduce_max, reduce_mean
 
 
@@ -119,15 +119,7 @@ def _avg_pool(op: str, x: te.Tensor, nd: int, kernel, stride, padding, dilation,
         count = E.const(1)
         for o, size, k, s, p, dl in zip(out, win.sizes, win.kernel, win.stride, win.pads, win.dilation):
             edges = (-p[0], size + p[1]) if count_include_pad else (0, size)
-            count = count * _taps_between(o * s - p[0], k, dl, *edges)
+            count = count * taps_between(o * s - p[0], k, dl, *edges)
         return sums[(n, c, *out)] / E.cast(x.dtype, count)
 
     return te.compute(shape, named_indices(nd, mean), name=name, tag="elemwise", attrs=attrs)
-
-
-def _taps_between(start: E.Expr, kernel: int, dilation: int, lo: int, hi: int) -> E.Expr:
-    """How many taps `start + j * dilation` (0 <= j < kernel) lie in [lo, hi); constant where bounds decide it."""
-    last = start + (kernel - 1) * dilation
-    first_j = 0 if start.lo >= lo else E.maximum(0, E.ceildiv(lo - start, dilation))
-    last_j = kernel - 1 if last.hi < hi else E.minimum(kernel - 1, (hi - 1 - start) // dilation)
-    return last_j - first_j + 1

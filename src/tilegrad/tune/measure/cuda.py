@@ -27,7 +27,7 @@ from ...kernel import build_sources, lower_kernel, renderer_for
 from ...target import Target
 from ..task import Task
 from .result import KERNEL_NAME, Built, MeasureInput, MeasureResult
-from .runner import _mismatch
+from .runner import mismatch
 
 L2_FLUSH_FACTOR = 2  # the flush buffer is this many times the L2
 
@@ -104,7 +104,7 @@ class CudaRunner:
             return MeasureResult((), "run", str(e), built.build_s, time.perf_counter() - start)
         run_s = time.perf_counter() - start
         if check:
-            problem = _mismatch(outputs, self._reference(inp.task))
+            problem = mismatch(outputs, self._reference(inp.task))
             if problem:
                 return MeasureResult((), "wrong", problem, built.build_s, run_s, checked=True)
         return MeasureResult(tuple(costs), None, None, built.build_s, run_s, checked=check)

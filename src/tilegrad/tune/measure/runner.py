@@ -135,7 +135,7 @@ class LocalRunner:
         if check:
             with np.load(outputs) as f:
                 got = [f[f"arr_{k}"] for k in range(len(f.files))]
-            problem = _mismatch(got, self._reference(inp.task))
+            problem = mismatch(got, self._reference(inp.task))
             if problem:
                 self._worker.close()  # a kernel that computed garbage may have written over the worker's memory
                 return MeasureResult((), "wrong", problem, build_s, reply.wall_s, checked=True)
@@ -185,7 +185,7 @@ class LocalRunner:
         return ref
 
 
-def _mismatch(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
+def mismatch(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
     """What differs between the kernel's outputs and the reference's, or None when they agree."""
     if len(got) != len(want):
         return f"the kernel wrote {len(got)} outputs, the reference computes {len(want)}"
