@@ -126,6 +126,10 @@ FILLS: dict[str, set[str]] = {
     "ir.registry": {"ir.ops"},
 }
 BACKEND_TABLE = "backends"  # the one module where kinds of target are told apart
+# Registries that drivers and entries both import: none of them may reach, through its imports, a module that
+# registers into it or reads it.
+REGISTRY_LEAVES = ("backend", "ir.registry", "schedule.rules", "frontend.onnx_op_table", "frontend.torch_op_table",
+                   "passes.context", "tune.search.policy", "tune.cost_model.model")
 
 
 def _modules() -> dict[str, Path]:
@@ -207,3 +211,18 @@ def test_target_kinds_are_compared_only_in_the_backend_table():
                 if named:
                     problems.append(f"{m}:{node.lineno} compares with {named[0]!r}")
     assert not problems, "read the backend table (backend.backend_for) instead:\n" + "\n".join(problems)
+
+
+def test_registry_leaves_reach_none_of_their_users():
+    modules = _modules()
+    edges = {m: {t for t, _ in _module_imports(m, p, modules)} - {m} - FILLS.get(m, set())
+             for m, p in modules.items()}
+    for leaf in REGISTRY_LEAVES:
+        assert leaf in modules, f"registry leaf {leaf} is gone: update REGISTRY_LEAVES"
+        users = {m for m, targets in edges.items() if leaf in targets}
+        reached, todo = set(), [leaf]
+        while todo:
+            for t in edges[todo.pop()] - reached:
+                reached.add(t)
+                todo.append(t)
+        assert not reached & users, f"{leaf} reaches its users {sorted(reached & users)}"
