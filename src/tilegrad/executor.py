@@ -15,13 +15,14 @@ module stores the source and recomputes the weight on load.
 from __future__ import annotations
 
 from . import config as _config
+from .codegen.c import CRenderer
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
 from .graph_plan import GraphPlan, ScheduleChooser, plan_graph
 from .ir.compute import kernel_label
 from .ir.graph import Graph
-from .kernel import build_sources, renderer_for
 from .loop.ir import has_parallel
 from .passes.memory_plan import nbytes
+from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .runtime.profile import KernelSite
 from .runtime.slots import Slot
@@ -32,10 +33,12 @@ from .te.flops import compute_flops
 def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleChooser | None = None,
                   target: Target | None = None) -> Module:
     """One native library for the whole graph, loaded and ready to call. `choose` may give a node's schedule
-    (tuned records); nodes it returns None for get the target's default rules (default: this machine)."""
+    (tuned records); nodes it returns None for get the target's default rules (default: this machine). The
+    kernels are C whatever the target: a GPU target's schedules run serially here, which is how they are checked
+    on a machine without a GPU."""
     cfg = cfg or _config.get()
     target = target or host()
-    renderer = renderer_for(target)
+    renderer = CRenderer(target)
     plan = plan_graph(g)
     arg = _c_slots(g, plan)
     functions, calls, sites = [], [], []
@@ -50,7 +53,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     profiled = render_profiled_entry(calls, copies, clock_slot=len(g.inputs) + len(g.outputs) + len(plan.weights) + 1)
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [renderer.prelude + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
-    library = build_sources(units + [entry, profiled], target, cfg)
+    library = build_many(units + [entry, profiled], cfg=cfg)
     weights = plan.weights
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.memory.workspace_bytes, plan.memory.unshared_bytes,
                          plan.derived, tuple(sites))
