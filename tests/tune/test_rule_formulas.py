@@ -13,6 +13,7 @@ from tilegrad import te
 from tilegrad.loop import lower
 from tilegrad.schedule import apply_trace
 from tilegrad.schedule.sketch import generate_sketches
+from tilegrad.target import Target
 from tilegrad.tune.features.extract import FEATURE_NAMES, features
 from tilegrad.tune.features.formulas import FeatureFormulas
 from tilegrad.workloads import WORKLOADS
@@ -73,6 +74,7 @@ DEFAULT_MAKERS = {name: WORKLOADS[name] for name in ("matmul_64x48x40", "packed_
                                                      "packed_conv2d_o11_block8", "conv2d_3x3_c4_14x14")}
 DEFAULT_MAKERS["conv2d_nchwc"] = lambda: _nchwc()
 DEFAULT_MAKERS["packed_matmul_k_blocks"] = lambda: _packed_matmul(70, 70, 40)
+EIGHT_LANES = Target.with_lanes(8)  # the tails below are for tiles of 8-lane vectors, whatever the host's
 TAILS = {"matmul_64x48x40": {"C_mr": 5, "C_nr": 24, "C_local_kb": 32}, "packed_matmul_37x29x13_bt": {"C_mb": 30},
          "batch_matmul_3x17x12x9": {"C_mr": 3, "C_mb": 16}, "dense_5x24x10": {"Y_mr": 2, "Y_nr": 16},
          "packed_conv2d_o11_block8": {"Y_wr": 3, "Y_blocks": 2}, "conv2d_3x3_c4_14x14": {"Y_wr": 5, "Y_cr": 3},
@@ -94,7 +96,7 @@ def _nchwc():
 @pytest.mark.parametrize("name", sorted(DEFAULT_MAKERS))
 def test_formulas_of_the_default_sketch_equal_the_concrete_features(name):
     make = DEFAULT_MAKERS[name]
-    sketch = generate_sketches(lambda: [make()[1]])[0]
+    sketch = generate_sketches(lambda: [make()[1]], EIGHT_LANES)[0]
     rng = random.Random(name)
     tail = sketch.completed({**sketch.default_params(), **TAILS[name]})
     assert {k: tail[k] for k in TAILS[name]} == TAILS[name]
