@@ -1,4 +1,4 @@
-"""Shared fixtures of the tuning tests."""
+"""The search tests' fixtures: the tuning task of a packed GEMM, made to measure."""
 
 from __future__ import annotations
 

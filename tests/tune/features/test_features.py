@@ -22,7 +22,7 @@ from tilegrad.te.evaluate import EVAL_NUMPY
 from tilegrad.tune.features.extract import BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, aggregate, extract, features
 from tilegrad.tune.features.formulas import FeatureFormulas
 
-from ..schedule.strategies import valid_schedules
+from ...schedule.strategies import valid_schedules
 
 
 def _var(name: str, hi: int, lo: int = 1) -> E.Var:

@@ -1,7 +1,7 @@
 """The MLP cost model learns a ranking, fine-tunes deterministically, round-trips through a file and is
 differentiable in its features; the dataset CLI generates records and trains on them.
 
-The learning test reuses the analytical matmul machine of tests/tune/test_cost_model.py.
+The learning test reuses the analytical matmul machine of tests/tune/cost_model/test_cost_model.py.
 """
 
 from __future__ import annotations
