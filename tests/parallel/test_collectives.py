@@ -43,6 +43,7 @@ def _redistribute_pairs(rank, world, pairs):
     return out
 
 
+@pytest.mark.slow  # starts torch.distributed worker processes
 @pytest.mark.parametrize("world", [2, 4])
 def test_redistribution_on_gloo_matches_the_serial_blocks_and_its_adjoint(world):
     pairs = _pairs(world)

@@ -10,6 +10,8 @@ import ray
 
 from tilegrad.tune.measure.ray_pool import ActorPool
 
+pytestmark = pytest.mark.slow  # each test starts a local Ray cluster
+
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
