@@ -392,7 +392,7 @@ def fake_peaks(tmp_path, monkeypatch):
     from tilegrad.runtime import peaks
 
     measured = []
-    figures = MachinePeaks("Test CPU", "avx2+fma", 2, 123.4, 5.6)
+    figures = MachinePeaks("Test CPU", "avx2+fma", 2, 123.4, 5.6, 3.1, 1.0, "2026-01-01T00:00:00+00:00", "by hand")
     monkeypatch.setattr(peaks, "_measure", lambda threads, duration_s, cfg: measured.append(threads) or figures)
     with config.override(cache_dir=tmp_path / "cache"):
         yield measured
@@ -402,7 +402,8 @@ def test_info_machine_measures_once_then_reads_the_cache(fake_peaks, capsys):
     assert main(["info", "--machine"]) == 0
     out = capsys.readouterr().out
     for fragment in ("machine:   Test CPU", "isa        avx2+fma", "threads    2", "FMA peak   123.4 GFLOP/s",
-                     "bandwidth  5.6 GB/s", "peaks-", "(measured now)"):
+                     "bandwidth  5.6 GB/s", "clock      3.10 GHz measured; 1.00 vector FMAs per cycle",
+                     "measured   2026-01-01T00:00:00+00:00: by hand", "peaks-", "(measured now)"):
         assert fragment in out, out
     assert main(["info", "--machine"]) == 0
     assert "cached; --remeasure measures again" in capsys.readouterr().out

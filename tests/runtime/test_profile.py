@@ -148,3 +148,19 @@ def test_a_spec_with_bad_call_sites_is_refused(kernels, message):
             "kernels": kernels}
     with pytest.raises(ModuleFormatError, match=message):
         ModuleSpec.from_json(spec)
+
+
+def test_a_kernel_above_the_cached_peak_has_it_measured_again_and_never_reads_above_the_ceiling(monkeypatch):
+    from tilegrad.runtime import profile as profiling
+
+    low, measured = MachinePeaks("Test CPU", "avx2+fma", 2, 1e-6, 10.0), []
+
+    def fake_peaks(threads, remeasure=False):
+        measured.append(remeasure)
+        return low
+    monkeypatch.setattr(profiling, "measured_peaks", fake_peaks)
+    mod = tilegrad.compile(_convnet(), opt_level=0)
+    profile = mod.profile(RNG.standard_normal((2, 3, 8, 8)).astype(np.float32), repeats=3)
+    assert measured == [False, True]  # the cached peak, then measured again
+    assert max(r.fma_fraction for r in profile.sites) <= profiling.CEILING_SLACK
+    assert "a kernel's rate" in profile.peaks.how

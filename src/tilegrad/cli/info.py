@@ -92,6 +92,8 @@ def _print_machine(remeasure: bool) -> None:
     print(f"  threads    {peaks.threads}")
     print(f"  FMA peak   {peaks.fma_gflops:.1f} GFLOP/s (float32, all threads)")
     print(f"  bandwidth  {peaks.bandwidth_gbs:.1f} GB/s (triad, bytes read + written)")
+    print(f"  clock      {peaks.clock_ghz:.2f} GHz measured; {peaks.fma_per_cycle:.2f} vector FMAs per cycle per core")
+    print(f"  measured   {peaks.measured_at}: {peaks.how}")
     print(f"  cache      {path} ({'measured now' if fresh else 'cached; --remeasure measures again'})")
 
 
