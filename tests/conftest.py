@@ -1,7 +1,9 @@
-"""Hypothesis profiles (`ci` keeps the default run fast, `long` runs before releases) and --update-golden."""
+"""Hypothesis profiles (`ci` keeps the default run fast, `long` runs before releases), --update-golden, and how
+pytest-xdist shares the tests out."""
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True, print_blob=True)
@@ -11,3 +13,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/ from the current codegen")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist's `--dist loadgroup`, a test without an `xdist_group` goes with its file, as under
+    `--dist loadfile` (its module's fixtures are made once, its tests run in their order), and the tests of one
+    group run on one worker, one after the other: those that start a Ray cluster or a torch.distributed group."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileOrGroup(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)  # the group's name, or the nodeid of a test in none
+            return nodeid.split("::", 1)[0] if scope == nodeid else scope
+
+    return FileOrGroup(config, log)

@@ -93,7 +93,8 @@ def runs(request):
     return world, cases, run_workers(_sharded, world, cases, timeout_s=280)
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 @pytest.mark.parametrize("name", ["mlp", "block", "wide"])
 def test_sharded_training_step_equals_the_serial_one(runs, name):
     world, cases, results = runs

@@ -59,7 +59,8 @@ def test_the_triad_is_timed_into_a_kept_and_a_fresh_tensor():
     assert 0 < kept < 1 and 0 < fresh < 1 and np.isfinite(kept + fresh)
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 def test_the_overhead_per_operator_is_a_small_positive_time():
     seconds = run_workers(calibrate._time_overhead, 1)[0]
     assert 1e-7 < seconds < 1e-2

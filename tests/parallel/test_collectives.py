@@ -43,7 +43,8 @@ def _redistribute_pairs(rank, world, pairs):
     return out
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 @pytest.mark.parametrize("world", [2, 4])
 def test_redistribution_on_gloo_matches_the_serial_blocks_and_its_adjoint(world):
     pairs = _pairs(world)

@@ -73,7 +73,8 @@ def _single_process(world_size, k):
     return ys, x.grad, dict(moe.named_parameters())
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_distributed_moe_matches_single_process_outputs_and_gradients(world_size):
     results = run_workers(_moe_worker, world_size, timeout_s=120)

@@ -128,12 +128,14 @@ def _check_against_single_process(results, kind):
             torch.testing.assert_close(torch.from_numpy(grad), ref_grads[n], atol=1e-5, rtol=1e-5, msg=f"{name}: {n}")
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 def test_two_stage_fx_pipeline_matches_single_process():
     _check_against_single_process(run_workers(_pipeline_worker, 2, "fx", 4, timeout_s=120), "fx")
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 def test_four_stage_pipeline_matches_single_process_and_1f1b_holds_less():
     results = run_workers(_pipeline_worker, 4, "seq4", 8, timeout_s=120)
     _check_against_single_process(results, "seq4")

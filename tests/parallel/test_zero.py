@@ -52,7 +52,8 @@ def _single_process():
     return trajectory, optimizer_state_bytes(opt)
 
 
-@pytest.mark.slow  # starts torch.distributed worker processes
+@pytest.mark.slow
+@pytest.mark.xdist_group("distributed")  # one torch.distributed launch at a time under xdist
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_sharded_adam_steps_like_torch_adam_with_a_slice_of_the_state(world_size):
     results = run_workers(_sharded_worker, world_size, timeout_s=120)

@@ -16,6 +16,7 @@ from tilegrad.target import Target
 
 # The package re-exports the function `build`, which shadows the submodule of the same name as an attribute.
 build_module = importlib.import_module("tilegrad.runtime.build")
+pytestmark = pytest.mark.usefixtures("cache_dir")  # tests of the cache: each its own, empty at the start
 
 SCALE = """
 void tg_scale(void **args) {

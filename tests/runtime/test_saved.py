@@ -21,6 +21,7 @@ from tilegrad.ir.graph import GraphBuilder
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 X = np.arange(12, dtype="float32").reshape(3, 4) / 10
+pytestmark = pytest.mark.usefixtures("cache_dir")  # the cache beside the saved module, in tmp_path
 
 
 def _module(scale: float):

@@ -38,8 +38,8 @@ from tilegrad.tune.task import extract_tasks
 from tilegrad.tune.tuner import tune_tasks
 from tilegrad.tune.tuning_run import Callback, TuneOptions
 
-pytestmark = pytest.mark.slow  # each test starts a local Ray cluster
-
+# A local Ray cluster: devices and build workers are processes of their own; one cluster at a time under xdist.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 QUIET = default_callbacks(progress=False)
 TIMING = {"repeats": 2, "min_repeat_s": 0.001, "timeout_s": 5.0}
 HANG = "void candidate(void **args) { volatile int spin = 1; while (spin) {} }"

@@ -10,7 +10,8 @@ import ray
 
 from tilegrad.tune.measure.ray_pool import ActorPool
 
-pytestmark = pytest.mark.slow  # each test starts a local Ray cluster
+# A local Ray cluster, whose actors are processes of their own; one cluster at a time under xdist.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module", autouse=True)
