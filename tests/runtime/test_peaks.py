@@ -27,16 +27,18 @@ def _fake_measure(result, calls):
 
 
 def test_the_measured_peaks_are_plausible_and_read_back_from_the_cache(monkeypatch):
-    measured = machine.measured_peaks(threads=2, duration_s=0.02)
+    """On one thread: the suite runs in two processes, and two threads measured together need both cores free at
+    once, which the other process's kernels seldom leave them (the measurement would rightly refuse)."""
+    measured = machine.measured_peaks(threads=1, duration_s=0.05)
     assert measured.fma_gflops > 1.0 and measured.bandwidth_gbs > 0.5
-    assert measured.threads == 2 and measured.cpu and measured.isa == peaks.isa_of(peaks.host())
+    assert measured.threads == 1 and measured.cpu and measured.isa == peaks.isa_of(peaks.host())
     assert measured.clock_ghz > 0.3 and measured.measured_at and "ms chunk" in measured.how
     assert measured.fma_per_cycle >= peaks._MIN_FMA_PER_CYCLE or "fma" not in peaks.host().flags
-    path = machine.cache_path(2)
+    path = machine.cache_path(1)
     assert json.loads(path.read_text()) == dataclasses.asdict(measured)
     calls = []
     monkeypatch.setattr(peaks, "_measure", _fake_measure(FAKE, calls))
-    assert machine.measured_peaks(threads=2) == measured
+    assert machine.measured_peaks(threads=1) == measured
     assert calls == []
 
 
