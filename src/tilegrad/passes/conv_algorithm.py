@@ -7,7 +7,7 @@ the graph and no kernel repacks it per call. At opt_level 0 the pass does not ru
 they are.
 
 - A `matmul` or `gemm` with a constant 2-D float32 right operand becomes the panel GEMM (`panel_matmul`, the
-  operand in panels of MATMUL_PANEL columns, A's leading axes flattened into rows).
+  operand in panels of `matmul_panel(target)` columns, A's leading axes flattened into rows).
 - A 2-D, ungrouped float32 `conv` with a constant weight becomes one of:
   "direct"    `blocked_conv`, the weights in blocks of CONV_BLOCK output channels;
   "im2col"    `im2col_conv`, im2col + GEMM, the weights as the GEMM's row panels;
@@ -42,12 +42,13 @@ import numpy as np
 from ..errors import ShapeError, TilegradError
 from ..ir.graph import Derivation, Node, Value
 from ..ir.registry import lookup
+from ..target import Target
 from ..te.nn import im2col, winograd
 from .editor import GraphEditor, map_nodes
 from .context import PassContext
 
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
-MATMUL_PANEL = 16  # columns per panel of a packed constant matmul operand
+MATMUL_PANEL_VECTORS = 2  # vectors per panel of a packed constant matmul operand (and per GEMM register tile row)
 ALGORITHMS = ("direct", "im2col", "winograd2", "winograd4")
 
 DIRECT_COLUMNS = 7  # the direct kernel's widest register tile: 7 output columns x 2 vectors (AVX2)
@@ -205,11 +206,19 @@ def _packable(a: Value, w: Value) -> bool:
     return w.is_constant and len(w.shape) == 2 and len(a.shape) >= 2 and a.dtype == w.dtype == "float32"
 
 
-def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[Value, ...], *, transpose_b=0,
-                  alpha=1.0, beta=1.0) -> Value:
+def matmul_panel(target: Target) -> int:
+    """Columns per panel of a packed matmul operand: `MATMUL_PANEL_VECTORS` of the target's vectors, so that the
+    GEMM's register tile (6 rows x the panel) holds 12 accumulators, enough independent FMAs to cover their
+    latency on both FMA ports (one vector per row, 6 chains, leaves a quarter of the FMA rate unused at best)."""
+    return MATMUL_PANEL_VECTORS * target.vector_lanes
+
+
+def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[Value, ...], target: Target, *,
+                  transpose_b=0, alpha=1.0, beta=1.0) -> Value:
     """A @ W with W packed into column panels, A's leading axes flattened into rows and restored after."""
     n = w.shape[0] if transpose_b else w.shape[1]
-    wpack = _packed(ed, "matmul_weight_pack", w, f"{node.name}_wpack", transpose=int(transpose_b), nr=MATMUL_PANEL)
+    wpack = _packed(ed, "matmul_weight_pack", w, f"{node.name}_wpack", transpose=int(transpose_b),
+                    nr=matmul_panel(target))
     lead = a.shape[:-1]
     rows = a if len(a.shape) == 2 else ed.op("reshape", a, name=f"{node.name}_rows", shape=(-1, a.shape[-1]))
     out = ed.op("panel_matmul", rows, wpack, *bias, name=node.name, n=n, alpha=float(alpha), beta=float(beta))
@@ -218,7 +227,7 @@ def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[V
 
 def _matmul(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     a, w = ed.inputs_of(node)
-    return _panel_matmul(ed, node, a, w, ()) if _packable(a, w) else None
+    return _panel_matmul(ed, node, a, w, (), ctx.target) if _packable(a, w) else None
 
 
 def _gemm(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
@@ -228,7 +237,7 @@ def _gemm(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     bias_fits = not c or c[0].shape in ((n,), (1, n), (1,), ())
     if not _packable(a, w) or attrs["trans_a"] or not bias_fits:
         return None
-    return _panel_matmul(ed, node, a, w, tuple(c), transpose_b=attrs["trans_b"], alpha=attrs["alpha"],
+    return _panel_matmul(ed, node, a, w, tuple(c), ctx.target, transpose_b=attrs["trans_b"], alpha=attrs["alpha"],
                          beta=attrs["beta"])
 
 
