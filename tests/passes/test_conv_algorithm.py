@@ -144,3 +144,22 @@ def test_compiled_graph_with_fused_epilogues_matches(algorithm):
     xs = RNG.standard_normal(x.shape).astype("float32")
     out, _ = optimize(g, 2, options={"conv_algorithm": algorithm})
     np.testing.assert_allclose(compile_graph(out)(xs), run_reference(g, [xs])[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("length,kernel,stride,pads,dilation", [
+    (50, 3, 1, (1, 1), 1),  # Whisper's first convolution
+    (50, 3, 2, (1, 1), 1),  # and its second
+    (37, 10, 5, (0, 0), 1),  # wav2vec's feature extractor: a long strided kernel, no padding
+    (29, 3, 1, (2, 0), 2),  # dilated and padded on one side (a causal convolution)
+])
+def test_a_1d_convolution_runs_as_a_2d_one_of_height_1(length, kernel, stride, pads, dilation):
+    b = GraphBuilder()
+    x = b.input("x", (2, 6, length))
+    w = b.const((RNG.standard_normal((9, 6, kernel)) / kernel).astype("float32"))
+    y = b.op("conv", x, w, b.const(RNG.standard_normal(9).astype("float32")), name="conv1d", strides=(stride,),
+             pads=pads, dilations=(dilation,))
+    g = b.build(y)
+    xs = RNG.standard_normal(x.shape).astype("float32")
+    out, (note,) = _same_meaning(g, [xs])
+    assert _ops(out) == ["reshape", CONV_OPS[note.split()[1]], "reshape"] and note.startswith("conv1d: ")
+    np.testing.assert_allclose(compile_graph(optimize(g, 2)[0])(xs), run_reference(g, [xs])[0], rtol=1e-4, atol=1e-4)

@@ -8,7 +8,8 @@ they are.
 
 - A `matmul` or `gemm` with a constant 2-D float32 right operand becomes the panel GEMM (`panel_matmul`, the
   operand in panels of `matmul_panel(target)` columns, A's leading axes flattened into rows).
-- A 2-D, ungrouped float32 `conv` with a constant weight becomes one of:
+- A 2-D, ungrouped float32 `conv` with a constant weight becomes one of the following (a 1-D one too, as a 2-D
+  convolution of height 1 between two reshapes):
   "direct"    `blocked_conv`, the weights in blocks of CONV_BLOCK output channels;
   "im2col"    `im2col_conv`, im2col + GEMM, the weights as the GEMM's row panels;
   "winograd2" / "winograd4"  `winograd_conv` with F(2x2, 3x3) or F(4x4, 3x3), the weights transformed (3 x 3,
@@ -164,9 +165,28 @@ def choose(node: Node, x: Value, w: Value, options: dict) -> tuple[str, dict[str
 
 def _conv(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     x, w, *bias = ed.inputs_of(node)
-    a = node.attrs
-    if len(x.shape) != 4 or a["group"] != 1 or not w.is_constant or x.dtype != "float32":
+    if node.attrs["group"] != 1 or not w.is_constant or x.dtype != "float32":
         return None
+    if len(x.shape) == 3:
+        return _conv1d(ed, node, ctx, x, w, bias)
+    return _conv2d(ed, node, ctx, x, w, bias) if len(x.shape) == 4 else None
+
+
+def _conv1d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, bias: list[Value]) -> Value:
+    """A 1-D convolution as a 2-D one of height 1 (the input viewed as (N, C, 1, L), the weight as (O, C, 1, K)),
+    so that it runs the 2-D kernels (Whisper's and wav2vec's front ends) rather than the generic convolution."""
+    a = node.attrs
+    (s,), (p0, p1), (d,) = a["strides"] or (1,), a["pads"] or (0, 0), a["dilations"] or (1,)
+    (n, c, length), (o, _, k) = x.shape, w.shape
+    rows = ed.op("reshape", x, name=f"{node.name}_rows", shape=(n, c, 1, length))
+    w2 = ed.const(np.asarray(w.data).reshape(o, c, 1, k), f"{node.name}_w2d")
+    attrs = {**a, "strides": [1, s], "pads": [0, p0, 0, p1], "dilations": [1, d]}
+    out = _conv2d(ed, dataclasses.replace(node, attrs=attrs), ctx, rows, w2, bias)
+    return ed.op("reshape", out, name=f"{node.name}_unrows", shape=(n, o, out.shape[3]))
+
+
+def _conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, bias: list[Value]) -> Value:
+    a = node.attrs
     algorithm, costs, why = choose(node, x, w, ctx.options)
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())

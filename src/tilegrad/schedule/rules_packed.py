@@ -18,7 +18,7 @@ from .reductions import reduction_order, reduction_work
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from .tiling import extent, largest_divisor
+from .tiling import accumulator_budget, extent, largest_divisor
 
 
 @rule("packed_matmul")
@@ -88,8 +88,7 @@ def _k_blocked_tiles(sch: Schedule, s: Stage, padded: str, tile: Tile, kblocks: 
 
 
 @rule("packed_conv2d")
-def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs,
-                          accumulators: int = 14) -> None:
+def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """te.nn.packed_conv2d: a register tile of wr output columns x one or two blocks of output channels
     (vectorised) accumulates over input channels and taps; images, channel blocks and rows run in parallel; the
     tile is copied out to NCHW. The block is the compute's layout; the parameters are the channel blocks per tile,
@@ -103,7 +102,7 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     channel_blocks = sch.state.stage(blocked).tensor.shape[1]
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if channel_blocks > 1 else (1,), 1)
     width = extent(s, w)
-    budget = max(1, accumulators // (vectors * per_tile))
+    budget = max(1, accumulator_budget(target) // (vectors * per_tile))
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, budget) + 1), largest_divisor(width, budget))
     c0, c1 = sch.split(s.name, c, block * per_tile)
     channels = [c1] if per_tile == 1 else list(sch.split(s.name, c1, block))
