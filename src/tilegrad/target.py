@@ -42,6 +42,11 @@ class Target:
         return self.vector_bits // 32
 
     @property
+    def vector_registers(self) -> int:
+        """The vector registers code for this target has: 32 with AVX-512 or NEON, else 16."""
+        return 32 if self.vector_lanes >= 16 or {"neon", "asimd"} & self.flags else 16
+
+    @property
     def isa(self) -> str:
         """The widest vector extension, for reports: avx512, avx2, neon or scalar."""
         if "avx512f" in self.flags:

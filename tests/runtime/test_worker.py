@@ -109,3 +109,47 @@ def test_call_all_runs_in_parallel_and_keeps_order(child):
     assert [r.value["echo"] for r in replies[:4]] == [0, 1, 2, 3]
     assert replies[4].failure == "crash" and replies[5].value["echo"] == 9
     assert elapsed < 1.0  # four 0.3 s sleeps on two workers
+
+
+def test_a_child_starved_of_a_core_gets_the_cpu_time_it_was_owed(child, monkeypatch):
+    """At the deadline, a runnable child that used little CPU time was waiting for a core (a loaded machine), not
+    slow: its deadline moves on. Starvation is simulated: /proc is read as "runnable, no CPU time used"."""
+    from tilegrad.runtime import worker
+
+    monkeypatch.setattr(worker, "cpu_seconds", lambda pid: 0.0)
+    monkeypatch.setattr(worker, "_runnable", lambda pid: True)
+    with Worker(child) as w:
+        w.call({"x": 0}, timeout_s=5)
+        reply = w.call({"do": "sleep", "s": 0.8, "x": 1}, timeout_s=0.3)
+    assert reply.failure is None and reply.value["echo"] == 1 and reply.wall_s >= 0.8
+
+
+def test_a_starved_child_is_still_killed_after_the_longest_stretch(child, monkeypatch):
+    from tilegrad.runtime import worker
+
+    monkeypatch.setattr(worker, "cpu_seconds", lambda pid: 0.0)
+    monkeypatch.setattr(worker, "_runnable", lambda pid: True)
+    monkeypatch.setattr(worker, "MAX_STRETCH", 2.0)
+    with Worker(child) as w:
+        w.call({"x": 0}, timeout_s=5)
+        start = time.monotonic()
+        reply = w.call({"do": "sleep", "s": 5, "x": 1}, timeout_s=0.3)
+    assert reply.failure == "timeout" and 0.55 <= time.monotonic() - start < 2.0
+
+
+def test_a_sleeping_child_is_not_starved_and_times_out_at_the_limit(child):
+    with Worker(child) as w:
+        w.call({"x": 0}, timeout_s=5)
+        start = time.monotonic()
+        reply = w.call({"do": "sleep", "s": 5, "x": 1}, timeout_s=0.3)
+    assert reply.failure == "timeout" and time.monotonic() - start < 1.5
+
+
+def test_cpu_seconds_reads_a_process_time_on_a_core():
+    from tilegrad.runtime.worker import cpu_seconds
+
+    before = cpu_seconds(os.getpid())
+    end = time.process_time() + 0.2
+    while time.process_time() < end:
+        pass
+    assert before is not None and cpu_seconds(os.getpid()) - before >= 0.1

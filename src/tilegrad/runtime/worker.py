@@ -9,6 +9,12 @@ Failures are values. A child that dies (a kernel that segfaults or aborts) or ov
 spins, a compiler that never finishes) is killed with its whole process group and the request comes back as
 `Reply(failure="crash" | "timeout", detail=...)` with the tail of its stderr; the next request starts a fresh
 child. The time limit starts when the child is ready, so interpreter start-up never counts against a request.
+
+The limit is the child's time on a core, not the clock's: on a loaded machine (two test processes, a tuning run
+beside a build) a runnable child can wait seconds for a core, and a fast kernel would time out. So at the
+deadline a child that is runnable but has used less than `STARVED_SHARE` of the limit in CPU time gets the rest
+of it again, up to `MAX_STRETCH` times the limit in all; a spinning child uses its CPU time and is killed on time,
+a sleeping or blocked one is not runnable and is killed at the deadline.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from pathlib import Path
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding `tilegrad`, for the child's sys.path
 _STDERR_TAIL_CHARS = 2000
+STARVED_SHARE = 0.5  # a runnable child that used less CPU time than this share of its limit was starved
+MAX_STRETCH = 10.0  # a starved child's deadline moves to at most this many limits after the start
 _READY = {"ready": True}
 
 
@@ -57,6 +65,8 @@ class Worker:
         self._buffer = b""
         self._finalizer = None
         self._deadline = 0.0
+        self._started_at = 0.0  # when the request's limit started (sent, or the child ready) ...
+        self._cpu_at_start: float | None = None  # ... and the child's CPU seconds then
         self._timeout_s = 0.0
         self._ready = False
         self._sent_at = 0.0
@@ -86,7 +96,7 @@ class Worker:
         self._timeout_s = timeout_s
         self._sent_at = time.monotonic()
         if self._ready:
-            self._deadline = self._sent_at + timeout_s
+            self._start_limit(self._sent_at)
         try:
             self._proc.stdin.write(json.dumps(request).encode() + b"\n")
             self._proc.stdin.flush()
@@ -101,18 +111,19 @@ class Worker:
                 value = json.loads(line)
                 if value == _READY:
                     self._ready = True
-                    self._deadline = time.monotonic() + self._timeout_s
+                    self._start_limit(time.monotonic())
                     continue
                 self.requests_served += 1
                 return Reply(value, wall_s=time.monotonic() - self._sent_at)
             now = time.monotonic()
-            if now >= self._deadline:
+            if now >= self._deadline and not self._stretched(now):
                 return self._fail_timeout()
             with selectors.DefaultSelector() as sel:
                 sel.register(self._proc.stdout, selectors.EVENT_READ)
                 ready = sel.select(min(max(0.0, wait_s), self._deadline - now))
             if not ready:
-                return None if time.monotonic() < self._deadline else self._fail_timeout()
+                now = time.monotonic()
+                return None if now < self._deadline or self._stretched(now) else self._fail_timeout()
             chunk = os.read(self._proc.stdout.fileno(), 1 << 16)
             if not chunk:
                 return self._fail_crash()
@@ -156,6 +167,25 @@ class Worker:
         self._deadline = time.monotonic() + self.start_timeout_s
         self.requests_served = 0
 
+    def _start_limit(self, now: float) -> None:
+        self._started_at, self._deadline = now, now + self._timeout_s
+        self._cpu_at_start = cpu_seconds(self._proc.pid)
+
+    def _stretched(self, now: float) -> bool:
+        """At the deadline: whether the child was starved of a core (runnable, little CPU time used), in which case
+        the deadline moves on by the CPU time it has not had, within `MAX_STRETCH` limits of the start."""
+        if not self._ready or self._cpu_at_start is None:
+            return False
+        used, runnable = cpu_seconds(self._proc.pid), _runnable(self._proc.pid)
+        if used is None or not runnable:
+            return False
+        owed = self._timeout_s - (used - self._cpu_at_start)
+        last = self._started_at + MAX_STRETCH * self._timeout_s
+        if owed <= (1.0 - STARVED_SHARE) * self._timeout_s or now >= last:
+            return False
+        self._deadline = min(now + owed, last)
+        return True
+
     def _wait_s(self) -> float:
         return max(0.0, self._deadline - time.monotonic())
 
@@ -191,6 +221,23 @@ class Worker:
         tail = self._stderr.read().decode(errors="replace").strip()
         self.close()
         return Reply(None, kind, f"{what}\n{tail}" if tail else what, wall_s)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The user + system CPU seconds process `pid` (all its threads) has used, from /proc; None off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _runnable(pid: int) -> bool:
+    """Whether process `pid` is running or waiting for a core (not sleeping or blocked), from /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
 
 
 def call_all(workers: Sequence[Worker], requests: Sequence[dict], timeout_s: float) -> list[Reply]:

@@ -11,15 +11,10 @@ def extent(s: Stage, loop: str) -> int:
     return s.loops[loop].extent.value
 
 
-def vector_registers(target) -> int:
-    """The vector registers the target's code has: 32 with AVX-512 (or NEON's 32 q registers), else 16."""
-    return 32 if target.vector_lanes >= 16 or {"neon", "asimd"} & target.flags else 16
-
-
 def accumulator_budget(target) -> int:
     """Accumulators a register tile may hold: every vector register but two, one for the operand each step loads
     and one for the value it broadcasts."""
-    return vector_registers(target) - 2
+    return target.vector_registers - 2
 
 
 def largest_divisor(n: int, at_most: int) -> int:
