@@ -12,9 +12,9 @@ child. The time limit starts when the child is ready, so interpreter start-up ne
 
 The limit is the child's time on a core, not the clock's: on a loaded machine (two test processes, a tuning run
 beside a build) a runnable child can wait seconds for a core, and a fast kernel would time out. So at the
-deadline a child that is runnable but has used less than `STARVED_SHARE` of the limit in CPU time gets the rest
-of it again, up to `MAX_STRETCH` times the limit in all; a spinning child uses its CPU time and is killed on time,
-a sleeping or blocked one is not runnable and is killed at the deadline.
+deadline a child with a runnable thread that has used less than `STARVED_SHARE` of the limit in CPU time gets the
+rest of it again, up to `MAX_STRETCH` times the limit in all; a spinning child uses its CPU time and is killed on
+time, one whose threads all sleep or block is killed at the deadline.
 """
 
 from __future__ import annotations
@@ -233,11 +233,15 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def _runnable(pid: int) -> bool:
-    """Whether process `pid` is running or waiting for a core (not sleeping or blocked), from /proc."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
-    except (OSError, IndexError):
-        return False
+    """Whether a thread of process `pid` is running or waiting for a core, from /proc: its other threads may sleep
+    meanwhile (a kernel's thread 0 waits at a barrier for a thread that waits for a core)."""
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "R":
+                return True
+        except (OSError, IndexError):
+            continue
+    return False
 
 
 def call_all(workers: Sequence[Worker], requests: Sequence[dict], timeout_s: float) -> list[Reply]:
