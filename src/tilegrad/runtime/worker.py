@@ -10,11 +10,11 @@ spins, a compiler that never finishes) is killed with its whole process group an
 `Reply(failure="crash" | "timeout", detail=...)` with the tail of its stderr; the next request starts a fresh
 child. The time limit starts when the child is ready, so interpreter start-up never counts against a request.
 
-The limit is the child's time on a core, not the clock's: on a loaded machine (two test processes, a tuning run
-beside a build) a runnable child can wait seconds for a core, and a fast kernel would time out. So at the
-deadline a child with a runnable thread that has used less than `STARVED_SHARE` of the limit in CPU time gets the
-rest of it again, up to `MAX_STRETCH` times the limit in all; a spinning child uses its CPU time and is killed on
-time, one whose threads all sleep or block is killed at the deadline.
+The limit is counted in the child's time on a core, not the clock's: on a loaded machine (two test processes, a
+tuning run beside a build) a child can wait seconds for a core, and a fast kernel would time out. So at the
+deadline the limit moves on by the longest time one of the child's threads has waited on a run queue since the
+request (/proc/PID/task/*/schedstat; a kernel runs at the pace of its slowest thread), up to `MAX_STRETCH`
+limits in all. A spinning or sleeping child that had its cores is killed on time.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from pathlib import Path
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding `tilegrad`, for the child's sys.path
 _STDERR_TAIL_CHARS = 2000
-STARVED_SHARE = 0.5  # a runnable child that used less CPU time than this share of its limit was starved
 MAX_STRETCH = 10.0  # a starved child's deadline moves to at most this many limits after the start
 _READY = {"ready": True}
 
@@ -66,7 +65,7 @@ class Worker:
         self._finalizer = None
         self._deadline = 0.0
         self._started_at = 0.0  # when the request's limit started (sent, or the child ready) ...
-        self._cpu_at_start: float | None = None  # ... and the child's CPU seconds then
+        self._waits_at_start: dict[int, float] = {}  # ... and its threads' run-queue waits then
         self._timeout_s = 0.0
         self._ready = False
         self._sent_at = 0.0
@@ -169,21 +168,19 @@ class Worker:
 
     def _start_limit(self, now: float) -> None:
         self._started_at, self._deadline = now, now + self._timeout_s
-        self._cpu_at_start = cpu_seconds(self._proc.pid)
+        self._waits_at_start = runqueue_waits(self._proc.pid)
 
     def _stretched(self, now: float) -> bool:
-        """At the deadline: whether the child was starved of a core (runnable, little CPU time used), in which case
-        the deadline moves on by the CPU time it has not had, within `MAX_STRETCH` limits of the start."""
-        if not self._ready or self._cpu_at_start is None:
+        """At the deadline: whether the child's limit, moved on by the longest run-queue wait of one of its threads
+        since the start (within `MAX_STRETCH` limits), is still ahead; if so it becomes the deadline."""
+        if not self._ready:
             return False
-        used, runnable = cpu_seconds(self._proc.pid), _runnable(self._proc.pid)
-        if used is None or not runnable:
+        waits = runqueue_waits(self._proc.pid)
+        waited = max((w - self._waits_at_start.get(tid, 0.0) for tid, w in waits.items()), default=0.0)
+        deadline = min(self._started_at + self._timeout_s + waited, self._started_at + MAX_STRETCH * self._timeout_s)
+        if now >= deadline:
             return False
-        owed = self._timeout_s - (used - self._cpu_at_start)
-        last = self._started_at + MAX_STRETCH * self._timeout_s
-        if owed <= (1.0 - STARVED_SHARE) * self._timeout_s or now >= last:
-            return False
-        self._deadline = min(now + owed, last)
+        self._deadline = deadline
         return True
 
     def _wait_s(self) -> float:
@@ -223,25 +220,16 @@ class Worker:
         return Reply(None, kind, f"{what}\n{tail}" if tail else what, wall_s)
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """The user + system CPU seconds process `pid` (all its threads) has used, from /proc; None off Linux."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _runnable(pid: int) -> bool:
-    """Whether a thread of process `pid` is running or waiting for a core, from /proc: its other threads may sleep
-    meanwhile (a kernel's thread 0 waits at a barrier for a thread that waits for a core)."""
-    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+def runqueue_waits(pid: int) -> dict[int, float]:
+    """Seconds each thread of process `pid` has waited on a run queue for a core, by thread id, from
+    /proc/PID/task/*/schedstat (empty where there is none: off Linux, or the process gone)."""
+    waits = {}
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
         try:
-            if stat.read_text().rsplit(")", 1)[1].split()[0] == "R":
-                return True
-        except (OSError, IndexError):
+            waits[int(stat.parent.name)] = int(stat.read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
             continue
-    return False
+    return waits
 
 
 def call_all(workers: Sequence[Worker], requests: Sequence[dict], timeout_s: float) -> list[Reply]:
