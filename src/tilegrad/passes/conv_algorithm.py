@@ -230,17 +230,17 @@ def _packable(a: Value, w: Value) -> bool:
 
 
 def matmul_panel(target: Target) -> int:
-    """Columns per panel of a packed matmul operand: `MATMUL_PANEL_VECTORS` of the target's vectors, so that the
-    GEMM's register tile (6 rows x the panel) holds 12 accumulators, enough independent FMAs to cover their
-    latency on both FMA ports (one vector per row, 6 chains, leaves a quarter of the FMA rate unused at best)."""
+    """Columns per panel of a packed matmul operand: `MATMUL_PANEL_VECTORS` of the target's vectors, so that each
+    row of the GEMM's register tile holds two accumulators (one vector per row gives a 6-row tile 6 FMA chains,
+    too few to cover their latency on two FMA ports)."""
     return MATMUL_PANEL_VECTORS * target.vector_lanes
 
 
 def matmul_tile_rows(rows, target: Target) -> int:
-    """Rows of the GEMM's register tile: `TALL_TILE_ROWS` where the registers hold that many rows of the panel's
-    accumulators (with the panel's two vectors and a broadcast beside them) and the rows pad to whole tiles with at most `TALL_TILE_WASTE` of them wasted, else 6. Each step
-    of the tile loads one row of the B panel (two vectors, streamed from L2 when k is long) for every row of the
-    tile: 14 rows use it for 28 FMAs where 6 use it for 12, and run the L2 stream at less than half the rate."""
+    """Rows of the GEMM's register tile: `TALL_TILE_ROWS` where the registers hold that many rows of accumulators
+    beside the panel's two vectors and a broadcast, and the `rows` of A pad to whole tiles wasting at most
+    `TALL_TILE_WASTE` of them; else 6. Each step of the tile loads one row of the B panel (streamed from L2 when k
+    is long) for all its rows: 14 rows use it for 28 FMAs where 6 use it for 12."""
     accumulators = TALL_TILE_ROWS * MATMUL_PANEL_VECTORS
     if not isinstance(rows, int) or rows < 4 * TALL_TILE_ROWS or accumulators + 3 > target.vector_registers:
         return 6
@@ -274,8 +274,8 @@ def _gemm(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     bias_fits = not c or c[0].shape in ((n,), (1, n), (1,), ())
     if not _packable(a, w) or attrs["trans_a"] or not bias_fits:
         return None
-    return _panel_matmul(ed, node, a, w, tuple(c), ctx.target, transpose_b=attrs["trans_b"], alpha=attrs["alpha"],
-                         beta=attrs["beta"])
+    return _panel_matmul(ed, node, a, w, tuple(c), ctx.target, transpose_b=attrs["trans_b"],
+                         alpha=attrs["alpha"], beta=attrs["beta"])
 
 
 _REWRITES = {"conv": _conv, "matmul": _matmul, "gemm": _gemm}

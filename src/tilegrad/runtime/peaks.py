@@ -61,9 +61,29 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Best seconds of one chunk of `iters` rounds of CHAINS vector FMAs, over `chunks` chunks that all `threads`
-   threads start together: a chunk that no other work interrupted is the fastest, so load that comes and goes does
-   not lower the figure. The sums go to sink[thread]. */
+#ifdef _OPENMP
+#define THREAD omp_get_thread_num()
+#else
+#define THREAD 0
+#endif
+
+/* Runs `body` as `chunks` chunks that all threads start together, keeping the fastest chunk's seconds in `best`
+   (thread 0's clock): a chunk that no other work interrupted is the fastest, so load that comes and goes does not
+   lower the figure. */
+#define BEST_CHUNK(best, chunks, body)                                  \
+    for (int c = 0; c < (chunks); ++c) {                                \
+        double t0 = 0;                                                  \
+        _Pragma("omp barrier")                                          \
+        _Pragma("omp master")                                           \
+        t0 = now();                                                     \
+        body                                                            \
+        _Pragma("omp barrier")                                          \
+        _Pragma("omp master")                                           \
+        { double t = now() - t0; if (t < best) best = t; }              \
+    }
+
+/* Best seconds of one chunk of `iters` rounds of CHAINS vector FMAs on each of `threads` threads, over `chunks`
+   chunks; the sums go to sink[thread]. */
 double tg_fma_chunk_seconds(long long iters, int chunks, int threads, float *sink) {
     double best = 1e30;
     #pragma omp parallel num_threads(threads)
@@ -71,25 +91,13 @@ double tg_fma_chunk_seconds(long long iters, int chunks, int threads, float *sin
         vf acc[CHAINS], m, a;
         for (int k = 0; k < LANES; ++k) { m[k] = 0.999999f; a[k] = 1e-6f * (float)(k + 1); }
         for (int j = 0; j < CHAINS; ++j) acc[j] = a * (float)(j + 1);
-        for (int c = 0; c < chunks; ++c) {
-            double t0 = 0;
-            #pragma omp barrier
-            #pragma omp master
-            t0 = now();
+        BEST_CHUNK(best, chunks,
             for (long long i = 0; i < iters; ++i) {
                 for (int j = 0; j < CHAINS; ++j) acc[j] = acc[j] * m + a;
-            }
-            #pragma omp barrier
-            #pragma omp master
-            { double t = now() - t0; if (t < best) best = t; }
-        }
+            })
         float s = 0;
         for (int j = 0; j < CHAINS; ++j) for (int k = 0; k < LANES; ++k) s += acc[j][k];
-#ifdef _OPENMP
-        sink[omp_get_thread_num()] = s;
-#else
-        sink[0] = s;
-#endif
+        sink[THREAD] = s;
     }
     return best;
 }
@@ -106,21 +114,9 @@ double tg_clock_chunk_seconds(long long iters, int chunks, int threads, long lon
     {
         long long x = 0, step = 1;
         __asm__ volatile("" : "+r"(step));
-        for (int c = 0; c < chunks; ++c) {
-            double t0 = 0;
-            #pragma omp barrier
-            #pragma omp master
-            t0 = now();
-            for (long long i = 0; i < iters; ++i) { ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 }
-            #pragma omp barrier
-            #pragma omp master
-            { double t = now() - t0; if (t < best) best = t; }
-        }
-#ifdef _OPENMP
-        sink[omp_get_thread_num()] = x;
-#else
-        sink[0] = x;
-#endif
+        BEST_CHUNK(best, chunks,
+            for (long long i = 0; i < iters; ++i) { ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 ADD1 })
+        sink[THREAD] = x;
     }
     return best;
 }

@@ -157,7 +157,7 @@ def profile_run(entry: Kernel, sites: Sequence[KernelSite], arrays: Sequence[np.
 def ceiling_above(gflops: float, threads: int) -> MachinePeaks:
     """This machine's peaks on `threads`, measured again when a kernel ran at `gflops`, above `CEILING_SLACK` times
     the cached FMA peak; if it still beats the new measurement, the peaks with the kernel's rate as the FMA peak
-    (not cached: a one-off figure, and the report's header says so)."""
+    (not cached: a one-off figure, which the peaks' `how` says)."""
     peaks = measured_peaks(threads)
     if gflops <= CEILING_SLACK * peaks.fma_gflops:
         return peaks

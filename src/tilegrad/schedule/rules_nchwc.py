@@ -18,7 +18,7 @@ from .reductions import reduction_order, reduction_work
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from .tiling import accumulator_budget, extent, largest_divisor
+from .tiling import extent, largest_divisor
 
 WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
@@ -68,7 +68,7 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
 def _column_budget(block: int, target: Target, per_tile: int) -> int:
     """The most columns whose accumulators (for `per_tile` channel blocks) leave two vector registers free."""
     vectors = -(-block // target.vector_lanes) * per_tile
-    return max(1, accumulator_budget(target) // vectors)
+    return max(1, (target.vector_registers - 2) // vectors)
 
 
 def _accumulator(sch: Schedule, s: Stage, anchor: Anchor) -> str:

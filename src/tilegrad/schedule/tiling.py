@@ -11,12 +11,6 @@ def extent(s: Stage, loop: str) -> int:
     return s.loops[loop].extent.value
 
 
-def accumulator_budget(target) -> int:
-    """Accumulators a register tile may hold: every vector register but two, one for the operand each step loads
-    and one for the value it broadcasts."""
-    return target.vector_registers - 2
-
-
 def largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
