@@ -163,3 +163,47 @@ def test_a_1d_convolution_runs_as_a_2d_one_of_height_1(length, kernel, stride, p
     out, (note,) = _same_meaning(g, [xs])
     assert _ops(out) == ["reshape", CONV_OPS[note.split()[1]], "reshape"] and note.startswith("conv1d: ")
     np.testing.assert_allclose(compile_graph(optimize(g, 2)[0])(xs), run_reference(g, [xs])[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels,out,groups,size,kernel,stride,dilation", [
+    (64, 64, 16, 9, 3, 1, 1),  # ResNeXt's 4 channels a group: four groups a block
+    (24, 48, 6, 7, 3, 2, 1),  # 8 output channels a group, strided, 6 groups in 3 blocks
+    (48, 32, 2, 8, 3, 1, 2),  # 16 output and 24 input channels a group, dilated
+    (64, 64, 2, 5, 1, 1, 1),  # 32 a group: two blocks a group
+])
+def test_grouped_convolutions_run_blocked(channels, out, groups, size, kernel, stride, dilation):
+    b = GraphBuilder()
+    x = b.input("x", (1, channels, size, size + 2))
+    w = b.const((RNG.standard_normal((out, channels // groups, kernel, kernel)) / kernel).astype("float32"))
+    pad = dilation * (kernel // 2)
+    y = b.op("relu", b.op("conv", x, w, b.const(RNG.standard_normal(out).astype("float32")), name="grouped",
+                          group=groups, strides=(stride, stride), pads=(pad,) * 4, dilations=(dilation, dilation)))
+    g = b.build(y)
+    xs = RNG.standard_normal(x.shape).astype("float32")
+    out_graph, (note,) = _same_meaning(g, [xs])
+    assert _ops(out_graph) == ["blocked_conv", "relu"] and note.startswith(f"grouped: direct ({groups} groups")
+    np.testing.assert_allclose(compile_graph(optimize(g, 2)[0])(xs), run_reference(g, [xs])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_grouped_1d_convolution_runs_blocked_and_groups_that_do_not_line_up_stay_plain():
+    b = GraphBuilder()
+    x = b.input("x", (2, 32, 40))
+    w = b.const((RNG.standard_normal((32, 2, 5)) / 5).astype("float32"))
+    y = b.op("conv", x, w, name="conv1d", group=16, pads=(2, 2))
+    odd = b.const((RNG.standard_normal((24, 16, 3)) / 3).astype("float32"))
+    z = b.op("conv", y, odd, name="odd", group=2, pads=(1, 1))  # 12 output channels a group
+    g = b.build(z)
+    xs = RNG.standard_normal(x.shape).astype("float32")
+    out, notes = _same_meaning(g, [xs])
+    assert _ops(out) == ["reshape", "blocked_conv", "reshape", "conv"] and len(notes) == 1
+    np.testing.assert_allclose(compile_graph(optimize(g, 2)[0])(xs), run_reference(g, [xs])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_grouped_convolution_refuses_another_algorithm_by_name():
+    b = GraphBuilder()
+    x = b.input("x", (1, 32, 6, 6))
+    w = b.const(RNG.standard_normal((32, 4, 3, 3)).astype("float32"))
+    g = b.build(b.op("conv", x, w, name="grouped", group=8, pads=(1, 1, 1, 1)))
+    with pytest.raises(ShapeError, match="grouped convolution runs direct"):
+        _run(g, conv_algorithm={"grouped": "winograd2"})
+    assert _ops(_run(g, conv_algorithm="winograd2")[0]) == ["blocked_conv"]  # a global choice applies where it can

@@ -278,3 +278,31 @@ def test_a_concat_of_parts_in_different_blocks_reblocks_the_others_to_its_first_
     assert [v.shape[-1] for v in concat.inputs] == [16, 16] and concat.outputs[0].shape == (1, 3, 6, 6, 16)
     (reblock,) = [n for n in out.nodes if n.op == "layout_reblock"]
     assert reblock.outputs[0] is concat.inputs[1] and reblock.inputs[0].shape[-1] == 8
+
+
+def resnext_block(channels=32, width=32, groups=8, size=9, stride=1):
+    """ResNeXt's bottleneck: 1x1 -> relu -> grouped 3x3 -> relu -> 1x1, plus the input, then relu."""
+    b = GraphBuilder()
+    x = b.input("x", (1, channels, size, size))
+    h = b.op("relu", _conv(b, x, width))
+    h = b.op("relu", _conv(b, h, width, kernel=3, stride=stride, group=groups))
+    y = _conv(b, h, channels, bias=False)
+    return b.build(b.op("relu", y if stride > 1 else b.op("add", y, x)), ["y"])
+
+
+@pytest.mark.parametrize("width,groups,stride", [(32, 8, 1), (32, 2, 2), (48, 12, 1)])
+def test_a_grouped_convolution_runs_blocked_in_the_chain(width, groups, stride):
+    g = resnext_block(width=width, groups=groups, stride=stride)
+    out, _ = _run_pass(g)
+    _check_meaning(g, out)
+    (grouped,) = [n for n in out.nodes if n.op == "conv_nchwc" and n.attrs["group_channels"]]
+    assert grouped.attrs["group_channels"] == [width // groups] * 2 and grouped.inputs[0].shape[-1] == 8
+    x = _inputs(g)
+    np.testing.assert_allclose(compile_graph(optimize(g, 2)[0])(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_grouped_convolution_whose_groups_miss_the_block_leaves_the_chain():
+    g = resnext_block(width=48, groups=12)  # 4 channels a group: fits blocks of 16 (conv_algorithm), not of 32
+    out, _ = _run_pass(g, layout_block=32)
+    _check_meaning(g, out)
+    assert [n.attrs["group"] for n in out.nodes if n.op == "blocked_conv"] == [1, 12, 1]  # lone convs stay too

@@ -8,8 +8,9 @@ they are.
 
 - A `matmul` or `gemm` with a constant 2-D float32 right operand becomes the panel GEMM (`panel_matmul`, the
   operand in panels of `matmul_panel(target)` columns, A's leading axes flattened into rows).
-- A 2-D, ungrouped float32 `conv` with a constant weight becomes one of the following (a 1-D one too, as a 2-D
-  convolution of height 1 between two reshapes):
+- A 2-D float32 `conv` with a constant weight, ungrouped, becomes one of the following (a 1-D one too, as a 2-D
+  convolution of height 1 between two reshapes); grouped, where its groups line up with blocks of output
+  channels (te/nn/conv_groups.py), "direct" with the weights of each block's groups packed together:
   "direct"    `blocked_conv`, the weights in blocks of CONV_BLOCK output channels;
   "im2col"    `im2col_conv`, im2col + GEMM, the weights as the GEMM's row panels;
   "winograd2" / "winograd4"  `winograd_conv` with F(2x2, 3x3) or F(4x4, 3x3), the weights transformed (3 x 3,
@@ -46,6 +47,7 @@ from ..ir.graph import Derivation, Node, Value
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd
+from ..te.nn.conv_groups import BlockGroups
 from .editor import GraphEditor, map_nodes
 from .context import PassContext
 
@@ -72,7 +74,8 @@ class ConvChoice(NamedTuple):
 
 def _packed(ed: GraphEditor, pack_op: str, w: Value, name: str, **attrs) -> Value:
     """The constant `pack_op(w)`, computed now by the pack op's reference, with that derivation noted."""
-    packed = ed.const(np.asarray(lookup(pack_op).reference(w.data, **attrs)), name)
+    op = lookup(pack_op)
+    packed = ed.const(np.asarray(op.reference(w.data, **op.bind_attrs(attrs, name))), name)
     return dataclasses.replace(packed, origin=Derivation(pack_op, w, attrs))
 
 
@@ -168,11 +171,13 @@ def choose(node: Node, x: Value, w: Value, options: dict) -> tuple[str, dict[str
 
 def _conv(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
     x, w, *bias = ed.inputs_of(node)
-    if node.attrs["group"] != 1 or not w.is_constant or x.dtype != "float32":
+    if not w.is_constant or x.dtype != "float32" or len(x.shape) not in (3, 4):
+        return None
+    if node.attrs["group"] != 1 and not _blockable_groups(x, w, node.attrs["group"]):
         return None
     if len(x.shape) == 3:
         return _conv1d(ed, node, ctx, x, w, bias)
-    return _conv2d(ed, node, ctx, x, w, bias) if len(x.shape) == 4 else None
+    return _conv2d(ed, node, ctx, x, w, bias)
 
 
 def _conv1d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, bias: list[Value]) -> Value:
@@ -180,16 +185,41 @@ def _conv1d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, b
     so that it runs the 2-D kernels (Whisper's and wav2vec's front ends) rather than the generic convolution."""
     a = node.attrs
     (s,), (p0, p1), (d,) = a["strides"] or (1,), a["pads"] or (0, 0), a["dilations"] or (1,)
-    (n, c, length), (o, _, k) = x.shape, w.shape
+    (n, c, length), (o, per_group, k) = x.shape, w.shape
     rows = ed.op("reshape", x, name=f"{node.name}_rows", shape=(n, c, 1, length))
-    w2 = ed.const(np.asarray(w.data).reshape(o, c, 1, k), f"{node.name}_w2d")
+    w2 = ed.const(np.asarray(w.data).reshape(o, per_group, 1, k), f"{node.name}_w2d")
     attrs = {**a, "strides": [1, s], "pads": [0, p0, 0, p1], "dilations": [1, d]}
     out = _conv2d(ed, dataclasses.replace(node, attrs=attrs), ctx, rows, w2, bias)
     return ed.op("reshape", out, name=f"{node.name}_unrows", shape=(n, o, out.shape[3]))
 
 
+def _blockable_groups(x: Value, w: Value, group: int) -> bool:
+    """Whether a grouped convolution runs the blocked kernel: its groups line up with blocks of output channels,
+    and a group has more than one input channel (a depthwise convolution has kernels of its own)."""
+    return w.shape[1] > 1 and BlockGroups.of(x.shape[1], w.shape[0], group, CONV_BLOCK) is not None
+
+
+def _grouped_conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, bias: list[Value]) -> Value:
+    """A grouped convolution as the direct kernel in blocks (te/nn/conv_groups.py); no other algorithm applies."""
+    choice, by_name = _requested(node, ctx.options)
+    if by_name and choice not in (None, "direct"):
+        raise ShapeError(f"node {node.name!r}: conv_algorithm {choice!r} was requested, but a grouped convolution "
+                         f"runs direct")
+    a = node.attrs
+    groups = BlockGroups.of(x.shape[1], w.shape[0], a["group"], CONV_BLOCK)
+    ctx.note(f"{node.name}: direct ({a['group']} groups in blocks of {CONV_BLOCK} output channels, each reading "
+             f"{groups.span} input channels)")
+    wpack = _packed(ed, "conv_weight_pack", w, f"{node.name}_w", block=CONV_BLOCK, group=a["group"])
+    out = ed.op("blocked_conv", x, wpack, *bias, name=node.name, out_channels=w.shape[0], strides=a["strides"],
+                pads=a["pads"], dilations=a["dilations"], group=a["group"])
+    ctx.decisions.setdefault("conv_algorithm", {})[node.name] = ConvChoice("direct", ("direct",), out.name)
+    return out
+
+
 def _conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, bias: list[Value]) -> Value:
     a = node.attrs
+    if a["group"] != 1:
+        return _grouped_conv2d(ed, node, ctx, x, w, bias)
     algorithm, costs, why = choose(node, x, w, ctx.options)
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())

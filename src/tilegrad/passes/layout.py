@@ -5,10 +5,11 @@ channels and copies it out to NCHW, and a depthwise `conv` reads NCHW with strid
 layer to the next (ir/ops/layout.py), activations need no copy-out, and depthwise convolutions and pools vectorise
 across a block of channels. This pass:
 
-1. plans, in graph order, which nodes run blocked: the seeds are `blocked_conv` and depthwise `conv` (groups = C
-   = O) with constant weights; the layout then flows to element-wise and broadcasting ops of a blocked input (their
-   other operands being constants, re-laid out here, or NCHW values of the same channels), to max, average and
-   global average pooling, and to a concat along channels whose parts are all whole blocks;
+1. plans, in graph order, which nodes run blocked: the seeds are `blocked_conv` (a grouped one where its groups
+   line up with the node's block) and depthwise `conv` (groups = C = O) with constant weights; the layout then
+   flows to element-wise and broadcasting ops of a blocked input (their other operands being constants, re-laid
+   out here, or NCHW values of the same channels), to max, average and global average pooling, and to a concat
+   along channels whose parts are all whole blocks;
 2. rewrites them, repacking the weights and biases once, and inserts the transforms only where an NCHW value meets
    a blocked consumer (`layout_to_blocked`) or a blocked value an NCHW consumer or a graph output
    (`layout_from_blocked`). Each value gets at most one transform each way (per block), and a value that is already blocked
@@ -36,6 +37,7 @@ from ..ir.graph import Graph, Node, Value
 from ..ir.ops.layout import block_array
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 from ..target import Target
+from ..te.nn.conv_groups import BlockGroups
 from .editor import GraphEditor
 from .context import PassContext
 
@@ -85,6 +87,8 @@ def _plan(g: Graph, default: int, named: dict[str, int]) -> dict[int, int]:
         if _is_seed(node):
             own = node.op == "blocked_conv" or node.name in named
             block = named.get(node.name, default) if own or inherited is None else inherited
+            if _groups(node, block) is False:
+                continue
         elif inherited is not None and _follows(node, blocks, inherited):
             block = inherited
         else:
@@ -132,6 +136,15 @@ def _is_seed(node: Node) -> bool:
         return False
     group = node.attrs.get("group", 1)
     return node.op == "blocked_conv" or (group > 1 and group == x.shape[1] == w.shape[0] and w.shape[1] == 1)
+
+
+def _groups(node: Node, block: int) -> BlockGroups | None | bool:
+    """A grouped `blocked_conv`'s blocking in blocks of `block`, reading its input in the same blocks; None for
+    any other node; False where the groups do not line up with those blocks."""
+    if node.op != "blocked_conv" or node.attrs["group"] == 1:
+        return None
+    groups = BlockGroups.of(node.inputs[0].shape[1], node.attrs["out_channels"], node.attrs["group"], block)
+    return groups if groups is not None and groups.reads_whole_blocks(block) else False
 
 
 def _follows(node: Node, blocked: dict[int, int], block: int) -> bool:
@@ -224,6 +237,8 @@ class _Rewrite:
 
     def _convert(self, node: Node) -> Value:
         ed, b = self.ed, self.planned[id(node)]
+        if node.op == "blocked_conv" and node.attrs["group"] != 1:
+            return self._grouped_conv(node)
         if node.op == "blocked_conv":
             x, wpack, *bias = node.inputs
             a = node.attrs
@@ -244,6 +259,19 @@ class _Rewrite:
         if node.op == "concat":
             return ed.op("concat", *(self._to_blocked(v, node) for v in node.inputs), name=node.name, axis=1)
         return ed.op(node.op, *(self._to_blocked(v, node) for v in node.inputs), name=node.name, **node.attrs)
+
+    def _grouped_conv(self, node: Node) -> Value:
+        """A grouped `blocked_conv` in the node's block, reading its input in that block (or NCHW at a chain's
+        start), its weights repacked for those blocks."""
+        x, wpack, *bias = node.inputs
+        a = node.attrs
+        groups = _groups(node, self.planned[id(node)])
+        weight = BlockGroups.of(x.shape[1], a["out_channels"], a["group"], wpack.shape[4]).unpack(wpack.data)
+        source = self._to_blocked(x, node) if id(x) in self.blocked else self.ed.get(x)
+        packed = self.ed.const(groups.pack(weight), f"{node.name}_wnchwc")
+        return self.ed.op("conv_nchwc", source, packed, *self._bias(bias, node), name=node.name, strides=a["strides"],
+                          pads=a["pads"], dilations=a["dilations"],
+                          group_channels=[groups.in_per_group, groups.out_per_group])
 
     def _bias(self, bias: list[Value], node: Node) -> tuple[Value, ...]:
         """A constant bias (C,) packed as (C / b, b), zero in the padded channels."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...te.nn import nchwc
+from ...te.nn.conv_groups import BlockGroups
 from ..registry import INJECTIVE, OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
 from .operands import float_dtype
 from .windows import (
@@ -102,7 +103,15 @@ def _weights(wpack: np.ndarray) -> np.ndarray:
     return wpack.transpose(0, 4, 1, 2, 3).reshape(blocks * block, c, kh, kw)
 
 
-def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations):
+def _nchwc_groups(wpack, group_channels) -> BlockGroups | None:
+    """A grouped `conv_nchwc`'s blocking: `group_channels` is (input, output) channels per group, or None."""
+    if group_channels is None:
+        return None
+    in_per_group, out_per_group = group_channels
+    return BlockGroups(in_per_group, out_per_group, wpack.shape[4])
+
+
+def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations, group_channels):
     float_dtype(x, wpack, bias)
     if len(wpack.shape) != 5:
         raise ShapeError(f"expected packed weights (O / b, C, KH, KW, b), got {wpack.shape}")
@@ -111,6 +120,12 @@ def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations):
         raise ShapeError(f"x must be blocked (N, C / b, H, W, b) or (N, C, H, W), got shape {x.shape}")
     nchw = _nchw(x) if len(x.shape) == 5 else x
     _check_packed_bias(bias, blocks, block)
+    groups = _nchwc_groups(wpack, group_channels)
+    if groups is not None:
+        if channels != groups.span or len(x.shape) == 5 and not groups.reads_whole_blocks(x.shape[4]):
+            raise ShapeError(f"{group_channels} channels per group in blocks of {block} read spans of "
+                             f"{groups.span} input channels, which do not fit weights {wpack.shape} and x {x.shape}")
+        channels = nchw.shape[1]
     weight = TensorType((blocks * block, channels, kh, kw), wpack.dtype)
     (out,) = conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=1)
     return [_blocked(out, block)]
@@ -121,16 +136,19 @@ def _check_packed_bias(bias: TensorType | None, blocks: int, block: int) -> None
         raise ShapeError(f"the bias must be packed as ({blocks}, {block}), got {bias.shape}")
 
 
-def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations):
+def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations, group_channels):
     nchw = unblock_array(x) if x.ndim == 5 else x
     flat = None if bias is None else bias.reshape(-1)
-    y = conv_ref(nchw, _weights(wpack), flat, strides=strides, pads=pads, dilations=dilations, group=1)
+    groups = _nchwc_groups(wpack, group_channels)
+    weight = _weights(wpack) if groups is None else groups.dense(wpack, nchw.shape[1])
+    y = conv_ref(nchw, weight, flat, strides=strides, pads=pads, dilations=dilations, group=1)
     return block_array(y, wpack.shape[4])
 
 
-def _conv_nchwc_te(x, wpack, bias=None, *, strides, pads, dilations):
+def _conv_nchwc_te(x, wpack, bias=None, *, strides, pads, dilations, group_channels):
     stride, pad_pairs, dilation = window_attrs("conv_nchwc", 2, strides, pads, dilations)
-    return nchwc.conv2d_nchwc(x, wpack, stride, pad_pairs, dilation, bias=bias, name="conv_nchwc")
+    return nchwc.conv2d_nchwc(x, wpack, stride, pad_pairs, dilation, bias=bias, name="conv_nchwc",
+                              groups=_nchwc_groups(wpack, group_channels))
 
 
 def _depthwise_type(x, wpack, bias=None, *, strides, pads, dilations):
@@ -161,12 +179,17 @@ def _depthwise_te(x, wpack, bias=None, *, strides, pads, dilations):
 
 
 _CONV_ATTRS = {"strides": None, "pads": None, "dilations": None}
-declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV_ATTRS, infer=_conv_nchwc_type,
-        reference=_conv_nchwc_ref, compute=_conv_nchwc_te, samples=(
+declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={**_CONV_ATTRS, "group_channels": None},
+        infer=_conv_nchwc_type, reference=_conv_nchwc_ref, compute=_conv_nchwc_te, samples=(
             Sample((((1, 2, 9, 8, 4), "float32"), ((3, 8, 3, 3, 4), "float32"), ((3, 4), "float32")),
                    {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
             Sample((((2, 3, 7, 7), "float32"), ((2, 3, 3, 3, 8), "float32")), {"pads": [1, 1, 1, 1]}),
             Sample((((1, 2, 5, 6, 8), "float32"), ((1, 16, 1, 1, 8), "float32"))),
+            Sample((((1, 4, 7, 6, 4), "float32"), ((4, 4, 3, 3, 4), "float32"), ((4, 4), "float32")),
+                   {"pads": [1, 1, 1, 1], "group_channels": [2, 2]}),
+            Sample((((1, 4, 6, 6, 4), "float32"), ((4, 8, 3, 3, 4), "float32")),
+                   {"strides": [2, 2], "group_channels": [8, 8]}),
+            Sample((((1, 16, 5, 5), "float32"), ((2, 8, 1, 1, 8), "float32")), {"group_channels": [4, 4]}),
         ))
 declare("depthwise_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV_ATTRS, infer=_depthwise_type,
         reference=_depthwise_ref, compute=_depthwise_te, samples=(

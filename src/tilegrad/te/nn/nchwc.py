@@ -28,6 +28,7 @@ from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
 from ._window import Window, in_bounds, taps_between
+from .conv_groups import BlockGroups
 
 Pads = tuple[tuple[int, int], ...]
 
@@ -85,35 +86,42 @@ def reblock(x: te.Tensor, block: int, channels: int, name: str = "reblock") -> t
 
 
 def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1, bias: te.Tensor | None = None,
-                 name: str = "conv2d_nchwc") -> te.Tensor:
-    """conv2d (groups = 1) of blocked x (N, C / bi, H, W, bi), or of NCHW x at the start of a chain, with
-    weights packed as (O / b, C', KH, KW, b); the output is blocked, (N, O / b, OH, OW, b)."""
+                 name: str = "conv2d_nchwc", groups: BlockGroups | None = None) -> te.Tensor:
+    """conv2d of blocked x (N, C / bi, H, W, bi), or of NCHW x at the start of a chain, with weights packed as
+    (O / b, C', KH, KW, b); the output is blocked, (N, O / b, OH, OW, b). Grouped (`groups`), each output block
+    reads only its span of the input channels, C' of them, in whole input blocks."""
     if wpack.ndim != 5 or x.ndim not in (4, 5):
         raise ShapeError(f"conv2d_nchwc: expected x (N, C / b, H, W, b) or (N, C, H, W) and packed weights "
                          f"(O / b, C, KH, KW, b), got {x.shape} and {wpack.shape}")
     check_same_dtype([x, wpack], "conv2d_nchwc")
     blocks, in_channels, kh, kw, block = wpack.shape
     channels = x.shape[1] * x.shape[4] if x.ndim == 5 else x.shape[1]
-    if in_channels != channels:
-        raise ShapeError(f"conv2d_nchwc: the weights have {in_channels} input channels but {x.name} has "
-                         f"{channels}")
+    reads = channels if groups is None else groups.span
+    if in_channels != reads:
+        raise ShapeError(f"conv2d_nchwc: the weights have {in_channels} input channels per block but {x.name} "
+                         f"gives each block {reads}")
+    if groups is not None and (groups.block != block or x.ndim == 5 and not groups.reads_whole_blocks(x.shape[4])):
+        raise ShapeError(f"conv2d_nchwc: grouped blocks of {groups.block} reading spans of {groups.span} channels "
+                         f"do not fit weights in blocks of {block} and {x.name} of shape {x.shape}")
     _check_bias("conv2d_nchwc", bias, blocks, block)
     win = Window.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
     xp = _pad_spatial(x, win.pads, f"{name}_pad")
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     if x.ndim == 5:
-        rcb, rci = te.reduce_axis(x.shape[1], "rcb"), te.reduce_axis(x.shape[4], "rci")
         inner = x.shape[4]
+        rcb, rci = te.reduce_axis(in_channels // inner, "rcb"), te.reduce_axis(inner, "rci")
 
         def body(n, cb, h, w, ci):
             y, z = win.padded_taps((h, w), (ry, rx))
-            return te.sum(xp[n, rcb, y, z, rci] * wpack[cb, rcb * inner + rci, ry, rx, ci], axis=[rcb, rci, ry, rx])
+            first = rcb if groups is None else groups.start_block(cb, inner) + rcb
+            return te.sum(xp[n, first, y, z, rci] * wpack[cb, rcb * inner + rci, ry, rx, ci], axis=[rcb, rci, ry, rx])
     else:
-        rc = te.reduce_axis(channels, "rc")
+        rc = te.reduce_axis(in_channels, "rc")
 
         def body(n, cb, h, w, ci):
             y, z = win.padded_taps((h, w), (ry, rx))
-            return te.sum(xp[n, rc, y, z] * wpack[cb, rc, ry, rx, ci], axis=[rc, ry, rx])
+            channel = rc if groups is None else groups.start(cb) + rc
+            return te.sum(xp[n, channel, y, z] * wpack[cb, rc, ry, rx, ci], axis=[rc, ry, rx])
 
     attrs = {**win.attrs(), "kernel": (kh, kw), "block": block}
     out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=name if bias is None else f"{name}_acc",

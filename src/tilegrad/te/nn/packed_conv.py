@@ -15,6 +15,7 @@ from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype
 from ._window import Window
+from .conv_groups import BlockGroups
 from .transform import pad
 
 
@@ -28,14 +29,26 @@ def packed_conv2d(x: te.Tensor, weight: te.Tensor, stride=1, padding=0, dilation
                           padding, dilation, name=name)
 
 
-def pack_conv_weight(weight: te.Tensor, block: int = 16, name: str = "wpack") -> te.Tensor:
-    """weight (O, C, KH, KW) as (ceil(O / block), C, KH, KW, block), output channels zero-padded."""
+def pack_conv_weight(weight: te.Tensor, block: int = 16, name: str = "wpack",
+                     groups: BlockGroups | None = None) -> te.Tensor:
+    """weight (O, C, KH, KW) as (ceil(O / block), C, KH, KW, block), output channels zero-padded; grouped,
+    weight (O, C / groups, KH, KW) as `groups.pack` lays it out."""
     if weight.ndim != 4:
         raise ShapeError(f"pack_conv_weight: expected weight (O, C, KH, KW), got {weight.shape}")
     if block < 1:
         raise ShapeError(f"pack_conv_weight: block must be positive, got {block}")
     out_channels, channels, kh, kw = weight.shape
     zero = E.const(0, weight.dtype)
+    if groups is not None:
+        per_group = groups.in_per_group
+
+        def grouped_weight(co, r, y, z, cb):
+            o = co * block + cb
+            c = groups.start(co) + r - o // groups.out_per_group * per_group
+            inside = E.logical_and(c >= 0, c < per_group)
+            return E.select(inside, weight[o, E.minimum(E.maximum(c, 0), per_group - 1), y, z], zero)
+
+        return te.compute((out_channels // block, groups.span, kh, kw, block), grouped_weight, name=name, tag="pack")
 
     def packed_weight(co, c, y, z, cb):
         o = co * block + cb
@@ -45,18 +58,20 @@ def pack_conv_weight(weight: te.Tensor, block: int = 16, name: str = "wpack") ->
 
 
 def blocked_conv2d(x: te.Tensor, wpack: te.Tensor, out_channels: int, stride=1, padding=0, dilation=1,
-                   bias: te.Tensor | None = None, name: str = "conv2d") -> te.Tensor:
-    """conv2d of x (N, C, H, W) with weights already packed by `pack_conv_weight`, plus an optional per-channel
-    bias added as the blocks are unpacked to NCHW."""
+                   bias: te.Tensor | None = None, name: str = "conv2d", groups: BlockGroups | None = None) -> te.Tensor:
+    """conv2d of x (N, C, H, W) with weights already packed by `pack_conv_weight` (or, grouped, by
+    `groups.pack`: each block reads its span of the input channels), plus an optional per-channel bias added as
+    the blocks are unpacked to NCHW."""
     if x.ndim != 4 or wpack.ndim != 5:
         raise ShapeError(f"blocked_conv2d: expected x (N, C, H, W) and packed weights (O / b, C, KH, KW, b), got "
                          f"{x.shape} and {wpack.shape}")
     check_same_dtype([x, wpack], "blocked_conv2d")
     n, channels, height, width = x.shape
     blocks, in_channels, kh, kw, block = wpack.shape
-    if in_channels != channels:
-        raise ShapeError(f"blocked_conv2d: the weights have {in_channels} input channels but {x.name} has "
-                         f"{channels}; grouped convolutions use conv2d")
+    reads = channels if groups is None else groups.span
+    if in_channels != reads:
+        raise ShapeError(f"blocked_conv2d: the weights have {in_channels} input channels per block but {x.name} "
+                         f"gives each block {reads}")
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"blocked_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
     win = Window.of("blocked_conv2d", (height, width), (kh, kw), stride, padding, dilation)
@@ -64,11 +79,12 @@ def blocked_conv2d(x: te.Tensor, wpack: te.Tensor, out_channels: int, stride=1, 
     attrs = {"stride": stride, "padding": pads, "dilation": dilation, "kernel": (kh, kw), "block": block}
     if any(lo or hi for lo, hi in pads):
         x = pad(x, ((0, 0), (0, 0), *pads), name=f"{name}_pad")
-    rc, ry, rx = te.reduce_axis(channels, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    rc, ry, rx = te.reduce_axis(in_channels, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     (sh, sw), (dh, dw) = stride, dilation
 
     def blocked_body(b, co, h, w, cb):
-        data = x[b, rc, h * sh + ry * dh, w * sw + rx * dw]
+        channel = rc if groups is None else groups.start(co) + rc
+        data = x[b, channel, h * sh + ry * dh, w * sw + rx * dw]
         return te.sum(data * wpack[co, rc, ry, rx, cb], axis=[rc, ry, rx])
 
     blocked = te.compute((n, blocks, oh, ow, block), blocked_body, name=f"{name}_blocked",
