@@ -95,6 +95,7 @@ def test_clip_bounds_given_at_run_time_are_data_not_value_inputs():
     import onnxruntime as ort
 
     import tilegrad
+    from tilegrad.api import compile_with_report
     from tilegrad.runtime.module import Module
 
     nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]
@@ -116,6 +117,7 @@ def test_a_value_reaches_a_shape_operand_inside_a_subgraph():
     import onnxruntime as ort
 
     import tilegrad
+    from tilegrad.api import compile_with_report
 
     branch = helper.make_graph([helper.make_node("Expand", ["x", "s"], ["o"], name="grow")], "b", [],
                                [helper.make_tensor_value_info("o", F, None)])
@@ -133,3 +135,25 @@ def test_a_value_reaches_a_shape_operand_inside_a_subgraph():
     for shape in ((3, 4), (1, 6)):
         feeds = {"x": x, "s": np.array(shape, "int64"), "c": np.array(True)}
         np.testing.assert_array_equal(mod(**feeds), session.run(None, feeds)[0])
+
+
+def test_a_negative_declared_dimension_is_symbolic_as_onnx_runtime_reads_it():
+    """Older exporters (paddle2onnx) write a dynamic batch as dim_value -1; a zero stays a real empty dimension."""
+    import onnxruntime as ort
+
+    import tilegrad
+    from tilegrad.api import compile_with_report
+
+    x = helper.make_tensor_value_info("x", F, [-1, 3, 0])
+    x.type.tensor_type.shape.dim[2].ClearField("dim_value")  # unnamed symbolic: neither value nor name
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [x, helper.make_tensor_value_info("e", F, [0, 2])])
+    found = _by_name(model)
+    assert found["x"].dims == ("?", 3, "?") and found["x"].symbolic and found["e"].dims == (0, 2)
+    model = _model([helper.make_node("Sigmoid", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [-1, 3])])
+    module = tilegrad.compile(model.SerializeToString())
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 4):
+        xs = np.random.default_rng(batch).standard_normal((batch, 3)).astype("float32")
+        np.testing.assert_allclose(module(xs), session.run(None, {"x": xs})[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError, match=r"input x float32\[\?, 3\] has symbolic dimensions"):
+        compile_with_report(model.SerializeToString())

@@ -197,6 +197,8 @@ def declared(vi) -> str:
     """`name float32[N, 3, 224, 224]` from an ONNX ValueInfo, symbolic dimensions by their names."""
     from onnx import helper
 
+    from ..frontend.onnx_inputs import declared_dim
+
     tt = vi.type.tensor_type
     try:
         dtype = str(helper.tensor_dtype_to_np_dtype(tt.elem_type))
@@ -204,5 +206,5 @@ def declared(vi) -> str:
         dtype = "?"
     if not tt.HasField("shape"):
         return f"{vi.name} {dtype}[?]"
-    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    dims = [str(declared_dim(d)) for d in tt.shape.dim]
     return f"{vi.name} {dtype}[{', '.join(dims)}]"

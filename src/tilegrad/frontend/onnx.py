@@ -43,6 +43,7 @@ from . import (  # noqa: F401  (register the mappings)
 from .onnx_boundary import flatten_output
 from .onnx_builder import OnnxBuilder
 from .onnx_file import ModelFormatError, load_model
+from .onnx_inputs import declared_dim
 from .onnx_nodes import UnmappedOpError, convert_node
 from .onnx_op_table import op_key
 from .onnx_tensors import check_dtype, onnx_dtype, tensor_array
@@ -202,15 +203,10 @@ def _input_type(vi, input_shapes: Mapping[str, Sequence[int]]) -> tuple[tuple[in
         return shape, dtype
     if declared is None:
         raise ShapeError(f"{what} declares no shape; pass input_shapes={{{vi.name!r}: (...)}}")
-    dims = []
-    for i, d in enumerate(declared):
-        if d.HasField("dim_value"):
-            if d.dim_value < 0:
-                raise ModelFormatError(f"{what} declares the negative dimension {d.dim_value}")
-            dims.append(d.dim_value)
-        else:
-            label = d.dim_param or "?"
-            raise ShapeError(f"{what} has a symbolic dimension {label!r} (dimension {i} of {len(declared)}); pass "
+    dims = [declared_dim(d) for d in declared]
+    for i, d in enumerate(dims):
+        if isinstance(d, str):
+            raise ShapeError(f"{what} has a symbolic dimension {d!r} (dimension {i} of {len(declared)}); pass "
                              f"input_shapes={{{vi.name!r}: (...)}} to fix it")
     return tuple(dims), dtype
 

@@ -134,10 +134,19 @@ def _walk(graph, sources: MutableMapping[str, frozenset[str]], uses: dict[str, l
                 sources[y] = flowing
 
 
+def declared_dim(d) -> int | str:
+    """One declared dimension: its size, or its name where it is symbolic ("?" unnamed). A negative `dim_value` is
+    symbolic, as ONNX Runtime reads it (older exporters, paddle2onnx among them, write a dynamic batch as -1); a
+    zero is a real empty dimension."""
+    if d.HasField("dim_value") and d.dim_value >= 0:
+        return d.dim_value
+    return d.dim_param or "?"
+
+
 def _declared_dims(tt) -> tuple[int | str, ...] | None:
     if not tt.HasField("shape"):
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)
+    return tuple(declared_dim(d) for d in tt.shape.dim)
 
 
 def _fixed(name: str, shape: tuple[int, ...], declared: tuple[int | str, ...] | None) -> tuple[int, ...]:
