@@ -18,6 +18,14 @@ def _default_cache_dir() -> Path:
 SANITIZER_FLAGS = {"address": ("-fsanitize=address", "-fsanitize-recover=address", "-fno-omit-frame-pointer", "-g")}
 
 
+def _quarter_of_memory() -> int:
+    """A quarter of the machine's physical memory in bytes (1 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     cc: str | None = None  # C compiler; None picks the first of gcc, clang, cc found on PATH
@@ -33,6 +41,9 @@ class Config:
     # time slice (40x slower); a sleeping one is woken promptly (docs/benchmarks.md, busy core). Within one call
     # a model's kernels share one region and wait at their own barrier (codegen/team.py), whatever this is.
     spin_us: int = 0
+    # The largest constant the import computes (a ConstantOfShape, a Range, a folded node), in bytes: enough for
+    # any real weight (VGG's 400 MB classifier), not enough for a hostile model to exhaust the machine.
+    constant_bytes: int = dataclasses.field(default_factory=_quarter_of_memory)
     debug: int = 0
 
     def __post_init__(self) -> None:
@@ -63,6 +74,8 @@ def _from_environment() -> Config:
         kwargs["num_threads"] = int(env["TILEGRAD_NUM_THREADS"])
     if env.get("TILEGRAD_SPIN_US"):
         kwargs["spin_us"] = int(env["TILEGRAD_SPIN_US"])
+    if env.get("TILEGRAD_CONSTANT_BYTES"):
+        kwargs["constant_bytes"] = int(env["TILEGRAD_CONSTANT_BYTES"])
     if env.get("TILEGRAD_DEBUG"):
         kwargs["debug"] = int(env["TILEGRAD_DEBUG"])
     return Config(**kwargs)

@@ -273,3 +273,20 @@ def test_constant_gather_indices_out_of_range_are_refused():
                    [_vi("y", [2, 3])], [idx])
     with pytest.raises(ShapeError, match=r"'pick'.*outside \[-2, 1\]"):
         import_onnx(model)
+
+
+def test_a_large_constant_computed_at_import_is_a_weight_not_a_threat():
+    """VGG-style classifier weights made by ConstantOfShape (4096 x 25088 float32, 392 MiB): computed, since the
+    limit is a share of the machine's memory; a limit set below them refuses them, saying how to raise it."""
+    from tilegrad import config
+
+    shape = numpy_helper.from_array(np.array([4096, 25088], "int64"), "shape")
+    node = helper.make_node("ConstantOfShape", ["shape"], ["w"], name="fc_w",
+                            value=numpy_helper.from_array(np.array([0.5], "float32")))
+    reduce = helper.make_node("ReduceSum", ["w"], ["s"], name="sum", keepdims=0)
+    add = helper.make_node("Add", ["x", "s"], ["y"], name="add")
+    model = _model([node, reduce, add], [_vi("x", [1])], [_vi("y", [1])], [shape])
+    import_onnx(model)
+    with config.override(constant_bytes=100 << 20):
+        with pytest.raises(ResourceLimitError, match=r"fc_w.*392 MiB.*more than the 100 MiB.*TILEGRAD_CONSTANT_BYTES"):
+            import_onnx(model)

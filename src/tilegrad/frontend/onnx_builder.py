@@ -67,7 +67,7 @@ class OnnxBuilder(GraphBuilder):
     def _fold(self, op, inputs, types, name, attrs):
         where = f"node {name!r}"
         for t in types:
-            check_constant(t.shape, f"{where} ({op})")
+            check_constant(t.shape, t.dtype, f"{where} ({op})")
         opdef = lookup(op)
         bound = opdef.bind_attrs(attrs, where)
         try:

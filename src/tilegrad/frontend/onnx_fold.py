@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import config
 from .onnx_file import ModelFormatError
-from .onnx_tensors import CONSTANT_ELEMENTS, check_constant
+from .onnx_tensors import check_constant
 
 RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
                     "Multinomial"})
@@ -22,7 +23,7 @@ def can_fold(node, inputs) -> bool:
     present = [v for v in inputs if v is not None]
     return (bool(present) and all(getattr(v, "is_constant", False) for v in present)
             and node.domain in ("", "ai.onnx") and node.op_type not in RANDOM
-            and sum(v.data.size for v in present) <= CONSTANT_ELEMENTS)
+            and sum(v.data.nbytes for v in present) <= config.get().constant_bytes)
 
 
 def evaluate(node, inputs, opset: int, where: str) -> list[np.ndarray]:
@@ -49,5 +50,5 @@ def evaluate(node, inputs, opset: int, where: str) -> list[np.ndarray]:
                                f"evaluate it: {type(exc).__name__}: {exc}") from None
     arrays = [np.asarray(o) for o in outs]
     for a in arrays:
-        check_constant(a.shape, where)
+        check_constant(a.shape, a.dtype, where)
     return arrays

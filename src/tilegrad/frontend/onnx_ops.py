@@ -383,8 +383,8 @@ def _size(b: B, name, x):
 @onnx_op("ConstantOfShape")
 def _constant_of_shape(b: B, name, shape, *, value=None):
     dims = tuple(int(d) for d in constant_input(shape, "the shape", name))
-    check_constant(dims, f"node {name!r} (ConstantOfShape)")
     fill = np.zeros(1, "float32") if value is None else tensor_array(value, f"node {name!r}: value").reshape(-1)
+    check_constant(dims, fill.dtype, f"node {name!r} (ConstantOfShape)")
     return b.const(np.full(dims, fill[0], fill.dtype), name)
 
 
@@ -394,7 +394,7 @@ def _range(b: B, name, start, limit, delta):
     first, last, step = (np.asarray(a).item() for a in args)
     if step == 0:
         raise ShapeError(f"node {name!r}: Range with delta 0")
-    check_constant((max(0, math.ceil((last - first) / step)),), f"node {name!r} (Range)")
+    check_constant((max(0, math.ceil((last - first) / step)),), np.asarray(args[0]).dtype, f"node {name!r} (Range)")
     return b.const(np.arange(first, last, step).astype(np.asarray(args[0]).dtype), name)
 
 

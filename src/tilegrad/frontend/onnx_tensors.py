@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import config
 from ..dtype import DTYPES
 from ..errors import ResourceLimitError, UnsupportedFeatureError
 from .onnx_file import WHOLE_BYTE_TYPES, ModelFormatError
 
 MAX_ELEMENTS = 1 << 31  # the largest tensor tilegrad compiles (8 GiB of float32)
-CONSTANT_ELEMENTS = 1 << 26  # the largest constant computed during import (a folded node, ConstantOfShape, Range)
 
 
 def check_size(shape: Sequence[int], what: str) -> None:
@@ -72,9 +72,13 @@ def tensor_array(t, what: str) -> np.ndarray:
     return arr
 
 
-def check_constant(shape: Sequence[int], what: str) -> None:
-    """Refuse to compute a constant of more than CONSTANT_ELEMENTS elements during import."""
-    n = math.prod(shape)
-    if n > CONSTANT_ELEMENTS:
-        raise ResourceLimitError(f"{what} computes a constant of shape {list(shape)}, {n:,} elements: more "
-                                      f"than the {CONSTANT_ELEMENTS:,} tilegrad computes while compiling")
+def check_constant(shape: Sequence[int], dtype, what: str) -> None:
+    """Refuse to compute a constant of more than `config.constant_bytes` during import (by default a quarter of
+    the machine's memory)."""
+    limit, n = config.get().constant_bytes, math.prod(shape)
+    nbytes = n * np.dtype(dtype).itemsize
+    if nbytes > limit:
+        raise ResourceLimitError(f"{what} computes a constant of shape {list(shape)} ({np.dtype(dtype)}, "
+                                 f"{nbytes / 2**20:,.0f} MiB), {n:,} elements: more than the {limit / 2**20:,.0f} "
+                                 f"MiB tilegrad computes while compiling (a quarter of this machine's memory by "
+                                 f"default; TILEGRAD_CONSTANT_BYTES sets it)")
