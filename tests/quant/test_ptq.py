@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tilegrad
+from tilegrad.errors import TilegradError
 from tilegrad.quant.correction import corrected_weight
 from tilegrad.quant.scheme import weight_params
 
@@ -210,3 +211,41 @@ def test_reduce_range_is_the_default_exactly_on_avx2_without_vnni(exported, cali
                                reduce_range=host().int8_dot == "avx2")
     for a, b in zip(_weight_integers(default.model), _weight_integers(chosen.model), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _bad_data_error(exported, batches, method="max_min"):
+    with pytest.raises(TilegradError) as e:
+        tilegrad.quantize(exported["cnn"], batches, method=method)
+    return str(e.value)
+
+
+def test_calibration_data_is_checked_and_errors_name_the_input_and_batch(exported, calibration, tmp_path):
+    good = [np.array(b, copy=True) for b in calibration]
+    poisoned = good[:1] + [np.full_like(good[1], np.nan)]
+    assert "calibration batch 1: input 'x' holds" in _bad_data_error(exported, poisoned)
+    infinite = [good[0].copy()]
+    infinite[0].flat[3] = np.inf
+    assert "batch 0: input 'x' holds 1 NaN or infinite value(s)" in _bad_data_error(exported, infinite, method="kl")
+    zeros = [np.zeros_like(b) for b in good]
+    assert "input 'x' holds the one value 0.0 in all 2 batch(es)" in _bad_data_error(exported, zeros)
+    scalars = [np.float32(v) for v in good[0].reshape(-1)[:10]]  # ten "batches" of one number
+    assert "batch 0: input 'x' has shape (); the model declares [256, 1, 8, 8]" in _bad_data_error(exported, scalars)
+    doubles = [good[0].astype("float64")]
+    assert "has element type float64; the model takes float32" in _bad_data_error(exported, doubles)
+    assert "is not a directory" in _bad_data_error(exported, str(tmp_path / "missing"))
+
+
+def test_a_tensor_with_a_degenerate_range_is_warned_of():
+    """The input varies; the MatMul's input, x * 0 + 1, does not: its range is a guess, said in a warning."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = [numpy_helper.from_array(np.zeros(8, "float32"), "zero"), numpy_helper.from_array(np.ones(8, "float32"),
+              "one"), numpy_helper.from_array(np.eye(8, dtype="float32"), "w")]
+    nodes = [helper.make_node("Mul", ["x", "zero"], ["z"]), helper.make_node("Add", ["z", "one"], ["flat"]),
+             helper.make_node("MatMul", ["flat", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = [np.random.default_rng(k).standard_normal((4, 8)).astype("float32") for k in range(2)]
+    with pytest.warns(tilegrad.quant.QuantizationWarning, match=r"took a single value .*'flat'"):
+        tilegrad.quantize(model, data, method="max_min")

@@ -3,6 +3,7 @@
 onnxruntime.quantization writes them) and compile them."""
 
 from .calibrate import METHODS as METHODS
+from .calibrate import QuantizationWarning as QuantizationWarning
 from .ptq import Quantization as Quantization
 from .ptq import quantize as quantize
 from .ranges import SearchSettings as SearchSettings

@@ -3,6 +3,7 @@ as extra outputs, their statistics are accumulated, and a range method turns the
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +18,10 @@ from .ranges import (
 )
 from .statistics import Extremes, Histogram
 from .tap import Observer
+
+
+class QuantizationWarning(UserWarning):
+    """Calibration went through, but on data that leaves some ranges a guess."""
 
 METHODS = ("max_min", "remove_outlier", "kl", "symmetric_kl", "js")
 
@@ -35,12 +40,33 @@ def calibrate(observer: Observer, tensors: Sequence[str], batches: Sequence[dict
     empty = [t for t, e in extremes.items() if not e.seen]
     if empty:
         raise TilegradError(f"tensor(s) {empty} held no values over the calibration data")
+    unbounded = [t for t, e in extremes.items() if not (np.isfinite(e.lo) and np.isfinite(e.hi))]
+    if unbounded:
+        raise TilegradError(f"the float model computes NaN or infinite values in tensor(s) {_some(unbounded)} on the "
+                            f"calibration data, so their ranges cannot be calibrated")
     if method == "max_min":
-        return {t: max_min(e, symmetric) for t, e in extremes.items()}
-    hists = {t: Histogram(e.lo, e.hi) for t, e in extremes.items()}
-    for seen in observer.run(batches):
-        for t in tensors:
-            hists[t].add(seen[t])
-    if method == "remove_outlier":
-        return {t: remove_outlier(h, symmetric) for t, h in hists.items()}
-    return {t: divergence_search(h, symmetric, method, settings) for t, h in hists.items()}
+        ranges = {t: max_min(e, symmetric) for t, e in extremes.items()}
+    else:
+        hists = {t: Histogram(e.lo, e.hi) for t, e in extremes.items()}
+        for seen in observer.run(batches):
+            for t in tensors:
+                hists[t].add(seen[t])
+        if method == "remove_outlier":
+            ranges = {t: remove_outlier(h, symmetric) for t, h in hists.items()}
+        else:
+            ranges = {t: divergence_search(h, symmetric, method, settings) for t, h in hists.items()}
+    _warn_degenerate(extremes)
+    return ranges
+
+
+def _warn_degenerate(extremes: dict[str, Extremes]) -> None:
+    """Warn of tensors that took one value over all the calibration data: their quantized range is a guess."""
+    flat = [t for t, e in extremes.items() if e.lo == e.hi]
+    if flat:
+        warnings.warn(f"{len(flat)} of {len(extremes)} calibrated tensor(s) took a single value over the calibration "
+                      f"data ({_some(flat)}); their ranges are degenerate and the quantized model may be inaccurate "
+                      f"on other inputs: calibrate on more varied data", QuantizationWarning, stacklevel=3)
+
+
+def _some(names: list[str], shown: int = 5) -> str:
+    return ", ".join(map(repr, names[:shown])) + (f" and {len(names) - shown} more" if len(names) > shown else "")

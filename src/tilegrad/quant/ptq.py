@@ -20,7 +20,7 @@ from .ranges import DEFAULT_SEARCH, SearchSettings
 from .report import NoiseSum, Report, TensorError
 from .scheme import REDUCED_WEIGHT_MAX, QParams, asymmetric, symmetric, weight_params
 from .scheme import quantize as quantize_array
-from .tap import IncrementalObserver, Observer, graph_inputs
+from .tap import IncrementalObserver, Observer, declared_inputs
 
 
 class Quantization(NamedTuple):
@@ -62,7 +62,7 @@ def quantize(model, calibration_data, method: str = "kl", *, weight_only: bool =
     if calibration_data is None and not weight_only:
         raise TilegradError("quantizing activations needs calibration_data; only weight_only=True goes without")
     proto = load_model(model)
-    batches = [] if calibration_data is None else as_list(calibration_data, graph_inputs(proto))
+    batches = [] if calibration_data is None else as_list(calibration_data, declared_inputs(proto))
     p = plan(proto, per_channel)
     if reduce_range is None:
         reduce_range = host().int8_dot == "avx2"

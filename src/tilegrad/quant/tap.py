@@ -23,6 +23,21 @@ def graph_inputs(model: onnx.ModelProto) -> list[str]:
     return [i.name for i in model.graph.input if i.name not in initialized]
 
 
+def declared_inputs(model: onnx.ModelProto) -> dict[str, tuple[str, tuple]]:
+    """{name: (element type, declared dimensions)} of the inputs a caller feeds, dimensions as ints or, where
+    symbolic, names ("?" unnamed)."""
+    from ..frontend.onnx_inputs import declared_dim
+    from ..frontend.onnx_tensors import onnx_dtype
+
+    fed = set(graph_inputs(model))
+    out = {}
+    for i in model.graph.input:
+        if i.name in fed:
+            tt = i.type.tensor_type
+            out[i.name] = (onnx_dtype(tt.elem_type, f"input {i.name!r}"), tuple(declared_dim(d) for d in tt.shape.dim))
+    return out
+
+
 def tapped(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
     """A copy of `model` whose outputs are the tensors `names` (float32 intermediates or outputs)."""
     produced = {o for n in model.graph.node for o in n.output} | set(graph_inputs(model))
