@@ -142,9 +142,12 @@ class _FixedTimings:
         self.latencies = latencies
         self.batches: list[list[str]] = []  # the traces of each call, in order
 
-    def measure(self, inputs):
+    def measure(self, inputs, on_result=None):
         self.batches.append([inp.trace.to_json() for inp in inputs])
-        return [MeasureResult((self.latencies[inp.trace.to_json()],)) for inp in inputs]
+        results = [MeasureResult((self.latencies[inp.trace.to_json()],)) for inp in inputs]
+        for i, r in enumerate(results if on_result else ()):
+            on_result(i, r)
+        return results
 
 
 def _distinct_candidates(space, n):
@@ -336,3 +339,33 @@ def test_tune_is_reachable_from_the_top_level_package():
     import sys
 
     subprocess.run([sys.executable, "-c", "import tilegrad; assert callable(tilegrad.tune)"], check=True)
+
+
+class _KilledMidBatch:
+    """A measurer that times `before_kill` candidates, then dies like a process killed in the middle of a batch."""
+
+    fingerprint = None
+
+    def __init__(self, before_kill: int):
+        self.left = before_kill
+
+    def measure(self, inputs, on_result=None):
+        for i, _ in enumerate(inputs):
+            if self.left == 0:
+                raise KeyboardInterrupt
+            self.left -= 1
+            on_result(i, MeasureResult((1e-3 * (i + 1),)))
+        return [MeasureResult((1e-3 * (i + 1),)) for i in range(len(inputs))]
+
+    def limit_by_default(self, task, default_latency):
+        pass
+
+
+def test_a_run_killed_in_the_middle_of_a_batch_keeps_every_candidate_it_timed(model, tmp_path):
+    """Records are committed as each timing ends, not when its batch does."""
+    tasks = extract_tasks(model_graph(str(model)))
+    db = tmp_path / "tune.db"
+    with pytest.raises(KeyboardInterrupt):
+        tune_tasks(tasks, db, policy=SMALL, options=TuneOptions(trials=50), measurer=_KilledMidBatch(len(tasks) + 4),
+                   callbacks=QUIET)
+    assert len(_origins(db)) == len(tasks) + 4  # every default, and the first four candidates of the first batch

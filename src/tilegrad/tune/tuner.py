@@ -82,10 +82,9 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
                 if not batch:
                     sched.mark_exhausted(i)
                     continue
-                results = measurer.measure([MeasureInput(st.task, st.space.trace(c)) for c in batch])
-                for c, r in zip(batch, results):
-                    run.commit(Record.from_measurement(MeasureInput(st.task, st.space.trace(c)), r,
-                                                       origin=st.space.origin(c, policy.name)))
+                inputs = [MeasureInput(st.task, st.space.trace(c)) for c in batch]
+                results = measurer.measure(inputs, lambda k, r, st=st, inputs=inputs, batch=batch: run.commit(
+                    Record.from_measurement(inputs[k], r, origin=st.space.origin(batch[k], policy.name))))
                 if options.recheck > 0:
                     run.rechecks += _challenge(st, batch, results, measurer, run.commit, policy.name,
                                                options.recheck)
@@ -176,8 +175,11 @@ def _measure_defaults(states: list[TaskState], measurer: Measurer, commit: Calla
     `from_defaults`) the first candidate of the search."""
     todo = [st for st in states if not st.default_timed]
     inputs = [MeasureInput(st.task, st.space.trace(st.space.default())) for st in todo]
-    for st, inp, r in zip(todo, inputs, measurer.measure(inputs) if inputs else []):
-        commit(Record.from_measurement(inp, r, origin=st.space.origin(st.space.default(), "default")))
+
+    def keep(k: int, r: MeasureResult) -> None:
+        commit(Record.from_measurement(inputs[k], r, origin=todo[k].space.origin(todo[k].space.default(), "default")))
+
+    for st, r in zip(todo, measurer.measure(inputs, keep) if inputs else []):
         if from_defaults:
             st.observe([st.space.default()], [r.latency])
         st.default_s = r.latency

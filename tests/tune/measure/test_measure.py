@@ -15,6 +15,7 @@ from tilegrad.te import expr as E
 from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult
 from tilegrad.tune.measure.result import Built
 from tilegrad.tune.measure.builder import _WithoutWeights
+from tilegrad.tune.measure.runner import run_each
 from tilegrad.tune.task import extract_tasks
 
 REPEATS = 2
@@ -230,8 +231,8 @@ class _CountingRunner:
         self.ran.append((built.library, check))
         return MeasureResult((1e-3,), build_s=built.build_s, checked=check)
 
-    def run_all(self, jobs):
-        return [self.run(*job) for job in jobs]
+    def run_all(self, jobs, on_result=None):
+        return run_each(self, jobs, on_result)
 
     def limit_by_default(self, task, default_latency):
         pass
@@ -242,9 +243,12 @@ class _CountingRunner:
 
 def test_another_runner_plugs_into_the_measurer(cfg, task):
     runner = _CountingRunner()
+    told = []
     with Measurer(runner=runner, builders=1, check_fraction=0.5, cfg=cfg) as m:
         results = m.measure([MeasureInput(task, tiled(task, 8, 4)), MeasureInput(task, tiled(task, 4, 8)),
-                             MeasureInput(task, task.default_trace(), source_override=NOT_C)])
+                             MeasureInput(task, task.default_trace(), source_override=NOT_C)],
+                            on_result=lambda i, r: told.append((i, r)))
     assert [r.latency for r in results[:2]] == [1e-3, 1e-3] and results[2].error_kind == "build"
+    assert told == [(2, results[2]), (0, results[0]), (1, results[1])]  # the failed build first, as each is known
     assert runner.prepared == [task.key, task.key] and [c for _, c in runner.ran] == [True, False]
     assert all(Path(lib).is_file() for lib, _ in runner.ran) and runner.closed

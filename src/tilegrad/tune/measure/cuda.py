@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from ...kernel import build_sources, lower_kernel, renderer_for
 from ...target import Target
 from ..task import Task
 from .result import KERNEL_NAME, Built, MeasureInput, MeasureResult
-from .runner import mismatch
+from .runner import mismatch, run_each
 
 L2_FLUSH_FACTOR = 2  # the flush buffer is this many times the L2
 
@@ -92,6 +92,10 @@ class CudaRunner:
 
     def prepare(self, task: Task) -> None:
         self._reference(task)
+
+    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]],
+                on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
+        return run_each(self, jobs, on_result)
 
     def run(self, inp: MeasureInput, built: Built, check: bool) -> MeasureResult:
         start = time.perf_counter()

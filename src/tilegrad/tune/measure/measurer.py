@@ -15,7 +15,7 @@ Failures are values (`result.py`): a crashing, hanging or wrong candidate is a r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ... import config
 from ...config import Config
@@ -45,8 +45,12 @@ class Measurer:
         self.builder = builder or LocalBuilder(self.cfg, workers=builders, timeout_s=build_timeout_s)
         self._measured = 0
 
-    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
-        """One result per input, in order. Builds the whole batch first, then times it."""
+    def measure(self, inputs: Sequence[MeasureInput],
+                on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
+        """One result per input, in order. Builds the whole batch first, then times it. Each result is also
+        given to `on_result` with its input's index as soon as it is known (a failed build once the builds are
+        done, a timing as it ends), so that a tuning run killed in the middle of a batch keeps what it measured."""
+        tell = on_result or (lambda i, r: None)
         checks = [self._sample_check() for _ in inputs]
         results: list[MeasureResult | None] = [None] * len(inputs)
         to_build = []
@@ -64,9 +68,16 @@ class Measurer:
         for i, b in built.items():
             if isinstance(b, MeasureResult):
                 results[i] = b
+        for i, r in enumerate(results):
+            if r is not None:
+                tell(i, r)
         to_run = [i for i in to_build if results[i] is None]  # timed in the order given
-        for i, r in zip(to_run, self.runner.run_all([(inputs[i], built[i], checks[i]) for i in to_run])):
-            results[i] = r
+
+        def timed(k: int, r: MeasureResult) -> None:
+            results[to_run[k]] = r
+            tell(to_run[k], r)
+
+        self.runner.run_all([(inputs[i], built[i], checks[i]) for i in to_run], timed)
         return results
 
     @property

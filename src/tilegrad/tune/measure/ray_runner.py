@@ -13,7 +13,7 @@ gets exactly one result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import ray
 
@@ -60,8 +60,10 @@ class RayRunner:
     def run(self, inp: MeasureInput, built: Built, check: bool) -> MeasureResult:
         return self.run_all([(inp, built, check)])[0]
 
-    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]]) -> list[MeasureResult]:
-        """One result per (input, built, check), in order; the jobs spread over the devices in batches."""
+    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]],
+                on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
+        """One result per (input, built, check), in order; the jobs spread over the devices in batches (given to
+        `on_result` once all are back)."""
         libraries = {path: read_library(path) for path in {built.library for _, built, _ in jobs}}
         device_jobs = [DeviceJob(inp.task.key, self._tasks.box(inp.task), inp.trace, *libraries[built.library],
                                  built.params, built.build_s, check) for inp, built, check in jobs]
@@ -72,8 +74,11 @@ class RayRunner:
                 return MeasureResult((), "timeout", f"the device stopped answering: {detail}", build_s)
             return MeasureResult((), "run", f"the device could not run it: {detail}", build_s)
 
-        return self._pool.map_batches(len(jobs), lambda device, batch: device.run_batch.remote(
+        results = self._pool.map_batches(len(jobs), lambda device, batch: device.run_batch.remote(
             *[device_jobs[i] for i in batch]), lambda i: self.timeout_s + DEVICE_GRACE_S, failed)
+        for i, r in enumerate(results if on_result is not None else ()):
+            on_result(i, r)
+        return results
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
         """As `LocalRunner.limit_by_default`, on every device (whose limits stay below `timeout_s`)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -59,8 +59,11 @@ class Runner(Protocol):
         """Time `built`, the library of `inp`; with `check`, compare its outputs with the task's reference."""
         ...
 
-    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]]) -> list[MeasureResult]:
-        """`run` of each (input, built, check), results in order (the measurer's run phase)."""
+    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]],
+                on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
+        """`run` of each (input, built, check), results in order (the measurer's run phase); each result is
+        also given to `on_result` (with its job's index) as soon as it is known, so that a caller can keep it
+        before the batch ends."""
         ...
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
@@ -74,6 +77,17 @@ class Runner(Protocol):
 class _Inputs:
     path: Path  # the task's random inputs as .npz, for the timing worker
     arrays: list[np.ndarray]
+
+
+def run_each(runner: Runner, jobs: Sequence[tuple[MeasureInput, Built, bool]],
+             on_result: Callable[[int, MeasureResult], None] | None) -> list[MeasureResult]:
+    """`run_all` for a runner that times one candidate at a time: `runner.run` of each job, in order."""
+    results = []
+    for i, job in enumerate(jobs):
+        results.append(runner.run(*job))
+        if on_result is not None:
+            on_result(i, results[-1])
+    return results
 
 
 class LocalRunner:
@@ -144,8 +158,9 @@ class LocalRunner:
             self._note_fastest(inp.task, statistics.median(costs))
         return MeasureResult(costs, None, None, build_s, reply.wall_s, checked=check, abandoned=abandoned)
 
-    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]]) -> list[MeasureResult]:
-        return [self.run(*job) for job in jobs]
+    def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]],
+                on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
+        return run_each(self, jobs, on_result)
 
     def limit_by_default(self, task: Task, default_latency: float) -> None:
         """Time out this task's candidates once they run SLOWER_THAN_DEFAULT_LIMIT times longer than its default
