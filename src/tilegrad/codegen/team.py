@@ -65,5 +65,8 @@ static inline void tg_share(const tg_team* t, int64_t n, int64_t* lo, int64_t* h
 #define TG_TEAM_END }
 /* A kernel with no parallel loop, called alone, runs as a team of one: no region, no thread woken. */
 #define TG_TEAM_ALONE tg_shared tg_sh = {0}; tg_team tg_t = {&tg_sh, 0, 1, 0}; tg_team* tg = &tg_t;
+/* The team of one in which thread 0 runs, inside the region, the kernels too small to share. */
+#define TG_TEAM_OF_ONE tg_shared tg_one_sh = {0}; tg_team tg_one_t = {&tg_one_sh, 0, 1, 0}; \
+  tg_team* tg_one = &tg_one_t; (void)tg_one;
 #endif
 """
