@@ -3,7 +3,8 @@
 Every node that is not a view becomes a kernel (`kernel.lower_kernel`: its compute under the default rules, or
 under the trace a chooser gives it). The kernels go into a few C files, compiled in parallel and linked into one
 library with the entry `tg_run(void** args)` (`codegen/entry.py`), args being the model's inputs, its outputs,
-its weights and one workspace buffer whose layout `passes/memory_plan.py` decides. One native call per inference.
+its weights and one workspace buffer whose layout `passes/memory_plan.py` decides. One native call per inference;
+a kernel too small to share (`_small`) runs on thread 0 alone.
 Beside it, `tg_run_profiled` times each kernel call, and the spec names each call site (label, FLOPs, bytes)
 for `Module.profile`.
 The weights are the constants nodes read and the constants that are graph outputs; an output that no node
@@ -29,6 +30,9 @@ from .runtime.slots import Slot
 from .target import Target, host
 from .te.flops import compute_flops
 
+SMALL_BYTES = 16 * 1024  # a kernel that reads and writes no more, and does no more FLOPs than SMALL_FLOPS, is small
+SMALL_FLOPS = 16 * 1024
+
 
 def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleChooser | None = None,
                   target: Target | None = None) -> Module:
@@ -44,9 +48,10 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     functions, calls, sites = [], [], []
     for k, loop, outputs in plan.lowered(choose, target):
         functions.append(renderer.render_function(loop))
-        calls.append(KernelCall(k.name, [arg(s) for s in k.args], has_parallel(loop.body)))
-        sites.append(KernelSite(k.name, kernel_label(k.node, outputs), compute_flops(outputs),
-                                sum(nbytes(v) for v in [*k.node.inputs, *k.node.outputs])))
+        site = KernelSite(k.name, kernel_label(k.node, outputs), compute_flops(outputs),
+                          sum(nbytes(v) for v in [*k.node.inputs, *k.node.outputs]))
+        calls.append(KernelCall(k.name, [arg(s) for s in k.args], has_parallel(loop.body) and not _small(site)))
+        sites.append(site)
     functions.extend(renderer.render_function(loop) for loop in plan.derivations(target))
     copies = [OutputCopy(arg(Slot("output", c.output)), arg(c.source), c.nbytes) for c in plan.copies]
     entry = render_entry(calls, copies)
@@ -60,6 +65,12 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     recomputed = {d.weight for d in plan.derived}  # by the library, as on load, so a loaded module is the same
     return Module(library, spec, [None if k in recomputed else w.data for k, w in enumerate(weights)], cfg=cfg,
                   sources=[weights[d.weight].origin.source.data for d in plan.derived])
+
+
+def _small(site: KernelSite) -> bool:
+    """Whether a kernel is too small to share among threads: each would save less time than the barrier after
+    it costs (a few hundred nanoseconds), so thread 0 runs it alone (`codegen/entry.py`)."""
+    return site.bytes <= SMALL_BYTES and site.flops <= SMALL_FLOPS
 
 
 def _c_slots(g: Graph, plan: GraphPlan):

@@ -57,3 +57,28 @@ def test_an_entry_whose_kernels_have_no_parallel_loop_opens_no_region():
     assert "{ TG_TEAM_ALONE" in render_entry(serial, [])
     assert "{ TG_TEAM_ALONE" in render_profiled_entry(serial, [], clock_slot=3)
     assert "TG_TEAM_BEGIN\n" in render_entry([*serial, KernelCall("k1", ["args[1]", "args[2]"])], [])
+
+
+def test_kernels_too_small_to_share_run_back_to_back_on_thread_zero_then_one_barrier():
+    calls = [KernelCall("k0", ["args[0]"]), KernelCall("k1", ["args[1]"], parallel=False),
+             KernelCall("k2", ["args[2]"], parallel=False), KernelCall("k3", ["args[3]"]),
+             KernelCall("k4", ["args[4]"], parallel=False)]
+    assert render_entry(calls, []).split("#endif\n")[-1].split("void tg_run")[-1] == """\
+(void** args) {
+  TG_TEAM_BEGIN
+  TG_TEAM_OF_ONE
+  { void* a[] = {args[0]}; k0_team(a, tg); }
+  if (tg->tid == 0) {
+    { void* a[] = {args[1]}; k1_team(a, tg_one); }
+    { void* a[] = {args[2]}; k2_team(a, tg_one); }
+  }
+  tg_barrier(tg);
+  { void* a[] = {args[3]}; k3_team(a, tg); }
+  if (tg->tid == 0) {
+    { void* a[] = {args[4]}; k4_team(a, tg_one); }
+  }
+  TG_TEAM_END
+}
+"""
+    profiled = render_profiled_entry(calls, [], clock_slot=9)
+    assert "{ void* a[] = {args[1]}; k1_team(a, tg_one); } { u = tg_now(); ns[1] += u - t; t = u; }" in profiled

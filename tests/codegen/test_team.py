@@ -78,6 +78,36 @@ def test_every_thread_runs_a_serial_loop_around_parallel_ones(threads):
     np.testing.assert_allclose(_run(_rounds_kernel(5), threads, x), y, rtol=1e-6)
 
 
+def _shared_buffers_kernel(count: int, rounds: int) -> Kernel:
+    """`count` shared temporaries, each broadcast in turn (one barrier each, the slots alternating), then rounds of
+    parallel loops that pass values through all of them: a thread that read a stale slot writes the wrong buffer."""
+    x, y = Buffer("X", (_c(N),), "float32"), Buffer("Y", (_c(N),), "float32")
+    ts = [Buffer(f"T{n}", (_c(N),), "float32") for n in range(count)]
+    r = _index("r", rounds)
+    chain, prev = [], x
+    for n, t in enumerate(ts):
+        i = _index(f"i{n}", N)
+        chain.append(For(i, _c(N), "parallel", Store(t, (i,), E.Load(prev, (_c(N - 1) - i,)) + float(n + 1))))
+        prev = t
+    j = _index("j", N)
+    chain.append(For(j, _c(N), "parallel", Store(y, (j,), E.Load(prev, (j,)) + E.Load(y, (j,)))))
+    body: object = For(r, _c(rounds), "serial", Seq(tuple(chain)))
+    for t in reversed(ts):
+        body = Allocate(t, body)
+    return Kernel("team_shared", (x, y), body)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_consecutive_shared_buffers_each_reach_every_thread(threads):
+    count, rounds = 5, 20
+    x = np.arange(N, dtype=np.float32)
+    t = x
+    for n in range(count):
+        t = t[::-1] + (n + 1)
+    np.testing.assert_array_equal(_run(_shared_buffers_kernel(count, rounds), threads, x), t * rounds)
+    assert render_c(_shared_buffers_kernel(count, rounds)).count("tg_broadcast(tg, ") == count
+
+
 def test_serial_statements_run_on_thread_zero_and_every_step_ends_at_a_barrier():
     source = render_c(_steps_kernel())
     team = source[source.index("void team_steps_team"):source.index("void team_steps(")]

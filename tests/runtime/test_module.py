@@ -87,3 +87,32 @@ def test_wrong_inputs_are_refused_by_name(two_inputs, call, message):
     with pytest.raises(KernelCallError, match=message):
         call(two_inputs, x, y)
     np.testing.assert_array_equal(two_inputs(y=y, x=x), np.full((2, 3), 2, "float32"))
+
+
+def test_small_kernels_between_shared_ones_run_on_one_thread_and_agree_with_the_reference():
+    """A matmul the team shares, small element-wise kernels thread 0 runs alone, then a shared one again."""
+    from tilegrad import config
+    from tilegrad.codegen.entry import KernelCall
+
+    rng = np.random.default_rng(2)
+    b = GraphBuilder()
+    x, h = b.input("x", (1, 256)), b.input("h", (1, 64))
+    w = b.const((rng.standard_normal((256, 256)) / 16).astype("float32"), "w")
+    u = b.const((rng.standard_normal((64, 256)) / 8).astype("float32"), "u")
+    small = b.op("tanh", b.op("sigmoid", b.op("mul", h, h)))
+    g = b.build(b.op("add", b.op("matmul", x, w), b.op("matmul", small, u)))
+    calls = []
+    real = KernelCall.__new__
+
+    def recording(cls, *args, **kwargs):
+        call = real(cls, *args, **kwargs)
+        calls.append(call)
+        return call
+
+    with config.override(num_threads=2), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(KernelCall, "__new__", recording)
+        mod = compile_graph(g)
+    assert any(c.parallel for c in calls) and not all(c.parallel for c in calls)
+    xs, hs = rng.standard_normal((1, 256)).astype("float32"), rng.standard_normal((1, 64)).astype("float32")
+    for _ in range(3):
+        np.testing.assert_allclose(mod(xs, hs), run_reference(g, [xs, hs])[0], rtol=1e-4, atol=1e-5)

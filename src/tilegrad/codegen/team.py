@@ -20,9 +20,10 @@ TEAM = """\
 #include <stdatomic.h>
 #include <sched.h>
 #include <omp.h>
-/* What the threads of one call share, and what each keeps: its number, the team size and its barrier sense. */
-typedef struct { atomic_int count; atomic_int sense; void* volatile slot; } tg_shared;
-typedef struct { tg_shared* shared; int tid; int nth; int sense; } tg_team;
+/* What the threads of one call share, and what each keeps: its number, the team size, its barrier sense and how
+   many broadcasts it has passed. */
+typedef struct { atomic_int count; atomic_int sense; void* volatile slot[2]; } tg_shared;
+typedef struct { tg_shared* shared; int tid; int nth; int sense; int casts; } tg_team;
 #define TG_SPINS 20000
 static inline void tg_barrier(tg_team* t) {
   if (t->nth == 1) return;
@@ -43,13 +44,14 @@ static inline void tg_barrier(tg_team* t) {
     }
   }
 }
-/* Thread 0's pointer, seen by every thread (a buffer the whole team shares). */
+/* Thread 0's pointer, seen by every thread (a buffer the whole team shares). Broadcasts alternate between two
+   slots, so one barrier is enough: thread 0 writes a slot again two broadcasts later, past a barrier that every
+   thread reaches only after reading it. */
 static inline void* tg_broadcast(tg_team* t, void* p) {
-  if (t->tid == 0) t->shared->slot = p;
+  void* volatile* slot = &t->shared->slot[t->casts++ & 1];
+  if (t->tid == 0) *slot = p;
   tg_barrier(t);
-  void* q = t->shared->slot;
-  tg_barrier(t);
-  return q;
+  return *slot;
 }
 /* The thread's block of iterations [lo, hi) of a loop of `n`: static, contiguous, as OpenMP's default. */
 static inline void tg_share(const tg_team* t, int64_t n, int64_t* lo, int64_t* hi) {
@@ -63,5 +65,8 @@ static inline void tg_share(const tg_team* t, int64_t n, int64_t* lo, int64_t* h
 #define TG_TEAM_END }
 /* A kernel with no parallel loop, called alone, runs as a team of one: no region, no thread woken. */
 #define TG_TEAM_ALONE tg_shared tg_sh = {0}; tg_team tg_t = {&tg_sh, 0, 1, 0}; tg_team* tg = &tg_t;
+/* The team of one in which thread 0 runs, inside the region, the kernels too small to share. */
+#define TG_TEAM_OF_ONE tg_shared tg_one_sh = {0}; tg_team tg_one_t = {&tg_one_sh, 0, 1, 0}; \
+  tg_team* tg_one = &tg_one_t; (void)tg_one;
 #endif
 """

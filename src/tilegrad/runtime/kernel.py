@@ -127,7 +127,16 @@ class Kernel:
         return f"Kernel({self.name}({params}) from {self.library})"
 
     def __call__(self, *arrays: np.ndarray) -> None:
-        self._call(self._fn, self.pack(arrays), self._threads)
+        self.run(self.pack(arrays))
+
+    def run(self, pointers: ctypes.Array) -> None:
+        """Call the kernel on `pointers` (as `pack` returns them, or an array of `pointer_array` its caller filled
+        with the addresses of arrays it has checked itself): what a caller that checks once pays per call."""
+        self._call(self._fn, pointers, self._threads)
+
+    def pointer_array(self) -> ctypes.Array:
+        """A `void*` array of one null pointer per parameter, to be filled with `address` and passed to `run`."""
+        return self._pointers()
 
     def pack(self, arrays: Sequence[np.ndarray]) -> ctypes.Array:
         """Check `arrays` against the parameters and return the `void*` array the kernel takes.
@@ -135,7 +144,7 @@ class Kernel:
         The result holds the arrays' addresses only: keep the arrays alive while it is in use.
         """
         self.check(arrays)
-        return self._pointers(*map(_address, arrays))
+        return self._pointers(*map(address, arrays))
 
     def check(self, arrays: Sequence[np.ndarray]) -> None:
         """Raise KernelCallError naming the first parameter that `arrays` does not fit."""
@@ -163,7 +172,7 @@ def _trampoline(cfg: Config) -> ctypes._CFuncPtr:
     return fn
 
 
-def _address(a: np.ndarray) -> int:
+def address(a: np.ndarray) -> int:
     """The data pointer of `a`; `from_buffer` is cheaper than `a.ctypes.data` but needs a writable array."""
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))

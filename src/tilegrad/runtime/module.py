@@ -1,9 +1,10 @@
 """A compiled model: its native library, its weights and its workspaces, callable with NumPy arrays.
 
 The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer.
-The weights are bound here once, so a call passes only the inputs. Each call in flight has a workspace of its
-own, taken from a small pool and given back after the call: concurrent calls from several threads never share
-intermediates, and a lone call pays no lock. Inputs are checked by name, dtype and shape, and copied only when
+The weights are bound here once, so a call passes only the inputs. Each call in flight has a frame of its own
+(a workspace, and the entry's argument array with the weights' and the workspace's addresses already in it),
+taken from a small pool and given back after the call: concurrent calls from several threads never share
+intermediates, a lone call pays no lock, and a call writes only its inputs' and outputs' addresses. Inputs are checked by name, dtype and shape, and copied only when
 not aligned and C-contiguous. A module saves to a directory that loads in a fresh process without the model
 (`saved.py`). Weights the library can compute from smaller arrays (`DerivedWeight`) are computed when the module
 is built, and saved as those arrays. `profile` times each kernel of the library (`profile.py`).
@@ -11,16 +12,17 @@ is built, and saved as those arrays. `profile` times each kernel of the library 
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from .. import config as _config
 from ..errors import KernelCallError, ModuleFormatError, ShapeError
 from . import saved
-from .kernel import BufferSpec, Kernel
+from .kernel import BufferSpec, Kernel, address
 from .peaks import MachinePeaks
 from .profile import KernelSite, Profile, profile_run
 from .timing import time_kernel
@@ -128,11 +130,12 @@ class Module:
         for d, source in zip(spec.derived, self._sources):
             if self._weights[d.weight] is None:
                 self._weights[d.weight] = self._derive(d, source, cfg)
-        self._workspaces = _Workspaces(spec.workspace_bytes)
+        self._inputs = spec.inputs
         self._input_dtypes = [np.dtype(s.dtype) for s in spec.inputs]
-        params = list(spec.inputs) + list(spec.outputs) + list(spec.weights)
-        params.append(BufferSpec("workspace", (self._workspaces.nbytes,), "int8"))
+        workspace = BufferSpec("workspace", (max(spec.workspace_bytes, 1),), "int8")
+        params = [*spec.inputs, *spec.outputs, *spec.weights, workspace]
         self._kernel = Kernel(self.library, "tg_run", params, cfg=cfg)
+        self._frames = _Frames(self._kernel, workspace.shape[0], self._weights)
 
     def _derive(self, d: DerivedWeight, source: np.ndarray, cfg) -> np.ndarray:
         """Derived weight `d`, computed by its kernel in the library."""
@@ -154,17 +157,32 @@ class Module:
         return {s.name: s.shape for s in self.spec.inputs}
 
     def _arguments(self, args, kwargs) -> list[np.ndarray]:
+        """The inputs in declaration order, each checked, and copied only if not aligned and C-contiguous. The
+        common call (every input named, or every one positional; arrays that fit) takes the short way."""
+        values = args if not kwargs and len(args) == len(self._inputs) else self._named(args, kwargs)
+        return [a if type(a) is np.ndarray and a.shape == s.shape and a.dtype == dtype and a.flags.carray
+                else _input(s, dtype, a) for s, dtype, a in zip(self._inputs, self._input_dtypes, values)]
+
+    def _named(self, args, kwargs) -> list:
+        if not args and len(kwargs) == len(self._inputs):
+            try:
+                return [kwargs[s.name] for s in self._inputs]
+            except KeyError:
+                pass  # bind_arguments names the input that is wrong
         given = bind_arguments(self.input_names, args, kwargs)
-        return [_input(s, dtype, given[s.name]) for s, dtype in zip(self.spec.inputs, self._input_dtypes)]
+        return [given[s.name] for s in self._inputs]
 
     def __call__(self, *args, **kwargs):
         inputs = self._arguments(args, kwargs)
         outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
-        workspace = self._workspaces.take()
+        frame = self._frames.take()
         try:
-            self._kernel(*inputs, *outputs, *self._weights, workspace)
+            pointers = frame.pointers
+            for slot, a in enumerate(inputs + outputs):  # checked by `_arguments`, made here: no second check
+                pointers[slot] = address(a)
+            self._kernel.run(pointers)
         finally:
-            self._workspaces.give_back(workspace)
+            self._frames.give_back(frame)
         return outputs[0] if len(outputs) == 1 else outputs
 
     def benchmark(self, repeats: int = 10, min_repeat_s: float = 0.05) -> float:
@@ -173,12 +191,12 @@ class Module:
         inputs = [rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
                   else np.zeros(s.shape, s.dtype) for s in self.spec.inputs]
         outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
-        workspace = self._workspaces.take()
+        frame = self._frames.take()
         try:
-            return time_kernel(self._kernel, inputs + outputs + self._weights + [workspace], repeats=repeats,
+            return time_kernel(self._kernel, inputs + outputs + self._weights + [frame.workspace], repeats=repeats,
                                min_repeat_s=min_repeat_s).median
         finally:
-            self._workspaces.give_back(workspace)
+            self._frames.give_back(frame)
 
     def profile(self, *args, repeats: int = 20, warmup: int = 2, peaks: MachinePeaks | None = None,
                 **kwargs) -> Profile:
@@ -186,12 +204,12 @@ class Module:
         runs after `warmup`, against `peaks` (default: this machine's, measured once and cached)."""
         inputs = self._arguments(args, kwargs)
         outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
-        workspace = self._workspaces.take()
+        frame = self._frames.take()
         try:
-            return profile_run(self._kernel, self.spec.kernels, [*inputs, *outputs, *self._weights, workspace],
+            return profile_run(self._kernel, self.spec.kernels, [*inputs, *outputs, *self._weights, frame.workspace],
                                outputs, repeats=repeats, warmup=warmup, peaks=peaks)
         finally:
-            self._workspaces.give_back(workspace)
+            self._frames.give_back(frame)
 
     def save(self, directory) -> Path:
         """Write the library, the weights and a checksummed manifest into `directory` (new, empty or a saved
@@ -201,22 +219,40 @@ class Module:
         return saved.write(directory, self.library, self.spec.to_json(), stored)
 
 
-class _Workspaces:
-    """Workspace buffers not in use. A call takes one (a new one if none is free) and gives it back, so the pool
-    holds as many as calls have ever run at once; list pop and append are atomic, so no lock is needed."""
+class _Frame(NamedTuple):
+    """What one call in flight owns: its workspace, and the entry's `void**` with the addresses of the weights and
+    of that workspace written once, where the call writes those of its inputs and outputs."""
 
-    def __init__(self, nbytes: int):
-        self.nbytes = max(nbytes, 1)
-        self._free: list[np.ndarray] = []
+    workspace: np.ndarray
+    pointers: ctypes.Array
 
-    def take(self) -> np.ndarray:
+
+class _Frames:
+    """Frames not in use. A call takes one (a new one if none is free) and gives it back, so the pool holds as
+    many as calls have ever run at once; list pop and append are atomic, so no lock is needed."""
+
+    def __init__(self, kernel: Kernel, workspace_bytes: int, weights: Sequence[np.ndarray]):
+        self._kernel = kernel
+        self._nbytes = workspace_bytes
+        self._weights = weights
+        self._free: list[_Frame] = []
+
+    def take(self) -> _Frame:
         try:
             return self._free.pop()
         except IndexError:
-            return np.empty(self.nbytes, dtype="int8")
+            return self._new()
 
-    def give_back(self, workspace: np.ndarray) -> None:
-        self._free.append(workspace)
+    def give_back(self, frame: _Frame) -> None:
+        self._free.append(frame)
+
+    def _new(self) -> _Frame:
+        workspace = np.empty(self._nbytes, dtype="int8")
+        pointers = self._kernel.pointer_array()
+        fixed = [*self._weights, workspace]
+        for slot, a in enumerate(fixed, start=len(pointers) - len(fixed)):
+            pointers[slot] = address(a)
+        return _Frame(workspace, pointers)
 
 
 def bind_arguments(names: list[str], args, kwargs) -> dict:
