@@ -1,14 +1,13 @@
 """The entry point of a compiled model: one C function that calls every kernel over the static memory plan.
 
 `tg_run(void** args)` takes the model's inputs, its outputs, its weights and one workspace buffer. It opens one
-parallel region, in which every thread calls each kernel's team function in turn (codegen/team.py: each kernel
-ends at a barrier, so the next one reads finished outputs). A kernel too small to be worth sharing runs on
-thread 0 alone, as a team of one (its barriers cost nothing); consecutive ones run back to back, and the other
-threads wait for all of them at one barrier, before the next kernel they share (or at the region's end). Each kernel call passes the data pointers of its
-node's inputs and outputs, as C expressions over `args` (a slot); outputs no kernel writes are copied in at the
-end. `tg_run_profiled` is the same with a monotonic clock read by thread 0 after each kernel, in a translation
-unit of its own, so `tg_run` carries no timing code.
-"""
+parallel region, in which every thread calls each kernel's team function in turn (codegen/team.py: each kernel ends
+at a barrier, so the next one reads finished outputs). A kernel too small to be worth sharing runs on thread 0
+alone, as a team of one (its barriers cost nothing); consecutive ones run back to back, and the other threads wait
+for all of them at one barrier, before the next kernel they share (or at the region's end). Each kernel call passes
+the data pointers of its node's inputs and outputs, as C expressions over `args` (a slot); outputs no kernel writes
+are copied in at the end. `tg_run_profiled` is the same with a monotonic clock read by thread 0 after each kernel,
+in a translation unit of its own, so `tg_run` carries no timing code."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """A compiled model: its native library, its weights and its workspaces, callable with NumPy arrays.
 
-The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer.
-The weights are bound here once, so a call passes only the inputs. Each call in flight has a frame of its own
-(a workspace, and the entry's argument array with the weights' and the workspace's addresses already in it),
-taken from a small pool and given back after the call: concurrent calls from several threads never share
-intermediates, a lone call pays no lock, and a call writes only its inputs' and outputs' addresses. Inputs are checked by name, dtype and shape, and copied only when
-not aligned and C-contiguous. A module saves to a directory that loads in a fresh process without the model
-(`saved.py`). Weights the library can compute from smaller arrays (`DerivedWeight`) are computed when the module
-is built, and saved as those arrays. `profile` times each kernel of the library (`profile.py`).
-"""
+The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer. The
+weights are bound here once, so a call passes only the inputs. Each call in flight has a frame of its own (a
+workspace, and the entry's argument array with the weights' and the workspace's addresses already in it), taken from
+a small pool and given back after the call: concurrent calls from several threads never share intermediates, a lone
+call pays no lock, and a call writes only its inputs' and outputs' addresses. Inputs are checked by name, dtype and
+shape, and copied only when not aligned and C-contiguous. A module saves to a directory that loads in a fresh
+process without the model (`saved.py`). Weights the library can compute from smaller arrays (`DerivedWeight`) are
+computed when the module is built, and saved as those arrays. `profile` times each kernel of the library
+(`profile.py`)."""
 
 from __future__ import annotations
 
