@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from tilegrad.errors import ShapeError, TilegradError
@@ -13,8 +14,12 @@ from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
-from tilegrad.passes.conv_algorithm import conv_algorithm
+from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_tile_rows
+from tilegrad.target import host
 from tilegrad.passes.context import PassContext
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad import te
+from tilegrad.te import nn
 
 RNG = np.random.default_rng(0)
 CONV_OPS = {"direct": "blocked_conv", "im2col": "im2col_conv", "winograd2": "winograd_conv",
@@ -207,3 +212,33 @@ def test_a_grouped_convolution_refuses_another_algorithm_by_name():
     with pytest.raises(ShapeError, match="grouped convolution runs direct"):
         _run(g, conv_algorithm={"grouped": "winograd2"})
     assert _ops(_run(g, conv_algorithm="winograd2")[0]) == ["blocked_conv"]  # a global choice applies where it can
+
+
+@settings(max_examples=8)
+@given(st.integers(1, 5), st.integers(1, 70), st.integers(1, 300), st.booleans())
+def test_a_product_of_few_rows_is_not_padded_and_its_tile_spans_panels(rows, depth, columns, bias):
+    """A decoding step's one row: the tile is the rows (no zero rows multiplied), across several panels of the
+    packed operand (enough FMA chains), reading A where it lies (no packing copy)."""
+    assert matmul_tile_rows(rows, host()) == rows
+    b = GraphBuilder()
+    x = b.input("x", (rows, depth))
+    w = b.const((RNG.standard_normal((depth, columns)) / depth).astype("float32"))
+    y = b.op("matmul", x, w)
+    if bias:
+        y = b.op("add", y, b.const(RNG.standard_normal(columns).astype("float32")))
+    g = b.build(y)
+    out = optimize(g, 2)[0]
+    xs = RNG.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(compile_graph(out)(xs), run_reference(g, [xs])[0], rtol=1e-4, atol=1e-4)
+    packed = next(n for n in out.nodes if n.op == "panel_matmul")
+    a = te.placeholder((rows, depth), name="a")
+    wpack = te.placeholder(packed.inputs[1].shape, name="w")
+    stages = {st.name: st for st in default_schedule(nn.panel_matmul(a, wpack, columns, mr=rows)).state.stages}
+    assert stages["matmul_apack"].attach == "inline"
+    output = stages["matmul"]
+    row_loop, rows_in_tile = output.leaves.index("i_1_0"), output.leaves.index("i_1_1")
+    extents = [output.loops[lp].extent for lp in output.leaves[row_loop + 1:rows_in_tile]]
+    per_tile = int(np.prod([getattr(e, "value", e) for e in extents]))
+    panels, vectors = packed.inputs[1].shape[0], packed.inputs[1].shape[2] // host().vector_lanes
+    chains = rows * per_tile * vectors
+    assert (per_tile == 1 or chains <= 8) and (panels % (2 * per_tile) or chains * 2 > 8)  # the most chains up to 8

@@ -41,17 +41,26 @@ def row_blocks(sch: Schedule, s: Stage, padded: str, mr: int, tiles_per_block: i
     return knobs.choice(f"{s.name}_mb", tuple(mr * t for t in range(1, min(tiles, MAX_BLOCK_TILES) + 1)), mb_d), mb_d
 
 
-def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs) -> None:
+def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs,
+                      wide: bool = False) -> int:
     """The output's loops around a register tile: column panels of nr and row blocks of mb outermost (their order
     and the panels per chunk `nc` are parameters) and in parallel, the tile's rows and vectorised columns inside,
-    and the padded product's tile computed at the tile-row loop (its own loops are the caller's)."""
+    and the padded product's tile computed at the tile-row loop (its own loops are the caller's). With `wide`,
+    the tile may span several panels (`tile_panels`), as it must to keep enough FMA chains in flight when it has
+    few rows. Returns the panels per tile."""
     mr, nr, mb, mb_d = tile
     i, j = [a.name for a in s.op.axes]
     m, panels = extent(s, i), -(-extent(s, j) // nr)
+    spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if wide else [1]
+    per_tile = knobs.pick(f"{s.name}_tile_panels", spans, max(v for v in spans if v == 1 or _chains(mr, nr, v,
+                                                                                                    target)))
     j0, j1 = sch.split(s.name, j, nr)
     i0, i1 = sch.split(s.name, i, mb)
     i10, i11 = sch.split(s.name, i1, mr)
-    nc = knobs.pick(f"{s.name}_nc", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
+    tiled = [] if per_tile == 1 else [sch.split(s.name, j0, per_tile)]
+    if tiled:
+        j0 = tiled[0][0]
+    nc = 1 if tiled else knobs.pick(f"{s.name}_nc", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
     order = knobs.pick(f"{s.name}_order", (0, 1), 0)  # 0: column panels outside row blocks; 1: the other way
     blocks = [(i0, -(-m // mb_d))]
     if nc > 1:
@@ -59,10 +68,19 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
         columns = [(j00, -(-panels // nc))]
         inner = [j01]
     else:
-        columns, inner = [(j0, panels)], []
+        columns, inner = [(j0, panels // per_tile)], []
     outer = columns + blocks if order == 0 else blocks + columns
-    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, i11, j1)
+    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, *[t for _, t in tiled], i11, j1)
     parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
-                   mb_d * nr * nc * reduction_work(sch, padded), knobs)
+                   mb_d * nr * nc * per_tile * reduction_work(sch, padded), knobs)
     sch.vectorize(s.name, j1)
     sch.compute_at(padded, s.name, i10)
+    return per_tile
+
+
+WIDE_TILE_CHAINS = 8  # accumulators a tile of few rows spreads over panels to reach: two FMA ports x 4 cycles
+
+
+def _chains(mr: int, nr: int, panels: int, target: Target) -> bool:
+    """Whether a tile of `mr` rows across `panels` panels keeps at most WIDE_TILE_CHAINS accumulators."""
+    return mr * panels * -(-nr // target.vector_lanes) <= WIDE_TILE_CHAINS

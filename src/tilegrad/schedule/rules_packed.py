@@ -26,7 +26,8 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
                             tiles_per_block: int = 9) -> None:
     """The packed GEMM (te.nn.packed_matmul): each mr x nr register tile of the padded product accumulates over
     all of k inside the output's loops and is copied out (the only guarded part); blocks of output rows and column
-    panels run in parallel; the packing stages run in parallel at the root.
+    panels run in parallel; the packing stages run in parallel at the root, except where the product has a single
+    row tile (6 rows or fewer: a decoding step has one), whose tile reads A where it lies: no copy, no barrier.
 
     mr and nr are not parameters here: the compute packs A in panels of mr rows and B in panels of nr columns, so
     they are fixed by its layout (the TE graph). The parameters are the rows per block `mb` (whole tiles, by
@@ -46,18 +47,27 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
         _tiles_at_output(sch, s, padded, Tile(mr, nr, mb, mb_d), target, knobs)
     stages = {st.name for st in sch.state.stages}
     for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
+        if sch.state.stage(padded).tensor.shape[0] == mr:  # one row tile (a few rows): read A where it lies
+            sch.compute_inline(pack)
+            continue
         outer, _, inner = sch.loops(pack)
         parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
         sch.vectorize(pack, inner)
 
 
 def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs) -> None:
-    """Each register tile computed over all of k at the output's row-tile loop, then copied out."""
-    tile_output_loops(sch, s, padded, tile, target, knobs)
+    """Each register tile computed over all of k at the output's row-tile loop, then copied out; a tile of
+    several panels steps through them inside each row."""
+    per_tile = tile_output_loops(sch, s, padded, tile, target, knobs, wide=True)
     pi, pj, pk = sch.loops(padded)
-    sch.reorder(padded, pk, pi, pj)
+    panel = [] if per_tile == 1 else [sch.split(padded, pj, tile.nr)]
+    if panel:
+        pj = panel[0][1]
+    sch.reorder(padded, pk, pi, *[p for p, _ in panel], pj)
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
+    for p, _ in panel:
+        sch.unroll(padded, p)
     sch.vectorize(padded, pj)
 
 
