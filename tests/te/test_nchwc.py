@@ -177,6 +177,22 @@ def test_a_two_vector_block_halves_the_register_tiles_columns():
     assert [tile_columns(width, 16, avx2) for width in (7, 14, 56, 12)] == [7, 7, 7, 6]
     assert [tile_columns(width, 32, avx512) for width in (14, 56, 30)] == [14, 14, 15]
 
+
+@pytest.mark.parametrize("width,blocks,two", [(7, 32, True), (5, 4, True), (7, 3, False), (14, 32, False),
+                                              (56, 4, False)])
+def test_a_narrow_row_tiles_two_channel_blocks_where_they_fit(width, blocks, two):
+    """7 or 5 columns of one block are too few FMA chains; two blocks of them fit AVX-512's registers."""
+    x = te.placeholder((1, 4, width, width, 16), name="X")
+    w = te.placeholder((blocks, 64, 1, 1, 16), name="W")
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(16)).trace)
+    assert ("split(conv2d_nchwc.cb, factor=2)" in text) == two
+    xv = np.random.default_rng(0).standard_normal(x.shape).astype("float32")
+    wv = np.random.default_rng(1).standard_normal(w.shape).astype("float32")
+    out = nchwc.conv2d_nchwc(x, w)
+    got = build(default_schedule(out, Target.with_lanes(16)), args=[x, w, out]).run(xv, wv)
+    np.testing.assert_allclose(got, interpret(out, {"X": xv, "W": wv}), rtol=1e-4, atol=1e-4)
+
+
 def test_bad_arguments_say_what_is_wrong():
     x = te.placeholder((1, 2, 5, 5, 4), name="X")
     with pytest.raises(ShapeError, match="input channels"):
