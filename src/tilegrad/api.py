@@ -58,7 +58,10 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     inputs = _inputs(proto, input_shapes)
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
         return _specializing(proto.SerializeToString(), _saved_options(options, input_shapes), max_specializations)
-    return _compile_one_shape(model if proto is None else proto, example_inputs, input_shapes, options, inputs).module
+    _check_one_shape(inputs)
+    imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
+    del proto  # the weights are the graph's arrays now: the loaded model's copy of them goes before the passes
+    return _compile_imported(imported, options).module
 
 
 def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -68,8 +71,10 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
     ShapeError naming them."""
     options = _checked(CompileOptions.of(options, **option_fields))
     proto = onnx_proto(model, example_inputs)
-    return _compile_one_shape(model if proto is None else proto, example_inputs, input_shapes, options,
-                              _inputs(proto, input_shapes))
+    _check_one_shape(_inputs(proto, input_shapes))
+    imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
+    del proto  # as in `compile`
+    return _compile_imported(imported, options)
 
 
 def cuda_source(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -101,15 +106,14 @@ def _checked(options: CompileOptions) -> CompileOptions:
     return options
 
 
-def _compile_one_shape(model, example_inputs, input_shapes, options: CompileOptions, inputs) -> Compilation:
-    """The module of one shape; `inputs` the ONNX model's inputs (None for a torch model), each with every
-    dimension fixed and no value needed, or a ShapeError naming those that are not."""
+def _check_one_shape(inputs) -> None:
+    """A ShapeError naming the ONNX model's inputs (None for a torch model) that leave a dimension open, need a
+    value or are not tensors: what compiling one shape cannot take."""
     open_inputs = [i for i in inputs or () if i.symbolic or i.value_needed or i.kind != TENSOR]
     if open_inputs:
         raise ShapeError("compile_with_report compiles one shape, but " + "; ".join(map(_why_open, open_inputs))
                          + "; fix the dimensions with input_shapes, or call tilegrad.compile, which compiles "
                          "per call")
-    return _compile_imported(import_model(model, example_inputs, input_shapes), options)
 
 
 def _compile_imported(imported: Graph, options: CompileOptions) -> Compilation:
