@@ -270,13 +270,17 @@ def matmul_tile_rows(rows, target: Target) -> int:
     """Rows of the GEMM's register tile: `TALL_TILE_ROWS` where the registers hold that many rows of accumulators
     beside the panel's two vectors and a broadcast, and the `rows` of A pad to whole tiles wasting at most
     `TALL_TILE_WASTE` of them; the rows themselves where there are fewer than 6 (a decoding step's one row padded
-    to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else 6. Each step of the tile loads one row of the B panel (streamed from L2 when k
-    is long) for all its rows: 14 rows use it for 28 FMAs where 6 use it for 12."""
+    to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else 6, or 8 where
+    the registers hold it and it pads fewer rows (16 rows: two tiles of 8, not three of 6). Each step of the tile
+    loads one row of the B panel (streamed from L2 when k is long) for all its rows: 14 rows use it for 28 FMAs
+    where 6 use it for 12."""
     accumulators = TALL_TILE_ROWS * MATMUL_PANEL_VECTORS
     if isinstance(rows, int) and rows < 6:
         return rows
-    if not isinstance(rows, int) or rows < 4 * TALL_TILE_ROWS or accumulators + 3 > target.vector_registers:
+    if not isinstance(rows, int) or accumulators + 3 > target.vector_registers:
         return 6
+    if rows < 4 * TALL_TILE_ROWS:
+        return min((8, 6), key=lambda mr: -(-rows // mr) * mr)
     waste = -(-rows // TALL_TILE_ROWS) * TALL_TILE_ROWS / rows - 1
     return TALL_TILE_ROWS if waste <= TALL_TILE_WASTE else 6
 
