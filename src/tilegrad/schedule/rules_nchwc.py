@@ -8,8 +8,8 @@ in parallel. Each step of a convolution broadcasts one input value and multiplie
 each column. Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2
 (docs/benchmark-history.md), so by default the tile is one block wide and as many columns as the registers hold,
 except where a row is too narrow for enough accumulators (7 or 5 columns: fewer than MIN_CHAINS) and two blocks
-fit: then two (DCGAN 4-9% and MobileNetV2 3-4% faster on Sapphire Rapids, ResNet-50 unchanged); the blocks per
-tile remain a parameter for the search."""
+fit: then two (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a parameter for the
+search."""
 
 from __future__ import annotations
 
