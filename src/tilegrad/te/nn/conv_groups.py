@@ -71,9 +71,7 @@ class BlockGroups:
         out_channels, _, kh, kw = weight.shape
         packed = np.zeros((out_channels // self.block, self.span, kh, kw, self.block), weight.dtype)
         for o in range(out_channels):
-            cb, lane = divmod(o, self.block)
-            first = o // self.out_per_group * self.in_per_group - self.start(cb)
-            packed[cb, first:first + self.in_per_group, :, :, lane] = weight[o]
+            packed[self._place(o)] = weight[o]
         return packed
 
     def unpack(self, packed: np.ndarray) -> np.ndarray:
@@ -81,10 +79,14 @@ class BlockGroups:
         blocks, _, kh, kw, _ = packed.shape
         weight = np.empty((blocks * self.block, self.in_per_group, kh, kw), packed.dtype)
         for o in range(len(weight)):
-            cb, lane = divmod(o, self.block)
-            first = o // self.out_per_group * self.in_per_group - self.start(cb)
-            weight[o] = packed[cb, first:first + self.in_per_group, :, :, lane]
+            weight[o] = packed[self._place(o)]
         return weight
+
+    def _place(self, o: int) -> tuple:
+        """Where output channel `o`'s weights (in_per_group x KH x KW) lie in the packed array."""
+        cb, lane = divmod(o, self.block)
+        first = o // self.out_per_group * self.in_per_group - self.start(cb)
+        return cb, slice(first, first + self.in_per_group), slice(None), slice(None), lane
 
     def dense(self, packed: np.ndarray, in_channels: int) -> np.ndarray:
         """The packed weights as the dense (O, in_channels, KH, KW) weight they multiply by, zero between
