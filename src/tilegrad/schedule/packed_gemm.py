@@ -52,15 +52,16 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     i, j = [a.name for a in s.op.axes]
     m, panels = extent(s, i), -(-extent(s, j) // nr)
     spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if wide else [1]
-    per_tile = knobs.pick(f"{s.name}_tile_panels", spans, max(v for v in spans if v == 1 or _chains(mr, nr, v,
-                                                                                                    target)))
+    fitting = max(v for v in spans if v == 1 or _chains(mr, nr, v, target))
+    per_tile = knobs.pick(f"{s.name}_tile_panels", spans, fitting)
     j0, j1 = sch.split(s.name, j, nr)
     i0, i1 = sch.split(s.name, i, mb)
     i10, i11 = sch.split(s.name, i1, mr)
-    tiled = [] if per_tile == 1 else [sch.split(s.name, j0, per_tile)]
-    if tiled:
-        j0 = tiled[0][0]
-    nc = 1 if tiled else knobs.pick(f"{s.name}_nc", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
+    tile_panels = []  # the tile's panels, stepped through inside its rows
+    if per_tile > 1:
+        j0, jt = sch.split(s.name, j0, per_tile)
+        tile_panels = [jt]
+    nc = 1 if tile_panels else knobs.pick(f"{s.name}_nc", [v for v in (1, 2, 4, 8) if v == 1 or v < panels], 1)
     order = knobs.pick(f"{s.name}_order", (0, 1), 0)  # 0: column panels outside row blocks; 1: the other way
     blocks = [(i0, -(-m // mb_d))]
     if nc > 1:
@@ -70,7 +71,7 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     else:
         columns, inner = [(j0, panels // per_tile)], []
     outer = columns + blocks if order == 0 else blocks + columns
-    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, *[t for _, t in tiled], i11, j1)
+    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, *tile_panels, i11, j1)
     parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
                    mb_d * nr * nc * per_tile * reduction_work(sch, padded), knobs)
     sch.vectorize(s.name, j1)

@@ -60,14 +60,15 @@ def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, target: T
     several panels steps through them inside each row."""
     per_tile = tile_output_loops(sch, s, padded, tile, target, knobs, wide=True)
     pi, pj, pk = sch.loops(padded)
-    panel = [] if per_tile == 1 else [sch.split(padded, pj, tile.nr)]
-    if panel:
-        pj = panel[0][1]
-    sch.reorder(padded, pk, pi, *[p for p, _ in panel], pj)
+    panels = []
+    if per_tile > 1:
+        pp, pj = sch.split(padded, pj, tile.nr)
+        panels = [pp]
+    sch.reorder(padded, pk, pi, *panels, pj)
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
-    for p, _ in panel:
-        sch.unroll(padded, p)
+    for pp in panels:
+        sch.unroll(padded, pp)
     sch.vectorize(padded, pj)
 
 
