@@ -1,6 +1,7 @@
 import ctypes
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from tilegrad.runtime import (
 )
 from tilegrad.runtime.interference import lost_seconds
 from tilegrad.runtime.kernel import placements
-from tilegrad.runtime.timing import harness, harness_library, measure
+from tilegrad.runtime.timing import cold_harness, harness, harness_library, measure
 
 from .timing_worker import time_in_subprocess
 
@@ -134,6 +135,29 @@ def test_measure_cycles_the_repeats_over_placements():
     assert len(costs) == 4 and all(0 < c < math.inf for c in costs)
     for arrays in placed:  # every placement ran the kernel
         np.testing.assert_allclose(arrays[2], arrays[0] + arrays[1])
+
+
+SUM = """
+void tg_sum(void **args) {  /* reads a 256 KiB buffer, which fits any core's L2, as fast as it can */
+    const unsigned *a = args[0];
+    unsigned *out = args[1], s = 0;
+    for (int i = 0; i < 65536; ++i) s += a[i];
+    out[0] = s;
+}
+"""
+SUM_PARAMS = [BufferSpec("a", (65536,), "uint32"), BufferSpec("out", (1,), "uint32")]
+
+
+def test_a_call_on_evicted_buffers_is_slower_than_a_warm_one():
+    kernel = Kernel(build(SUM), "tg_sum", SUM_PARAMS)
+    arrays = random_arguments(SUM_PARAMS, np.random.default_rng(0))
+    args = kernel.pack(arrays)
+    warm = harness(harness_library(kernel.cfg))
+    cold = cold_harness(harness_library(kernel.cfg), [(args, arrays[:1])])
+    warm_s = statistics.median(measure(warm, kernel.function_address, args, 1, 1, 5, 0.002))
+    cold_s = statistics.median(measure(cold, kernel.function_address, args, 1, 1, 5, 0.002))
+    assert cold_s > 1.5 * warm_s  # from memory, not from L2
+    assert arrays[1][0] == arrays[0].sum(dtype=np.uint32)
 
 
 def test_a_kernel_slower_than_the_abandon_bar_is_timed_once():

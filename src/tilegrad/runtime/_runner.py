@@ -5,7 +5,8 @@ harness; the reply is `{"costs": [seconds per call, ...]}`. With `"placements": 
 the buffers at fixed, different page offsets, so that no candidate's figure rests on one lucky (or unlucky) layout
 of its buffers in the caches. With `"outputs": path` the kernel first runs once on
 outputs poisoned with NaN (a bit pattern for integers), and those outputs are saved to `path` for the caller to
-check, so a kernel that reads its outputs before writing them is caught too. With `"abandon_above_s": t` a kernel
+check, so a kernel that reads its outputs before writing them is caught too. With `"cold": [i, ...]` the buffers of
+those parameters are evicted from the caches before each timed call (`timing.cold_harness`). With `"abandon_above_s": t` a kernel
 whose first warm call takes longer than t is timed no further (one cost). It never runs the compiler: the
 caller has built everything. A kernel that crashes or spins takes down only this process (see `worker.py`).
 """
@@ -18,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from .kernel import BufferSpec, kernel_address, placements, random_arguments
-from .timing import TimeFn, harness, measure
+from .timing import TimeFn, cold_harness, harness, measure
 from .worker import serve
 
 _POISON_BYTE = 0xA5
@@ -46,6 +47,9 @@ def _handle(request: dict) -> dict:
                 out.view(np.uint8).fill(_POISON_BYTE)
         tg_time(fn, args[0], 1, threads)
         np.savez(request["outputs"], *outputs)
+    if request.get("cold"):
+        tg_time = cold_harness(request["harness"], [(a, [arrays[k] for k in request["cold"]])
+                                                    for a, arrays in zip(args, placed)])
     costs = measure(tg_time, fn, args, threads, request["warmup"], request["repeats"], request["min_repeat_s"],
                     request.get("abandon_above_s"))
     return {"costs": list(costs)}

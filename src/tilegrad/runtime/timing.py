@@ -29,22 +29,66 @@ from .kernel import Kernel, load_library
 
 _HARNESS = r"""
 #define _POSIX_C_SOURCE 199309L
+#include <stdint.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 typedef void (*tg_kernel)(void **);
 
+static double tg_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* Call fn(args) `number` times on `num_threads` OpenMP threads; return seconds per call. */
 double tg_time(tg_kernel fn, void **args, long long number, int num_threads) {
 #ifdef _OPENMP
     omp_set_num_threads(num_threads);
 #endif
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = tg_seconds();
     for (long long i = 0; i < number; ++i) fn(args);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)number;
+    return (tg_seconds() - t0) / (double)number;
+}
+
+/* Write back and drop one cache line from every level of every core's caches. */
+static inline void tg_evict(const char *p) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("clflush %0" : : "m"(*(const char *)p) : "memory");
+#elif defined(__aarch64__)
+    __asm__ volatile("dc civac, %0" : : "r"(p) : "memory");
+#endif
+}
+
+/* tg_time, but before each call the `count` buffers cold[i] (of bytes[i] bytes) are evicted from the caches, as a
+   model call finds the weights and inputs that other kernels have pushed out; the evictions are not timed. The
+   team evicts (so it is awake when the call starts), each thread a share of every buffer. */
+double tg_time_cold(tg_kernel fn, void **args, long long number, int num_threads, void **cold,
+                    const long long *bytes, int count) {
+#ifdef _OPENMP
+    omp_set_num_threads(num_threads);
+#endif
+    double total = 0.0;
+    for (long long i = 0; i < number; ++i) {
+        for (int b = 0; b < count; ++b) {
+            const char *base = (const char *)((uintptr_t)cold[b] & ~(uintptr_t)63);
+            long long lines = ((const char *)cold[b] + bytes[b] - base + 63) / 64;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+            for (long long l = 0; l < lines; ++l) tg_evict(base + 64 * l);
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __asm__ volatile("mfence" ::: "memory");
+#elif defined(__aarch64__)
+        __asm__ volatile("dsb ish" ::: "memory");
+#endif
+        double t0 = tg_seconds();
+        fn(args);
+        total += tg_seconds() - t0;
+    }
+    return total / (double)number;
 }
 """
 
@@ -99,6 +143,25 @@ def harness(library: Path) -> TimeFn:
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int]
     fn.restype = ctypes.c_double
     return fn
+
+
+def cold_harness(library: Path, placed: Sequence[tuple[ctypes.Array, Sequence[np.ndarray]]]) -> TimeFn:
+    """A `TimeFn` like `harness`'s that evicts buffers from the caches before each call (`tg_time_cold`): for each
+    argument array of `placed`, the arrays to evict before a call on it."""
+    fn = load_library(library).tg_time_cold
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p,
+                   ctypes.c_void_p, ctypes.c_int]
+    fn.restype = ctypes.c_double
+    evicted = {}
+    for args, arrays in placed:
+        pointers = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        sizes = (ctypes.c_longlong * max(1, len(arrays)))(*[a.nbytes for a in arrays])
+        evicted[ctypes.addressof(args)] = (pointers, sizes, len(arrays))
+
+    def timed(kernel: int, args: ctypes.Array, number: int, num_threads: int) -> float:
+        return fn(kernel, args, number, num_threads, *evicted[ctypes.addressof(args)])
+
+    return timed
 
 
 def measure(

@@ -15,7 +15,7 @@ from tilegrad.te import expr as E
 from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult
 from tilegrad.tune.measure.result import Built
 from tilegrad.tune.measure.builder import _WithoutWeights
-from tilegrad.tune.measure.runner import run_each
+from tilegrad.tune.measure.runner import cold_parameters, run_each
 from tilegrad.tune.task import extract_tasks
 
 REPEATS = 2
@@ -252,3 +252,19 @@ def test_another_runner_plugs_into_the_measurer(cfg, task):
     assert told == [(2, results[2]), (0, results[0]), (1, results[1])]  # the failed build first, as each is known
     assert runner.prepared == [task.key, task.key] and [c for _, c in runner.ran] == [True, False]
     assert all(Path(lib).is_file() for lib, _ in runner.ran) and runner.closed
+
+
+def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_them(cfg):
+    b = GraphBuilder()
+    w = b.const(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32), "w")  # 1 MiB
+    task = extract_tasks(b.build(b.op("matmul", b.input("x", (1, 512)), w)))[0]
+    assert cold_parameters(task, "weights") == [1]
+    assert cold_parameters(task, "all") == [0, 1, 2]
+    assert cold_parameters(task, "none") == []
+    latency = {}
+    for cold in ("none", "weights"):
+        with Measurer(builders=1, repeats=5, min_repeat_s=0.002, check_fraction=1.0, cold=cold, cfg=cfg) as m:
+            r = m.measure_one(task, task.default_trace())
+        assert r.valid, r.detail
+        latency[cold] = statistics.median(r.costs)
+    assert latency["weights"] > 1.3 * latency["none"]  # the megabyte comes from memory, not from the caches

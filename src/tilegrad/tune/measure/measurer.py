@@ -32,7 +32,7 @@ class Measurer:
 
     A `builder` (an object with `build(inputs)` and `close()`, such as `cuda.CudaBuilder`) replaces the local
     build workers. Without a `runner`, a `LocalRunner` is made with `timing` (its keyword settings: `repeats`, `warmup`,
-    `min_repeat_s`, `placements`, `timeout_s`, `abandon_slower_than`, `num_threads`, `seed`).
+    `min_repeat_s`, `placements`, `timeout_s`, `abandon_slower_than`, `cold`, `num_threads`, `seed`).
     """
 
     def __init__(self, *, runner: Runner | None = None, builder: Builder | None = None, builders: int | None = None,

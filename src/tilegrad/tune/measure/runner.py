@@ -4,7 +4,11 @@
 another on the task's random inputs (`Task.random_inputs(seed)`, the same for every candidate of the task):
 warm-up, a calibration that makes a repeat last `min_repeat_s`, then `repeats` repeats, cycling over `placements`
 copies of the buffers at fixed page offsets (where buffers sit relative to each other moves some kernels' times
-by a factor of two; the median over placements is what a model's own buffer layout can expect). A checked
+by a factor of two; the median over placements is what a model's own buffer layout can expect). Before each timed
+call the kernel's weights are evicted from every cache (`cold`, TVM's `enable_cpu_cache_flush` does the same): in
+a model call they were pushed out by the other kernels' weights since the last call, while the activations sit
+where their producer just wrote them. Timed warm, a candidate that keeps its weights in L2 across calls looks
+faster than it runs in the model, and the tuner picks it (docs/tuning.md has the figures). A checked
 candidate first runs once on poisoned outputs, which are compared with the task's NumPy reference. A candidate
 whose first warm call is `abandon_slower_than` times slower than the fastest this runner has timed for its task
 (the task's default, once `limit_by_default` has named it) is timed no further: that call is its one cost (or the
@@ -44,6 +48,7 @@ SLOWER_THAN_DEFAULT_LIMIT = 30.0
 MIN_RUN_TIMEOUT_S = 1.0
 # Calls shorter than this are never abandoned: a single call of a microsecond kernel is mostly thread wake-up.
 ABANDON_FLOOR_S = 1e-3
+COLD = ("weights", "all", "none")  # which buffers a timed call finds out of cache: the constants', every one, none
 
 
 class Runner(Protocol):
@@ -103,6 +108,7 @@ class LocalRunner:
         placements: int = 3,
         timeout_s: float = 10.0,
         abandon_slower_than: float | None = 4.0,
+        cold: str = "weights",
         num_threads: int | None = None,
         seed: int = 0,
     ):
@@ -114,6 +120,9 @@ class LocalRunner:
         self.repeats, self.warmup, self.min_repeat_s, self.placements = repeats, warmup, min_repeat_s, placements
         self.timeout_s = timeout_s
         self.abandon_slower_than = abandon_slower_than
+        if cold not in COLD:
+            raise ValueError(f"cold must be one of {', '.join(COLD)}; got {cold!r}")
+        self.cold = cold
         self.num_threads = num_threads or cfg.num_threads
         self.seed = seed
         self._dir = tempfile.TemporaryDirectory(prefix="tilegrad-run-")
@@ -133,7 +142,8 @@ class LocalRunner:
         request = {"library": built.library, "name": KERNEL_NAME, "params": built.params,
                    "inputs": str(prep.path), "outputs": str(outputs) if check else None,
                    "harness": self._harness, "num_threads": self.num_threads, "warmup": self.warmup,
-                   "repeats": self.repeats, "min_repeat_s": self.min_repeat_s, "placements": self.placements}
+                   "repeats": self.repeats, "min_repeat_s": self.min_repeat_s, "placements": self.placements,
+                   "cold": cold_parameters(inp.task, self.cold)}
         fastest = self._fastest.get(inp.task.key)
         if self.abandon_slower_than is not None and fastest is not None and self.repeats > 1:  # one cost: abandoned
             request["abandon_above_s"] = max(ABANDON_FLOOR_S, self.abandon_slower_than * fastest)
@@ -198,6 +208,16 @@ class LocalRunner:
         if ref is None:
             ref = self._references[task.key] = task.reference(self._task_inputs(task).arrays)
         return ref
+
+
+def cold_parameters(task: Task, cold: str) -> list[int]:
+    """The parameters of `task`'s kernel that a timed call finds out of cache (COLD)."""
+    inputs = task.node.inputs
+    if cold == "all":
+        return list(range(len(inputs) + len(task.node.outputs)))
+    if cold == "weights":
+        return [i for i, v in enumerate(inputs) if v.is_constant]
+    return []
 
 
 def mismatch(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
