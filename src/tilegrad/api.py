@@ -140,10 +140,11 @@ def _compile_imported(imported: Graph, options: CompileOptions) -> Compilation:
     from .tune.graph_choice import chosen_graph
 
     with BestRecords(options.db) as chooser:
-        chosen = chosen_graph(imported, chooser, fusion_plans=options.fusion == "stitch", **attention,
-                              opt_level=options.opt_level, disable=options.disable_passes,
-                              enable=options.enable_passes)
-        return Compilation(backend.compile_graph(chosen.graph, None, chooser, machine), chosen.report, chosen.graph)
+        pick = chosen_graph(imported, chooser, fusion_plans=options.fusion == "stitch", **attention,
+                            opt_level=options.opt_level, disable=options.disable_passes, enable=options.enable_passes)
+        chosen = pick.variant
+        return Compilation(backend.compile_graph(chosen.graph, None, chooser if pick.tuned else None, machine),
+                           chosen.report, chosen.graph)
 
 
 def _fusion_options(fusion: str) -> dict:

@@ -1,15 +1,18 @@
 """The graph compile(db=) builds is the one a whole-graph timing confirmed, stored under the imported graph's
-digest; without a stored decision, the records' estimate decides."""
+digest (untuned, when the default schedules ran fastest); without a stored decision, the records' estimate
+decides."""
 
 import numpy as np
 import torch
 from torch import nn
 
+from tilegrad import metrics
 from tilegrad.api import compile_with_report
 from tilegrad.frontend.load import import_model
-from tilegrad.tune.graph_choice import graph_digest
-from tilegrad.tune.records import Database
-from tilegrad.tune.task import kernels
+from tilegrad.tune.graph_choice import UNTUNED, graph_digest
+from tilegrad.tune.measure import MeasureInput, MeasureResult
+from tilegrad.tune.records import Database, Record
+from tilegrad.tune.task import extract_tasks, kernels
 
 
 class TwoConvs(nn.Module):
@@ -52,3 +55,22 @@ def test_a_stored_decision_is_the_graph_compile_builds(tmp_path):
     np.testing.assert_allclose(compilation.module(x.numpy()), module(x).detach().numpy(), rtol=1e-3, atol=1e-4)
     plain = compile_with_report(module, (x,))
     assert [k for *_, k in kernels(plain.graph)] != [k for *_, k in kernels(compilation.graph)]
+
+
+def test_a_model_that_ran_fastest_untuned_is_built_without_the_records(tmp_path):
+    torch.manual_seed(0)
+    module, x = TwoConvs().eval(), torch.randn(1, 16, 12, 12)
+    imported = import_model(module, (x,))
+    db = tmp_path / "tune.db"
+    with Database(db) as records:
+        for task in extract_tasks(compile_with_report(module, (x,)).graph):
+            records.add(Record.from_measurement(MeasureInput(task, task.default_trace()), MeasureResult((1e-3,))))
+    applied = {}
+    for chosen in ("default", UNTUNED):
+        with Database(db) as records:
+            records.set_graph_choice(graph_digest(imported), {"choice": None, "chosen": chosen})
+        metrics.reset()
+        compilation = compile_with_report(module, (x,), db=db)
+        applied[chosen] = metrics.counters["tune.records_applied"]
+        np.testing.assert_allclose(compilation.module(x.numpy()), module(x).detach().numpy(), rtol=1e-3, atol=1e-4)
+    assert applied == {"default": 2, UNTUNED: 0}

@@ -47,10 +47,16 @@ class TuneResult:
     """Whole-graph timings of the default graph and the records' pick, when they were confirmed (`graph_choice`)."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
-        """Sum of weight x latency over the kernels: untuned, those of the default graph; tuned, each convolution
-        in its fastest algorithm, as `compile(db=)` chooses (`TaskScheduler.estimated_latency`)."""
-        if not tuned:
+        """Sum of weight x latency over the kernels of the graph `compile(db=)` builds: untuned, the default
+        graph's defaults; tuned, as the whole-graph confirmation chose (`graph`), else each convolution in its
+        fastest algorithm (`TaskScheduler.estimated_latency`)."""
+        from .graph_choice import UNTUNED
+
+        chosen = self.graph.chosen if self.graph is not None else None
+        if not tuned or chosen == UNTUNED:
             return sum(r.task.weight * r.default_s for r in self.tasks if not r.task.algorithm)
+        if chosen == "default":
+            return sum(r.task.weight * r.best_s for r in self.tasks if not r.task.algorithm)
         return TaskScheduler.for_tasks([r.task for r in self.tasks],
                                        initial_latencies=[r.best_s for r in self.tasks]).estimated_latency()
 
