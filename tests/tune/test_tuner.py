@@ -369,3 +369,53 @@ def test_a_run_killed_in_the_middle_of_a_batch_keeps_every_candidate_it_timed(mo
         tune_tasks(tasks, db, policy=SMALL, options=TuneOptions(trials=50), measurer=_KilledMidBatch(len(tasks) + 4),
                    callbacks=QUIET)
     assert len(_origins(db)) == len(tasks) + 4  # every default, and the first four candidates of the first batch
+
+
+class _ClockedTimings:
+    """A measurer stand-in on a fake clock: timing a candidate takes `each_s` of it (and says so in `run_s`); a
+    trace's latency is a fixed function of its text, so some candidates beat the default."""
+
+    fingerprint = None
+
+    def __init__(self, each_s: float):
+        self.now, self.each_s = 0.0, each_s
+
+    def clock(self) -> float:
+        return self.now
+
+    def measure(self, inputs, on_result=None):
+        results = []
+        for i, inp in enumerate(inputs):
+            self.now += self.each_s
+            results.append(MeasureResult((1e-3 * (1 + hash(inp.trace.to_json()) % 97 / 97),), run_s=self.each_s))
+            if on_result:
+                on_result(i, results[-1])
+        return results
+
+    def limit_by_default(self, task, default_latency):
+        pass
+
+
+def test_the_budget_covers_the_final_confirmation_and_the_time_spent_outside_the_search(model, tmp_path):
+    tasks = extract_tasks(model_graph(str(model)))
+    timings = _ClockedTimings(each_s=0.5)
+    budget, outside = 60.0, 10.0
+    result = tune_tasks(tasks, tmp_path / "tune.db", SMALL, TuneOptions(budget=budget, confirm=2),
+                        measurer=timings, callbacks=QUIET, clock=timings.clock, outside_s=outside)
+    deadline = budget - outside
+    round_s = (6 + 2 * 3) * timings.each_s  # a batch and its challenge: the most a search's last round overruns
+    assert deadline - round_s <= timings.now <= deadline + round_s
+    assert result.trials > 0
+    with Database(tmp_path / "tune.db") as database:  # the search left time for every task's confirmation
+        assert all(json.loads(database.best(t.key).origin)["policy"] == "confirm" for t in tasks)
+
+
+def test_the_final_confirmation_begins_no_task_past_its_deadline(model, tmp_path):
+    tasks = extract_tasks(model_graph(str(model)))
+    db = tmp_path / "tune.db"
+    tune_tasks(tasks, db, SMALL, TuneOptions(trials=6 * len(tasks), confirm=0, recheck=0), callbacks=QUIET)
+    timings = _ClockedTimings(each_s=1.0)
+    assert confirm_best(tasks, db, timings, deadline=0.0, clock=timings.clock) == {}
+    assert timings.now == 0.0
+    confirmed = confirm_best(tasks, db, timings, deadline=1.0, clock=timings.clock)
+    assert len(confirmed) == 1 and timings.now > 1.0  # the heaviest task, begun before the deadline

@@ -21,13 +21,16 @@ import json
 import math
 import random
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..schedule.trace import Trace
 from .measure import MeasureInput, Measurer, MeasureResult
 from .records import CONFIRMED, Database, Record, target_fingerprint
 from .task import Task
+
+PASSES = 3  # re-timings of each contender in the final confirmation
 
 
 def records_fingerprint(measurer: Measurer, tasks: Sequence[Task]) -> str:
@@ -37,14 +40,21 @@ def records_fingerprint(measurer: Measurer, tasks: Sequence[Task]) -> str:
 
 
 def confirm_best(tasks: Sequence[Task], db: str | Path, measurer: Measurer, *, top: int = 3,
-                 passes: int = 3) -> dict[str, tuple[float, float]]:
+                 passes: int = PASSES, deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> dict[str, tuple[float, float]]:
     """Time each task's `top` fastest records, its standing confirmed record and its default schedule `passes`
-    times; append the winner of each task as a confirmed record. Returns task key -> (default's median, winner's
-    median) in seconds."""
+    times; append the winner of each task as a confirmed record. The tasks go heaviest first (weight x best
+    latency), and none is begun once `clock()` reaches `deadline`: those keep the search's confirmed best.
+    Returns task key -> (default's median, winner's median) in seconds."""
     out: dict[str, tuple[float, float]] = {}
     with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:
-        entries: list[tuple[Task, str, str]] = []  # (task, trace JSON, origin)
-        for task in tasks:
+        def heaviness(task: Task) -> float:
+            rec = database.best(task.key)
+            return task.weight * rec.latency if rec is not None else 0.0
+
+        for task in sorted(tasks, key=heaviness, reverse=True):
+            if deadline is not None and clock() >= deadline:
+                break
             default = task.default_trace().to_json()
             origin = next((r.origin for r in database.records(task.key) if r.trace_json == default), "")
             traces = {default: origin}
@@ -55,24 +65,17 @@ def confirm_best(tasks: Sequence[Task], db: str | Path, measurer: Measurer, *, t
             standing = database.best(task.key)  # the search's confirmed best, if it confirmed one
             for rec in [*list(fastest.values())[:top], *([standing] if standing is not None else [])]:
                 traces.setdefault(rec.trace_json, rec.origin)
-            if len(traces) > 1:
-                entries += [(task, trace, origin) for trace, origin in traces.items()]
-        if not entries:
-            return out
-        inputs = [MeasureInput(task, Trace.from_json(trace)) for task, trace, _ in entries]
-        timings = retime(measurer, inputs, passes)
-        by_task: dict[str, list[tuple[float, int]]] = {}
-        for i, (task, _, _) in enumerate(entries):
-            by_task.setdefault(task.key, []).append((median_latency(timings[i]), i))
-        for key, scored in by_task.items():
-            default_median = scored[0][0]  # the default schedule comes first in each task's entries
-            median, i = min(scored)
+            if len(traces) == 1:
+                continue
+            inputs = [MeasureInput(task, Trace.from_json(trace)) for trace in traces]
+            timings = retime(measurer, inputs, passes)
+            medians = [median_latency(rs) for rs in timings]
+            median, i = min(zip(medians, range(len(inputs))))  # the default comes first
             if math.isinf(median):
                 continue
-            costs = tuple(r.latency for r in timings[i])
-            database.add(Record.from_measurement(inputs[i], MeasureResult(costs),
-                                                 origin=confirmed_origin(entries[i][2])))
-            out[key] = (default_median, median)
+            database.add(Record.from_measurement(inputs[i], MeasureResult(tuple(r.latency for r in timings[i])),
+                                                 origin=confirmed_origin(list(traces.values())[i])))
+            out[task.key] = (medians[0], median)
     return out
 
 

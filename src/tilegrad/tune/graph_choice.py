@@ -20,12 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..executor import compile_graph
+from ..runtime.module import Module
 from ..ir.graph import Graph, format_graph
 from ..passes.attention_form import AUTO
 from .algorithms import STITCH, Variant, build_variant, choose
 from .apply import BestRecords
 
 UNTUNED = "untuned"  # the label of the default graph with its default schedules
+ROUNDS, MIN_ROUNDS = 7, 3  # interleaved rounds of the whole-graph timing: as many as the budget allows
+PAUSE_S = 0.2  # between two modules' timings, so the last one's threads go idle
+MIN_REPEAT_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,34 @@ def chosen_graph(imported: Graph, chooser: BestRecords, *, fusion_plans: bool = 
                             attention_key_block=attention_key_block, **passes))
 
 
-def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: int = 7, **passes) -> GraphDecision:
-    """Time the default graph untuned and with the tuned schedules of `db`, and `choose`'s pick (when it
-    differs), end to end; store the fastest one's choice, and return the timings."""
+@dataclass(frozen=True)
+class Untuned:
+    """The default graph compiled with its default schedules, before tuning: the confirmation's baseline, and
+    what its compile and call cost, from which the time the confirmation will take is foretold."""
+
+    module: Module
+    compile_s: float
+    latency_s: float
+
+    def confirmation_s(self) -> float:
+        """About how long `confirm_graph` takes with this baseline: two more compiles and ROUNDS rounds."""
+        return 2 * self.compile_s + ROUNDS * 3 * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
+
+
+def compile_untuned(imported: Graph, **passes) -> Untuned:
+    start = time.monotonic()
+    module = compile_graph(build_variant(imported, **passes).graph)
+    compiled = time.monotonic()
+    return Untuned(module, compiled - start, module.benchmark(repeats=1, min_repeat_s=0.0))
+
+
+def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: Untuned | None = None,
+                  deadline: float | None = None, **passes) -> GraphDecision:
+    """Time the default graph untuned (`untuned`, compiled now if not given) and with the tuned schedules of
+    `db`, and `choose`'s pick (when it differs), end to end, ROUNDS interleaved rounds (fewer, MIN_ROUNDS at
+    least, where they would end past `deadline` on the monotonic clock); store the fastest one's choice, and
+    return the timings."""
+    untuned = untuned or compile_untuned(imported, **passes)
     with BestRecords(db) as chooser:
         default = build_variant(imported, **passes)
         candidates = {UNTUNED: default, "default": default}
@@ -81,13 +110,17 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, rounds: in
         if (estimate.choice != default.choice or estimate.algorithm == STITCH
                 or estimate.attention_form != AUTO):
             candidates["estimate"] = estimate
-        modules = {label: compile_graph(v.graph, choose=None if label == UNTUNED else chooser)
+        modules = {label: untuned.module if label == UNTUNED else compile_graph(v.graph, choose=chooser)
                    for label, v in candidates.items()}
         times: dict[str, list[float]] = {label: [] for label in modules}
-        for _ in range(rounds):
+        for done in range(ROUNDS):
+            started = time.monotonic()
             for label, module in modules.items():
-                time.sleep(0.2)  # let the other module's threads go idle
-                times[label].append(module.benchmark(repeats=3))
+                time.sleep(PAUSE_S)  # let the other module's threads go idle
+                times[label].append(module.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S))
+            late = deadline is not None and time.monotonic() + (time.monotonic() - started) > deadline
+            if done + 1 >= MIN_ROUNDS and late:
+                break
         seconds = {label: statistics.median(ts) for label, ts in times.items()}
         chosen = min(seconds, key=seconds.get)
         winner = candidates[chosen]

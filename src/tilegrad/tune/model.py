@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from .algorithms import algorithm_tasks, variants
 from .callbacks import default_callbacks
 from .cost_model import CostModel
 from .features.extract import feature_count
-from .graph_choice import confirm_graph
+from .graph_choice import compile_untuned, confirm_graph
 from .measure import Measurer
 from .records import machine_fingerprint
 from .results import TuneResult
@@ -39,8 +40,9 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
-    the records choose is timed whole against the default graph, and the faster one is what compile builds
-    (`graph_choice.py`; `TuneResult.graph`). With `target="cuda"` the kernels are the GPU graph's, searched in
+    the records choose is timed whole against the default graph, tuned and untuned, and the fastest one is what
+    compile builds (`graph_choice.py`; `TuneResult.graph`). A `budget=` covers all of it: the search ends early
+    enough for the confirmations. With `target="cuda"` the kernels are the GPU graph's, searched in
     their GPU sketches, scored on GPU features and timed on this machine's device (`_tune_on_device`)."""
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
@@ -53,14 +55,20 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
         return _tune_on_device(model, machine, db=db, input_shapes=input_shapes, example_inputs=example_inputs,
                                opt_level=opt_level, policy=policy, cost_model=cost_model,
                                callbacks=[*default_callbacks(progress), *callbacks], options=TuneOptions(**options))
+    started = time.monotonic()
+    options = TuneOptions(**options)
     imported = import_model(model, example_inputs, input_shapes)
     tasks = (algorithm_tasks(variants(imported, opt_level=opt_level, fusion_plans=fusion_plans))
              if algorithms or fusion_plans else extract_tasks(optimize(imported, opt_level)[0]))
-    result = tune_tasks(tasks, db, policy, TuneOptions(**options), cost_model=cost_model, measurer=measurer,
-                        callbacks=[*default_callbacks(progress), *callbacks])
     timed_here = measurer is None or measurer.fingerprint in (None, machine_fingerprint())
-    if (algorithms or fusion_plans) and result.trials and timed_here:
-        result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans)
+    untuned = compile_untuned(imported, opt_level=opt_level) if (algorithms or fusion_plans) and timed_here else None
+    outside_s = time.monotonic() - started + (untuned.confirmation_s() if untuned is not None else 0.0)
+    result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
+                        callbacks=[*default_callbacks(progress), *callbacks], outside_s=outside_s)
+    if untuned is not None and result.trials:
+        deadline = None if options.budget is None else started + options.budget
+        result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans, untuned=untuned,
+                                     deadline=deadline)
     return result
 
 

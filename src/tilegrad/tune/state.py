@@ -31,6 +31,8 @@ class TaskState:
         self.default_s = math.inf
         self.default_timed = False  # whether the database holds a timing of the default schedule
         self.trials = 0
+        self.timing_s = 0.0  # the mean wall time of timing one working candidate (warm-up and calibration included)
+        self._timed = 0
 
     @property
     def best_s(self) -> float:
@@ -53,6 +55,11 @@ class TaskState:
     def best(self, k: int) -> list[Candidate]:
         ok = [(s, c) for c, s in self.measured.items() if math.isfinite(s)]
         return [c for _, c in sorted(ok)[:k]]
+
+    def note_timing(self, wall_s: float) -> None:
+        """A working candidate took `wall_s` to time: what each re-timing of the confirmation will cost."""
+        self._timed += 1
+        self.timing_s += (wall_s - self.timing_s) / self._timed
 
     def observe(self, cands: list[Candidate], latencies: list[float]) -> None:
         if not cands:

@@ -40,12 +40,13 @@ from .tuning_run import TuneOptions, TuningRun
 def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy = "gradient",
                options: TuneOptions | None = None, *, cost_model: str | CostModel | None = None,
                measurer: Measurer | None = None, callbacks: Sequence[Callback] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> TuneResult:
+               clock: Callable[[], float] = time.monotonic, outside_s: float = 0.0) -> TuneResult:
     """Tune `tasks` into the records database `db` with `policy` (a registered name, "gradient" for Felix or
     "evolutionary" for Ansor, or an instance with its own settings) and the cost model it names unless
     `cost_model` is given. `callbacks` default to `default_callbacks()`. `clock` gives the seconds that the budget
     and the history count: a benchmark running two tunings by turns passes one that stands still while the other
-    runs."""
+    runs. The budget covers the final confirmation and `outside_s`, seconds the caller spends on the tuning
+    outside this call: the search stops early enough for both (`TuningRun.confirmation_s`)."""
     options = options or TuneOptions()
     if options.trials is None and options.budget is None:
         raise TilegradError("give trials= (candidates to measure) or budget= (seconds), or both")
@@ -61,7 +62,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
     run: TuningRun | None = None
     try:
         with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:  # the measuring machine's
-            run = TuningRun(options, policy, model, database, states, callbacks, clock, start)
+            run = TuningRun(options, policy, model, database, states, callbacks, clock, start, outside_s)
             _resume(states, database, options.from_defaults)
             _measure_defaults(states, measurer, run.commit, options.from_defaults)
             for st in states:
@@ -88,6 +89,9 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
                 if options.recheck > 0:
                     run.rechecks += _challenge(st, batch, results, measurer, run.commit, policy.name,
                                                options.recheck)
+                for r in results:
+                    if r.valid and not r.abandoned:
+                        st.note_timing(r.run_s)
                 st.observe(batch, [r.latency for r in results])
                 st.trials += len(batch)
                 run.done += len(batch)
@@ -99,7 +103,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
         if options.confirm > 0 and run.done > 0:
             for cb in callbacks:
                 cb.confirming(run)
-            run.confirmed = confirm_best([s.task for s in states if s.trials], db, measurer, top=options.confirm)
+            run.confirmed = confirm_best([s.task for s in states if s.trials], db, measurer, top=options.confirm,
+                                         deadline=run.deadline(), clock=clock)
     finally:
         if run is not None:
             for cb in callbacks:
@@ -143,8 +148,10 @@ def _challenge(st: TaskState, batch: list[Candidate], results: list[MeasureResul
 
 
 def _finished(run: TuningRun) -> bool:
-    trials, budget = run.options.trials, run.options.budget
-    return (trials is not None and run.done >= trials) or (budget is not None and run.elapsed() >= budget)
+    trials = run.options.trials
+    deadline = run.deadline()
+    return (trials is not None and run.done >= trials) or (
+        deadline is not None and run.clock() + run.confirmation_s() >= deadline)
 
 
 def _resume(states: list[TaskState], database: Database, from_defaults: bool) -> None:
@@ -161,6 +168,8 @@ def _resume(states: list[TaskState], database: Database, from_defaults: bool) ->
                 continue
             if c == st.space.default():
                 st.default_s = min(st.default_s, rec.latency)
+                if rec.valid:
+                    st.note_timing(rec.run_s)
                 st.default_timed = True
                 if not from_defaults and policy == "default":
                     continue
@@ -180,6 +189,8 @@ def _measure_defaults(states: list[TaskState], measurer: Measurer, commit: Calla
         commit(Record.from_measurement(inputs[k], r, origin=todo[k].space.origin(todo[k].space.default(), "default")))
 
     for st, r in zip(todo, measurer.measure(inputs, keep) if inputs else []):
+        if r.valid:
+            st.note_timing(r.run_s)
         if from_defaults:
             st.observe([st.space.default()], [r.latency])
         st.default_s = r.latency

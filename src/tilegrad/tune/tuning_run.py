@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .confirm import PASSES
 from .results import TaskResult
 from .task_scheduler import TaskScheduler
 
@@ -58,6 +59,9 @@ class TuningRun:
     callbacks: Sequence[Callback]
     clock: Callable[[], float]
     start: float
+    outside_s: float = 0.0
+    """Seconds of the budget spent outside the search loop: before it (the import, the variant graphs) and, as
+    foretold, after it (the whole-graph confirmation)."""
     done: int = 0  # candidates measured in this run
     rechecks: int = 0
     history: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
@@ -67,6 +71,19 @@ class TuningRun:
 
     def elapsed(self) -> float:
         return self.clock() - self.start
+
+    def confirmation_s(self) -> float:
+        """About how long the final confirmation will take (`confirm.confirm_best`): each task searched re-times
+        its `confirm` fastest, its standing best and its default PASSES times, each as long as its candidates'
+        timings took so far."""
+        if self.options.confirm <= 0:
+            return 0.0
+        return sum((min(self.options.confirm, len(st.measured)) + 2) * PASSES * st.timing_s
+                   for st in self.states if st.trials)
+
+    def deadline(self) -> float | None:
+        """When, on `clock`, the budget's search and final confirmation must end; None without a budget."""
+        return None if self.options.budget is None else self.start + self.options.budget - self.outside_s
 
     def commit(self, rec: Record) -> None:
         for cb in self.callbacks:
