@@ -9,6 +9,7 @@ runtime is timed on the same input: medians over interleaved rounds, with a paus
                                                     #   "untuned_ms", "tuned_ms", "onnxruntime_ms", "torch_ms",
                                                     #   "torch_compile_inductor_ms", "torch_compile_tilegrad_ms",
                                                     #   "kernels", "peak_bytes", "intermediate_bytes", "tune_s",
+                                                    #   "estimate_untuned_ms", "estimate_tuned_ms",
                                                     #   "tuned_max_rel_error"}]
     python benchmarks/models.py --only resnet50 --opt-levels 0,2
     python benchmarks/models.py --no-torch-compile  # without the two torch.compile columns (Inductor compiles
@@ -24,8 +25,10 @@ backend compiles at the default opt level (2) and must not fall back to eager (t
 With --tune-budget SECONDS and --db-dir DIR, each model is tuned at each opt level for that many seconds into
 DIR/<model>.db before it is timed (an existing database is resumed and the budget still spent), compiled with
 those records beside the untuned module, and the two are timed in the same interleaved rounds: the rows add
-"tuned_ms" and "untuned_ms" (the same figure as "tilegrad_ms"), "tune_s" (the seconds tuning took) and
-"tuned_max_rel_error" (the tuned module's output against ONNX Runtime's); without tuning those three are None. --report
+"tuned_ms" and "untuned_ms" (the same figure as "tilegrad_ms"), "tune_s" (the seconds tuning took, to set against
+the budget), "estimate_untuned_ms" and "estimate_tuned_ms" (the tuner's estimates of the model, the sums of its
+kernels' timings: the table sets each against the measured latency, "est/meas") and "tuned_max_rel_error" (the
+tuned module's output against ONNX Runtime's); without tuning these are None. --report
 also writes each model's tuning report (`tilegrad tune --report`) into DIR/<model>_report/. Every row names
 the machine: "cpu" (its model) and "isa" (the widest vector extension tilegrad's target detects).
 """
@@ -207,8 +210,9 @@ class Tuning:
     def db(self, name: str) -> Path:
         return self.db_dir / f"{name}.db"
 
-    def tune(self, name: str, model: bytes, opt_level: int) -> float:
-        """Tune `model` into its database; returns the seconds it took."""
+    def tune(self, name: str, model: bytes, opt_level: int) -> tuple[float, float, float]:
+        """Tune `model` into its database; returns the seconds it took, and the tuner's estimates of the model's
+        latency (seconds) untuned and tuned."""
         import tilegrad
 
         callbacks = []
@@ -219,8 +223,9 @@ class Tuning:
             callbacks.append(WriteReport(self.db_dir / f"{name}_report", measured_peaks(), model=name))
         self.db_dir.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        tilegrad.tune(model, db=self.db(name), opt_level=opt_level, budget=self.budget_s, callbacks=callbacks)
-        return time.perf_counter() - start
+        result = tilegrad.tune(model, db=self.db(name), opt_level=opt_level, budget=self.budget_s,
+                               callbacks=callbacks)
+        return time.perf_counter() - start, result.estimated_latency(False), result.estimated_latency(True)
 
 
 def _export(module, args) -> bytes:
@@ -278,9 +283,10 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)[0]
     builds = {level: _compiled(model, level, feeds, want) for level in opt_levels}
-    tuned, tune_s = {}, {}
+    tuned, tune_s, estimates = {}, {}, {}
     for level in opt_levels if tuning else ():
-        tune_s[level] = tuning.tune(name, model, level)
+        tune_s[level], untuned_estimate, tuned_estimate = tuning.tune(name, model, level)
+        estimates[level] = (untuned_estimate, tuned_estimate)
         tuned[level] = _compiled(model, level, feeds, want, db=tuning.db(name))
     torch.set_num_threads(THREADS)
     compiled = _torch_compiled(module, args) if torch_compile else {}
@@ -313,7 +319,10 @@ def measure(name: str, rounds: int, repeats: int, opt_levels=(2,), torch_compile
         rows.append({"model": name, "opt_level": level, "cpu": target.model, "isa": target.isa,
                      "tilegrad_ms": untuned_ms, "untuned_ms": untuned_ms,
                      "tuned_ms": statistics.median(times[f"tuned{level}"]) * 1e3 if level in tuned else None,
-                     "tune_s": tune_s.get(level), "tuned_max_rel_error": tuned[level][2] if level in tuned else None,
+                     "tune_s": tune_s.get(level),
+                     "estimate_untuned_ms": estimates[level][0] * 1e3 if level in tuned else None,
+                     "estimate_tuned_ms": estimates[level][1] * 1e3 if level in tuned else None,
+                     "tuned_max_rel_error": tuned[level][2] if level in tuned else None,
                      "onnxruntime_ms": statistics.median(times["onnxruntime"]) * 1e3,
                      "torch_ms": statistics.median(times["torch"]) * 1e3,
                      **{f"torch_compile_{key}_ms": statistics.median(times[f"torch_compile_{key}"]) * 1e3
@@ -357,17 +366,19 @@ def main(argv=None) -> int:
     if args.json:
         keys = ("model", "opt_level", "cpu", "isa", "tilegrad_ms", "untuned_ms", "tuned_ms", "onnxruntime_ms",
                 "torch_ms", "torch_compile_inductor_ms", "torch_compile_tilegrad_ms", "kernels", "peak_bytes",
-                "intermediate_bytes", "tune_s", "tuned_max_rel_error")
+                "intermediate_bytes", "tune_s", "estimate_untuned_ms", "estimate_tuned_ms", "tuned_max_rel_error")
         print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=1))
         return 0
     tuned_note = f"; tuned ms: after {tuning.budget_s:g} s of tuning per opt level" if tuning else ""
     print(f"threads: {THREADS}; CPU: {rows[0]['cpu']} ({rows[0]['isa']}); tilegrad ms: untuned (default "
           f"schedules){tuned_note}; latency ratios are peer time / tilegrad time")
-    tuned_head = f"{'tuned ms':>9}{'tuned vs ORT':>13}" if tuning else ""
+    tuned_head = f"{'tuned ms':>9}{'tuned vs ORT':>13}{'est/meas':>9}{'tuned est/meas':>15}{'tune s':>7}" if tuning else ""
     print(f"{'model':<14}{'opt':>4}{'tilegrad ms':>12}{'ORT ms':>9}{'torch ms':>9}{'vs ORT':>8}{'vs torch':>9}"
           f"{'kernels':>8}{'peak MiB':>9}{'interm MiB':>11}{'compile s':>10}{'rel err':>9}{tuned_head}")
     for r in rows:
-        tuned = f"{r['tuned_ms']:>9.2f}{r['onnxruntime_ms'] / r['tuned_ms']:>12.2f}x" if tuning else ""
+        tuned = (f"{r['tuned_ms']:>9.2f}{r['onnxruntime_ms'] / r['tuned_ms']:>12.2f}x"
+                 f"{r['estimate_untuned_ms'] / r['untuned_ms']:>9.2f}{r['estimate_tuned_ms'] / r['tuned_ms']:>15.2f}"
+                 f"{r['tune_s']:>7.0f}" if tuning else "")
         print(f"{r['model']:<14}{r['opt_level']:>4}{r['tilegrad_ms']:>12.2f}{r['onnxruntime_ms']:>9.2f}"
               f"{r['torch_ms']:>9.2f}{r['onnxruntime_ms'] / r['tilegrad_ms']:>7.2f}x"
               f"{r['torch_ms'] / r['tilegrad_ms']:>8.2f}x{r['kernels']:>8}{r['peak_bytes'] / 2**20:>9.1f}"

@@ -24,7 +24,7 @@ from tilegrad.tune.callbacks import default_callbacks
 from tilegrad.tune.confirm import confirm_best, retime
 from tilegrad.tune.measure import MeasureInput, MeasureResult
 from tilegrad.tune.model import model_graph
-from tilegrad.tune.records import Database, Record
+from tilegrad.tune.records import Database, Record, RecordsFromAnotherMachine, machine_class, machine_fingerprint
 from tilegrad.tune.search import register_policy
 from tilegrad.tune.search.evolutionary import EvolutionaryPolicy
 from tilegrad.tune.search.policy import POLICIES
@@ -419,3 +419,52 @@ def test_the_final_confirmation_begins_no_task_past_its_deadline(model, tmp_path
     assert timings.now == 0.0
     confirmed = confirm_best(tasks, db, timings, deadline=1.0, clock=timings.clock)
     assert len(confirmed) == 1 and timings.now > 1.0  # the heaviest task, begun before the deadline
+
+
+def _kin_fingerprint() -> str:
+    """The fingerprint of another CPU model with 4 threads, of this machine's class (same ISA and flags)."""
+    own = machine_fingerprint()
+    other = "Another CPU" + own[own.index(";"):own.rindex(";")] + "; 4 threads"
+    assert other != own and machine_class(other) == machine_class(own) is not None
+    return other
+
+
+def test_records_of_another_machine_of_this_class_start_the_tuning_and_build_the_model(model, tmp_path):
+    tasks = extract_tasks(model_graph(str(model)))
+    db = tmp_path / "tune.db"
+    elsewhere = _ClockedTimings(each_s=0.01)
+    elsewhere.fingerprint = _kin_fingerprint()
+    tune_tasks(tasks, db, SMALL, TuneOptions(trials=12, confirm=0), measurer=elsewhere, callbacks=QUIET)
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype("float32")
+    with pytest.warns(RecordsFromAnotherMachine, match="Another CPU"):
+        tuned = tilegrad.compile(str(model), db=db)
+    np.testing.assert_allclose(tuned(x), tilegrad.compile(str(model))(x), rtol=1e-4, atol=1e-5)
+
+    class _Seen(Callback):
+        def started(self, run):
+            self.rows = [len(st.x) for st in run.states]
+            self.priors = [len(st.prior) for st in run.states]
+
+    seen = _Seen()
+    with pytest.warns(RecordsFromAnotherMachine, match="the cost model trains on them"):
+        tune_tasks(tasks, db, SMALL, TuneOptions(trials=6, confirm=0), callbacks=[*QUIET, seen])
+    assert all(p > 0 for p in seen.priors) and sum(seen.rows) > len(tasks)  # more rows than the defaults timed here
+    with Database(db) as database:
+        assert database.count() >= len(tasks) + 6  # the defaults and the new candidates, timed on this machine
+        assert database.kin() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordsFromAnotherMachine)
+        tilegrad.compile(str(model), db=db)  # now this machine's own records
+
+
+def test_records_of_a_machine_of_another_class_are_not_used(model, tmp_path):
+    tasks = extract_tasks(model_graph(str(model)))
+    db = tmp_path / "tune.db"
+    elsewhere = _ClockedTimings(each_s=0.01)
+    elsewhere.fingerprint = machine_fingerprint().replace("; isa ", "; isa 0").replace("; cflags ", "; cflags 0")
+    tune_tasks(tasks, db, SMALL, TuneOptions(trials=12, confirm=0), measurer=elsewhere, callbacks=QUIET)
+    with Database(db) as database:
+        assert database.kin() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordsFromAnotherMachine)
+        tilegrad.compile(str(model), db=db)

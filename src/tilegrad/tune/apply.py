@@ -13,18 +13,27 @@ from ..ir.graph import Node
 from ..schedule.schedule import apply_trace
 from ..schedule.trace import Trace
 from ..te.tensor import Tensor
-from .records import Database
+from .records import Database, RecordsFromAnotherMachine
 from .task import workload_key
 
 
 class BestRecords:
     """A schedule chooser for `executor.compile_graph` (or `cuda_executor.compile_graph`) over a records database:
-    the records of this machine, or of the target `fingerprint` names (`records.target_fingerprint`)."""
+    the records of this machine, or of the target `fingerprint` names (`records.target_fingerprint`). Where the
+    database holds none of this machine's but some of another of its class (same ISA and compiler flags), those
+    are used, with a `RecordsFromAnotherMachine` warning."""
 
     def __init__(self, path: str | Path, *, fingerprint: str | None = None):
         if not Path(path).is_file():
             raise TilegradError(f"no tuning records database at {path}")
         self.db = Database(path, fingerprint=fingerprint)
+        kin = self.db.kin()
+        if kin is not None:
+            warnings.warn(RecordsFromAnotherMachine(
+                f"{path} holds no records of this machine ({self.db.fingerprint}); using those of {kin}, which has "
+                "the same instruction set and compiler flags. `tilegrad tune` here resumes from them and fits "
+                "this machine"), stacklevel=3)
+            self.db.fingerprint = kin
         self.applied = 0
 
     def latency(self, task_key: str) -> float | None:

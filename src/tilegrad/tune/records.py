@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import sqlite3
 import statistics
 import time
@@ -117,6 +118,17 @@ def machine_fingerprint(cfg: Config | None = None) -> str:
     return f"{machine.model}; isa {_digest(' '.join(sorted(machine.flags)))}; {cc}; cflags {_digest(' '.join(cfg.compile_flags))}; {cfg.num_threads} threads"
 
 
+def machine_class(fingerprint: str) -> str | None:
+    """The ISA and compiler flags a CPU fingerprint names: machines of one class build the same code from a
+    schedule, so one's records are a good start on another (None for a GPU's fingerprint)."""
+    found = re.search(r"; (isa \w+); .*; (cflags \w+); ", fingerprint)
+    return f"{found[1]}; {found[2]}" if found else None
+
+
+class RecordsFromAnotherMachine(UserWarning):
+    """The records used were measured on another machine of this one's class (`machine_class`)."""
+
+
 def target_fingerprint(target: Target | None, cfg: Config | None = None) -> str:
     """The fingerprint of timings on `target` (None: this CPU), as its backend names it: this machine's
     (`machine_fingerprint`) for the CPU, and for a GPU its model, architecture and NVRTC version, so that CPU and
@@ -192,6 +204,15 @@ class Database:
         """How many records (valid or not) `task_key` has on this machine (or `fingerprint`)."""
         where, args = self._filter(task_key, fingerprint)
         return self._conn.execute(f"SELECT COUNT(*) FROM records {where}", args).fetchone()[0]
+
+    def kin(self) -> str | None:
+        """When this machine has no records here: the fingerprint of the machine of its class (`machine_class`)
+        with the most records, if any."""
+        own_class = machine_class(self.fingerprint)
+        if own_class is None or self.count() > 0:
+            return None
+        counts = self._conn.execute("SELECT fingerprint, COUNT(*) FROM records GROUP BY fingerprint ORDER BY 2 DESC")
+        return next((fp for fp, _ in counts if machine_class(fp) == own_class), None)
 
     def __len__(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]

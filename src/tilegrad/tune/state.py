@@ -31,6 +31,7 @@ class TaskState:
         self.default_s = math.inf
         self.default_timed = False  # whether the database holds a timing of the default schedule
         self.trials = 0
+        self.prior: list[Candidate] = []  # the fastest first on a machine of this one's class, never timed here
         self.timing_s = 0.0  # the mean wall time of timing one working candidate (warm-up and calibration included)
         self._timed = 0
 
@@ -53,8 +54,22 @@ class TaskState:
         return min(scored, key=lambda sc: sc[0]) if scored else (math.inf, None)
 
     def best(self, k: int) -> list[Candidate]:
+        """The `k` fastest candidates measured, best first; then, to make up `k`, the fastest on another machine of
+        this one's class (`prior`) that are not measured here yet."""
         ok = [(s, c) for c, s in self.measured.items() if math.isfinite(s)]
-        return [c for _, c in sorted(ok)[:k]]
+        fastest = [c for _, c in sorted(ok)[:k]]
+        return fastest + [c for c in self.prior if c not in self.measured][:k - len(fastest)]
+
+    def learn(self, cands: list[Candidate], latencies: list[float]) -> None:
+        """Rows for the cost model from another machine of this one's class: trained on, never counted as
+        measured here; the fastest working ones become `prior`, the search's first seeds."""
+        if not cands:
+            return
+        for c, f, s in zip(cands, self.space.features(cands), latencies):
+            self.x.append(f)
+            self.latency.append(s)
+        ranked = sorted((s, i) for i, s in enumerate(latencies) if math.isfinite(s))
+        self.prior = list(dict.fromkeys(cands[i] for _, i in ranked))
 
     def note_timing(self, wall_s: float) -> None:
         """A working candidate took `wall_s` to time: what each re-timing of the confirmation will cost."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from .callbacks import Callback, default_callbacks
 from .confirm import confirm_best, confirmed_origin, median_latency, records_fingerprint, retime
 from .cost_model import CostModel, make_cost_model
 from .measure import MeasureInput, Measurer, MeasureResult
-from .records import CONFIRMED, Database, Record
+from .records import CONFIRMED, Database, Record, RecordsFromAnotherMachine
 from .results import TuneResult
 from .search import SearchPolicy, make_policy
 from .search.policy import task_space
@@ -64,6 +65,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
         with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:  # the measuring machine's
             run = TuningRun(options, policy, model, database, states, callbacks, clock, start, outside_s)
             _resume(states, database, options.from_defaults)
+            _transfer(states, database)
             _measure_defaults(states, measurer, run.commit, options.from_defaults)
             for st in states:
                 measurer.limit_by_default(st.task, st.default_s)
@@ -176,6 +178,26 @@ def _resume(states: list[TaskState], database: Database, from_defaults: bool) ->
             cands.append(c)
             lats.append(rec.latency)
         st.observe(cands, lats)
+
+
+def _transfer(states: list[TaskState], database: Database) -> None:
+    """Where the database holds no records of this machine but some of another of its class (`Database.kin`):
+    the cost model trains on those first, and their fastest seed the searches; every candidate is timed here."""
+    kin = database.kin()
+    if kin is None:
+        return
+    warnings.warn(RecordsFromAnotherMachine(
+        f"{database.path} holds no records of this machine ({database.fingerprint}); tuning starts from those of "
+        f"{kin}, which has the same instruction set and compiler flags: the cost model trains on them and their "
+        "fastest seed the search, and every candidate is timed again here"), stacklevel=3)
+    for st in states:
+        cands, lats = [], []
+        for rec in database.records(st.task.key, fingerprint=kin):
+            c = st.space.from_origin(rec.origin)
+            if c is not None and json.loads(rec.origin)["policy"] != CONFIRMED:
+                cands.append(c)
+                lats.append(rec.latency)
+        st.learn(cands, lats)
 
 
 def _measure_defaults(states: list[TaskState], measurer: Measurer, commit: Callable[[Record], None],
