@@ -20,7 +20,7 @@ from tilegrad.runtime import (
 )
 from tilegrad.runtime.interference import lost_seconds
 from tilegrad.runtime.kernel import placements
-from tilegrad.runtime.timing import cold_harness, harness, harness_library, measure
+from tilegrad.runtime.timing import cold_harness, harness, harness_library, measure, spread
 
 from .timing_worker import time_in_subprocess
 
@@ -63,7 +63,7 @@ QUICK = dict(repeats=3, min_repeat_s=0.001)
 def test_time_kernel_gives_positive_finite_costs():
     kernel = Kernel(build(ADD), "tg_add", ADD_PARAMS)
     result = time_kernel(kernel, random_arguments(ADD_PARAMS, np.random.default_rng(0)), **QUICK)
-    assert result.ok and len(result.costs) == 3
+    assert result.ok and len(result.costs) in (3, 6)
     assert all(0 < c < math.inf for c in result.costs)
     assert result.min <= result.median
 
@@ -88,7 +88,7 @@ def test_error_results_sort_last():
 def test_subprocess_times_a_good_kernel():
     result = time_in_subprocess(build(ADD), "tg_add", ADD_PARAMS, **QUICK)
     assert result.ok, result.error
-    assert len(result.costs) == 3 and all(0 < c < math.inf for c in result.costs)
+    assert len(result.costs) in (3, 6) and all(0 < c < math.inf for c in result.costs)
 
 
 def test_subprocess_survives_a_crashing_kernel():
@@ -132,7 +132,7 @@ def test_measure_cycles_the_repeats_over_placements():
     args = [kernel.pack(arrays) for arrays in placed]
     tg_time = harness(harness_library(kernel.cfg))
     costs = measure(tg_time, kernel.function_address, args, kernel.num_threads, 1, 4, 0.001)
-    assert len(costs) == 4 and all(0 < c < math.inf for c in costs)
+    assert len(costs) in (4, 8) and all(0 < c < math.inf for c in costs)  # 8 where the 4 spread too far
     for arrays in placed:  # every placement ran the kernel
         np.testing.assert_allclose(arrays[2], arrays[0] + arrays[1])
 
@@ -179,6 +179,18 @@ def test_a_kernel_slower_than_the_abandon_bar_is_timed_once():
 
 def _quiet() -> float:
     return 0.0
+
+
+def test_repeats_far_apart_are_doubled_in_number_so_one_outlier_is_not_the_median():
+    timings = iter([0.01, 0.01, 0.01, 0.01, 0.03, 0.01, 0.01, 0.01])  # warm-up, first call, then the repeats
+
+    def tg_time(fn, args, number, num_threads):
+        return next(timings)
+
+    costs = measure(tg_time, 0, [None], 1, 1, 3, 0.001, lost=_quiet)
+    assert costs == (0.01, 0.01, 0.03, 0.01, 0.01, 0.01) and spread(costs) == pytest.approx(2.0)
+    steady = measure(lambda *a: 0.01, 0, [None], 1, 1, 3, 0.001, lost=_quiet)
+    assert steady == (0.01, 0.01, 0.01) and spread(steady) == 0.0
 
 
 class _Neighbour:

@@ -20,7 +20,7 @@ from tilegrad.errors import TilegradError
 from tilegrad.executor import compile_graph
 from tilegrad.schedule.trace import Trace
 from tilegrad.tune.apply import BestRecords
-from tilegrad.tune.callbacks import default_callbacks
+from tilegrad.tune.callbacks import TimingNoiseWarning, WarnNoisyTimings, default_callbacks
 from tilegrad.tune.confirm import confirm_best, retime
 from tilegrad.tune.measure import MeasureInput, MeasureResult
 from tilegrad.tune.model import model_graph
@@ -468,3 +468,17 @@ def test_records_of_a_machine_of_another_class_are_not_used(model, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RecordsFromAnotherMachine)
         tilegrad.compile(str(model), db=db)
+
+
+def test_a_run_whose_timings_are_noisy_warns_once():
+    watch = WarnNoisyTimings(fraction=0.25, after=8)
+    quiet, noisy = MeasureResult((1e-3,) * 3), MeasureResult((1e-3, 2e-3, 1e-3), noisy=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimingNoiseWarning)
+        watch.measured(None, None, [], [quiet] * 6 + [noisy] * 2)  # 2 of 8: not more than a quarter
+        watch.measured(None, None, [], [MeasureResult((), "run", "crashed")] * 8)  # failures are not timings
+    with pytest.warns(TimingNoiseWarning, match="3 of 9 timings were noisy"):
+        watch.measured(None, None, [], [noisy])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimingNoiseWarning)
+        watch.measured(None, None, [], [noisy] * 8)  # once only

@@ -98,6 +98,8 @@ TimeFn = Callable[[int, ctypes.Array, int, int], float]
 # A timed repeat whose threads spent more than this fraction of their time ready but not running is taken again: the
 # figures it would add are another process's (in the tuner, mostly its own BLAS pool spinning after a matmul).
 MAX_LOST_FRACTION = 0.05
+# Repeats further apart than this (of their median) are doubled; still that far apart, the timing is noisy.
+MAX_SPREAD = 0.25
 # A cold call (code and data not yet in cache, the thread pool asleep) may take this many times a warm one before its
 # figure alone abandons a kernel.
 COLD_ALLOWANCE = 2.0
@@ -188,7 +190,8 @@ def measure(
     A repeat during which the kernel's threads lost more than MAX_LOST_FRACTION of their time to others (`lost`, a
     clock of seconds lost: see `interference.py`) is run again on the same placement, 2 x `repeats` times at most
     per measurement (a BLAS pool spins for ~0.1 s); after that a disturbed repeat counts as it is. A disturbed
-    first call is timed again before it can abandon the kernel.
+    first call is timed again before it can abandon the kernel. Repeats whose `spread` exceeds MAX_SPREAD are
+    doubled in number, so that one far-off repeat does not become the median.
     """
     _check_budget(warmup, repeats, min_repeat_s)
     placed = [args] if isinstance(args, ctypes.Array) else list(args)
@@ -216,7 +219,8 @@ def measure(
         per_call = tg_time(fn, first, number, num_threads)
     costs: list[float] = []
     retries = 2 * repeats
-    while len(costs) < repeats:
+    wanted = repeats
+    while len(costs) < wanted:
         here = placed[len(costs) % len(placed)]
         if len(placed) > 1:
             tg_time(fn, here, 1, num_threads)
@@ -225,7 +229,14 @@ def measure(
             retries -= 1
         else:
             costs.append(cost)
+        if len(costs) == wanted == repeats > 1 and spread(costs) > MAX_SPREAD:
+            wanted = 2 * repeats  # repeats this far apart: twice as many, so that the median is not one of them
     return tuple(costs)
+
+
+def spread(costs: Sequence[float]) -> float:
+    """How far apart repeats are: (slowest - fastest) / median."""
+    return (max(costs) - min(costs)) / statistics.median(costs) if costs else 0.0
 
 
 def _check_budget(warmup: int, repeats: int, min_repeat_s: float) -> None:

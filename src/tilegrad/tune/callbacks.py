@@ -7,10 +7,12 @@ a benchmark or a remote service adds its own (say, streaming each record elsewhe
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..runtime.timing import MAX_SPREAD
 from .cost_model.model import throughput_of
 from .tuning_run import Callback
 
@@ -66,9 +68,35 @@ class ShowProgress(Callback):
             self._bar.close()
 
 
+class TimingNoiseWarning(UserWarning):
+    """Many of a tuning run's timings were noisy: the records may rank candidates by the machine's load."""
+
+
+class WarnNoisyTimings(Callback):
+    """Warns once when, over at least `after` timings, more than `fraction` were noisy (`MeasureResult.noisy`: their
+    repeats far apart even when doubled): another process is busy, and the run had better be stopped."""
+
+    def __init__(self, fraction: float = 0.25, after: int = 32):
+        self.fraction, self.after = fraction, after
+        self.timed = self.noisy = 0
+        self.warned = False
+
+    def measured(self, run: TuningRun, st: TaskState, batch: list[Candidate], results: list[MeasureResult]) -> None:
+        ok = [r for r in results if r.valid and not r.abandoned]
+        self.timed += len(ok)
+        self.noisy += sum(r.noisy for r in ok)
+        if not self.warned and self.timed >= self.after and self.noisy > self.fraction * self.timed:
+            self.warned = True
+            warnings.warn(TimingNoiseWarning(
+                f"{self.noisy} of {self.timed} timings were noisy (repeats more than {MAX_SPREAD:.0%} apart): "
+                "another process is using the cores, and the records may rank candidates by its load. Tune on "
+                "an idle machine; compile(db=) keeps the untuned model if the tuned one runs slower"), stacklevel=2)
+
+
 def default_callbacks(progress: bool = True) -> list[Callback]:
-    """Records to the database, the cost model retrained after each round, and (with `progress`) a progress bar."""
-    return [CommitRecords(), UpdateCostModel(), *([ShowProgress()] if progress else [])]
+    """Records to the database, the cost model retrained after each round, a warning when the timings are noisy,
+    and (with `progress`) a progress bar."""
+    return [CommitRecords(), UpdateCostModel(), WarnNoisyTimings(), *([ShowProgress()] if progress else [])]
 
 
 def retrain(model, states: list[TaskState]) -> None:

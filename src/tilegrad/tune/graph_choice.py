@@ -81,12 +81,17 @@ class Untuned:
     what its compile and call cost, from which the time the confirmation will take is foretold."""
 
     module: Module
-    compile_s: float
+    compile_s: float  # with its libraries in the build cache, as they usually are: the passes and the code
     latency_s: float
 
-    def confirmation_s(self) -> float:
-        """About how long `confirm_graph` takes with this baseline: two more compiles and ROUNDS rounds."""
-        return 2 * self.compile_s + ROUNDS * 3 * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
+    def confirmation_s(self, build_s: float) -> float:
+        """About how long `confirm_graph` takes with this baseline: two more compiles, one of them building every
+        kernel anew (`build_s` each: the kernels share a few C files, and one retuned kernel rebuilds its file),
+        and ROUNDS rounds of the three modules. The rebuild is foretold from the start, not once a kernel is
+        retuned: else the search runs on until the forecast jumps past the deadline and leaves nothing for the
+        final confirmation."""
+        rebuild_s = len(self.module.spec.kernels) * build_s
+        return 2 * self.compile_s + rebuild_s + ROUNDS * 3 * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
 
 
 def compile_untuned(imported: Graph, **passes) -> Untuned:

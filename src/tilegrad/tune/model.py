@@ -23,7 +23,7 @@ from .search import SearchPolicy
 from .search.policy import make_policy
 from .task import Task, extract_tasks
 from .tuner import tune_tasks
-from .tuning_run import Callback, TuneOptions
+from .tuning_run import Callback, TuneOptions, TuningRun
 
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -62,7 +62,12 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
              if algorithms or fusion_plans else extract_tasks(optimize(imported, opt_level)[0]))
     timed_here = measurer is None or measurer.fingerprint in (None, machine_fingerprint())
     untuned = compile_untuned(imported, opt_level=opt_level) if (algorithms or fusion_plans) and timed_here else None
-    outside_s = time.monotonic() - started + (untuned.confirmation_s() if untuned is not None else 0.0)
+    spent = time.monotonic() - started
+
+    def outside_s(run: TuningRun) -> float:  # what the search leaves to this function: its start, and the end
+        after = untuned.confirmation_s(run.build_s) if untuned is not None else 0.0
+        return spent + after
+
     result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
                         callbacks=[*default_callbacks(progress), *callbacks], outside_s=outside_s)
     if untuned is not None and result.trials:

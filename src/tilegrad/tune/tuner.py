@@ -41,13 +41,15 @@ from .tuning_run import TuneOptions, TuningRun
 def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy = "gradient",
                options: TuneOptions | None = None, *, cost_model: str | CostModel | None = None,
                measurer: Measurer | None = None, callbacks: Sequence[Callback] | None = None,
-               clock: Callable[[], float] = time.monotonic, outside_s: float = 0.0) -> TuneResult:
+               clock: Callable[[], float] = time.monotonic,
+               outside_s: float | Callable[[TuningRun], float] = 0.0) -> TuneResult:
     """Tune `tasks` into the records database `db` with `policy` (a registered name, "gradient" for Felix or
     "evolutionary" for Ansor, or an instance with its own settings) and the cost model it names unless
     `cost_model` is given. `callbacks` default to `default_callbacks()`. `clock` gives the seconds that the budget
     and the history count: a benchmark running two tunings by turns passes one that stands still while the other
     runs. The budget covers the final confirmation and `outside_s`, seconds the caller spends on the tuning
-    outside this call: the search stops early enough for both (`TuningRun.confirmation_s`)."""
+    outside this call (or a function of the run that foretells them): the search stops early enough for both
+    (`TuningRun.confirmation_s`, `TuningRun.deadline`)."""
     options = options or TuneOptions()
     if options.trials is None and options.budget is None:
         raise TilegradError("give trials= (candidates to measure) or budget= (seconds), or both")
@@ -63,7 +65,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
     run: TuningRun | None = None
     try:
         with Database(db, fingerprint=records_fingerprint(measurer, tasks)) as database:  # the measuring machine's
-            run = TuningRun(options, policy, model, database, states, callbacks, clock, start, outside_s)
+            outside = outside_s if callable(outside_s) else (lambda run, spent=outside_s: spent)
+            run = TuningRun(options, policy, model, database, states, callbacks, clock, start, outside)
             _resume(states, database, options.from_defaults)
             _transfer(states, database)
             _measure_defaults(states, measurer, run.commit, options.from_defaults)
@@ -92,6 +95,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
                     run.rechecks += _challenge(st, batch, results, measurer, run.commit, policy.name,
                                                options.recheck)
                 for r in results:
+                    run.note_build(r.build_s)
                     if r.valid and not r.abandoned:
                         st.note_timing(r.run_s)
                 st.observe(batch, [r.latency for r in results])

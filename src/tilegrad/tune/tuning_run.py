@@ -59,13 +59,15 @@ class TuningRun:
     callbacks: Sequence[Callback]
     clock: Callable[[], float]
     start: float
-    outside_s: float = 0.0
+    outside: Callable[[TuningRun], float] = lambda run: 0.0
     """Seconds of the budget spent outside the search loop: before it (the import, the variant graphs) and, as
-    foretold, after it (the whole-graph confirmation)."""
+    foretold from the run so far, after it (the whole-graph confirmation)."""
     done: int = 0  # candidates measured in this run
     rechecks: int = 0
     history: list[tuple[float, int, float]] = dataclasses.field(default_factory=list)
     incumbents: list[tuple[float, int, str, str]] = dataclasses.field(default_factory=list)
+    build_s: float = 0.0  # the mean seconds a candidate's build took (those built, not found built)
+    built: int = 0
     confirmed: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     """Per task key, the (default, best) latencies of the final confirmation, once it ran."""
 
@@ -83,7 +85,13 @@ class TuningRun:
 
     def deadline(self) -> float | None:
         """When, on `clock`, the budget's search and final confirmation must end; None without a budget."""
-        return None if self.options.budget is None else self.start + self.options.budget - self.outside_s
+        return None if self.options.budget is None else self.start + self.options.budget - self.outside(self)
+
+    def note_build(self, build_s: float) -> None:
+        if build_s > 0:
+            self.built += 1
+            self.build_s += (build_s - self.build_s) / self.built
+
 
     def commit(self, rec: Record) -> None:
         for cb in self.callbacks:

@@ -15,6 +15,7 @@ from tilegrad.te import expr as E
 from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureResult
 from tilegrad.tune.measure.result import Built
 from tilegrad.tune.measure.builder import _WithoutWeights
+from tilegrad.runtime.timing import MAX_SPREAD, spread
 from tilegrad.tune.measure.runner import cold_parameters, run_each
 from tilegrad.tune.task import extract_tasks
 
@@ -86,7 +87,8 @@ def test_valid_candidates_give_costs(measurer, task):
     results = measurer.measure([MeasureInput(task, tr) for tr in traces])
     for r in results:
         assert r.valid, r.error
-        assert len(r.costs) == REPEATS and all(0 < c < 1 for c in r.costs)
+        assert len(r.costs) in (REPEATS, 2 * REPEATS) and all(0 < c < 1 for c in r.costs)  # doubled if far apart
+        assert r.noisy == (spread(r.costs) > MAX_SPREAD)
         assert r.checked and r.build_s > 0 and r.run_s > 0
         assert r.latency == statistics.median(r.costs)
 
@@ -125,17 +127,17 @@ def test_a_task_limited_by_its_default_times_out_sooner(measurer, task):
 def test_a_candidate_far_slower_than_the_default_is_abandoned_after_one_warm_call(measurer, cfg):
     fresh = matmul_task(48, 24, 16)
     slow = MeasureInput(fresh, fresh.default_trace(), source_override=SLOW)
-    assert len(measurer.measure([slow])[0].costs) == REPEATS  # nothing faster known yet: timed in full
+    assert len(measurer.measure([slow])[0].costs) in (REPEATS, 2 * REPEATS)  # nothing faster known yet: timed in full
     measurer.limit_by_default(fresh, 1e-4)
     default, late = measurer.measure([MeasureInput(fresh, fresh.default_trace()), slow])
-    assert default.valid and not default.abandoned and len(default.costs) == REPEATS
+    assert default.valid and not default.abandoned and len(default.costs) in (REPEATS, 2 * REPEATS)
     assert late.valid and late.abandoned and len(late.costs) == 1 and late.latency > 4e-3
     measurer.limit_by_default(fresh, 0.1)  # a new tuning run forgets the fast default of the last
     assert not measurer.measure([slow])[0].abandoned
     with Measurer(builders=1, repeats=REPEATS, min_repeat_s=0.001, abandon_slower_than=None, cfg=cfg) as patient:
         patient.limit_by_default(fresh, 1e-4)
         timed = patient.measure([slow])[0]
-    assert not timed.abandoned and len(timed.costs) == REPEATS
+    assert not timed.abandoned and len(timed.costs) in (REPEATS, 2 * REPEATS)
     with pytest.raises(ValueError, match="abandon_slower_than"):
         Measurer(abandon_slower_than=1.0, cfg=cfg)
 
@@ -263,7 +265,8 @@ def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_t
     assert cold_parameters(task, "none") == []
     latency = {}
     for cold in ("none", "weights"):
-        with Measurer(builders=1, repeats=5, min_repeat_s=0.002, check_fraction=1.0, cold=cold, cfg=cfg) as m:
+        with Measurer(builders=1, repeats=5, min_repeat_s=0.002, check_fraction=1.0, cold=cold, num_threads=1,
+                      cfg=cfg) as m:  # one thread: a busy neighbour core (another test) does not stall it
             r = m.measure_one(task, task.default_trace())
         assert r.valid, r.detail
         latency[cold] = statistics.median(r.costs)

@@ -47,6 +47,7 @@ class MeasureResult:
     run_s: float = 0.0
     checked: bool = False  # the outputs were compared with the reference
     abandoned: bool = False  # timed once only, being far slower than the task's fastest (one cost)
+    noisy: bool = False  # its repeats spread more than timing.MAX_SPREAD of their median, even doubled in number
 
     @property
     def valid(self) -> bool:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ...config import Config
 from ...dtype import is_float
-from ...runtime.timing import harness_library
+from ...runtime.timing import MAX_SPREAD, harness_library, spread
 from ...runtime.worker import Worker
 from ..task import Task
 from .result import KERNEL_NAME, Built, MeasureInput, MeasureResult
@@ -166,7 +166,8 @@ class LocalRunner:
         abandoned = len(costs) < self.repeats
         if not abandoned:
             self._note_fastest(inp.task, statistics.median(costs))
-        return MeasureResult(costs, None, None, build_s, reply.wall_s, checked=check, abandoned=abandoned)
+        return MeasureResult(costs, None, None, build_s, reply.wall_s, checked=check, abandoned=abandoned,
+                             noisy=spread(costs) > MAX_SPREAD)
 
     def run_all(self, jobs: Sequence[tuple[MeasureInput, Built, bool]],
                 on_result: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult]:
