@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,8 @@ def measure(
     abandon_above_s: float | None = None,
     lost: Callable[[], float] = lost_seconds,
 ) -> tuple[float, ...]:
-    """Warm up, calibrate the calls per repeat, then return seconds per call for each repeat.
+    """Warm up, calibrate the calls per repeat (so that a repeat's wall time, a cold harness's evictions included,
+    reaches `min_repeat_s`), then return seconds per call for each repeat.
 
     `args` may be several argument arrays (the same buffers at different placements): repeat i then runs on
     `args[i % len(args)]`, after one untimed call that brings that placement into cache. When the first warm call
@@ -213,10 +215,13 @@ def measure(
             per_call, _ = timed(first, number)
         if per_call > abandon_above_s:
             return (per_call,)
-    while per_call * number < min_repeat_s:
-        wanted = math.ceil(1.2 * min_repeat_s / max(per_call, 1e-9))
+    wall_per_call = per_call  # what a call costs the caller: a cold harness's evictions too
+    while wall_per_call * number < min_repeat_s:
+        wanted = math.ceil(1.2 * min_repeat_s / max(wall_per_call, 1e-9))
         number = min(number * 100, max(number * 2, wanted))
+        started = time.perf_counter()
         per_call = tg_time(fn, first, number, num_threads)
+        wall_per_call = max(per_call, (time.perf_counter() - started) / number)
     costs: list[float] = []
     retries = 2 * repeats
     wanted = repeats
