@@ -118,3 +118,12 @@ def test_an_interrupted_run_leaves_a_page(tmp_path):
                       algorithms=False, progress=False, callbacks=[report, _Interrupt()])
     (row,) = _rows_of(_assert_page(tmp_path / "report"))
     assert row[-1] == "4"  # the one round measured before the interruption
+
+
+def test_the_page_shows_the_whole_models_measured_against_the_estimates(tmp_path):
+    rows = [TaskRow("matmul[64x64]", 2, 2_000_000, 40_000, untuned_s=0.004, tuned_s=0.002, trials=6)]
+    summary = RunSummary("tiny.onnx", "gradient", "60 s", "2026-12-02 08:00 UTC", [(1.0, 0, 0.008)],
+                         measured={"untuned": 0.0100, "default": 0.0050}, chosen="default")
+    page = write_report(tmp_path, summary, rows, Peaks()).read_text()
+    assert "untuned 10.000, default 5.000 (ms) -&gt; default built by compile(db=)" in page
+    assert "estimate / measured (untuned)</th><td>0.80" in page and "estimate / measured (default)</th><td>0.80" in page

@@ -74,6 +74,8 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
         deadline = None if options.budget is None else started + options.budget
         result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans, untuned=untuned,
                                      deadline=deadline)
+        for cb in callbacks:
+            cb.graph_confirmed(result.graph)
     return result
 
 

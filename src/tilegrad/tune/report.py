@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -24,6 +24,7 @@ from ..dtype import itemsize
 from .tuning_run import Callback
 
 if TYPE_CHECKING:
+    from .graph_choice import GraphDecision
     from .results import TaskResult
     from .tuning_run import TuningRun
 
@@ -95,10 +96,14 @@ class RunSummary:
     budget: str
     date: str
     history: Sequence[tuple[float, int, float]]
+    measured: Mapping[str, float] | None = None
+    """Whole models timed after the run (seconds, by label: `graph_choice.GraphDecision.seconds`), if they were."""
+    chosen: str | None = None
 
 
 class WriteReport(Callback):
-    """Writes the report of the run into `directory` when it ends (`write_report`)."""
+    """Writes the report of the run into `directory` when it ends (`write_report`), and again with the whole
+    models' timings once `tilegrad.tune` has them."""
 
     def __init__(self, directory: str | Path, peaks: Peaks, model: str):
         self.directory = Path(directory)
@@ -111,9 +116,14 @@ class WriteReport(Callback):
         self._start = [(run.elapsed(), run.done, run.estimate())]
 
     def finished(self, run: TuningRun) -> None:
-        summary = RunSummary(self.model, run.policy.name, budget_text(run.options.trials, run.options.budget),
-                             self._date, [*self._start, *run.history])
-        write_report(self.directory, summary, [TaskRow.of(r) for r in run.task_results()], self.peaks)
+        self._summary = RunSummary(self.model, run.policy.name, budget_text(run.options.trials, run.options.budget),
+                                   self._date, [*self._start, *run.history])
+        self._rows = [TaskRow.of(r) for r in run.task_results()]
+        write_report(self.directory, self._summary, self._rows, self.peaks)
+
+    def graph_confirmed(self, decision: GraphDecision) -> None:
+        summary = dataclasses.replace(self._summary, measured=decision.seconds, chosen=decision.chosen)
+        write_report(self.directory, summary, self._rows, self.peaks)
 
 
 def budget_text(trials: int | None, budget: float | None) -> str:
@@ -217,6 +227,12 @@ def _page(summary: RunSummary, rows: Sequence[TaskRow], peaks: Peaks) -> str:
     untuned = sum(r.weight * r.untuned_s for r in rows if r.counted)
     tuned = sum(r.weight * r.tuned_s for r in rows if r.counted)
     header.append(("table's estimate", f"untuned {_ms(untuned)}, tuned {_ms(tuned)} (ms)"))
+    if summary.measured:
+        timed = ", ".join(f"{label} {_ms(s)}" for label, s in summary.measured.items())
+        header.append(("whole model measured", f"{timed} (ms) -> {summary.chosen} built by compile(db=)"))
+        for label, estimate in (("untuned", untuned), ("default", tuned)):
+            if label in summary.measured and math.isfinite(estimate):
+                header.append((f"estimate / measured ({label})", f"{estimate / summary.measured[label]:.2f}"))
     lines = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
              f"<title>tilegrad tuning report: {esc(summary.model)}</title>", f"<style>{STYLE}</style></head><body>",
              f"<h1>Tuning report: {esc(summary.model)}</h1>", "<table>"]

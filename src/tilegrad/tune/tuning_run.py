@@ -17,6 +17,7 @@ from .results import TaskResult
 from .task_scheduler import TaskScheduler
 
 if TYPE_CHECKING:
+    from .graph_choice import GraphDecision
     from .cost_model import CostModel
     from .measure import MeasureResult
     from .records import Database, Record
@@ -135,3 +136,6 @@ class Callback:
 
     def finished(self, run: TuningRun) -> None:
         """The run ended, normally or not."""
+
+    def graph_confirmed(self, decision: GraphDecision) -> None:
+        """After the run, `tilegrad.tune` timed whole models (untuned, tuned, the estimate's graph) and chose."""
