@@ -34,6 +34,7 @@ class Config:
     extra_cflags: tuple[str, ...] = ()  # added after `cflags` (and a sanitizer's flags), where cflags replace them
     sanitize: str | None = None  # a key of SANITIZER_FLAGS: build every kernel with that sanitizer
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
+    cache_bytes: int = 4 << 30  # the build cache's bound: least recently used libraries go beyond it
     num_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     # How long an idle OpenMP thread spins before it sleeps, in microseconds (as GOMP_SPINCOUNT, set when the first
     # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT). 0: it sleeps at once. A thread
@@ -70,6 +71,8 @@ def _from_environment() -> Config:
         kwargs["sanitize"] = env["TILEGRAD_SANITIZE"]
     if env.get("TILEGRAD_CACHE_DIR"):
         kwargs["cache_dir"] = Path(env["TILEGRAD_CACHE_DIR"])
+    if env.get("TILEGRAD_CACHE_BYTES"):
+        kwargs["cache_bytes"] = int(env["TILEGRAD_CACHE_BYTES"])
     if env.get("TILEGRAD_NUM_THREADS"):
         kwargs["num_threads"] = int(env["TILEGRAD_NUM_THREADS"])
     if env.get("TILEGRAD_SPIN_US"):

@@ -3,7 +3,8 @@
 A library lives at `cache_dir/<key[:2]>/<key>.so`, where the key hashes the source, the flags and the compiler's
 identity (plus the host CPU when a flag says "native"), so a path always names the same bytes. Builds happen under
 a per-key file lock and finish with an atomic rename, so concurrent builders and killed processes never leave a
-partial library behind. The source is kept next to the library as `<key>.c` for debugging.
+partial library behind. The source is kept next to the library as `<key>.c` for debugging. The cache is kept
+under `Config.cache_bytes`, least recently used entries first (`cache_bound.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .. import config, metrics
 from ..config import Config
 from ..errors import BuildError
 from ..target import host
+from . import cache_bound
 
 _log = logging.getLogger(__name__)
 
@@ -136,6 +138,7 @@ def cached(key: str, cfg: Config, produce, suffix: str = ".so") -> Path:
     library = shard / f"{key}{suffix}"
     if library.exists():
         metrics.bump("build.cache_hit")
+        cache_bound.touch(library)
         return library
     shard.mkdir(parents=True, exist_ok=True)
     with _locked(shard / f"{key}.lock"):
@@ -144,6 +147,7 @@ def cached(key: str, cfg: Config, produce, suffix: str = ".so") -> Path:
             return library
         produce(shard / key, library)
     metrics.bump("build.compiled")
+    cache_bound.note_build(cfg)
     return library
 
 
