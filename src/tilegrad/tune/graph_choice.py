@@ -8,7 +8,7 @@ compiles the estimate's pick and the default graph with the tuned schedules, and
 times them end to end, interleaved, and stores the fastest one's choice in the records database under a digest of
 the imported graph; `chosen_graph` builds that choice when it finds one, and falls back to the estimate otherwise.
 A tuning run whose records make the model slower (timed on a busy machine, say) thus leaves compile(db=) building
-the untuned model: tuning never costs speed.
+the untuned model: a tuned model that timed slower end to end than the untuned one is not installed.
 """
 
 from __future__ import annotations
