@@ -103,6 +103,9 @@ def test_cli_tune_writes_the_report(tmp_path, monkeypatch, capsys):
     assert row[1] == task.name and "matmul+relu" in task.name
     assert row[3] == f"{task.flops / 1e6:.3f}" and task.flops >= 2 * 64**3 and row[-1] == "8"
     assert "mm.onnx" in page and "evolutionary" in page and "8 candidates" in page
+    ort_ms = re.search(r"<th>onnxruntime</th><td>([0-9.]+) ms in the same rounds: compile\(db=\) runs "
+                       r"([0-9.]+)x its speed \(untuned ([0-9.]+)x\)", page)
+    assert ort_ms and float(ort_ms[1]) > 0 and float(ort_ms[2]) > 0 and float(ort_ms[3]) > 0
 
 
 class _Interrupt(Callback):
@@ -127,3 +130,15 @@ def test_the_page_shows_the_whole_models_measured_against_the_estimates(tmp_path
     page = write_report(tmp_path, summary, rows, Peaks()).read_text()
     assert "untuned 10.000, default 5.000 (ms) -&gt; default built by compile(db=)" in page
     assert "estimate / measured (untuned)</th><td>0.80" in page and "estimate / measured (default)</th><td>0.80" in page
+    assert "onnxruntime" not in page
+
+
+def test_the_page_sets_the_model_beside_other_runtimes_timed_in_the_same_rounds(tmp_path):
+    rows = [TaskRow("matmul[64x64]", 2, 2_000_000, 40_000, untuned_s=0.004, tuned_s=0.002, trials=6)]
+    summary = RunSummary("tiny.onnx", "gradient", "60 s", "2026-12-02 08:00 UTC", [(1.0, 0, 0.008)],
+                         measured={"untuned": 0.0100, "default": 0.0050}, chosen="default",
+                         peers={"onnxruntime": (0.0080, ""), "other": (None, "unavailable: not installed")})
+    page = write_report(tmp_path, summary, rows, Peaks()).read_text()
+    assert ("<th>onnxruntime</th><td>8.000 ms in the same rounds: compile(db=) runs 1.60x its speed "
+            "(untuned 0.80x)</td>") in page
+    assert "<th>other</th><td>unavailable: not installed</td>" in page

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import math
-import statistics
-import time
-
-from .common import MODEL_HELP, UsageError, benchmark_inputs, compile_model, seconds_text, typed
+from ..peers import benchmark_inputs, median_seconds, onnxruntime_peer
+from .common import MODEL_HELP, UsageError, compile_model, seconds_text, typed
 
 PEERS = ("onnxruntime", "torch")
 TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
@@ -41,7 +38,7 @@ def _bench(args) -> None:
     rows = [("tilegrad", ours, "")]
     for peer in peers:
         if peer == "onnxruntime":
-            rows.append(("onnxruntime", *(_time_onnxruntime(spec.model, mod.spec.inputs, args.repeats)
+            rows.append(("onnxruntime", *(onnxruntime_peer(spec.model, args.repeats)(mod.spec.inputs)
                                           if spec.kind == "onnx" else (None, ONNXRUNTIME_SKIPPED))))
         else:
             rows.append(("torch", *(_time_torch(spec.model, mod.spec.inputs, args.repeats) if spec.kind == "torch"
@@ -54,46 +51,10 @@ def _bench(args) -> None:
             print(f"{name:<12} {seconds_text(seconds):>11}  {seconds / ours:>16.2f}x")
 
 
-def _time_onnxruntime(proto, specs, repeats: int, min_repeat_s: float = 0.05) -> tuple[float | None, str]:
-    """ONNX Runtime's median seconds per run on the inputs Module.benchmark uses; (None, why) if it cannot run."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None, "unavailable: onnxruntime is not installed (pip install onnxruntime)"
-    try:
-        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001  (a peer failing is a row of the report, not an error of ours)
-        return None, "failed: " + " ".join(str(exc).split())[:200]
-    feeds = benchmark_inputs(specs)
-    return _median_seconds(lambda: session.run(None, feeds), repeats, min_repeat_s), ""
-
-
 def _time_torch(module, specs, repeats: int, min_repeat_s: float = 0.05) -> tuple[float | None, str]:
     """PyTorch eager's median seconds per run of `module` on the inputs Module.benchmark uses."""
     import torch
 
     args = [torch.from_numpy(a) for a in benchmark_inputs(specs).values()]
     with torch.no_grad():
-        return _median_seconds(lambda: module(*args), repeats, min_repeat_s), ""
-
-
-def _median_seconds(run, repeats: int, min_repeat_s: float) -> float:
-    """Median seconds per call of `run` over `repeats` repeats, each long enough to time (at least
-    `min_repeat_s`), after a warm-up call."""
-    run()
-    number = 1
-    while True:  # calibrate: calls per repeat so that a repeat lasts at least min_repeat_s
-        t0 = time.perf_counter()
-        for _ in range(number):
-            run()
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_repeat_s or number >= 1 << 20:
-            break
-        number *= 2 if elapsed <= 0 else max(2, min(10, math.ceil(min_repeat_s / elapsed)))
-    costs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            run()
-        costs.append((time.perf_counter() - t0) / number)
-    return statistics.median(costs)
+        return median_seconds(lambda: module(*args), repeats, min_repeat_s), ""

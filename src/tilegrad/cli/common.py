@@ -82,12 +82,6 @@ def load_saved(args, source: Path):
     return api.load(source)
 
 
-def benchmark_inputs(specs) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)  # the same seed and order as Module.benchmark
-    return {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
-            else np.zeros(s.shape, s.dtype) for s in specs}
-
-
 def load(model: str, shape_items: Sequence[str], dynamic: bool = False):
     """The ModelSpec of `model` (an ONNX file or a PyTorch `file.py:factory`) under the `--input-shape` items,
     checked to make every input's shape static (unless `dynamic`: compile and run specialise on each call)."""

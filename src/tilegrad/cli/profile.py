@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import UsageError, benchmark_inputs, compile_model, load_saved, typed
+from ..peers import benchmark_inputs
+from .common import UsageError, compile_model, load_saved, typed
 
 
 def add_parser(sub, parents) -> None:

@@ -39,8 +39,9 @@ def add_parser(sub, parents) -> None:
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
     t.add_argument("--report", metavar="DIR", default=None,
-                   help="write a tuning report to DIR/index.html: best-so-far curves, a table of the tasks and a "
-                        "roofline against this machine's measured peaks")
+                   help="write a tuning report to DIR/index.html: best-so-far curves, a table of the tasks, a "
+                        "roofline against this machine's measured peaks and, for an ONNX model, the model's time "
+                        "against ONNX Runtime's")
     t.add_argument("--ray", metavar="auto|ADDRESS", default=None,
                    help="build and time the candidates on a Ray cluster: auto (ray.init() on this machine) or the "
                         "address of a running cluster (HOST:6379 from a node of it, ray://HOST:10001 from "
@@ -86,18 +87,21 @@ def _tune(args) -> None:
         raise UsageError("--ray-key needs --ray auto|ADDRESS")
     if args.ray and not backend.remote_measurers:
         raise UsageError("--ray measures on CPU devices; --target cuda times on this machine's GPU")
-    callbacks = []
+    callbacks, peers = [], {}
     if args.report:
+        from ..peers import onnxruntime_peer
         from ..tune.report import WriteReport
 
         callbacks.append(WriteReport(args.report, _machine_peaks(), model=args.model))
+        if spec.kind == "onnx":  # the report sets the model's time beside ONNX Runtime's
+            peers["onnxruntime"] = onnxruntime_peer(spec.model)
     measurer = _ray_cluster().ray_measurer(args.ray, args.ray_key) if args.ray else None
     try:
         result = tune(spec.model, db=args.db, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
                       opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
                       callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
                       measure_per_round=args.measure_per_round, recheck=args.recheck, measurer=measurer,
-                      target=args.target)
+                      target=args.target, peers=peers)
     finally:
         if measurer is not None:
             measurer.close()

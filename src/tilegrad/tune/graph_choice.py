@@ -16,13 +16,14 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ..executor import compile_graph
 from ..runtime.module import Module
 from ..ir.graph import Graph, format_graph
 from ..passes.attention_form import AUTO
+from ..peers import Peer
 from .algorithms import STITCH, Variant, build_variant, choose
 from .apply import BestRecords
 
@@ -35,14 +36,16 @@ MIN_REPEAT_S = 0.05
 @dataclass(frozen=True)
 class GraphDecision:
     """The whole-graph timings (seconds, median of interleaved rounds) of the candidates, by label, and the
-    label chosen."""
+    label chosen; `peers`, other runtimes timed in the same rounds (seconds, or None with why not: peers.py)."""
 
     seconds: dict[str, float]
     chosen: str
+    peers: dict[str, tuple[float | None, str]] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return "whole graph confirmed: " + ", ".join(
-            f"{label} {s * 1e3:.2f} ms" for label, s in self.seconds.items()) + f" -> {self.chosen}"
+        timed = [f"{label} {s * 1e3:.2f} ms" for label, s in self.seconds.items()]
+        timed += [f"{label} {s * 1e3:.2f} ms" for label, (s, _) in self.peers.items() if s is not None]
+        return "whole graph confirmed: " + ", ".join(timed) + f" -> {self.chosen}"
 
 
 def graph_digest(imported: Graph, opt_level: int = 2, disable: Sequence[str] = (), enable: Sequence[str] = ()) -> str:
@@ -84,14 +87,14 @@ class Untuned:
     compile_s: float  # with its libraries in the build cache, as they usually are: the passes and the code
     latency_s: float
 
-    def confirmation_s(self, build_s: float) -> float:
+    def confirmation_s(self, build_s: float, peers: int = 0) -> float:
         """About how long `confirm_graph` takes with this baseline: two more compiles, one of them building every
         kernel anew (`build_s` each: the kernels share a few C files, and one retuned kernel rebuilds its file),
-        and ROUNDS rounds of the three modules. The rebuild is foretold from the start, not once a kernel is
+        and ROUNDS rounds of the three modules and of `peers` other runtimes (taken to be as fast). The rebuild is foretold from the start, not once a kernel is
         retuned: else the search runs on until the forecast jumps past the deadline and leaves nothing for the
         final confirmation."""
         rebuild_s = len(self.module.spec.kernels) * build_s
-        return 2 * self.compile_s + rebuild_s + ROUNDS * 3 * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
+        return 2 * self.compile_s + rebuild_s + ROUNDS * (3 + peers) * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
 
 
 def compile_untuned(imported: Graph, **passes) -> Untuned:
@@ -102,11 +105,12 @@ def compile_untuned(imported: Graph, **passes) -> Untuned:
 
 
 def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: Untuned | None = None,
-                  deadline: float | None = None, **passes) -> GraphDecision:
+                  deadline: float | None = None, peers: Mapping[str, Peer] | None = None,
+                  **passes) -> GraphDecision:
     """Time the default graph untuned (`untuned`, compiled now if not given) and with the tuned schedules of
     `db`, and `choose`'s pick (when it differs), end to end, ROUNDS interleaved rounds (fewer, MIN_ROUNDS at
-    least, where they would end past `deadline` on the monotonic clock); store the fastest one's choice, and
-    return the timings."""
+    least, where they would end past `deadline` on the monotonic clock), with `peers` (other runtimes, by
+    label) timed in the same rounds; store the fastest module's choice, and return the timings."""
     untuned = untuned or compile_untuned(imported, **passes)
     with BestRecords(db) as chooser:
         default = build_variant(imported, **passes)
@@ -118,11 +122,20 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
         modules = {label: untuned.module if label == UNTUNED else compile_graph(v.graph, choose=chooser)
                    for label, v in candidates.items()}
         times: dict[str, list[float]] = {label: [] for label in modules}
+        peer_times: dict[str, list[float]] = {label: [] for label in peers or {}}
+        why_not: dict[str, str] = {}
         for done in range(ROUNDS):
             started = time.monotonic()
             for label, module in modules.items():
                 time.sleep(PAUSE_S)  # let the other module's threads go idle
                 times[label].append(module.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S))
+            for label in [p for p in peer_times if p not in why_not]:
+                time.sleep(PAUSE_S)
+                seconds, why = peers[label](untuned.module.spec.inputs)
+                if seconds is None:
+                    why_not[label] = why
+                else:
+                    peer_times[label].append(seconds)
             late = deadline is not None and time.monotonic() + (time.monotonic() - started) > deadline
             if done + 1 >= MIN_ROUNDS and late:
                 break
@@ -133,4 +146,6 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
             "choice": None if chosen == "default" else winner.choice,
             "fusion": "stitch" if winner.algorithm == STITCH else "rules", "attention_form": winner.attention_form,
             "seconds": seconds, "chosen": chosen})
-        return GraphDecision(seconds, chosen)
+        timed_peers = {label: (statistics.median(ts), "") if ts else (None, why_not[label])
+                       for label, ts in peer_times.items()}
+        return GraphDecision(seconds, chosen, timed_peers)

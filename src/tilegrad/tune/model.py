@@ -10,6 +10,7 @@ from ..backend import backend_for
 from ..errors import TilegradError
 from ..frontend.load import import_model
 from ..passes import optimize
+from ..peers import Peer
 from ..target import TARGETS, Target
 from .algorithms import algorithm_tasks, variants
 from .callbacks import default_callbacks
@@ -30,7 +31,7 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
          example_inputs=None, opt_level: int = 2, policy: str | SearchPolicy = "gradient",
          cost_model: str | CostModel | None = None, algorithms: bool = True, progress: bool = True,
          callbacks: Sequence[Callback] = (), fusion_plans: bool = False, measurer: Measurer | None = None,
-         target: str = "cpu", **options) -> TuneResult:
+         target: str = "cpu", peers: Mapping[str, Peer] | None = None, **options) -> TuneResult:
     """Tune every kernel of `model` (an ONNX model, or a torch.nn.Module with `example_inputs`) and append the
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
@@ -41,9 +42,11 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
     the records choose is timed whole against the default graph, tuned and untuned, and the fastest one is what
-    compile builds (`graph_choice.py`; `TuneResult.graph`). A `budget=` covers all of it: the search ends early
-    enough for the confirmations. With `target="cuda"` the kernels are the GPU graph's, searched in
-    their GPU sketches, scored on GPU features and timed on this machine's device (`_tune_on_device`)."""
+    compile builds (`graph_choice.py`; `TuneResult.graph`), with `peers` (other runtimes by label, say
+    `{"onnxruntime": peers.onnxruntime_peer(proto)}`) timed in the same rounds for comparison. A `budget=`
+    covers all of it: the search ends early enough for the confirmations. With `target="cuda"` the kernels are
+    the GPU graph's, searched in their GPU sketches, scored on GPU features and timed on this machine's device
+    (`_tune_on_device`)."""
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
     machine = TARGETS[target]()
@@ -65,7 +68,7 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     spent = time.monotonic() - started
 
     def outside_s(run: TuningRun) -> float:  # what the search leaves to this function: its start, and the end
-        after = untuned.confirmation_s(run.build_s) if untuned is not None else 0.0
+        after = untuned.confirmation_s(run.build_s, len(peers or {})) if untuned is not None else 0.0
         return spent + after
 
     result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
@@ -73,7 +76,7 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     if untuned is not None and result.trials:
         deadline = None if options.budget is None else started + options.budget
         result.graph = confirm_graph(imported, db, opt_level=opt_level, fusion_plans=fusion_plans, untuned=untuned,
-                                     deadline=deadline)
+                                     deadline=deadline, peers=peers)
         for cb in callbacks:
             cb.graph_confirmed(result.graph)
     return result

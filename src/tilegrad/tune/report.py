@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..dtype import itemsize
+from .graph_choice import UNTUNED
 from .tuning_run import Callback
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class RunSummary:
     measured: Mapping[str, float] | None = None
     """Whole models timed after the run (seconds, by label: `graph_choice.GraphDecision.seconds`), if they were."""
     chosen: str | None = None
+    peers: Mapping[str, tuple[float | None, str]] | None = None
+    """Other runtimes timed in the same rounds (`GraphDecision.peers`)."""
 
 
 class WriteReport(Callback):
@@ -124,7 +127,8 @@ class WriteReport(Callback):
     def graph_confirmed(self, decision: GraphDecision) -> None:
         """The page again, with the whole models' timings; its plots are unchanged (drawing them takes seconds
         of the budget)."""
-        summary = dataclasses.replace(self._summary, measured=decision.seconds, chosen=decision.chosen)
+        summary = dataclasses.replace(self._summary, measured=decision.seconds, chosen=decision.chosen,
+                                      peers=decision.peers)
         (self.directory / "index.html").write_text(_page(summary, self._rows, self.peaks))
 
 
@@ -198,6 +202,20 @@ def _plot_roofline(path: Path, rows: Sequence[TaskRow], peaks: Peaks) -> None:
     fig.savefig(path, dpi=100)
 
 
+def _peer_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """A row per other runtime timed with the whole models: its time and the chosen module's speed against it
+    (above 1: tilegrad faster), with the untuned module's beside it; or why it was not timed."""
+    rows = []
+    for label, (seconds, why) in (summary.peers or {}).items():
+        if seconds is None:
+            rows.append((label, why))
+            continue
+        ours = summary.measured[summary.chosen]
+        rows.append((label, f"{_ms(seconds)} ms in the same rounds: compile(db=) runs {seconds / ours:.2f}x its "
+                            f"speed (untuned {seconds / summary.measured[UNTUNED]:.2f}x)"))
+    return rows
+
+
 def _table_cells(i: int, r: TaskRow, peaks: Peaks) -> list[str]:
     """One row of the page's table, formatted: #, task, weight, MFLOP, untuned ms, tuned ms, speed-up, GFLOP/s,
     % of the FMA peak, candidates measured."""
@@ -235,6 +253,7 @@ def _page(summary: RunSummary, rows: Sequence[TaskRow], peaks: Peaks) -> str:
         for label, estimate in (("untuned", untuned), ("default", tuned)):
             if label in summary.measured and math.isfinite(estimate):
                 header.append((f"estimate / measured ({label})", f"{estimate / summary.measured[label]:.2f}"))
+        header += _peer_rows(summary)
     lines = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
              f"<title>tilegrad tuning report: {esc(summary.model)}</title>", f"<style>{STYLE}</style></head><body>",
              f"<h1>Tuning report: {esc(summary.model)}</h1>", "<table>"]
