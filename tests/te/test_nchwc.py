@@ -3,6 +3,8 @@ whole blocks), and compile under their default schedule to the same numbers."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from tilegrad.kernel import build
 from tilegrad.errors import ShapeError
 from tilegrad.ir.ops.layout import block_array, unblock_array
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.knobs import Defaults
 from tilegrad.target import Target, host
 from tilegrad.schedule.rules_nchwc import tile_columns
 from tilegrad.te import nn
@@ -191,6 +194,45 @@ def test_a_narrow_row_tiles_two_channel_blocks_where_they_fit(width, blocks, two
     out = nchwc.conv2d_nchwc(x, w)
     got = build(default_schedule(out, Target.with_lanes(16)), args=[x, w, out]).run(xv, wv)
     np.testing.assert_allclose(got, interpret(out, {"X": xv, "W": wv}), rtol=1e-4, atol=1e-4)
+
+
+class _Forced(Defaults):
+    """The defaults, with the parameters whose names end in one of `forced`'s keys set to its value."""
+
+    def __init__(self, **forced):
+        self.forced = forced
+
+    def pick(self, name, values, default):
+        return next((v for k, v in self.forced.items() if name.endswith(k)), super().pick(name, values, default))
+
+
+@pytest.mark.parametrize("rows_outer", [0, 1])
+@pytest.mark.parametrize("blocks", [1, 2])
+def test_rows_outside_or_inside_the_channel_blocks_give_the_same_numbers(rows_outer, blocks):
+    """Both loop orders, with tiles of one and two channel blocks, a bias and a tail column tile."""
+    x = te.placeholder((1, 2, 9, 13, 8), name="X")
+    w, bias = te.placeholder((4, 16, 3, 3, 8), name="W"), te.placeholder((4, 8), name="B")
+    out = nchwc.conv2d_nchwc(x, w, 1, 1, bias=bias)
+    sch = default_schedule(out, Target.with_lanes(8), knobs=_Forced(_rows_outer=rows_outer, _blocks=blocks))
+    args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w, bias)]
+    got = build(sch, args=[x, w, bias, out]).run(*args)
+    want = interpret(out, dict(zip("XWB", args)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("size,channels,out_blocks,rows_outer", [(56, 256, 4, True), (56, 64, 16, True),
+                                                                  (7, 2048, 32, False), (14, 1024, 16, False),
+                                                                  (56, 32, 9, False)])
+def test_rows_run_outside_the_blocks_where_the_input_outgrows_l2(size, channels, out_blocks, rows_outer):
+    """ResNet-50's 1 x 1 convolutions: on 56 x 56 the input (3 MiB, 0.8 MiB) is read once with the rows outside;
+    on 7 x 7 and 14 x 14 the weights (4 and 1 MiB) are, with the blocks outside; MobileNetV2's 24 channels on
+    56 x 56 (0.4 MiB, blocks of 16) stay in a 1 MiB L2 across the blocks."""
+    x = te.placeholder((1, channels // 16, size, size, 16), name="X")
+    w = te.placeholder((out_blocks, channels, 1, 1, 16), name="W")
+    target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
+    assert ("reorder(conv2d_nchwc, order=[n, h, cb, w_0, w_1, ci])" in text) == rows_outer
+    assert ("fuse(conv2d_nchwc, loops=[n, h, cb])" in text) == rows_outer
 
 
 def test_bad_arguments_say_what_is_wrong():

@@ -4,8 +4,9 @@ Every op there writes (N, C / b, OH, OW, b) and reduces over a window (and, for 
 channels), so one rule serves them all, in the manner of `schedule_packed_conv` (rules_packed.py): a register tile
 of `wr` output columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across
 the block, and is written once (through the epilogue, when one is fused on); images, channel blocks and rows run
-in parallel. Each step of a convolution broadcasts one input value and multiplies it by one weight vector into
-each column. Tiles of several channel blocks (more re-use of each broadcast) run slower with AVX2
+in parallel, the rows outside the blocks where the input outgrows L2 (`_default_rows_outer`). Each step of a
+convolution broadcasts one input value and multiplies it by one weight vector into each column. Tiles of several
+channel blocks (more re-use of each broadcast) run slower with AVX2
 (docs/benchmark-history.md), so by default the tile is one block wide and as many columns as the registers hold,
 except where a row is too narrow for enough accumulators (7 or 5 columns: fewer than MIN_CHAINS) and two blocks
 fit: then two (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a parameter for the
@@ -13,6 +14,9 @@ search."""
 
 from __future__ import annotations
 
+import math
+
+from ..dtype import itemsize
 from ..target import Target
 from .knobs import Knobs
 from .parallel import parallel_grain
@@ -30,7 +34,8 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     """The register-tiled schedule above, for the op's own output or for an epilogue fused onto it. The block is
     the layout's; the parameters are the channel blocks per tile of a convolution (1 or 2: two reuse each
     broadcast input twice), the tile's columns (up to the registers' budget, by default `tile_columns`; one that
-    does not divide the row leaves a guarded tail), the order of the reduction (input channels outside or inside
+    does not divide the row leaves a guarded tail), whether a convolution's rows run outside its channel blocks
+    (`_default_rows_outer`), the order of the reduction (input channels outside or inside
     the taps), the parallel grain and whether the tile's columns are unrolled."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
@@ -40,12 +45,18 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
                                                                                           target) if two else 1)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
+    rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), _default_rows_outer(sch, acc, target)) if (
+        anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1) else 0
     w0, w1 = sch.split(s.name, w, wr)
+    cb1 = []
     if per_tile > 1:
-        cb, cb1 = sch.split(s.name, cb, per_tile)
-        sch.reorder(s.name, n, cb, h, w0, cb1, w1, ci)
+        cb, inner = sch.split(s.name, cb, per_tile)
+        cb1 = [inner]
+    outer = [n, h, cb] if rows_outer else [n, cb, h]
+    if rows_outer or cb1:
+        sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
     work = width * block * per_tile * reduction_work(sch, acc)
-    parallel_grain(sch, s, [n, cb, h], None, target, work, knobs)
+    parallel_grain(sch, s, outer, None, target, work, knobs)
     sch.vectorize(s.name, ci)
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
@@ -58,6 +69,18 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     if knobs.pick(f"{acc}_unroll", (0, 1), 1):
         sch.unroll(acc, aw)
     sch.vectorize(acc, aci)
+
+
+def _default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
+    """1 (output rows outside the channel blocks) where the convolution's input outgrows half of L2 and outweighs
+    its weights, which fit there: each row's input is then read once, while the weights, all of them, stay in
+    L2. With the blocks outside (0), the whole input is read again for each block of output channels: from L2
+    where it fits (then that order is as fast, and measured faster on MobileNetV2's small layers), else from L3
+    or memory (ResNet-50's 1 x 1 reductions on 56 x 56 read 3 MiB four times), where a kernel is also slowed by
+    whatever else shares the cache."""
+    data, weights = (sch.state.stage(acc).op.inputs[k] for k in (0, 1))
+    nbytes = [math.prod(t.shape) * itemsize(t.dtype) for t in (data, weights)]
+    return int(nbytes[0] > max(nbytes[1], target.l2_bytes // 2) and nbytes[1] <= target.l2_bytes // 2)
 
 
 MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles x 2)
