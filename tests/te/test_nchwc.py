@@ -181,14 +181,16 @@ def test_a_two_vector_block_halves_the_register_tiles_columns():
     assert [tile_columns(width, 32, avx512) for width in (14, 56, 30)] == [14, 14, 15]
 
 
-@pytest.mark.parametrize("width,blocks,two", [(7, 32, True), (5, 4, True), (7, 3, False), (14, 32, False),
-                                              (56, 4, False)])
-def test_a_narrow_row_tiles_two_channel_blocks_where_they_fit(width, blocks, two):
-    """7 or 5 columns of one block are too few FMA chains; two blocks of them fit AVX-512's registers."""
+@pytest.mark.parametrize("width,blocks,two,columns", [(7, 32, True, 7), (5, 4, True, 5), (7, 3, False, 7),
+                                                      (14, 32, True, 7), (56, 4, True, 7), (13, 4, False, 13)])
+def test_avx512_tiles_two_channel_blocks_of_at_most_seven_columns(width, blocks, two, columns):
+    """Each broadcast input feeds both blocks' FMAs; 2 x 7 accumulators, not 2 x 14 (spilled); one block where the
+    blocks are odd or two would leave fewer than MIN_CHAINS accumulators (a 13-wide row: 2 x 1)."""
     x = te.placeholder((1, 4, width, width, 16), name="X")
     w = te.placeholder((blocks, 64, 1, 1, 16), name="W")
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(16)).trace)
     assert ("split(conv2d_nchwc.cb, factor=2)" in text) == two
+    assert f"split(conv2d_nchwc.w, factor={columns})" in text
     xv = np.random.default_rng(0).standard_normal(x.shape).astype("float32")
     wv = np.random.default_rng(1).standard_normal(w.shape).astype("float32")
     out = nchwc.conv2d_nchwc(x, w)
@@ -231,8 +233,7 @@ def test_rows_run_outside_the_blocks_where_the_input_outgrows_l2(size, channels,
     w = te.placeholder((out_blocks, channels, 1, 1, 16), name="W")
     target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
-    assert ("reorder(conv2d_nchwc, order=[n, h, cb, w_0, w_1, ci])" in text) == rows_outer
-    assert ("fuse(conv2d_nchwc, loops=[n, h, cb])" in text) == rows_outer
+    assert ("fuse(conv2d_nchwc, loops=[n, h, cb" in text) == rows_outer
 
 
 def test_bad_arguments_say_what_is_wrong():

@@ -5,12 +5,12 @@ channels), so one rule serves them all, in the manner of `schedule_packed_conv` 
 of `wr` output columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across
 the block, and is written once (through the epilogue, when one is fused on); images, channel blocks and rows run
 in parallel, the rows outside the blocks where the input outgrows L2 (`_default_rows_outer`). Each step of a
-convolution broadcasts one input value and multiplies it by one weight vector into each column. Tiles of several
-channel blocks (more re-use of each broadcast) run slower with AVX2
-(docs/benchmark-history.md), so by default the tile is one block wide and as many columns as the registers hold,
-except where a row is too narrow for enough accumulators (7 or 5 columns: fewer than MIN_CHAINS) and two blocks
-fit: then two (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a parameter for the
-search."""
+convolution broadcasts one input value and multiplies it by one weight vector into each column. With AVX-512
+a tile spans two channel blocks by default (each broadcast feeds both; `_default_blocks`); tiles of several
+channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
+columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
+than MIN_CHAINS) and two blocks fit: then two (docs/passes.md, "Layout", has the measurements); the blocks per
+tile remain a parameter for the search."""
 
 from __future__ import annotations
 
@@ -84,22 +84,35 @@ def _default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
 
 
 MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles x 2)
+PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
 
 
 def _default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
-    """Channel blocks per tile by default: two where one block's tile has too few columns to keep MIN_CHAINS
-    accumulators (a 7- or 5-wide row) and two blocks' fit in the registers with the columns kept; else one."""
-    narrow = tile_columns(width, block, target, 1) * -(-block // target.vector_lanes) < MIN_CHAINS
-    fits = tile_columns(width, block, target, 2) == tile_columns(width, block, target, 1)
-    return 2 if narrow and fits and blocks % 2 == 0 else 1
+    """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
+    the two-block tile keeps MIN_CHAINS accumulators: each broadcast input then feeds two FMAs from one register
+    instead of being loaded again for each (2 x 7 accumulators ran 10-18% faster than 1 x 14 or 1 x 28 on
+    ResNet-50's 1 x 1 and 3 x 3 convolutions, at 84-93% of a Zen 5 core's peak). Otherwise (AVX2) two only where
+    one block's tile has too few columns to keep MIN_CHAINS accumulators (a 7- or 5-wide row) and two blocks'
+    fit in the registers with the columns kept; else one."""
+    if blocks % 2:
+        return 1
+    vectors = -(-block // target.vector_lanes)
+    one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
+    if target.vector_registers >= 32 and vectors == 1:
+        return 2 if 2 * two >= MIN_CHAINS else 1
+    return 2 if one * vectors < MIN_CHAINS and two == one else 1
 
 
 def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> int:
     """Output columns in the register tile of `per_tile` channel blocks: the largest divisor of the width (a tile
     that overshoots the row needs bounds checks in the inner loop) whose accumulators leave two vector registers
     free, for the input and the weight vector that each step multiplies (wider weight blocks are read from memory
-    by the FMAs)."""
-    return largest_divisor(width, _column_budget(block, target, per_tile))
+    by the FMAs); a tile of several blocks with 32 registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a
+    third slower than 2 x 7: GCC spills around the 28 accumulators)."""
+    budget = _column_budget(block, target, per_tile)
+    if per_tile > 1 and target.vector_registers >= 32:
+        budget = min(budget, max(1, PAIRED_ACCUMULATORS // (-(-block // target.vector_lanes) * per_tile)))
+    return largest_divisor(width, budget)
 
 
 def _column_budget(block: int, target: Target, per_tile: int) -> int:
