@@ -101,7 +101,8 @@ def _conv_graph(convs, size):
     (3, 224, 3, 1, "direct"),  # three input channels: the output transform outweighs the saved multiplies
     (64, 56, 3, 2, "direct"),
     (64, 56, 1, 1, "direct"),
-    (32, 23, 5, 1, "im2col"),  # a prime output width leaves the direct kernel a one-column register tile
+    (32, 23, 5, 1, "direct"),  # a prime output width: tiles of 6, 6, 6 and 5 (the last guarded)
+    (32, 2, 5, 1, "im2col"),  # a row of two columns: two accumulators are too few FMA chains
 ])
 def test_the_default_choice_follows_the_estimates(channels, size, kernel, stride, algorithm):
     g, _ = _conv_graph([(channels, 0, 0, ""), (channels, kernel, stride, "conv")], size)

@@ -171,7 +171,7 @@ def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
     assert "split(conv2d_nchwc.w, factor=14)" in text  # 14 accumulators + a weight vector + a broadcast: 16 registers
     assert "vectorize(conv2d_nchwc_local.ci)" in text and "unroll(conv2d_nchwc_local.w)" in text
     assert "parallel(" in text
-    assert [tile_columns(width, 8, target) for width in (7, 14, 56, 112, 17)] == [7, 14, 14, 14, 1]
+    assert [tile_columns(width, 8, target) for width in (7, 14, 56, 112, 17)] == [7, 14, 14, 14, 9]  # 9 + 8
 
 
 def test_a_two_vector_block_halves_the_register_tiles_columns():
@@ -182,10 +182,12 @@ def test_a_two_vector_block_halves_the_register_tiles_columns():
 
 
 @pytest.mark.parametrize("width,blocks,two,columns", [(7, 32, True, 7), (5, 4, True, 5), (7, 3, False, 7),
-                                                      (14, 32, True, 7), (56, 4, True, 7), (13, 4, False, 13)])
+                                                      (14, 32, True, 7), (56, 4, True, 7), (13, 4, False, 13),
+                                                      (3, 4, False, 3)])
 def test_avx512_tiles_two_channel_blocks_of_at_most_seven_columns(width, blocks, two, columns):
     """Each broadcast input feeds both blocks' FMAs; 2 x 7 accumulators, not 2 x 14 (spilled); one block where the
-    blocks are odd or two would leave fewer than MIN_CHAINS accumulators (a 13-wide row: 2 x 1)."""
+    blocks are odd, where two would leave fewer than MIN_CHAINS accumulators (a 3-wide row) or a guarded tail that
+    one block's tile avoids (a 13-wide row: 13, not 7 + 6)."""
     x = te.placeholder((1, 4, width, width, 16), name="X")
     w = te.placeholder((blocks, 64, 1, 1, 16), name="W")
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(16)).trace)

@@ -17,15 +17,16 @@ they are.
               stride 1, dilation 1 only).
 
 The choice is the cheapest by an estimate in multiply-adds (`estimate_costs`): the direct convolution's
-N*O*OH*OW*C*KH*KW, slowed by its register tile where the output width has no divisor from 4 to 7; the same for
+N*O*OH*OW*C*KH*KW, slowed by its register tile where it holds fewer than 4 columns (`row_tile`'s tile of at most 7,
+the last one guarded where it does not divide the width) and by that tail's padding; the same for
 im2col, slowed by a constant factor, plus building its columns; Winograd's (m + 2)^2 multiplies per tile over
 ceil(OH/m) * ceil(OW/m) tiles per channel pair, plus the terms of its input and output transforms; and for each,
 WEIGHT_LOAD per weight element streamed from memory (Winograd's weights are (m + 2)^2 / 9 times larger, which is
 what makes F(2, 3) beat F(4, 3) on the 512-channel 7 x 7 layer). The constants come from timings of the four
 kernels on ResNet-50's 3 x 3 layers and a few other shapes (docs/benchmark-history.md, "Cost constants of the
 conv_algorithm pass"), so Winograd is picked where it applies and the estimate says so (from about 16 channels up,
-never for a three-channel first layer), and im2col only where the direct kernel's register tile is poor (a prime output
-width) and Winograd does not apply.
+never for a three-channel first layer), and im2col only where the direct kernel's register tile is poor (a row of
+one to three columns) and Winograd does not apply.
 
 `ctx.options["conv_algorithm"]` overrides the choice: one of ALGORITHMS for every convolution where it applies
 (the others keep the estimate's choice), or a dict from node name to one of them (a choice that does not apply
@@ -47,6 +48,7 @@ from ..ir.graph import Derivation, Node, Value
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd
+from ..schedule.tiling import row_tile
 from ..te.nn.conv_groups import BlockGroups
 from .editor import GraphEditor, map_nodes
 from .context import PassContext
@@ -126,8 +128,8 @@ def estimate_costs(x: Value, w: Value, attrs: dict) -> dict[str, float]:
     """Each applicable algorithm's estimated cost in multiply-adds (the module docstring gives the model)."""
     n, c, o, oh, ow, kh, kw = _shape(x, w, attrs)
     macs = multiplies(x, w, attrs)
-    columns = max(d for d in range(1, min(ow, DIRECT_COLUMNS) + 1) if ow % d == 0)
-    slowdown = max(1.0, DIRECT_FULL_SPEED / columns)
+    columns = row_tile(ow, DIRECT_COLUMNS)
+    slowdown = max(1.0, DIRECT_FULL_SPEED / columns) * -(-ow // columns) * columns / ow  # the tail tile's padding
     weights = o * c * kh * kw
     costs = {"direct": macs["direct"] * slowdown + WEIGHT_LOAD * weights}
     width = -(-ow // im2col.position_tile(ow)) * im2col.position_tile(ow)

@@ -24,7 +24,7 @@ from .reductions import reduction_order, reduction_work
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from .tiling import extent, largest_divisor
+from .tiling import extent, row_tile
 
 WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
@@ -89,7 +89,8 @@ PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector regis
 
 def _default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
-    the two-block tile keeps MIN_CHAINS accumulators: each broadcast input then feeds two FMAs from one register
+    the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
+    9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
     instead of being loaded again for each (2 x 7 accumulators ran 10-18% faster than 1 x 14 or 1 x 28 on
     ResNet-50's 1 x 1 and 3 x 3 convolutions, at 84-93% of a Zen 5 core's peak). Otherwise (AVX2) two only where
     one block's tile has too few columns to keep MIN_CHAINS accumulators (a 7- or 5-wide row) and two blocks'
@@ -99,20 +100,21 @@ def _default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
     vectors = -(-block // target.vector_lanes)
     one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
     if target.vector_registers >= 32 and vectors == 1:
-        return 2 if 2 * two >= MIN_CHAINS else 1
+        return 2 if 2 * two >= MIN_CHAINS and (width % two == 0 or width % one) else 1
     return 2 if one * vectors < MIN_CHAINS and two == one else 1
 
 
 def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> int:
-    """Output columns in the register tile of `per_tile` channel blocks: the largest divisor of the width (a tile
-    that overshoots the row needs bounds checks in the inner loop) whose accumulators leave two vector registers
-    free, for the input and the weight vector that each step multiplies (wider weight blocks are read from memory
-    by the FMAs); a tile of several blocks with 32 registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a
-    third slower than 2 x 7: GCC spills around the 28 accumulators)."""
+    """Output columns in the register tile of `per_tile` channel blocks: the fewest tiles per row, then the least
+    padding (`row_tile`: a divisor of the width where one does as well; else the last tile runs guarded), of at
+    most the columns whose accumulators leave two vector registers free, for the input and the weight vector that
+    each step multiplies (wider weight blocks are read from memory by the FMAs); a tile of several blocks with 32
+    registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a third slower than 2 x 7: GCC spills around the 28
+    accumulators)."""
     budget = _column_budget(block, target, per_tile)
     if per_tile > 1 and target.vector_registers >= 32:
         budget = min(budget, max(1, PAIRED_ACCUMULATORS // (-(-block // target.vector_lanes) * per_tile)))
-    return largest_divisor(width, budget)
+    return row_tile(width, budget)
 
 
 def _column_budget(block: int, target: Target, per_tile: int) -> int:

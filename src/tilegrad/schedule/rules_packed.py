@@ -19,7 +19,7 @@ from .rules_nchwc import MIN_CHAINS
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from .tiling import extent, largest_divisor
+from .tiling import extent, row_tile
 
 
 @rule("packed_matmul")
@@ -58,11 +58,13 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
 
 def _default_blocks(width: int, vectors: int, channel_blocks: int, accumulators: int, target: Target) -> int:
     """Two channel blocks per tile where rules_nchwc's rule takes two (32 vector registers, one-vector blocks, an
-    even count of blocks, at least MIN_CHAINS accumulators in the two-block tile): each broadcast input feeds both
-    blocks (the dilated 3 x 3 at DeepLabV3's NCHW boundary: 175 -> 200 GFLOP/s on a Zen 5 core); else one."""
+    even count of blocks, at least MIN_CHAINS accumulators in the two-block tile, no guarded tail that one block's
+    tile avoids): each broadcast input feeds both blocks (the dilated 3 x 3 at DeepLabV3's NCHW boundary: 175 ->
+    200 GFLOP/s on a Zen 5 core); else one."""
     if channel_blocks % 2 or vectors != 1 or target.vector_registers < 32:
         return 1
-    return 2 if 2 * largest_divisor(width, max(1, accumulators // 2)) >= MIN_CHAINS else 1
+    one, two = row_tile(width, accumulators), row_tile(width, max(1, accumulators // 2))
+    return 2 if 2 * two >= MIN_CHAINS and (width % two == 0 or width % one) else 1
 
 
 def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs) -> None:
@@ -115,7 +117,7 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     (vectorised) accumulates over input channels and taps; images, channel blocks and rows run in parallel; the
     tile is copied out to NCHW. The block is the compute's layout; the parameters are the channel blocks per tile,
     wr (up to the accumulators the registers hold; one that does not divide the row leaves a guarded tail, by
-    default the largest divisor), the order of the reduction (input channels outside or inside the taps), the
+    default `row_tile`'s), the order of the reduction (input channels outside or inside the taps), the
     parallel grain and whether the tile's columns are unrolled. `accumulators` stays 14 on AVX-512 too: the
     register budget there (30) measured slower on Sapphire Rapids (DCGAN, 1x1 and strided 1-D convolutions);
     with AVX-512 the 14 are two blocks of 7 columns by default, as in the NCHWc rule (`_default_blocks`)."""
@@ -128,7 +130,7 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if channel_blocks > 1 else (1,),
                           _default_blocks(width, vectors, channel_blocks, accumulators, target))
     budget = max(1, accumulators // (vectors * per_tile))
-    wr = knobs.choice(f"{s.name}_wr", range(1, min(width, budget) + 1), largest_divisor(width, budget))
+    wr = knobs.choice(f"{s.name}_wr", range(1, min(width, budget) + 1), row_tile(width, budget))
     c0, c1 = sch.split(s.name, c, block * per_tile)
     channels = [c1] if per_tile == 1 else list(sch.split(s.name, c1, block))
     w0, w1 = sch.split(s.name, w, wr)
