@@ -11,7 +11,7 @@ from ...errors import ScheduleError
 from ...schedule.parallel import parallel_count
 from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
-from ...schedule.rules_nchwc import tile_columns
+from ...schedule.rules_nchwc import _default_blocks, _default_rows_outer, tile_columns
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -88,16 +88,19 @@ def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anc
 @register_template("conv2d_nchwc", "conv2d_nchwc", "depthwise_conv2d_nchwc")
 def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """Blocked layout: a tile of output columns x one (or two) channel blocks accumulates over the whole
-    reduction, vectorised across the block; images, channel blocks and rows run in parallel up to the grain."""
+    reduction, vectorised across the block; images, channel blocks and rows (or rows, then channel blocks) run in
+    parallel up to the grain. It starts where rules_nchwc's rule does."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
     two = anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1
-    wr_d = tile_columns(width, block, target)
+    blocks_d = _default_blocks(width, block, extent(s, cb), target) if two else 1
+    wr_d = tile_columns(width, block, target, blocks_d)
     budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
     reduce = sch.loops(acc)[5:]
 
-    cfg.define_knob("blocks", (1, 2) if two else (1,), 1)
+    cfg.define_knob("blocks", (1, 2) if two else (1,), blocks_d)
+    cfg.define_knob("rows_outer", (0, 1), _default_rows_outer(sch, acc, target) if two else 0)
     cfg.define_split("tile_w", width, 2, "candidate", candidates=[(v,) for v in range(1, min(width, budget) + 1)],
                      default=(wr_d,))
     work = width * block * reduction_work(sch, acc)
@@ -107,10 +110,14 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
 
     per_tile = cfg["blocks"].val
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
+    cb1 = []
     if per_tile > 1:
-        cb, cb1 = sch.split(s.name, cb, per_tile)
-        sch.reorder(s.name, n, cb, h, w0, cb1, w1, ci)
-    parallelize(sch, s.name, [n, cb, h], cfg["grain"].val)
+        cb, inner = sch.split(s.name, cb, per_tile)
+        cb1 = [inner]
+    outer = [n, h, cb] if cfg["rows_outer"].val else [n, cb, h]
+    if cfg["rows_outer"].val or cb1:
+        sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
+    parallelize(sch, s.name, outer, cfg["grain"].val)
     sch.vectorize(s.name, ci)
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)

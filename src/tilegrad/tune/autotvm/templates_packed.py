@@ -12,8 +12,10 @@ import math
 from ...schedule.parallel import parallel_count
 from ...schedule.reductions import reduction_work
 from ...schedule.rules import Anchor
+from ...schedule.rules_packed import _default_blocks
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
+from ...schedule.tiling import row_tile
 from ...target import Target
 from .space import ConfigEntity, ConfigSpace
 from .template import extent, parallelize, register_template
@@ -77,10 +79,11 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     channel_blocks = sch.state.stage(blocked).tensor.shape[1]
     width = extent(s, w)
     budget = max(1, ACCUMULATORS // vectors)
-    wr_d = max(d for d in range(1, min(width, budget) + 1) if width % d == 0)
+    blocks_d = _default_blocks(width, vectors, channel_blocks, ACCUMULATORS, target) if channel_blocks > 1 else 1
+    wr_d = row_tile(width, max(1, budget // blocks_d))
     reduce = sch.loops(blocked)[5:]
 
-    cfg.define_knob("blocks", (1, 2) if channel_blocks > 1 else (1,), 1)
+    cfg.define_knob("blocks", (1, 2) if channel_blocks > 1 else (1,), blocks_d)
     cfg.define_split("tile_w", width, 2, "candidate", candidates=[(v,) for v in range(1, min(width, budget) + 1)],
                      default=(wr_d,))
     outer = [extent(s, n), -(-extent(s, c) // block), extent(s, h)]
