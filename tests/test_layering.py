@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "codegen": BASE | {"te", "loop"},
     "runtime": BASE,
     "machine": BASE | {"runtime"},
+    "peers": BASE,  # other runtimes timed beside a module, for reports
     "ir": BASE | {"te"},
     "passes": BASE | {"te", "ir"},
     "frontend": BASE | {"te", "ir"},
@@ -37,11 +38,11 @@ ALLOWED: dict[str, set[str]] = {
     "graph_plan": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "kernel"},
     "executor": BASE | {"te", "loop", "codegen", "runtime", "ir", "passes", "kernel", "graph_plan"},
     "cuda_executor": BASE | {"runtime", "ir", "kernel", "graph_plan"},
-    "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor"},
+    "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "peers"},
     "api": BASE | {"runtime", "ir", "passes", "frontend", "cuda_executor", "tune"},
     "quant": BASE | {"runtime", "ir", "frontend", "api"},
     "torch_backend": BASE | {"api"},
-    "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant"},
+    "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant", "peers"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
                      "api", "cuda_executor"},
     "optim": {"errors"},  # a PyTorch optimizer, independent of the compiler

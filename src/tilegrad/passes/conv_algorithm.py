@@ -48,8 +48,8 @@ from ..ir.graph import Derivation, Node, Value
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd
-from ..schedule.tiling import row_tile
 from ..te.nn.conv_groups import BlockGroups
+from ..te.tiling import row_tile
 from .editor import GraphEditor, map_nodes
 from .context import PassContext
 

@@ -4,9 +4,9 @@ Every op there writes (N, C / b, OH, OW, b) and reduces over a window (and, for 
 channels), so one rule serves them all, in the manner of `schedule_packed_conv` (rules_packed.py): a register tile
 of `wr` output columns x the b lanes of one channel block accumulates over the whole reduction, vectorised across
 the block, and is written once (through the epilogue, when one is fused on); images, channel blocks and rows run
-in parallel, the rows outside the blocks where the input outgrows L2 (`_default_rows_outer`). Each step of a
+in parallel, the rows outside the blocks where the input outgrows L2 (`default_rows_outer`). Each step of a
 convolution broadcasts one input value and multiplies it by one weight vector into each column. With AVX-512
-a tile spans two channel blocks by default (each broadcast feeds both; `_default_blocks`); tiles of several
+a tile spans two channel blocks by default (each broadcast feeds both; `default_blocks`); tiles of several
 channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
 columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
 than MIN_CHAINS) and two blocks fit: then two (docs/passes.md, "Layout", has the measurements); the blocks per
@@ -24,7 +24,8 @@ from .reductions import reduction_order, reduction_work
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from .tiling import extent, row_tile
+from ..te.tiling import row_tile
+from .tiling import extent
 
 WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
 
@@ -35,17 +36,17 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     the layout's; the parameters are the channel blocks per tile of a convolution (1 or 2: two reuse each
     broadcast input twice), the tile's columns (up to the registers' budget, by default `tile_columns`; one that
     does not divide the row leaves a guarded tail), whether a convolution's rows run outside its channel blocks
-    (`_default_rows_outer`), the order of the reduction (input channels outside or inside
-    the taps), the parallel grain and whether the tile's columns are unrolled."""
+    (`default_rows_outer`), the order of the reduction (input channels outside or inside the taps), the parallel
+    grain and whether the tile's columns are unrolled."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
     two = anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1
-    per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), _default_blocks(width, block, extent(s, cb),
+    per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default_blocks(width, block, extent(s, cb),
                                                                                           target) if two else 1)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
-    rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), _default_rows_outer(sch, acc, target)) if (
+    rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), default_rows_outer(sch, acc, target)) if (
         anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1) else 0
     w0, w1 = sch.split(s.name, w, wr)
     cb1 = []
@@ -71,7 +72,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     sch.vectorize(acc, aci)
 
 
-def _default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
+def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
     """1 (output rows outside the channel blocks) where the convolution's input outgrows half of L2 and outweighs
     its weights, which fit there: each row's input is then read once, while the weights, all of them, stay in
     L2. With the blocks outside (0), the whole input is read again for each block of output channels: from L2
@@ -87,7 +88,7 @@ MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles
 PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
 
 
-def _default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
+def default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register

@@ -19,7 +19,8 @@ from .rules_nchwc import MIN_CHAINS
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from .tiling import extent, row_tile
+from ..te.tiling import row_tile
+from .tiling import extent
 
 
 @rule("packed_matmul")
@@ -56,7 +57,7 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
         sch.vectorize(pack, inner)
 
 
-def _default_blocks(width: int, vectors: int, channel_blocks: int, accumulators: int, target: Target) -> int:
+def default_packed_blocks(width: int, vectors: int, channel_blocks: int, accumulators: int, target: Target) -> int:
     """Two channel blocks per tile where rules_nchwc's rule takes two (32 vector registers, one-vector blocks, an
     even count of blocks, at least MIN_CHAINS accumulators in the two-block tile, no guarded tail that one block's
     tile avoids): each broadcast input feeds both blocks (the dilated 3 x 3 at DeepLabV3's NCHW boundary: 175 ->
@@ -120,7 +121,7 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     default `row_tile`'s), the order of the reduction (input channels outside or inside the taps), the
     parallel grain and whether the tile's columns are unrolled. `accumulators` stays 14 on AVX-512 too: the
     register budget there (30) measured slower on Sapphire Rapids (DCGAN, 1x1 and strided 1-D convolutions);
-    with AVX-512 the 14 are two blocks of 7 columns by default, as in the NCHWc rule (`_default_blocks`)."""
+    with AVX-512 the 14 are two blocks of 7 columns by default, as in the NCHWc rule (`default_packed_blocks`)."""
     block = anchor.attrs["block"]
     blocked = stage_tagged(sch, "packed_conv2d_tiles")
     n, c, h, w = [a.name for a in s.op.axes]
@@ -128,7 +129,7 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     channel_blocks = sch.state.stage(blocked).tensor.shape[1]
     width = extent(s, w)
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if channel_blocks > 1 else (1,),
-                          _default_blocks(width, vectors, channel_blocks, accumulators, target))
+                          default_packed_blocks(width, vectors, channel_blocks, accumulators, target))
     budget = max(1, accumulators // (vectors * per_tile))
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, budget) + 1), row_tile(width, budget))
     c0, c1 = sch.split(s.name, c, block * per_tile)

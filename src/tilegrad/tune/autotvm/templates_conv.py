@@ -11,7 +11,7 @@ from ...errors import ScheduleError
 from ...schedule.parallel import parallel_count
 from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
-from ...schedule.rules_nchwc import _default_blocks, _default_rows_outer, tile_columns
+from ...schedule.rules_nchwc import default_blocks, default_rows_outer, tile_columns
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -94,13 +94,13 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
     two = anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1
-    blocks_d = _default_blocks(width, block, extent(s, cb), target) if two else 1
+    blocks_d = default_blocks(width, block, extent(s, cb), target) if two else 1
     wr_d = tile_columns(width, block, target, blocks_d)
     budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
     reduce = sch.loops(acc)[5:]
 
     cfg.define_knob("blocks", (1, 2) if two else (1,), blocks_d)
-    cfg.define_knob("rows_outer", (0, 1), _default_rows_outer(sch, acc, target) if two else 0)
+    cfg.define_knob("rows_outer", (0, 1), default_rows_outer(sch, acc, target) if two else 0)
     cfg.define_split("tile_w", width, 2, "candidate", candidates=[(v,) for v in range(1, min(width, budget) + 1)],
                      default=(wr_d,))
     work = width * block * reduction_work(sch, acc)

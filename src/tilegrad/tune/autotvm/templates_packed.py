@@ -12,10 +12,10 @@ import math
 from ...schedule.parallel import parallel_count
 from ...schedule.reductions import reduction_work
 from ...schedule.rules import Anchor
-from ...schedule.rules_packed import _default_blocks
+from ...schedule.rules_packed import default_packed_blocks
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
-from ...schedule.tiling import row_tile
+from ...te.tiling import row_tile
 from ...target import Target
 from .space import ConfigEntity, ConfigSpace
 from .template import extent, parallelize, register_template
@@ -79,7 +79,7 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     channel_blocks = sch.state.stage(blocked).tensor.shape[1]
     width = extent(s, w)
     budget = max(1, ACCUMULATORS // vectors)
-    blocks_d = _default_blocks(width, vectors, channel_blocks, ACCUMULATORS, target) if channel_blocks > 1 else 1
+    blocks_d = default_packed_blocks(width, vectors, channel_blocks, ACCUMULATORS, target) if channel_blocks > 1 else 1
     wr_d = row_tile(width, max(1, budget // blocks_d))
     reduce = sch.loops(blocked)[5:]
 

@@ -4,7 +4,8 @@ does as well."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tilegrad.schedule.tiling import largest_divisor, row_tile
+from tilegrad.schedule.tiling import largest_divisor
+from tilegrad.te.tiling import row_tile
 
 
 @given(st.integers(1, 300), st.integers(1, 40))
