@@ -22,24 +22,17 @@ import json
 import statistics
 import time
 
-import numpy as np
 
 import tilegrad
+from tilegrad.runtime.module import benchmark_inputs
 
 PAUSE_S = 0.05  # between calls: the other library's idle threads go to sleep, as between a server's requests
-
-
-def inputs_for(module) -> dict[str, np.ndarray]:
-    """Random inputs of the shapes and dtypes the module declares (zeros for integer inputs)."""
-    rng = np.random.default_rng(0)
-    return {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
-            else np.zeros(s.shape, s.dtype) for s in module.spec.inputs}
 
 
 def compare(a, b, rounds: int, warmup: int = 3, warm: int = 0) -> dict:
     """Medians of `rounds` alternated rounds of modules `a` and `b` on the same inputs, in milliseconds: one call
     after a pause each, or (`warm` > 0) the median of `warm` calls back to back."""
-    feeds = inputs_for(a)
+    feeds = benchmark_inputs(a.spec.inputs)
     for m in (a, b):
         for _ in range(warmup):
             m(**feeds)

@@ -3,7 +3,8 @@
 import numpy as np
 from onnx import TensorProto, helper
 
-from tilegrad.peers import benchmark_inputs, onnxruntime_peer
+from tilegrad.peers import onnxruntime_peer
+from tilegrad.runtime.module import benchmark_inputs
 from tilegrad.runtime.kernel import BufferSpec
 
 

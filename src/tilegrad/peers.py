@@ -14,16 +14,9 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
+from .runtime.module import benchmark_inputs
 
 Peer = Callable[[Sequence], "tuple[float | None, str]"]
-
-
-def benchmark_inputs(specs) -> dict[str, np.ndarray]:
-    """Random inputs of `specs` (name -> array), the same as `Module.benchmark` draws."""
-    rng = np.random.default_rng(0)  # the same seed and order as Module.benchmark
-    return {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
-            else np.zeros(s.shape, s.dtype) for s in specs}
 
 
 def onnxruntime_peer(proto, repeats: int = 3, min_repeat_s: float = 0.05) -> Peer:

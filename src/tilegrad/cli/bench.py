@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..peers import benchmark_inputs, median_seconds, onnxruntime_peer
+from ..peers import median_seconds, onnxruntime_peer
+from ..runtime.module import benchmark_inputs
 from .common import MODEL_HELP, UsageError, compile_model, seconds_text, typed
 
 PEERS = ("onnxruntime", "torch")

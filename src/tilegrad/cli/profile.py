@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..peers import benchmark_inputs
+from ..runtime.module import benchmark_inputs
 from .common import UsageError, compile_model, load_saved, typed
 
 

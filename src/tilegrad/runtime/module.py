@@ -38,6 +38,14 @@ class DerivedWeight:
     kernel: str
 
 
+def benchmark_inputs(specs) -> dict[str, np.ndarray]:
+    """Random inputs of `specs` (name -> array) for timing: standard normal floats, zeros for integers, drawn in
+    order from one seed, so that another runtime timed beside a module (peers.py) runs on the same values."""
+    rng = np.random.default_rng(0)
+    return {s.name: rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
+            else np.zeros(s.shape, s.dtype) for s in specs}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModuleSpec:
     inputs: tuple[BufferSpec, ...]
@@ -187,9 +195,7 @@ class Module:
 
     def benchmark(self, repeats: int = 10, min_repeat_s: float = 0.05) -> float:
         """Median latency in seconds, on random inputs."""
-        rng = np.random.default_rng(0)
-        inputs = [rng.standard_normal(s.shape).astype(s.dtype) if s.dtype.startswith("float")
-                  else np.zeros(s.shape, s.dtype) for s in self.spec.inputs]
+        inputs = list(benchmark_inputs(self.spec.inputs).values())
         outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
         frame = self._frames.take()
         try:

@@ -18,13 +18,13 @@ import math
 
 from ..dtype import itemsize
 from ..target import Target
+from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
 from .reductions import reduction_order, reduction_work
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
-from ..te.tiling import row_tile
 from .tiling import extent
 
 WINDOW_TAGS = ("conv2d_nchwc", "depthwise_conv2d_nchwc", "pool_nchwc")
@@ -92,8 +92,8 @@ def default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
-    instead of being loaded again for each (2 x 7 accumulators ran 10-18% faster than 1 x 14 or 1 x 28 on
-    ResNet-50's 1 x 1 and 3 x 3 convolutions, at 84-93% of a Zen 5 core's peak). Otherwise (AVX2) two only where
+    instead of being loaded again for each (faster than one block of 14 or 28 columns on ResNet-50's
+    convolutions: docs/benchmarks.md, machine D). Otherwise (AVX2) two only where
     one block's tile has too few columns to keep MIN_CHAINS accumulators (a 7- or 5-wide row) and two blocks'
     fit in the registers with the columns kept; else one."""
     if blocks % 2:
@@ -101,8 +101,14 @@ def default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
     vectors = -(-block // target.vector_lanes)
     one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
     if target.vector_registers >= 32 and vectors == 1:
-        return 2 if 2 * two >= MIN_CHAINS and (width % two == 0 or width % one) else 1
+        return 2 if pairs_pay(width, one, two) else 1
     return 2 if one * vectors < MIN_CHAINS and two == one else 1
+
+
+def pairs_pay(width: int, one: int, two: int) -> bool:
+    """Whether a tile of two channel blocks x `two` columns beats one block x `one` on a row of `width` (with
+    32 registers): it keeps MIN_CHAINS accumulators and adds no guarded tail that the one-block tile avoids."""
+    return 2 * two >= MIN_CHAINS and (width % two == 0 or width % one != 0)
 
 
 def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> int:
@@ -110,8 +116,7 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
     padding (`row_tile`: a divisor of the width where one does as well; else the last tile runs guarded), of at
     most the columns whose accumulators leave two vector registers free, for the input and the weight vector that
     each step multiplies (wider weight blocks are read from memory by the FMAs); a tile of several blocks with 32
-    registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a third slower than 2 x 7: GCC spills around the 28
-    accumulators)."""
+    registers holds at most PAIRED_ACCUMULATORS (28 accumulators leave GCC too few registers and run slower)."""
     budget = _column_budget(block, target, per_tile)
     if per_tile > 1 and target.vector_registers >= 32:
         budget = min(budget, max(1, PAIRED_ACCUMULATORS // (-(-block // target.vector_lanes) * per_tile)))

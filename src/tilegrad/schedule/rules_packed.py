@@ -11,15 +11,15 @@ from __future__ import annotations
 import math
 
 from ..target import Target
+from ..te.tiling import row_tile
 from .knobs import Knobs
 from .packed_gemm import Tile, row_blocks, stage_tagged, tile_output_loops
 from .parallel import parallel_grain, parallel_outer
 from .reductions import reduction_order, reduction_work
-from .rules_nchwc import MIN_CHAINS
 from .rules import Anchor, rule
+from .rules_nchwc import pairs_pay
 from .schedule import Schedule
 from .state import Stage
-from ..te.tiling import row_tile
 from .tiling import extent
 
 
@@ -59,13 +59,12 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
 
 def default_packed_blocks(width: int, vectors: int, channel_blocks: int, accumulators: int, target: Target) -> int:
     """Two channel blocks per tile where rules_nchwc's rule takes two (32 vector registers, one-vector blocks, an
-    even count of blocks, at least MIN_CHAINS accumulators in the two-block tile, no guarded tail that one block's
-    tile avoids): each broadcast input feeds both blocks (the dilated 3 x 3 at DeepLabV3's NCHW boundary: 175 ->
-    200 GFLOP/s on a Zen 5 core); else one."""
+    even count of blocks, `pairs_pay`): each broadcast input feeds both blocks (docs/benchmarks.md, machine D);
+    else one."""
     if channel_blocks % 2 or vectors != 1 or target.vector_registers < 32:
         return 1
     one, two = row_tile(width, accumulators), row_tile(width, max(1, accumulators // 2))
-    return 2 if 2 * two >= MIN_CHAINS and (width % two == 0 or width % one) else 1
+    return 2 if pairs_pay(width, one, two) else 1
 
 
 def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs) -> None:

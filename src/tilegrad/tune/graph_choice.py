@@ -90,11 +90,12 @@ class Untuned:
     def confirmation_s(self, build_s: float, peers: int = 0) -> float:
         """About how long `confirm_graph` takes with this baseline: two more compiles, one of them building every
         kernel anew (`build_s` each: the kernels share a few C files, and one retuned kernel rebuilds its file),
-        and ROUNDS rounds of the three modules and of `peers` other runtimes (taken to be as fast). The rebuild is foretold from the start, not once a kernel is
-        retuned: else the search runs on until the forecast jumps past the deadline and leaves nothing for the
-        final confirmation."""
+        and ROUNDS rounds of the three modules and of `peers` other runtimes (taken to be as fast). The rebuild is
+        foretold from the start, not once a kernel is retuned: else the search runs on until the forecast jumps past
+        the deadline and leaves nothing for the final confirmation."""
         rebuild_s = len(self.module.spec.kernels) * build_s
-        return 2 * self.compile_s + rebuild_s + ROUNDS * (3 + peers) * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
+        rounds_s = ROUNDS * (3 + peers) * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
+        return 2 * self.compile_s + rebuild_s + rounds_s
 
 
 def compile_untuned(imported: Graph, **passes) -> Untuned:

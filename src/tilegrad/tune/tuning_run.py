@@ -93,7 +93,6 @@ class TuningRun:
             self.built += 1
             self.build_s += (build_s - self.build_s) / self.built
 
-
     def commit(self, rec: Record) -> None:
         for cb in self.callbacks:
             cb.recorded(self, rec)

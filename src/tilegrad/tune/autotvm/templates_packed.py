@@ -79,7 +79,7 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     channel_blocks = sch.state.stage(blocked).tensor.shape[1]
     width = extent(s, w)
     budget = max(1, ACCUMULATORS // vectors)
-    blocks_d = default_packed_blocks(width, vectors, channel_blocks, ACCUMULATORS, target) if channel_blocks > 1 else 1
+    blocks_d = default_packed_blocks(width, vectors, channel_blocks, ACCUMULATORS, target)
     wr_d = row_tile(width, max(1, budget // blocks_d))
     reduce = sch.loops(blocked)[5:]
 
