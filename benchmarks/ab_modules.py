@@ -22,7 +22,6 @@ import json
 import statistics
 import time
 
-
 import tilegrad
 from tilegrad.runtime.module import benchmark_inputs
 
