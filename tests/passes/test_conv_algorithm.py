@@ -14,10 +14,11 @@ from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
-from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_tile_rows
+from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_tile_rows, winograd_block
 from tilegrad.target import Target, host
 from tilegrad.passes.context import PassContext
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.rules_conv_algorithms import winograd_rows
 from tilegrad import te
 from tilegrad.te import nn
 
@@ -252,3 +253,20 @@ def test_the_gemm_tile_has_the_rows_that_pad_least():
     assert [matmul_tile_rows(r, avx512) for r in (1, 5, 6, 12, 16, 17, 24, 40, 56, 128)] == \
         [1, 5, 6, 6, 8, 6, 8, 8, 14, 14]
     assert [matmul_tile_rows(r, avx2) for r in (1, 16, 128)] == [1, 6, 6]
+
+
+def test_winograd_weights_come_in_blocks_of_two_vectors_where_the_channels_fill_them():
+    avx512, avx2 = Target.with_lanes(16), Target.with_lanes(8)
+    assert [winograd_block(o, avx512) for o in (16, 24, 32, 40, 512)] == [16, 16, 32, 32, 32]
+    assert [winograd_block(o, avx2) for o in (8, 16, 512)] == [16, 16, 16]
+
+
+def test_the_winograd_gemm_tile_holds_fourteen_accumulators_with_32_registers():
+    """AVX-512, two-vector blocks: 7 tiles a register tile where that pads least (49 tiles: 7 x 7; 16 tiles: 6, 6
+    and a guarded 4); AVX2, or one-vector blocks, keep the compute's rows (4 to 6)."""
+    avx512, avx2 = Target.with_lanes(16), Target.with_lanes(8)
+    attrs = {"block": 32, "tiles": (1, 7, 7), "mr": 5}
+    assert winograd_rows(attrs, avx512) == 7
+    assert winograd_rows({**attrs, "tiles": (1, 4, 4)}, avx512) == 6
+    assert winograd_rows({**attrs, "block": 16}, avx512) == 5
+    assert winograd_rows({**attrs, "block": 16}, avx2) == 5

@@ -144,13 +144,17 @@ def _compiled(y, placeholders, arrays):
     return build(default_schedule(y), args=[*placeholders, y]).run(*arrays)
 
 
-@pytest.mark.parametrize("m,shape,pads", [(2, (1, 5, 7, 9, 6), (1, 0, 2, 1)), (4, (2, 3, 17, 11, 13), (1, 1, 1, 1)),
-                                          (4, (1, 16, 24, 8, 8), (0, 2, 1, 0)), (4, (1, 3, 12, 64, 64), (1, 1, 1, 1))])
-def test_compiled_winograd_matches(m, shape, pads):
+@pytest.mark.parametrize("m,shape,pads,block", [
+    (2, (1, 5, 7, 9, 6), (1, 0, 2, 1), 16), (4, (2, 3, 17, 11, 13), (1, 1, 1, 1), 16),
+    (4, (1, 16, 24, 8, 8), (0, 2, 1, 0), 16), (4, (1, 3, 12, 64, 64), (1, 1, 1, 1), 16),
+    (2, (1, 6, 40, 13, 9), (1, 1, 1, 1), 32),  # two-vector blocks (AVX-512), the last one partly padding
+    (4, (2, 5, 64, 10, 15), (1, 1, 1, 1), 32),
+])
+def test_compiled_winograd_matches(m, shape, pads, block):
     n, c, o, h, w = shape
     rng = np.random.default_rng(1)
     xs, ws, bs = (rng.standard_normal(s).astype(np.float32) for s in ((n, c, h, w), (o, c, 3, 3), (o,)))
-    us = winograd.transform_weight_numpy(ws, m)
+    us = winograd.transform_weight_numpy(ws, m, block)
     x, u, b = te.placeholder(xs.shape, name="x"), te.placeholder(us.shape, name="u"), te.placeholder((o,), name="b")
     y = winograd.winograd_conv2d_transformed(x, u, o, m, pads, bias=b)
     want = _direct(xs, ws, pads=pads) + bs[:, None, None]

@@ -13,8 +13,8 @@ they are.
   channels (te/nn/conv_groups.py), "direct" with the weights of each block's groups packed together:
   "direct"    `blocked_conv`, the weights in blocks of CONV_BLOCK output channels;
   "im2col"    `im2col_conv`, im2col + GEMM, the weights as the GEMM's row panels;
-  "winograd2" / "winograd4"  `winograd_conv` with F(2x2, 3x3) or F(4x4, 3x3), the weights transformed (3 x 3,
-              stride 1, dilation 1 only).
+  "winograd2" / "winograd4"  `winograd_conv` with F(2x2, 3x3) or F(4x4, 3x3), the weights transformed, in
+              blocks of `winograd_block` output channels (3 x 3, stride 1, dilation 1 only).
 
 The choice is the cheapest by an estimate in multiply-adds (`estimate_costs`): the direct convolution's
 N*O*OH*OW*C*KH*KW, slowed by its register tile where it holds fewer than 4 columns (`row_tile`'s tile of at most 7,
@@ -226,12 +226,13 @@ def _conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, b
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())
     ctx.note(f"{node.name}: {algorithm} ({why}); multiplies: {counts}; estimated multiply-adds: {estimates}")
-    out = _emit(ed, node, algorithm, x, w, bias)
+    out = _emit(ed, node, algorithm, x, w, bias, ctx.target)
     ctx.decisions.setdefault("conv_algorithm", {})[node.name] = ConvChoice(algorithm, tuple(costs), out.name)
     return out
 
 
-def _emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias: list[Value]) -> Value:
+def _emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias: list[Value],
+          target: Target) -> Value:
     """The convolution as `algorithm`'s op over its laid-out weights."""
     a = node.attrs
     o, name = w.shape[0], f"{node.name}_w"
@@ -244,8 +245,16 @@ def _emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias:
         return ed.op("im2col_conv", x, wmat, *bias, name=node.name, out_channels=o, kernel_shape=w.shape[2:],
                      strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
     m = int(algorithm[-1])
-    u = _packed(ed, "winograd_weight", w, name, m=m, block=CONV_BLOCK)
+    u = _packed(ed, "winograd_weight", w, name, m=m, block=winograd_block(o, target))
     return ed.op("winograd_conv", x, u, *bias, name=node.name, m=m, pads=a["pads"], out_channels=o)
+
+
+def winograd_block(out_channels: int, target: Target) -> int:
+    """Output channels per block of Winograd's transformed weights, the width of its GEMM's register tile:
+    MATMUL_PANEL_VECTORS vectors, as the panel GEMM's, where the channels fill them (with AVX-512, one vector
+    left the tile of at most 6 rows with fewer accumulators than the FMA latency needs), else one vector."""
+    wide = MATMUL_PANEL_VECTORS * target.vector_lanes
+    return max(wide, CONV_BLOCK) if out_channels >= wide else CONV_BLOCK
 
 
 def _count(v: float) -> str:

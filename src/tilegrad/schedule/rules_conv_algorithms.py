@@ -12,12 +12,16 @@ Winograd GEMM's rows per tile (its input transform is not packed by tiles); the 
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ScheduleError
 from ..target import Target
+from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
 from .reductions import reduction_work
 from .rules import Anchor, rule
+from .rules_nchwc import PAIRED_ACCUMULATORS
 from .schedule import Schedule
 from .state import Stage
 from .tiling import extent
@@ -51,10 +55,10 @@ def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: An
 def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """M[xi] = V[xi] U[xi] for each tile position xi: an mr tiles x one block of output channels register tile
     over all input channels; positions and channel blocks run in parallel. V is not packed by tiles, so mr is a
-    parameter (by default the compute's `row_tile`, to which the rows are padded; another leaves a guarded
-    tail)."""
+    parameter (by default `winograd_rows`; one that does not divide the rows leaves a guarded tail)."""
     block = anchor.attrs["block"]
-    mr = knobs.choice(f"{s.name}_mr", range(1, max(8, anchor.attrs["mr"]) + 1), anchor.attrs["mr"])
+    default = winograd_rows(anchor.attrs, target)
+    mr = knobs.choice(f"{s.name}_mr", range(1, max(8, default) + 1), default)
     local = sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     xi, p, o = [a.name for a in s.op.axes]
@@ -69,6 +73,16 @@ def schedule_winograd_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anch
     sch.reorder(local, lst.leaves[-1], li, lo)
     sch.unroll(local, li)
     sch.vectorize(local, lo)
+
+
+def winograd_rows(attrs: dict, target: Target) -> int:
+    """Tiles per register tile of the Winograd GEMM: the compute's `row_tile` (to which its rows are padded; 4 to
+    6, for AVX2's 16 registers), or with 32 registers and a block of several vectors, the rows of a tile of
+    PAIRED_ACCUMULATORS accumulators, as the direct convolution's (`te.tiling.row_tile` over the tiles)."""
+    vectors = -(-attrs["block"] // target.vector_lanes)
+    if target.vector_registers < 32 or vectors < 2:
+        return attrs["mr"]
+    return row_tile(math.prod(attrs["tiles"]), PAIRED_ACCUMULATORS // vectors)
 
 
 @rule("winograd_input")
