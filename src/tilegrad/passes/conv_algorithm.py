@@ -56,7 +56,7 @@ from .context import PassContext
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
 MATMUL_PANEL_VECTORS = 2  # vectors per panel of a packed constant matmul operand (and per GEMM register tile row)
 TALL_TILE_ROWS = 14  # the GEMM register tile's rows where the registers allow (AVX-512: 28 accumulators of 32)
-TALL_TILE_WASTE = 0.125  # the most of the padded rows a tall tile may waste
+TILE_STEP_LOAD = 0.5  # a GEMM tile step's load of its B panel row, in rows of FMAs
 ALGORITHMS = ("direct", "im2col", "winograd2", "winograd4")
 
 DIRECT_COLUMNS = 7  # the direct kernel's widest register tile: 7 output columns x 2 vectors (AVX2)
@@ -278,22 +278,20 @@ def matmul_panel(target: Target) -> int:
 
 
 def matmul_tile_rows(rows, target: Target) -> int:
-    """Rows of the GEMM's register tile: `TALL_TILE_ROWS` where the registers hold that many rows of accumulators
-    beside the panel's two vectors and a broadcast, and the `rows` of A pad to whole tiles wasting at most
-    `TALL_TILE_WASTE` of them; the rows themselves where there are fewer than 6 (a decoding step's one row padded
-    to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else 6, or 8 where
-    the registers hold it and it pads fewer rows (16 rows: two tiles of 8, not three of 6). Each step of the tile
-    loads one row of the B panel (streamed from L2 when k is long) for all its rows: 14 rows use it for 28 FMAs
-    where 6 use it for 12."""
-    accumulators = TALL_TILE_ROWS * MATMUL_PANEL_VECTORS
+    """Rows of the GEMM's register tile: the rows themselves where there are fewer than 6 (a decoding step's one
+    row padded to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else,
+    of 6, 8 and (from `4 * TALL_TILE_ROWS` rows on) `TALL_TILE_ROWS`, those the registers hold beside the panel's
+    two vectors and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
+    loads one row of the B panel (streamed from L2 when k is long) for all its rows, about TILE_STEP_LOAD of a
+    row's FMAs. So 128 rows run as 16 tiles of 8, not 10 of 14 (140 rows: 8-13% slower on BERT's products on a
+    Zen 5, as fast as 8 where neither pads; docs/benchmarks.md, machine D), 112 as 8 of 14."""
     if isinstance(rows, int) and rows < 6:
         return rows
-    if not isinstance(rows, int) or accumulators + 3 > target.vector_registers:
+    if not isinstance(rows, int):
         return 6
-    if rows < 4 * TALL_TILE_ROWS:
-        return min((8, 6), key=lambda mr: -(-rows // mr) * mr)
-    waste = -(-rows // TALL_TILE_ROWS) * TALL_TILE_ROWS / rows - 1
-    return TALL_TILE_ROWS if waste <= TALL_TILE_WASTE else 6
+    tiles = [mr for mr in (TALL_TILE_ROWS, 8) if mr * MATMUL_PANEL_VECTORS + 3 <= target.vector_registers
+             and (mr < TALL_TILE_ROWS or rows >= 4 * TALL_TILE_ROWS)]
+    return min((*tiles, 6), key=lambda mr: -(-rows // mr) * mr * (1 + TILE_STEP_LOAD / mr))
 
 
 def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[Value, ...], target: Target, *,
