@@ -161,6 +161,31 @@ def test_transposes_are_absorbed_into_gemm():
     _assert_same_numbers(g, after)
 
 
+def test_zero_spatial_pads_are_absorbed_into_convolutions():
+    """TensorFlow's "same" padding as exported: a zero pad of the spatial axes becomes the convolution's own
+    (asymmetric) pads, 1-D and 2-D, grouped or not; a pad of another value or of the channels, stays."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 9, 8))
+    same = b.op("conv", b.op("pad", x, pads=(0, 0, 0, 0, 0, 0, 1, 1)), _const(b, rng, (6, 4, 3, 3), "w1"),
+                strides=(2, 2), pads=(0, 0, 0, 0))
+    more = b.op("conv", b.op("pad", same, pads=(0, 0, 1, 0, 0, 0, 2, 1)), _const(b, rng, (6, 3, 3, 3), "w2"),
+                pads=(1, 1, 0, 1), group=2)
+    signal = b.op("conv", b.op("pad", b.input("s", (2, 3, 11)), pads=(0, 0, 2, 0, 0, 1)),
+                  _const(b, rng, (5, 3, 3), "w3"), _const(b, rng, (5,), "b3"))
+    valued = b.op("conv", b.op("pad", x, pads=(0, 0, 1, 1, 0, 0, 1, 1), value=1.0), _const(b, rng, (2, 4, 3, 3), "w4"))
+    channels = b.op("conv", b.op("pad", x, pads=(0, 1, 0, 0, 0, 1, 0, 0)), _const(b, rng, (2, 6, 1, 1), "w5"))
+    g = b.build([more, signal, valued, channels])
+    after, notes = _apply(simplify, g)
+    assert _ops(after) == ["conv", "conv", "conv", "pad", "conv", "pad", "conv"]
+    first, second, third = after.nodes[:3]
+    assert first.inputs[0] is x and first.attrs["pads"] == [0, 0, 1, 1]
+    assert second.attrs["pads"] == [2, 1, 2, 2] and second.attrs["group"] == 2
+    assert third.attrs["pads"] == [2, 1] and len(third.inputs) == 3
+    assert len(notes) == 3
+    _assert_same_numbers(g, after)
+
+
 def test_graph_outputs_keep_their_names():
     b = GraphBuilder()
     x = b.input("x", (2, 3))

@@ -9,7 +9,10 @@ value that replaces the node's output, or None when it does not apply:
   same shape, an expand, tile, pad or slice that keeps the shape, a concat of one tensor) is its input;
 - a transpose of a transpose is one transpose of the composed permutation, or nothing when that is the identity;
 - a chain of reshape, flatten, squeeze and unsqueeze is one reshape;
-- a 2-D transpose feeding a matrix product is absorbed into `gemm`'s trans_a / trans_b.
+- a 2-D transpose feeding a matrix product is absorbed into `gemm`'s trans_a / trans_b;
+- a convolution of a zero `pad` of the spatial axes (TensorFlow's "same" padding, as Hugging Face's MobileNets
+  and EfficientNets export it) is a convolution of the unpadded input with the pads added to its own, so that
+  it stays one kernel in the blocked layout instead of a pad between two layout copies.
 """
 
 from __future__ import annotations
@@ -145,6 +148,21 @@ def _absorb_transposes(walk: _Walk, node: Node, inputs: tuple[Value, ...]) -> Va
     return walk.emit(node, "gemm", *operands, **attrs)
 
 
+def _absorb_zero_pad(walk: _Walk, node: Node, inputs: tuple[Value, ...]) -> Value | None:
+    x, *rest = inputs
+    pad = walk.producer(x)
+    if pad is None or pad.op != "pad" or pad.attrs["mode"] != "constant" or pad.attrs["value"] != 0:
+        return None
+    rank = len(x.shape)
+    begin, end = list(pad.attrs["pads"][:rank]), list(pad.attrs["pads"][rank:])
+    if any(begin[:2]) or any(end[:2]):
+        return None
+    spatial = rank - 2
+    own = list(node.attrs["pads"] or (0,) * (2 * spatial))
+    pads = [p + q for p, q in zip(own, begin[2:] + end[2:])]
+    return walk.emit(node, "conv", pad.inputs[0], *rest, **{**node.attrs, "pads": pads})
+
+
 _NOOP_WHEN_SHAPE_KEPT = ("identity", "cast", "expand", "tile", "pad", "slice", "concat", "dilate")
 RULES = {
     "add": (_unit_operand(0, commutative=True),),
@@ -155,6 +173,7 @@ RULES = {
     "transpose": (_compose_transposes,),
     "matmul": (_absorb_transposes,),
     "gemm": (_absorb_transposes,),
+    "conv": (_absorb_zero_pad,),
     **{op: (_drop_shape_noop, _merge_reshapes) for op in RESHAPES},
     **{op: (_drop_shape_noop,) for op in _NOOP_WHEN_SHAPE_KEPT},
 }
