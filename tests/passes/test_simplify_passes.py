@@ -161,6 +161,24 @@ def test_transposes_are_absorbed_into_gemm():
     _assert_same_numbers(g, after)
 
 
+def test_small_constant_powers_become_products():
+    """x ** 2, 3 and 4 (a scalar or a filled constant that broadcasting does not widen) are products of x; other
+    exponents, a widening constant and integer bases keep the pow."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 5))
+    powers = [b.op("pow", x, b.const(np.full(shape, n, "float32"), f"n{n}"))
+              for n, shape in ((2, ()), (3, (1, 5)), (4, (5,)))]
+    kept = [b.op("pow", x, b.const(np.float32(2.5), "half")),
+            b.op("pow", x, b.const(np.array([2, 3, 2, 2, 2], "float32"), "mixed")),
+            b.op("pow", x, b.const(np.full((2, 3, 5), 2, "float32"), "wide")),
+            b.op("pow", b.input("i", (4,), "int32"), b.const(np.int32(2), "two"))]
+    g = b.build([*powers, *kept])
+    after, notes = _apply(simplify, g)
+    assert _ops(after) == ["mul"] + ["mul"] * 2 + ["mul"] * 2 + ["pow"] * 4
+    assert len(notes) == 3
+    _assert_same_numbers(g, after, rtol=1e-6)
+
+
 def test_zero_spatial_pads_are_absorbed_into_convolutions():
     """TensorFlow's "same" padding as exported: a zero pad of the spatial axes becomes the convolution's own
     (asymmetric) pads, 1-D and 2-D, grouped or not; a pad of another value or of the channels, stays."""

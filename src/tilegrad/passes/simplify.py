@@ -5,6 +5,8 @@ value that replaces the node's output, or None when it does not apply:
 
 - a binary op with a constant unit operand (x * 1, 1 * x, x + 0, 0 + x, x - 0, x / 1, x ** 1) is its other
   operand, when broadcasting the constant does not change that operand's shape;
+- a float power by a constant 2, 3 or 4 (GELU's tanh form cubes, norms square) is a product of the base with
+  itself, which the fused kernel computes in vectors, not a scalar `powf` call per element;
 - a data-movement op whose output has its input's type (identity, a cast to the same dtype, a reshape to the
   same shape, an expand, tile, pad or slice that keeps the shape, a concat of one tensor) is its input;
 - a transpose of a transpose is one transpose of the composed permutation, or nothing when that is the identity;
@@ -100,6 +102,20 @@ def _unit_operand(fill: int, *, commutative: bool):
     return _drop_unit_operand
 
 
+SMALL_POWERS = (2, 3, 4)
+
+
+def _small_power(walk: _Walk, node: Node, inputs: tuple[Value, ...]) -> Value | None:
+    x, c = inputs
+    if not (c.is_constant and x.type == node.outputs[0].type and x.dtype.startswith("float") and c.data.size):
+        return None
+    n = c.data.flat[0]
+    if n not in SMALL_POWERS or not np.all(c.data == n):
+        return None
+    square = walk.emit(node, "mul", x, x)
+    return square if n == 2 else walk.emit(node, "mul", square, square if n == 4 else x)
+
+
 def _drop_shape_noop(walk: _Walk, node: Node, inputs: tuple[Value, ...]) -> Value | None:
     return inputs[0] if len(inputs) == 1 and inputs[0].type == node.outputs[0].type else None
 
@@ -169,7 +185,7 @@ RULES = {
     "sub": (_unit_operand(0, commutative=False),),
     "mul": (_unit_operand(1, commutative=True),),
     "div": (_unit_operand(1, commutative=False),),
-    "pow": (_unit_operand(1, commutative=False),),
+    "pow": (_unit_operand(1, commutative=False), _small_power),
     "transpose": (_compose_transposes,),
     "matmul": (_absorb_transposes,),
     "gemm": (_absorb_transposes,),
