@@ -99,6 +99,16 @@ def test_scores_live_in_local_buffers_of_a_row_block():
     assert _extents(keys) == [1, 1, 64, 208] and block[:len(head)] == head and len(head) < len(block)
 
 
+def test_with_few_heads_k_transposed_is_computed_once_before_the_blocks():
+    """2 heads cannot keep 2 cores busy: the blocks of rows run in parallel, and K^T, all heads of it, is
+    computed before them (in parallel too), not again in each block."""
+    _, _, k = _kernel([(1, 2, 300, 64)] * 3)
+    buffers = _allocations(k.loop.body, {})
+    keys, loops = buffers["attention_keys"]
+    assert _extents(keys) == [1, 2, 64, 304] and not loops
+    assert k.source.index("attention_keys[") < k.source.index("attention_scores[")
+
+
 def test_products_accumulate_in_register_tiles():
     _, _, k = _kernel([(1, 12, 128, 64)] * 3)
     buffers = _allocations(k.loop.body, {})
