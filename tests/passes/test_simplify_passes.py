@@ -204,6 +204,27 @@ def test_zero_spatial_pads_are_absorbed_into_convolutions():
     _assert_same_numbers(g, after)
 
 
+def test_taps_that_only_read_padding_are_dropped():
+    """Dilated by 36 over 28 x 28 only the centre tap reads the image: a 1 x 1 convolution; by 6 over 5 x 9 and
+    stride 2, the rows shrink to the centre and the columns keep three; by 2 every tap reads the image; a tap
+    kept past a cropped edge (padding would turn negative) keeps the kernel."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 28, 28))
+    aspp = b.op("conv", x, _const(b, rng, (3, 4, 3, 3), "w1"), _const(b, rng, (3,), "b1"), pads=(36,) * 4,
+                dilations=(36, 36))
+    y = b.input("y", (1, 4, 5, 9))
+    rows = b.op("conv", y, _const(b, rng, (2, 4, 3, 3), "w2"), pads=(6, 6, 6, 6), dilations=(6, 6), strides=(2, 2))
+    dense = b.op("conv", x, _const(b, rng, (2, 4, 3, 3), "w3"), pads=(2,) * 4, dilations=(2, 2))
+    cropped = b.op("conv", b.input("z", (1, 2, 10)), _const(b, rng, (2, 2, 3), "w4"), pads=(5, 5), dilations=(8,))
+    g = b.build([aspp, rows, dense, cropped])
+    after, notes = _apply(simplify, g)
+    kernels = [n.inputs[1].shape[2:] for n in after.nodes]
+    assert kernels == [(1, 1), (1, 3), (3, 3), (3,)] and len(notes) == 2
+    assert after.nodes[0].attrs["pads"] == [0, 0, 0, 0] and after.nodes[1].attrs["pads"] == [0, 6, 0, 6]
+    _assert_same_numbers(g, after)
+
+
 def test_graph_outputs_keep_their_names():
     b = GraphBuilder()
     x = b.input("x", (2, 3))

@@ -14,7 +14,9 @@ value that replaces the node's output, or None when it does not apply:
 - a 2-D transpose feeding a matrix product is absorbed into `gemm`'s trans_a / trans_b;
 - a convolution of a zero `pad` of the spatial axes (TensorFlow's "same" padding, as Hugging Face's MobileNets
   and EfficientNets export it) is a convolution of the unpadded input with the pads added to its own, so that
-  it stays one kernel in the blocked layout instead of a pad between two layout copies.
+  it stays one kernel in the blocked layout instead of a pad between two layout copies;
+- a convolution with a constant kernel loses the taps that only ever read its zero padding (DeepLabV3's
+  atrous pyramid dilates a 3 x 3 kernel by 36 over a 28 x 28 map: only the centre tap reads the image).
 """
 
 from __future__ import annotations
@@ -100,6 +102,31 @@ def _unit_operand(fill: int, *, commutative: bool):
             return c
         return None
     return _drop_unit_operand
+
+
+def _drop_padding_taps(walk: _Walk, node: Node, inputs: tuple[Value, ...]) -> Value | None:
+    x, w, *rest = inputs
+    rank = len(x.shape) - 2
+    if not w.is_constant or rank < 1:
+        return None
+    a = node.attrs
+    strides, dilations = a["strides"] or (1,) * rank, a["dilations"] or (1,) * rank
+    pads = list(a["pads"] or (0,) * (2 * rank))
+    out = node.outputs[0].shape[2:]
+    kept, begin, end = [], [], []
+    for axis in range(rank):
+        size, d, pb = x.shape[2 + axis], dilations[axis], pads[axis]
+        reach = (out[axis] - 1) * strides[axis]  # tap t reads [t d - pb, t d - pb + reach]
+        taps = [t for t in range(w.shape[2 + axis]) if t * d - pb + reach >= 0 and t * d - pb < size]
+        if not taps:
+            return None
+        kept.append(slice(taps[0], taps[-1] + 1))
+        begin.append(pb - taps[0] * d)
+        end.append(reach + d * (len(taps) - 1) + 1 - size - begin[-1])
+    if all(k.stop - k.start == n for k, n in zip(kept, w.shape[2:])) or min(begin + end) < 0:
+        return None
+    kernel = walk.ed.const(np.ascontiguousarray(w.data[(..., *kept)]), f"{node.name}_taps")
+    return walk.emit(node, "conv", x, kernel, *rest, **{**a, "pads": begin + end})
 
 
 SMALL_POWERS = (2, 3, 4)
@@ -189,7 +216,7 @@ RULES = {
     "transpose": (_compose_transposes,),
     "matmul": (_absorb_transposes,),
     "gemm": (_absorb_transposes,),
-    "conv": (_absorb_zero_pad,),
+    "conv": (_absorb_zero_pad, _drop_padding_taps),
     **{op: (_drop_shape_noop, _merge_reshapes) for op in RESHAPES},
     **{op: (_drop_shape_noop,) for op in _NOOP_WHEN_SHAPE_KEPT},
 }
