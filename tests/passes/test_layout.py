@@ -148,6 +148,28 @@ def test_unsafe_ops_on_padded_lanes_end_the_chain():
     assert np.isfinite(run_reference(out, _inputs(g))[0]).all()
 
 
+@pytest.mark.parametrize("winograd,block,width", [("winograd2", 8, 16), ("winograd4", 16, 20)])
+def test_a_winograd_convolution_runs_blocked_in_the_chain(winograd, block, width):
+    """The bottleneck's 3x3 as Winograd reads the blocked 1x1's output and writes blocks for the next 1x1 (its
+    output channels not whole blocks where the width is 20): no transform between them; compiled as well."""
+    g = bottleneck(width=width)
+    out, notes = _run_pass(g, conv_algorithm={g.nodes[2].name: winograd}, layout_block=block)
+    _check_meaning(g, out)
+    assert _ops(out).count("winograd_conv_nchwc") == 1 and _ops(out).count("conv_nchwc") == 2
+    assert len(_transforms(out)) == 2 and "winograd_conv_nchwc" in notes[0]
+    x = _inputs(g)
+    (want,) = run_reference(g, x)
+    np.testing.assert_allclose(compile_graph(out)(*x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_lone_winograd_convolution_stays_nchw():
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 9, 9))
+    g = b.build(b.op("relu", _conv(b, x, 8, kernel=3)), ["y"])
+    packed, _ = _run_pass(g, conv_algorithm="winograd4")
+    assert _ops(packed) == ["winograd_conv", "relu"] and layout(packed, PassContext()) is packed
+
+
 def test_a_lone_convolution_is_left_to_blocked_conv():
     """Between NCHW-only ops (here a conv with a weight computed at run time), a single blocked_conv gains nothing
     from the layout: its own kernel already copies the blocks out."""

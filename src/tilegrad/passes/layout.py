@@ -6,7 +6,8 @@ layer to the next (ir/ops/layout.py), activations need no copy-out, and depthwis
 across a block of channels. This pass:
 
 1. plans, in graph order, which nodes run blocked: the seeds are `blocked_conv` (a grouped one where its groups
-   line up with the node's block) and depthwise `conv` (groups = C = O) with constant weights; the layout then
+   line up with the node's block), `winograd_conv` (as `winograd_conv_nchwc`, which reads either layout) and
+   depthwise `conv` (groups = C = O) with constant weights; the layout then
    flows to element-wise and broadcasting ops of a blocked input (their other operands being constants, re-laid
    out here, or NCHW values of the same channels), to max, average and global average pooling, and to a concat
    along channels whose parts are all whole blocks;
@@ -18,7 +19,7 @@ across a block of channels. This pass:
 
 Each node has a block size. `ctx.options["layout_block"]` is one block for the whole graph, or a dict from
 convolution name (the imported `conv`'s) to its block (tune/algorithms.py varies them; the others take the default, the target's
-vector lanes). A `blocked_conv` takes its own block; a depthwise convolution, pool, element-wise op or concat
+vector lanes). A `blocked_conv` or `winograd_conv` takes its own block; a depthwise convolution, pool, element-wise op or concat
 takes the block of its first blocked input (a depthwise convolution named in the dict, its own). A convolution
 reads a blocked input of any block, so a chain goes on through blocks of different sizes; an op whose blocked
 input has another block than its own reads it through `layout_reblock`, one copy (once per value and block).
@@ -42,7 +43,9 @@ from .editor import GraphEditor
 from .context import PassContext
 
 POOLS = {"max_pool": "max_pool_nchwc", "avg_pool": "avg_pool_nchwc", "global_avg_pool": "global_avg_pool_nchwc"}
-BLOCKED_OPS = {"blocked_conv": "conv_nchwc", "conv": "depthwise_conv_nchwc", **POOLS}  # the rest keep their op
+BLOCKED_OPS = {"blocked_conv": "conv_nchwc", "winograd_conv": "winograd_conv_nchwc", "conv": "depthwise_conv_nchwc",
+               **POOLS}  # the rest keep their op
+CONVOLUTIONS = ("blocked_conv", "winograd_conv")  # the seeds that set their output's block
 BLOCK_VECTORS = (1, 2)  # the block sizes offered to tuning, in vectors of the target
 
 
@@ -85,7 +88,7 @@ def _plan(g: Graph, default: int, named: dict[str, int]) -> dict[int, int]:
     for node in g.nodes:
         inherited = next((blocks[id(v)] for v in node.inputs if id(v) in blocks), None)
         if _is_seed(node):
-            own = node.op == "blocked_conv" or node.name in named
+            own = node.op in CONVOLUTIONS or node.name in named
             block = named.get(node.name, default) if own or inherited is None else inherited
             if _groups(node, block) is False:
                 continue
@@ -121,21 +124,22 @@ def _chains(g: Graph, planned: dict[int, int]) -> list[list[Node]]:
 
 
 def _worth_blocking(chain: list[Node]) -> bool:
-    """A lone `blocked_conv` already computes in blocks and copies out in the same kernel; blocking it alone would
-    only move that copy into a kernel of its own. Two convolutions, or any depthwise one or pool, gain."""
+    """A lone `blocked_conv` or `winograd_conv` already reads and writes NCHW in the same kernel; blocking it alone
+    would only add copies. Two convolutions, or any depthwise one or pool, gain."""
     heavy = [n.op for n in chain if n.op in BLOCKED_OPS]
-    return len(heavy) > 1 or heavy != ["blocked_conv"]
+    return len(heavy) > 1 or heavy[0] not in CONVOLUTIONS
 
 
 def _is_seed(node: Node) -> bool:
-    """A 2-D float32 convolution with constant weights (and bias): blocked_conv, or a depthwise conv."""
-    if node.op not in ("blocked_conv", "conv"):
+    """A 2-D float32 convolution with constant weights (and bias): blocked_conv, winograd_conv, or a depthwise
+    conv."""
+    if node.op not in ("conv", *CONVOLUTIONS):
         return False
     x, w, *bias = node.inputs
     if len(x.shape) != 4 or x.dtype != "float32" or not all(v.is_constant for v in (w, *bias)):
         return False
     group = node.attrs.get("group", 1)
-    return node.op == "blocked_conv" or (group > 1 and group == x.shape[1] == w.shape[0] and w.shape[1] == 1)
+    return node.op in CONVOLUTIONS or (group > 1 and group == x.shape[1] == w.shape[0] and w.shape[1] == 1)
 
 
 def _groups(node: Node, block: int) -> BlockGroups | None | bool:
@@ -248,6 +252,11 @@ class _Rewrite:
             packed = ed.const(_pack_conv_weight(weight, b, in_lanes), f"{node.name}_wnchwc")
             return ed.op("conv_nchwc", source, packed, *self._bias(bias, node), name=node.name,
                          strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
+        if node.op == "winograd_conv":
+            x, u, *bias = node.inputs
+            source = self.blocked[id(x)] if id(x) in self.blocked else ed.get(x)  # NCHW at a chain's start
+            return ed.op("winograd_conv_nchwc", source, u, *self._bias(bias, node), name=node.name, block=b,
+                         **node.attrs)
         if node.op == "conv":
             x, w, *bias = node.inputs
             a = node.attrs

@@ -30,15 +30,20 @@ from .tiling import extent
 @rule("winograd_conv2d")
 def schedule_winograd_output(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """Y = A^T (M A): one output tile at a time (tiles in parallel), a vector of output channels at a time (the
-    row of M each position reads is contiguous in them), M A computed for that tile and vector, the m x m
-    positions unrolled."""
+    row of M each position reads is contiguous in them; in the blocked layout, an output block, whose lanes are
+    contiguous in the output too), M A computed for that tile and vector, the m x m positions unrolled."""
     m = anchor.attrs["m"]
-    n, o, h, w = [a.name for a in s.op.axes]
+    if len(s.op.axes) == 5:
+        n, o0, h, w, o1 = [a.name for a in s.op.axes]
+        channels = extent(s, o0) * extent(s, o1)
+    else:
+        n, o, h, w = [a.name for a in s.op.axes]
+        channels = extent(s, o)
+        o0, o1 = _vector_split(sch, s, o, target)
     h0, h1 = sch.split(s.name, h, m)
     w0, w1 = sch.split(s.name, w, m)
-    o0, o1 = _vector_split(sch, s, o, target)
     sch.reorder(s.name, *[lp for lp in (n, h0, w0, o0, h1, w1, o1) if lp])
-    parallel_grain(sch, s, [n, h0, w0], None, target, extent(s, o) * m * m, knobs)
+    parallel_grain(sch, s, [n, h0, w0], None, target, channels * m * m, knobs)
     half = _producer(sch, s, "winograd_output")
     loops = sch.loops(s.name)
     sch.compute_at(half, s.name, loops[loops.index(h1) - 1])  # o0, or the (maybe fused) tile loop

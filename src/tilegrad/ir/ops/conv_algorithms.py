@@ -2,6 +2,8 @@
 
 - `winograd_weight` transforms a (O, C, 3, 3) weight into Winograd's U = G g G^T, laid out for the GEMM, and
   `winograd_conv` convolves with it (3 x 3, stride 1, groups 1; attribute `m` the output tile, 2 or 4).
+- `winograd_conv_nchwc` is `winograd_conv` in the blocked channel layout (ir/ops/layout.py): it reads x blocked
+  or not and writes (N, O / block, OH, OW, block), so that the layout pass keeps a chain blocked through it.
 - `im2col_weight` lays a (O, C, KH, KW) weight out as the GEMM's row panels, and `im2col_conv` convolves with it
   (groups 1, any kernel, stride, padding and dilation).
 
@@ -17,6 +19,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te.nn import im2col, winograd
 from ..registry import INJECTIVE, OUT_FUSABLE, Sample, TensorType, declare
+from .layout import block_array, unblock_array
 from .windows import conv_ref, conv_type, window_attrs
 
 
@@ -85,6 +88,60 @@ declare("winograd_conv", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={"m": 4, "pa
                    {"m": 2, "pads": [1, 0, 1, 2], "out_channels": 7}),
             Sample((((2, 2, 9, 5), "float32"), ((36, 1, 2, 8), "float32")),
                    {"m": 4, "pads": [1, 1, 0, 1], "out_channels": 5}),
+        ))
+
+
+def _unblocked(x: TensorType, channels: int) -> TensorType:
+    """The NCHW type of an input a Winograd convolution reads, blocked (N, C / b, H, W, b) or not."""
+    if len(x.shape) == 4:
+        return x
+    if len(x.shape) != 5 or not (x.shape[1] - 1) * x.shape[4] < channels <= x.shape[1] * x.shape[4]:
+        raise ShapeError(f"x must be (N, C, H, W) or blocked (N, C / b, H, W, b) with C = {channels}, got {x.shape}")
+    return TensorType((x.shape[0], channels, *x.shape[2:4]), x.dtype)
+
+
+def _winograd_nchwc_type(x, u, bias=None, *, m, pads, out_channels, block):
+    if block < 1:
+        raise ShapeError(f"the output block must be positive, got {block}")
+    blocks = -(-out_channels // block)
+    if bias is not None and bias.shape != (blocks, block):
+        raise ShapeError(f"the bias must be packed as ({blocks}, {block}), got {bias.shape}")
+    flat = None if bias is None else TensorType((out_channels,), bias.dtype)
+    (out,) = _winograd_type(_unblocked(x, u.shape[2] if len(u.shape) == 4 else 0), u, flat, m=m, pads=pads,
+                            out_channels=out_channels)
+    return [TensorType((out.shape[0], blocks, *out.shape[2:], block), out.dtype)]
+
+
+def _winograd_nchwc_ref(x, u, bias=None, *, m, pads, out_channels, block):
+    """Every lane of the blocked output, as the compute has it: the GEMM's columns past the output channels
+    (zero where the weights are zero-padded, as transform_weight_numpy pads them), lanes past those repeating
+    the last, plus the packed bias."""
+    nchw = unblock_array(x)[:, :u.shape[2]] if x.ndim == 5 else x
+    lanes, columns = -(-out_channels // block) * block, u.shape[1] * u.shape[3]
+    y = _winograd_ref(nchw, u, m=m, pads=pads, out_channels=min(lanes, columns))
+    y = np.concatenate([y] + [y[:, -1:]] * (lanes - y.shape[1]), axis=1)
+    if bias is not None:
+        y = (y + bias.reshape(-1)[:, None, None]).astype(y.dtype)
+    return block_array(y, block)
+
+
+def _winograd_nchwc_te(x, u, bias=None, *, m, pads, out_channels, block):
+    _, pad_pairs, _ = window_attrs("winograd_conv_nchwc", 2, None, pads, None)
+    return winograd.winograd_conv2d_transformed(x, u, out_channels, m, pad_pairs, bias=bias, name="conv",
+                                                out_block=block)
+
+
+declare("winograd_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3),
+        attrs={"m": 4, "pads": None, "out_channels": None, "block": None}, infer=_winograd_nchwc_type,
+        reference=_winograd_nchwc_ref, compute=_winograd_nchwc_te, samples=(
+            Sample((((1, 1, 7, 6, 4), "float32"), ((16, 2, 3, 4), "float32"), ((2, 4), "float32")),
+                   {"m": 2, "pads": [1, 0, 1, 2], "out_channels": 7, "block": 4}),
+            Sample((((2, 2, 9, 5), "float32"), ((36, 1, 2, 8), "float32")),
+                   {"m": 4, "pads": [1, 1, 0, 1], "out_channels": 5, "block": 4}),
+            Sample((((1, 2, 6, 7, 4), "float32"), ((36, 1, 8, 16), "float32"), ((3, 4), "float32")),
+                   {"m": 4, "pads": [1, 1, 1, 1], "out_channels": 10, "block": 4}),
+            Sample((((1, 3, 5, 5, 2), "float32"), ((16, 3, 5, 2), "float32")),
+                   {"m": 2, "pads": [1, 1, 1, 1], "out_channels": 5, "block": 8}),
         ))
 
 

@@ -29,7 +29,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple, side_pads
-from ._window import guarded_load
+from ._window import in_bounds
 
 # F(2, 3): interpolation points 0, 1, -1 and infinity.
 _F2 = {
@@ -165,19 +165,23 @@ class _Tiling:
 
 
 def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m: int, padding=0,
-                                bias: te.Tensor | None = None, name: str = "conv2d") -> te.Tensor:
-    """The convolution with weights already transformed by `transform_weight` (or its NumPy twin)."""
+                                bias: te.Tensor | None = None, name: str = "conv2d",
+                                out_block: int | None = None) -> te.Tensor:
+    """The convolution with weights already transformed by `transform_weight` (or its NumPy twin). x is (N, C, H,
+    W) or blocked (N, C / b, H, W, b) (te/nn/nchwc.py); the output is NCHW, or with `out_block` blocked
+    (N, O / out_block, OH, OW, out_block) with a bias packed as (O / out_block, out_block)."""
     alpha = m + 2
     matrices(m)  # a ShapeError for a tile size without transforms
-    if x.ndim != 4 or u.ndim != 4:
-        raise ShapeError(f"winograd_conv2d: expected x (N, C, H, W) and transformed weights (alpha^2, O / b, C, b), "
-                         f"got {x.shape} and {u.shape}")
+    if x.ndim not in (4, 5) or u.ndim != 4:
+        raise ShapeError(f"winograd_conv2d: expected x (N, C, H, W) or (N, C / b, H, W, b) and transformed weights "
+                         f"(alpha^2, O / b, C, b), got {x.shape} and {u.shape}")
     check_same_dtype([x, u], "winograd_conv2d")
-    n, channels, height, width = x.shape
-    positions, blocks, u_channels, block = u.shape
-    if positions != alpha * alpha or u_channels != channels:
-        raise ShapeError(f"winograd_conv2d: F({m}, 3) weights for {channels} channels are "
-                         f"({alpha * alpha}, O / b, {channels}, b), got {u.shape}")
+    positions, blocks, channels, block = u.shape
+    n, height, width = x.shape[0], x.shape[2], x.shape[3]
+    held = x.shape[1] * (x.shape[4] if x.ndim == 5 else 1)
+    if positions != alpha * alpha or not channels <= held < channels + (x.shape[4] if x.ndim == 5 else 1):
+        raise ShapeError(f"winograd_conv2d: F({m}, 3) weights for x {x.shape} are "
+                         f"({alpha * alpha}, O / b, C, b) with C its channels, got {u.shape}")
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"winograd_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
     pads = side_pads(padding, 2, "winograd_conv2d")
@@ -188,24 +192,29 @@ def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m
     mr = row_tile(n * th * tw)
     tiling = _Tiling(m, th, tw, n * th * tw, -(-(n * th * tw) // mr) * mr)
     attrs = {"m": m, "mr": mr, "block": block, "tiles": (n, th, tw), "padding": pads}
-    v = _input_transform(x, tiling, pads, attrs, name)
+    v = _input_transform(x, channels, tiling, pads, attrs, name)
     rc = te.reduce_axis(channels, "rc")
     gemm = te.compute((alpha * alpha, tiling.rows, blocks * block),
                       lambda xi, p, o: te.sum(v[xi, p, rc] * u[xi, o // block, rc, o % block], axis=rc),
                       name=f"{name}_gemm", tag="winograd_gemm", attrs=attrs)
-    return _output_transform(gemm, tiling, (n, out_channels, oh, ow), bias, attrs, name)
+    return _output_transform(gemm, tiling, (n, out_channels, oh, ow), bias, attrs, name, out_block)
 
 
-def _input_transform(x: te.Tensor, tiling: _Tiling, pads, attrs: dict, name: str) -> te.Tensor:
+def _input_transform(x: te.Tensor, channels: int, tiling: _Tiling, pads, attrs: dict, name: str) -> te.Tensor:
     """V = B^T d B for every tile, as (alpha^2, rows, C): first B^T d (`{name}_vrows`), then times B. GEMM rows past
     the last tile repeat it; their products are dropped."""
     m, bt, dtype = tiling.m, matrices(tiling.m)["BT"], x.dtype
     alpha = m + 2
-    n, channels = x.shape[:2]
+    n = x.shape[0]
     (pt, _), (pl, _) = pads
-    d = te.compute((n, tiling.th * m + 2, tiling.tw * m + 2, channels),
-                   lambda b, h, w, c: guarded_load(x, (b, c), (h - pt, w - pl), E.const(0, dtype)),
-                   name=f"{name}_pad", tag="winograd_pad", attrs=attrs)
+
+    def padded(b, h, w, c):
+        coords = (h - pt, w - pl)
+        index = (b, c, *coords) if x.ndim == 4 else (b, c // x.shape[4], *coords, c % x.shape[4])
+        return E.select(in_bounds(coords, x.shape[2:4]), x[index], E.const(0, dtype))
+
+    d = te.compute((n, tiling.th * m + 2, tiling.tw * m + 2, channels), padded, name=f"{name}_pad",
+                   tag="winograd_pad", attrs=attrs)
 
     def rows(p, e, j, c):
         tile = E.minimum(p, tiling.tiles - 1)
@@ -226,27 +235,41 @@ def _input_transform(x: te.Tensor, tiling: _Tiling, pads, attrs: dict, name: str
 
 
 def _output_transform(gemm: te.Tensor, tiling: _Tiling, shape, bias: te.Tensor | None, attrs: dict,
-                      name: str) -> te.Tensor:
-    """Y = A^T M A per tile, cropped to the output: first M A (`{name}_yrows`, (tiles, alpha, m, O)), then A^T
-    times it, plus the bias, in NCHW."""
+                      name: str, out_block: int | None) -> te.Tensor:
+    """Y = A^T M A per tile, cropped to the output: first M A (`{name}_yrows`, (tiles, alpha, m, O), O rounded up
+    to whole output blocks, whose lanes past the GEMM's columns repeat its last), then A^T times it, plus the
+    bias, in NCHW or blocked."""
     m, at, dtype = tiling.m, matrices(tiling.m)["AT"], gemm.dtype
     alpha = m + 2
-    out_channels = shape[1]
+    n, out_channels, oh, ow = shape
+    lanes = out_channels if out_block is None else -(-out_channels // out_block) * out_block
+    columns = gemm.shape[2]
 
     def rows(p, e, s, o):
-        return _cases(s, [_combine([(at[k][f], gemm[e * alpha + f, p, o]) for f in range(alpha)], dtype)
+        col = o if lanes <= columns else E.minimum(o, columns - 1)
+        return _cases(s, [_combine([(at[k][f], gemm[e * alpha + f, p, col]) for f in range(alpha)], dtype)
                           for k in range(m)])
 
-    half = te.compute((tiling.tiles, alpha, m, out_channels), rows, name=f"{name}_yrows", tag="winograd_output",
+    half = te.compute((tiling.tiles, alpha, m, lanes), rows, name=f"{name}_yrows", tag="winograd_output",
                       attrs=attrs)
 
-    def output(b, o, h, w):
+    def value(b, o, h, w):
         tile = tiling.tile(b, h // m, w // m)
-        value = _cases(h % m, [_combine([(at[r][e], half[tile, e, w % m, o]) for e in range(alpha)], dtype)
-                               for r in range(m)])
-        return value if bias is None else value + bias[o]
+        return _cases(h % m, [_combine([(at[r][e], half[tile, e, w % m, o]) for e in range(alpha)], dtype)
+                              for r in range(m)])
 
-    return te.compute(shape, output, name=name, tag="winograd_conv2d", attrs=attrs)
+    if out_block is None:
+        def output(b, o, h, w):
+            return value(b, o, h, w) if bias is None else value(b, o, h, w) + bias[o]
+
+        return te.compute(shape, output, name=name, tag="winograd_conv2d", attrs=attrs)
+
+    def blocked(b, ob, h, w, oi):
+        y = value(b, ob * out_block + oi, h, w)
+        return y if bias is None else y + bias[ob, oi]
+
+    return te.compute((n, lanes // out_block, oh, ow, out_block), blocked, name=name, tag="winograd_conv2d",
+                      attrs=attrs)
 
 
 def _combine(terms, dtype: str) -> E.Expr:
