@@ -18,11 +18,12 @@ across a block of channels. This pass:
    a chain reads its NCHW input directly.
 
 Each node has a block size. `ctx.options["layout_block"]` is one block for the whole graph, or a dict from
-convolution name (the imported `conv`'s) to its block (tune/algorithms.py varies them; the others take the default, the target's
-vector lanes). A `blocked_conv` or `winograd_conv` takes its own block; a depthwise convolution, pool, element-wise op or concat
-takes the block of its first blocked input (a depthwise convolution named in the dict, its own). A convolution
-reads a blocked input of any block, so a chain goes on through blocks of different sizes; an op whose blocked
-input has another block than its own reads it through `layout_reblock`, one copy (once per value and block).
+convolution name (the imported `conv`'s) to its block (tune/algorithms.py varies them; the others take the
+default, the target's vector lanes). A `blocked_conv` or `winograd_conv` takes its own block; a depthwise
+convolution, pool, element-wise op or concat takes the block of its first blocked input (a depthwise convolution
+named in the dict, its own). A convolution reads a blocked input of any block, so a chain goes on through blocks
+of different sizes; an op whose blocked input has another block than its own reads it through `layout_reblock`,
+one copy (once per value and block).
 
 Lanes past the last channel are not kept zero by every op; the convolutions' packed weights are zero there, so
 such lanes never reach a real channel. With channels that are not whole blocks the layout flows only through
