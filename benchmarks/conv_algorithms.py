@@ -36,7 +36,7 @@ def _graph(c, o, size, k):
 
 
 def _algorithm(node) -> str | None:
-    if node.op == "winograd_conv":
+    if node.op.startswith("winograd_conv"):
         return f"winograd{node.attrs['m']}"
     return {"blocked_conv": "direct", "im2col_conv": "im2col"}.get(node.op)
 

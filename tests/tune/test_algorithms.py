@@ -53,7 +53,7 @@ def _algorithms_in(variant) -> dict[str, str]:
     out = {}
     for node in variant.graph.nodes:
         for n in node.attrs["body"].nodes if node.op == "fused" else [node]:
-            if n.op == "winograd_conv":
+            if n.op in ("winograd_conv", "winograd_conv_nchwc"):
                 out[variant.runs[n.name]] = f"winograd{n.attrs['m']}"
             elif n.op == "conv_nchwc" and n.outputs[0].shape[-1] != DEFAULT_BLOCK:
                 out[variant.runs[n.name]] = f"direct@{n.outputs[0].shape[-1]}"
@@ -164,14 +164,18 @@ def _members_of(node):
     return node.attrs["body"].nodes if node.op == "fused" else [node]
 
 
-def test_a_mix_that_needs_an_untimed_layout_transform_falls_back_to_the_changes_that_keep_the_layout():
+def test_a_mix_of_direct_and_winograd_stays_blocked_and_every_kernel_of_it_was_timed():
+    """Winograd runs in the blocked layout too, so a direct a feeding a Winograd b needs no transform: each of its
+    kernels is one of the variants' (a from the direct graph, b reading blocks from the all-Winograd one), and the
+    records choose the mix even where they know no other kernel."""
     imported = _imported()
     vs = variants(imported)
     a, b = sorted(vs[0].choice)
     other = next(alg for alg in ("winograd2", "winograd4") if alg != vs[0].choice[b])
     records = _records(vs, {a: "direct", b: other}, unknown=None, fair={a: vs[0].choice[a]})
     chosen = choose(imported, records)
-    assert chosen.choice == {a: vs[0].choice[a], b: other} == _algorithms_in(chosen)
+    assert chosen.algorithm == MIXED and chosen.choice == {a: "direct", b: other} == _algorithms_in(chosen)
+    assert not [n for n in chosen.graph.nodes for m in _members_of(n) if m.op.startswith("layout_")][1:]
 
 
 def test_a_graph_with_a_kernel_never_timed_loses_and_no_records_keep_the_default():
