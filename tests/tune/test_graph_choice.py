@@ -62,8 +62,9 @@ def test_a_model_that_ran_fastest_untuned_is_built_without_the_records(tmp_path)
     module, x = TwoConvs().eval(), torch.randn(1, 16, 12, 12)
     imported = import_model(module, (x,))
     db = tmp_path / "tune.db"
+    tasks = extract_tasks(compile_with_report(module, (x,)).graph)
     with Database(db) as records:
-        for task in extract_tasks(compile_with_report(module, (x,)).graph):
+        for task in tasks:
             records.add(Record.from_measurement(MeasureInput(task, task.default_trace()), MeasureResult((1e-3,))))
     applied = {}
     for chosen in ("default", UNTUNED):
@@ -73,4 +74,4 @@ def test_a_model_that_ran_fastest_untuned_is_built_without_the_records(tmp_path)
         compilation = compile_with_report(module, (x,), db=db)
         applied[chosen] = metrics.counters["tune.records_applied"]
         np.testing.assert_allclose(compilation.module(x.numpy()), module(x).detach().numpy(), rtol=1e-3, atol=1e-4)
-    assert applied == {"default": 2, UNTUNED: 0}
+    assert applied == {"default": len(tasks), UNTUNED: 0} and len(tasks) > 1
