@@ -9,12 +9,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tilegrad import te
 from tilegrad.kernel import build
 from tilegrad.errors import ShapeError
+from tilegrad.ir.ops.layout import block_array, unblock_array
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te.interpret import interpret
 from tilegrad.te.nn import im2col, winograd
@@ -159,6 +160,33 @@ def test_compiled_winograd_matches(m, shape, pads, block):
     y = winograd.winograd_conv2d_transformed(x, u, o, m, pads, bias=b)
     want = _direct(xs, ws, pads=pads) + bs[:, None, None]
     np.testing.assert_allclose(_compiled(y, [x, u, b], [xs, us, bs]), want, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 11), o=st.integers(1, 19), h=st.integers(1, 9), w=st.integers(1, 10),
+       m=st.sampled_from([2, 4]), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       in_block=st.sampled_from([None, 4, 8]), out_block=st.sampled_from([4, 8, 16]),
+       u_block=st.sampled_from([4, 8, 16]), bias=st.booleans())
+def test_compiled_blocked_winograd_matches_the_direct_convolution(n, c, o, h, w, m, pads, in_block, out_block,
+                                                                  u_block, bias):
+    """winograd_conv_nchwc's compute on odd shapes: NCHW or blocked input of any block, output blocks narrower or
+    wider than the weights' (lanes past the GEMM's columns repeat its last), every tile tail."""
+    pt, pl, pb, pr = pads
+    assume(h + pt + pb >= 3 and w + pl + pr >= 3)
+    rng = np.random.default_rng(n * 100 + c * 10 + o)
+    xs, ws, bs = (rng.standard_normal(s).astype(np.float32) for s in ((n, c, h, w), (o, c, 3, 3), (o,)))
+    xin = xs if in_block is None else block_array(xs, in_block)
+    us = winograd.transform_weight_numpy(ws, m, u_block)
+    lanes = -(-o // out_block) * out_block
+    packed = np.zeros(lanes, np.float32)
+    packed[:o] = bs
+    x, u = te.placeholder(xin.shape, name="x"), te.placeholder(us.shape, name="u")
+    b = te.placeholder((lanes // out_block, out_block), name="b")
+    y = winograd.winograd_conv2d_transformed(x, u, o, m, ((pt, pb), (pl, pr)), bias=b if bias else None,
+                                             out_block=out_block)
+    got = _compiled(y, [x, u, *([b] if bias else [])], [xin, us, *([packed.reshape(b.shape)] if bias else [])])
+    want = _direct(xs, ws, pads=(pt, pl, pb, pr)) + (bs[:, None, None] if bias else 0)
+    np.testing.assert_allclose(unblock_array(got)[:, :o], want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("shape,kernel,stride,pads,dilation", [
