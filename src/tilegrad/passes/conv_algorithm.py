@@ -251,8 +251,8 @@ def _emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias:
 
 def winograd_block(out_channels: int, target: Target) -> int:
     """Output channels per block of Winograd's transformed weights, the width of its GEMM's register tile:
-    MATMUL_PANEL_VECTORS vectors, as the panel GEMM's, where the channels fill them (with AVX-512, one vector
-    left the tile of at most 6 rows with fewer accumulators than the FMA latency needs), else one vector."""
+    MATMUL_PANEL_VECTORS vectors, as the panel GEMM's, where the channels fill them (32 with AVX-512, where one
+    vector left a tile of at most 6 rows with fewer accumulators than the FMA latency needs), else CONV_BLOCK."""
     wide = MATMUL_PANEL_VECTORS * target.vector_lanes
     return max(wide, CONV_BLOCK) if out_channels >= wide else CONV_BLOCK
 
@@ -283,8 +283,8 @@ def matmul_tile_rows(rows, target: Target) -> int:
     of 6, 8 and (from `4 * TALL_TILE_ROWS` rows on) `TALL_TILE_ROWS`, those the registers hold beside the panel's
     two vectors and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
     loads one row of the B panel (streamed from L2 when k is long) for all its rows, about TILE_STEP_LOAD of a
-    row's FMAs. So 128 rows run as 16 tiles of 8, not 10 of 14 (140 rows: 8-13% slower on BERT's products on a
-    Zen 5, as fast as 8 where neither pads; docs/benchmarks.md, machine D), 112 as 8 of 14."""
+    row's FMAs. So 128 rows run as 16 tiles of 8, not 10 of 14, and 112 as 8 of 14 (the measurements:
+    docs/passes.md, "Convolution algorithms")."""
     if isinstance(rows, int) and rows < 6:
         return rows
     if not isinstance(rows, int):

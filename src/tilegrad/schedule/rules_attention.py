@@ -14,7 +14,7 @@ in registers across their reduction:
 K^T (scaled) is computed once per (batch, head), at the last batch loop, when the batch axes alone give the
 threads enough work; otherwise the blocks run in parallel too, and K^T is computed for every head before them,
 in parallel: a copy per block transposed D x Lk elements for every block of rows, as much time as the block's
-products (Whisper's encoder, 6 heads over 1,500 positions: 4.5x ONNX Runtime's attention).
+products (docs/passes.md, "Attention", has the measurement).
 
 The blockwise form (te/nn/attention_blockwise.py, op attribute form="blockwise") gets the same blocks, tiles and
 K^T; inside a block each stage runs key block by key block (m_b, the exponentials, l_b, acc_b as the scores'

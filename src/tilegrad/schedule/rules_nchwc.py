@@ -116,7 +116,7 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
     padding (`row_tile`: a divisor of the width where one does as well; else the last tile runs guarded), of at
     most the columns whose accumulators leave two vector registers free, for the input and the weight vector that
     each step multiplies (wider weight blocks are read from memory by the FMAs); a tile of several blocks with 32
-    registers holds at most PAIRED_ACCUMULATORS (28 accumulators leave GCC too few registers and run slower)."""
+    registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a third slower than 2 x 7: docs/benchmarks.md)."""
     budget = _column_budget(block, target, per_tile)
     if per_tile > 1 and target.vector_registers >= 32:
         budget = min(budget, max(1, PAIRED_ACCUMULATORS // (-(-block // target.vector_lanes) * per_tile)))

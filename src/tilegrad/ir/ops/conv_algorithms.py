@@ -38,7 +38,8 @@ def _winograd_weight_type(w: TensorType, *, m, block) -> list[TensorType]:
     return [TensorType(winograd.transformed_weight_shape(o, c, m, block), w.dtype)]
 
 
-def _winograd_type(x: TensorType, u: TensorType, bias: TensorType | None = None, *, m, pads, out_channels):
+def _transformed_channels(u: TensorType, m: int, out_channels: int) -> int:
+    """The input channels of F(m, 3) weights `u` for `out_channels`; ShapeError where u is not such weights."""
     alpha = m + 2
     winograd.matrices(m)
     if len(u.shape) != 4 or u.shape[0] != alpha * alpha:
@@ -46,7 +47,11 @@ def _winograd_type(x: TensorType, u: TensorType, bias: TensorType | None = None,
     _, blocks, channels, block = u.shape
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"{out_channels} output channels do not fit {blocks} blocks of {block}")
-    weight = TensorType((out_channels, channels, 3, 3), u.dtype)
+    return channels
+
+
+def _winograd_type(x: TensorType, u: TensorType, bias: TensorType | None = None, *, m, pads, out_channels):
+    weight = TensorType((out_channels, _transformed_channels(u, m, out_channels), 3, 3), u.dtype)
     return conv_type(x, weight, bias, strides=None, pads=pads, dilations=None, group=1)
 
 
@@ -107,8 +112,8 @@ def _winograd_nchwc_type(x, u, bias=None, *, m, pads, out_channels, block):
     if bias is not None and bias.shape != (blocks, block):
         raise ShapeError(f"the bias must be packed as ({blocks}, {block}), got {bias.shape}")
     flat = None if bias is None else TensorType((out_channels,), bias.dtype)
-    (out,) = _winograd_type(_unblocked(x, u.shape[2] if len(u.shape) == 4 else 0), u, flat, m=m, pads=pads,
-                            out_channels=out_channels)
+    channels = _transformed_channels(u, m, out_channels)
+    (out,) = _winograd_type(_unblocked(x, channels), u, flat, m=m, pads=pads, out_channels=out_channels)
     return [TensorType((out.shape[0], blocks, *out.shape[2:], block), out.dtype)]
 
 
