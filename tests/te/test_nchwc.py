@@ -238,6 +238,37 @@ def test_rows_run_outside_the_blocks_where_the_input_outgrows_l2(size, channels,
     assert ("fuse(conv2d_nchwc, loops=[n, h, cb" in text) == rows_outer
 
 
+@pytest.mark.parametrize("kblocks", [2, 4])
+@pytest.mark.parametrize("blocked_input,taps", [(True, None), (False, ((1, 3), (0, 2)))])
+def test_partitions_of_the_input_channels_give_the_same_numbers(kblocks, blocked_input, taps):
+    """The reduction in `kblocks` partial sums (rfactor), with a bias, blocked or NCHW input, and a region's taps
+    and cropping pads."""
+    shape = (1, 4, 9, 11, 8) if blocked_input else (1, 32, 9, 11)
+    x, w, bias = te.placeholder(shape, name="X"), te.placeholder((2, 32, 3, 3, 8), name="W"), \
+        te.placeholder((2, 8), name="B")
+    padding = ((1, 1), (1, 1)) if taps is None else ((-1, 0), (0, -2))
+    out = nchwc.conv2d_nchwc(x, w, 1, padding, (2, 1), bias=bias, taps=taps)
+    sch = default_schedule(out, Target.with_lanes(8), knobs=_Forced(_kblocks=kblocks))
+    assert "rfactor" in str(sch.trace)
+    args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w, bias)]
+    got = build(sch, args=[x, w, bias, out]).run(*args)
+    np.testing.assert_allclose(got, interpret(out, dict(zip("XWB", args))), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels,taps,kblocks", [(2048, 9, 16), (2048, 4, 16), (512, 9, 1), (2048, 1, 1)])
+def test_input_channels_are_partitioned_where_a_tiles_weights_outgrow_l2(channels, taps, kblocks):
+    """DeepLab's atrous head (2048 channels, 3 x 3 taps whole or 2 x 2 in a region: 2.3 and 1 MiB per tile of
+    two blocks) sums in partitions whose weights and input fit in half of a 1 MiB L2; ResNet-50's stride-2
+    3 x 3 (590 KiB) and a 1 x 1 over 2048 channels keep their weights in L2 whole."""
+    side = 3 if taps == 9 else 2 if taps == 4 else 1
+    x = te.placeholder((1, channels // 16, 27 + side, 27 + side, 16), name="X")  # 28 x 28 outputs
+    w = te.placeholder((8, channels, side, side, 16), name="W")
+    target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
+    assert (f"split(conv2d_nchwc_local.rcb, factor={kblocks})" in text) == (kblocks > 1)
+    assert ("rfactor" in text) == (kblocks > 1)
+
+
 def test_bad_arguments_say_what_is_wrong():
     x = te.placeholder((1, 2, 5, 5, 4), name="X")
     with pytest.raises(ShapeError, match="input channels"):

@@ -24,6 +24,7 @@ from .bias import fold_bias
 from .bn_fold import fold_batch_norm
 from .context import PassContext
 from .conv_algorithm import conv_algorithm
+from .conv_regions import conv_regions
 from .cse import eliminate_common_subexpressions
 from .expand import expand_composites
 from .fold import fold_constants
@@ -56,6 +57,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("conv_algorithm", conv_algorithm, level=1, targets=("cpu",)),
     Pass("sink_reshape", sink_reshape, level=2),
     Pass("layout", layout, level=2, targets=("cpu",)),
+    Pass("conv_regions", conv_regions, level=2, targets=("cpu",)),
     Pass("fuse", fuse, level=1),
 )
 

@@ -111,11 +111,23 @@ def _nchwc_groups(wpack, group_channels) -> BlockGroups | None:
     return BlockGroups(in_per_group, out_per_group, wpack.shape[4])
 
 
-def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations, group_channels):
+def _tap_spans(taps, kernel) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A `conv_nchwc`'s `taps` attribute (y0, x0, y1, x1: the weights' taps a region reads, ONNX's order of
+    begins then ends) as te's ((y0, y1), (x0, x1)), checked against the weights' `kernel`; all taps when None."""
+    if taps is None:
+        return (0, kernel[0]), (0, kernel[1])
+    if len(taps) != 4 or not all(0 <= taps[i] < taps[i + 2] <= k for i, k in enumerate(kernel)):
+        raise ShapeError(f"taps must be (y0, x0, y1, x1) inside the kernel {tuple(kernel)}, got {taps!r}")
+    return (int(taps[0]), int(taps[2])), (int(taps[1]), int(taps[3]))
+
+
+def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations, group_channels, taps):
     float_dtype(x, wpack, bias)
     if len(wpack.shape) != 5:
         raise ShapeError(f"expected packed weights (O / b, C, KH, KW, b), got {wpack.shape}")
-    blocks, channels, kh, kw, block = wpack.shape
+    blocks, channels, *kernel, block = wpack.shape
+    (y0, y1), (x0, x1) = _tap_spans(taps, kernel)
+    kh, kw = y1 - y0, x1 - x0
     if len(x.shape) not in (4, 5):
         raise ShapeError(f"x must be blocked (N, C / b, H, W, b) or (N, C, H, W), got shape {x.shape}")
     nchw = _nchw(x) if len(x.shape) == 5 else x
@@ -127,7 +139,7 @@ def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations, group_cha
                              f"{groups.span} input channels, which do not fit weights {wpack.shape} and x {x.shape}")
         channels = nchw.shape[1]
     weight = TensorType((blocks * block, channels, kh, kw), wpack.dtype)
-    (out,) = conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=1)
+    (out,) = conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=1, crop=True)
     return [_blocked(out, block)]
 
 
@@ -136,19 +148,22 @@ def _check_packed_bias(bias: TensorType | None, blocks: int, block: int) -> None
         raise ShapeError(f"the bias must be packed as ({blocks}, {block}), got {bias.shape}")
 
 
-def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations, group_channels):
+def _conv_nchwc_ref(x, wpack, bias=None, *, strides, pads, dilations, group_channels, taps):
     nchw = unblock_array(x) if x.ndim == 5 else x
     flat = None if bias is None else bias.reshape(-1)
     groups = _nchwc_groups(wpack, group_channels)
     weight = _weights(wpack) if groups is None else groups.dense(wpack, nchw.shape[1])
-    y = conv_ref(nchw, weight, flat, strides=strides, pads=pads, dilations=dilations, group=1)
+    (y0, y1), (x0, x1) = _tap_spans(taps, wpack.shape[2:4])
+    y = conv_ref(nchw, weight[:, :, y0:y1, x0:x1], flat, strides=strides, pads=pads, dilations=dilations, group=1,
+                 crop=True)
     return block_array(y, wpack.shape[4])
 
 
-def _conv_nchwc_te(x, wpack, bias=None, *, strides, pads, dilations, group_channels):
-    stride, pad_pairs, dilation = window_attrs("conv_nchwc", 2, strides, pads, dilations)
+def _conv_nchwc_te(x, wpack, bias=None, *, strides, pads, dilations, group_channels, taps):
+    stride, pad_pairs, dilation = window_attrs("conv_nchwc", 2, strides, pads, dilations, crop=True)
     return nchwc.conv2d_nchwc(x, wpack, stride, pad_pairs, dilation, bias=bias, name="conv_nchwc",
-                              groups=_nchwc_groups(wpack, group_channels))
+                              groups=_nchwc_groups(wpack, group_channels),
+                              taps=_tap_spans(taps, wpack.shape[2:4]))
 
 
 def _depthwise_type(x, wpack, bias=None, *, strides, pads, dilations):
@@ -179,7 +194,8 @@ def _depthwise_te(x, wpack, bias=None, *, strides, pads, dilations):
 
 
 _CONV_ATTRS = {"strides": None, "pads": None, "dilations": None}
-declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={**_CONV_ATTRS, "group_channels": None},
+declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3),
+        attrs={**_CONV_ATTRS, "group_channels": None, "taps": None},
         infer=_conv_nchwc_type, reference=_conv_nchwc_ref, compute=_conv_nchwc_te, samples=(
             Sample((((1, 2, 9, 8, 4), "float32"), ((3, 8, 3, 3, 4), "float32"), ((3, 4), "float32")),
                    {"strides": [2, 1], "pads": [1, 0, 1, 2]}),
@@ -190,6 +206,10 @@ declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs={**_CONV_ATTRS,
             Sample((((1, 4, 6, 6, 4), "float32"), ((4, 8, 3, 3, 4), "float32")),
                    {"strides": [2, 2], "group_channels": [8, 8]}),
             Sample((((1, 16, 5, 5), "float32"), ((2, 8, 1, 1, 8), "float32")), {"group_channels": [4, 4]}),
+            Sample((((1, 2, 9, 9, 4), "float32"), ((2, 8, 3, 3, 4), "float32"), ((2, 4), "float32")),
+                   {"dilations": [3, 3], "pads": [0, -3, -3, 0], "taps": [1, 0, 3, 2]}),
+            Sample((((1, 2, 8, 9, 4), "float32"), ((1, 8, 3, 3, 4), "float32")),
+                   {"strides": [2, 1], "dilations": [2, 4], "pads": [-1, 2, 1, -4], "taps": [0, 1, 2, 3]}),
         ))
 declare("depthwise_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV_ATTRS, infer=_depthwise_type,
         reference=_depthwise_ref, compute=_depthwise_te, samples=(

@@ -38,24 +38,27 @@ def onnx_ints(value, nd: int, what: str, op: str, default: int, minimum: int = 1
     return (default,) * nd if value is None else int_tuple(value, nd, what, op, minimum, scalar=False)
 
 
-def window_attrs(op: str, nd: int, strides, pads, dilations):
+def window_attrs(op: str, nd: int, strides, pads, dilations, crop: bool = False):
     """ONNX window attributes as te's stride, (begin, end) pads and dilation (`pads` lists all the begins, then
-    all the ends)."""
-    flat = onnx_ints(pads, 2 * nd, "pads (all begins, then all ends)", op, 0, minimum=0)
+    all the ends; with `crop`, a negative one crops that side)."""
+    flat = onnx_ints(pads, 2 * nd, "pads (all begins, then all ends)", op, 0, minimum=None if crop else 0)
     return (onnx_ints(strides, nd, "strides", op, 1), tuple(zip(flat[:nd], flat[nd:])),
             onnx_ints(dilations, nd, "dilations", op, 1))
 
 
-def _window(op: str, sizes, kernel, strides, pads, dilations, ceil_mode: bool = False) -> Window:
+def _window(op: str, sizes, kernel, strides, pads, dilations, ceil_mode: bool = False, crop: bool = False) -> Window:
     """The window of an op with ONNX attributes over spatial `sizes`."""
-    return Window.of(op, sizes, kernel, *window_attrs(op, len(sizes), strides, pads, dilations), ceil_mode)
+    return Window.of(op, sizes, kernel, *window_attrs(op, len(sizes), strides, pads, dilations, crop), ceil_mode,
+                     crop)
 
 
 def _padded(a: np.ndarray, win: Window, fill, overhang) -> np.ndarray:
-    """`a` with its spatial (last) axes padded by `fill` per `win.pads`, then by `overhang` up to the reach of the
-    last window (which ceil_mode can take past the padding)."""
+    """`a` with its spatial (last) axes cropped per `win.pads`'s negative sides and padded by `fill` per its
+    positive ones, then by `overhang` up to the reach of the last window (which ceil_mode can take past the
+    padding)."""
     lead = [(0, 0)] * (a.ndim - len(win.kernel))
-    a = np.pad(a, lead + list(win.pads), constant_values=fill)
+    a = a[(..., *(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(win.pads, a.shape[len(lead):])))]
+    a = np.pad(a, lead + list(win.stage_pads), constant_values=fill)
     reach = [(o - 1) * s + d * (k - 1) + 1 for o, s, d, k in zip(win.out_sizes, win.stride, win.dilation, win.kernel)]
     extra = [(0, max(0, r - n)) for r, n in zip(reach, a.shape[len(lead):])]
     return np.pad(a, lead + extra, constant_values=overhang)
@@ -87,8 +90,9 @@ def check_conv_channels(group: int, in_channels: int, out_channels: int, bias: T
         raise ShapeError(f"the bias must have shape ({out_channels},), one per output channel, got {bias.shape}")
 
 
-def conv_type(x, w, bias=None, *, strides, pads, dilations, group):
-    """The type rule of `conv`: w is (M, C / group, *kernel)."""
+def conv_type(x, w, bias=None, *, strides, pads, dilations, group, crop: bool = False):
+    """The type rule of `conv`: w is (M, C / group, *kernel); with `crop` (the compiler's own convolutions over
+    part of an input), negative pads crop."""
     spatial_rank(x)
     dtype = float_dtype(x, w, bias)
     check_conv_weight(x, w, group, "M, C / group, *kernel")
@@ -97,14 +101,14 @@ def conv_type(x, w, bias=None, *, strides, pads, dilations, group):
     if per_group * group != channels:
         raise ShapeError(f"the weight has {per_group} input channels per group, but x has {channels} channels in "
                          f"{group} group(s), which needs {channels // group}")
-    out = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations).out_sizes
+    out = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations, crop=crop).out_sizes
     return [TensorType((x.shape[0], out_channels, *out), dtype)]
 
 
-def conv_ref(x, w, bias=None, *, strides, pads, dilations, group):
-    """The NumPy reference of `conv`, summed in float64."""
+def conv_ref(x, w, bias=None, *, strides, pads, dilations, group, crop: bool = False):
+    """The NumPy reference of `conv`, summed in float64 (`crop` as in `conv_type`)."""
     nd = x.ndim - 2
-    win = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations)
+    win = _window("conv", x.shape[2:], w.shape[2:], strides, pads, dilations, crop=crop)
     out_sizes = win.out_sizes
     (n, c), m = x.shape[:2], w.shape[0]
     xp = _padded(x.astype(np.float64), win, 0, 0)

@@ -38,21 +38,22 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tupl
     return tuple(sorted(out))
 
 
-def int_tuple(value: int | Sequence[int], n: int, what: str, op: str, minimum: int = 1,
+def int_tuple(value: int | Sequence[int], n: int, what: str, op: str, minimum: int | None = 1,
               scalar: bool = True) -> tuple[int, ...]:
-    """`value` as `n` integers, each at least `minimum`; one integer stands for all `n` if `scalar` allows it
-    (ONNX attributes are always lists)."""
+    """`value` as `n` integers, each at least `minimum` (None: any); one integer stands for all `n` if `scalar`
+    allows it (ONNX attributes are always lists)."""
     values = [value] * n if _is_int(value) else list(value)
     if (_is_int(value) and not scalar) or len(values) != n or not all(_is_int(v) for v in values):
         spelling = f"an integer or {n} integers" if scalar else f"{n} integers"
         raise ShapeError(f"{op}: {what} must be {spelling}, got {value!r}")
-    if any(v < minimum for v in values):
+    if minimum is not None and any(v < minimum for v in values):
         raise ShapeError(f"{op}: every {what} must be at least {minimum}, got {value!r}")
     return tuple(int(v) for v in values)
 
 
-def side_pads(padding, n: int, op: str) -> tuple[tuple[int, int], ...]:
-    """Padding as a (before, after) pair per spatial dimension.
+def side_pads(padding, n: int, op: str, crop: bool = False) -> tuple[tuple[int, int], ...]:
+    """Padding as a (before, after) pair per spatial dimension; with `crop`, a negative side crops the input (the
+    compiler's own windows over part of a tensor, as ONNX's Pad takes negative pads).
 
     Accepted: one integer for every side; `n` integers, one per dimension for both its sides; `n` pairs; or `2n`
     integers in ONNX order (all the befores, then all the afters).
@@ -70,7 +71,7 @@ def side_pads(padding, n: int, op: str) -> tuple[tuple[int, int], ...]:
         else:
             raise ShapeError(f"{op}: padding must be an integer, {n} integers, {n} (before, after) pairs or {2 * n} "
                              f"integers (befores then afters), got {padding!r}")
-    if any(not _is_int(p) or p < 0 for pair in pairs for p in pair):
+    if any(not _is_int(p) or (p < 0 and not crop) for pair in pairs for p in pair):
         raise ShapeError(f"{op}: padding must be non-negative integers, got {padding!r}")
     return tuple((int(lo), int(hi)) for lo, hi in pairs)
 

@@ -100,13 +100,15 @@ class Window:
     out_sizes: tuple[int, ...]
 
     @staticmethod
-    def of(op: str, sizes, kernel, stride, padding, dilation, ceil_mode: bool = False) -> "Window":
-        """The window of a convolution or pool; a ShapeError if an argument is malformed or a window does not fit."""
+    def of(op: str, sizes, kernel, stride, padding, dilation, ceil_mode: bool = False,
+           crop: bool = False) -> "Window":
+        """The window of a convolution or pool; a ShapeError if an argument is malformed or a window does not fit.
+        With `crop`, a negative pad crops that side (a window over part of the input, passes/conv_regions.py)."""
         nd = len(sizes)
         kernel = int_tuple(kernel, nd, "kernel", op)
         stride = int_tuple(stride, nd, "stride", op)
         dilation = int_tuple(dilation, nd, "dilation", op)
-        pads = side_pads(padding, nd, op)
+        pads = side_pads(padding, nd, op, crop)
         out_sizes = output_extents(op, sizes, kernel, stride, pads, dilation, ceil_mode)
         return Window(tuple(sizes), kernel, stride, pads, dilation, out_sizes)
 
@@ -143,9 +145,15 @@ class Window:
         """The input coordinates that output `out` reads at window `taps`, in the unpadded input."""
         return window_coords(out, taps, self.stride, self.pads, self.dilation)
 
+    @property
+    def stage_pads(self) -> tuple[tuple[int, int], ...]:
+        """The padding a padded copy of the input adds: the positive sides (a negative one crops by reading past)."""
+        return tuple((max(lo, 0), max(hi, 0)) for lo, hi in self.pads)
+
     def padded_taps(self, out, taps) -> tuple[E.Expr, ...]:
-        """The same coordinates in an input padded by `pads` beforehand."""
-        return tuple(o * s + k * d for o, k, s, d in zip(out, taps, self.stride, self.dilation))
+        """The same coordinates in an input padded by `stage_pads` beforehand."""
+        return tuple(o * s + k * d + max(-p[0], 0)
+                     for o, k, s, d, p in zip(out, taps, self.stride, self.dilation, self.pads))
 
     def attrs(self) -> dict:
         return {"stride": self.stride, "padding": self.pads, "dilation": self.dilation}

@@ -31,6 +31,7 @@ from ._window import Window, in_bounds, taps_between
 from .conv_groups import BlockGroups
 
 Pads = tuple[tuple[int, int], ...]
+Taps = tuple[tuple[int, int], tuple[int, int]]
 
 
 def to_blocked(x: te.Tensor, block: int, name: str = "to_blocked") -> te.Tensor:
@@ -86,15 +87,20 @@ def reblock(x: te.Tensor, block: int, channels: int, name: str = "reblock") -> t
 
 
 def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1, bias: te.Tensor | None = None,
-                 name: str = "conv2d_nchwc", groups: BlockGroups | None = None) -> te.Tensor:
+                 name: str = "conv2d_nchwc", groups: BlockGroups | None = None,
+                 taps: Taps | None = None) -> te.Tensor:
     """conv2d of blocked x (N, C / bi, H, W, bi), or of NCHW x at the start of a chain, with weights packed as
     (O / b, C', KH, KW, b); the output is blocked, (N, O / b, OH, OW, b). Grouped (`groups`), each output block
-    reads only its span of the input channels, C' of them, in whole input blocks."""
+    reads only its span of the input channels, C' of them, in whole input blocks. `taps` ((y0, y1), (x0, x1))
+    restricts the window to those of the weights' taps, and a negative pad crops: together they compute one
+    region of a larger convolution from its weights, reading no padding (passes/conv_regions.py)."""
     if wpack.ndim != 5 or x.ndim not in (4, 5):
         raise ShapeError(f"conv2d_nchwc: expected x (N, C / b, H, W, b) or (N, C, H, W) and packed weights "
                          f"(O / b, C, KH, KW, b), got {x.shape} and {wpack.shape}")
     check_same_dtype([x, wpack], "conv2d_nchwc")
     blocks, in_channels, kh, kw, block = wpack.shape
+    (y0, y1), (x0, x1) = _check_taps(taps, (kh, kw))
+    kh, kw = y1 - y0, x1 - x0
     channels = x.shape[1] * x.shape[4] if x.ndim == 5 else x.shape[1]
     reads = channels if groups is None else groups.span
     if in_channels != reads:
@@ -104,8 +110,8 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
         raise ShapeError(f"conv2d_nchwc: grouped blocks of {groups.block} reading spans of {groups.span} channels "
                          f"do not fit weights in blocks of {block} and {x.name} of shape {x.shape}")
     _check_bias("conv2d_nchwc", bias, blocks, block)
-    win = Window.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
-    xp = _pad_spatial(x, win.pads, f"{name}_pad")
+    win = Window.of("conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation, crop=True)
+    xp = _pad_spatial(x, win.stage_pads, f"{name}_pad")
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     if x.ndim == 5:
         inner = x.shape[4]
@@ -114,14 +120,15 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
         def body(n, cb, h, w, ci):
             y, z = win.padded_taps((h, w), (ry, rx))
             first = rcb if groups is None else groups.start_block(cb, inner) + rcb
-            return te.sum(xp[n, first, y, z, rci] * wpack[cb, rcb * inner + rci, ry, rx, ci], axis=[rcb, rci, ry, rx])
+            return te.sum(xp[n, first, y, z, rci] * wpack[cb, rcb * inner + rci, ry + y0, rx + x0, ci],
+                          axis=[rcb, rci, ry, rx])
     else:
         rc = te.reduce_axis(in_channels, "rc")
 
         def body(n, cb, h, w, ci):
             y, z = win.padded_taps((h, w), (ry, rx))
             channel = rc if groups is None else groups.start(cb) + rc
-            return te.sum(xp[n, channel, y, z] * wpack[cb, rc, ry, rx, ci], axis=[rc, ry, rx])
+            return te.sum(xp[n, channel, y, z] * wpack[cb, rc, ry + y0, rx + x0, ci], axis=[rc, ry, rx])
 
     attrs = {**win.attrs(), "kernel": (kh, kw), "block": block}
     out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=name if bias is None else f"{name}_acc",
@@ -244,6 +251,16 @@ def _pad_spatial(x: te.Tensor, pads: Pads, name: str) -> te.Tensor:
             return E.select(inside, x[n, c, y, z], fill)
 
     return te.compute(shape, body, name=name, tag="blocked_pad", attrs={"pads": pads})
+
+
+def _check_taps(taps: Taps | None, kernel: tuple[int, int]) -> Taps:
+    """The taps ((y0, y1), (x0, x1)) of a `kernel`-sized weight a window uses: all of them when None."""
+    if taps is None:
+        return tuple((0, k) for k in kernel)
+    spans = tuple(tuple(int(t) for t in span) for span in taps)
+    if len(spans) != 2 or any(len(t) != 2 or not 0 <= t[0] < t[1] <= k for t, k in zip(spans, kernel)):
+        raise ShapeError(f"conv2d_nchwc: taps must be two (begin, end) spans inside the kernel {kernel}, got {taps!r}")
+    return spans
 
 
 def _check_bias(op: str, bias: te.Tensor | None, blocks: int, block: int) -> None:
