@@ -226,11 +226,13 @@ def test_rows_outside_or_inside_the_channel_blocks_give_the_same_numbers(rows_ou
 
 @pytest.mark.parametrize("size,channels,out_blocks,rows_outer", [(56, 256, 4, True), (56, 64, 16, True),
                                                                   (7, 2048, 32, False), (14, 1024, 16, False),
-                                                                  (56, 32, 9, False)])
+                                                                  (56, 32, 9, False), (28, 2048, 32, True),
+                                                                  (28, 512, 128, False)])
 def test_rows_run_outside_the_blocks_where_the_input_outgrows_l2(size, channels, out_blocks, rows_outer):
     """ResNet-50's 1 x 1 convolutions: on 56 x 56 the input (3 MiB, 0.8 MiB) is read once with the rows outside;
     on 7 x 7 and 14 x 14 the weights (4 and 1 MiB) are, with the blocks outside; MobileNetV2's 24 channels on
-    56 x 56 (0.4 MiB, blocks of 16) stay in a 1 MiB L2 across the blocks."""
+    56 x 56 (0.4 MiB, blocks of 16) stay in a 1 MiB L2 across the blocks. DeepLab's 2048 -> 512 on 28 x 28
+    (6.4 MiB of input, 4 MiB of weights) runs the rows outside, its 512 -> 2048 (1.6 and 4 MiB) the blocks."""
     x = te.placeholder((1, channels // 16, size, size, 16), name="X")
     w = te.placeholder((out_blocks, channels, 1, 1, 16), name="W")
     target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
