@@ -17,8 +17,8 @@ def _consumer_of(sch: Schedule, name: str):
 
 @st.composite
 def valid_schedules(draw, make_outputs, *, max_loop_steps: int = 6) -> Schedule:
-    """A schedule of the computation built by `make_outputs()`: optional cache_write or rfactor of the output
-    and cache_read of an input, random placement of every producer stage (root, inline, or at a random loop of
+    """A schedule of the computation built by `make_outputs()`: optional cache_write or rfactor (of either part of
+    a split) of the output and cache_read of an input, random placement of every producer stage (root, inline, or at a random loop of
     its consumer), random non-divisible splits, fuses, reorders, and parallel/vectorize/unroll/auto_unroll."""
     outputs = make_outputs()
     sch = Schedule(outputs)
@@ -30,8 +30,8 @@ def valid_schedules(draw, make_outputs, *, max_loop_steps: int = 6) -> Schedule:
             sch.cache_write(out.name)
         elif choice == "rfactor":
             axis = draw(st.sampled_from(out_stage.op.reduce_axes))
-            _, inner = sch.split(out.name, axis.name, draw(st.integers(1, axis.upper.value + 1)))
-            sch.rfactor(out.name, inner)
+            parts = sch.split(out.name, axis.name, draw(st.integers(1, axis.upper.value + 1)))
+            sch.rfactor(out.name, draw(st.sampled_from(parts)))  # partition c % f (inner) or c // f (outer)
     if draw(st.booleans()):
         reader = sch.state.stages[-2] if len(sch.state.stages) > 1 else sch.state.stages[-1]
         inputs = [t for t in reader.op.inputs if t in sch.state.placeholders]

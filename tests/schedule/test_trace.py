@@ -86,7 +86,7 @@ def test_every_primitive_is_exercised_by_the_tests():
     (lambda s: s.fuse("C", "i", "k"), "not adjacent"),
     (lambda s: s.parallel("C", "k"), "cannot parallelize reduction loop"),
     (lambda s: s.compute_inline("C"), "is a reduction"),
-    (lambda s: s.rfactor("C", "k"), "must be the inner loop"),
+    (lambda s: s.rfactor("C", "k"), "must be a part of the only split"),
     (lambda s: (s.split("C", "i", 2), s.cache_write("C")), "must not be split"),
 ])
 def test_illegal_steps_raise_schedule_error(steps, message):

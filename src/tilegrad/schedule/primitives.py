@@ -317,34 +317,39 @@ def set_scope(st: LoopState, stage: str, scope: str) -> None:
 
 @primitive("rfactor")
 def rfactor(st: LoopState, stage: str, loop: str) -> str:
-    """Make the inner part `loop` of a split reduction axis a spatial axis of a new stage of partial results, which
-    `stage` then reduces; returns the new stage's name. Lets a reduction run in parallel or vectorised."""
+    """Make `loop`, a part of a split reduction axis, a spatial axis of a new stage of partial results, which
+    `stage` then reduces; returns the new stage's name. The inner part lets a reduction run in parallel or
+    vectorised (partition c % factor); the outer part sums contiguous ranges of the axis (partition c // factor),
+    so that `stage` can add them up with the partition loop outside its own (a K-blocked product)."""
     s = st.stage(stage)
     op = s.op
-    rel = next((r for r in s.relations if type(r) is SplitRel and r.inner == loop), None)
+    rel = next((r for r in s.relations if type(r) is SplitRel and loop in (r.inner, r.outer)), None)
     if rel is None or not s.loops[loop].is_reduce or len(s.relations) != 1:
-        raise ScheduleError(f"rfactor on {stage}: {loop} must be the inner loop of the only split, of a reduce axis")
+        raise ScheduleError(f"rfactor on {stage}: {loop} must be a part of the only split, of a reduce axis")
     if not isinstance(op.body.combiner, str):
         raise ScheduleError(f"rfactor on {stage}: its {op.body.combiner} reduction runs in order (its accumulator is "
                             f"several values, not an associative combiner), so it has no partial results")
     k = next(a for a in op.reduce_axes if a.name == rel.parent)
-    factor = s.loops[loop].extent
+    factor = s.loops[rel.inner].extent
     if type(factor) is not E.Const:
         raise ScheduleError(f"rfactor on {stage}: the split factor must be an integer, got {factor}")
     f = factor.value
     outer_extent = -(-k.upper.value // f)
-    ko, ki = axis_var(rel.outer, outer_extent), axis_var(loop, f)
+    ko, ki = axis_var(rel.outer, outer_extent), axis_var(rel.inner, f)
     value = ko * f + ki
     source = E.substitute(op.body.source, {k: value})
     if outer_extent * f != k.upper.value:
         source = E.select(value < k.upper, source, reduce_identity(op.body.combiner, source.dtype))
     other = tuple(a for a in op.reduce_axes if a is not k)
+    kept, summed = (ki, ko) if loop == rel.inner else (ko, ki)
+    extent = kept.upper.value
     name = _fresh_stage_name(st, f"{stage}_rf")
-    rf_axes = (ki,) + op.axes
-    rf_body = E.Reduce(op.body.combiner, source, (ko,) + other)
-    rf = Tensor(name, (f,) + s.tensor.shape, s.tensor.dtype, ComputeOp(name, rf_axes, rf_body, op.tag, op.attrs))
+    rf_axes = (kept,) + op.axes
+    rf_body = E.Reduce(op.body.combiner, source, (summed,) + other)
+    rf = Tensor(name, (extent,) + s.tensor.shape, s.tensor.dtype,
+                ComputeOp(name, rf_axes, rf_body, op.tag, op.attrs))
     st.insert_before(s, make_stage(rf))
-    kr = axis_var(loop, f)
+    kr = axis_var(loop, extent)
     body = E.Reduce(op.body.combiner, E.Load(rf, (kr,) + op.axes), (kr,))
     final = Tensor(stage, s.tensor.shape, s.tensor.dtype, ComputeOp(stage, op.axes, body, op.tag, op.attrs))
     fresh = make_stage(final)

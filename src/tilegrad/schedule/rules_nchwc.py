@@ -51,16 +51,16 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
         conv and extent(s, cb) > 1) else 0
     kblocks = _kblocks(sch, acc, per_tile, target, knobs) if conv else 1
     if kblocks > 1:
-        partial = _partition_channels(sch, acc, kblocks)
-        tile = sch.cache_write(partial)
-        _register_tile(sch, sch.state.stage(partial), tile, 1, per_tile, wr, 0, target, knobs)
+        _accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
+        acc = None
     _register_tile(sch, s, acc, 0, per_tile, wr, rows_outer, target, knobs)
 
 
-def _register_tile(sch: Schedule, s: Stage, acc: str, lead: int, per_tile: int, wr, rows_outer: int,
+def _register_tile(sch: Schedule, s: Stage, acc: str | None, lead: int, per_tile: int, wr, rows_outer: int,
                    target: Target, knobs: Knobs) -> None:
     """Tile stage `s` ((`lead` axes,) n, cb, h, w, ci) in `wr` columns x `per_tile` channel blocks, its leading
-    loops in parallel, and compute its reduction `acc` per tile, the tile's accumulators innermost."""
+    loops in parallel, and compute its reduction `acc` (unless None: computed elsewhere) per tile, the tile's
+    accumulators innermost."""
     *first, n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
     w0, w1 = sch.split(s.name, w, wr)
@@ -71,10 +71,17 @@ def _register_tile(sch: Schedule, s: Stage, acc: str, lead: int, per_tile: int, 
     outer = [n, *first, h, cb] if rows_outer else [n, *first, cb, h]
     if rows_outer or cb1 or first:
         sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
-    work = width * block * per_tile * reduction_work(sch, acc)
+    work = width * block * per_tile * (1 if acc is None else reduction_work(sch, acc))
     parallel_grain(sch, s, outer, None, target, work, knobs)
     sch.vectorize(s.name, ci)
-    sch.compute_at(acc, s.name, w0)
+    if acc is not None:
+        sch.compute_at(acc, s.name, w0)
+        _tile_reduction(sch, acc, per_tile, knobs)
+
+
+def _tile_reduction(sch: Schedule, acc: str, per_tile: int, knobs: Knobs) -> None:
+    """Reduction `acc`, computed in a register tile, with its reduction loops outside the tile's channel blocks,
+    columns and lanes."""
     *_, an, acb, ah, aw, aci = [a.name for a in sch.state.stage(acc).op.axes]
     reduce = [lp for lp in sch.loops(acc) if sch.state.stage(acc).loops[lp].is_reduce]
     reduce = reduction_order(knobs, acc, reduce)
@@ -103,27 +110,43 @@ def _kblocks(sch: Schedule, acc: str, per_tile: int, target: Target, knobs: Knob
 
 
 def default_kblocks(tile_weights: int, data_bytes: int, choices: list[int], target: Target) -> int:
-    """1 where the weights one tile multiplies (all input channels, all taps, its channel blocks) fit in L2, where
-    they stay while the tiles sweep the rows (partitions of ResNet-50's 590 KiB stride-2 and DeepLab's rate-4
-    3 x 3 convolutions ran 5-20% slower). Else (DeepLab's atrous head: 2048 channels x 9 taps x 32 output
-    channels, 2.3 MiB), streamed from L3 for every tile, they cost more than the multiply-adds (1.5x the time of
-    16 partitions): the fewest partitions in which a partition's weights and input together fit in half of L2."""
-    if tile_weights < target.l2_bytes:
+    """1 where the weights one tile multiplies (all input channels, all taps, its channel blocks) fit in a quarter
+    of L2, where they stay while the tiles sweep the rows. Beyond (DeepLab's atrous head: 2048 channels x 9 taps
+    x two output blocks, 2.3 MiB; its 2048 -> 512 on 28 x 28, 256 KiB beside 6.4 MiB of input), each tile would
+    read them again from L3, slower than its multiply-adds: the fewest partitions in which a partition's
+    weights and input together fit in half of L2 (`_accumulate_partitions`). DeepLab's 2048 -> 512 ran 1.25x
+    faster in 16 partitions on a quiet host; ResNet-50's shapes at that size alike or 8% faster."""
+    if tile_weights < target.l2_bytes // 4:
         return 1
     fitting = [k for k in choices if tile_weights + data_bytes <= k * target.l2_bytes // 2]
     return fitting[0] if fitting else choices[-1]
 
 
-def _partition_channels(sch: Schedule, acc: str, kblocks: int) -> str:
-    """Split reduction `acc` over its input channels (or channel blocks) into `kblocks` partial sums, channel c
-    in partition c % kblocks (rfactor), computed at the root in a buffer of `kblocks` outputs, which `acc` then
-    adds up; returns the partial sums' stage. Each partition's weights stay in cache while its tiles sweep the
-    rows."""
+def _accumulate_partitions(sch: Schedule, acc: str, kblocks: int, per_tile: int, wr, target: Target,
+                           knobs: Knobs) -> None:
+    """Reduction `acc` over its input channels in `kblocks` contiguous partitions (rfactor of the split's outer
+    part), summed in place: `acc` at the root, its tiles' partition loop outside its rows, each partition's
+    partial sums computed in a register tile per output tile and added to the output there. A partition's weights
+    then stay in cache while its tiles sweep the rows, and the output, read and written once per partition,
+    stays in L2 (GotoBLAS's kc, as ONNX Runtime's NCHWc kernels block the input channels)."""
     channels = sch.state.stage(acc).op.reduce_axes[0].name
-    _, inner = sch.split(acc, channels, kblocks)
-    partial = sch.rfactor(acc, inner)
-    sch.compute_root(partial)
-    return partial
+    part, _ = sch.split(acc, channels, nparts=kblocks)
+    partial = sch.rfactor(acc, part)
+    if sch.state.stage(acc).scope != "global":
+        sch.set_scope(acc, "global")
+    n, cb, h, w, ci, p = sch.loops(acc)
+    w0, w1 = sch.split(acc, w, wr)
+    cb1 = []
+    if per_tile > 1:
+        cb, inner = sch.split(acc, cb, per_tile)
+        cb1 = [inner]
+        sch.unroll(acc, inner)
+    sch.reorder(acc, n, cb, p, h, w0, *cb1, w1, ci)
+    parallel_grain(sch, sch.state.stage(acc), [n, cb], None, target, 1 << 20, knobs)
+    sch.vectorize(acc, ci)
+    sch.set_scope(partial, "local")
+    sch.compute_at(partial, acc, w0)
+    _tile_reduction(sch, partial, per_tile, knobs)
 
 
 def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
