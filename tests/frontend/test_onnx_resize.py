@@ -80,3 +80,24 @@ def test_upsample_scales_below_one_are_refused():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     with pytest.raises(ShapeError, match=r"'up': Upsample scales \[1.0, 0.5\] need one entry >= 1"):
         import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)]))
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_coordinates_are_computed_once_per_axis_not_per_element(mode):
+    """DeepLab's 8x upsampling: the per-axis coordinate tables are stages of their own (224 values each), read by
+    the output's loop, and the compiled resize equals the reference."""
+    from tilegrad.ir import lookup
+    from tilegrad.kernel import build
+    from tilegrad.schedule.defaults import default_schedule
+    from tilegrad import te
+
+    op = lookup("resize")
+    attrs = op.bind_attrs({"sizes": (1, 3, 224, 224), "mode": mode}, "r")
+    x = te.placeholder((1, 3, 28, 28), "float32", "x")
+    out = op.compute(x, **attrs)
+    sch = default_schedule(out)
+    tables = [s.name for s in sch.state.stages if s.op.tag == "resize_table"]
+    assert len(tables) == (6 if mode == "linear" else 2) and all(sch.state.stage(t).attach != "inline" for t in tables)
+    data = np.random.default_rng(0).standard_normal((1, 3, 28, 28)).astype("float32")
+    got = build(sch, args=[x, out]).run(data)
+    np.testing.assert_allclose(got, op.reference(data, **attrs), rtol=1e-5, atol=1e-5)
