@@ -273,6 +273,18 @@ def test_input_channels_are_partitioned_where_a_tiles_weights_outgrow_a_quarter_
     assert ("rfactor(conv2d_nchwc_local.rcb_0)" in text) == (kblocks > 1)
 
 
+@pytest.mark.parametrize("channels,out_blocks,kblocks", [(1024, 128, 8), (512, 128, 4), (256, 64, 1)])
+def test_an_input_past_l2_read_once_per_block_of_outputs_is_partitioned(channels, out_blocks, kblocks):
+    """DeepLab's 1 x 1 convolutions on 28 x 28 whose weights outweigh their input, so the channel blocks run
+    outside the rows: 1024 -> 2048 (3.2 MiB of input) and 512 -> 2048 (1.6 MiB) read their input in contiguous
+    partitions; 256 -> 1024 (0.8 MiB, in a 1 MiB L2) whole."""
+    x = te.placeholder((1, channels // 16, 28, 28, 16), name="X")
+    w = te.placeholder((out_blocks, channels, 1, 1, 16), name="W")
+    target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
+    assert (f"split(conv2d_nchwc_local.rcb, nparts={kblocks})" in text) == (kblocks > 1)
+
+
 def test_bad_arguments_say_what_is_wrong():
     x = te.placeholder((1, 2, 5, 5, 4), name="X")
     with pytest.raises(ShapeError, match="input channels"):

@@ -49,7 +49,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
     rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), default_rows_outer(sch, acc, target)) if (
         conv and extent(s, cb) > 1) else 0
-    kblocks = _kblocks(sch, acc, per_tile, target, knobs) if conv else 1
+    kblocks = _kblocks(sch, acc, per_tile, rows_outer, target, knobs) if conv else 1
     if kblocks > 1:
         _accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
@@ -98,7 +98,7 @@ def _tile_reduction(sch: Schedule, acc: str, per_tile: int, knobs: Knobs) -> Non
 KBLOCK_CHOICES = (1, 2, 4, 8, 16)  # the input channels' partitions offered
 
 
-def _kblocks(sch: Schedule, acc: str, per_tile: int, target: Target, knobs: Knobs) -> int:
+def _kblocks(sch: Schedule, acc: str, per_tile: int, rows_outer: int, target: Target, knobs: Knobs) -> int:
     """In how many partitions of its input channels a convolution sums (`default_kblocks`, a parameter)."""
     st = sch.state.stage(acc)
     channels = extent(st, st.op.reduce_axes[0].name)
@@ -106,17 +106,22 @@ def _kblocks(sch: Schedule, acc: str, per_tile: int, target: Target, knobs: Knob
     tile_weights = math.prod(wpack.shape[1:4]) * per_tile * wpack.shape[4] * itemsize(wpack.dtype)
     data_bytes = math.prod(data.shape) * itemsize(data.dtype)
     choices = [k for k in KBLOCK_CHOICES if k == 1 or (channels % k == 0 and channels // k >= 2)]
-    return knobs.pick(f"{acc}_kblocks", choices, default_kblocks(tile_weights, data_bytes, choices, target))
+    return knobs.pick(f"{acc}_kblocks", choices, default_kblocks(tile_weights, data_bytes, rows_outer, choices,
+                                                                  target))
 
 
-def default_kblocks(tile_weights: int, data_bytes: int, choices: list[int], target: Target) -> int:
+def default_kblocks(tile_weights: int, data_bytes: int, rows_outer: int, choices: list[int], target: Target) -> int:
     """1 where the weights one tile multiplies (all input channels, all taps, its channel blocks) fit in a quarter
-    of L2, where they stay while the tiles sweep the rows. Beyond (DeepLab's atrous head: 2048 channels x 9 taps
-    x two output blocks, 2.3 MiB; its 2048 -> 512 on 28 x 28, 256 KiB beside 6.4 MiB of input), each tile would
-    read them again from L3, slower than its multiply-adds: the fewest partitions in which a partition's
-    weights and input together fit in half of L2 (`_accumulate_partitions`). DeepLab's 2048 -> 512 ran 1.25x
-    faster in 16 partitions on a quiet host; ResNet-50's shapes at that size alike or 8% faster."""
-    if tile_weights < target.l2_bytes // 4:
+    of L2, where they stay while the tiles sweep the rows, and the input is read once or fits in L2. Beyond
+    (DeepLab's atrous head: 2048 channels x 9 taps x two output blocks, 2.3 MiB; its 2048 -> 512 on 28 x 28,
+    256 KiB beside 6.4 MiB of input), each tile would read its weights again from L3, slower than its
+    multiply-adds; and where the channel blocks run outside the rows over an input past L2 (DeepLab's 1024 -> 2048
+    on 28 x 28: 3.2 MiB of input, 8 MiB of weights), every block of output channels reads the whole input again
+    from L3, in short runs per channel block, where a partition is one contiguous run. So: the fewest partitions in
+    which a partition's weights and input together fit in half of L2 (`_accumulate_partitions`). Measured alone:
+    DeepLab's 2048 -> 512 1.25x faster in 16 partitions, its 1024 -> 2048 1.3-1.5x in 4-8, 512 -> 2048 1.1-1.2x in
+    2-4; ResNet-50's shapes alike or 8% faster; 256 -> 1024 on 28 x 28 (0.8 MiB of input, in L2) alike."""
+    if tile_weights < target.l2_bytes // 4 and (rows_outer or data_bytes <= target.l2_bytes):
         return 1
     fitting = [k for k in choices if tile_weights + data_bytes <= k * target.l2_bytes // 2]
     return fitting[0] if fitting else choices[-1]
