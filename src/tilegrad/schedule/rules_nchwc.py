@@ -51,7 +51,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
         conv and extent(s, cb) > 1) else 0
     kblocks = _kblocks(sch, acc, per_tile, rows_outer, target, knobs) if conv else 1
     if kblocks > 1:
-        _accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
+        accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
     _register_tile(sch, s, acc, 0, per_tile, wr, rows_outer, target, knobs)
 
@@ -100,14 +100,20 @@ KBLOCK_CHOICES = (1, 2, 4, 8, 16)  # the input channels' partitions offered
 
 def _kblocks(sch: Schedule, acc: str, per_tile: int, rows_outer: int, target: Target, knobs: Knobs) -> int:
     """In how many partitions of its input channels a convolution sums (`default_kblocks`, a parameter)."""
+    choices, default = kblock_choices(sch, acc, per_tile, rows_outer, target)
+    return knobs.pick(f"{acc}_kblocks", choices, default)
+
+
+def kblock_choices(sch: Schedule, acc: str, per_tile: int, rows_outer: int, target: Target) -> tuple[list[int], int]:
+    """The partitions of reduction `acc`'s input channels offered (whole, and those that divide them), and the
+    default (`default_kblocks`), for a tile of `per_tile` channel blocks."""
     st = sch.state.stage(acc)
     channels = extent(st, st.op.reduce_axes[0].name)
     data, wpack = st.op.inputs[:2]
     tile_weights = math.prod(wpack.shape[1:4]) * per_tile * wpack.shape[4] * itemsize(wpack.dtype)
     data_bytes = math.prod(data.shape) * itemsize(data.dtype)
     choices = [k for k in KBLOCK_CHOICES if k == 1 or (channels % k == 0 and channels // k >= 2)]
-    return knobs.pick(f"{acc}_kblocks", choices, default_kblocks(tile_weights, data_bytes, rows_outer, choices,
-                                                                  target))
+    return choices, default_kblocks(tile_weights, data_bytes, rows_outer, choices, target)
 
 
 def default_kblocks(tile_weights: int, data_bytes: int, rows_outer: int, choices: list[int], target: Target) -> int:
@@ -118,7 +124,7 @@ def default_kblocks(tile_weights: int, data_bytes: int, rows_outer: int, choices
     multiply-adds; and where the channel blocks run outside the rows over an input past L2 (DeepLab's 1024 -> 2048
     on 28 x 28: 3.2 MiB of input, 8 MiB of weights), every block of output channels reads the whole input again
     from L3, in short runs per channel block, where a partition is one contiguous run. So: the fewest partitions in
-    which a partition's weights and input together fit in half of L2 (`_accumulate_partitions`). Measured alone:
+    which a partition's weights and input together fit in half of L2 (`accumulate_partitions`). Measured alone:
     DeepLab's 2048 -> 512 1.25x faster in 16 partitions, its 1024 -> 2048 1.3-1.5x in 4-8, 512 -> 2048 1.1-1.2x in
     2-4; ResNet-50's shapes alike or 8% faster; 256 -> 1024 on 28 x 28 (0.8 MiB of input, in L2) alike."""
     if tile_weights < target.l2_bytes // 4 and (rows_outer or data_bytes <= target.l2_bytes):
@@ -127,7 +133,7 @@ def default_kblocks(tile_weights: int, data_bytes: int, rows_outer: int, choices
     return fitting[0] if fitting else choices[-1]
 
 
-def _accumulate_partitions(sch: Schedule, acc: str, kblocks: int, per_tile: int, wr, target: Target,
+def accumulate_partitions(sch: Schedule, acc: str, kblocks: int, per_tile: int, wr, target: Target,
                            knobs: Knobs) -> None:
     """Reduction `acc` over its input channels in `kblocks` contiguous partitions (rfactor of the split's outer
     part), summed in place: `acc` at the root, its tiles' partition loop outside its rows, each partition's

@@ -103,3 +103,28 @@ def test_random_configs_of_blocked_convolutions_match_numpy(blocked_tasks, data)
     (want,) = task.reference(inputs)
     np.testing.assert_allclose(build(task.node, trace).run(*inputs), want, rtol=1e-4, atol=1e-4,
                                err_msg=f"config {space.get(index).to_json()}\ntrace:\n{trace}")
+
+
+@pytest.mark.parametrize("x_shape,w_shape,pad,partitioned", [
+    ((1, 128, 28, 28, 16), (16, 2048, 3, 3, 16), 1, True),   # DeepLab's atrous head: 2.3 MiB of weights a tile
+    ((1, 64, 28, 28, 16), (128, 1024, 1, 1, 16), 0, True),   # an input past L2 read per block of outputs
+    ((1, 32, 14, 14, 16), (32, 512, 3, 3, 16), 1, True),     # 590 KiB of weights a tile
+    ((1, 4, 9, 9, 16), (4, 64, 3, 3, 16), 1, False),
+])
+def test_the_nchwc_template_starts_at_the_rules_partitions(x_shape, w_shape, pad, partitioned):
+    """Where the rule sums the input channels in partitions, the template's default config is the same schedule
+    (its `kblocks` knob), and a config with the partitions off is in its space."""
+    import dataclasses
+
+    from tilegrad import te
+    from tilegrad.target import Target
+    from tilegrad.te.nn import nchwc
+
+    target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
+    out = nchwc.conv2d_nchwc(te.placeholder(x_shape, name="X"), te.placeholder(w_shape, name="W"), 1, pad)
+    want = default_schedule(out, target).trace
+    template = find_template([out])
+    space = template.space([out], target)
+    assert template.schedule(space.default(), [out], target).trace == want
+    assert ("rfactor" in str(want)) == partitioned
+    assert 1 in [e.val for e in space.knobs["kblocks"].entities]

@@ -11,7 +11,8 @@ from ...errors import ScheduleError
 from ...schedule.parallel import parallel_count
 from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
-from ...schedule.rules_nchwc import default_blocks, default_rows_outer, tile_columns
+from ...schedule.knobs import Defaults
+from ...schedule.rules_nchwc import accumulate_partitions, default_blocks, default_rows_outer, kblock_choices, tile_columns
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -89,26 +90,39 @@ def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anc
 def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """Blocked layout: a tile of output columns x one (or two) channel blocks accumulates over the whole
     reduction, vectorised across the block; images, channel blocks and rows (or rows, then channel blocks) run in
-    parallel up to the grain. It starts where rules_nchwc's rule does."""
+    parallel up to the grain; a convolution's input channels may be summed in partitions added to the output in
+    place (`kblocks`, rules_nchwc.accumulate_partitions, whose reduction order and unrolling are then the rule's).
+    It starts where rules_nchwc's rule does."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
-    two = anchor.tag == "conv2d_nchwc" and extent(s, cb) > 1
+    conv = anchor.tag == "conv2d_nchwc"
+    two = conv and extent(s, cb) > 1
     blocks_d = default_blocks(width, block, extent(s, cb), target) if two else 1
     wr_d = tile_columns(width, block, target, blocks_d)
     budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
     reduce = sch.loops(acc)[5:]
+    rows_d = default_rows_outer(sch, acc, target) if two else 0
+    kchoices, kblocks_d = kblock_choices(sch, acc, blocks_d, rows_d, target) if conv else ([1], 1)
 
     cfg.define_knob("blocks", (1, 2) if two else (1,), blocks_d)
-    cfg.define_knob("rows_outer", (0, 1), default_rows_outer(sch, acc, target) if two else 0)
+    cfg.define_knob("rows_outer", (0, 1), rows_d)
+    cfg.define_knob("kblocks", kchoices, kblocks_d)
     cfg.define_split("tile_w", width, 2, "candidate", candidates=[(v,) for v in range(1, min(width, budget) + 1)],
                      default=(wr_d,))
-    work = width * block * reduction_work(sch, acc)
-    cfg.define_knob("grain", range(4), parallel_count([extent(s, a) for a in (n, cb, h)], target, work))
+    if kblocks_d > 1:  # the rule's grain over its tiled loops, its tiles only copying the partitions' sums out
+        blocks_out = -(-extent(s, cb) // blocks_d)
+        rows_blocks = [extent(s, h), blocks_out] if rows_d else [blocks_out, extent(s, h)]
+        grain_d = parallel_count([extent(s, n), *rows_blocks], target, width * block * blocks_d)
+    else:
+        grain_d = parallel_count([extent(s, a) for a in (n, cb, h)], target, width * block * reduction_work(sch, acc))
+    cfg.define_knob("grain", range(4), grain_d)
     cfg.define_reorder("order_reduce", reduce)
     cfg.define_annotate("ann_tile", ["w"], "try_unroll", default=("unroll",))
 
-    per_tile = cfg["blocks"].val
+    per_tile, kblocks = cfg["blocks"].val, cfg["kblocks"].val
+    if kblocks > 1:
+        accumulate_partitions(sch, acc, kblocks, per_tile, cfg["tile_w"].factors[0], target, Defaults())
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
     cb1 = []
     if per_tile > 1:
@@ -119,6 +133,8 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
         sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
     parallelize(sch, s.name, outer, cfg["grain"].val)
     sch.vectorize(s.name, ci)
+    if kblocks > 1:
+        return
     sch.compute_at(acc, s.name, w0)
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
     order = [reduce[i] for i in cfg["order_reduce"].perm]
