@@ -269,5 +269,5 @@ def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_t
                       cfg=cfg) as m:  # one thread: a busy neighbour core (another test) does not stall it
             r = m.measure_one(task, task.default_trace())
         assert r.valid, r.detail
-        latency[cold] = statistics.median(r.costs)
+        latency[cold] = min(r.costs)  # the floor: a busy host's stalls inflate a median of either, never a cold floor
     assert latency["weights"] > 1.3 * latency["none"]  # the megabyte comes from memory, not from the caches
