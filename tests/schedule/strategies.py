@@ -18,8 +18,9 @@ def _consumer_of(sch: Schedule, name: str):
 @st.composite
 def valid_schedules(draw, make_outputs, *, max_loop_steps: int = 6) -> Schedule:
     """A schedule of the computation built by `make_outputs()`: optional cache_write or rfactor (of either part of
-    a split) of the output and cache_read of an input, random placement of every producer stage (root, inline, or at a random loop of
-    its consumer), random non-divisible splits, fuses, reorders, and parallel/vectorize/unroll/auto_unroll."""
+    a split) of the output and cache_read of an input, random placement of every producer stage (root, inline,
+    or at a random loop of its consumer), random non-divisible splits, fuses, reorders, and
+    parallel/vectorize/unroll/auto_unroll."""
     outputs = make_outputs()
     sch = Schedule(outputs)
     out = sch.state.outputs[0]

@@ -82,8 +82,8 @@ def _axes(node: Node) -> list[list[Band]] | None:
 
 def slowdown(width: int) -> float:
     """The blocked kernel's cost per multiply-add on rows of `width` outputs against a wide row: its tile's columns
-    short of FULL_SPEED_COLUMNS (4-column regions of DeepLab's rate-4 convolutions ran at 0.45x the speed of the
-    7-column whole, so the 18% of multiply-adds their split saves were lost), and a tail tile's padding."""
+    short of FULL_SPEED_COLUMNS (narrow regions of DeepLab's rate-4 convolutions lost what their split saved:
+    docs/passes.md), and a tail tile's padding."""
     columns = row_tile(width, DIRECT_COLUMNS)
     return max(1.0, FULL_SPEED_COLUMNS / columns) * -(-width // columns) * columns / width
 

@@ -47,29 +47,28 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
                                                                                           target) if two else 1)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
-    rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), default_rows_outer(sch, acc, target)) if (
-        conv and extent(s, cb) > 1) else 0
+    rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), default_rows_outer(sch, acc, target)) if two else 0
     kblocks = _kblocks(sch, acc, per_tile, rows_outer, target, knobs) if conv else 1
     if kblocks > 1:
         accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
-    _register_tile(sch, s, acc, 0, per_tile, wr, rows_outer, target, knobs)
+    _register_tile(sch, s, acc, per_tile, wr, rows_outer, target, knobs)
 
 
-def _register_tile(sch: Schedule, s: Stage, acc: str | None, lead: int, per_tile: int, wr, rows_outer: int,
-                   target: Target, knobs: Knobs) -> None:
-    """Tile stage `s` ((`lead` axes,) n, cb, h, w, ci) in `wr` columns x `per_tile` channel blocks, its leading
-    loops in parallel, and compute its reduction `acc` (unless None: computed elsewhere) per tile, the tile's
-    accumulators innermost."""
-    *first, n, cb, h, w, ci = [a.name for a in s.op.axes]
+def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, rows_outer: int, target: Target,
+                   knobs: Knobs) -> None:
+    """Tile stage `s` (n, cb, h, w, ci) in `wr` columns x `per_tile` channel blocks, its leading loops in
+    parallel, and compute its reduction `acc` (unless None: computed elsewhere) per tile, the tile's accumulators
+    innermost."""
+    n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
     w0, w1 = sch.split(s.name, w, wr)
     cb1 = []
     if per_tile > 1:
         cb, inner = sch.split(s.name, cb, per_tile)
         cb1 = [inner]
-    outer = [n, *first, h, cb] if rows_outer else [n, *first, cb, h]
-    if rows_outer or cb1 or first:
+    outer = [n, h, cb] if rows_outer else [n, cb, h]
+    if rows_outer or cb1:
         sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
     work = width * block * per_tile * (1 if acc is None else reduction_work(sch, acc))
     parallel_grain(sch, s, outer, None, target, work, knobs)
@@ -124,9 +123,8 @@ def default_kblocks(tile_weights: int, data_bytes: int, rows_outer: int, choices
     multiply-adds; and where the channel blocks run outside the rows over an input past L2 (DeepLab's 1024 -> 2048
     on 28 x 28: 3.2 MiB of input, 8 MiB of weights), every block of output channels reads the whole input again
     from L3, in short runs per channel block, where a partition is one contiguous run. So: the fewest partitions in
-    which a partition's weights and input together fit in half of L2 (`accumulate_partitions`). Measured alone:
-    DeepLab's 2048 -> 512 1.25x faster in 16 partitions, its 1024 -> 2048 1.3-1.5x in 4-8, 512 -> 2048 1.1-1.2x in
-    2-4; ResNet-50's shapes alike or 8% faster; 256 -> 1024 on 28 x 28 (0.8 MiB of input, in L2) alike."""
+    which a partition's weights and input together fit in half of L2 (`accumulate_partitions`; the measurements:
+    docs/passes.md, "Regions of an atrous convolution")."""
     if tile_weights < target.l2_bytes // 4 and (rows_outer or data_bytes <= target.l2_bytes):
         return 1
     fitting = [k for k in choices if tile_weights + data_bytes <= k * target.l2_bytes // 2]
@@ -140,8 +138,9 @@ def accumulate_partitions(sch: Schedule, acc: str, kblocks: int, per_tile: int, 
     partial sums computed in a register tile per output tile and added to the output there. A partition's weights
     then stay in cache while its tiles sweep the rows, and the output, read and written once per partition,
     stays in L2 (GotoBLAS's kc, as ONNX Runtime's NCHWc kernels block the input channels)."""
-    channels = sch.state.stage(acc).op.reduce_axes[0].name
-    part, _ = sch.split(acc, channels, nparts=kblocks)
+    st = sch.state.stage(acc)
+    work = reduction_work(sch, acc) * math.prod(extent(st, a.name) for a in st.op.axes[2:]) * per_tile
+    part, _ = sch.split(acc, st.op.reduce_axes[0].name, nparts=kblocks)
     partial = sch.rfactor(acc, part)
     if sch.state.stage(acc).scope != "global":
         sch.set_scope(acc, "global")
@@ -153,7 +152,7 @@ def accumulate_partitions(sch: Schedule, acc: str, kblocks: int, per_tile: int, 
         cb1 = [inner]
         sch.unroll(acc, inner)
     sch.reorder(acc, n, cb, p, h, w0, *cb1, w1, ci)
-    parallel_grain(sch, sch.state.stage(acc), [n, cb], None, target, 1 << 20, knobs)
+    parallel_grain(sch, sch.state.stage(acc), [n, cb], None, target, work, knobs)
     sch.vectorize(acc, ci)
     sch.set_scope(partial, "local")
     sch.compute_at(partial, acc, w0)
@@ -166,10 +165,9 @@ def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
     With the blocks outside (0), the whole input is read again for each block of output channels: from L2 where
     it fits (then that order is as fast, and measured faster on MobileNetV2's small layers), else from L3 or
     memory in one short run per channel block and tile, which the prefetchers do not follow and a neighbour on
-    the cache slows most: ResNet-50's 1 x 1 reductions on 56 x 56 read 3 MiB four times; DeepLab's 2048 -> 512
-    on 28 x 28 (6.4 MiB of input, 4 MiB of weights, both past L2) ran 2.4-3.9x slower that way on a busy host, its
-    1024 -> 256 1.1-1.3x. Where the weights outweigh the input, the two orders measured alike or the blocks
-    outside faster (512 -> 2048, and a 3 x 3 over 512 channels, on 28 x 28)."""
+    the cache slows most: ResNet-50's 1 x 1 reductions on 56 x 56 read 3 MiB four times, DeepLab's 2048 -> 512
+    on 28 x 28 its 6.4 MiB sixteen times. Where the weights outweigh the input, the two orders measured alike or
+    the blocks outside faster (docs/passes.md, "Layout")."""
     data, weights = (sch.state.stage(acc).op.inputs[k] for k in (0, 1))
     nbytes = [math.prod(t.shape) * itemsize(t.dtype) for t in (data, weights)]
     return int(nbytes[0] > max(nbytes[1], target.l2_bytes // 2))

@@ -114,11 +114,9 @@ def _nchwc_groups(wpack, group_channels) -> BlockGroups | None:
 def _tap_spans(taps, kernel) -> tuple[tuple[int, int], tuple[int, int]]:
     """A `conv_nchwc`'s `taps` attribute (y0, x0, y1, x1: the weights' taps a region reads, ONNX's order of
     begins then ends) as te's ((y0, y1), (x0, x1)), checked against the weights' `kernel`; all taps when None."""
-    if taps is None:
-        return (0, kernel[0]), (0, kernel[1])
-    if len(taps) != 4 or not all(0 <= taps[i] < taps[i + 2] <= k for i, k in enumerate(kernel)):
+    if taps is not None and len(taps) != 4:
         raise ShapeError(f"taps must be (y0, x0, y1, x1) inside the kernel {tuple(kernel)}, got {taps!r}")
-    return (int(taps[0]), int(taps[2])), (int(taps[1]), int(taps[3]))
+    return nchwc.tap_spans(None if taps is None else ((taps[0], taps[2]), (taps[1], taps[3])), tuple(kernel))
 
 
 def _conv_nchwc_type(x, wpack, bias=None, *, strides, pads, dilations, group_channels, taps):

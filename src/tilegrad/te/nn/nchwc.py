@@ -99,7 +99,7 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
                          f"(O / b, C, KH, KW, b), got {x.shape} and {wpack.shape}")
     check_same_dtype([x, wpack], "conv2d_nchwc")
     blocks, in_channels, kh, kw, block = wpack.shape
-    (y0, y1), (x0, x1) = _check_taps(taps, (kh, kw))
+    (y0, y1), (x0, x1) = tap_spans(taps, (kh, kw))
     kh, kw = y1 - y0, x1 - x0
     channels = x.shape[1] * x.shape[4] if x.ndim == 5 else x.shape[1]
     reads = channels if groups is None else groups.span
@@ -253,8 +253,8 @@ def _pad_spatial(x: te.Tensor, pads: Pads, name: str) -> te.Tensor:
     return te.compute(shape, body, name=name, tag="blocked_pad", attrs={"pads": pads})
 
 
-def _check_taps(taps: Taps | None, kernel: tuple[int, int]) -> Taps:
-    """The taps ((y0, y1), (x0, x1)) of a `kernel`-sized weight a window uses: all of them when None."""
+def tap_spans(taps: Taps | None, kernel: tuple[int, int]) -> Taps:
+    """The taps ((y0, y1), (x0, x1)) of a `kernel`-sized weight a window uses, checked: all of them when None."""
     if taps is None:
         return tuple((0, k) for k in kernel)
     spans = tuple(tuple(int(t) for t in span) for span in taps)

@@ -12,7 +12,8 @@ from ...schedule.parallel import parallel_count
 from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
-from ...schedule.rules_nchwc import accumulate_partitions, default_blocks, default_rows_outer, kblock_choices, tile_columns
+from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_rows_outer, kblock_choices,
+                                     tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
