@@ -51,7 +51,8 @@ def _visits(sched: TaskScheduler, rounds: int) -> list[int]:
 @pytest.mark.parametrize("strategy", ["gradient", "round-robin"])
 def test_warmup_visits_every_task_first(strategy):
     assert _visits(TaskScheduler([1, 5, 2, 9], strategy=strategy, eps=1.0), 4) == [0, 1, 2, 3]
-    assert _visits(TaskScheduler([1, 5, 2], strategy=strategy, warmup_rounds=2), 6) == [0, 1, 2, 0, 1, 2]
+    # no latencies: in turn; then every latency 1: the heaviest first
+    assert _visits(TaskScheduler([1, 5, 2], strategy=strategy, warmup_rounds=2), 6) == [0, 1, 2, 1, 2, 0]
 
 
 def test_round_robin_cycles():
@@ -183,10 +184,15 @@ def test_an_algorithm_of_several_kernels_counts_their_sum():
     tasks = [_conv_task(1, convolutions=two), _conv_task(1, "winograd", two), _conv_task(1, "winograd", two)]
     sched = TaskScheduler.for_tasks(tasks, initial_latencies=[3e-3, 1e-3, 1.5e-3])
     assert sched.estimated_latency() == pytest.approx(2.5e-3)
-    assert _visits(sched, 2) == [1, 2]  # the warm-up goes to the faster algorithm's kernels only
+    assert _visits(sched, 2) == [2, 1]  # the warm-up goes to the faster algorithm's kernels only, slower first
 
 
 def test_a_layout_transform_of_another_algorithms_graph_weighs_nothing():
     tasks = [_conv_task(1), _conv_task(1, "direct@16"), _conv_task(3, "direct@16", frozenset())]
     sched = TaskScheduler.for_tasks(tasks, initial_latencies=[1e-3, 1e-3, 1e-3])
     assert sched.weights == [1, 1, 0.0] and sched.slots[2] is None
+
+
+def test_warmup_goes_to_the_largest_share_of_the_latency_first():
+    sched = TaskScheduler([1, 4, 2, 1], eps=0.0, initial_latencies=[1e-3, 1e-3, 3e-3, math.inf])
+    assert _visits(sched, 4) == [3, 2, 1, 0]  # no latency yet, then w x g: 6, 4 and 1 ms

@@ -2,8 +2,8 @@
 
 A network's latency is estimated as f = Σ_i w_i · g_i, where g_i is the best latency found so far for task i and
 w_i its weight (how many times the kernel runs in the network). One round is one batch of candidates proposed and
-measured for one task. After a warm-up that gives every task `warmup_rounds` rounds in turn, the `"gradient"`
-strategy picks the task whose next round is expected to lower f the most, the one with the most negative
+measured for one task. After a warm-up that gives every task `warmup_rounds` rounds in turn (the largest w_i · g_i
+first, tasks without a latency before all), the `"gradient"` strategy picks the task whose next round is expected to lower f the most, the one with the most negative
 
     ∂f/∂t_i ≈ ∂f/∂g_i · ( α · (g_i(t_i) − g_i(t_i − Δt)) / Δt
                           + (1 − α) · min( −g_i(t_i) / t_i,  β · C_i / max_k V_k − g_i(t_i) ) )
@@ -110,8 +110,10 @@ class TaskScheduler:
             return None
         warmup = max(self.warmup_rounds, 1 if self.strategy == "gradient" else 0)  # −g/t needs t >= 1
         cold = [i for i in alive if self.rounds[i] < warmup and self.weights[i] != 0 and self._leads(i)]
-        if cold or self.strategy == "round-robin":
-            return min(cold or alive, key=lambda i: self.rounds[i])
+        if cold:  # the largest share of f first: a budget that ends within the warm-up spent it where it pays
+            return min(cold, key=lambda i: (self.rounds[i], -self.weights[i] * self.best[i]))
+        if self.strategy == "round-robin":
+            return min(alive, key=lambda i: self.rounds[i])
         if self._rng.random() < self.eps:
             return int(self._rng.choice(alive))
         grads = [self.gradient(i) for i in alive]
