@@ -59,7 +59,7 @@ def layout(g: Graph, ctx: PassContext) -> Graph:
     """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
     default, named = _requested_blocks(g, ctx)
     planned = _plan(g, default, named)
-    chains = [c for c in _chains(g, planned) if _worth_blocking(c)]
+    chains = [c for c in planned_chains(g, planned) if _worth_blocking(c)]
     if not chains:
         return g
     return _Rewrite(g, chains, planned, ctx).run()
@@ -101,7 +101,7 @@ def _plan(g: Graph, default: int, named: dict[str, int]) -> dict[int, int]:
     return planned
 
 
-def _chains(g: Graph, planned: dict[int, int]) -> list[list[Node]]:
+def planned_chains(g: Graph, planned: dict[int, int]) -> list[list[Node]]:
     """The planned nodes grouped into chains: sets connected by the blocked values between them."""
     parent: dict[int, int] = {}
 

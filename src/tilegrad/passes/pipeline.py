@@ -30,6 +30,7 @@ from .expand import expand_composites
 from .fold import fold_constants
 from .fuse import fuse
 from .hoist_slice import hoist_slice
+from .int8_layout import int8_layout
 from .layout import layout
 from .quantize import fold_qdq
 from .simplify import simplify
@@ -57,6 +58,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("conv_algorithm", conv_algorithm, level=1, targets=("cpu",)),
     Pass("sink_reshape", sink_reshape, level=2),
     Pass("layout", layout, level=2, targets=("cpu",)),
+    Pass("int8_layout", int8_layout, level=2, targets=("cpu",)),
     Pass("conv_regions", conv_regions, level=2, targets=("cpu",)),
     Pass("fuse", fuse, level=1),
 )

@@ -17,7 +17,7 @@ from .state import Stage
 INJECTIVE_TAGS = {"elemwise", "broadcast", "injective", "pad", ""}
 CONV_TAGS = {"conv1d", "conv2d", "conv3d"}
 PACKED_TAGS = {"packed_conv2d_tiles", "packed_matmul_tiles"}
-WINDOW_TAGS = {"depthwise_conv2d", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
+WINDOW_TAGS = {"depthwise_conv2d", "depthwise_nhwc", "pool", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"}
 MATMUL_TAGS = {"matmul", "batch_matmul", "dense"}  # and "packed_matmul", its own rule (rules_packed.py)
 HEAVY_TAGS = CONV_TAGS | WINDOW_TAGS | MATMUL_TAGS | {"packed_matmul", "packed_conv2d"}
 

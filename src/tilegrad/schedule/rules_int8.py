@@ -17,9 +17,13 @@ from ..target import Target
 from .knobs import Knobs
 from .packed_gemm import Tile, row_blocks, stage_tagged, tile_output_loops
 from .parallel import parallel_outer
+from .reductions import reduction_work, window_pads
 from .rules import rule
 from .schedule import Schedule
 from .state import Stage
+from .tiling import extent, largest_divisor
+
+DEPTHWISE_COLUMNS = 8  # output pixels of a row per register tile of the channels-last depthwise convolution
 
 
 @rule("packed_int8_matmul")
@@ -41,3 +45,34 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
         sch.unroll(padded, pi)
     for st in [st for st in sch.state.stages if st.op.tag == "pack" and st.attach is None]:
         parallel_outer(sch, st, [sch.loops(st.name)[0]], target, math.prod(st.tensor.shape[1:]))
+
+
+@rule("depthwise_nhwc")
+def schedule_depthwise_nhwc(sch: Schedule, s: Stage, target: Target, anchor, knobs: Knobs) -> None:
+    """A register tile of up to DEPTHWISE_COLUMNS pixels of a row by one vector of channels (int32 lanes)
+    accumulates over the taps, then is requantized and stored as bytes; output rows run in parallel, each
+    computing the padded input rows it reads (a few rows, in cache) rather than a whole padded copy."""
+    local = anchor.accumulator or sch.cache_write(s.name)
+    pads = [p for p in window_pads(sch, s, local) if p.op.tag == "pad"]  # not the weights' copy
+    n, h, w, c = [a.name for a in s.op.axes]
+    width, channels = extent(s, w), extent(s, c)
+    lanes = target.vector_lanes
+    wr = knobs.choice(f"{s.name}_wr", tuple(range(1, min(width, 2 * DEPTHWISE_COLUMNS) + 1)),
+                      largest_divisor(width, DEPTHWISE_COLUMNS))
+    w0, w1 = sch.split(s.name, w, wr)
+    c0, c1 = sch.split(s.name, c, min(lanes, channels))
+    sch.reorder(s.name, n, h, w0, c0, w1, c1)
+    parallel_outer(sch, s, [n, h], target, width * channels * reduction_work(sch, local))
+    sch.vectorize(s.name, c1)
+    loops = sch.loops(s.name)
+    row = loops[loops.index(w0) - 1]  # h, or the parallel loop it was fused into
+    for p in pads:
+        sch.compute_at(p.name, s.name, row)
+        sch.vectorize(p.name, sch.loops(p.name)[-1])
+    sch.compute_at(local, s.name, c0)
+    lst = sch.state.stage(local)
+    reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
+    *outer, lw, lc = [a.name for a in lst.op.axes]
+    sch.reorder(local, *outer, *reduce, lw, lc)
+    sch.unroll(local, lw)
+    sch.vectorize(local, lc)

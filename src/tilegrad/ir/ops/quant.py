@@ -168,17 +168,52 @@ declare("quantized_matmul", kind=OUT_FUSABLE, num_inputs=(3, 4), attrs={"n": Non
                  Sample((((4, 6), "uint8"), ((1, 2, 8, 4), "int8"), ((7,), "int32")), {"n": 7, "out_dtype": "int32"})))
 
 
+LAYOUTS = ("NCHW", "NHWC")  # of a quantized convolution's activations; NHWC: passes/int8_layout.py
+
+
+def _layout_axes(layout: str, op: str) -> bool:
+    """Whether the activations are channels-last; a ShapeError for a layout the op does not know."""
+    if layout not in LAYOUTS:
+        raise ShapeError(f"{op}: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return layout == "NHWC"
+
+
+def _as_nchw(t: TensorType, channels_last: bool) -> TensorType:
+    return TensorType(tuple(t.shape[i] for i in (0, 3, 1, 2)), t.dtype) if channels_last else t
+
+
+def _as_nhwc(t: TensorType, channels_last: bool) -> TensorType:
+    return TensorType(tuple(t.shape[i] for i in (0, 2, 3, 1)), t.dtype) if channels_last else t
+
+
+def _channels_last_ref(ref, x: np.ndarray, *args, layout: str, **attrs) -> np.ndarray:
+    """The NCHW reference `ref` of a convolution, on and to channels-last activations where `layout` says so."""
+    if layout != "NHWC":
+        return ref(x, *args, **attrs)
+    return ref(x.transpose(0, 3, 1, 2), *args, **attrs).transpose(0, 2, 3, 1)
+
+
 def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-                out_dtype, weight_bits):
+                out_dtype, weight_bits, layout="NCHW"):
     if len(x.shape) != 4:
-        raise ShapeError(f"quantized_conv2d takes x (N, C, H, W), got {list(x.shape)}")
+        raise ShapeError(f"quantized_conv2d takes x (N, C, H, W) or (N, H, W, C), got {list(x.shape)}")
+    channels_last = _layout_axes(layout, "quantized_conv2d")
+    x = _as_nchw(x, channels_last)
+    if channels_last and not (group == x.shape[1] == w.shape[0] and w.shape[1] == 1):
+        raise ShapeError(f"quantized_conv2d runs channels-last only as a depthwise convolution (group = C = O), got "
+                         f"group {group}, {x.shape[1]} channels and weights {list(w.shape)}")
     (out,) = conv_type(TensorType(x.shape, "float32"), TensorType(w.shape, "float32"), strides=strides, pads=pads,
                        dilations=dilations, group=group)
-    return _epilogue_type(out.shape, x, w, bias, multiplier, w.shape[0], out_dtype, "quantized_conv2d")
+    (typed,) = _epilogue_type(out.shape, x, w, bias, multiplier, w.shape[0], out_dtype, "quantized_conv2d")
+    return [_as_nhwc(typed, channels_last)]
 
 
-def _qconv_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-               out_dtype, weight_bits):
+def _qconv_ref(x, w, bias, multiplier=None, *, layout="NCHW", **attrs):
+    return _channels_last_ref(_qconv_nchw_ref, x, w, bias, multiplier, layout=layout, **attrs)
+
+
+def _qconv_nchw_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo,
+                    hi, out_dtype, weight_bits):
     flat = list(pads or [0] * 4)
     xp = np.pad(x, ((0, 0), (0, 0), (flat[0], flat[2]), (flat[1], flat[3])), constant_values=x_zero_point)
     acc = conv_ref(xp.astype(np.float64), w.astype(np.float64), strides=strides, pads=None, dilations=dilations,
@@ -188,15 +223,24 @@ def _qconv_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dila
 
 
 def _qconv_te(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-              out_dtype, weight_bits):
+              out_dtype, weight_bits, layout="NCHW"):
     stride, pad_pairs, dilation = window_attrs("quantized_conv2d", 2, strides, pads, dilations)
+    if layout == "NHWC":
+        return nn.quantized_depthwise_nhwc(x, w, bias, multiplier, x_zero_point, stride, pad_pairs, dilation,
+                                           zero_point, lo, hi, out_dtype, name="qconv")
     return nn.quantized_conv2d(x, w, bias, multiplier, x_zero_point, stride, pad_pairs, dilation, int(group),
                                zero_point, lo, hi, out_dtype, weight_bits, name="qconv")
 
 
 declare("quantized_conv2d", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_qconv_type, reference=_qconv_ref,
         compute=_qconv_te, flops=conv_flops,
-        attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE}, samples=(
+        attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE, "layout": "NCHW"}, samples=(
+            Sample((((1, 9, 8, 20), "uint8"), ((20, 1, 3, 3), "int8"), ((20,), "int32"), ((20,), "float32")),
+                   {"strides": [2, 1], "pads": [1, 0, 1, 2], "group": 20, "x_zero_point": 7, "zero_point": 5,
+                    "layout": "NHWC"}),
+            Sample((((2, 6, 5, 3), "int8"), ((3, 1, 2, 3), "int8"), ((3,), "int32"), ((), "float32")),
+                   {"dilations": [2, 1], "group": 3, "x_zero_point": -3, "lo": -128, "hi": 127,
+                    "out_dtype": "int8", "layout": "NHWC"}),
             Sample((((1, 4, 9, 8), "uint8"), ((6, 4, 3, 3), "int8"), ((6,), "int32"), ((6,), "float32")),
                    {"strides": [2, 1], "pads": [1, 0, 1, 2], "x_zero_point": 7, "zero_point": 5, "weight_bits": 7}),
             Sample((((1, 3, 6, 5), "uint8"), ((5, 3, 2, 2), "int8"), ((5,), "int32")),
@@ -244,27 +288,34 @@ def _im2col_conv_weight(x, wpack, out_channels, kernel_shape) -> TensorType:
     return TensorType((out_channels, x.shape[1], *kernel_shape), wpack.dtype)
 
 
-def _im2col_conv_type(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, **attrs):
+def _im2col_conv_type(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, layout="NCHW", **attrs):
     if x.dtype != "uint8":
         raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
-    return _qconv_type(x, _im2col_conv_weight(x, wpack, out_channels, kernel_shape), bias, multiplier, group=1,
-                       **attrs)
+    channels_last = _layout_axes(layout, "quantized_im2col_conv")
+    x = _as_nchw(x, channels_last) if len(x.shape) == 4 else x
+    (out,) = _qconv_type(x, _im2col_conv_weight(x, wpack, out_channels, kernel_shape), bias, multiplier, group=1,
+                         **attrs)
+    return [_as_nhwc(out, channels_last)]
 
 
-def _im2col_conv_ref(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, **attrs):
-    w = unpack_conv_weight(wpack, out_channels, x.shape[1], kernel_shape)
-    return _qconv_ref(x, w, bias, multiplier, group=1, **attrs)
+def _im2col_conv_ref(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, layout="NCHW", **attrs):
+    def nchw(x, wpack, bias, multiplier):
+        w = unpack_conv_weight(wpack, out_channels, x.shape[1], kernel_shape)
+        return _qconv_nchw_ref(x, w, bias, multiplier, group=1, **attrs)
+    return _channels_last_ref(nchw, x, wpack, bias, multiplier, layout=layout)
 
 
 def _im2col_conv_te(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, x_zero_point, strides, pads,
-                    dilations, zero_point, lo, hi, out_dtype, weight_bits):
+                    dilations, zero_point, lo, hi, out_dtype, weight_bits, layout="NCHW"):
     stride, pad_pairs, dilation = window_attrs("quantized_im2col_conv", 2, strides, pads, dilations)
     return nn.quantized_im2col_conv(x, wpack, bias, multiplier, out_channels, kernel_shape, x_zero_point, stride,
-                                    pad_pairs, dilation, zero_point, lo, hi, out_dtype, weight_bits, name="qconv")
+                                    pad_pairs, dilation, zero_point, lo, hi, out_dtype, weight_bits, name="qconv",
+                                    channels_last=layout == "NHWC")
 
 
-def _im2col_conv_flops(ins, outs, *, kernel_shape, **_) -> int:
-    return 2 * math.prod(outs[0].shape) * ins[0].shape[1] * math.prod(kernel_shape)
+def _im2col_conv_flops(ins, outs, *, kernel_shape, layout="NCHW", **_) -> int:
+    channels = ins[0].shape[3 if layout == "NHWC" else 1]
+    return 2 * math.prod(outs[0].shape) * channels * math.prod(kernel_shape)
 
 
 declare("quantized_im2col_weight", kind=INJECTIVE, infer=_im2col_weight_type,
@@ -273,7 +324,13 @@ declare("quantized_im2col_weight", kind=INJECTIVE, infer=_im2col_weight_type,
 declare("quantized_im2col_conv", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_im2col_conv_type,
         reference=_im2col_conv_ref, compute=_im2col_conv_te, flops=_im2col_conv_flops,
         attrs={"out_channels": None, "kernel_shape": None, "x_zero_point": 0, "strides": None, "pads": None,
-               "dilations": None, **_EPILOGUE}, samples=(
+               "dilations": None, **_EPILOGUE, "layout": "NCHW"}, samples=(
+            Sample((((1, 9, 8, 8), "uint8"), ((1, 18, 16, 4), "int8"), ((6,), "int32"), ((6,), "float32")),
+                   {"out_channels": 6, "kernel_shape": [3, 3], "strides": [2, 1], "pads": [1, 0, 1, 2],
+                    "x_zero_point": 7, "zero_point": 5, "layout": "NHWC"}),
+            Sample((((2, 5, 4, 12), "uint8"), ((2, 3, 16, 4), "int8"), ((20,), "int32"), ((), "float32")),
+                   {"out_channels": 20, "kernel_shape": [1, 1], "x_zero_point": 3, "zero_point": 9,
+                    "layout": "NHWC"}),
             Sample((((1, 4, 9, 8), "uint8"), ((1, 9, 16, 4), "int8"), ((6,), "int32"), ((6,), "float32")),
                    {"out_channels": 6, "kernel_shape": [3, 3], "strides": [2, 1], "pads": [1, 0, 1, 2],
                     "x_zero_point": 7, "zero_point": 5, "weight_bits": 7}),

@@ -24,7 +24,7 @@ from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_rank
-from ._window import Window, guarded_load
+from ._window import Window, guarded_load, in_bounds
 from .conv import conv2d
 from .elementwise import cast
 from .transform import pad
@@ -67,7 +67,10 @@ def requantize(acc: E.Expr, multiplier: E.Expr | None, zero_point: int, lo: int,
     if multiplier is None:
         return acc
     scaled = E.round_(E.cast("float32", acc) * multiplier) + float(zero_point)
-    return E.cast(dtype, E.minimum(E.maximum(scaled, float(lo)), float(hi)))
+    # Saturated by comparisons, not by minimum/maximum: those propagate NaN (ONNX's Min and Max), which an int32
+    # sum times a finite multiplier never is, and their NaN tests kept gcc from vectorising the epilogue fully.
+    low, high = E.const(float(lo), "float32"), E.const(float(hi), "float32")
+    return E.cast(dtype, E.select(scaled < low, low, E.select(scaled > high, high, scaled)))
 
 
 DOT_GROUP = 4  # k values per int32 lane of the u8 x s8 dot product (vpdpbusd's group)
@@ -152,28 +155,44 @@ def pack_int8_conv_weight(w: te.Tensor, name: str = "wpack") -> te.Tensor:
 
 def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None,
                           out_channels: int, kernel, x_zero_point: int, stride, pads, dilation, zero_point: int,
-                          lo: int, hi: int, out_dtype: str, weight_bits: int = 8, name: str = "qconv") -> te.Tensor:
+                          lo: int, hi: int, out_dtype: str, weight_bits: int = 8, name: str = "qconv",
+                          channels_last: bool = False) -> te.Tensor:
     """requantize(conv(x, w) + bias) for a u8 x (N, C, H, W) and one group, with w packed by
     `pack_int8_conv_weight`: the int8 GEMM whose a-panels read x's windows directly (rows are output pixels),
     laid out as NCHW after.
 
     The GEMM columns run over (tap row, tap column, channel), so that a k group of 4 is 4 neighbouring channels
-    of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x)."""
-    check_rank(x, 4, "quantized_im2col_conv", "N, C, H, W")
+    of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x). With
+    `channels_last`, x is (N, H, W, C) and the output (N, OH, OW, O): the GEMM's own row order, so neither side
+    is transposed, and x is read in place where the window has no padding."""
+    check_rank(x, 4, "quantized_im2col_conv", "N, H, W, C" if channels_last else "N, C, H, W")
     if x.dtype != "uint8":
         raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
-    (batch, channels, height, width), (kh, kw) = x.shape, tuple(kernel)
+    if channels_last:
+        batch, height, width, channels = x.shape
+    else:
+        batch, channels, height, width = x.shape
+    kh, kw = tuple(kernel)
     k = channels * kh * kw
     if wpack.shape != int8_conv_weight_shape(out_channels, k):
         raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {kh} x {kw} kernel over "
                          f"{channels} channels need packed weights {int8_conv_weight_shape(out_channels, k)}, got "
                          f"{wpack.shape}")
-    win = Window.of("quantized_im2col_conv", x.shape[2:], (kh, kw), stride, pads, dilation)
+    win = Window.of("quantized_im2col_conv", (height, width), (kh, kw), stride, pads, dilation)
     oh, ow = win.out_sizes
     (top, bottom), (left, right) = win.pads
-    nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
-                      lambda n_, h, w_, c: guarded_load(x, (n_, c), (h - top, w_ - left), x_zero_point),
-                      name=f"{name}_nhwc", tag="pack")
+    if channels_last and not (top or bottom or left or right):
+        nhwc = x
+    elif channels_last:
+        nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
+                          lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left), (height, width)),
+                                                        x[n_, h - top, w_ - left, c],
+                                                        E.const(x_zero_point, "uint8")),
+                          name=f"{name}_nhwc", tag="pack")
+    else:
+        nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
+                          lambda n_, h, w_, c: guarded_load(x, (n_, c), (h - top, w_ - left), x_zero_point),
+                          name=f"{name}_nhwc", tag="pack")
     (sh, sw), (dh, dw) = win.stride, win.dilation
 
     in_place = channels % DOT_GROUP == 0  # a k group is then 4 neighbouring channels of one tap: read in place
@@ -192,8 +211,45 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
                       f"{name}_gemm",
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
                                                    out_dtype))
+    if channels_last:
+        return te.compute((batch, oh, ow, out_channels), lambda n_, h, w_, c: gemm[(n_ * oh + h) * ow + w_, c],
+                          name=name, tag="injective")
     return te.compute((batch, out_channels, oh, ow), lambda n_, c, h, w_: gemm[(n_ * oh + h) * ow + w_, c],
                       name=name, tag="injective")
+
+
+def quantized_depthwise_nhwc(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None,
+                             x_zero_point: int, stride, pads, dilation, zero_point: int, lo: int, hi: int,
+                             out_dtype: str, name: str = "qconv") -> te.Tensor:
+    """requantize(depthwise conv(x, w) + bias) with x (N, H, W, C) u8/s8 and w (C, 1, KH, KW) s8: each output
+    pixel's channels are a run of bytes, so a vector of channels accumulates its taps in int32 (tag
+    "depthwise_nhwc", schedule/rules_int8.py) where NCHW's strided windows gave one channel at a time. The
+    weights are read as (KH, KW, C), `{name}_wt`, a copy of a few KiB, so that a tap's channels are a run too."""
+    check_rank(x, 4, "quantized_depthwise_nhwc", "N, H, W, C")
+    batch, height, width, channels = x.shape
+    if w.shape[:2] != (channels, 1):
+        raise ShapeError(f"quantized_depthwise_nhwc: weights must be ({channels}, 1, KH, KW), got {list(w.shape)}")
+    win = Window.of("quantized_depthwise_nhwc", (height, width), w.shape[2:], stride, pads, dilation)
+    oh, ow = win.out_sizes
+    (top, bottom), (left, right) = win.pads
+    xp = x
+    if top or bottom or left or right:
+        xp = te.compute((batch, height + top + bottom, width + left + right, channels),
+                        lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left), (height, width)),
+                                                      x[n_, h - top, w_ - left, c], E.const(x_zero_point, x.dtype)),
+                        name=f"{name}_pad", tag="pad")
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+    wt = te.compute((*w.shape[2:], channels), lambda r_, q_, c: w[c, 0, r_, q_], name=f"{name}_wt", tag="pack")
+    r, q = te.reduce_axis(w.shape[2], "r"), te.reduce_axis(w.shape[3], "q")
+    acc = te.compute((batch, oh, ow, channels),
+                     lambda n_, h, w_, c: te.sum(E.cast("int32", xp[n_, h * sh + r * dh, w_ * sw + q * dw, c])
+                                                 * E.cast("int32", wt[r, q, c]), axis=[r, q]),
+                     name=f"{name}_acc", tag="depthwise_nhwc")
+
+    def output(n_, h, w_, c):
+        return requantize(acc[n_, h, w_, c] + bias[c], _scale(multiplier, c), zero_point, lo, hi, out_dtype)
+
+    return te.compute(acc.shape, output, name=name, tag="elemwise")
 
 
 def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
