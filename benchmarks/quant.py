@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import MODELS, _export
+from models import IDLE_S, MODELS, _export
 from timing import median_time
 
 VISION = ("resnet50", "mobilenet_v2")
@@ -121,10 +121,12 @@ def measure(name: str, method: str, image_size: int, batches: int, evaluations: 
                 ("ort_int8", lambda f: ort_int8.run(None, f)))}
     feeds = held_out[0]
     times = {"fp32": [], "int8": [], "ort_int8": []}
+    contenders = {"fp32": lambda: fp32(**feeds), "int8": lambda: int8(**feeds),
+                  "ort_int8": lambda: ort_int8.run(None, feeds)}
     for _ in range(rounds):  # interleaved, so that a slower period of the machine falls on all three
-        times["fp32"].append(median_time(lambda: fp32(**feeds), repeats))
-        times["int8"].append(median_time(lambda: int8(**feeds), repeats))
-        times["ort_int8"].append(median_time(lambda: ort_int8.run(None, feeds), repeats))
+        for key, call in contenders.items():
+            time.sleep(IDLE_S)  # the last one's threads (ONNX Runtime's spin after a run) leave the cores first
+            times[key].append(median_time(call, repeats))
     row = {"model": name, "method": method}
     row.update({f"{k}_ms": statistics.median(v) * 1e3 for k, v in times.items()})
     row.update({f"{k}_metric": v for k, v in metrics.items()})

@@ -24,7 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from ..ir.ops.quant import group_channels, pack_conv_weight_numpy, unpack_conv_weight
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
+from ..te.nn.quantized import DOT_GROUP
 from .context import PassContext
 from .editor import GraphEditor
 from .layout import planned_chains
@@ -131,11 +133,26 @@ class _Rewrite:
         ed = self.ed
         if _is_seed(node):
             x, *rest = node.inputs
-            return ed.op(node.op, self._to_nhwc(x, node), *(ed.get(v) for v in rest), name=node.name,
-                         **{**node.attrs, "layout": "NHWC"})
+            attrs = {**node.attrs, "layout": "NHWC"}
+            if node.op == "quantized_im2col_conv" and x.shape[1] % DOT_GROUP:
+                rest[0] = ed.const(_whole_group_weights(rest[0].data, node), f"{node.name}_wgroups")
+                attrs["whole_groups"] = True
+            return ed.op(node.op, self._to_nhwc(x, node), *(ed.get(v) for v in rest), name=node.name, **attrs)
         if node.op in PER_CHANNEL:
             x, *params = node.inputs
             axis = AXIS_IN_NHWC[node.attrs["axis"] % 4]
             return ed.op(node.op, self._to_nhwc(x, node), *(ed.get(v) for v in params), name=node.name,
                          **{**node.attrs, "axis": axis})
         return ed.op(node.op, *(self._to_nhwc(v, node) for v in node.inputs), name=node.name, **node.attrs)
+
+
+def _whole_group_weights(wpack: np.ndarray, node: Node) -> np.ndarray:
+    """A convolution's packed weights repacked over its channels rounded up to whole dot groups, zero past them
+    (`whole_groups`): the kernel then reads every k group in place, where 3 channels (an RGB stem) made it gather
+    each byte into a packed copy."""
+    out_channels, kernel = node.attrs["out_channels"], node.attrs["kernel_shape"]
+    channels = node.inputs[0].shape[1]
+    w = unpack_conv_weight(wpack, out_channels, channels, kernel)
+    padded = np.zeros((out_channels, group_channels(channels), *kernel), w.dtype)
+    padded[:, :channels] = w
+    return pack_conv_weight_numpy(padded)

@@ -277,40 +277,53 @@ def _im2col_weight_type(w):
     return [TensorType(nn.int8_conv_weight_shape(w.shape[0], math.prod(w.shape[1:])), "int8")]
 
 
-def _im2col_conv_weight(x, wpack, out_channels, kernel_shape) -> TensorType:
+def group_channels(channels: int) -> int:
+    """The channels rounded up to whole dot groups of 4: a `whole_groups` packing's channels."""
+    return -(-channels // nn.DOT_GROUP) * nn.DOT_GROUP
+
+
+def _im2col_conv_weight(x, wpack, out_channels, kernel_shape, padded: bool) -> TensorType:
     if len(x.shape) != 4 or len(kernel_shape) != 2:
         raise ShapeError(f"quantized_im2col_conv takes x (N, C, H, W) and a 2-D kernel, got {list(x.shape)} and "
                          f"{list(kernel_shape)}")
-    want = nn.int8_conv_weight_shape(out_channels, x.shape[1] * math.prod(kernel_shape))
+    channels = group_channels(x.shape[1]) if padded else x.shape[1]
+    want = nn.int8_conv_weight_shape(out_channels, channels * math.prod(kernel_shape))
     if tuple(wpack.shape) != want:
         raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {list(kernel_shape)} kernel "
-                         f"over {x.shape[1]} channels need packed weights {list(want)}, got {list(wpack.shape)}")
+                         f"over {channels} channels need packed weights {list(want)}, got {list(wpack.shape)}")
     return TensorType((out_channels, x.shape[1], *kernel_shape), wpack.dtype)
 
 
-def _im2col_conv_type(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, layout="NCHW", **attrs):
+def _im2col_conv_type(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, layout="NCHW",
+                      whole_groups=False, **attrs):
     if x.dtype != "uint8":
         raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
     channels_last = _layout_axes(layout, "quantized_im2col_conv")
+    if whole_groups and not channels_last:
+        raise ShapeError("quantized_im2col_conv: whole_groups packings are read channels-last (layout NHWC) only")
     x = _as_nchw(x, channels_last) if len(x.shape) == 4 else x
-    (out,) = _qconv_type(x, _im2col_conv_weight(x, wpack, out_channels, kernel_shape), bias, multiplier, group=1,
-                         **attrs)
+    (out,) = _qconv_type(x, _im2col_conv_weight(x, wpack, out_channels, kernel_shape, whole_groups), bias,
+                         multiplier, group=1, **attrs)
     return [_as_nhwc(out, channels_last)]
 
 
-def _im2col_conv_ref(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, layout="NCHW", **attrs):
+def _im2col_conv_ref(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, layout="NCHW",
+                     whole_groups=False, **attrs):
     def nchw(x, wpack, bias, multiplier):
+        """A `whole_groups` packing's channels past C read x's zero point (their weights are zero in practice)."""
+        extra = group_channels(x.shape[1]) - x.shape[1] if whole_groups else 0
+        x = np.pad(x, ((0, 0), (0, extra), (0, 0), (0, 0)), constant_values=attrs["x_zero_point"])
         w = unpack_conv_weight(wpack, out_channels, x.shape[1], kernel_shape)
         return _qconv_nchw_ref(x, w, bias, multiplier, group=1, **attrs)
     return _channels_last_ref(nchw, x, wpack, bias, multiplier, layout=layout)
 
 
 def _im2col_conv_te(x, wpack, bias, multiplier=None, *, out_channels, kernel_shape, x_zero_point, strides, pads,
-                    dilations, zero_point, lo, hi, out_dtype, weight_bits, layout="NCHW"):
+                    dilations, zero_point, lo, hi, out_dtype, weight_bits, layout="NCHW", whole_groups=False):
     stride, pad_pairs, dilation = window_attrs("quantized_im2col_conv", 2, strides, pads, dilations)
     return nn.quantized_im2col_conv(x, wpack, bias, multiplier, out_channels, kernel_shape, x_zero_point, stride,
                                     pad_pairs, dilation, zero_point, lo, hi, out_dtype, weight_bits, name="qconv",
-                                    channels_last=layout == "NHWC")
+                                    channels_last=layout == "NHWC", whole_groups=whole_groups)
 
 
 def _im2col_conv_flops(ins, outs, *, kernel_shape, layout="NCHW", **_) -> int:
@@ -324,7 +337,13 @@ declare("quantized_im2col_weight", kind=INJECTIVE, infer=_im2col_weight_type,
 declare("quantized_im2col_conv", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_im2col_conv_type,
         reference=_im2col_conv_ref, compute=_im2col_conv_te, flops=_im2col_conv_flops,
         attrs={"out_channels": None, "kernel_shape": None, "x_zero_point": 0, "strides": None, "pads": None,
-               "dilations": None, **_EPILOGUE, "layout": "NCHW"}, samples=(
+               "dilations": None, **_EPILOGUE, "layout": "NCHW", "whole_groups": False}, samples=(
+            Sample((((1, 9, 8, 3), "uint8"), ((1, 9, 16, 4), "int8"), ((6,), "int32"), ((6,), "float32")),
+                   {"out_channels": 6, "kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                    "x_zero_point": 7, "zero_point": 5, "layout": "NHWC", "whole_groups": True}),
+            Sample((((1, 5, 6, 6), "uint8"), ((2, 8, 16, 4), "int8"), ((17,), "int32"), ((), "float32")),
+                   {"out_channels": 17, "kernel_shape": [2, 2], "x_zero_point": 3, "zero_point": 9,
+                    "layout": "NHWC", "whole_groups": True}),
             Sample((((1, 9, 8, 8), "uint8"), ((1, 18, 16, 4), "int8"), ((6,), "int32"), ((6,), "float32")),
                    {"out_channels": 6, "kernel_shape": [3, 3], "strides": [2, 1], "pads": [1, 0, 1, 2],
                     "x_zero_point": 7, "zero_point": 5, "layout": "NHWC"}),

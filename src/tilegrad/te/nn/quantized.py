@@ -156,7 +156,7 @@ def pack_int8_conv_weight(w: te.Tensor, name: str = "wpack") -> te.Tensor:
 def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None,
                           out_channels: int, kernel, x_zero_point: int, stride, pads, dilation, zero_point: int,
                           lo: int, hi: int, out_dtype: str, weight_bits: int = 8, name: str = "qconv",
-                          channels_last: bool = False) -> te.Tensor:
+                          channels_last: bool = False, whole_groups: bool = False) -> te.Tensor:
     """requantize(conv(x, w) + bias) for a u8 x (N, C, H, W) and one group, with w packed by
     `pack_int8_conv_weight`: the int8 GEMM whose a-panels read x's windows directly (rows are output pixels),
     laid out as NCHW after.
@@ -164,7 +164,10 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
     The GEMM columns run over (tap row, tap column, channel), so that a k group of 4 is 4 neighbouring channels
     of `{name}_nhwc`, x padded with its zero point and laid out channels-last (a copy the size of x). With
     `channels_last`, x is (N, H, W, C) and the output (N, OH, OW, O): the GEMM's own row order, so neither side
-    is transposed, and x is read in place where the window has no padding."""
+    is transposed, and x is read in place where the window has no padding. With `whole_groups` (channels-last
+    only), the packed weights' columns run over the channels rounded up to a multiple of 4 (zero weights past
+    C), so that the tiles read every k group in place from the padded copy, which then has those channels too,
+    instead of gathering byte by byte into a packed copy of a (an RGB stem's 3 channels)."""
     check_rank(x, 4, "quantized_im2col_conv", "N, H, W, C" if channels_last else "N, C, H, W")
     if x.dtype != "uint8":
         raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
@@ -173,7 +176,8 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
     else:
         batch, channels, height, width = x.shape
     kh, kw = tuple(kernel)
-    k = channels * kh * kw
+    lanes = -(-channels // DOT_GROUP) * DOT_GROUP if whole_groups else channels  # channels of the padded copy
+    k = lanes * kh * kw
     if wpack.shape != int8_conv_weight_shape(out_channels, k):
         raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {kh} x {kw} kernel over "
                          f"{channels} channels need packed weights {int8_conv_weight_shape(out_channels, k)}, got "
@@ -181,12 +185,12 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
     win = Window.of("quantized_im2col_conv", (height, width), (kh, kw), stride, pads, dilation)
     oh, ow = win.out_sizes
     (top, bottom), (left, right) = win.pads
-    if channels_last and not (top or bottom or left or right):
+    if channels_last and not (top or bottom or left or right) and lanes == channels:
         nhwc = x
     elif channels_last:
-        nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
-                          lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left), (height, width)),
-                                                        x[n_, h - top, w_ - left, c],
+        nhwc = te.compute((batch, height + top + bottom, width + left + right, lanes),
+                          lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left, c), (height, width, channels)),
+                                                        x[n_, h - top, w_ - left, E.minimum(c, channels - 1)],
                                                         E.const(x_zero_point, "uint8")),
                           name=f"{name}_nhwc", tag="pack")
     else:
@@ -195,7 +199,7 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
                           name=f"{name}_nhwc", tag="pack")
     (sh, sw), (dh, dw) = win.stride, win.dilation
 
-    in_place = channels % DOT_GROUP == 0  # a k group is then 4 neighbouring channels of one tap: read in place
+    in_place = lanes % DOT_GROUP == 0  # a k group is then 4 neighbouring channels of one tap: read in place
 
     def a_value(row, ko, g):
         n_, h, w_ = row // (oh * ow), (row // ow) % oh, row % ow
@@ -206,7 +210,7 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
             tap_row, tap_col, c = first // (kw * channels), (first // channels) % kw, first % channels
         return nhwc[n_, h * sh + tap_row * dh, w_ * sw + tap_col * dw, c]
 
-    outer = (kh, kw, channels // DOT_GROUP) if in_place else (wpack.shape[1],)
+    outer = (kh, kw, lanes // DOT_GROUP) if in_place else (wpack.shape[1],)
     gemm = _int8_gemm((batch * oh * ow, k), a_value, outer, not in_place, wpack, out_channels, 6, weight_bits,
                       f"{name}_gemm",
                       lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
