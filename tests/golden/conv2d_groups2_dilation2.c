@@ -39,7 +39,7 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
         }
         #pragma omp simd
         for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-          Y[((((w_0 * 14) + w_1) + ((n_c_h_fused % 14) * 14)) + ((n_c_h_fused / 14) * 196))] = Y_local[w_1];
+          Y[(((n_c_h_fused * 14) + (w_0 * 14)) + w_1)] = Y_local[w_1];
         }
       }
     }

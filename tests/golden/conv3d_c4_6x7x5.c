@@ -55,7 +55,7 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
         for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
           #pragma omp simd
           for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-            Y[(((((c_1 * 150) + (w_0 * 5)) + w_1) + ((n_c_0_d_h_fused % 5) * 5)) + ((n_c_0_d_h_fused / 5) * 25))] = Y_local[((c_1 * 5) + w_1)];
+            Y[((((c_1 * 150) + (n_c_0_d_h_fused * 5)) + (w_0 * 5)) + w_1)] = Y_local[((c_1 * 5) + w_1)];
           }
         }
       }

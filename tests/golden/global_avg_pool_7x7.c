@@ -11,7 +11,7 @@ void global_avg_pool_7x7_team(void** args, tg_team* tg) {
               Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] = 0.0f;
               for (int64_t r2 = 0; r2 < 7; ++r2) {
                 for (int64_t r3 = 0; r3 < 7; ++r3) {
-                  Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] = (Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] + X[((((((i0 * 245) + (i1 * 49)) + (r2 * 7)) + r3) + ((i0_i1_i2_fused % 5) * 49)) + ((i0_i1_i2_fused / 5) * 245))]);
+                  Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] = (Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] + X[(((((i0 * 245) + (i0_i1_i2_fused * 49)) + (i1 * 49)) + (r2 * 7)) + r3)]);
                 }
               }
             }
@@ -20,7 +20,7 @@ void global_avg_pool_7x7_team(void** args, tg_team* tg) {
       }
       #pragma omp simd
       for (int64_t i3 = 0; i3 < 1; ++i3) {
-        Y[((i3 + (i0_i1_i2_fused % 5)) + ((i0_i1_i2_fused / 5) * 5))] = (Y_sum[i3] / 49.0f);
+        Y[(i0_i1_i2_fused + i3)] = (Y_sum[i3] / 49.0f);
       }
     }
   }

@@ -66,7 +66,7 @@ void log_softmax_axis0_team(void** args, tg_team* tg) {
     }
     #pragma omp simd
     for (int64_t i0_i1_fused = 0; i0_i1_fused < 90; ++i0_i1_fused) {
-      Y[((i0_i1_fused % 18) + ((i0_i1_fused / 18) * 18))] = ((X[((i0_i1_fused % 18) + ((i0_i1_fused / 18) * 18))] - Y_max[(i0_i1_fused % 18)]) - logf(Y_expsum[(i0_i1_fused % 18)]));
+      Y[i0_i1_fused] = ((X[i0_i1_fused] - Y_max[(i0_i1_fused % 18)]) - logf(Y_expsum[(i0_i1_fused % 18)]));
     }
   }
   tg_barrier(tg);

@@ -5,7 +5,7 @@ void reshape_4x6x5_team(void** args, tg_team* tg) {
     for (int64_t i0 = 0; i0 < 8; ++i0) {
       #pragma omp simd
       for (int64_t i1 = 0; i1 < 15; ++i1) {
-        Y[((i0 * 15) + i1)] = X[(((((i0 % 2) * 15) + ((i0 / 2) * 30)) + (i1 % 5)) + ((i1 / 5) * 5))];
+        Y[((i0 * 15) + i1)] = X[((i0 * 15) + i1)];
       }
     }
   }

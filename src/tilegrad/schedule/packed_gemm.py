@@ -42,17 +42,23 @@ def row_blocks(sch: Schedule, s: Stage, padded: str, mr: int, tiles_per_block: i
 
 
 def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs,
-                      wide: bool = False) -> int:
+                      wide: bool = False, row_span: int | None = None) -> int:
     """The output's loops around a register tile: column panels of nr and row blocks of mb outermost (their order
     and the panels per chunk `nc` are parameters) and in parallel, the tile's rows and vectorised columns inside,
     and the padded product's tile computed at the tile-row loop (its own loops are the caller's). With `wide`,
     the tile may span several panels (`tile_panels`), as it must to keep enough FMA chains in flight when it has
-    few rows. Returns the panels per tile."""
+    few rows. With `row_span`, it spans by default as many panels as keep at most that many accumulators, and the
+    output's row runs over all of them in one vectorised loop (an epilogue that narrows to bytes: gcc sizes a
+    loop's vectors by its narrowest type, so 16 columns of bytes ran on 16-byte vectors). Returns the panels per
+    tile."""
     mr, nr, mb, mb_d = tile
     i, j = [a.name for a in s.op.axes]
     m, panels = extent(s, i), -(-extent(s, j) // nr)
-    spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if wide else [1]
-    fitting = max(v for v in spans if v == 1 or _chains(mr, nr, v, target))
+    spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if wide or row_span else [1]
+    if row_span:
+        fitting = max(v for v in spans if mr * v * -(-nr // target.vector_lanes) <= row_span or v == 1)
+    else:
+        fitting = max(v for v in spans if v == 1 or _chains(mr, nr, v, target))
     per_tile = knobs.pick(f"{s.name}_tile_panels", spans, fitting)
     j0, j1 = sch.split(s.name, j, nr)
     i0, i1 = sch.split(s.name, i, mb)
@@ -71,10 +77,11 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     else:
         columns, inner = [(j0, panels // per_tile)], []
     outer = columns + blocks if order == 0 else blocks + columns
-    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, *tile_panels, i11, j1)
+    rows = [i11, *tile_panels, j1] if row_span else [*tile_panels, i11, j1]
+    sch.reorder(s.name, *[lp for lp, _ in outer], *inner, i10, *rows)
     parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
                    mb_d * nr * nc * per_tile * reduction_work(sch, padded), knobs)
-    sch.vectorize(s.name, j1)
+    sch.vectorize(s.name, sch.fuse(s.name, *tile_panels, j1) if row_span and tile_panels else j1)
     sch.compute_at(padded, s.name, i10)
     return per_tile
 

@@ -5,8 +5,13 @@ Each mr x nr register tile of int32 sums is computed at the output's row-tile lo
 requantized and copied out. Inside a k group the tile's loops are rows (unrolled), then the nr columns, then
 the 4 values of the group: the nest loop/dot4.py gives to the target's u8 x s8 dot-product instruction
 (`Target.int8_dot`), one instruction per row and vector of columns. Without one, the 4 values go outside the
-columns, so the compiler vectorises the columns. The parameters (knobs) are the rows per block `mb`, the column
-panels per parallel chunk, the loop order, the parallel grain and the unrolling of the tile's rows.
+columns, so the compiler vectorises the columns. A tile spans as many column panels as three quarters of the
+vector registers hold in accumulators (4 panels of 16 with AVX-512), and its requantization runs over them in
+one vectorised loop per row: 16 columns of bytes were 16-byte vectors. The parameters (knobs) are the rows per
+block `mb`, the panels per tile, the column panels per parallel chunk, the loop order, the parallel grain and the
+unrolling of the tile's rows.
+
+The channels-last depthwise convolution (te.nn.quantized_depthwise_nhwc) has its own rule below.
 """
 
 from __future__ import annotations
@@ -34,15 +39,22 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     padded = stage_tagged(sch, "packed_int8_tiles")
     mb, mb_d = row_blocks(sch, s, padded, mr, tiles_per_block, knobs)
-    tile_output_loops(sch, s, padded, Tile(mr, nr, mb, mb_d), target, knobs)
+    accumulators = target.vector_registers * 3 // 4  # the rest hold the panels' weights and the broadcast
+    per_tile = tile_output_loops(sch, s, padded, Tile(mr, nr, mb, mb_d), target, knobs, row_span=accumulators)
     pi, pj, *groups, pg = sch.loops(padded)  # the k groups (one loop, or a convolution's tap row, column, channels)
+    panels = []
+    if per_tile > 1:
+        pp, pj = sch.split(padded, pj, nr)
+        panels = [pp]
     if target.int8_dot == "scalar":
-        sch.reorder(padded, *groups, pi, pg, pj)
+        sch.reorder(padded, *groups, pi, *panels, pg, pj)
         sch.vectorize(padded, pj)
     else:
-        sch.reorder(padded, *groups, pi, pj, pg)
+        sch.reorder(padded, *groups, pi, *panels, pj, pg)
     if knobs.pick(f"{padded}_unroll", (0, 1), 1):
         sch.unroll(padded, pi)
+    for pp in panels:
+        sch.unroll(padded, pp)
     for st in [st for st in sch.state.stages if st.op.tag == "pack" and st.attach is None]:
         parallel_outer(sch, st, [sch.loops(st.name)[0]], target, math.prod(st.tensor.shape[1:]))
 

@@ -83,8 +83,28 @@ def from_linear(terms: dict[Monomial, int], constant: int, dtype: str = E.INDEX)
 def canonical(e: E.Expr) -> E.Expr:
     if not E.is_int(e.dtype):
         return e
-    terms, c = linear(e)
+    terms, c = _merged_div_mod(*linear(e))
     return from_linear(terms, c, e.dtype)
+
+
+def _merged_div_mod(terms: dict[Monomial, int], constant: int) -> tuple[dict[Monomial, int], int]:
+    """`x % c * k + x // c * (c * k)` as `x * k` (floor division and modulo by c > 0), so that a loop fused from a
+    split one indexes as the loop it was (the split's two indices, rebuilt from the fused one, add up to it)."""
+    for mono in [m for m in terms if len(m) == 1 and type(m[0]) is E.FloorMod]:
+        mod = mono[0]
+        if mono not in terms or type(mod.b) is not E.Const or mod.b.value <= 0:
+            continue
+        div = (E.FloorDiv(mod.a, mod.b),)
+        k = terms[mono]
+        if terms.get(div) != k * mod.b.value:
+            continue
+        del terms[mono], terms[div]
+        inner, c = linear(mod.a)
+        for m, j in inner.items():
+            terms[m] = terms.get(m, 0) + k * j
+        terms = {m: j for m, j in terms.items() if j}
+        constant += k * c
+    return terms, constant
 
 
 # ---------------------------------------------------------------------------------------------------------------
