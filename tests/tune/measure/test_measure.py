@@ -258,8 +258,10 @@ def test_another_runner_plugs_into_the_measurer(cfg, task):
 
 def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_them(cfg):
     b = GraphBuilder()
-    w = b.const(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32), "w")  # 1 MiB
-    task = extract_tasks(b.build(b.op("matmul", b.input("x", (1, 512)), w)))[0]
+    # 256 KiB: warm, it sits in L2 on every CPU this runs on (Zen 3's 512 KiB up); at 1 MiB (as big as Zen 5's L2)
+    # the warm timing came partly from L3 and cold / warm fell to 1.24 in one CI run (3.0-3.3 at 256 KiB)
+    w = b.const(np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32), "w")
+    task = extract_tasks(b.build(b.op("matmul", b.input("x", (1, 256)), w)))[0]
     assert cold_parameters(task, "weights") == [1]
     assert cold_parameters(task, "all") == [0, 1, 2]
     assert cold_parameters(task, "none") == []
@@ -270,4 +272,4 @@ def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_t
             r = m.measure_one(task, task.default_trace())
         assert r.valid, r.detail
         latency[cold] = min(r.costs)  # the floor: a busy host's stalls inflate a median of either, never a cold floor
-    assert latency["weights"] > 1.3 * latency["none"]  # the megabyte comes from memory, not from the caches
+    assert latency["weights"] > 1.3 * latency["none"]  # the weights come from memory, not from the caches
