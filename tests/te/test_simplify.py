@@ -120,3 +120,12 @@ def test_narrowing_cast_bounds_are_not_trusted():
 def test_simplify_returns_the_same_object_at_a_fixpoint():
     e = simplify(a * 3 + b // 2)
     assert simplify(e) is e
+
+
+def test_a_split_index_rebuilt_from_its_fused_loop_folds_back():
+    f, g = E.Var("f", lo=0, hi=31), E.Var("g", lo=-40, hi=40)
+    assert simplify(f % 16 + f // 16 * 16 + g * 32) == simplify(f + g * 32)
+    assert simplify((g * 3 + 1) % 16 * 2 + (g * 3 + 1) // 16 * 32) == simplify(g * 6 + 2)  # floor: any sign
+    assert simplify(f % 16 + f // 16 * 8) != simplify(f)  # not the same multiple: kept
+    for v in range(-40, 41):
+        assert evaluate((g * 3 + 1) % 16 * 2 + (g * 3 + 1) // 16 * 32, {"g": v}) == v * 6 + 2

@@ -23,7 +23,7 @@ def compute_flops(outputs: list[Tensor]) -> int:
         trips = 1
         if type(body) is E.Reduce:
             trips = math.prod(int(a.upper.value) for a in body.axes)
-            ops = _float_ops(body.source) + 1
+            ops = _float_ops(body.source) + E.is_float(body.dtype)  # an int32 sum (int8 products) is no FLOP
         else:
             ops = _float_ops(body)
         total += math.prod(t.shape) * trips * ops
