@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
-from ..ir.ops.quant import group_channels, pack_conv_weight_numpy, unpack_conv_weight
+from ..ir.ops.quant import pack_conv_weight_numpy, unpack_conv_weight
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
-from ..te.nn.quantized import DOT_GROUP
+from ..te.nn.quantized import DOT_GROUP, group_channels
 from .context import PassContext
 from .editor import GraphEditor
 from .layout import planned_chains

@@ -171,7 +171,7 @@ declare("quantized_matmul", kind=OUT_FUSABLE, num_inputs=(3, 4), attrs={"n": Non
 LAYOUTS = ("NCHW", "NHWC")  # of a quantized convolution's activations; NHWC: passes/int8_layout.py
 
 
-def _layout_axes(layout: str, op: str) -> bool:
+def _channels_last(layout: str, op: str) -> bool:
     """Whether the activations are channels-last; a ShapeError for a layout the op does not know."""
     if layout not in LAYOUTS:
         raise ShapeError(f"{op}: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -197,7 +197,7 @@ def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dil
                 out_dtype, weight_bits, layout="NCHW"):
     if len(x.shape) != 4:
         raise ShapeError(f"quantized_conv2d takes x (N, C, H, W) or (N, H, W, C), got {list(x.shape)}")
-    channels_last = _layout_axes(layout, "quantized_conv2d")
+    channels_last = _channels_last(layout, "quantized_conv2d")
     x = _as_nchw(x, channels_last)
     if channels_last and not (group == x.shape[1] == w.shape[0] and w.shape[1] == 1):
         raise ShapeError(f"quantized_conv2d runs channels-last only as a depthwise convolution (group = C = O), got "
@@ -277,16 +277,11 @@ def _im2col_weight_type(w):
     return [TensorType(nn.int8_conv_weight_shape(w.shape[0], math.prod(w.shape[1:])), "int8")]
 
 
-def group_channels(channels: int) -> int:
-    """The channels rounded up to whole dot groups of 4: a `whole_groups` packing's channels."""
-    return -(-channels // nn.DOT_GROUP) * nn.DOT_GROUP
-
-
 def _im2col_conv_weight(x, wpack, out_channels, kernel_shape, padded: bool) -> TensorType:
     if len(x.shape) != 4 or len(kernel_shape) != 2:
         raise ShapeError(f"quantized_im2col_conv takes x (N, C, H, W) and a 2-D kernel, got {list(x.shape)} and "
                          f"{list(kernel_shape)}")
-    channels = group_channels(x.shape[1]) if padded else x.shape[1]
+    channels = nn.group_channels(x.shape[1]) if padded else x.shape[1]
     want = nn.int8_conv_weight_shape(out_channels, channels * math.prod(kernel_shape))
     if tuple(wpack.shape) != want:
         raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {list(kernel_shape)} kernel "
@@ -298,7 +293,7 @@ def _im2col_conv_type(x, wpack, bias, multiplier=None, *, out_channels, kernel_s
                       whole_groups=False, **attrs):
     if x.dtype != "uint8":
         raise ShapeError(f"quantized_im2col_conv takes a uint8 x, got {x.dtype}")
-    channels_last = _layout_axes(layout, "quantized_im2col_conv")
+    channels_last = _channels_last(layout, "quantized_im2col_conv")
     if whole_groups and not channels_last:
         raise ShapeError("quantized_im2col_conv: whole_groups packings are read channels-last (layout NHWC) only")
     x = _as_nchw(x, channels_last) if len(x.shape) == 4 else x
@@ -311,7 +306,7 @@ def _im2col_conv_ref(x, wpack, bias, multiplier=None, *, out_channels, kernel_sh
                      whole_groups=False, **attrs):
     def nchw(x, wpack, bias, multiplier):
         """A `whole_groups` packing's channels past C read x's zero point (their weights are zero in practice)."""
-        extra = group_channels(x.shape[1]) - x.shape[1] if whole_groups else 0
+        extra = nn.group_channels(x.shape[1]) - x.shape[1] if whole_groups else 0
         x = np.pad(x, ((0, 0), (0, extra), (0, 0), (0, 0)), constant_values=attrs["x_zero_point"])
         w = unpack_conv_weight(wpack, out_channels, x.shape[1], kernel_shape)
         return _qconv_nchw_ref(x, w, bias, multiplier, group=1, **attrs)

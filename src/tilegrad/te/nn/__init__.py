@@ -32,7 +32,7 @@ from .quantized import (
     quantized_matmul as quantized_matmul, quantized_conv2d as quantized_conv2d,
     int8_conv_weight_shape as int8_conv_weight_shape, pack_int8_conv_weight as pack_int8_conv_weight,
     quantized_im2col_conv as quantized_im2col_conv,
-    quantized_depthwise_nhwc as quantized_depthwise_nhwc,
+    quantized_depthwise_nhwc as quantized_depthwise_nhwc, group_channels as group_channels,
 )
 from .attention import attention as attention, attention_shape as attention_shape
 from .attention_blockwise import DEFAULT_KEY_BLOCK as DEFAULT_KEY_BLOCK

@@ -76,6 +76,23 @@ def requantize(acc: E.Expr, multiplier: E.Expr | None, zero_point: int, lo: int,
 DOT_GROUP = 4  # k values per int32 lane of the u8 x s8 dot product (vpdpbusd's group)
 
 
+def group_channels(channels: int) -> int:
+    """The channels rounded up to whole dot groups: a `whole_groups` packing's channels."""
+    return -(-channels // DOT_GROUP) * DOT_GROUP
+
+
+def _padded_nhwc(x: te.Tensor, pads, fill: int, channels: int, name: str, tag: str) -> te.Tensor:
+    """Channels-last `x` surrounded by `fill` ((before, after) pads of H and W), with `channels` channels (those
+    past x's read `fill` too)."""
+    batch, height, width, real = x.shape
+    (top, bottom), (left, right) = pads
+    return te.compute((batch, height + top + bottom, width + left + right, channels),
+                      lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left, c), (height, width, real)),
+                                                    x[n_, h - top, w_ - left, E.minimum(c, real - 1)],
+                                                    E.const(fill, x.dtype)),
+                      name=name, tag=tag)
+
+
 def quantized_matmul(a: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None, n: int,
                      zero_point: int, lo: int, hi: int, out_dtype: str, mr: int = 6, weight_bits: int = 8,
                      name: str = "qgemm") -> te.Tensor:
@@ -176,7 +193,7 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
     else:
         batch, channels, height, width = x.shape
     kh, kw = tuple(kernel)
-    lanes = -(-channels // DOT_GROUP) * DOT_GROUP if whole_groups else channels  # channels of the padded copy
+    lanes = group_channels(channels) if whole_groups else channels  # channels of the padded copy
     k = lanes * kh * kw
     if wpack.shape != int8_conv_weight_shape(out_channels, k):
         raise ShapeError(f"quantized_im2col_conv: {out_channels} output channels of a {kh} x {kw} kernel over "
@@ -188,11 +205,7 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
     if channels_last and not (top or bottom or left or right) and lanes == channels:
         nhwc = x
     elif channels_last:
-        nhwc = te.compute((batch, height + top + bottom, width + left + right, lanes),
-                          lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left, c), (height, width, channels)),
-                                                        x[n_, h - top, w_ - left, E.minimum(c, channels - 1)],
-                                                        E.const(x_zero_point, "uint8")),
-                          name=f"{name}_nhwc", tag="pack")
+        nhwc = _padded_nhwc(x, win.pads, x_zero_point, lanes, f"{name}_nhwc", "pack")
     else:
         nhwc = te.compute((batch, height + top + bottom, width + left + right, channels),
                           lambda n_, h, w_, c: guarded_load(x, (n_, c), (h - top, w_ - left), x_zero_point),
@@ -235,13 +248,7 @@ def quantized_depthwise_nhwc(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multip
         raise ShapeError(f"quantized_depthwise_nhwc: weights must be ({channels}, 1, KH, KW), got {list(w.shape)}")
     win = Window.of("quantized_depthwise_nhwc", (height, width), w.shape[2:], stride, pads, dilation)
     oh, ow = win.out_sizes
-    (top, bottom), (left, right) = win.pads
-    xp = x
-    if top or bottom or left or right:
-        xp = te.compute((batch, height + top + bottom, width + left + right, channels),
-                        lambda n_, h, w_, c: E.select(in_bounds((h - top, w_ - left), (height, width)),
-                                                      x[n_, h - top, w_ - left, c], E.const(x_zero_point, x.dtype)),
-                        name=f"{name}_pad", tag="pad")
+    xp = _padded_nhwc(x, win.pads, x_zero_point, channels, f"{name}_pad", "pad") if any(map(any, win.pads)) else x
     (sh, sw), (dh, dw) = win.stride, win.dilation
     wt = te.compute((*w.shape[2:], channels), lambda r_, q_, c: w[c, 0, r_, q_], name=f"{name}_wt", tag="pack")
     r, q = te.reduce_axis(w.shape[2], "r"), te.reduce_axis(w.shape[3], "q")
