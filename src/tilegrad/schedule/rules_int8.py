@@ -63,7 +63,7 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
 def schedule_depthwise_nhwc(sch: Schedule, s: Stage, target: Target, anchor, knobs: Knobs) -> None:
     """A register tile of up to DEPTHWISE_COLUMNS pixels of a row by one vector of byte channels (4 vectors of
     int32 sums: gcc sizes a loop's vectors by its narrowest type, so a tile of one int32 vector of channels ran
-    on 16-byte vectors, 2.5x slower) accumulates over the taps, then is requantized and stored as bytes; output
+    on 16-byte vectors; docs/quantization.md has the figures) accumulates over the taps, then is requantized and stored as bytes; output
     rows run in parallel, each computing the padded input rows it reads (a few rows, in cache)."""
     local = anchor.accumulator or sch.cache_write(s.name)
     pads = [p for p in window_pads(sch, s, local) if p.op.tag == "pad"]  # not the weights' copy

@@ -259,7 +259,7 @@ def test_another_runner_plugs_into_the_measurer(cfg, task):
 def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_them(cfg):
     b = GraphBuilder()
     # 256 KiB: warm, it sits in L2 on every CPU this runs on (Zen 3's 512 KiB up); at 1 MiB (as big as Zen 5's L2)
-    # the warm timing came partly from L3 and cold / warm fell to 1.24 in one CI run (3.0-3.3 at 256 KiB)
+    # the warm timing came partly from L3 and the margin over the threshold was thin
     w = b.const(np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32), "w")
     task = extract_tasks(b.build(b.op("matmul", b.input("x", (1, 256)), w)))[0]
     assert cold_parameters(task, "weights") == [1]
