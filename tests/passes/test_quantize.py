@@ -94,6 +94,12 @@ def _onnxruntime(model, x, optimize=True):
     return sess.run(None, {"x": x})[0]
 
 
+def _ops(model) -> set[str]:
+    """The ops of the optimised graph, those inside fused kernels too (an integer product takes its epilogue)."""
+    return {m.op for n in optimize(import_model(model))[0].nodes
+            for m in (n.attrs["body"].nodes if n.op == "fused" else [n])}
+
+
 def _output_step(model) -> float:
     """The scale of the DequantizeLinear that makes the model's output."""
     from onnx import numpy_helper as nh
@@ -107,7 +113,7 @@ def _output_step(model) -> float:
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_cnn_matches_onnxruntime_bit_for_bit(tmp_path, quant_format, per_channel):
     model, x = _quantized(tmp_path, _cnn, quant_format, per_channel)
-    ops = {n.op for n in optimize(import_model(model))[0].nodes}
+    ops = _ops(model)
     # u8 convolutions with one group: the implicit-im2col GEMM over weights packed at compile time
     assert {"quantized_im2col_conv", "quantized_matmul"} <= ops and not {"conv", "gemm", "matmul"} & ops
     np.testing.assert_array_equal(tilegrad.compile(model)(x), _onnxruntime(model, x))
@@ -116,7 +122,7 @@ def test_cnn_matches_onnxruntime_bit_for_bit(tmp_path, quant_format, per_channel
 @pytest.mark.parametrize("quant_format", ["QDQ", "QOperator"])
 def test_mlp_block_matches_onnxruntime_within_one_step(tmp_path, quant_format):
     model, x = _quantized(tmp_path, _mlp, quant_format, True)
-    ops = {n.op for n in optimize(import_model(model))[0].nodes}
+    ops = _ops(model)
     assert "quantized_matmul" in ops and "matmul" not in ops
     got, want = tilegrad.compile(model)(x), _onnxruntime(model, x)
     step = 1 / 256  # the softmax output's scale (quantize_static: [0, 1] over uint8)
@@ -132,7 +138,7 @@ def test_s8_activations_and_8_bit_weights_keep_the_qdq_meaning(tmp_path, build, 
     exact: each quantized tensor within one step, which the CNN's eleven quantized layers carry to a few steps at
     its output (a wrong zero point or shift moves it by tens)."""
     model, x = _quantized(tmp_path, build, "QDQ", True, activations="QInt8", reduce_range=False)
-    ops = {n.op for n in optimize(import_model(model))[0].nodes}
+    ops = _ops(model)
     assert "quantized_matmul" in ops and not {"conv", "gemm", "matmul"} & ops
     got, want = tilegrad.compile(model)(x), _onnxruntime(model, x, optimize=False)
     assert np.abs(got - want).max() <= steps * _output_step(model) * 1.01
@@ -176,7 +182,7 @@ def test_qgemm_matches_onnxruntime(alpha, trans_b):
     model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": a})[0]
     got = tilegrad.compile(model)(a)
-    ops = {n.op for n in optimize(import_model(model))[0].nodes}
+    ops = _ops(model)
     if alpha == 1.0:
         assert "quantized_matmul" in ops
         np.testing.assert_array_equal(got, want)

@@ -3,7 +3,8 @@
 Nodes are visited in topological order; each tries to join the groups of its producers:
 - injective chains (element-wise, broadcast, reshape, transpose, ...) fuse; the producers are inlined;
 - a conv or matmul (out-fusable) takes element-wise epilogues of its output's shape (bias, residual add,
-  activation), computed on its register tile before the store; nothing fuses into it from above;
+  activation; of any element type, so an int8 product's dequantize -> add -> quantize), computed on its register
+  tile before the store; nothing fuses into it from above;
 - a reduction takes its injective producers, and, when it reduces trailing axes, element-wise consumers and
   further reductions over the same rows (softmax, layer norm and their expanded forms become one kernel that runs
   row by row, as FusionStitching stitches memory-bound chains);
@@ -82,8 +83,8 @@ class _Fusion:
         return id(v) not in self.graph_outputs and len(set(self.consumers.get(id(v), []))) == 1
 
     def _pointwise_readers(self, v: Value) -> bool:
-        """Whether every reader of `v` is element-wise of v's type (so all of them may join v's group)."""
-        return all(lookup(self.g.nodes[c].op).kind in POINTWISE and self.g.nodes[c].outputs[0].type == v.type
+        """Whether every reader of `v` is element-wise of v's shape (so all of them may join v's group)."""
+        return all(lookup(self.g.nodes[c].op).kind in POINTWISE and self.g.nodes[c].outputs[0].shape == v.shape
                    for c in self.consumers.get(id(v), []))
 
     def _can_merge(self, gp: int, gn: int, n: Node, v: Value) -> bool:
@@ -96,7 +97,7 @@ class _Fusion:
             return False
         if P.kind == OUT_FUSABLE:  # an epilogue: element-wise ops of the anchor's shape (GELU reads it twice)
             return (nkind in POINTWISE and G.kind == INJECTIVE and id(v) not in self.graph_outputs
-                    and all(o.type == v.type for o in n.outputs) and self._pointwise_readers(v))
+                    and all(o.shape == v.shape for o in n.outputs) and self._pointwise_readers(v))
         if P.kind == REDUCTION:
             if P.rows is None or not all(fits_rows(o, P.rows) for o in n.outputs):
                 return False

@@ -8,7 +8,8 @@ value, below):
 - one value leaves the kernel (read outside or returned), and it is the last member's;
 - an opaque op stands alone;
 - at most one conv or matmul (out-fusable), nothing of the pattern above it, and only element-wise ops of its
-  output's type downstream of it (the epilogue computed on its register tile; a residual's producers are free);
+  output's shape downstream of it (the epilogue computed on its register tile; a residual's producers are free;
+  the element type may change: an int8 product's dequantize -> bias or residual add -> quantize);
 - or, for a product that declares whole output rows (`rows`: the packed GEMM), its epilogue (element-wise ops and
   views over whole rows of N columns) followed by a row-wise normalisation: reductions over the last axis alone
   and what follows them on the same rows (layer norm, RMS norm, softmax over N). The kernel computes a block of
@@ -151,10 +152,10 @@ def _epilogue_refusal(ix: GraphIndex, nodes: dict[int, Node], anchors: list[int]
         return f"nothing fuses into {_name(nodes[first])} from above (its input would be recomputed per tap)"
     if normalised:
         return _normalisation_refusal(ix, nodes, first, epilogue, normalised)
-    anchor_type = nodes[first].outputs[0].type
+    anchor_shape = nodes[first].outputs[0].shape
     for i in sorted(epilogue - {first}):  # the other operands' producers (a residual) are free
         n = nodes[i]
-        if lookup(n.op).kind not in POINTWISE or any(o.type != anchor_type for o in n.outputs):
+        if lookup(n.op).kind not in POINTWISE or any(o.shape != anchor_shape for o in n.outputs):
             return f"{_name(n)} is not an element-wise epilogue of {_name(nodes[first])}'s shape"
     return None
 
