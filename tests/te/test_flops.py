@@ -24,3 +24,11 @@ def test_an_integer_product_counts_none_and_its_float_epilogue_counts():
     assert compute_flops([acc]) == 0
     scaled = te.compute(acc.shape, lambda i, j: E.cast("float32", acc[i, j]) * 0.5)
     assert compute_flops([scaled]) == 8 * 4
+
+
+def test_a_select_counts_the_branch_that_runs():
+    """Winograd's transforms pick one case per tile position by a chain of selects; counting every case made
+    their kernels report several times the FMA work they run (a profile then saw a rate above the peak)."""
+    a = te.placeholder((8,), "float32", "a")
+    chosen = te.compute((8,), lambda i: E.select(i.eq(0), a[i] * 2.0 + 1.0, a[i] * 3.0))
+    assert compute_flops([chosen]) == 8 * 2

@@ -31,12 +31,11 @@ def compute_flops(outputs: list[Tensor]) -> int:
 
 
 def _float_ops(e: E.Expr) -> int:
-    count, stack = 0, [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is E.Load:
-            continue  # indices are integer arithmetic
-        if E.is_float(x.dtype) and (isinstance(x, E.Call) or type(x) in (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)):
-            count += 1
-        stack.extend(x.children())
-    return count
+    """The float arithmetic one evaluation of `e` runs: a select runs one of its branches (the costlier counted),
+    so Winograd's transforms, one select case per tile position, count the case that runs, not all of them."""
+    if type(e) is E.Load:
+        return 0  # indices are integer arithmetic
+    if type(e) is E.Select:
+        return _float_ops(e.cond) + max(_float_ops(e.t), _float_ops(e.f))
+    own = int(E.is_float(e.dtype) and (isinstance(e, E.Call) or type(e) in (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)))
+    return own + sum(_float_ops(c) for c in e.children())
