@@ -165,3 +165,32 @@ def test_a_spec_with_bad_derived_weights_is_refused(derived, message):
             "workspace_bytes": 0, "unshared_bytes": 0, "derived": derived}
     with pytest.raises(ModuleFormatError, match=message):
         ModuleSpec.from_json(spec)
+
+
+def test_loads_racing_saves_of_the_same_directory_read_one_whole_version(saved):
+    """A thread saves two modules over the directory in turn while loads run: each load is one version, whole
+    (its manifest, library and weights from one save), never a transient ModuleFormatError."""
+    import threading
+
+    versions = [_module(2.0), _module(3.0)]
+    stop = threading.Event()
+
+    def save_in_turn():
+        k = 0
+        while not stop.is_set():
+            versions[k % 2].save(saved)
+            k += 1
+
+    saver = threading.Thread(target=save_in_turn)
+    saver.start()
+    try:
+        scales = set()
+        for _ in range(60):
+            y = tilegrad.load(saved)(X)
+            scale = float(np.round(y[0, 0] / np.exp(X[0, 0])))
+            np.testing.assert_allclose(y, np.exp(X) * scale, rtol=1e-6)
+            scales.add(scale)
+    finally:
+        stop.set()
+        saver.join()
+    assert scales <= {2.0, 3.0}

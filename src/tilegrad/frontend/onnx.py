@@ -44,6 +44,7 @@ from .onnx_boundary import flatten_output
 from .onnx_builder import OnnxBuilder
 from .onnx_file import ModelFormatError, load_model
 from .onnx_inputs import declared_dim
+from .onnx_model_checks import check_declared_type, check_model
 from .onnx_nodes import UnmappedOpError, convert_node
 from .onnx_op_table import op_key
 from .onnx_tensors import check_dtype, onnx_dtype, tensor_array
@@ -114,6 +115,7 @@ def import_flattened(proto, input_shapes: Mapping[str, Sequence[int]]):
 
 def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
     proto = load_model(model)
+    check_model(proto)
     problems: list[Problem] = []
     g = proto.graph
     b = OnnxBuilder(_opset(proto), {vo.name for vo in g.output} - {v.name for v in [*g.input, *g.initializer]},
@@ -160,6 +162,7 @@ def _read(model, input_shapes, flatten: bool) -> tuple[OnnxImport, tuple]:
             v = None
         elif v is not None:
             attempt("", "", check_dtype, v.dtype, f"graph output {vo.name!r}")
+            attempt("", "", check_declared_type, vo, v.dtype)
         outputs.append(v)
     if not g.output:
         problems.append(Problem("", "", ModelFormatError("the model declares no graph outputs")))

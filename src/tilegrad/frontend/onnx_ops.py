@@ -12,6 +12,7 @@ from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value, infer_types
 from .onnx_builder import OnnxBuilder as B
 from .onnx_composite_ops import gelu_tanh
+from .onnx_file import ModelFormatError
 from .onnx_op_table import constant_input, onnx_op
 from .onnx_pool_indices import max_pool_indices
 from .onnx_spatial_attrs import spatial_attrs
@@ -21,7 +22,7 @@ from .transposed_conv import transposed_as_conv
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
           "Erf": "erf", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal", "Not": "not",
           "HardSwish": "hard_swish", "GlobalAveragePool": "global_avg_pool", "GlobalMaxPool": "global_max_pool"}
-_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "equal", "Less": "less",
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Equal": "equal", "Less": "less",
            "Greater": "greater", "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal",
            "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
 
@@ -38,6 +39,18 @@ for _onnx, _op in _UNARY.items():
     onnx_op(_onnx)(_unary(_op))
 for _onnx, _op in _BINARY.items():
     onnx_op(_onnx)(_binary(_op))
+
+
+def _nonzero_divisor(name: str, y: Value) -> None:
+    """An integer division by a constant holding zero is undefined (ONNX Runtime refuses it): refuse the node."""
+    if y.is_constant and not y.dtype.startswith(("float", "bfloat")) and not np.all(y.data):
+        raise ModelFormatError(f"node {name!r} divides integers by a constant holding zero")
+
+
+@onnx_op("Div")
+def _div(b: B, name, x, y):
+    _nonzero_divisor(name, y)
+    return b.op("div", x, y, name=name)
 
 
 def _extreme(op):
@@ -471,6 +484,7 @@ for _onnx, _op in _UNARY_MATH.items():
 
 @onnx_op("Mod")
 def _mod(b: B, name, x, y, *, fmod=0):
+    _nonzero_divisor(name, y)
     return b.op("mod", x, y, name=name, fmod=int(fmod))
 
 

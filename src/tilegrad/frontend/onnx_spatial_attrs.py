@@ -1,17 +1,38 @@
 """The strides, dilations and pads of ONNX's windowed ops (Conv, the pools, LpPool, ConvInteger, QLinearConv):
-ONNX's optional attributes with their defaults, and auto_pad resolved into explicit pads."""
+ONNX's optional attributes with their defaults, checked against the window's spatial axes, and auto_pad resolved
+into explicit pads."""
 
 from __future__ import annotations
 
+from .onnx_file import ModelFormatError
+
 
 def spatial_attrs(x, kernel, strides, dilations, pads, auto_pad):
-    """(strides, dilations, pads) of a window of extents `kernel` over the spatial axes of `x` (NCHW...)."""
+    """(strides, dilations, pads) of a window of extents `kernel` over the spatial axes of `x` (NCHW...); an
+    attribute given (None: absent) must hold one value per spatial axis (pads two), as ONNX Runtime requires:
+    `strides=[]` is not the default."""
     nd = len(kernel)
-    strides = tuple(strides) if strides else (1,) * nd
-    dilations = tuple(dilations) if dilations else (1,) * nd
+    if nd != len(x.shape) - 2:
+        raise ModelFormatError(f"kernel_shape {list(kernel)} has {nd} axes, but the input of rank {len(x.shape)} "
+                               f"has {len(x.shape) - 2} spatial axes")
+    strides = _given("strides", strides, nd, 1, (1,) * nd)
+    dilations = _given("dilations", dilations, nd, 1, (1,) * nd)
     auto = _pads_for_auto(auto_pad, x.shape[2:], kernel, strides, dilations)
-    pads = auto if auto is not None else (tuple(pads) if pads else (0,) * (2 * nd))
+    pads = auto if auto is not None else _given("pads", pads, 2 * nd, 0, (0,) * (2 * nd))
     return strides, dilations, pads
+
+
+def _given(name: str, values, count: int, least: int, default: tuple) -> tuple:
+    if values is None:
+        return default
+    values = tuple(int(v) for v in values)
+    if len(values) != count:
+        axes = count // 2 if name == "pads" else count
+        raise ModelFormatError(f"{name} {list(values)} has {len(values)} values; a window over {axes} spatial "
+                               f"axes takes {count}")
+    if any(v < least for v in values):
+        raise ModelFormatError(f"{name} {list(values)} holds a value below {least}")
+    return values
 
 
 def _pads_for_auto(auto_pad, sizes, kernel, strides, dilations):

@@ -11,9 +11,11 @@ thread before the kernel. Setting OMP_NUM_THREADS instead would only work before
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import math
 import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +47,8 @@ void tg_call(tg_kernel fn, void **args, int num_threads) {
 }
 """
 
-_libraries: dict[str, ctypes.CDLL] = {}  # loaded once per path; never unloaded (dlclose under OpenMP is unsafe)
+_libraries: dict[str, ctypes.CDLL] = {}  # the harnesses' and the trampolines': loaded once per path, kept
+_held: weakref.WeakValueDictionary[str, _HeldLibrary] = weakref.WeakValueDictionary()  # kernels' libraries
 
 
 @dataclass(frozen=True)
@@ -79,23 +82,48 @@ def set_wait_policy(cfg: Config) -> None:
 
 
 def load_library(path: Path) -> ctypes.CDLL:
-    """The loaded library at `path`, loading it on first use."""
+    """The library at `path`, loaded on first use and kept for the process (harnesses, trampolines)."""
     key = str(Path(path).resolve())
     lib = _libraries.get(key)
     if lib is None:
-        if not _libraries:
-            set_wait_policy(config.get())
-        try:
-            lib = ctypes.CDLL(key)
-        except OSError as e:
-            raise BuildError(f"cannot load kernel library {path}: {e}") from e
-        _libraries[key] = lib
+        lib = _libraries[key] = _dlopen(key)
     return lib
 
 
+class _HeldLibrary:
+    """A kernel library loaded for the kernels that hold it and closed when the last of them is gone, so that a
+    process compiling many modules (a dynamic module's evicted specialisations, a tuner's candidates) keeps the
+    libraries of the live ones only. Closing is safe: a kernel held is a kernel that may run, and one that ran
+    has returned, its OpenMP workers back in libgomp's own code (which the trampoline's library keeps loaded)."""
+
+    def __init__(self, key: str):
+        self.cdll = _dlopen(key)
+        weakref.finalize(self, _ctypes.dlclose, self.cdll._handle)
+
+
+def _hold(path: Path) -> _HeldLibrary:
+    key = str(Path(path).resolve())
+    held = _held.get(key)
+    if held is None:
+        held = _held[key] = _HeldLibrary(key)
+    return held
+
+
+def _dlopen(key: str) -> ctypes.CDLL:
+    if not _libraries and not _held:
+        set_wait_policy(config.get())
+    try:
+        return ctypes.CDLL(key)
+    except OSError as e:
+        raise BuildError(f"cannot load kernel library {key}: {e}") from e
+
+
 def kernel_address(library: Path, name: str) -> int:
-    """The address of kernel `name` in the library at `library` (what the timing harness calls)."""
-    lib = load_library(library)
+    """The address of kernel `name` in the library at `library`, loaded for the process (a timing worker's)."""
+    return _address(load_library(library), library, name)
+
+
+def _address(lib: ctypes.CDLL, library: Path, name: str) -> int:
     try:
         fn = getattr(lib, name)
     except AttributeError:
@@ -115,7 +143,8 @@ class Kernel:
         self.name = name
         self.params = tuple(params)
         self.num_threads = cfg.num_threads
-        self.function_address = kernel_address(self.library, name)
+        self._held = _hold(self.library)  # the library stays loaded while this kernel lives
+        self.function_address = _address(self._held.cdll, self.library, name)
         self._dtypes = tuple(np.dtype(p.dtype) for p in self.params)
         self._pointers = ctypes.c_void_p * len(self.params)
         self._call = _trampoline(cfg)

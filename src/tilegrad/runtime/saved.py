@@ -53,8 +53,27 @@ def write(directory, library: Path, spec: dict, weights: list[np.ndarray]) -> Pa
 
 
 def read(directory, cfg: _config.Config | None = None) -> tuple[Path, dict, list[np.ndarray]]:
-    """The checked library (as a path in the build cache), spec (JSON) and weights of a saved module."""
+    """The checked library (as a path in the build cache), spec (JSON) and weights of a saved module. A save over
+    the directory while it is read (its manifest from one version, its library from the next, or the moment the
+    directory is renamed aside) is read again, a few times; a file that fails its checks on a directory that no
+    save touched is refused."""
     root = Path(directory)
+    attempt = 0
+    while True:
+        before = _identity(root)
+        try:
+            return _read_once(root, cfg)
+        except ModuleFormatError:
+            attempt += 1
+            if attempt == _READ_ATTEMPTS or not (_identity(root) != before or _saving(root)):
+                raise
+            time.sleep(0.005 * attempt)
+
+
+_READ_ATTEMPTS = 20
+
+
+def _read_once(root: Path, cfg: _config.Config | None) -> tuple[Path, dict, list[np.ndarray]]:
     for name in (MANIFEST, LIBRARY, WEIGHTS):
         if not (root / name).is_file():
             raise ModuleFormatError(f"{root} is not a complete tilegrad module: {name} is missing")
@@ -65,6 +84,24 @@ def read(directory, cfg: _config.Config | None = None) -> tuple[Path, dict, list
     if _file_sha256(root / WEIGHTS) != manifest["sha256"].get(WEIGHTS):
         raise _altered(root / WEIGHTS)
     return _cached_library(code, manifest["sha256"][LIBRARY], cfg), manifest["spec"], _weights(root / WEIGHTS)
+
+
+def _identity(root: Path) -> tuple[int, int] | None:
+    """Which directory `root` names now (a save renames a new one into place), None while none is there."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _saving(root: Path) -> bool:
+    """Whether a save into `root` is under way: its fresh directory or the old one moved aside is beside it."""
+    try:
+        return any(p.name.startswith(f".{root.name}.") and p.name.endswith((".saving", ".old"))
+                   for p in root.parent.iterdir())
+    except OSError:
+        return False
 
 
 def _manifest(path: Path) -> dict:
