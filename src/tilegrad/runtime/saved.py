@@ -10,6 +10,7 @@ truncated, edited and mismatched files, not a deliberate forgery.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -53,46 +54,67 @@ def write(directory, library: Path, spec: dict, weights: list[np.ndarray]) -> Pa
 
 
 def read(directory, cfg: _config.Config | None = None) -> tuple[Path, dict, list[np.ndarray]]:
-    """The checked library (as a path in the build cache), spec (JSON) and weights of a saved module. A save over
-    the directory while it is read (its manifest from one version, its library from the next, or the moment the
-    directory is renamed aside) is read again, a few times; a file that fails its checks on a directory that no
-    save touched is refused."""
+    """The checked library (as a path in the build cache), spec (JSON) and weights of a saved module. The files
+    are opened through a descriptor of the directory, so they come from one save even if another save renames a
+    new directory into place meanwhile; one that save deleted before it was opened makes the read start again."""
     root = Path(directory)
-    attempt = 0
-    while True:
-        before = _identity(root)
+    for attempt in range(1, _READ_ATTEMPTS + 1):
         try:
-            return _read_once(root, cfg)
-        except ModuleFormatError:
-            attempt += 1
-            if attempt == _READ_ATTEMPTS or not (_identity(root) != before or _saving(root)):
-                raise
-            time.sleep(0.005 * attempt)
+            return _read_pinned(root, cfg)
+        except _Replaced:
+            time.sleep(0.002 * attempt)
+    raise ModuleFormatError(f"{root} was replaced {_READ_ATTEMPTS} times while it was read (saved over again and "
+                            f"again?); load it once the saves are done")
 
 
-_READ_ATTEMPTS = 20
+_READ_ATTEMPTS = 50
 
 
-def _read_once(root: Path, cfg: _config.Config | None) -> tuple[Path, dict, list[np.ndarray]]:
-    for name in (MANIFEST, LIBRARY, WEIGHTS):
-        if not (root / name).is_file():
-            raise ModuleFormatError(f"{root} is not a complete tilegrad module: {name} is missing")
-    manifest = _manifest(root / MANIFEST)
-    code = (root / LIBRARY).read_bytes()
+class _Replaced(Exception):
+    """The directory being read was replaced by a save, and a file of it deleted before it was opened."""
+
+
+def _read_pinned(root: Path, cfg: _config.Config | None) -> tuple[Path, dict, list[np.ndarray]]:
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        if _saving(root):  # between the two renames of a save
+            raise _Replaced from None
+        raise ModuleFormatError(f"{root} is not a complete tilegrad module: {MANIFEST} is missing") from None
+    with contextlib.ExitStack() as opened:
+        opened.callback(os.close, fd)
+        files = {}
+        for name in (MANIFEST, LIBRARY, WEIGHTS):
+            try:
+                files[name] = opened.enter_context(open(os.open(name, os.O_RDONLY, dir_fd=fd), "rb"))
+            except OSError:
+                if _replaced(fd, root):
+                    raise _Replaced from None
+                raise ModuleFormatError(f"{root} is not a complete tilegrad module: {name} is missing") from None
+        return _read_files(root, files, cfg)
+
+
+def _read_files(root: Path, files: dict, cfg: _config.Config | None) -> tuple[Path, dict, list[np.ndarray]]:
+    manifest = _manifest(root / MANIFEST, files[MANIFEST].read())
+    code = files[LIBRARY].read()
     if hashlib.sha256(code).hexdigest() != manifest["sha256"].get(LIBRARY):
         raise _altered(root / LIBRARY)
-    if _file_sha256(root / WEIGHTS) != manifest["sha256"].get(WEIGHTS):
+    weights = files[WEIGHTS]
+    if _stream_sha256(weights) != manifest["sha256"].get(WEIGHTS):
         raise _altered(root / WEIGHTS)
-    return _cached_library(code, manifest["sha256"][LIBRARY], cfg), manifest["spec"], _weights(root / WEIGHTS)
+    weights.seek(0)
+    return _cached_library(code, manifest["sha256"][LIBRARY], cfg), manifest["spec"], _weights(root / WEIGHTS,
+                                                                                                 weights)
 
 
-def _identity(root: Path) -> tuple[int, int] | None:
-    """Which directory `root` names now (a save renames a new one into place), None while none is there."""
+def _replaced(fd: int, root: Path) -> bool:
+    """Whether the directory open as `fd` is no longer the one at `root` (a save put another there)."""
     try:
-        st = os.stat(root)
+        now = os.stat(root)
     except OSError:
-        return None
-    return st.st_dev, st.st_ino
+        return True
+    pinned = os.fstat(fd)
+    return (now.st_dev, now.st_ino) != (pinned.st_dev, pinned.st_ino)
 
 
 def _saving(root: Path) -> bool:
@@ -104,10 +126,10 @@ def _saving(root: Path) -> bool:
         return False
 
 
-def _manifest(path: Path) -> dict:
-    """The manifest at `path`, checked: JSON, this format, its own checksum, the fields `read` uses."""
+def _manifest(path: Path, text: bytes) -> dict:
+    """The manifest read from `path`, checked: JSON, this format, its own checksum, the fields `read` uses."""
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(text.decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ModuleFormatError(f"{path} is not a valid manifest (not JSON: {exc}); save the module again") from None
     if not isinstance(manifest, dict):
@@ -123,10 +145,10 @@ def _manifest(path: Path) -> dict:
     return manifest
 
 
-def _weights(path: Path) -> list[np.ndarray]:
-    """The arrays of a weights file written by `write`, in order."""
+def _weights(path: Path, file) -> list[np.ndarray]:
+    """The arrays of a weights file written by `write` (open as `file`), in order."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(file, allow_pickle=False) as data:
             names = [f"arr_{i}" for i in range(len(data.files))]
             if sorted(data.files) != sorted(names):
                 raise ModuleFormatError(f"{path} holds arrays {data.files}, not arr_0..arr_{len(names) - 1}")
@@ -188,8 +210,12 @@ def _json_sha256(obj: dict) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+        return _stream_sha256(f)
+
+
+def _stream_sha256(f) -> str:
+    h = hashlib.sha256()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
     return h.hexdigest()
