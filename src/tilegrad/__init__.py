@@ -16,6 +16,10 @@ from . import backends as _backends  # noqa: F401  (fills the table `backend.bac
 
 
 def __getattr__(name):
+    if name == "__version__":  # the installed distribution's
+        from importlib.metadata import version
+
+        return version("tilegrad")
     if name in ("compile", "load"):
         from . import api
 

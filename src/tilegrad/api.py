@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from . import config
 from .backend import backend_for
 from .errors import ShapeError, TilegradError
 from .frontend.load import import_model, onnx_proto
@@ -117,9 +119,19 @@ def _check_one_shape(inputs) -> None:
 
 
 def _compile_imported(imported: Graph, options: CompileOptions) -> Compilation:
-    """The passes, then the native module, of an imported graph, for the options' target: with a records
-    database, the tuned schedules (and, where the target's records choose them, the graph: algorithms,
+    """The passes, then the native module, of an imported graph, for the options' target and thread count: with
+    a records database, the tuned schedules (and, where the target's records choose them, the graph: algorithms,
     attention forms, fusion plan)."""
+    with _threads(options.threads):
+        return _compile_passes_and_kernels(imported, options)
+
+
+def _threads(threads: int | None):
+    """The configuration with `threads` as the kernels' thread count while it is active (None: unchanged)."""
+    return contextlib.nullcontext() if threads is None else config.override(num_threads=threads)
+
+
+def _compile_passes_and_kernels(imported: Graph, options: CompileOptions) -> Compilation:
     from .passes import optimize
 
     machine = TARGETS[options.target]()
@@ -156,14 +168,17 @@ def _fusion_options(fusion: str) -> dict:
     return {"fusion": fusion, "fusion_costs": measured_fusion_costs()}
 
 
-def load(directory) -> Module | SpecializingModule:
+def load(directory, *, threads: int | None = None) -> Module | SpecializingModule:
     """A module saved with `Module.save(directory)`, loaded without the original model, or a SpecializingModule
-    saved with its `save`, its specialisations loaded (not compiled again). Its libraries are native code that
-    runs with your rights: load only directories you trust. The manifest, the library and the weights are checked
-    (checksums, sizes, dtypes); a failed check is a ModuleFormatError saying which file."""
-    if specializing.is_saved(directory):
-        return specializing.load(directory, _specializing)
-    return _load(directory)
+    saved with its `save`, its specialisations loaded (not compiled again). Its kernels run on `threads` threads
+    (None: the configured count). Its libraries are native code that runs with your rights: load only
+    directories you trust. The manifest, the library and the weights are checked (checksums, sizes, dtypes); a
+    failed check is a ModuleFormatError saying which file."""
+    CompileOptions(threads=threads)  # the same check as compile's
+    with _threads(threads):
+        if specializing.is_saved(directory):
+            return specializing.load(directory, _specializing)
+        return _load(directory)
 
 
 def _inputs(proto, input_shapes):

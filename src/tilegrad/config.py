@@ -35,7 +35,7 @@ class Config:
     sanitize: str | None = None  # a key of SANITIZER_FLAGS: build every kernel with that sanitizer
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
     cache_bytes: int = 4 << 30  # the build cache's bound: least recently used libraries go beyond it
-    num_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
+    num_threads: int = dataclasses.field(default_factory=lambda: usable_cpus())
     # How long an idle OpenMP thread spins before it sleeps, in microseconds (as GOMP_SPINCOUNT, set when the first
     # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT). 0: it sleeps at once. A thread
     # that spins between calls stays runnable, so on a core another process holds it waits out that process's
@@ -56,6 +56,35 @@ class Config:
     def compile_flags(self) -> tuple[str, ...]:
         """What every build passes to the compiler: `cflags`, the sanitizer's flags, then `extra_cflags`."""
         return self.cflags + SANITIZER_FLAGS.get(self.sanitize, ()) + self.extra_cflags
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask (`taskset`), within its cgroup's CPU quota (a container's
+    `--cpus`), as torch and ONNX Runtime count them; `os.cpu_count()` would start threads that only take turns."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return max(1, min(cpus, quota) if quota else cpus)
+
+
+def _cgroup_quota() -> int | None:
+    """The CPUs a cgroup v2 (`cpu.max`) or v1 (`cpu.cfs_quota_us`) quota allows, rounded up; None without one."""
+    root = Path("/sys/fs/cgroup")
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        if quota == "max":
+            return None
+        return -(-int(quota) // int(period))
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
 
 
 def _from_environment() -> Config:

@@ -22,7 +22,8 @@ class CompileOptions:
     costs; with `db`, the records choose between the two plans). `attention_form`: the softmax form of the
     attention kernels, "auto" (by shape on a CPU: blockwise for long key sequences; with `db`, the form whose
     tuned kernels are faster), "two_pass" or "blockwise"; `attention_key_block`: keys per block of the blockwise
-    form (None: the block that pads the keys least)."""
+    form (None: the block that pads the keys least). `threads`: how many threads the module's kernels run on (None:
+    the configured count, by default the CPUs this process may use, `config.usable_cpus`)."""
 
     target: str = "cpu"
     opt_level: int = 2
@@ -32,6 +33,7 @@ class CompileOptions:
     fusion: str = "rules"
     attention_form: str = "auto"
     attention_key_block: int | None = None
+    threads: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "disable_passes", tuple(self.disable_passes))
@@ -42,6 +44,8 @@ class CompileOptions:
             raise TilegradError(f"target {self.target!r} is not supported; available: {', '.join(TARGETS)}")
         if self.opt_level not in (0, 1, 2, 3):
             raise TilegradError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.threads is not None and (type(self.threads) is not int or self.threads < 1):
+            raise TilegradError(f"threads must be a positive integer or None, got {self.threads!r}")
 
     @classmethod
     def of(cls, options: CompileOptions | None = None, **changes) -> CompileOptions:

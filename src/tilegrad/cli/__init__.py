@@ -10,11 +10,14 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import SimpleNamespace
 
+from .. import config
 from ..errors import TilegradError
 from . import bench, compile, info, profile, quantize, run, tune
 
@@ -32,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     try:
-        args.command(args)
+        with _threads(args.threads):
+            args.command(args)
     except (TilegradError, OSError) as exc:
         if args.debug:
             raise
@@ -52,6 +56,37 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return INTERNAL_ERROR
     return 0
+
+
+@contextlib.contextmanager
+def _threads(threads: int | None):
+    """`--threads` for this command and the processes it starts (timing workers read the environment)."""
+    if threads is None:
+        yield
+        return
+    before = os.environ.get("TILEGRAD_NUM_THREADS")
+    os.environ["TILEGRAD_NUM_THREADS"] = str(threads)
+    try:
+        with config.override(num_threads=threads):
+            yield
+    finally:
+        if before is None:
+            del os.environ["TILEGRAD_NUM_THREADS"]
+        else:
+            os.environ["TILEGRAD_NUM_THREADS"] = before
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("tilegrad")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilegrad", description="A deep-learning compiler for ONNX and PyTorch "
                                 "models.")
     p.add_argument("--debug", action="store_true", help="show debug logging and raise errors with their traceback")
+    p.add_argument("--threads", type=_positive, default=None, metavar="N",
+                   help="threads the kernels run on (default: the CPUs this process may use)")
+    p.add_argument("--version", action="version", version=f"tilegrad {_version()}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
     parents = SimpleNamespace(common=common, shapes=shapes, passes=passes)
     for command in SUBCOMMANDS:
