@@ -176,6 +176,16 @@ def test_the_cache_keeps_the_most_recently_used(mlp):
         tilegrad.compile(mlp, max_specializations=0)
 
 
+def test_each_new_specialization_is_logged(mlp, caplog):
+    """A server compiling on a request it did not expect says so (a compile takes seconds)."""
+    mod = tilegrad.compile(mlp)
+    with caplog.at_level("INFO", logger="tilegrad.runtime.specializing"):
+        mod(_x(3, 8))
+        mod(_x(3, 8))
+    compiled = [r.getMessage() for r in caplog.records if "compiled a specialisation" in r.getMessage()]
+    assert len(compiled) == 1 and "x [3, 8]" in compiled[0], compiled
+
+
 def _mapped_libraries() -> set[str]:
     """The shared objects of the build cache mapped into this process now."""
     cache = str(Path(tilegrad.config.get().cache_dir).resolve())

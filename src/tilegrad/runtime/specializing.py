@@ -24,9 +24,11 @@ import collections
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -47,6 +49,7 @@ from .structured import TENSOR, Form, flat_names, regroup, split
 MANIFEST = "specializing.json"
 MODEL = "model.onnx"
 FORMAT = 1
+_log = logging.getLogger(__name__)
 MAX_SPECIALIZATIONS = 64
 
 
@@ -157,8 +160,13 @@ class SpecializingModule:
             try:
                 spec = _specialization(key, self.inputs)
                 values = {n: np.asarray(v, spec.dtypes[n]).reshape(spec.shapes[n]) for n, v in spec.values.items()}
+                start = time.perf_counter()
                 future.set_result(self._compile(spec.shapes, values, spec.forms))
                 metrics.bump("specializations_compiled")
+                _log.info("compiled a specialisation for %s%s in %.1f s (%d kept, at most %d)",
+                          ", ".join(f"{n} {list(s)}" for n, s in spec.shapes.items()),
+                          f", values {spec.values}" if spec.values else "", time.perf_counter() - start,
+                          len(self._cache), self.max_specializations)
             except BaseException as exc:  # noqa: BLE001  (handed to the calls waiting for it, then raised)
                 with self._lock:
                     if self._cache.get(key) is future:
