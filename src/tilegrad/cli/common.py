@@ -69,6 +69,18 @@ def _explain(compilation, opt_level: int) -> None:
           f"({size_text(spec.unshared_bytes)} without)")
 
 
+def saved_or_compiled(args, dynamic: bool = False):
+    """The module of a command that takes either: a saved module directory loaded, or the model compiled."""
+    from ..frontend.model_spec import is_torch_spec
+
+    source = Path(args.model)
+    if source.is_dir():
+        return load_saved(args, source)
+    if not source.exists() and not is_torch_spec(args.model):
+        raise UsageError(f"no ONNX file or saved module directory at {source}")
+    return compile_model(args, dynamic=dynamic)[1]
+
+
 def load_saved(args, source: Path):
     """The module saved in directory `source`, refusing the flags that apply only to compiling."""
     from .. import api

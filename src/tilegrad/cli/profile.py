@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..runtime.module import benchmark_inputs
-from .common import UsageError, compile_model, load_saved, typed
+from .common import UsageError, saved_or_compiled, typed
 
 
 def add_parser(sub, parents) -> None:
@@ -30,7 +30,7 @@ def _profile(args) -> None:
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be at least 1, got {args.top}")
     source = Path(args.model)
-    mod = load_saved(args, source) if source.is_dir() else compile_model(args)[1]
+    mod = saved_or_compiled(args)
     if not hasattr(mod, "spec"):
         raise UsageError(f"the module in {source} compiles per call (its input shapes are open); profile its .onnx "
                          f"file with --input-shape for each symbolic input")

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .common import UsageError, compile_model, load_saved, typed
+from .common import UsageError, saved_or_compiled, typed
 
 
 def add_parser(sub, parents) -> None:
@@ -25,11 +25,7 @@ def add_parser(sub, parents) -> None:
 
 
 def _run(args) -> None:
-    source = Path(args.model)
-    if source.is_dir():
-        mod = load_saved(args, source)
-    else:
-        _, mod, _ = compile_model(args, dynamic=True)
+    mod = saved_or_compiled(args, dynamic=True)
     inputs = _read_inputs(args.input, mod.spec.inputs if hasattr(mod, "spec") else
                           [_Declared(i.name, i.dims, i.dtype) for i in mod.inputs])
     outputs = mod(**inputs)
