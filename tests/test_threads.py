@@ -37,7 +37,6 @@ def test_the_default_is_the_affinity_mask_within_the_cgroup_quota(monkeypatch):
     assert config.usable_cpus() == 1
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux's affinity calls")
 def test_a_process_pinned_to_one_cpu_runs_one_thread():
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     env.pop("TILEGRAD_NUM_THREADS", None)

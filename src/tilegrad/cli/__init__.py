@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from types import SimpleNamespace
 
+import tilegrad
+
 from .. import config
 from ..errors import TilegradError
 from . import bench, compile, info, profile, quantize, run, tune
@@ -83,12 +85,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("tilegrad")
-
-
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -120,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show debug logging and raise errors with their traceback")
     p.add_argument("--threads", type=_positive, default=None, metavar="N",
                    help="threads the kernels run on (default: the CPUs this process may use)")
-    p.add_argument("--version", action="version", version=f"tilegrad {_version()}")
+    p.add_argument("--version", action="version", version=f"tilegrad {tilegrad.__version__}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
     parents = SimpleNamespace(common=common, shapes=shapes, passes=passes)
     for command in SUBCOMMANDS:

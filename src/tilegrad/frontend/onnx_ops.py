@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..dtype import is_float
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..ir.graph import Value, infer_types
 from .onnx_builder import OnnxBuilder as B
@@ -43,7 +44,7 @@ for _onnx, _op in _BINARY.items():
 
 def _nonzero_divisor(name: str, y: Value) -> None:
     """An integer division by a constant holding zero is undefined (ONNX Runtime refuses it): refuse the node."""
-    if y.is_constant and not y.dtype.startswith(("float", "bfloat")) and not np.all(y.data):
+    if y.is_constant and not is_float(y.dtype) and not np.all(y.data):
         raise ModelFormatError(f"node {name!r} divides integers by a constant holding zero")
 
 
