@@ -2,6 +2,8 @@
 digest (untuned, when the default schedules ran fastest); without a stored decision, the records' estimate
 decides."""
 
+import time
+
 import numpy as np
 import torch
 from torch import nn
@@ -9,7 +11,9 @@ from torch import nn
 from tilegrad import metrics
 from tilegrad.api import compile_with_report
 from tilegrad.frontend.load import import_model
-from tilegrad.tune.graph_choice import UNTUNED, graph_digest
+from tilegrad.runtime.module import Module
+from tilegrad.tune import graph_choice
+from tilegrad.tune.graph_choice import UNTUNED, confirm_graph, graph_digest
 from tilegrad.tune.measure import MeasureInput, MeasureResult
 from tilegrad.tune.records import Database, Record
 from tilegrad.tune.task import extract_tasks, kernels
@@ -75,3 +79,26 @@ def test_a_model_that_ran_fastest_untuned_is_built_without_the_records(tmp_path)
         applied[chosen] = metrics.counters["tune.records_applied"]
         np.testing.assert_allclose(compilation.module(x.numpy()), module(x).detach().numpy(), rtol=1e-3, atol=1e-4)
     assert applied == {"default": len(tasks), UNTUNED: 0} and len(tasks) > 1
+
+
+def test_a_budget_s_remainder_goes_to_more_rounds_of_the_whole_graph_timing_ending_before_the_deadline(
+        tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    imported = import_model(TwoConvs().eval(), (torch.randn(1, 16, 12, 12),))
+    calls = []
+    real = Module.benchmark
+    monkeypatch.setattr(Module, "benchmark", lambda self, **kw: calls.append(self) or real(self, **kw))
+    monkeypatch.setattr(graph_choice, "PAUSE_S", 0.01)
+    monkeypatch.setattr(graph_choice, "MIN_REPEAT_S", 0.005)
+    Database(tmp_path / "a.db").close()
+    Database(tmp_path / "b.db").close()
+    untuned = graph_choice.compile_untuned(imported)
+    calls.clear()
+    confirm_graph(imported, tmp_path / "a.db", untuned=untuned)
+    unbounded = len(calls)
+    assert unbounded == graph_choice.ROUNDS * 2  # the untuned and the default graph, once a round
+    calls.clear()
+    deadline = time.monotonic() + 4.0
+    confirm_graph(imported, tmp_path / "b.db", untuned=untuned, deadline=deadline)
+    assert graph_choice.ROUNDS * 2 < len(calls) <= graph_choice.MAX_ROUNDS * 2
+    assert time.monotonic() <= deadline + 0.5

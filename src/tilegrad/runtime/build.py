@@ -102,6 +102,11 @@ def build(source: str, *, cfg: Config | None = None) -> Path:
     return cached(_key(source, cfg.compile_flags, cc), cfg, produce)
 
 
+def build_workers(cfg: Config | None = None) -> int:
+    """How many C files `build_many` compiles at once."""
+    return max(1, (cfg or config.get()).num_threads)
+
+
 def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
     """One shared library from several C translation units, compiled in parallel and linked (a whole model's
     kernels: one file per chunk keeps each gcc process small and uses every core)."""
@@ -116,7 +121,7 @@ def build_many(sources: Sequence[str], *, cfg: Config | None = None) -> Path:
         objects = [c.with_suffix(".o") for c in c_files]
         compile_flags = [flag for flag in cfg.compile_flags if flag != "-shared"]
         try:
-            with ThreadPoolExecutor(max_workers=max(1, cfg.num_threads)) as pool:
+            with ThreadPoolExecutor(max_workers=build_workers(cfg)) as pool:
                 procs = list(pool.map(lambda co: _run([cc, *compile_flags, "-c", "-o", str(co[1]), str(co[0])], cfg),
                                       zip(c_files, objects)))
             for c_file, proc in zip(c_files, procs):

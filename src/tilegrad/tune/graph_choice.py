@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..executor import compile_graph
+from ..runtime.build import build_workers
 from ..runtime.module import Module
 from ..ir.graph import Graph, format_graph
 from ..passes.attention_form import AUTO
@@ -28,7 +29,8 @@ from .algorithms import STITCH, Variant, build_variant, choose
 from .apply import BestRecords
 
 UNTUNED = "untuned"  # the label of the default graph with its default schedules
-ROUNDS, MIN_ROUNDS = 7, 3  # interleaved rounds of the whole-graph timing: as many as the budget allows
+ROUNDS, MIN_ROUNDS = 7, 3  # interleaved rounds of the whole-graph timing, without a budget and at least
+MAX_ROUNDS = 40  # with a budget, the rounds go on while it lasts: its remainder buys a surer choice
 PAUSE_S = 0.2  # between two modules' timings, so the last one's threads go idle
 MIN_REPEAT_S = 0.05
 
@@ -89,11 +91,12 @@ class Untuned:
 
     def confirmation_s(self, build_s: float, peers: int = 0) -> float:
         """About how long `confirm_graph` takes with this baseline: two more compiles, one of them building every
-        kernel anew (`build_s` each: the kernels share a few C files, and one retuned kernel rebuilds its file),
-        and ROUNDS rounds of the three modules and of `peers` other runtimes (taken to be as fast). The rebuild is
-        foretold from the start, not once a kernel is retuned: else the search runs on until the forecast jumps past
-        the deadline and leaves nothing for the final confirmation."""
-        rebuild_s = len(self.module.spec.kernels) * build_s
+        kernel anew (`build_s` each: the kernels share a few C files, and one retuned kernel rebuilds its file;
+        the files build `build_workers` at a time, `runtime.build.build_many`), and ROUNDS rounds of the three
+        modules and of `peers` other runtimes (taken to be as fast). The rebuild is foretold from the start, not
+        once a kernel is retuned: else the search runs on until the forecast jumps past the deadline and leaves
+        nothing for the final confirmation."""
+        rebuild_s = len(self.module.spec.kernels) * build_s / build_workers()
         rounds_s = ROUNDS * (3 + peers) * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
         return 2 * self.compile_s + rebuild_s + rounds_s
 
@@ -109,9 +112,11 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
                   deadline: float | None = None, peers: Mapping[str, Peer] | None = None,
                   **passes) -> GraphDecision:
     """Time the default graph untuned (`untuned`, compiled now if not given) and with the tuned schedules of
-    `db`, and `choose`'s pick (when it differs), end to end, ROUNDS interleaved rounds (fewer, MIN_ROUNDS at
-    least, where they would end past `deadline` on the monotonic clock), with `peers` (other runtimes, by
-    label) timed in the same rounds; store the fastest module's choice, and return the timings."""
+    `db`, and `choose`'s pick (when it differs), end to end, in interleaved rounds, with `peers` (other
+    runtimes, by label) timed in the same rounds; store the fastest module's choice, and return the timings.
+    Without a `deadline` (monotonic clock) ROUNDS rounds; with one, rounds until the next would end past it
+    (MIN_ROUNDS at least, MAX_ROUNDS at most), so that the budget ends where it was asked to, the time the
+    forecasts left over spent on a surer choice."""
     untuned = untuned or compile_untuned(imported, **passes)
     with BestRecords(db) as chooser:
         default = build_variant(imported, **passes)
@@ -125,7 +130,7 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
         times: dict[str, list[float]] = {label: [] for label in modules}
         peer_times: dict[str, list[float]] = {label: [] for label in peers or {}}
         why_not: dict[str, str] = {}
-        for done in range(ROUNDS):
+        for done in range(ROUNDS if deadline is None else MAX_ROUNDS):
             started = time.monotonic()
             for label, module in modules.items():
                 time.sleep(PAUSE_S)  # let the other module's threads go idle
@@ -137,8 +142,7 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
                     why_not[label] = why
                 else:
                     peer_times[label].append(seconds)
-            late = deadline is not None and time.monotonic() + (time.monotonic() - started) > deadline
-            if done + 1 >= MIN_ROUNDS and late:
+            if deadline is not None and done + 1 >= MIN_ROUNDS and 2 * time.monotonic() - started > deadline:
                 break
         seconds = {label: statistics.median(ts) for label, ts in times.items()}
         chosen = min(seconds, key=seconds.get)
