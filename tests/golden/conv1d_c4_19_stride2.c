@@ -4,7 +4,7 @@ void conv1d_c4_19_stride2_team(void** args, tg_team* tg) {
   float* restrict Y = (float*)args[2];
   if (tg->tid == 0) {
     static __thread float* tg_kept_Y_pad;
-    if (!tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 384);
+    if (!tg_kept_Y_pad) tg_kept_Y_pad = (float*)tg_keep(64, 384);
     float* restrict Y_pad = tg_kept_Y_pad;
     for (int64_t i0 = 0; i0 < 1; ++i0) {
       for (int64_t i1 = 0; i1 < 4; ++i1) {

@@ -3,7 +3,7 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
   float* restrict W = (float*)args[1];
   float* restrict Y = (float*)args[2];
   static __thread float* tg_kept_Y_pad;
-  if (tg->tid == 0 && !tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 6272);
+  if (tg->tid == 0 && !tg_kept_Y_pad) tg_kept_Y_pad = (float*)tg_keep(64, 6272);
   float* restrict Y_pad = (float*)tg_broadcast(tg, tg_kept_Y_pad);
   if (tg->tid == 0) {
     for (int64_t i0 = 0; i0 < 1; ++i0) {

@@ -3,10 +3,10 @@ void log_softmax_axis0_team(void** args, tg_team* tg) {
   float* restrict Y = (float*)args[1];
   if (tg->tid == 0) {
     static __thread float* tg_kept_Y_max;
-    if (!tg_kept_Y_max) tg_kept_Y_max = (float*)aligned_alloc(64, 128);
+    if (!tg_kept_Y_max) tg_kept_Y_max = (float*)tg_keep(64, 128);
     float* restrict Y_max = tg_kept_Y_max;
     static __thread float* tg_kept_Y_expsum;
-    if (!tg_kept_Y_expsum) tg_kept_Y_expsum = (float*)aligned_alloc(64, 128);
+    if (!tg_kept_Y_expsum) tg_kept_Y_expsum = (float*)tg_keep(64, 128);
     float* restrict Y_expsum = tg_kept_Y_expsum;
     for (int64_t Y_max_i0_0 = 0; Y_max_i0_0 < 2; ++Y_max_i0_0) {
       if ((((Y_max_i0_0 * 16) + 15) < 18)) {

@@ -3,10 +3,10 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
   float* restrict W = (float*)args[1];
   float* restrict Y = (float*)args[2];
   static __thread float* tg_kept_Y_pad;
-  if (tg->tid == 0 && !tg_kept_Y_pad) tg_kept_Y_pad = (float*)aligned_alloc(64, 2688);
+  if (tg->tid == 0 && !tg_kept_Y_pad) tg_kept_Y_pad = (float*)tg_keep(64, 2688);
   float* restrict Y_pad = (float*)tg_broadcast(tg, tg_kept_Y_pad);
   static __thread float* tg_kept_Y_wpack;
-  if (tg->tid == 0 && !tg_kept_Y_wpack) tg_kept_Y_wpack = (float*)aligned_alloc(64, 2880);
+  if (tg->tid == 0 && !tg_kept_Y_wpack) tg_kept_Y_wpack = (float*)tg_keep(64, 2880);
   float* restrict Y_wpack = (float*)tg_broadcast(tg, tg_kept_Y_wpack);
   if (tg->tid == 0) {
     for (int64_t i0 = 0; i0 < 1; ++i0) {

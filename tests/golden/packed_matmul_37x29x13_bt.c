@@ -3,10 +3,10 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
   float* restrict B = (float*)args[1];
   float* restrict C = (float*)args[2];
   static __thread float* tg_kept_C_apack;
-  if (tg->tid == 0 && !tg_kept_C_apack) tg_kept_C_apack = (float*)aligned_alloc(64, 2240);
+  if (tg->tid == 0 && !tg_kept_C_apack) tg_kept_C_apack = (float*)tg_keep(64, 2240);
   float* restrict C_apack = (float*)tg_broadcast(tg, tg_kept_C_apack);
   static __thread float* tg_kept_C_bpack;
-  if (tg->tid == 0 && !tg_kept_C_bpack) tg_kept_C_bpack = (float*)aligned_alloc(64, 1664);
+  if (tg->tid == 0 && !tg_kept_C_bpack) tg_kept_C_bpack = (float*)tg_keep(64, 1664);
   float* restrict C_bpack = (float*)tg_broadcast(tg, tg_kept_C_bpack);
   if (tg->tid == 0) {
     for (int64_t io = 0; io < 7; ++io) {

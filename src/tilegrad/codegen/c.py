@@ -16,6 +16,34 @@ from ..te import expr as E
 from .renderer import Renderer
 from .team import TEAM
 
+KEPT = """\
+/* Buffers kept from call to call by each calling thread (`tg_keep`): each block starts with a link of the
+   library's list, so that unloading the library frees them all. The runtime calls `tg_release_on_unload` just
+   before it closes the library; the destructor then frees the list if the library is unloaded, and not when the
+   process exits, where a thread may still run a kernel. One list per library: weak definitions, which the linker
+   merges across the library's files. */
+typedef struct tg_kept_link { struct tg_kept_link* next; } tg_kept_link;
+__attribute__((weak, visibility("hidden"))) tg_kept_link* tg_kept_list;
+__attribute__((weak, visibility("hidden"))) int tg_kept_release;
+__attribute__((weak, visibility("hidden"))) void* tg_keep(size_t align, size_t bytes) {
+  char* block = (char*)aligned_alloc(align, align + bytes);
+  if (!block) return NULL;
+  tg_kept_link* link = (tg_kept_link*)block;
+  link->next = __atomic_load_n(&tg_kept_list, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(&tg_kept_list, &link->next, link, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+  return block + align;
+}
+__attribute__((weak)) void tg_release_on_unload(void) { __atomic_store_n(&tg_kept_release, 1, __ATOMIC_RELEASE); }
+__attribute__((destructor)) static void tg_free_kept(void) {
+  if (!__atomic_load_n(&tg_kept_release, __ATOMIC_ACQUIRE)) return;
+  for (tg_kept_link* link = __atomic_exchange_n(&tg_kept_list, NULL, __ATOMIC_ACQUIRE); link;) {
+    tg_kept_link* next = link->next;
+    free(link);
+    link = next;
+  }
+}
+"""
+
 PRELUDE = """\
 #include <stdint.h>
 #include <stdbool.h>
@@ -89,7 +117,7 @@ static inline float tg_erff(float x) {
    hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
 #define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y || _x != _x ? _x : _y; })
 #define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y || _x != _x ? _x : _y; })
-""" + TEAM
+""" + KEPT + TEAM
 
 
 BFLOAT16 = """\
@@ -218,7 +246,7 @@ class CRenderer(Renderer):
         # Allocated once per calling thread and kept: a buffer allocated and freed per call above glibc's mmap
         # threshold is mapped afresh each call, and faulting its zeroed pages in can cost more than the kernel.
         kept = self._kept(b, nbytes, ind)
-        self._emit(ind, f"if (!{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, {self._aligned_size(nbytes)});")
+        self._emit(ind, f"if (!{kept}) {kept} = ({t}*)tg_keep({self.alignment}, {self._aligned_size(nbytes)});")
         self._emit(ind, f"{t}* restrict {b.name} = {kept};")
         self._stmt(s.body, ind)
 
@@ -299,7 +327,7 @@ class CRenderer(Renderer):
             b, t = s.buffer, self._storage(s.buffer.dtype)
             nbytes = self._bytes(b)
             kept = self._kept(b, nbytes, ind)
-            self._emit(ind, f"if (tg->tid == 0 && !{kept}) {kept} = ({t}*)aligned_alloc({self.alignment}, "
+            self._emit(ind, f"if (tg->tid == 0 && !{kept}) {kept} = ({t}*)tg_keep({self.alignment}, "
                             f"{self._aligned_size(nbytes)});")
             self._emit(ind, f"{t}* restrict {b.name} = ({t}*)tg_broadcast(tg, {kept});")
             self._team(s.body, ind)

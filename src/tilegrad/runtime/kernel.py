@@ -94,11 +94,20 @@ class _HeldLibrary:
     """A kernel library loaded for the kernels that hold it and closed when the last of them is gone, so that a
     process compiling many modules (a dynamic module's evicted specialisations, a tuner's candidates) keeps the
     libraries of the live ones only. Closing is safe: a kernel held is a kernel that may run, and one that ran
-    has returned, its OpenMP workers back in libgomp's own code (which the trampoline's library keeps loaded)."""
+    has returned, its OpenMP workers back in libgomp's own code (which the trampoline's library keeps loaded).
+    Closing frees the buffers its kernels keep between calls (`codegen/c.py`, KEPT). At exit nothing is closed:
+    a daemon thread may still be running a kernel, and the process's end frees it all."""
 
     def __init__(self, key: str):
         self.cdll = _dlopen(key)
-        weakref.finalize(self, _ctypes.dlclose, self.cdll._handle)
+        release = getattr(self.cdll, "tg_release_on_unload", None)  # absent from libraries of other renderers
+        weakref.finalize(self, _close, self.cdll._handle, release).atexit = False
+
+
+def _close(handle: int, release) -> None:
+    if release is not None:
+        release()
+    _ctypes.dlclose(handle)
 
 
 def _hold(path: Path) -> _HeldLibrary:
