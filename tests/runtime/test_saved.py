@@ -194,3 +194,18 @@ def test_loads_racing_saves_of_the_same_directory_read_one_whole_version(saved):
         stop.set()
         saver.join()
     assert scales <= {2.0, 3.0}
+
+
+def test_a_saved_module_loads_and_runs_without_a_c_compiler(tmp_path):
+    """A serving machine need not have the compiler: the library carries its own call entry (`tg_call`) and
+    computes its derived weights (a Winograd convolution's) itself."""
+    import torch
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1).eval()
+    x = torch.randn(1, 16, 12, 12)
+    saved = tilegrad.compile(conv, (x,)).save(tmp_path / "conv")
+    assert tilegrad.load(saved).spec.derived  # the case that derives weights at load
+    with config.override(cc="no-such-compiler"):
+        module = tilegrad.load(saved)
+        np.testing.assert_allclose(module(x.numpy()), conv(x).detach().numpy(), rtol=1e-4, atol=1e-4)

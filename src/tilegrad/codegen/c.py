@@ -44,6 +44,16 @@ __attribute__((destructor)) static void tg_free_kept(void) {
 }
 """
 
+CALL = """\
+/* How the runtime calls a kernel: on `num_threads` threads, set on the calling thread first (an environment
+   variable would act only before the OpenMP runtime starts). Every library carries it (a weak definition, one per
+   library), so that loading a saved module needs no C compiler. */
+__attribute__((weak)) void tg_call(void (*fn)(void**), void** args, int num_threads) {
+  if (omp_get_max_threads() != num_threads) omp_set_num_threads(num_threads);
+  fn(args);
+}
+"""
+
 PRELUDE = """\
 #include <stdint.h>
 #include <stdbool.h>
@@ -117,7 +127,7 @@ static inline float tg_erff(float x) {
    hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
 #define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y || _x != _x ? _x : _y; })
 #define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y || _x != _x ? _x : _y; })
-""" + KEPT + TEAM
+""" + KEPT + TEAM + CALL
 
 
 BFLOAT16 = """\

@@ -3,9 +3,10 @@
 The kernel ABI is `void NAME(void** args)`: args[i] is the data pointer of buffer i, shapes are compiled in. A
 kernel therefore cannot check its arguments, so `Kernel.__call__` does, and says which parameter is wrong.
 
-Threads: every call goes through a tiny C trampoline (built once per configuration with the kernel's compiler and
-flags, so it shares the kernel's OpenMP runtime) that calls `omp_set_num_threads(cfg.num_threads)` on the calling
-thread before the kernel. Setting OMP_NUM_THREADS instead would only work before the OpenMP runtime is first loaded
+Threads: every call goes through `tg_call`, which calls `omp_set_num_threads(cfg.num_threads)` on the calling
+thread before the kernel: the library's own (every generated library defines one, `codegen/c.py`, so a saved module
+loads without a C compiler), else a tiny trampoline built once per configuration with the kernel's compiler and
+flags (a hand-written kernel's), so that it shares the kernel's OpenMP runtime. Setting OMP_NUM_THREADS instead would only work before the OpenMP runtime is first loaded
 (which NumPy, PyTorch or an earlier kernel may already have done) and could not follow `config.override`.
 """
 
@@ -94,14 +95,29 @@ class _HeldLibrary:
     """A kernel library loaded for the kernels that hold it and closed when the last of them is gone, so that a
     process compiling many modules (a dynamic module's evicted specialisations, a tuner's candidates) keeps the
     libraries of the live ones only. Closing is safe: a kernel held is a kernel that may run, and one that ran
-    has returned, its OpenMP workers back in libgomp's own code (which the trampoline's library keeps loaded).
-    Closing frees the buffers its kernels keep between calls (`codegen/c.py`, KEPT). At exit nothing is closed:
+    has returned, its OpenMP workers back in the OpenMP runtime's own code, which stays loaded
+    (`_pin_openmp_runtime`). Closing frees the buffers its kernels keep between calls (`codegen/c.py`, KEPT). At exit nothing is closed:
     a daemon thread may still be running a kernel, and the process's end frees it all."""
 
     def __init__(self, key: str):
         self.cdll = _dlopen(key)
+        _pin_openmp_runtime()
         release = getattr(self.cdll, "tg_release_on_unload", None)  # absent from libraries of other renderers
         weakref.finalize(self, _close, self.cdll._handle, release).atexit = False
+
+
+OPENMP_RUNTIMES = ("libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so")  # gcc's, clang's, Intel's
+
+
+def _pin_openmp_runtime() -> None:
+    """Keep loaded for the process every OpenMP runtime a kernel library brought in: its idle worker threads wait
+    in its code, and closing the last library that uses it would unload it under them."""
+    for soname in OPENMP_RUNTIMES:
+        if soname not in _libraries:
+            try:
+                _libraries[soname] = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            except OSError:  # not loaded (yet): a later library that loads it pins it then
+                pass
 
 
 def _close(handle: int, release) -> None:
@@ -156,7 +172,7 @@ class Kernel:
         self.function_address = _address(self._held.cdll, self.library, name)
         self._dtypes = tuple(np.dtype(p.dtype) for p in self.params)
         self._pointers = ctypes.c_void_p * len(self.params)
-        self._call = _trampoline(cfg)
+        self._call = _caller(self._held.cdll, cfg)
         self._fn = ctypes.c_void_p(self.function_address)
         self._threads = ctypes.c_int(cfg.num_threads)
 
@@ -203,8 +219,9 @@ class Kernel:
         raise KernelCallError(f"kernel {self.name!r}, parameter {spec.name!r}: {problem}")
 
 
-def _trampoline(cfg: Config) -> ctypes._CFuncPtr:
-    fn = load_library(build(_TRAMPOLINE, cfg=cfg)).tg_call
+def _caller(lib: ctypes.CDLL, cfg: Config) -> ctypes._CFuncPtr:
+    """The `tg_call` that runs the kernels of `lib`: its own, else the trampoline built for `cfg`."""
+    fn = getattr(lib, "tg_call", None) or load_library(build(_TRAMPOLINE, cfg=cfg)).tg_call
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     fn.restype = None
     return fn
