@@ -1,7 +1,7 @@
 """tilegrad: a deep-learning compiler.
 
     mod = tilegrad.compile("model.onnx")      # a native Module; mod(x) -> outputs
-    mod.save("out/"); mod = tilegrad.load("out/")
+    mod.save("out/"); mod = tilegrad.load("out/")   # or from C: tilegrad.c_include_dir()/tilegrad.h
     tilegrad.tune("model.onnx", db="tune.db", trials=2000)   # then tilegrad.compile(..., db="tune.db")
     q = tilegrad.quantize("model.onnx", batches); q.module(x); q.save("int8.onnx")
 
@@ -20,7 +20,7 @@ def __getattr__(name):
         from importlib.metadata import version
 
         return version("tilegrad")
-    if name in ("compile", "load"):
+    if name in ("compile", "load", "c_include_dir"):
         from . import api
 
         return getattr(api, name)

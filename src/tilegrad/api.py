@@ -168,6 +168,14 @@ def _fusion_options(fusion: str) -> dict:
     return {"fusion": fusion, "fusion_costs": measured_fusion_costs()}
 
 
+def c_include_dir():
+    """The directory holding tilegrad.h, the C API that loads a saved module and runs it without Python
+    (examples/c_api/run_model.c): pass it to the C compiler with -I."""
+    from .runtime.c_api import include_dir
+
+    return include_dir()
+
+
 def load(directory, *, threads: int | None = None) -> Module | SpecializingModule:
     """A module saved with `Module.save(directory)`, loaded without the original model, or a SpecializingModule
     saved with its `save`, its specialisations loaded (not compiled again). Its kernels run on `threads` threads

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from . import config as _config
 from .codegen.c import CRenderer
+from .codegen.descriptor import render_descriptor
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
 from .graph_plan import GraphPlan, ScheduleChooser, plan_graph
 from .ir.compute import kernel_label
@@ -58,10 +59,11 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     profiled = render_profiled_entry(calls, copies, clock_slot=len(g.inputs) + len(g.outputs) + len(plan.weights) + 1)
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [renderer.prelude + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
-    library = build_many(units + [entry, profiled], cfg=cfg)
     weights = plan.weights
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.memory.workspace_bytes, plan.memory.unshared_bytes,
                          plan.derived, tuple(sites))
+    descriptor = render_descriptor(spec.inputs, spec.outputs, spec.weights, spec.workspace_bytes, spec.derived)
+    library = build_many(units + [entry, profiled, descriptor], cfg=cfg)
     recomputed = {d.weight for d in plan.derived}  # by the library, as on load, so a loaded module is the same
     return Module(library, spec, [None if k in recomputed else w.data for k, w in enumerate(weights)], cfg=cfg,
                   sources=[weights[d.weight].origin.source.data for d in plan.derived])

@@ -1,0 +1,52 @@
+"""What a module's library says about itself, for C callers: `tg_info`, the layout of `tg_run`'s arguments.
+
+`tg_run(void** args)` takes the inputs, the outputs, the weights and the workspace, in that order, with shapes
+compiled in. A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the
+manifest gives the Python runtime: each buffer's name, element type and shape, the workspace's size, and which
+weights the library derives from a stored source (`DerivedWeight`) with which of its functions. They are compiled
+into the library as one constant structure, whose layout `tilegrad.h` declares (version `INFO_VERSION`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+from ..dtype import itemsize
+
+INFO_VERSION = 1
+
+
+def render_descriptor(inputs, outputs, weights, workspace_bytes: int, derived: Sequence) -> str:
+    """The C source of `tg_info` for buffers given as BufferSpecs and derived weights as DerivedWeights."""
+    groups = {"inputs": inputs, "outputs": outputs, "weights": weights, "sources": [d.source for d in derived]}
+    lines = ["#include <stdint.h>", _TYPES]
+    for group, specs in groups.items():
+        for i, s in enumerate(specs):
+            lines.append(f"static const int64_t tg_{group}_shape{i}[] = {{{', '.join(map(str, s.shape)) or '0'}}};")
+        rows = [f"  {{{_c_string(s.name)}, {_c_string(s.dtype)}, {len(s.shape)}, tg_{group}_shape{i}, "
+                f"{math.prod(s.shape) * itemsize(s.dtype)}}}," for i, s in enumerate(specs)]
+        lines.append(f"static const tg_buffer_info tg_{group}[] = {{\n" + ("\n".join(rows) or "  {0}") + "\n};")
+    rows = [f"  {{{d.weight}, {_c_string(d.kernel)}}}," for d in derived]
+    lines.append("static const tg_derived_info tg_derived[] = {\n" + ("\n".join(rows) or "  {0}") + "\n};")
+    lines.append(f"const tg_model_info tg_info = {{{INFO_VERSION}, {len(inputs)}, {len(outputs)}, {len(weights)}, "
+                 f"{len(derived)}, tg_inputs, tg_outputs, tg_weights, tg_sources, tg_derived, "
+                 f"{max(workspace_bytes, 1)}}};")
+    return "\n".join(lines) + "\n"
+
+
+def _c_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string of ASCII is a C string literal
+
+
+_TYPES = """\
+typedef struct { const char* name; const char* dtype; int32_t rank; const int64_t* shape; int64_t nbytes; }
+  tg_buffer_info;
+typedef struct { int32_t weight; const char* kernel; } tg_derived_info;
+typedef struct {
+  int32_t version, num_inputs, num_outputs, num_weights, num_derived;
+  const tg_buffer_info *inputs, *outputs, *weights, *sources;
+  const tg_derived_info* derived;
+  int64_t workspace_bytes;
+} tg_model_info;"""

@@ -1,0 +1,209 @@
+/* tilegrad's C API: load a saved module (`Module.save(directory)`) and run it from C or C++, without Python.
+
+   A saved module is a directory: model.so (the kernels and `tg_run`), weights.npz (the weights, NumPy's zip of
+   .npy files, uncompressed) and manifest.json (for the Python runtime). The library describes its arguments itself
+   (`tg_info`, codegen/descriptor.py), so this header needs nothing else: it opens the library, reads the weights,
+   computes the weights the library derives from a stored source (a Winograd convolution's), and runs the model on
+   buffers the caller owns. Link with -ldl (glibc before 2.34); the library brings its own OpenMP runtime.
+
+     char error[256];
+     tg_model* m = tg_model_load("out/", 0, error, sizeof error);   // 0 threads: OpenMP's default
+     if (!m) { fprintf(stderr, "%s\n", error); return 1; }
+     const tg_model_info* info = tg_model_describe(m);           // names, element types, shapes, bytes
+     tg_model_run(m, inputs, outputs);                            // void* per input / output, C-contiguous
+     tg_model_free(m);
+
+   One model runs one call at a time (its workspace is its own); load it once per thread to run calls at once.
+   The manifest's checksums are the Python runtime's to check: load only directories you trust, as their library
+   is native code that runs with your rights. */
+#ifndef TILEGRAD_H
+#define TILEGRAD_H
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TG_INFO_VERSION 1
+
+typedef struct { const char* name; const char* dtype; int32_t rank; const int64_t* shape; int64_t nbytes; }
+  tg_buffer_info;
+typedef struct { int32_t weight; const char* kernel; } tg_derived_info;
+typedef struct {
+  int32_t version, num_inputs, num_outputs, num_weights, num_derived;
+  const tg_buffer_info *inputs, *outputs, *weights, *sources;
+  const tg_derived_info* derived;
+  int64_t workspace_bytes;
+} tg_model_info;
+
+typedef struct tg_model {
+  void* library;
+  const tg_model_info* info;
+  void (*run)(void**);
+  void (*call)(void (*)(void**), void**, int);
+  int threads;
+  void** args;  /* inputs, outputs, weights, workspace: the weights' and the workspace's written once */
+} tg_model;
+
+/* The reason a load failed, cut to the caller's buffer. */
+static inline void tg_fail(char* error, size_t error_size, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(error, error_size, format, args);
+  va_end(args);
+}
+
+static inline void* tg_aligned(int64_t nbytes) {
+  size_t size = (size_t)((nbytes + 63) / 64 * 64);
+  return aligned_alloc(64, size ? size : 64);
+}
+
+static inline void tg_model_free(tg_model* m) {
+  if (!m) return;
+  if (m->args && m->info) {
+    int first = m->info->num_inputs + m->info->num_outputs;
+    for (int k = 0; k <= m->info->num_weights; ++k) free(m->args[first + k]);
+  }
+  free(m->args);
+  if (m->library) dlclose(m->library);
+  free(m);
+}
+
+static inline uint32_t tg_le32(const unsigned char* p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t tg_le64(const unsigned char* p) { return tg_le32(p) | (uint64_t)tg_le32(p + 4) << 32; }
+
+/* Read the next .npy entry of an uncompressed zip into `out`, which holds `nbytes`; 0 on success. */
+static inline int tg_read_npy(FILE* f, void* out, int64_t nbytes, char* error, size_t error_size) {
+  unsigned char h[30], extra[256], npy[12];
+  if (fread(h, 1, 30, f) != 30 || tg_le32(h) != 0x04034b50) {
+    tg_fail(error, error_size, "weights.npz: expected another array (a zip entry), found none");
+    return 1;
+  }
+  unsigned method = h[8] | h[9] << 8, name_len = h[26] | h[27] << 8, extra_len = h[28] | h[29] << 8;
+  uint64_t size = tg_le32(h + 18);
+  if (method != 0 || (h[6] & 8) || extra_len > sizeof extra || fseek(f, name_len, SEEK_CUR) != 0
+      || fread(extra, 1, extra_len, f) != extra_len) {
+    tg_fail(error, error_size, "weights.npz: a compressed or unreadable entry (Module.save writes neither)");
+    return 1;
+  }
+  for (unsigned at = 0; size == 0xFFFFFFFFu && at + 4 <= extra_len;) {  /* zip64: the sizes in the extra field */
+    unsigned id = extra[at] | extra[at + 1] << 8, len = extra[at + 2] | extra[at + 3] << 8;
+    if (id == 1 && len >= 16 && at + 20 <= extra_len) size = tg_le64(extra + at + 12);  /* after the full size */
+    at += 4 + len;
+  }
+  if (fread(npy, 1, 10, f) != 10 || memcmp(npy, "\x93NUMPY", 6) != 0) {
+    tg_fail(error, error_size, "weights.npz: an entry that is not a .npy array");
+    return 1;
+  }
+  uint64_t header = npy[8] | npy[9] << 8, prefix = 10;
+  if (npy[6] >= 2) {  /* versions 2 and 3: a 4-byte header length */
+    if (fread(npy + 10, 1, 2, f) != 2) {
+      tg_fail(error, error_size, "weights.npz: truncated");
+      return 1;
+    }
+    header = tg_le32(npy + 8);
+    prefix = 12;
+  }
+  if (size != prefix + header + (uint64_t)nbytes) {
+    tg_fail(error, error_size, "weights.npz: an array of %llu bytes where the library expects %lld",
+             (unsigned long long)(size - prefix - header), (long long)nbytes);
+    return 1;
+  }
+  if (fseek(f, (long)header, SEEK_CUR) != 0 || fread(out, 1, (size_t)nbytes, f) != (size_t)nbytes) {
+    tg_fail(error, error_size, "weights.npz: truncated");
+    return 1;
+  }
+  return 0;
+}
+
+/* Call one of the library's functions on the model's threads. */
+static inline void tg_model_call(tg_model* m, void (*fn)(void**), void** args) {
+  if (m->threads > 0) m->call(fn, args, m->threads);
+  else fn(args);
+}
+
+/* Load the saved module in `directory` to run on `threads` threads (0: OpenMP's default); NULL with the reason in
+   `error` if it cannot. */
+static inline tg_model* tg_model_load(const char* directory, int threads, char* error, size_t error_size) {
+  char path[4096];
+  tg_model* m = (tg_model*)calloc(1, sizeof *m);
+  if (!m) {
+    tg_fail(error, error_size, "out of memory");
+    return NULL;
+  }
+  snprintf(path, sizeof path, "%s/model.so", directory);
+  m->library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->library) {
+    tg_fail(error, error_size, "cannot load %s: %s", path, dlerror());
+    return tg_model_free(m), (tg_model*)NULL;
+  }
+  m->info = (const tg_model_info*)dlsym(m->library, "tg_info");
+  *(void**)&m->run = dlsym(m->library, "tg_run");
+  *(void**)&m->call = dlsym(m->library, "tg_call");
+  if (!m->info || !m->run || !m->call || m->info->version != TG_INFO_VERSION) {
+    tg_fail(error, error_size, "%s is not a module library of this C API (version %d): compile it again", path,
+             TG_INFO_VERSION);
+    return tg_model_free(m), (tg_model*)NULL;
+  }
+  const tg_model_info* info = m->info;
+  m->threads = threads;
+  int first = info->num_inputs + info->num_outputs, count = first + info->num_weights + 1;
+  m->args = (void**)calloc((size_t)count, sizeof(void*));
+  void** sources = (void**)calloc((size_t)info->num_derived + 1, sizeof(void*));
+  char* derived = (char*)calloc((size_t)info->num_weights + 1, 1);
+  if (!m->args || !sources || !derived) {
+    tg_fail(error, error_size, "out of memory");
+    free(sources), free(derived);
+    return tg_model_free(m), (tg_model*)NULL;
+  }
+  for (int d = 0; d < info->num_derived; ++d) derived[info->derived[d].weight] = 1;
+  int failed = 0;
+  for (int k = 0; k < info->num_weights && !failed; ++k) failed = !(m->args[first + k] = tg_aligned(info->weights[k].nbytes));
+  for (int d = 0; d < info->num_derived && !failed; ++d) failed = !(sources[d] = tg_aligned(info->sources[d].nbytes));
+  if (!failed) failed = !(m->args[count - 1] = tg_aligned(info->workspace_bytes));
+  snprintf(path, sizeof path, "%s/weights.npz", directory);
+  FILE* f = failed ? NULL : fopen(path, "rb");
+  if (failed || !f) {
+    tg_fail(error, error_size, failed ? "out of memory" : "cannot open %s", path);
+    failed = 1;
+  }
+  /* The stored arrays: the weights not derived, in order, then one source per derived weight. */
+  for (int k = 0; k < info->num_weights && !failed; ++k)
+    if (!derived[k]) failed = tg_read_npy(f, m->args[first + k], info->weights[k].nbytes, error, error_size);
+  for (int d = 0; d < info->num_derived && !failed; ++d)
+    failed = tg_read_npy(f, sources[d], info->sources[d].nbytes, error, error_size);
+  if (f) fclose(f);
+  for (int d = 0; d < info->num_derived && !failed; ++d) {
+    void (*derive)(void**);
+    *(void**)&derive = dlsym(m->library, info->derived[d].kernel);
+    void* pair[2] = {sources[d], m->args[first + info->derived[d].weight]};
+    if (!derive) {
+      tg_fail(error, error_size, "the library has no function %s", info->derived[d].kernel);
+      failed = 1;
+    } else {
+      tg_model_call(m, derive, pair);
+    }
+  }
+  for (int d = 0; d < info->num_derived; ++d) free(sources[d]);
+  free(sources), free(derived);
+  if (failed) return tg_model_free(m), (tg_model*)NULL;
+  return m;
+}
+
+static inline const tg_model_info* tg_model_describe(const tg_model* m) { return m->info; }
+
+/* Run the model: `inputs[i]` and `outputs[j]` point to C-contiguous buffers of the sizes `tg_model_describe`
+   gives (tg_buffer_info.nbytes), owned by the caller. */
+static inline void tg_model_run(tg_model* m, void* const* inputs, void* const* outputs) {
+  int n = m->info->num_inputs;
+  for (int i = 0; i < n; ++i) m->args[i] = inputs[i];
+  for (int j = 0; j < m->info->num_outputs; ++j) m->args[n + j] = outputs[j];
+  tg_model_call(m, m->run, m->args);
+}
+
+#endif
