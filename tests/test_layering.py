@@ -11,12 +11,14 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tilegrad"
 
-BASE = {"errors", "config", "metrics", "dtype", "target", "backend", "options"}  # facts, settings and the backend
+BASE = {"errors", "config", "metrics", "dtype", "target", "backend", "options", "extras"}  # facts, settings, the
+# backend, and the optional dependencies' import
 # registry, which every layer may read
 
 # part -> the parts it may import, from the bottom of the flow (DESIGN.md §2) to the top.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "extras": {"errors"},
     "config": set(),
     "metrics": set(),
     "dtype": set(),

@@ -69,3 +69,7 @@ class MemoryLimitError(ResourceLimitError):
 class OptimizerError(TilegradError):
     """A training step that cannot be taken as asked (a damped curvature factor that is not positive definite, a
     bad hyperparameter); the message names the layer or parameter and the reason."""
+
+
+class MissingDependencyError(TilegradError, ImportError):
+    """An optional dependency a feature needs is not installed (pyproject's extras; `extras.require`)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..backend import backend_for
 from ..errors import TilegradError
+from ..extras import require
 from ..frontend.load import import_model
 from ..passes import optimize
 from ..peers import Peer
@@ -89,6 +90,7 @@ def _tune_on_device(model, machine: Target, *, db, input_shapes, example_inputs,
     (`records.target_fingerprint`), so CPU and GPU records in one database never mix; the GPU features make a
     GPU task's vectors longer than the CPU model's, so the MLP starts fresh rather than from the CPU's
     pretrained weights. Convolution algorithms and fusion plans are CPU choices and are not tuned here."""
+    require("torch", "tune", "the GPU tuner's MLP cost model")
     from .cost_model.mlp import MLPCostModel  # PyTorch, loaded where it is used
 
     backend = backend_for(machine)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..dtype import itemsize
+from ..extras import require
 from .graph_choice import UNTUNED
 from .tuning_run import Callback
 
@@ -151,7 +152,7 @@ def write_report(directory: str | Path, summary: RunSummary, rows: Sequence[Task
 
 def _figure():
     # a Figure of its own, not pyplot: no global state, no interactive backend
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "tune", "the tuning report's plots").Figure
 
     fig = Figure(figsize=(7, 4.2), layout="constrained")
     return fig, fig.subplots()

@@ -5,6 +5,7 @@ The implementations register here by name and are imported only when a tuner mak
 PyTorch load on first use.
 """
 
+from ...extras import require
 from .model import COST_MODELS as COST_MODELS
 from .model import CostModel as CostModel
 from .model import make_cost_model as make_cost_model
@@ -13,18 +14,21 @@ from .model import throughput_of as throughput_of
 
 
 def _trees() -> CostModel:
+    require("lightgbm", "tune", "the LightGBM cost model (Ansor's evolutionary search)")
     from .trees import TreeCostModel
 
     return TreeCostModel()
 
 
 def _xgb_rank() -> CostModel:
+    require("xgboost", "tune", "the XGBoost cost model (the autotvm policy)")
     from .xgb import XGBRankModel
 
     return XGBRankModel()
 
 
 def _pretrained_mlp() -> CostModel:
+    require("torch", "tune", "the MLP cost model (Felix's gradient search, the default policy)")
     from .mlp import MLPCostModel
 
     return MLPCostModel.pretrained()

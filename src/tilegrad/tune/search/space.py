@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...backend import backend_for
+from ...extras import require
 from ...kernel import lower_kernel
 from ...loop.ir import Store, walk
 from ...schedule.sketch import generate_sketches
@@ -155,6 +156,7 @@ class TaskSpace:
         None where its features are not derived."""
         if (key, tau) not in self._smooth:
             # imported here: PyTorch is needed by the gradient search only, not by every user of a task space
+            require("torch", "tune", "Felix's gradient search (the default policy)")
             from ..felix.smooth import SmoothFormulas
 
             formulas = self._formulas_for(key)

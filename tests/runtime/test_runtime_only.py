@@ -1,0 +1,69 @@
+"""A saved module runs where only the runtime's dependencies are (docs/deployment.md): a Python that sees NumPy,
+ml_dtypes and tilegrad and nothing else (no torch, no onnx, no tuner's libraries), with no C compiler on PATH,
+loads a ResNet-like module saved by the full install and gives its outputs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import torch
+from torch import nn
+
+import tilegrad
+
+CHILD = """
+import sys
+for name in ("torch", "onnx", "onnxruntime", "lightgbm", "xgboost", "matplotlib", "sklearn", "tqdm", "scipy"):
+    try:
+        __import__(name)
+    except ImportError:
+        continue
+    sys.exit(f"{name} is importable: the environment is not the runtime's alone")
+import numpy as np
+import tilegrad
+module = tilegrad.load(sys.argv[1])
+np.save(sys.argv[3], module(np.load(sys.argv[2])))
+"""
+
+
+class Block(nn.Module):
+    """A residual block of ResNet (two 3 x 3 convolutions with batch norm, the skip), a pool and a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.body(x) + x)
+        return self.head(y.mean(dim=(2, 3)))
+
+
+def _packages(directory: Path) -> Path:
+    """`directory` holding only NumPy, ml_dtypes and tilegrad (links to the installed ones)."""
+    directory.mkdir()
+    for package in (Path(np.__file__).parent, Path(ml_dtypes.__file__).parent, Path(tilegrad.__file__).parent):
+        (directory / package.name).symlink_to(package)
+    libs = Path(np.__file__).parent.with_name("numpy.libs")  # a manylinux wheel's bundled libraries
+    if libs.is_dir():
+        (directory / libs.name).symlink_to(libs)
+    return directory
+
+
+def test_a_saved_module_runs_with_numpy_alone_and_no_compiler(tmp_path):
+    torch.manual_seed(0)
+    block = Block().eval()
+    x = torch.randn(1, 16, 14, 14)
+    saved = tilegrad.compile(block, (x,)).save(tmp_path / "block")
+    np.save(tmp_path / "x.npy", x.numpy())
+    (tmp_path / "bin").mkdir()  # PATH: no compiler, nothing at all
+    run = subprocess.run([sys.executable, "-S", "-c", CHILD, str(saved), str(tmp_path / "x.npy"),
+                          str(tmp_path / "y.npy")],
+                         env={"PATH": str(tmp_path / "bin"), "PYTHONPATH": str(_packages(tmp_path / "site")),
+                              "TILEGRAD_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), block(x).detach().numpy(), rtol=1e-4, atol=1e-5)
