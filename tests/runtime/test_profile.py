@@ -58,7 +58,8 @@ def test_each_kernel_has_a_row_with_its_time_share_flops_and_bytes():
     assert conv.bytes == 4 * (x.size + W.size + B.size + 2 * 4 * 8 * 8)
     assert matmul.bytes == 4 * (2 * 256 + M.size + 2 * 10)
     assert all(r.seconds > 0 and r.calls == 1 for r in profile.sites)
-    assert sum(r.share for r in profile.sites) == pytest.approx(1.0)
+    between = profile.profiled_s - profile.kernels_s  # the entry's own time: barriers, output copies, clocks
+    assert between >= 0 and sum(r.share for r in profile.sites) + between / profile.profiled_s == pytest.approx(1.0)
     assert conv.gflops == pytest.approx(conv.flops / conv.seconds / 1e9)
     assert conv.fma_fraction == pytest.approx(conv.gflops / 100.0)
     assert matmul.bandwidth_fraction == pytest.approx(matmul.bytes / matmul.seconds / 1e9 / 10.0)
@@ -96,7 +97,7 @@ def test_the_table_and_json_name_the_machine_and_every_kernel():
     profile = mod.profile(x=RNG.standard_normal((2, 3, 8, 8)).astype(np.float32), repeats=3, peaks=PEAKS)
     table = profile.table()
     assert "Test CPU, avx2+fma, 2 threads; FMA peak 100.0 GFLOP/s, bandwidth 10.0 GB/s" in table
-    assert "un-instrumented" in table and "kernels sum" in table
+    assert "un-instrumented" in table and "= kernels" in table and "between them" in table
     for r in profile.sites:
         assert r.label in table and r.function in table
     assert "(2 more kernels" in profile.table(top=1)

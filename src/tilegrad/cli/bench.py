@@ -1,6 +1,16 @@
-"""`tilegrad bench`: the compiled model's median latency beside ONNX Runtime's and PyTorch's."""
+"""`tilegrad bench`: the compiled model's latency beside ONNX Runtime's and PyTorch's, timed in interleaved rounds.
+
+On a shared machine consecutive runs of one model move by 15% or more, so the contenders are timed by turns: each
+round times each of them once (a median of a few back-to-back calls), its order rotated, after a pause that lets
+the previous runtime's threads go idle; the figure is the median over the rounds, beside the spread of the
+rounds (the 10th to 90th percentile, over the median), with a warning where that spread says the figures are
+not to be trusted.
+"""
 
 from __future__ import annotations
+
+import statistics
+import time
 
 from ..peers import median_seconds, onnxruntime_peer
 from ..runtime.module import benchmark_inputs
@@ -10,17 +20,21 @@ PEERS = ("onnxruntime", "torch")
 TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
                  "(converting one needs onnx2torch, which tilegrad does not depend on)")
 ONNXRUNTIME_SKIPPED = "skipped: a PyTorch model has no ONNX file to run (export one with torch.onnx.export)"
+PAUSE_S = 0.2  # between two contenders' timings
+NOISY = 0.10  # a spread of the rounds above this share of the median is warned about
 
 
 def add_parser(sub, parents) -> None:
     """Its arguments, under `sub` (argparse subparsers)."""
     b = sub.add_parser("bench", parents=[parents.common, parents.shapes, parents.passes],
                        help="median latency, against other runtimes",
-                       description="Median latency of the compiled model on random inputs, beside other runtimes.")
+                       description="Latency of the compiled model on random inputs, beside other runtimes, timed "
+                                   "in interleaved rounds: the median over the rounds and their spread.")
     b.add_argument("model", help=MODEL_HELP)
     b.add_argument("--against", default="", metavar="PEER[,PEER]",
                    help=f"runtimes to compare with, comma-separated: {', '.join(PEERS)}")
-    b.add_argument("--repeats", type=int, default=10, metavar="N", help="timed repeats (default 10)")
+    b.add_argument("--repeats", type=int, default=10, metavar="N",
+                   help="interleaved rounds, each timing every runtime once (default 10)")
     b.set_defaults(command=_bench)
 
 
@@ -34,22 +48,55 @@ def _bench(args) -> None:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     spec, mod, compile_s = compile_model(args)
     print(f"{args.model}: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in mod.spec.inputs)
-          + f"; compiled in {compile_s:.2f} s; median of {args.repeats} repeats")
-    ours = mod.benchmark(repeats=args.repeats)
-    rows = [("tilegrad", ours, "")]
+          + f"; compiled in {compile_s:.2f} s; {args.repeats} interleaved rounds")
+    contenders = {"tilegrad": lambda specs: (mod.benchmark(repeats=1), "")}
     for peer in peers:
         if peer == "onnxruntime":
-            rows.append(("onnxruntime", *(onnxruntime_peer(spec.model, args.repeats)(mod.spec.inputs)
-                                          if spec.kind == "onnx" else (None, ONNXRUNTIME_SKIPPED))))
+            contenders[peer] = (onnxruntime_peer(spec.model, repeats=1) if spec.kind == "onnx"
+                                else lambda specs: (None, ONNXRUNTIME_SKIPPED))
         else:
-            rows.append(("torch", *(_time_torch(spec.model, mod.spec.inputs, args.repeats) if spec.kind == "torch"
-                                    else (None, TORCH_SKIPPED))))
-    print(f"{'runtime':<12} {'median':>11}  {'tilegrad speed-up':>17}")
-    for name, seconds, note in rows:
-        if seconds is None:
-            print(f"{name:<12} {'-':>11}  {'-':>17}  {note}")
-        else:
-            print(f"{name:<12} {seconds_text(seconds):>11}  {seconds / ours:>16.2f}x")
+            contenders[peer] = ((lambda specs: _time_torch(spec.model, specs, 1)) if spec.kind == "torch"
+                                else lambda specs: (None, TORCH_SKIPPED))
+    times = _rounds(contenders, mod.spec.inputs, args.repeats)
+    ours = statistics.median(times["tilegrad"][0])
+    print(f"{'runtime':<12} {'median':>11}  {'spread':>7}  {'tilegrad speed-up':>17}")
+    for name, (seconds, note) in times.items():
+        if not seconds:
+            print(f"{name:<12} {'-':>11}  {'-':>7}  {'-':>17}  {note}")
+            continue
+        median = statistics.median(seconds)
+        print(f"{name:<12} {seconds_text(median):>11}  {spread(seconds):>6.1%}  {median / ours:>16.2f}x")
+    noisy = [name for name, (seconds, _) in times.items() if seconds and spread(seconds) > NOISY]
+    if noisy:
+        print(f"warning: the rounds of {', '.join(noisy)} spread by more than {NOISY:.0%} of the median (a busy "
+              f"machine?): compare these figures with care, or take more rounds (--repeats)")
+
+
+def _rounds(contenders: dict, specs, rounds: int) -> dict[str, tuple[list[float], str]]:
+    """Each contender's seconds per call in each of `rounds` rounds (or none, with why it did not run), timed by
+    turns: round k starts with contender k (mod their number), each after PAUSE_S."""
+    names = list(contenders)
+    times: dict[str, tuple[list[float], str]] = {name: ([], "") for name in names}
+    failed: dict[str, str] = {}
+    for k in range(rounds):
+        for name in names[k % len(names):] + names[:k % len(names)]:
+            if name in failed:
+                continue
+            time.sleep(PAUSE_S)
+            seconds, why = contenders[name](specs)
+            if seconds is None:
+                failed[name] = why
+            else:
+                times[name][0].append(seconds)
+    return {name: ([], failed[name]) if name in failed else times[name] for name in names}
+
+
+def spread(seconds: list[float]) -> float:
+    """The rounds' 10th to 90th percentile over their median (0 for a single round)."""
+    if len(seconds) < 2:
+        return 0.0
+    deciles = statistics.quantiles(seconds, n=10, method="inclusive")
+    return (deciles[-1] - deciles[0]) / statistics.median(seconds)
 
 
 def _time_torch(module, specs, repeats: int, min_repeat_s: float = 0.05) -> tuple[float | None, str]:

@@ -43,7 +43,8 @@ def render_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy]) -> s
 
 def render_profiled_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCopy], clock_slot: int) -> str:
     """The C source of `tg_run_profiled(void** args)`: `tg_run` that adds the nanoseconds of kernel call `i` to
-    `((int64_t*)args[clock_slot])[i]`, one more argument after `tg_run`'s, so it has the ABI of every kernel."""
+    `((int64_t*)args[clock_slot])[i]`, and those of the whole run (the output copies included) to the element
+    after the last call's, one more argument after `tg_run`'s, so it has the ABI of every kernel."""
     def clock(i: int) -> str:
         return f" {{ u = tg_now(); ns[{i}] += u - t; t = u; }}"
 
@@ -53,8 +54,8 @@ def render_profiled_entry(calls: Sequence[KernelCall], copies: Sequence[OutputCo
             + "static int64_t tg_now(void) {\n  struct timespec c;\n  clock_gettime(CLOCK_MONOTONIC, &c);\n"
             "  return (int64_t)c.tv_sec * 1000000000 + c.tv_nsec;\n}\n"
             f"void tg_run_profiled(void** args) {{\n  int64_t* ns = (int64_t*)args[{clock_slot}];\n"
-            f"  {_team(calls)[0]}\n  int64_t t = tg_now(), u;\n" + "".join(body)
-            + f"  {_team(calls)[1]}\n" + _copies(copies) + "}\n")
+            f"  int64_t start = tg_now();\n  {_team(calls)[0]}\n  int64_t t = tg_now(), u;\n" + "".join(body)
+            + f"  {_team(calls)[1]}\n" + _copies(copies) + f"  ns[{len(calls)}] += tg_now() - start;\n}}\n")
 
 
 def _team(calls: Sequence[KernelCall]) -> tuple[str, str]:

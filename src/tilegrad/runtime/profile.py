@@ -2,9 +2,11 @@
 machine's ceilings.
 
 The library of a module has, beside `tg_run`, `tg_run_profiled` (`codegen/entry.py`), which reads a monotonic
-clock around each kernel call and adds the nanoseconds to one counter per call site. `profile_run` calls it
-`warmup + repeats` times and keeps each site's median; it also times the plain `tg_run` on the same arguments,
-so the report shows the clock's own overhead (the kernels' sum against the un-instrumented latency). Each site's
+clock around each kernel call and adds the nanoseconds to one counter per call site, and those of the whole run
+to one more. `profile_run` calls it `warmup + repeats` times and keeps the run of the median wall time, whole (a
+sum of per-site medians is no run's, and read 190% of the latency on a busy machine): its sites' times and the
+time between them add up to its wall time. It also times the plain `tg_run` on the same arguments, so the
+report shows the clock's own overhead. Each site's
 FLOPs and bytes (its inputs and outputs) come from the module's spec, written when it was compiled; its GFLOP/s
 and GB/s are read against the FMA peak and bandwidth `peaks.measured_peaks` measured on this machine. A kernel
 faster than `CEILING_SLACK` times the cached peak means the peak was measured too low: it is measured again, and
@@ -59,7 +61,7 @@ class ProfileRow:
     function: str  # the C function; "" in a row of several sites
     calls: int
     seconds: float
-    share: float  # of the kernels' sum
+    share: float  # of the profiled run's wall time
     flops: int
     bytes: int
     gflops: float
@@ -70,18 +72,20 @@ class ProfileRow:
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    """Time per kernel of one module on one set of inputs, median over `repeats` runs, against `peaks`."""
+    """Time per kernel of one module on one set of inputs, against `peaks`: of `repeats` instrumented runs, the
+    one of the median wall time (the entry's own clock), whole, so that its kernels' times and the time between them add up to
+    its wall time (`profiled_s`), and the shares to 100%."""
 
     sites: tuple[ProfileRow, ...]  # in call order
     peaks: MachinePeaks
     latency_s: float  # median of the un-instrumented entry
-    profiled_s: float  # median of the instrumented entry, clock reads included
+    profiled_s: float  # the profiled run's wall time in the entry (clock reads and output copies included)
     repeats: int
     outputs: tuple[np.ndarray, ...]  # of the last profiled run
 
     @property
     def kernels_s(self) -> float:
-        """The sum of the kernels' medians."""
+        """The kernels' time in the profiled run."""
         return sum(r.seconds for r in self.sites)
 
     def by_label(self) -> list[ProfileRow]:
@@ -90,25 +94,26 @@ class Profile:
         for r in self.sites:
             groups.setdefault(r.label, []).append(r)
         rows = [_row(label, "", sum(r.seconds for r in rs), sum(r.flops for r in rs), sum(r.bytes for r in rs),
-                     self.kernels_s, self.peaks, calls=len(rs)) for label, rs in groups.items()]
+                     self.profiled_s, self.peaks, calls=len(rs)) for label, rs in groups.items()]
         return sorted(rows, key=lambda r: -r.seconds)
 
     def table(self, top: int | None = None) -> str:
         """The report, as ONNX Runtime's profile summary reads: a header (machine, peaks, latencies), the call
         sites slowest first (the `top` of them, or all), then the time per kernel label."""
         p = self.peaks
-        total = self.kernels_s
+        total, run = self.kernels_s, self.profiled_s
         header = (f"machine: {p.cpu}, {p.isa}, {p.threads} threads; FMA peak {p.fma_gflops:.1f} GFLOP/s, "
                   f"bandwidth {p.bandwidth_gbs:.1f} GB/s")
-        latency = (f"latency: {_ms(self.latency_s)} ms un-instrumented (median of {self.repeats}); kernels sum "
-                   f"{_ms(total)} ms ({total / self.latency_s:.1%} of it), instrumented run {_ms(self.profiled_s)} ms")
+        latency = (f"latency: {_ms(self.latency_s)} ms un-instrumented (median of {self.repeats}); the profiled run "
+                   f"(the median of {self.repeats} instrumented): {_ms(run)} ms = kernels {_ms(total)} ms "
+                   f"({total / run:.1%}) + between them {_ms(run - total)} ms ({(run - total) / run:.1%})")
         lines = [header, latency, "", f"{'#':>3} {'kernel':<44} {'function':<28} {_RATES_HEADER}"]
         ranked = sorted(enumerate(self.sites), key=lambda ir: -ir[1].seconds)
         for i, r in ranked[:top]:
             lines.append(f"{i:>3} {r.label[:44]:<44} {r.function[:28]:<28} {_rates(r)}")
         if top is not None and len(ranked) > top:
             rest = sum(r.seconds for _, r in ranked[top:])
-            lines.append(f"    ({len(ranked) - top} more kernels: {_ms(rest)} ms, {rest / total:.1%})")
+            lines.append(f"    ({len(ranked) - top} more kernels: {_ms(rest)} ms, {rest / run:.1%})")
         lines += ["", f"{'kernel label':<48} {'calls':>5} {_RATES_HEADER}"]
         lines += [f"{r.label[:48]:<48} {r.calls:>5} {_rates(r)}" for r in self.by_label()[:top]]
         return "\n".join(lines)
@@ -132,7 +137,7 @@ def profile_run(entry: Kernel, sites: Sequence[KernelSite], arrays: Sequence[np.
     if not sites:
         raise ModuleFormatError(f"the module in {entry.library} records no kernel call sites (saved by an "
                                 f"earlier version?); compile it again to profile it")
-    clocks = np.zeros(len(sites), np.int64)
+    clocks = np.zeros(len(sites) + 1, np.int64)  # each call's nanoseconds, then the whole run's
     profiled = Kernel(entry.library, PROFILED_ENTRY, [*entry.params, BufferSpec("clocks", clocks.shape, "int64")],
                       cfg=entry.cfg)
     args = [*arrays, clocks]
@@ -143,14 +148,15 @@ def profile_run(entry: Kernel, sites: Sequence[KernelSite], arrays: Sequence[np.
         clocks[:] = 0
         profiled(*args)
         per_run.append(clocks.copy())
-    seconds = np.median(np.stack(per_run), axis=0) / 1e9
+    run = per_run[int(np.argsort([c[-1] for c in per_run])[(repeats - 1) // 2])] / 1e9
+    seconds = run[:-1]
+    instrumented = float(run[-1]) or float(seconds.sum())  # 0: a library saved before the entry timed itself
     result_outputs = tuple(o.copy() for o in outputs)
     latency = time_kernel(entry, arrays, warmup=1, repeats=repeats, min_repeat_s=0.005).median
-    instrumented = time_kernel(profiled, args, warmup=1, repeats=repeats, min_repeat_s=0.005).median
     fastest = max((s.flops / t / 1e9 for s, t in zip(sites, seconds) if t > 0), default=0.0)
     peaks = peaks or ceiling_above(fastest, entry.num_threads)
-    total = float(seconds.sum())
-    rows = tuple(_row(s.label, s.function, float(t), s.flops, s.bytes, total, peaks) for s, t in zip(sites, seconds))
+    rows = tuple(_row(s.label, s.function, float(t), s.flops, s.bytes, instrumented, peaks)
+                 for s, t in zip(sites, seconds))
     return Profile(rows, peaks, latency, instrumented, repeats, result_outputs)
 
 
