@@ -4,24 +4,25 @@
 compiled in. A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the
 manifest gives the Python runtime: each buffer's name, element type and shape, the workspace's size, and which
 weights the library derives from a stored source (`DerivedWeight`) with which of its functions. They are compiled
-into the library as one constant structure, whose layout `tilegrad.h` declares (version `INFO_VERSION`).
+into the library as one constant structure, whose layout and version `tilegrad.h` declares: both are read from
+the header, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..dtype import itemsize
-
-INFO_VERSION = 1
 
 
 def render_descriptor(inputs, outputs, weights, workspace_bytes: int, derived: Sequence) -> str:
     """The C source of `tg_info` for buffers given as BufferSpecs and derived weights as DerivedWeights."""
     groups = {"inputs": inputs, "outputs": outputs, "weights": weights, "sources": [d.source for d in derived]}
-    lines = ["#include <stdint.h>", _TYPES]
+    lines = ["#include <stdint.h>", _types()]
     for group, specs in groups.items():
         for i, s in enumerate(specs):
             lines.append(f"static const int64_t tg_{group}_shape{i}[] = {{{', '.join(map(str, s.shape)) or '0'}}};")
@@ -30,7 +31,7 @@ def render_descriptor(inputs, outputs, weights, workspace_bytes: int, derived: S
         lines.append(f"static const tg_buffer_info tg_{group}[] = {{\n" + ("\n".join(rows) or "  {0}") + "\n};")
     rows = [f"  {{{d.weight}, {_c_string(d.kernel)}}}," for d in derived]
     lines.append("static const tg_derived_info tg_derived[] = {\n" + ("\n".join(rows) or "  {0}") + "\n};")
-    lines.append(f"const tg_model_info tg_info = {{{INFO_VERSION}, {len(inputs)}, {len(outputs)}, {len(weights)}, "
+    lines.append(f"const tg_model_info tg_info = {{TG_INFO_VERSION, {len(inputs)}, {len(outputs)}, {len(weights)}, "
                  f"{len(derived)}, tg_inputs, tg_outputs, tg_weights, tg_sources, tg_derived, "
                  f"{max(workspace_bytes, 1)}}};")
     return "\n".join(lines) + "\n"
@@ -40,13 +41,12 @@ def _c_string(text: str) -> str:
     return json.dumps(text)  # a JSON string of ASCII is a C string literal
 
 
-_TYPES = """\
-typedef struct { const char* name; const char* dtype; int32_t rank; const int64_t* shape; int64_t nbytes; }
-  tg_buffer_info;
-typedef struct { int32_t weight; const char* kernel; } tg_derived_info;
-typedef struct {
-  int32_t version, num_inputs, num_outputs, num_weights, num_derived;
-  const tg_buffer_info *inputs, *outputs, *weights, *sources;
-  const tg_derived_info* derived;
-  int64_t workspace_bytes;
-} tg_model_info;"""
+HEADER = Path(__file__).resolve().parents[1] / "include" / "tilegrad.h"  # the C API, which declares the layout
+
+
+@functools.cache
+def _types() -> str:
+    """The version and the structures of `tg_info`, as the C API's header declares them (from the version's
+    definition to the layout's end marker)."""
+    text = HEADER.read_text()
+    return text[text.index("#define TG_INFO_VERSION"):text.index("/* tg_info's layout: end */")]

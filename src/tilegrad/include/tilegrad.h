@@ -28,6 +28,8 @@
 
 #define TG_INFO_VERSION 1
 
+/* tg_info's layout (codegen/descriptor.py compiles the lines from the version to the end marker into every
+   library) */
 typedef struct { const char* name; const char* dtype; int32_t rank; const int64_t* shape; int64_t nbytes; }
   tg_buffer_info;
 typedef struct { int32_t weight; const char* kernel; } tg_derived_info;
@@ -37,6 +39,7 @@ typedef struct {
   const tg_derived_info* derived;
   int64_t workspace_bytes;
 } tg_model_info;
+/* tg_info's layout: end */
 
 typedef struct tg_model {
   void* library;
