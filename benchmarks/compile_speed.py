@@ -1,8 +1,11 @@
 """Speed of the compiler itself: replaying a trace and lowering it to loop IR (what tuners do per candidate),
-and rendering plus building C. Run:
+and rendering plus building C; and whole models: a cold compile (an empty build cache) and a warm one (the cache
+filled by the cold one), each in a fresh process as a user's script meets them, beside ONNX Runtime's session
+creation and torch.compile's first call. Run:
 
-    python benchmarks/compile_speed.py            # table
+    python benchmarks/compile_speed.py            # table of the two programs
     python benchmarks/compile_speed.py --profile  # where the replay + lowering time goes
+    python benchmarks/compile_speed.py --models resnet50,bert_base [--no-torch-compile] [--json]
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import io
 import json
 import pstats
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from tilegrad import config
 from tilegrad.codegen.c import render_c
@@ -74,12 +80,80 @@ def measure(name: str, make, trace, repeats: int) -> dict:
             "render_ms": render * 1e3, "build_ms": statistics.median(build_times) * 1e3}
 
 
+MODEL_STEP = """
+import os, sys, time, warnings
+kind, path = sys.argv[1], sys.argv[2]
+if kind == "tilegrad":
+    import tilegrad
+    start = time.perf_counter()
+    tilegrad.compile(path)
+elif kind == "onnxruntime":
+    import onnxruntime as ort
+    start = time.perf_counter()
+    ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+else:
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[3])))
+    from models import MODELS
+    module, args = MODELS[kind.split(":")[1]]()
+    compiled = torch.compile(module.eval())
+    start = time.perf_counter()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled(*args)
+print(time.perf_counter() - start)
+"""
+
+
+def _step_seconds(kind: str, path: Path, cache: Path) -> float:
+    """Seconds of one compile step (`MODEL_STEP`) in a process of its own, with `cache` as tilegrad's cache."""
+    env = {**__import__("os").environ, "TILEGRAD_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", MODEL_STEP, kind, str(path), str(Path(__file__).with_name("models.py"))],
+                         capture_output=True, text=True, check=True, env=env)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def measure_models(names: list[str], torch_compile: bool) -> list[dict]:
+    """Per model: tilegrad cold and warm, ONNX Runtime's session, torch.compile's first call (or None)."""
+    from models import MODELS, _export
+
+    rows = []
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            module, args = MODELS[name]()
+            path = Path(tmp) / f"{name}.onnx"
+            path.write_bytes(_export(module.eval(), args))
+            cache = Path(tmp) / "cache"
+            row = {"model": name, "tilegrad_cold_s": _step_seconds("tilegrad", path, cache),
+                   "tilegrad_warm_s": _step_seconds("tilegrad", path, cache),
+                   "onnxruntime_session_s": _step_seconds("onnxruntime", path, cache),
+                   "torch_compile_first_call_s": _step_seconds(f"torch:{name}", path, cache) if torch_compile
+                   else None}
+        rows.append(row)
+    return rows
+
+
+def _model_table(rows: list[dict]) -> str:
+    lines = [f"{'model':<14}{'tilegrad cold s':>16}{'warm s':>8}{'ORT session s':>15}{'torch.compile 1st call s':>26}"]
+    for r in rows:
+        tc = r["torch_compile_first_call_s"]
+        lines.append(f"{r['model']:<14}{r['tilegrad_cold_s']:>16.2f}{r['tilegrad_warm_s']:>8.2f}"
+                     f"{r['onnxruntime_session_s']:>15.2f}{'-' if tc is None else f'{tc:.2f}':>26}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--profile", action="store_true", help="profile replay + lowering of both programs")
+    parser.add_argument("--models", metavar="NAME[,NAME]", help="whole models of benchmarks/models.py instead")
+    parser.add_argument("--no-torch-compile", action="store_true", help="with --models, leave torch.compile out")
     args = parser.parse_args(argv)
+    if args.models:
+        rows = measure_models(args.models.split(","), not args.no_torch_compile)
+        print(json.dumps(rows, indent=1) if args.json else _model_table(rows))
+        return 0
     programs = [("tiled matmul 512^3", *tiled_matmul()), ("tiled conv2d 64x56x56", *tiled_conv2d())]
     if args.profile:
         prof = cProfile.Profile()
