@@ -11,8 +11,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tilegrad"
 
-BASE = {"errors", "config", "metrics", "dtype", "target", "backend", "options", "extras"}  # facts, settings, the
-# backend, and the optional dependencies' import
+BASE = {"errors", "config", "metrics", "progress", "dtype", "target", "backend", "options", "extras"}  # facts,
+# settings, counters and progress, the backend, and the optional dependencies' import
 # registry, which every layer may read
 
 # part -> the parts it may import, from the bottom of the flow (DESIGN.md §2) to the top.
@@ -21,6 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "extras": {"errors"},
     "config": set(),
     "metrics": set(),
+    "progress": set(),
     "dtype": set(),
     "target": set(),
     "backend": {"errors", "config", "target"},

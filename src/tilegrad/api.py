@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import config
+from . import config, progress
 from .backend import backend_for
 from .errors import ShapeError, TilegradError
 from .frontend.load import import_model, onnx_proto
@@ -121,8 +121,8 @@ def _check_one_shape(inputs) -> None:
 def _compile_imported(imported: Graph, options: CompileOptions) -> Compilation:
     """The passes, then the native module, of an imported graph, for the options' target and thread count: with
     a records database, the tuned schedules (and, where the target's records choose them, the graph: algorithms,
-    attention forms, fusion plan)."""
-    with _threads(options.threads):
+    attention forms, fusion plan). On a terminal, a bar shows the progress (`progress.py`)."""
+    with _threads(options.threads), progress.reporting():
         return _compile_passes_and_kernels(imported, options)
 
 

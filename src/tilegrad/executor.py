@@ -16,6 +16,7 @@ module stores the source and recomputes the weight on load.
 from __future__ import annotations
 
 from . import config as _config
+from . import metrics, progress
 from .codegen.c import CRenderer
 from .codegen.descriptor import render_descriptor
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
@@ -47,8 +48,10 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     plan = plan_graph(g)
     arg = _c_slots(g, plan)
     functions, calls, sites = [], [], []
+    progress.stage("kernels", len(plan.kernels))
     for k, loop, outputs in plan.lowered(choose, target):
         functions.append(renderer.render_function(loop))
+        progress.advance()
         site = KernelSite(k.name, kernel_label(k.node, outputs), compute_flops(outputs),
                           sum(nbytes(v) for v in [*k.node.inputs, *k.node.outputs]))
         calls.append(KernelCall(k.name, [arg(s) for s in k.args], has_parallel(loop.body) and not _small(site)))
@@ -63,7 +66,11 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.memory.workspace_bytes, plan.memory.unshared_bytes,
                          plan.derived, tuple(sites))
     descriptor = render_descriptor(spec.inputs, spec.outputs, spec.weights, spec.workspace_bytes, spec.derived)
+    progress.stage("building", 1)
+    progress.note(f"{len(units) + 3} C files")
+    hits = metrics.counters["build.cache_hit"]
     library = build_many(units + [entry, profiled, descriptor], cfg=cfg)
+    progress.advance("from the build cache" if metrics.counters["build.cache_hit"] > hits else "built")
     recomputed = {d.weight for d in plan.derived}  # by the library, as on load, so a loaded module is the same
     return Module(library, spec, [None if k in recomputed else w.data for k, w in enumerate(weights)], cfg=cfg,
                   sources=[weights[d.weight].origin.source.data for d in plan.derived])

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from typing import Callable, Iterable
 
+from .. import progress
 from ..errors import TilegradError
 from ..ir.graph import Graph
 from ..target import Target, host
@@ -116,13 +117,15 @@ def optimize(g: Graph, opt_level: int = 2, *, disable: Iterable[str] = (), enabl
         raise TilegradError(f"unknown pass(es) {sorted(unknown)}; passes: {', '.join(names)}")
     ctx = PassContext(opt_level, target or host(), dict(options or {}))
     report = Report(decisions=ctx.decisions)
-    for p in PIPELINE:
-        if p.name in disable or (p.level > opt_level and p.name not in enable) or ctx.target.kind not in p.targets:
-            continue
+    chosen = [p for p in PIPELINE if not (p.name in disable or (p.level > opt_level and p.name not in enable)
+                                          or ctx.target.kind not in p.targets)]
+    progress.stage("graph passes", len(chosen))
+    for p in chosen:
         before = Counter(n.op for n in g.nodes)
         ctx.notes = []
         start = time.perf_counter()
         g = p.run(g, ctx)
         report.records.append(PassRecord(p.name, sum(before.values()), len(g.nodes), before,
                                          Counter(n.op for n in g.nodes), ctx.notes, time.perf_counter() - start))
+        progress.advance(p.name)
     return g, report
