@@ -14,6 +14,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import subprocess
@@ -107,9 +108,10 @@ print(time.perf_counter() - start)
 
 def _step_seconds(kind: str, path: Path, cache: Path) -> float:
     """Seconds of one compile step (`MODEL_STEP`) in a process of its own, with `cache` as tilegrad's cache."""
-    env = {**__import__("os").environ, "TILEGRAD_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-c", MODEL_STEP, kind, str(path), str(Path(__file__).with_name("models.py"))],
-                         capture_output=True, text=True, check=True, env=env)
+    env = {**os.environ, "TILEGRAD_CACHE_DIR": str(cache)}
+    models = Path(__file__).with_name("models.py")
+    out = subprocess.run([sys.executable, "-c", MODEL_STEP, kind, str(path), str(models)], capture_output=True,
+                         text=True, check=True, env=env)
     return float(out.stdout.strip().splitlines()[-1])
 
 

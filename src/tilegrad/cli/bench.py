@@ -1,10 +1,10 @@
 """`tilegrad bench`: the compiled model's latency beside ONNX Runtime's and PyTorch's, timed in interleaved rounds.
 
 On a shared machine consecutive runs of one model move by 15% or more, so the contenders are timed by turns: each
-round times each of them once (a median of a few back-to-back calls), its order rotated, after a pause that lets
-the previous runtime's threads go idle; the figure is the median over the rounds, beside the spread of the
-rounds (the 10th to 90th percentile, over the median), with a warning where that spread says the figures are
-not to be trusted.
+round times each of them once (after a pause that lets the previous runtime's threads go idle, a warm-up call,
+then the median of ROUND_REPEATS repeats of back-to-back calls), its order rotated; the figure is the median over
+the rounds, beside the spread of the rounds (the 10th to 90th percentile, over the median), with a warning where
+that spread says the figures are not to be trusted.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
                  "(converting one needs onnx2torch, which tilegrad does not depend on)")
 ONNXRUNTIME_SKIPPED = "skipped: a PyTorch model has no ONNX file to run (export one with torch.onnx.export)"
 PAUSE_S = 0.2  # between two contenders' timings
+ROUND_REPEATS = 3  # a contender's figure in a round: the median of this many repeats of 50 ms or more, after a call
 NOISY = 0.10  # a spread of the rounds above this share of the median is warned about
 
 
@@ -49,13 +50,13 @@ def _bench(args) -> None:
     spec, mod, compile_s = compile_model(args)
     print(f"{args.model}: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in mod.spec.inputs)
           + f"; compiled in {compile_s:.2f} s; {args.repeats} interleaved rounds")
-    contenders = {"tilegrad": lambda specs: (mod.benchmark(repeats=1), "")}
+    contenders = {"tilegrad": lambda specs: (mod.benchmark(repeats=ROUND_REPEATS), "")}
     for peer in peers:
         if peer == "onnxruntime":
-            contenders[peer] = (onnxruntime_peer(spec.model, repeats=1) if spec.kind == "onnx"
+            contenders[peer] = (onnxruntime_peer(spec.model, repeats=ROUND_REPEATS) if spec.kind == "onnx"
                                 else lambda specs: (None, ONNXRUNTIME_SKIPPED))
         else:
-            contenders[peer] = ((lambda specs: _time_torch(spec.model, specs, 1)) if spec.kind == "torch"
+            contenders[peer] = ((lambda specs: _time_torch(spec.model, specs, ROUND_REPEATS)) if spec.kind == "torch"
                                 else lambda specs: (None, TORCH_SKIPPED))
     times = _rounds(contenders, mod.spec.inputs, args.repeats)
     ours = statistics.median(times["tilegrad"][0])

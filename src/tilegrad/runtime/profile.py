@@ -73,8 +73,8 @@ class ProfileRow:
 @dataclasses.dataclass(frozen=True)
 class Profile:
     """Time per kernel of one module on one set of inputs, against `peaks`: of `repeats` instrumented runs, the
-    one of the median wall time (the entry's own clock), whole, so that its kernels' times and the time between them add up to
-    its wall time (`profiled_s`), and the shares to 100%."""
+    one of the median wall time (the entry's own clock), whole, so that its kernels' times and the time between
+    them add up to its wall time (`profiled_s`), and the shares to 100%."""
 
     sites: tuple[ProfileRow, ...]  # in call order
     peaks: MachinePeaks
