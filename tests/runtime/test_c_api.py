@@ -12,6 +12,8 @@ from torch import nn
 import tilegrad
 from tilegrad.runtime.build import find_compiler
 
+pytestmark = pytest.mark.slow  # builds and runs a C program
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c_api" / "run_model.c"
 
 

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 import tilegrad
+
+pytestmark = pytest.mark.slow  # starts a Python of its own
 
 CHILD = """
 import sys
