@@ -494,3 +494,13 @@ def test_bench_interleaves_the_contenders_and_reports_their_spread(monkeypatch):
     assert times["a"] == ([1.0, 1.0, 1.0], "") and times["c"] == ([], "skipped: why")
     assert bench.spread(times["a"][0]) == 0.0 and bench.spread(times["b"][0]) == pytest.approx(0.8)
     assert bench.spread([3.0]) == 0.0
+
+
+def test_bench_warns_on_stderr_when_the_rounds_spread(adder, capsys, monkeypatch):
+    from tilegrad.cli import bench
+
+    monkeypatch.setattr(bench, "spread", lambda seconds: 0.5)  # as a busy machine makes them
+    assert main(["bench", adder, "--repeats", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: the rounds of tilegrad spread by more than 10%" in captured.err
+    assert "warning" not in captured.out and "50.0%" in captured.out

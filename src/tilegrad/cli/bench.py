@@ -10,6 +10,7 @@ that spread says the figures are not to be trusted.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 from ..peers import median_seconds, onnxruntime_peer
@@ -70,7 +71,7 @@ def _bench(args) -> None:
     noisy = [name for name, (seconds, _) in times.items() if seconds and spread(seconds) > NOISY]
     if noisy:
         print(f"warning: the rounds of {', '.join(noisy)} spread by more than {NOISY:.0%} of the median (a busy "
-              f"machine?): compare these figures with care, or take more rounds (--repeats)")
+              f"machine?): compare these figures with care, or take more rounds (--repeats)", file=sys.stderr)
 
 
 def _rounds(contenders: dict, specs, rounds: int) -> dict[str, tuple[list[float], str]]:
