@@ -504,3 +504,15 @@ def test_bench_warns_on_stderr_when_the_rounds_spread(adder, capsys, monkeypatch
     captured = capsys.readouterr()
     assert "warning: the rounds of tilegrad spread by more than 10%" in captured.err
     assert "warning" not in captured.out and "50.0%" in captured.out
+
+
+def test_bench_and_info_take_a_saved_module_directory(adder, tmp_path, capsys):
+    assert main(["compile", adder, "-o", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "a saved module" in out and "inputs:" in out and "weights:" in out and "GFLOP per call" in out
+    assert main(["bench", str(tmp_path / "out"), "--against", "onnxruntime", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "loaded" in out and "skipped: a saved module carries no model" in out
+    _user_error(capsys, ["bench", str(tmp_path / "out"), "--input-shape", "x=1,2"], "applies only when compiling")

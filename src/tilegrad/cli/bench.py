@@ -12,15 +12,17 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from ..peers import median_seconds, onnxruntime_peer
 from ..runtime.module import benchmark_inputs
-from .common import MODEL_HELP, UsageError, compile_model, seconds_text, typed
+from .common import MODEL_HELP, UsageError, compile_model, load_saved, seconds_text, typed
 
 PEERS = ("onnxruntime", "torch")
 TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
                  "(converting one needs onnx2torch, which tilegrad does not depend on)")
 ONNXRUNTIME_SKIPPED = "skipped: a PyTorch model has no ONNX file to run (export one with torch.onnx.export)"
+SAVED_SKIPPED = "skipped: a saved module carries no model for other runtimes (bench its .onnx file to compare)"
 PAUSE_S = 0.2  # between two contenders' timings
 ROUND_REPEATS = 3  # a contender's figure in a round: the median of this many repeats of 50 ms or more, after a call
 NOISY = 0.10  # a spread of the rounds above this share of the median is warned about
@@ -32,7 +34,7 @@ def add_parser(sub, parents) -> None:
                        help="median latency, against other runtimes",
                        description="Latency of the compiled model on random inputs, beside other runtimes, timed "
                                    "in interleaved rounds: the median over the rounds and their spread.")
-    b.add_argument("model", help=MODEL_HELP)
+    b.add_argument("model", help="a module directory saved by `tilegrad compile`, " + MODEL_HELP.removeprefix("the "))
     b.add_argument("--against", default="", metavar="PEER[,PEER]",
                    help=f"runtimes to compare with, comma-separated: {', '.join(PEERS)}")
     b.add_argument("--repeats", type=int, default=10, metavar="N",
@@ -48,12 +50,22 @@ def _bench(args) -> None:
                          f"choose from {', '.join(PEERS)}")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    spec, mod, compile_s = compile_model(args)
+    if Path(args.model).is_dir():
+        spec, mod = None, load_saved(args, Path(args.model))
+        if not hasattr(mod, "spec"):
+            raise UsageError(f"the module in {args.model} specialises on its inputs' shapes: bench one shape by "
+                             f"compiling the model with --input-shape")
+        made = "loaded"
+    else:
+        spec, mod, compile_s = compile_model(args)
+        made = f"compiled in {compile_s:.2f} s"
     print(f"{args.model}: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in mod.spec.inputs)
-          + f"; compiled in {compile_s:.2f} s; {args.repeats} interleaved rounds")
+          + f"; {made}; {args.repeats} interleaved rounds")
     contenders = {"tilegrad": lambda specs: (mod.benchmark(repeats=ROUND_REPEATS), "")}
     for peer in peers:
-        if peer == "onnxruntime":
+        if spec is None:
+            contenders[peer] = lambda specs: (None, SAVED_SKIPPED)
+        elif peer == "onnxruntime":
             contenders[peer] = (onnxruntime_peer(spec.model, repeats=ROUND_REPEATS) if spec.kind == "onnx"
                                 else lambda specs: (None, ONNXRUNTIME_SKIPPED))
         else:

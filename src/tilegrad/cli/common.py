@@ -88,7 +88,9 @@ def load_saved(args, source: Path):
     if args.input_shape:
         raise UsageError(f"--input-shape applies only when compiling an .onnx file; the module in {source} "
                          f"was compiled for fixed shapes")
-    if args.explain or args.opt_level is not None or args.disable_pass:
+    compiling = (getattr(args, "explain", False), getattr(args, "opt_level", None) is not None,
+                 getattr(args, "disable_pass", ()))  # flags of the commands that compile (info has none)
+    if any(compiling):
         raise UsageError(f"--explain, --opt-level and --disable-pass apply only when compiling an .onnx file; "
                          f"the module in {source} is already compiled")
     return api.load(source)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import collections
 import math
+from pathlib import Path
+
+import numpy as np
 
 from ..errors import TilegradError
-from .common import (UsageError, check_shape_names, count_text, declared, declared_input, input_shapes, model_path,
-                     symbolic_inputs, typed)
+from .common import (UsageError, check_shape_names, count_text, declared, declared_input, input_shapes, load_saved,
+                     model_path, size_text, symbolic_inputs, typed)
 
 
 def add_parser(sub, parents) -> None:
@@ -18,7 +21,8 @@ def add_parser(sub, parents) -> None:
                        description="Describe an ONNX model: its inputs and outputs, op histogram, FLOPs estimate "
                                    "and the ops tilegrad does not support; with --machine, this machine's measured "
                                    "FMA peak and memory bandwidth.")
-    i.add_argument("model", nargs="?", help="the .onnx file (optional with --machine)")
+    i.add_argument("model", nargs="?", help="the .onnx file, or a module directory saved by `tilegrad compile` "
+                                            "(optional with --machine)")
     i.add_argument("--machine", action="store_true",
                    help="this machine's CPU, ISA, threads, measured FMA peak and memory bandwidth (measured once, "
                         "then cached)")
@@ -34,6 +38,9 @@ def _info(args) -> None:
         print()
     elif args.model is None:
         raise UsageError("info needs a model (.onnx file), or --machine for this machine's peaks")
+    if Path(args.model).is_dir():
+        _print_saved(args, Path(args.model))
+        return
     from ..frontend.onnx import read_onnx  # (the reader imports the op families, which fill ONNX_OPS)
     from ..frontend.onnx_file import load_model
     from ..frontend.onnx_op_table import ONNX_OPS, op_key
@@ -78,6 +85,26 @@ def _info(args) -> None:
         print("FLOPs:   unavailable (the model does not import: see above)")
         return
     _print_flops(graph)
+
+
+def _print_saved(args, directory: Path) -> None:
+    """A saved module: what it takes and gives, its kernels, weights and memory."""
+    mod = load_saved(args, directory)
+    if not hasattr(mod, "spec"):
+        print(f"{directory}: a module that specialises on its inputs' shapes; {len(mod.specializations())} "
+              f"specialisation(s) saved")
+        return
+    spec = mod.spec
+    weights = sum(math.prod(w.shape) * np.dtype(w.dtype).itemsize for w in spec.weights)
+    print(f"{directory}: a saved module, {len(spec.kernels)} kernels, library {size_text(mod.library.stat().st_size)}")
+    print("inputs:  " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in spec.inputs))
+    print("outputs: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in spec.outputs))
+    print(f"weights: {len(spec.weights)} arrays, {size_text(weights)} ({len(spec.derived)} derived by the library "
+          f"at load)")
+    print(f"intermediates: {size_text(spec.workspace_bytes)} planned with reuse ({size_text(spec.unshared_bytes)} "
+          f"without)")
+    flops = sum(k.flops for k in spec.kernels)
+    print(f"work: {flops / 1e9:.3f} GFLOP per call (the kernels' own arithmetic: Winograd's fewer multiplies)")
 
 
 def _print_machine(remeasure: bool) -> None:
