@@ -65,7 +65,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     weights = plan.weights
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.memory.workspace_bytes, plan.memory.unshared_bytes,
                          plan.derived, tuple(sites))
-    descriptor = render_descriptor(spec.inputs, spec.outputs, spec.weights, spec.workspace_bytes, spec.derived)
+    descriptor = render_descriptor(spec)
     progress.stage("building", 1)
     progress.note(f"{len(units) + 3} C files")
     hits = metrics.counters["build.cache_hit"]

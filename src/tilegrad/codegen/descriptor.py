@@ -13,14 +13,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..dtype import itemsize
 
 
-def render_descriptor(inputs, outputs, weights, workspace_bytes: int, derived: Sequence) -> str:
-    """The C source of `tg_info` for buffers given as BufferSpecs and derived weights as DerivedWeights."""
+def render_descriptor(spec) -> str:
+    """The C source of `tg_info` for a module's spec (`runtime.module.ModuleSpec`)."""
+    inputs, outputs, weights, derived = spec.inputs, spec.outputs, spec.weights, spec.derived
     groups = {"inputs": inputs, "outputs": outputs, "weights": weights, "sources": [d.source for d in derived]}
     lines = ["#include <stdint.h>", _types()]
     for group, specs in groups.items():
@@ -33,7 +33,7 @@ def render_descriptor(inputs, outputs, weights, workspace_bytes: int, derived: S
     lines.append("static const tg_derived_info tg_derived[] = {\n" + ("\n".join(rows) or "  {0}") + "\n};")
     lines.append(f"const tg_model_info tg_info = {{TG_INFO_VERSION, {len(inputs)}, {len(outputs)}, {len(weights)}, "
                  f"{len(derived)}, tg_inputs, tg_outputs, tg_weights, tg_sources, tg_derived, "
-                 f"{max(workspace_bytes, 1)}}};")
+                 f"{max(spec.workspace_bytes, 1)}}};")
     return "\n".join(lines) + "\n"
 
 

@@ -166,8 +166,10 @@ static inline tg_model* tg_model_load(const char* directory, int threads, char* 
   }
   for (int d = 0; d < info->num_derived; ++d) derived[info->derived[d].weight] = 1;
   int failed = 0;
-  for (int k = 0; k < info->num_weights && !failed; ++k) failed = !(m->args[first + k] = tg_aligned(info->weights[k].nbytes));
-  for (int d = 0; d < info->num_derived && !failed; ++d) failed = !(sources[d] = tg_aligned(info->sources[d].nbytes));
+  for (int k = 0; k < info->num_weights && !failed; ++k)
+    failed = !(m->args[first + k] = tg_aligned(info->weights[k].nbytes));
+  for (int d = 0; d < info->num_derived && !failed; ++d)
+    failed = !(sources[d] = tg_aligned(info->sources[d].nbytes));
   if (!failed) failed = !(m->args[count - 1] = tg_aligned(info->workspace_bytes));
   snprintf(path, sizeof path, "%s/weights.npz", directory);
   FILE* f = failed ? NULL : fopen(path, "rb");

@@ -4,10 +4,11 @@ The kernel ABI is `void NAME(void** args)`: args[i] is the data pointer of buffe
 kernel therefore cannot check its arguments, so `Kernel.__call__` does, and says which parameter is wrong.
 
 Threads: every call goes through `tg_call`, which calls `omp_set_num_threads(cfg.num_threads)` on the calling
-thread before the kernel: the library's own (every generated library defines one, `codegen/c.py`, so a saved module
-loads without a C compiler), else a tiny trampoline built once per configuration with the kernel's compiler and
-flags (a hand-written kernel's), so that it shares the kernel's OpenMP runtime. Setting OMP_NUM_THREADS instead would only work before the OpenMP runtime is first loaded
-(which NumPy, PyTorch or an earlier kernel may already have done) and could not follow `config.override`.
+thread before the kernel: the library's own (every generated library defines one, `codegen/c.py`, so a saved
+module loads without a C compiler), else, for a hand-written kernel, a tiny trampoline built once per
+configuration with the kernel's compiler and flags, so that it shares the kernel's OpenMP runtime. Setting
+OMP_NUM_THREADS instead would only work before the OpenMP runtime is first loaded (which NumPy, PyTorch or an
+earlier kernel may already have done) and could not follow `config.override`.
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ class _HeldLibrary:
     process compiling many modules (a dynamic module's evicted specialisations, a tuner's candidates) keeps the
     libraries of the live ones only. Closing is safe: a kernel held is a kernel that may run, and one that ran
     has returned, its OpenMP workers back in the OpenMP runtime's own code, which stays loaded
-    (`_pin_openmp_runtime`). Closing frees the buffers its kernels keep between calls (`codegen/c.py`, KEPT). At exit nothing is closed:
-    a daemon thread may still be running a kernel, and the process's end frees it all."""
+    (`_pin_openmp_runtime`). Closing frees the buffers its kernels keep between calls (`codegen/c.py`, KEPT).
+    At exit nothing is closed: a daemon thread may still be running a kernel, and the process's end frees it all."""
 
     def __init__(self, key: str):
         self.cdll = _dlopen(key)

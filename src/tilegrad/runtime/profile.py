@@ -6,11 +6,11 @@ clock around each kernel call and adds the nanoseconds to one counter per call s
 to one more. `profile_run` calls it `warmup + repeats` times and keeps the run of the median wall time, whole (a
 sum of per-site medians is no run's, and read 190% of the latency on a busy machine): its sites' times and the
 time between them add up to its wall time. It also times the plain `tg_run` on the same arguments, so the
-report shows the clock's own overhead. Each site's
-FLOPs and bytes (its inputs and outputs) come from the module's spec, written when it was compiled; its GFLOP/s
-and GB/s are read against the FMA peak and bandwidth `peaks.measured_peaks` measured on this machine. A kernel
-faster than `CEILING_SLACK` times the cached peak means the peak was measured too low: it is measured again, and
-if a kernel still beats it, the kernel's own rate is the ceiling of this report (a peak is what code can reach).
+report shows the clock's own overhead. Each site's FLOPs and bytes (its inputs and outputs) come from the
+module's spec, written when it was compiled; its GFLOP/s and GB/s are read against the FMA peak and bandwidth
+`peaks.measured_peaks` measured on this machine. A kernel faster than `CEILING_SLACK` times the cached peak means
+the peak was measured too low: it is measured again, and if a kernel still beats it, the kernel's own rate is the
+ceiling of this report (a peak is what code can reach).
 """
 
 from __future__ import annotations
