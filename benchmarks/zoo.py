@@ -4,7 +4,8 @@ ONNX Runtime; and the same modules through tilegrad's two PyTorch paths, checked
 Every model is built offline (nothing is downloaded), in eval mode, batch 1, float32: from its configuration with
 Hugging Face transformers' model classes, or, for the CNN families transformers does not carry, from tilegrad's
 own definitions of torchvision's architectures (`zoo_vision.py`). "full" is the published configuration; "tiny"
-shrinks widths and depths so that the whole zoo runs in minutes (the test suite's subset). Each model is exported
+shrinks widths and depths so that the whole zoo runs in minutes (the test suite's subset); "shallow" keeps the
+full widths and cuts a transformer to two layers (the same kernels; the cost model's dataset). Each model is exported
 with torch.onnx (the TorchScript exporter, opset 17; torch.export's exporter for models the first cannot trace,
 when onnxscript is installed), run by ONNX Runtime and by tilegrad (untuned, opt level 2); it is correct when the
 largest difference is at most 1e-4 of the output's largest value. `tilegrad.compile(module, inputs)` and
@@ -149,15 +150,34 @@ def _config(config_class, both: dict, tiny: dict | None):
     return config_class(**both, **changes)
 
 
+# Layer counts a "shallow" model cuts to SHALLOW_LAYERS: its layers keep the full size's shapes (the same kernels),
+# so it holds what a dataset of kernels needs from a 7B-parameter configuration in a few GB.
+DEPTHS = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers")
+SHALLOW_LAYERS = 2
+
+
+def _make_shallow(config) -> None:
+    for key in DEPTHS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > SHALLOW_LAYERS:
+            try:
+                setattr(config, key, SHALLOW_LAYERS)
+            except (AttributeError, NotImplementedError):  # derived from other settings (Funnel's block sizes)
+                pass
+
+
 def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """The model `name` with random weights, and an example input."""
+    """The model `name` with random weights, and an example input. `size` is "full", "tiny" or "shallow" (full
+    widths and input shapes, at most SHALLOW_LAYERS layers of a transformer; the CNNs at full size)."""
     if name in VISION:
-        return build_vision(name, size)
+        return build_vision(name, "full" if size == "shallow" else size)
     import transformers
 
     cls_name, kind, both, tiny = ZOO[name]
     model_cls = getattr(transformers, cls_name)
     config = _config(model_cls.config_class, both, tiny if size == "tiny" else None)
+    if size == "shallow":
+        _make_shallow(config)
     torch.manual_seed(0)
     model = model_cls(config).eval()
     g = torch.Generator().manual_seed(0)
@@ -306,7 +326,7 @@ def _table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--size", choices=("tiny", "full"), default="full")
+    p.add_argument("--size", choices=("tiny", "full", "shallow"), default="full")
     p.add_argument("--only", default=None, help="comma-separated model names: " + ", ".join(MODELS))
     p.add_argument("--paths", default=",".join(PATHS),
                    help=f"comma-separated, of: {', '.join(PATHS)} ('': only build and run each model in PyTorch)")

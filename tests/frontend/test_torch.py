@@ -164,6 +164,21 @@ def test_gather_along_an_axis_matches_eager():
     _check(Gather(), (torch.randn(3, 5), torch.randint(0, 5, (3, 4))))
 
 
+def test_indexing_with_several_index_tensors_matches_eager():
+    """Advanced indexing with broadcast integer index tensors: leading, in the middle (the broadcast dimensions
+    take the indexed axes' place), split by a slice (they go first), negative indices, and the vmapped
+    `mask[batch, kv]` lookup of transformers' padding masks (DistilBERT)."""
+    class Index(nn.Module):
+        def forward(self, x, rows, cols, mask):
+            b = torch.arange(mask.shape[0]).view(-1, 1, 1, 1)
+            kv = torch.arange(mask.shape[1]).view(1, 1, 1, -1)
+            return x[rows, cols], x[:, rows, cols], x[rows, :, cols], x[:, :, cols[:2], cols[1:3]], mask[b, kv]
+
+    torch.manual_seed(0)
+    rows, cols = torch.tensor([[0], [2], [-1]]), torch.tensor([1, 3, 0, -2])
+    _check(Index(), (torch.randn(3, 4, 5, 6), rows, cols, torch.randint(0, 2, (2, 7))))
+
+
 def test_assigning_into_a_slice_matches_eager():
     """`y[:, a:b] = src` on a copy is slice_scatter in the exported graph (Funnel's relative attention)."""
     class Assign(nn.Module):

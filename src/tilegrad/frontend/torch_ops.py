@@ -508,10 +508,37 @@ def _gather(b: B, name, x, dim, index, *, sparse_grad=False):
 
 @torch_op("index.Tensor")
 def _index(b: B, name, x, indices):
-    """`x[:, idx]`: one integer index tensor, the other axes taken whole."""
+    """`x[idx]` with integer index tensors: one gives a gather along its axis; several (broadcast together, as
+    in `x[rows, cols]` or a vmapped mask lookup) a gather_nd over their axes, moved first, whose broadcast
+    dimensions go where PyTorch puts them: in place of adjacent indexed axes, else first. A boolean mask selects
+    a data-dependent number of elements, which a compiled shape cannot hold."""
     given = [(d, t) for d, t in enumerate(indices) if t is not None]
-    if len(given) != 1 or given[0][1].dtype not in ("int32", "int64"):
-        raise UnsupportedFeatureError("indexing with more than one index tensor (or a boolean mask) is not "
-                                      "supported; index one axis with an integer tensor")
-    axis, index = given[0]
-    return b.op("gather", x, index, name=name, axis=axis)
+    if any(t.dtype not in ("int32", "int64") for _, t in given):
+        raise UnsupportedFeatureError("indexing with a boolean mask gives a data-dependent shape, which tilegrad "
+                                      "does not compile; index with integer tensors")
+    if len(given) == 1:
+        axis, index = given[0]
+        return b.op("gather", x, index, name=name, axis=axis)
+    axes = [d for d, _ in given]
+    rest = [d for d in range(len(x.shape)) if d not in axes]
+    if axes != list(range(len(axes))):
+        x = b.op("transpose", x, name=f"{name}_indexed_first", perm=(*axes, *rest))
+    common = tuple(np.broadcast_shapes(*(t.shape for _, t in given)))
+    columns = []
+    for d, t in given:
+        t = b.cast(t, "int64", f"{name}_{d}")
+        if t.shape != common:
+            t = b.op("expand", t, name=f"{name}_{d}_expand", shape=common)
+        columns.append(b.op("unsqueeze", t, name=f"{name}_{d}_column", axes=(len(common),)))
+    coordinates = b.op("concat", *columns, name=f"{name}_coordinates", axis=len(common))
+    out = b.op("gather_nd", x, coordinates, name=f"{name}_gather" if axes[0] and _adjacent(axes) else name,
+               batch_dims=0)
+    if axes[0] and _adjacent(axes):  # x[:, i, j]: the broadcast dimensions replace the indexed axes in place
+        k = len(common)
+        perm = (*range(k, k + axes[0]), *range(k), *range(k + axes[0], len(out.shape)))
+        out = b.op("transpose", out, name=name, perm=perm)
+    return out
+
+
+def _adjacent(axes: list[int]) -> bool:
+    return axes == list(range(axes[0], axes[0] + len(axes)))

@@ -1,20 +1,26 @@
-"""The cost model's training set: a suite of workloads from the benchmark models, random programs of each measured
-on this machine, and the training of `MLPCostModel` on them (TenSet's recipe, at the scale of one machine).
+"""The cost model's training set: workloads from the benchmark models and the model zoo, random programs of each
+measured on this machine, and the training of `MLPCostModel` on them (TenSet's recipe, at the scale of one machine).
 
-    python -m tilegrad.tools.dataset generate --db DATASET.db --minutes 30 [--per-task N] [--seed S]
-    python -m tilegrad.tools.dataset train --db DATASET.db [--out PATH] [--epochs E]
+    python -m tilegrad.tools.dataset generate --db DATASET.db --minutes 30 [--suite zoo] [--per-task N] [--seed S]
+    python -m tilegrad.tools.dataset train --db DATASET.db [--suite zoo] [--held-out bert,vgg16] [--out PATH]
 
-The suite is small torch modules at the shapes of ResNet-50, MobileNetV2, BERT-base/GPT-2, ViT-B/16 and DCGAN:
-convolutions 7x7/3x3/1x1 (strided too), depthwise 3x3, dense layers, attention's batch matmuls, softmax, layer
-norm, pooling and element-wise chains. Each goes through the compiler as a model would (`model_graph`), so the
-tasks are the fused kernels tuning will see; tasks are deduplicated by workload key across the suite.
+Suites: "full" is small torch modules at the shapes of ResNet-50, MobileNetV2, BERT-base/GPT-2, ViT-B/16 and
+DCGAN (convolutions 7x7/3x3/1x1, depthwise 3x3, dense layers, attention's matmuls, softmax, layer norm, pooling,
+element-wise chains); "zoo" is every architecture of benchmarks/zoo.py (a source checkout's; transformers needed)
+at full width, transformers cut to two layers (the same kernels), each at its example shape and at a second one
+(a batch of ZOO_BATCH images or audio clips, ZOO_SEQUENCE tokens). Each workload goes through the compiler as a
+model would (`model_graph`), so the tasks are the fused kernels tuning will see, deduplicated by workload key
+across the suite, each remembering the models it is a kernel of.
 
-`generate` measures, per task, the default schedule and then random candidates (`TaskSpace.sample`), visiting
-the tasks round-robin in batches until the time ends or every task has `per_task` programs, and appends every
-result to the records database. A rerun resumes: measured candidates count and are never measured again.
+`generate` measures, per task, the default schedule and then random candidates (`TaskSpace.sample`), with the
+tuner's measurer (weights evicted from the caches before each timed call), visiting the tasks round-robin in
+batches until the time ends or every task has `per_task` programs, and appends every result to the records
+database as it goes: a killed run keeps what it measured, and a rerun resumes (measured candidates count and are
+never measured again). Records carry the machine's fingerprint, so databases of several CPUs stay apart.
 `train` rebuilds the suite's tasks, reads their records (this machine's), derives each program's features from its
-origin, splits the programs 90/10 at random (fixed seed), trains the MLP and reports held-out ranking metrics,
-with the tree model trained on the same split as a baseline. The weights go to `--out` (by default the package's
+origin, and holds out a seeded tenth of the suite's models (or those named): every task of a held-out model is
+validated on and never trained on, so the held-out ranking metrics are those of networks the model has not seen.
+The tree model trained on the same split is the baseline. The weights go to `--out` (by default the package's
 pretrained model) with a JSON provenance file beside them.
 """
 
@@ -26,6 +32,7 @@ import datetime
 import json
 import math
 import random
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..ir.graph import Value
 from ..tune.cost_model.mlp import NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.cost_model.model import throughput_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
@@ -44,7 +52,8 @@ from ..tune.search.space import Candidate, TaskSpace
 from ..tune.task import Task, extract_tasks
 
 BATCH = 8  # candidates of one task measured per visit
-VALIDATION_FRACTION = 0.1
+SLIM_BYTES = 1 << 16  # weights above this are not kept by a suite's tasks (`_slim`)
+HELD_OUT_FRACTION = 0.1  # of a suite's models, validated on and never trained on
 TRAIN_EPOCHS = 20  # more overfit the few dozen programs a task has (cross-validated)
 
 
@@ -87,14 +96,29 @@ class _Fn(nn.Module):
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
+    """A module and its example inputs, made on demand; `model` is what a held-out split keeps together (the
+    architecture a zoo workload comes from; the workload itself otherwise)."""
+
     name: str
-    build: Callable[[], nn.Module]
-    shapes: tuple[tuple[int, ...], ...]
+    example: Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]
+    model: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.model or self.name
+
+
+def _seeded(build: Callable[[], nn.Module], shapes) -> Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    def example():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return build().eval(), tuple(torch.randn(s) for s in shapes)
+    return example
 
 
 def _conv(name, cin, cout, k, hw, stride=1, groups=1, act=nn.ReLU, pad=None):
     pad = k // 2 if pad is None else pad
-    return Workload(name, lambda: _Conv(cin, cout, k, stride, groups, act, pad), ((1, cin, hw, hw),))
+    return Workload(name, _seeded(lambda: _Conv(cin, cout, k, stride, groups, act, pad), ((1, cin, hw, hw),)))
 
 
 def _dw(c, hw, stride):
@@ -102,11 +126,11 @@ def _dw(c, hw, stride):
 
 
 def _dense(m, k, n, act=None):
-    return Workload(f"dense_{m}x{k}x{n}" + ("_gelu" if act else ""), lambda: _Dense(k, n, act), ((m, k),))
+    return Workload(f"dense_{m}x{k}x{n}" + ("_gelu" if act else ""), _seeded(lambda: _Dense(k, n, act), ((m, k),)))
 
 
 def _fn(name, fn, *shapes):
-    return Workload(name, lambda: _Fn(fn), shapes)
+    return Workload(name, _seeded(lambda: _Fn(fn), shapes))
 
 
 _RESNET = [
@@ -135,32 +159,120 @@ _TRANSFORMER = [
     *(_fn(f"bmm_{h}x{t}x{d}x{t}", torch.matmul, (h, t, d), (h, d, t)) for h, t, d in ((12, 128, 64), (12, 197, 64))),
     *(_fn(f"bmm_{h}x{t}x{t}x{d}", torch.matmul, (h, t, t), (h, t, d)) for h, t, d in ((12, 128, 64), (12, 197, 64))),
     *(_fn(f"softmax_{h}x{t}x{t}", lambda x: x.softmax(-1), (h, t, t)) for h, t in ((12, 128), (12, 197))),
-    *(Workload(f"layer_norm_{t}x768", lambda: nn.LayerNorm(768), ((t, 768),)) for t in (128, 197)),
+    *(Workload(f"layer_norm_{t}x768", _seeded(lambda: nn.LayerNorm(768), ((t, 768),))) for t in (128, 197)),
     _fn("gelu_128x3072", nn.functional.gelu, (128, 3072)),
     _fn("add_128x768", torch.add, (128, 768), (128, 768)),
     _conv("conv16x16_c3_768_224_s16", 3, 768, 16, 224, 16, act=None, pad=0),  # ViT's patch embedding
 ]
 _DCGAN = [
-    Workload(f"deconv4x4_c{ci}_{co}_{hw}_s2", lambda ci=ci, co=co: nn.ConvTranspose2d(ci, co, 4, 2, 1, bias=False),
-             ((1, ci, hw, hw),)) for ci, co, hw in ((512, 256, 4), (256, 128, 8), (128, 64, 16))
+    Workload(f"deconv4x4_c{ci}_{co}_{hw}_s2",
+             _seeded(lambda ci=ci, co=co: nn.ConvTranspose2d(ci, co, 4, 2, 1, bias=False), ((1, ci, hw, hw),)))
+    for ci, co, hw in ((512, 256, 4), (256, 128, 8), (128, 64, 16))
 ]
-SUITES = {
-    "full": _RESNET + _MOBILENET + _TRANSFORMER + _DCGAN,
-    "small": [_dense(16, 32, 24), _fn("add_relu_8x8", lambda a, b: torch.relu(a + b), (1, 8, 8, 8), (1, 8, 8, 8))],
+
+# The zoo suite: benchmarks/zoo.py's architectures at full size (a source checkout's), each at its example shape
+# and at a second one: images and audio in a batch of ZOO_BATCH, text at ZOO_SEQUENCE tokens.
+ZOO_BATCH = 4
+ZOO_SEQUENCE = 32
+
+
+def _zoo_module():
+    """benchmarks/zoo.py of the checkout this package runs from; the zoo suite needs it and transformers."""
+    import importlib
+
+    benchmarks = Path(__file__).resolve().parents[3] / "benchmarks"
+    if not (benchmarks / "zoo.py").exists():
+        raise FileNotFoundError(f"the zoo suite needs a source checkout of tilegrad (no {benchmarks / 'zoo.py'})")
+    if str(benchmarks) not in sys.path:
+        sys.path.insert(0, str(benchmarks))
+    return importlib.import_module("zoo")
+
+
+def _resized(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...] | None:
+    """The zoo example's second shape: token ids cut to ZOO_SEQUENCE, float inputs batched ZOO_BATCH times."""
+    if all(not x.is_floating_point() and x.dim() == 2 for x in inputs):
+        return tuple(x[:, :ZOO_SEQUENCE] for x in inputs) if inputs[0].shape[1] > ZOO_SEQUENCE else None
+    if all(x.is_floating_point() for x in inputs):
+        return tuple(x.expand(ZOO_BATCH, *x.shape[1:]).contiguous() for x in inputs)
+    return None
+
+
+def _zoo_workloads() -> list[Workload]:
+    zoo = _zoo_module()
+
+    def example(name: str, resized: bool):
+        def build():
+            module, inputs = zoo.build(name, "shallow")
+            if resized:
+                inputs = _resized(inputs)
+            return module.eval(), inputs
+        return build
+
+    return [Workload(f"{name}{'@' + shape if shape else ''}", example(name, bool(shape)), model=name)
+            for name in zoo.MODELS for shape in ("", "resized")]
+
+
+SUITES: dict[str, Callable[[], list[Workload]]] = {
+    "full": lambda: _RESNET + _MOBILENET + _TRANSFORMER + _DCGAN,
+    "small": lambda: [_dense(16, 32, 24), _fn("add_relu_8x8", lambda a, b: torch.relu(a + b), (1, 8, 8, 8),
+                                              (1, 8, 8, 8))],
+    "zoo": _zoo_workloads,
 }
 
 
-def suite_tasks(suite: str = "full") -> list[Task]:
-    """The suite's tasks, each workload imported and optimised as a model would be, deduplicated by key."""
+@dataclasses.dataclass
+class Suite:
+    """A suite's tasks, deduplicated by key, and the models (`Workload.group`) each task is a kernel of."""
+
+    tasks: list[Task]
+    models: dict[str, set[str]]  # task key -> models
+    workloads: int
+    failed: dict[str, str]  # workload -> why it gave no tasks
+
+    def model_names(self) -> set[str]:
+        return set().union(*self.models.values()) if self.models else set()
+
+
+def load_suite(suite: str = "full", progress: bool = False) -> Suite:
+    """The suite's tasks, each workload imported and optimised as a model would be. A task keeps one node (its
+    workload is all the dataset needs), so a suite of whole models holds their weights only where a kernel reads
+    them; a workload that fails to import or optimise is left out and named in `failed`."""
+    from tqdm import tqdm
+
     tasks: dict[str, Task] = {}
-    for w in SUITES[suite]:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            module = w.build().eval()
-            inputs = tuple(torch.randn(s) for s in w.shapes)
-        for task in extract_tasks(model_graph(module, example_inputs=inputs)):
-            tasks.setdefault(task.key, task)
-    return list(tasks.values())
+    models: dict[str, set[str]] = {}
+    failed: dict[str, str] = {}
+    workloads = SUITES[suite]()
+    for w in tqdm(workloads, desc=f"{suite} suite", unit="workload", disable=not progress, dynamic_ncols=True):
+        try:
+            module, inputs = w.example()
+            if inputs is None:
+                continue
+            found = extract_tasks(model_graph(module, example_inputs=inputs))
+        except Exception as exc:  # one architecture the installed packages cannot build leaves the rest
+            failed[w.name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        for task in found:
+            tasks.setdefault(task.key, _slim(task))
+            models.setdefault(task.key, set()).add(w.group)
+    return Suite(list(tasks.values()), models, len(workloads), failed)
+
+
+def _slim(task: Task) -> Task:
+    """`task` with one node whose large weights are zeros that take no memory: measurements draw their own inputs,
+    and a suite of whole models would otherwise hold every embedding table it met."""
+    def light(v: Value) -> Value:
+        if v.data is None or v.data.nbytes <= SLIM_BYTES:
+            return v
+        return dataclasses.replace(v, data=np.broadcast_to(np.zeros((), v.data.dtype), v.shape), origin=None)
+
+    node = task.node
+    return dataclasses.replace(task, nodes=[dataclasses.replace(node, inputs=[light(v) for v in node.inputs])])
+
+
+def suite_tasks(suite: str = "full") -> list[Task]:
+    """The suite's tasks (see `load_suite`)."""
+    return load_suite(suite).tasks
 
 
 # -- generate ----------------------------------------------------------------------------------------------------
@@ -195,7 +307,10 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
     from tqdm import tqdm
 
     deadline = time.monotonic() + 60 * minutes
-    tasks = suite_tasks(suite)
+    loaded = load_suite(suite, progress)
+    for name, why in loaded.failed.items():
+        print(f"left out {name}: {why}", file=sys.stderr)
+    tasks = loaded.tasks
     added = 0
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         samplers = [_Sampler(t, db, seed) for t in tasks]
@@ -281,14 +396,30 @@ def _metrics(model, x: np.ndarray, tp: np.ndarray, groups: np.ndarray) -> dict[s
     return {k: None if math.isnan(v) else round(v, 4) for k, v in values.items()}
 
 
+def held_out_models(suite: Suite, fraction: float = HELD_OUT_FRACTION, seed: int = 0) -> set[str]:
+    """A seeded `fraction` of the suite's models (at least one), whose every task is kept out of training."""
+    names = sorted(suite.model_names())
+    count = max(1, round(fraction * len(names)))
+    return set(np.random.default_rng(seed).choice(names, size=min(count, len(names)), replace=False).tolist())
+
+
 def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TRAIN_EPOCHS, suite: str = "full",
-          seed: int = 0, threads: int = 1) -> dict:
-    """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that."""
-    tasks = suite_tasks(suite)
-    data = load_dataset(db_path, tasks)
-    order = np.random.default_rng(seed).permutation(len(data.groups))
-    n_val = round(VALIDATION_FRACTION * len(order))
-    val, fit = order[:n_val], order[n_val:]
+          seed: int = 0, threads: int = 1, held_out: set[str] | None = None) -> dict:
+    """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that.
+
+    Validation is on held-out models (`held_out`, or a seeded tenth of the suite's): the tasks of those models,
+    none of which the model trained on, so the figures say how it ranks programs of networks it has never seen."""
+    loaded = load_suite(suite)
+    held_out = held_out if held_out is not None else held_out_models(loaded, seed=seed)
+    unknown = held_out - loaded.model_names()
+    if unknown:
+        raise ValueError(f"held-out models {sorted(unknown)} are not in the {suite} suite")
+    data = load_dataset(db_path, loaded.tasks)
+    in_validation = np.array([bool(loaded.models[key] & held_out) for key in data.groups])
+    val, fit = np.flatnonzero(in_validation), np.flatnonzero(~in_validation)
+    if not len(fit) or not len(val):
+        raise ValueError(f"{db_path}: the held-out models {sorted(held_out)} leave no programs to "
+                         f"{'train on' if not len(fit) else 'validate on'}")
     model = MLPCostModel(seed=seed, threads=threads)
     start = time.monotonic()
     model.update(data.x[fit], data.throughput[fit], data.groups[fit], epochs=epochs)
@@ -300,10 +431,12 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
     model.save(out)
     provenance = {
         "model": "MLPCostModel", "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": machine_fingerprint(), "suite": suite, "workloads": len(SUITES[suite]),
-        "tasks": len(np.unique(data.groups)), "programs": len(data.groups), "train_programs": len(fit),
-        "validation_programs": len(val), "programs_without_features": data.without_features, "epochs": epochs,
-        "seed": seed, "train_seconds": round(seconds, 1),
+        "machine": machine_fingerprint(), "suite": suite, "workloads": loaded.workloads,
+        "models": len(loaded.model_names()), "held_out_models": sorted(held_out),
+        "tasks": len(np.unique(data.groups)), "validation_tasks": len(np.unique(data.groups[val])),
+        "programs": len(data.groups), "train_programs": len(fit), "validation_programs": len(val),
+        "programs_without_features": data.without_features, "epochs": epochs, "seed": seed,
+        "train_seconds": round(seconds, 1),
         "train": _metrics(model, data.x[fit], data.throughput[fit], data.groups[fit]),
         "validation": _metrics(model, data.x[val], data.throughput[val], data.groups[val]),
         "validation_tree_baseline": _metrics(tree, data.x[val], data.throughput[val], data.groups[val]),
@@ -332,14 +465,17 @@ def main(argv: list[str] | None = None) -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--suite", choices=sorted(SUITES), default="full")
     tr.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    tr.add_argument("--held-out", default=None,
+                    help="comma-separated models to validate on and never train on (default: a seeded tenth)")
     args = parser.parse_args(argv)
     if args.command == "generate":
         n = generate(args.db, args.minutes, per_task=args.per_task, seed=args.seed, suite=args.suite,
                      progress=not args.no_progress)
         print(f"measured {n} programs into {args.db}")
     else:
+        held_out = set(args.held_out.split(",")) if args.held_out else None
         provenance = train(args.db, args.out, epochs=args.epochs, suite=args.suite, seed=args.seed,
-                           threads=args.threads)
+                           threads=args.threads, held_out=held_out)
         print(json.dumps(provenance, indent=2))
         print(f"wrote {args.out} and {Path(args.out).with_suffix('.json')}")
 

@@ -162,7 +162,39 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     dataset.main(["train", "--db", str(db), "--out", str(out), "--epochs", "2", "--suite", "small"])
     provenance = json.loads(out.with_suffix(".json").read_text())
     assert provenance["programs"] == 4 * tasks and provenance["tasks"] == tasks
+    # validated on a held-out model, none of whose tasks it trained on
+    assert len(provenance["held_out_models"]) == 1 and provenance["validation_tasks"] >= 1
+    assert provenance["train_programs"] + provenance["validation_programs"] == 4 * tasks
     assert set(provenance["validation"]) >= {"pairwise_accuracy", "top1_recall", "top5_recall"}
     model = MLPCostModel()
     model.load(out)
     assert model.fitted and model.num_features == 320
+
+
+def test_a_suite_keeps_its_tasks_without_their_large_weights():
+    """A suite of whole models keeps one node per task and no large weight (zeros that take no memory); the
+    task's workload, and so its key and computation, is the same."""
+    suite = dataset.Suite([], {}, 0, {})
+    module, inputs = dataset._dense(16, 256, 512).example()
+    from tilegrad.tune.model import model_graph
+    from tilegrad.tune.task import extract_tasks
+
+    task = extract_tasks(model_graph(module, example_inputs=inputs))[0]
+    slim = dataset._slim(task)
+    weights = [v for v in slim.node.inputs if v.data is not None and v.data.size > 1000]
+    assert weights and all(v.data.strides == (0,) * v.data.ndim for v in weights)
+    assert slim.key == task.key and [t.shape for t in slim.compute()[1]] == [t.shape for t in task.compute()[1]]
+    assert suite.model_names() == set()
+
+
+def test_held_out_models_are_seeded_and_take_every_task_of_theirs():
+    suite = dataset.Suite([], {"a": {"m1"}, "b": {"m1", "m2"}, "c": {"m3"}}, 3, {})
+    assert dataset.held_out_models(suite, 0.3, seed=1) == dataset.held_out_models(suite, 0.3, seed=1)
+    assert len(dataset.held_out_models(suite, 0.3)) == 1 and len(dataset.held_out_models(suite, 0.9)) == 3
+
+
+def test_zoo_inputs_at_their_second_shape():
+    ids, image = torch.zeros(1, 128, dtype=torch.long), torch.zeros(1, 3, 8, 8)
+    assert dataset._resized((ids,))[0].shape == (1, dataset.ZOO_SEQUENCE)
+    assert dataset._resized((image,))[0].shape == (dataset.ZOO_BATCH, 3, 8, 8)
+    assert dataset._resized((ids[:, :8],)) is None  # already short: no second shape
