@@ -17,6 +17,7 @@ Run:
                                                          #   "compile_s", "tilegrad_ms", "onnxruntime_ms", "exporter",
                                                          #   "error", "export_correct", "export_error",
                                                          #   "torch_compile_correct", "torch_compile_compiled",
+                                                         #   "torch_compile_share",
                                                          #   "torch_compile_graph_breaks", "torch_compile_error"}]
     python benchmarks/zoo.py --only bert,vit --size full
     python benchmarks/zoo.py --size full --paths ''      # only build each model and run it in PyTorch
@@ -150,13 +151,17 @@ def _config(config_class, both: dict, tiny: dict | None):
     return config_class(**both, **changes)
 
 
-# Layer counts a "shallow" model cuts to SHALLOW_LAYERS: its layers keep the full size's shapes (the same kernels),
-# so it holds what a dataset of kernels needs from a 7B-parameter configuration in a few GB.
+# Layer counts a "shallow" model cuts to SHALLOW_LAYERS, and vocabularies to SHALLOW_VOCABULARY: its layers keep
+# the full size's shapes (the same kernels), so it holds what a dataset of kernels needs from a 7B-parameter
+# configuration in a few GB.
 DEPTHS = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers")
 SHALLOW_LAYERS = 2
+SHALLOW_VOCABULARY = 32000
 
 
 def _make_shallow(config) -> None:
+    if getattr(config, "vocab_size", 0) > SHALLOW_VOCABULARY:
+        config.vocab_size = SHALLOW_VOCABULARY
     for key in DEPTHS:
         value = getattr(config, key, None)
         if isinstance(value, int) and value > SHALLOW_LAYERS:
@@ -168,7 +173,8 @@ def _make_shallow(config) -> None:
 
 def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The model `name` with random weights, and an example input. `size` is "full", "tiny" or "shallow" (full
-    widths and input shapes, at most SHALLOW_LAYERS layers of a transformer; the CNNs at full size)."""
+    widths and input shapes, at most SHALLOW_LAYERS layers and SHALLOW_VOCABULARY tokens of a transformer; the
+    CNNs at full size)."""
     if name in VISION:
         return build_vision(name, "full" if size == "shallow" else size)
     import transformers
@@ -301,7 +307,7 @@ def _through_onnx(module, args, rounds: int, repeats: int) -> dict:
 
 def _table(rows: list[dict]) -> str:
     """Fixed-width lines: ONNX correctness and times, then the PyTorch paths (export, torch.compile: correct /
-    compiled by tilegrad / graph breaks), then the first error."""
+    compiled by tilegrad / share of the graphs' nodes compiled / graph breaks), then the first error."""
     def yes(value):
         return "-" if value is None else "yes" if value else "no"
 
@@ -310,13 +316,14 @@ def _table(rows: list[dict]) -> str:
         return format(r[key], fmt) if r.get(key) is not None else "-".rjust(width)
 
     lines = [(f"{'model':<20} {'ok':<3} {'rel err':>8} {'compile s':>9} {'tilegrad ms':>11} {'ORT ms':>8} "
-              f"{'export':<6} {'t.c ok':<6} {'t.c tg':<6} {'breaks':>6}  error")]
+              f"{'export':<6} {'t.c ok':<6} {'t.c tg':<6} {'share':>5} {'breaks':>6}  error")]
     for r in rows:
         error = r["error"] or r.get("export_error") or r.get("torch_compile_error") or ""
         lines.append(f"{r['model']:<20} {yes(r['correct']):<3} {num(r, 'max_rel_err', '8.1e')} "
                      f"{num(r, 'compile_s', '9.1f')} {num(r, 'tilegrad_ms', '11.2f')} {num(r, 'onnxruntime_ms', '8.2f')} "
                      f"{yes(r.get('export_correct')):<6} {yes(r.get('torch_compile_correct')):<6} "
-                     f"{yes(r.get('torch_compile_compiled')):<6} {num(r, 'torch_compile_graph_breaks', '6d')}  {error}")
+                     f"{yes(r.get('torch_compile_compiled')):<6} {num(r, 'torch_compile_share', '5.2f')} "
+                     f"{num(r, 'torch_compile_graph_breaks', '6d')}  {error}")
     lines.append(f"{sum(bool(r['correct']) for r in rows)} of {len(rows)} correct through ONNX, "
                  f"{sum(bool(r.get('export_correct')) for r in rows)} through tilegrad.compile(module), "
                  f"{sum(bool(r.get('torch_compile_correct') and r.get('torch_compile_compiled')) for r in rows)} "

@@ -44,15 +44,16 @@ def through_export(module, args, want, tolerance: float) -> dict:
 
 def through_torch_compile(module, args, want, tolerance: float) -> dict:
     """`torch_compile_correct`, `torch_compile_compiled` (every captured graph compiled by tilegrad, none run
-    eagerly), `torch_compile_graph_breaks` and `torch_compile_error` of `torch.compile(module,
+    eagerly), `torch_compile_share` (the share of the captured graphs' op nodes tilegrad runs: 1 unless ops run
+    in PyTorch), `torch_compile_graph_breaks` and `torch_compile_error` of `torch.compile(module,
     backend="tilegrad")` against eager PyTorch."""
     from torch._dynamo.utils import counters
 
     from tilegrad import metrics
     from tilegrad.torch_backend import EagerFallbackWarning
 
-    row = {"torch_compile_correct": False, "torch_compile_compiled": False, "torch_compile_graph_breaks": None,
-           "torch_compile_error": None}
+    row = {"torch_compile_correct": False, "torch_compile_compiled": False, "torch_compile_share": None,
+           "torch_compile_graph_breaks": None, "torch_compile_error": None}
     torch._dynamo.reset()
     counters.clear()
     metrics.reset()
@@ -64,6 +65,9 @@ def through_torch_compile(module, args, want, tolerance: float) -> dict:
         row["torch_compile_graph_breaks"] = sum(counters["graph_break"].values())
         row["torch_compile_correct"] = relative_error(got, want) <= tolerance
         row["torch_compile_compiled"] = not fallbacks and metrics.counters["torch_backend.compiled"] > 0
+        nodes = metrics.counters["torch_backend.nodes"]
+        row["torch_compile_share"] = round(metrics.counters["torch_backend.nodes_compiled"] / nodes, 3) if nodes \
+            else None
         if fallbacks:
             row["torch_compile_error"] = f"eager fallback: {str(fallbacks[0].message)[:300]}"
     except Exception as e:  # noqa: BLE001

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from . import config, progress
 from .backend import backend_for
-from .errors import ShapeError, TilegradError
+from .errors import ShapeError, TilegradError, UnsupportedOpsError
 from .frontend.load import import_model, onnx_proto
 from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
@@ -42,7 +42,9 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
             options: CompileOptions | None = None, max_specializations: int = MAX_SPECIALIZATIONS,
             **option_fields) -> Module | SpecializingModule:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
-    (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out).
+    (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out). A torch
+    model with ops tilegrad does not lower becomes a `PartitionedModule`: its other ops compiled in native
+    segments, those run by PyTorch between them, after one `EagerOpsWarning` naming them.
 
     How it compiles is `options` (a `CompileOptions`), with any of its fields given as keywords instead or on
     top: `target`, `opt_level`, `disable_passes`, `enable_passes`, `db`, `fusion`, `attention_form`,
@@ -61,7 +63,12 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
         return _specializing(proto.SerializeToString(), _saved_options(options, input_shapes), max_specializations)
     _check_one_shape(inputs)
-    imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
+    try:
+        imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
+    except UnsupportedOpsError as error:  # a torch model: compile around the ops, which PyTorch runs
+        from .torch_partition import partition
+
+        return partition(error, lambda segment, example: compile(segment, example, options=options))
     del proto  # the weights are the graph's arrays now: the loaded model's copy of them goes before the passes
     return _compile_imported(imported, options).module
 

@@ -17,9 +17,23 @@ class UnsupportedOpError(TilegradError):
     """An op the registry or a frontend does not know; the message names every such op and node."""
 
 
+class UnsupportedOpsError(UnsupportedOpError):
+    """Nodes of a captured torch program that tilegrad does not lower (`nodes`, FX node names; `ops`, the ops
+    and why): the rest of the program can still be compiled around them (`torch_partition.py`)."""
+
+    def __init__(self, summary: str, program, nodes: frozenset[str], ops: list[str]):
+        super().__init__(f"{len(ops)} op(s) not supported: {summary}")
+        self.summary, self.program, self.nodes, self.ops = summary, program, nodes, ops
+
+
 class UnsupportedFeatureError(UnsupportedOpError, ShapeError):
     """A known op used in a way tilegrad does not compile: a shape-like input computed at run time (tilegrad
     compiles static shapes), an empty tensor, or an attribute value with no implementation."""
+
+
+class TrainingModeError(UnsupportedFeatureError):
+    """A training-time op (dropout that drops) in a model compiled for inference: the model is in the wrong mode,
+    so it is refused rather than run around (the message says to call module.eval())."""
 
 
 class UnknownAttributeError(TilegradError):

@@ -10,9 +10,10 @@ tensors for the GPU (`target="cuda"`; the graph is exported from CPU copies of i
 passes the other inputs as NumPy arrays, without copies on the CPU (a GPU call copies them to the host and the
 module copies them to the device: `CudaModule` takes NumPy), and wraps the outputs as tensors on the inputs'
 device. The weights are checked on every call (same tensors, no in-place update since compiling); a
-change recompiles. A graph tilegrad cannot compile (an unsupported op or dtype, a dynamic shape, gradients
-needed) runs eagerly, after one `EagerFallbackWarning` that says why; other errors (unknown options, a missing
-records database, a compiler failure) are raised.
+change recompiles. Ops tilegrad does not lower run in PyTorch between native segments of the graph
+(`torch_partition.py`, after one `EagerOpsWarning` listing them); a graph tilegrad cannot compile at all (an
+unsupported dtype, a dynamic shape, gradients needed) runs eagerly, after one `EagerFallbackWarning` that says
+why; other errors (unknown options, a missing records database, a compiler failure) are raised.
 """
 
 from __future__ import annotations
@@ -71,10 +72,19 @@ class CompiledGraph:
                 why = " ".join(str(exc).split())
             else:
                 metrics.bump("torch_backend.compiled")
+                self._count_nodes(getattr(module, "compiled_share", 1.0))
                 return module
         metrics.bump("torch_backend.eager")
+        self._count_nodes(0.0)
         warnings.warn(f"tilegrad runs this graph eagerly: {why}", EagerFallbackWarning, stacklevel=2)
         return None
+
+    def _count_nodes(self, share: float) -> None:
+        """The graph's op nodes and the share of them tilegrad runs (a partitioned graph's share is its ATen
+        nodes'), summed over graphs in `metrics` for reports of how much of a model was compiled."""
+        nodes = sum(n.op in ("call_function", "call_method", "call_module") for n in self.gm.graph.nodes)
+        metrics.bump("torch_backend.nodes", nodes)
+        metrics.bump("torch_backend.nodes_compiled", round(share * nodes))
 
     def __call__(self, *args):
         if self.module is None:

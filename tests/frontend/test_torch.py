@@ -15,6 +15,7 @@ import torch
 import tilegrad
 from tilegrad.errors import TilegradError, UnsupportedFeatureError, UnsupportedOpError
 from tilegrad.frontend.torch import import_torch
+from tilegrad.torch_partition import EagerOpsWarning, PartitionedModule
 
 nn = torch.nn
 F = torch.nn.functional
@@ -179,6 +180,36 @@ def test_indexing_with_several_index_tensors_matches_eager():
     _check(Index(), (torch.randn(3, 4, 5, 6), rows, cols, torch.randint(0, 2, (2, 7))))
 
 
+def test_ops_tilegrad_does_not_lower_run_in_pytorch_between_native_segments():
+    """A median (two outputs, one used natively after it, one returned) and a cumulative product: the linear
+    layers and the arithmetic around them compile into native segments, the two ops run in PyTorch, and the
+    module answers like a compiled one (NumPy in, named outputs, NumPy out) but refuses to be saved."""
+    class Partly(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 3)
+
+        def forward(self, x):
+            h = torch.relu(self.a(x))
+            m = h.median(1)
+            return self.b(torch.cumprod(h, 1) + m.values[:, None]) * 2, m.indices
+
+    torch.manual_seed(0)
+    module, x = Partly().eval(), torch.randn(4, 6)
+    with pytest.warns(EagerOpsWarning, match=r"aten\.median\.dim at test_torch\.py:\d+ in forward; "
+                      r"aten\.cumprod\.default at .*; 6 of 10 nodes compiled \(60%\) in 2 native segment"):
+        mod = tilegrad.compile(module, (x,))
+    assert isinstance(mod, PartitionedModule) and len(mod.segments) == 2
+    assert mod.input_names == ["x"] and mod.output_names == ["output_0", "output_1"]
+    with torch.no_grad():
+        want = module(x)
+    for got in (mod(x.numpy()), mod(x=x.numpy())):
+        np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got[1], want[1].numpy())
+    with pytest.raises(TilegradError, match=r"runs aten\.cumprod\.default, aten\.median\.dim in PyTorch"):
+        mod.save("never")
+
+
 def test_assigning_into_a_slice_matches_eager():
     """`y[:, a:b] = src` on a copy is slice_scatter in the exported graph (Funnel's relative attention)."""
     class Assign(nn.Module):
@@ -240,8 +271,8 @@ class Unsupported(nn.Module):
 
 
 def test_unsupported_ops_are_listed_at_once_with_their_source_lines():
-    with pytest.raises(UnsupportedOpError) as info:
-        tilegrad.compile(Unsupported(), (torch.randn(3, 4),))
+    with pytest.raises(UnsupportedOpError) as info:  # (tilegrad.compile runs them in PyTorch, warning the same)
+        import_torch(Unsupported(), (torch.randn(3, 4),))
     message = str(info.value)
     assert message.startswith("2 op(s) not supported:")
     bessel_line = inspect.getsourcelines(Bessel.forward)[1] + 1
@@ -341,7 +372,7 @@ def test_attention_matches_scaled_dot_product_attention():
 
 def test_location_names_the_line_and_submodule():
     with pytest.raises(UnsupportedOpError) as info:
-        tilegrad.compile(nn.Sequential(nn.ReLU(), Bessel()), (torch.randn(2),))
+        import_torch(nn.Sequential(nn.ReLU(), Bessel()), (torch.randn(2),))
     assert re.search(r"test_torch\.py:\d+ in forward \[1: Bessel\]", str(info.value))
 
 

@@ -12,6 +12,7 @@ import torch
 from tilegrad import api, metrics
 from tilegrad.errors import BuildError, TilegradError
 from tilegrad.torch_backend import EagerFallbackWarning, backend
+from tilegrad.torch_partition import EagerOpsWarning
 
 nn = torch.nn
 
@@ -103,17 +104,21 @@ class Bessel(nn.Module):
         return torch.special.bessel_j0(self.linear(x)) + 1
 
 
-def test_unsupported_op_runs_eagerly_after_one_warning(compiles):
+def test_unsupported_op_runs_in_pytorch_between_native_segments_after_one_warning(compiles):
+    """The Bessel function runs in PyTorch; the linear layer before it and the addition after it are compiled,
+    each a native segment; one warning per graph names the op and the share compiled."""
     module, x = Bessel().eval(), torch.randn(2, 4)
     opt = torch.compile(module, backend="tilegrad")
-    with pytest.warns(EagerFallbackWarning, match=r"aten\.special_bessel_j0\.default at test_torch_backend\.py:\d+"):
+    with pytest.warns(EagerOpsWarning, match=r"aten\.special_bessel_j0\.default at test_torch_backend\.py:\d+.*"
+                      r"of \d+ nodes compiled .* in 2 native segment"):
         y = _run(opt, (x,))
     _assert_close(y, module(x))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", EagerFallbackWarning)  # one warning per graph, not per call
+        warnings.simplefilter("error", EagerOpsWarning)  # one warning per graph, not per call
         for _ in range(2):
             _assert_close(_run(opt, (x,)), module(x))
-    assert metrics.counters["torch_backend.eager"] == 1 and len(compiles) == 1
+    assert metrics.counters["torch_backend.compiled"] == 1 and len(compiles) == 3  # the graph, its 2 segments
+    assert 0 < metrics.counters["torch_backend.nodes_compiled"] < metrics.counters["torch_backend.nodes"]
 
 
 def test_graphs_needing_gradients_run_eagerly():

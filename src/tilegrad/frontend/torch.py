@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ShapeError, UnsupportedFeatureError, UnsupportedOpError
+from ..errors import ShapeError, TrainingModeError, UnsupportedFeatureError, UnsupportedOpError, UnsupportedOpsError
 from ..ir.graph import Graph, Value
 from ..ir.registry import TensorType
 # The op families: importing them fills TORCH_OPS and KEPT (`torch_op_table.py`) with their mappings. They import
@@ -86,6 +86,8 @@ class _Importer:
         self.env: dict[str, Any] = {}  # fx node name -> Value, tuple of them, Missing or a Python value
         self.tensors: dict[int, torch.Tensor] = {}  # id(constant Value) -> its tensor (for folding)
         self.unsupported: dict[str, list[str]] = {}  # op (and why, for a use that is) -> where it is used
+        self.unsupported_nodes: set[str] = set()  # the FX nodes of those uses
+        self.training = False  # one of them is a training-time op: the model is in the wrong mode
         self.inputs: set[int] = set()  # id(Value) of the graph's inputs
 
     def run(self) -> Graph:
@@ -98,7 +100,10 @@ class _Importer:
                 self.env[node.name] = self._constant(getattr(self.program.graph_module, node.target), node.name)
         if self.unsupported:
             items = [_uses(op, places) for op, places in self.unsupported.items()]
-            raise UnsupportedOpError(f"{len(items)} op(s) not supported: {'; '.join(items)}")
+            if self.training:  # a model in training mode is refused, not compiled around its dropouts
+                raise UnsupportedOpError(f"{len(items)} op(s) not supported: {'; '.join(items)}")
+            raise UnsupportedOpsError("; ".join(items), self.program, frozenset(self.unsupported_nodes),
+                                      list(self.unsupported))
         return self._build(next(n for n in graph.nodes if n.op == "output"))
 
     def _placeholders(self, nodes) -> None:
@@ -158,6 +163,7 @@ class _Importer:
         try:
             out = fn(self.b, node.name, *positional, **keywords)
         except UnsupportedFeatureError as exc:
+            self.training |= isinstance(exc, TrainingModeError)
             self._unsupported(node, f"{_op_name(target)} ({exc})")
             return
         _check_result(node, out)
@@ -167,6 +173,7 @@ class _Importer:
         """Note an op that cannot be converted, and let its outputs stand in as values of the right types, so that
         the import goes on and finds every other unsupported op too."""
         self.unsupported.setdefault(what, []).append(location(node))
+        self.unsupported_nodes.add(node.name)
 
         def stand_in(val):
             if not isinstance(val, torch.Tensor):

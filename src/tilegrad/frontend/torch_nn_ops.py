@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedFeatureError
+from ..errors import TrainingModeError, UnsupportedFeatureError
 from .torch_builder import TorchBuilder as B
 from .torch_op_table import Missing, torch_op
 from .transposed_conv import transposed_as_conv
@@ -128,7 +128,7 @@ def _attend(b: B, name, q, k, v, mask=None, *, masked_when=True, scale=None):
 def _attention(b: B, name, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
     """The math of PyTorch's reference implementation."""
     if dropout_p:
-        raise UnsupportedFeatureError("attention dropout; tilegrad compiles inference: call module.eval()")
+        raise TrainingModeError("attention dropout; tilegrad compiles inference: call module.eval()")
     if enable_gqa and q.shape[-3:-2] != k.shape[-3:-2]:
         raise UnsupportedFeatureError("grouped-query attention (enable_gqa with fewer key heads) is not supported")
     if is_causal:

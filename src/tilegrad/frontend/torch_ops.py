@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from ..errors import UnsupportedFeatureError
+from ..errors import TrainingModeError, UnsupportedFeatureError
 from ..ir.graph import Value
 from .torch_builder import TorchBuilder as B
 from .torch_builder import dtype_name, torch_dtype
@@ -257,14 +257,14 @@ def _same(b: B, name, x, **_):
 @torch_op("dropout")
 def _dropout(b: B, name, x, p=0.5, train=False):
     if train and p > 0:
-        raise UnsupportedFeatureError("dropout in training mode; tilegrad compiles inference: call module.eval()")
+        raise TrainingModeError("dropout in training mode; tilegrad compiles inference: call module.eval()")
     return x
 
 
 @torch_op("native_dropout")
 def _native_dropout(b: B, name, x, p, train):
     if train and p > 0:
-        raise UnsupportedFeatureError("dropout in training mode; tilegrad compiles inference: call module.eval()")
+        raise TrainingModeError("dropout in training mode; tilegrad compiles inference: call module.eval()")
     return x, Missing("the mask of aten.native_dropout")
 
 

@@ -27,6 +27,7 @@ pretrained model) with a JSON provenance file beside them.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import datetime
 import json
@@ -52,6 +53,7 @@ from ..tune.search.space import Candidate, TaskSpace
 from ..tune.task import Task, extract_tasks
 
 BATCH = 8  # candidates of one task measured per visit
+MAX_WORKLOAD_BYTES = 3 << 30  # a workload with more weights is left out: compiling it needs several times this
 SLIM_BYTES = 1 << 16  # weights above this are not kept by a suite's tasks (`_slim`)
 HELD_OUT_FRACTION = 0.1  # of a suite's models, validated on and never trained on
 TRAIN_EPOCHS = 20  # more overfit the few dozen programs a task has (cross-validated)
@@ -246,16 +248,32 @@ def load_suite(suite: str = "full", progress: bool = False) -> Suite:
     for w in tqdm(workloads, desc=f"{suite} suite", unit="workload", disable=not progress, dynamic_ncols=True):
         try:
             module, inputs = w.example()
+            weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+            if weights > MAX_WORKLOAD_BYTES:  # compiling it would need several times this
+                failed[w.name] = f"{weights / 2**30:.1f} GiB of weights, above {MAX_WORKLOAD_BYTES / 2**30:.0f} GiB"
+                continue
             if inputs is None:
                 continue
             found = extract_tasks(model_graph(module, example_inputs=inputs))
         except Exception as exc:  # one architecture the installed packages cannot build leaves the rest
             failed[w.name] = f"{type(exc).__name__}: {str(exc)[:200]}"
             continue
+        finally:
+            module = inputs = None
+            _return_freed_memory()
         for task in found:
             tasks.setdefault(task.key, _slim(task))
             models.setdefault(task.key, set()).add(w.group)
     return Suite(list(tasks.values()), models, len(workloads), failed)
+
+
+def _return_freed_memory() -> None:
+    """Give the heap's free pages back to the system (glibc): a model's arrays freed between workloads would
+    otherwise stay in the process, fragmented, and the next model's compile would add to them."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _slim(task: Task) -> Task:
