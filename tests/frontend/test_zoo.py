@@ -35,3 +35,29 @@ def test_tiny_cnn_compiles_through_torch_compile_and_matches_eager():
     assert row["torch_compile_error"] is None, row["torch_compile_error"]
     assert row["torch_compile_compiled"] and row["torch_compile_graph_breaks"] == 0
     assert row["torch_compile_correct"]
+
+
+@pytest.mark.slow
+def test_tiny_distilbert_with_a_padding_mask_compiles_whole_through_torch_compile():
+    """DistilBERT with an attention mask: transformers looks the mask up with several index tensors
+    (`mask[batch, kv]`, vmapped), which lowers; every node of the captured graph is compiled."""
+    import torch
+    import transformers
+
+    from tilegrad import metrics
+
+    config = transformers.DistilBertConfig(dim=64, hidden_dim=128, n_layers=2, n_heads=4, vocab_size=1000)
+    torch.manual_seed(0)
+    model = transformers.DistilBertModel(config).eval()
+    ids, mask = torch.randint(0, 1000, (2, 16)), torch.ones(2, 16, dtype=torch.long)
+    mask[1, 10:] = 0
+    torch._dynamo.reset()
+    metrics.reset()
+    try:
+        with torch.no_grad():
+            want = model(ids, attention_mask=mask).last_hidden_state
+            got = torch.compile(model, backend="tilegrad")(ids, attention_mask=mask).last_hidden_state
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert metrics.counters["torch_backend.nodes_compiled"] == metrics.counters["torch_backend.nodes"] > 0
