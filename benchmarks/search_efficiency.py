@@ -22,10 +22,14 @@ one batch over all of them per pass, shuffled, three passes, medians; each polic
 those figures and the moments its bests changed. The search still decides what is best (by its own timings, each
 new best confirmed beside the old one); the re-timing only measures what it decided, all candidates under the
 same conditions. The times and the measurements to reach 90/95/99% of the best any policy found (best /
-latency >= p) are read off the re-timed curves; the table also gives each search's own final estimate. Run:
+latency >= p) are read off the re-timed curves, and so is each policy's latency once it had measured
+TRIALS_PER_TASK candidates per task ("never" where the budget ended first); the table also gives each search's own
+final estimate and its ratio to the re-timed one (how far its own curve can be trusted). Networks are those of
+models.py or `zoo:<name>`, a zoo architecture at full size (the cost model's held-out networks). Run:
 
     python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
     python benchmarks/search_efficiency.py --only resnet50 --budget 300 --json out.json --plot out.png
+    python benchmarks/search_efficiency.py --only zoo:squeezenet1_0,zoo:mobilevit --budget 300
 """
 
 from __future__ import annotations
@@ -54,13 +58,24 @@ from tilegrad.tune.task import Task, extract_tasks
 from tilegrad.tune.tuner import tune_tasks
 from tilegrad.tune.tuning_run import TuneOptions
 
-NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}
+NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}  # the default; any of models.py, or zoo:<name>
 POLICIES = ("gradient", "evolutionary", "autotvm")
 LEVELS = (0.90, 0.95, 0.99)
+TRIALS_PER_TASK = 64  # the fixed measurement budget a policy's latency is also compared at
+
+
+def network(name: str):
+    """(module, example inputs) of a benchmark model (models.py) or, as `zoo:<name>`, of a zoo architecture
+    (zoo.py, full size): the cost model's held-out networks come from the zoo."""
+    if name.startswith("zoo:"):
+        import zoo
+
+        return zoo.build(name.removeprefix("zoo:"), "full")
+    return MODELS[name]()
 
 
 def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: bool, turn_s: float) -> dict:
-    module, args = MODELS[name]()
+    module, args = network(name)
     tasks = extract_tasks(model_graph(_export(module.eval(), args)))
     base = workdir / f"{name}-base.db"
     with Measurer() as measurer:
@@ -103,11 +118,19 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
         curves[policy]["final_ms"] = curve[-1][2] * 1e3 if curve else None
         print(f"{name} {policy}: re-timed final {curve[-1][2] * 1e3 if curve else math.inf:.2f} ms", file=sys.stderr)
     best = min((lat for c in curves.values() for _, _, lat in c["curve"]), default=math.inf)
+    fixed = TRIALS_PER_TASK * len(tasks)
     for c in curves.values():
         for level in LEVELS:
             hit = next(((t, n) for t, n, lat in c["curve"] if best / lat >= level), (None, None))
             c[f"time_to_{round(level * 100)}"], c[f"trials_to_{round(level * 100)}"] = hit
+        # the re-timed latency once the policy had measured TRIALS_PER_TASK per task (None: it never did)
+        at_fixed = [lat for _, n, lat in c["curve"] if n <= fixed]
+        c["ms_at_fixed_trials"] = at_fixed[-1] * 1e3 if at_fixed and c["trials"] >= fixed else None
+        # how far the policy's own final estimate is from the re-timed one: what its own curve is worth
+        c["own_over_retimed"] = (c["own_final_ms"] / c["final_ms"] if c["own_final_ms"] and c["final_ms"]
+                                 else None)
     return {"network": name, "tasks": len(tasks), "budget_s": budget, "start": "scratch" if scratch else "defaults",
+            "fixed_trials": fixed,
             "best_ms": best * 1e3 if math.isfinite(best) else None,
             "untuned_ms": start.estimated_latency(False) * 1e3, "untuned_retimed_ms": defaults * 1e3,
             "policies": curves}
@@ -140,8 +163,9 @@ def retimed_curves(tasks: list[Task], runs: dict[str, TuneResult], budget: float
 
 
 def table(results: list[dict]) -> str:
-    head = (f"{'network':<10} {'policy':<13} {'trials':>6} {'rechecks':>8} {'own final':>9} {'re-timed':>9}"
-            + "".join(f" {f'{round(p * 100)}% at s (n)':>17}" for p in LEVELS))
+    head = (f"{'network':<10} {'policy':<13} {'trials':>6} {'rechecks':>8} {'own final':>9} {'re-timed':>9} "
+            f"{'own/re':>6} {f'at {TRIALS_PER_TASK}/task':>11}" + "".join(f" {f'{round(p * 100)}% at s (n)':>17}"
+                                                                          for p in LEVELS))
     lines = [head]
     for r in results:
         for policy, c in r["policies"].items():
@@ -150,13 +174,18 @@ def table(results: list[dict]) -> str:
                 f" {c[f'time_to_{round(p * 100)}']:>10.0f} ({c[f'trials_to_{round(p * 100)}']:>4})" for p in LEVELS)
             own = "-" if c["own_final_ms"] is None else f"{c['own_final_ms']:.2f}"
             final = "-" if c["final_ms"] is None else f"{c['final_ms']:.2f}"
-            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c['rechecks']:>8} {own:>9} {final:>9}"
-                         f"{cells}")
+            ratio = "-" if c["own_over_retimed"] is None else f"{c['own_over_retimed']:.3f}"
+            fixed = "never" if c["ms_at_fixed_trials"] is None else f"{c['ms_at_fixed_trials']:.2f}"
+            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c['rechecks']:>8} {own:>9} {final:>9} "
+                         f"{ratio:>6} {fixed:>11}{cells}")
         lines.append(f"{r['network']:<10} hand-written defaults: {r['untuned_ms']:.2f} ms at the start, "
                      f"{r['untuned_retimed_ms']:.2f} ms re-timed with the bests")
         g = r["policies"]["gradient"]
         for other in POLICIES[1:]:
             e = r["policies"][other]
+            if g["ms_at_fixed_trials"] and e["ms_at_fixed_trials"]:
+                lines.append(f"{r['network']:<10} at {TRIALS_PER_TASK} trials per task: gradient "
+                             f"{e['ms_at_fixed_trials'] / g['ms_at_fixed_trials']:.2f}x faster than {other}")
             for p in LEVELS:
                 key = f"time_to_{round(p * 100)}"
                 if g[key] is not None and e[key] is not None and max(g[key], e[key]) > 0:
@@ -192,7 +221,8 @@ def plot(results: list[dict], path: str) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", default=",".join(NETWORKS), help="networks, comma-separated: " + ", ".join(NETWORKS))
+    p.add_argument("--only", default=",".join(NETWORKS),
+                   help="networks, comma-separated: " + ", ".join(MODELS) + ", or zoo:<architecture>")
     p.add_argument("--budget", type=float, default=600.0, help="seconds of tuning per network and policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--turn", type=float, default=20.0,
