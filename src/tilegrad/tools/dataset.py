@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from ..ir.graph import Value
-from ..tune.cost_model.mlp import NUM_FEATURES, PRETRAINED, MLPCostModel
-from ..tune.cost_model.model import throughput_of
+from ..tune.cost_model.mlp import LABELS, NUM_FEATURES, PRETRAINED, MLPCostModel
+from ..tune.cost_model.model import speed_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
 from ..tune.measure import MeasureInput, Measurer
 from ..tune.model import model_graph
@@ -363,7 +363,8 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
 
 @dataclasses.dataclass
 class Dataset:
-    """Programs with features: x (N, 320), throughput in flop/s (0 for a failed one), task key per row."""
+    """Programs with features: x (N, 320), speed (`speed_of`: the fraction of the roofline reached; 0 for a failed
+    one), task key per row."""
 
     x: np.ndarray
     throughput: np.ndarray
@@ -388,7 +389,7 @@ def load_dataset(db_path: str | Path, tasks: list[Task]) -> Dataset:
             ok = np.isfinite(x).all(axis=1) if x.shape[1] == NUM_FEATURES else np.zeros(len(x), bool)
             dropped += int((~ok).sum())
             xs.append(x[ok])
-            tps.append(throughput_of(np.array(list(latency.values()))[ok], max(task.flops, 1)))
+            tps.append(speed_of(task, np.array(list(latency.values()))[ok]))
             groups += [task.key] * int(ok.sum())
     if not xs:
         raise ValueError(f"{db_path}: no records of the suite's tasks on this machine; run `generate` first")
@@ -422,7 +423,7 @@ def held_out_models(suite: Suite, fraction: float = HELD_OUT_FRACTION, seed: int
 
 
 def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TRAIN_EPOCHS, suite: str = "full",
-          seed: int = 0, threads: int = 1, held_out: set[str] | None = None) -> dict:
+          seed: int = 0, threads: int = 1, held_out: set[str] | None = None, label: str = "roofline") -> dict:
     """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that.
 
     Validation is on held-out models (`held_out`, or a seeded tenth of the suite's): the tasks of those models,
@@ -438,7 +439,7 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
     if not len(fit) or not len(val):
         raise ValueError(f"{db_path}: the held-out models {sorted(held_out)} leave no programs to "
                          f"{'train on' if not len(fit) else 'validate on'}")
-    model = MLPCostModel(seed=seed, threads=threads)
+    model = MLPCostModel(seed=seed, threads=threads, label=label)
     start = time.monotonic()
     model.update(data.x[fit], data.throughput[fit], data.groups[fit], epochs=epochs)
     seconds = time.monotonic() - start
@@ -453,7 +454,7 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
         "models": len(loaded.model_names()), "held_out_models": sorted(held_out),
         "tasks": len(np.unique(data.groups)), "validation_tasks": len(np.unique(data.groups[val])),
         "programs": len(data.groups), "train_programs": len(fit), "validation_programs": len(val),
-        "programs_without_features": data.without_features, "epochs": epochs, "seed": seed,
+        "programs_without_features": data.without_features, "label": label, "epochs": epochs, "seed": seed,
         "train_seconds": round(seconds, 1),
         "train": _metrics(model, data.x[fit], data.throughput[fit], data.groups[fit]),
         "validation": _metrics(model, data.x[val], data.throughput[val], data.groups[val]),
@@ -483,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--suite", choices=sorted(SUITES), default="full")
     tr.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    tr.add_argument("--label", choices=LABELS, default="roofline",
+                    help="what the model predicts: the fraction of the roofline, or of the task's best")
     tr.add_argument("--held-out", default=None,
                     help="comma-separated models to validate on and never train on (default: a seeded tenth)")
     args = parser.parse_args(argv)
@@ -493,7 +496,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         held_out = set(args.held_out.split(",")) if args.held_out else None
         provenance = train(args.db, args.out, epochs=args.epochs, suite=args.suite, seed=args.seed,
-                           threads=args.threads, held_out=held_out)
+                           threads=args.threads, held_out=held_out, label=args.label)
         print(json.dumps(provenance, indent=2))
         print(f"wrote {args.out} and {Path(args.out).with_suffix('.json')}")
 

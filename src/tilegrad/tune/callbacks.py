@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..runtime.timing import MAX_SPREAD
-from .cost_model.model import throughput_of
+from .cost_model.model import speed_of
 from .tuning_run import Callback
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def retrain(model, states: list[TaskState]) -> None:
         if st.trained == len(st.x):
             continue
         xs.append(np.stack(st.x[st.trained:]))
-        tps.append(throughput_of(np.array(st.latency[st.trained:]), max(st.task.flops, 1)))
+        tps.append(speed_of(st.task, np.array(st.latency[st.trained:])))
         groups += [st.task.key] * (len(st.x) - st.trained)
         st.trained = len(st.x)
     if xs and len({x.shape[1] for x in xs}) == 1:

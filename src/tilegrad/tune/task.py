@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Iterator
 
 import numpy as np
 
-from ..dtype import is_float
+from ..dtype import is_float, itemsize
 from ..ir.compute import kernel_label, node_compute
 from ..ir.graph import Graph, Node
 from ..ir.registry import lookup
@@ -58,6 +59,18 @@ class Task:
 
     def default_trace(self) -> Trace:
         return default_schedule(self.compute()[1], self.target).trace
+
+    @property
+    def min_bytes(self) -> int:
+        """Bytes the kernel cannot avoid moving: its inputs read and its outputs written once."""
+        values = [*self.node.inputs, *self.node.outputs]
+        return sum(math.prod(v.shape) * itemsize(v.dtype) for v in values)
+
+    def roofline_s(self, fma_gflops: float, bandwidth_gbs: float) -> float:
+        """The least time the kernel can take on a machine of these peaks (the roofline): its FLOPs at the FMA
+        peak, or its unavoidable bytes at the memory bandwidth, whichever is longer. A measured latency over it is
+        the fraction of the machine the kernel reaches, comparable across tasks and across machines."""
+        return max(self.flops / (fma_gflops * 1e9), self.min_bytes / (bandwidth_gbs * 1e9), 1e-12)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs a measurement and its correctness check share: random floats, in-range integer indices."""

@@ -198,3 +198,35 @@ def test_zoo_inputs_at_their_second_shape():
     assert dataset._resized((ids,))[0].shape == (1, dataset.ZOO_SEQUENCE)
     assert dataset._resized((image,))[0].shape == (dataset.ZOO_BATCH, 3, 8, 8)
     assert dataset._resized((ids[:, :8],)) is None  # already short: no second shape
+
+
+def test_roofline_labels_are_the_speeds_given_and_survive_saving(tmp_path):
+    """A "roofline" model learns the speeds it is given (fractions of the roofline, comparable across tasks),
+    not each task's speeds over its best: two tasks at different fractions keep their difference."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 320))
+    speed = np.where(x[:, 0] > 0, 0.8, 0.1)  # task "a" near the roofline, task "b" far from it
+    groups = np.where(x[:, 0] > 0, "a", "b")
+    model = MLPCostModel(label="roofline")
+    model.update(x, speed, groups, epochs=60)
+    scores = model.predict(x)
+    assert scores[groups == "a"].mean() > scores[groups == "b"].mean() + 0.3
+    model.save(tmp_path / "m.npz")
+    again = MLPCostModel()
+    again.load(tmp_path / "m.npz")
+    assert again.label == "roofline"
+    np.testing.assert_allclose(again.predict(x), scores, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="label must be one of task, roofline"):
+        MLPCostModel(label="other")
+
+
+def test_a_tasks_roofline_is_its_flops_or_its_bytes_at_the_peaks():
+    module, inputs = dataset._dense(64, 256, 512).example()
+    from tilegrad.tune.model import model_graph
+    from tilegrad.tune.task import extract_tasks
+
+    (task,) = extract_tasks(model_graph(module, example_inputs=inputs))
+    bytes_ = 4 * (64 * 256 + 256 * 512 + 512 + 64 * 512)  # input, weight, bias, output
+    assert task.min_bytes == bytes_ and task.flops >= 2 * 64 * 256 * 512
+    assert task.roofline_s(1.0, 1e9) == pytest.approx(task.flops / 1e9)  # a slow FMA unit: compute bound
+    assert task.roofline_s(1e9, 1.0) == pytest.approx(bytes_ / 1e9)  # a slow memory: bandwidth bound

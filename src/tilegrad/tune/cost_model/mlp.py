@@ -6,8 +6,13 @@ variables, which a tree model cannot serve. This is TenSet's multi-layer percept
 as `TreeCostModel` (`features.aggregate`). Non-finite features (programs whose features are not derived) read as
 0, and each feature is centred and scaled by statistics fixed at the first training, kept with the weights.
 
-The model predicts normalised throughput: throughput over the best throughput of its task among the rows given,
-so 1 is the task's best program and 0 a failed one, whatever the task's absolute speed. The loss is
+The model predicts normalised throughput, one of two ways (`label`). "task": throughput over the best throughput
+of its task among the rows given, so 1 is the task's best program and 0 a failed one, whatever the task's absolute
+speed. "roofline": the throughput it is given, which the callers make the fraction of this machine's roofline the
+program reaches (`Task.roofline_s` over its latency, from the measured FMA peak and memory bandwidth), capped at
+ROOFLINE_CAP: a label that means the same on every task and every machine, so one model ranks the programs of
+tasks it never saw on CPUs it was not trained on, and its scores compare across tasks (how much a task has left
+to gain). Both rank the same within a task, which is what search uses. The loss is
 
     loss = mean squared error on normalised throughput  +  RANK_WEIGHT x RankNet loss over same-task pairs
 
@@ -54,6 +59,8 @@ UPDATE_EPOCHS = 10  # passes over an update's new rows
 REPLAY = 3  # rows from earlier updates per new row in each batch of an update
 CHUNK_ROWS = 64  # rows of one task that share a batch
 BATCH_ROWS = 512
+ROOFLINE_CAP = 2.0  # a "roofline" label above 1: data found in a cache beat the memory bandwidth
+LABELS = ("task", "roofline")
 PRETRAINED = Path(__file__).parent / "pretrained" / "mlp_cost_model.npz"
 _FORMAT = "tilegrad.mlp_cost_model/1"
 
@@ -84,8 +91,11 @@ class MLPCostModel:
     predicting and training (1 by default, so the model does not compete with measurement).
     """
 
-    def __init__(self, *, num_features: int = NUM_FEATURES, hidden: int = HIDDEN, seed: int = 0, threads: int = 1):
-        self.num_features, self.hidden, self.threads = num_features, hidden, threads
+    def __init__(self, *, num_features: int = NUM_FEATURES, hidden: int = HIDDEN, seed: int = 0, threads: int = 1,
+                 label: str = "task"):
+        if label not in LABELS:
+            raise ValueError(f"label must be one of {', '.join(LABELS)}, got {label!r}")
+        self.num_features, self.hidden, self.threads, self.label = num_features, hidden, threads, label
         self._rng = np.random.default_rng(seed)
         with torch.random.fork_rng(devices=[]):  # seeded initial weights without touching the global generator
             torch.manual_seed(seed)
@@ -146,7 +156,8 @@ class MLPCostModel:
                epochs: int = UPDATE_EPOCHS) -> None:
         """Add these rows (features, measured throughput, task key per row) to those given since construction or
         `load`, and fine-tune from the current weights for `epochs` passes over the new rows, with REPLAY times as
-        many earlier rows in each batch; the labels are throughput over the best of its task among all rows. (The
+        many earlier rows in each batch; the labels are throughput over the best of its task among all rows, or
+        the throughput as given (`label`). (The
         tuner hands each round's new rows: their labels need the task's best so far, and fine-tuning on the new
         rows alone would forget the earlier ones.)"""
         x = self._check_features(x)
@@ -163,7 +174,8 @@ class MLPCostModel:
         x = np.concatenate([r[0] for r in self._rows])
         throughput = np.concatenate([r[1] for r in self._rows])
         _, group_ids = np.unique(np.concatenate([r[2] for r in self._rows]), return_inverse=True)
-        labels = normalised_throughput(throughput, group_ids)
+        labels = (normalised_throughput(throughput, group_ids) if self.label == "task" else
+                  np.clip(np.nan_to_num(throughput, nan=0.0, posinf=0.0), 0.0, ROOFLINE_CAP).astype(np.float32))
         with _torch_threads(self.threads):
             self._train(torch.from_numpy(x), torch.from_numpy(labels), group_ids, epochs, len(x) - fresh)
         self.fitted = True
@@ -173,7 +185,7 @@ class MLPCostModel:
         state = {f"state.{k}": v.numpy() for k, v in self.net.state_dict().items()}
         with open(path, "wb") as f:
             np.savez(f, format=np.array(_FORMAT), num_features=self.num_features, hidden=self.hidden,
-                     fitted=self.fitted, **state)
+                     fitted=self.fitted, label=np.array(self.label), **state)
 
     def load(self, path: str | Path) -> None:
         """Replace this model's weights (and sizes) by those saved at `path`."""
@@ -182,6 +194,7 @@ class MLPCostModel:
                 raise ValueError(f"{path}: not a saved MLPCostModel (want format {_FORMAT!r})")
             self.num_features, self.hidden = int(f["num_features"]), int(f["hidden"])
             self.fitted = bool(f["fitted"])
+            self.label = str(f["label"]) if "label" in f.files else "task"  # (saved before labels had a choice)
             state = {k.removeprefix("state."): torch.from_numpy(f[k]) for k in f.files if k.startswith("state.")}
         self.net = _Net(self.num_features, self.hidden)
         self.net.load_state_dict(state)
@@ -213,7 +226,7 @@ class MLPCostModel:
         self.net.train()
         for k, rows in enumerate(rows for epoch in batches for rows in epoch):
             rows = torch.from_numpy(rows)
-            loss = _loss(self.net(x[rows]), labels[rows], groups[rows])
+            loss = _loss(self.net(x[rows]), labels[rows], groups[rows], relative=self.label == "roofline")
             for p in params:
                 p.grad = None
             loss.backward()
@@ -232,10 +245,12 @@ def normalised_throughput(throughput: np.ndarray, group_ids: np.ndarray) -> np.n
     return np.divide(tp, best, out=np.zeros_like(tp), where=best > 0).astype(np.float32)
 
 
-def _loss(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
-    """Squared error plus RankNet over the batch's same-task pairs (see the module doc)."""
+def _loss(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor, relative: bool = False) -> torch.Tensor:
+    """Squared error plus RankNet over the batch's same-task pairs (see the module doc); `relative`: a pair's
+    labels differ by PAIR_MARGIN of the larger (roofline labels, whose scale is the task's), else by PAIR_MARGIN."""
     mse = F.mse_loss(scores, labels)
-    better = (groups[:, None] == groups[None, :]) & (labels[:, None] > labels[None, :] + PAIR_MARGIN)
+    margin = PAIR_MARGIN * labels[:, None] if relative else PAIR_MARGIN
+    better = (groups[:, None] == groups[None, :]) & (labels[:, None] > labels[None, :] + margin)
     if not better.any():
         return mse
     diff = (scores[:, None] - scores[None, :])[better]

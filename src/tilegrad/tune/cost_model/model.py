@@ -47,6 +47,19 @@ def make_cost_model(model: str | CostModel) -> CostModel:
     return COST_MODELS[model]()
 
 
+def speed_of(task, latency: np.ndarray) -> np.ndarray:
+    """What the tuner hands a cost model for measured programs of `task` (0 for a failed one): on the CPU, the
+    fraction of this machine's roofline each reaches (`Task.roofline_s` from the measured peaks, over the
+    latency), a speed that compares across tasks and machines; on a GPU, FLOPs per second. Models that rank
+    within a task read both alike."""
+    if task.target is not None and task.target.kind != "cpu":
+        return throughput_of(latency, max(task.flops, 1))
+    from ...runtime.peaks import measured_peaks
+
+    peaks = measured_peaks()
+    return throughput_of(latency, task.roofline_s(peaks.fma_gflops, peaks.bandwidth_gbs))
+
+
 def throughput_of(latency: np.ndarray, flops: float | None = None) -> np.ndarray:
     """FLOPs per second (or 1/latency without `flops`); failed measurements (inf, nan, <= 0) get 0."""
     lat = np.asarray(latency, dtype=np.float64)
