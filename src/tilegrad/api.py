@@ -11,6 +11,7 @@ from .backend import backend_for
 from .errors import ShapeError, TilegradError, UnsupportedOpsError
 from .frontend.load import import_model, onnx_proto
 from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
+from .frontend.onnx_file import read_mapped_in
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
 from .options import CompileOptions
 from .runtime import specializing
@@ -58,9 +59,10 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     same arguments and also says what the passes did.
     """
     options = _checked(CompileOptions.of(options, **option_fields))
-    proto = onnx_proto(model, example_inputs)
+    proto = onnx_proto(model, example_inputs, map_external=True)  # weights read as the passes need them
     inputs = _inputs(proto, input_shapes)
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
+        read_mapped_in(proto)  # kept whole: it is compiled again per signature
         return _specializing(proto.SerializeToString(), _saved_options(options, input_shapes), max_specializations)
     _check_one_shape(inputs)
     try:
@@ -79,7 +81,7 @@ def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str
     compiles one shape: an ONNX model whose inputs leave shapes open (or are sequences or optionals) is a
     ShapeError naming them."""
     options = _checked(CompileOptions.of(options, **option_fields))
-    proto = onnx_proto(model, example_inputs)
+    proto = onnx_proto(model, example_inputs, map_external=True)
     _check_one_shape(_inputs(proto, input_shapes))
     imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
     del proto  # as in `compile`

@@ -16,7 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 import tilegrad
 from tilegrad.errors import ResourceLimitError, ShapeError, TilegradError, UnsupportedOpError
 from tilegrad.frontend.onnx import import_onnx, read_onnx
-from tilegrad.frontend.onnx_file import ModelFormatError
+from tilegrad.frontend.onnx_file import ModelFormatError, load_model
+from tilegrad.ir.mapped import release_pages
 
 DATA = Path(__file__).parent / "data"
 RNG = np.random.default_rng(0)
@@ -152,6 +153,40 @@ def test_external_data_outside_the_model_directory_is_refused(tmp_path, where):
     with pytest.raises(ModelFormatError, match="outside the model's directory") as info:
         import_onnx(path)
     assert "'w'" in str(info.value)
+    with pytest.raises(ModelFormatError, match="outside the model's directory"):
+        tilegrad.compile(path)  # (which maps external data rather than reading it: checked the same)
+
+
+def test_compiling_maps_external_data_and_a_forged_mark_is_refused(tmp_path):
+    """compile maps a model's external data (read-only views of the file, pages handed back once read) and
+    gives the same results; a ModelProto that claims its external references were checked is refused."""
+    path, w = _with_external_data(tmp_path)
+    proto = load_model(path, map_external=True)
+    (weight,) = import_onnx(proto).constants
+    assert not weight.data.flags.writeable and not weight.data.flags.owndata
+    np.testing.assert_array_equal(weight.data, w)
+    release_pages(weight.data)
+    np.testing.assert_array_equal(weight.data, w)  # read again from the file
+    x = RNG.standard_normal((2, 4)).astype("float32")
+    np.testing.assert_allclose(tilegrad.compile(path)(x), x @ w, rtol=1e-5)
+
+    forged = onnx.load(path, load_external_data=False)
+    entry = forged.graph.initializer[0].external_data.add()
+    entry.key, entry.value = "tilegrad-mapped-0123456789abcdef", "1"
+    with pytest.raises(ModelFormatError, match="pass the model's path"):
+        tilegrad.compile(forged)
+
+
+def test_a_model_with_external_data_and_open_dimensions_compiles_per_call(tmp_path):
+    w = RNG.standard_normal((4, 4)).astype("float32")
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", ["n", 4])], [_vi("y", ["n", 4])],
+                   [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="model.onnx.data", size_threshold=0)
+    module = tilegrad.compile(path)
+    for n in (1, 3):
+        x = RNG.standard_normal((n, 4)).astype("float32")
+        np.testing.assert_allclose(module(x), x @ w, rtol=1e-5)
 
 
 # ---- names, chains, sizes ----

@@ -37,16 +37,17 @@ def import_model(model, example_inputs=None, input_shapes: Mapping[str, Sequence
     return import_onnx(model, input_shapes=input_shapes)
 
 
-def onnx_proto(model, example_inputs=None):
+def onnx_proto(model, example_inputs=None, *, map_external: bool = False):
     """`model` loaded as an onnx.ModelProto when it is an ONNX model (a path, bytes or a ModelProto) given without
-    example inputs; None for a PyTorch module or factory (or anything given with example inputs)."""
+    example inputs; None for a PyTorch module or factory (or anything given with example inputs). `map_external`:
+    external data is mapped when imported rather than read in (`onnx_file.py`)."""
     torch = sys.modules.get("torch")
     if (example_inputs is not None or (isinstance(model, str) and is_torch_spec(model))
             or (torch is not None and isinstance(model, torch.nn.Module))):
         return None
     from .onnx_file import load_model
 
-    return load_model(model)
+    return load_model(model, map_external=map_external)
 
 
 def _import_torch(module, example_inputs, input_shapes) -> Graph:

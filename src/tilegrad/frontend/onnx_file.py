@@ -4,14 +4,25 @@ A model saved with external data (`model.onnx` + `model.onnx.data`) names each t
 model's own directory, so that is where it is looked for, whatever the working directory. A location that leaves
 that directory (an absolute path, `..`, a link pointing out) is refused: a model is data from elsewhere, and must
 not read arbitrary files of the user's into its weights.
+
+Compiling maps external data instead of reading it (`map_external`): each checked tensor keeps its reference,
+rewritten to the file's resolved path under a key this process alone knows (so a model cannot claim to be
+checked), and becomes an array over a read-only mapping of the file (`mapped_array`). Its pages come in as the
+passes read them and go again once a pass has made the copy it needs (`ir/mapped.py`), so a model of weights
+larger than memory's half compiles without holding them twice. `read_mapped_in` brings the bytes into the
+ModelProto where one must be serialized whole.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+import numpy as np
+
 from ..errors import TilegradError
+from ..ir.mapped import map_file
 
 
 class ModelFormatError(TilegradError):
@@ -19,14 +30,18 @@ class ModelFormatError(TilegradError):
     attribute, data that does not fit its declared shape, external data that cannot or may not be read)."""
 
 
-def load_model(model):
-    """A ModelProto from a path, bytes or a ModelProto, external data read in, with clear errors for anything
-    unreadable. A ModelProto given by the caller is not changed."""
+_MAPPED = f"tilegrad-mapped-{secrets.token_hex(8)}"  # marks a reference this process checked (`map_external`)
+
+
+def load_model(model, *, map_external: bool = False):
+    """A ModelProto from a path, bytes or a ModelProto, external data read in (or, with `map_external`, checked
+    and left to be mapped by `mapped_array`), with clear errors for anything unreadable. A ModelProto given by
+    the caller is not changed."""
     import onnx
     from google.protobuf.message import DecodeError
 
     if isinstance(model, onnx.ModelProto):
-        if _external_tensors(model):
+        if any(not is_mapped(t) for t in _external_tensors(model)):
             raise ModelFormatError("the model keeps tensors in external data files, which are found relative to "
                                    "the model's file: pass the model's path (or load it with onnx.load(path))")
         return model
@@ -52,8 +67,38 @@ def load_model(model):
         raise ModelFormatError(f"{where} keeps tensor {external[0].name!r} in an external data file, which is "
                                f"found relative to the model's file: pass the model's path instead of its bytes")
     for t in external:
-        _read_in(t, base, where)
+        real, offset, length = _checked_reference(t, base, where)
+        if map_external and t.data_type in MAPPABLE_TYPES:
+            _mark_mapped(t, real, offset, length)
+        else:
+            _read_bytes(t, real, offset, length)
     return proto
+
+
+def is_mapped(t) -> bool:
+    """True for an external tensor whose reference this process checked, to be read by `mapped_array`."""
+    return any(e.key == _MAPPED for e in t.external_data)
+
+
+def read_mapped_in(proto) -> None:
+    """Bring the bytes of every mapped tensor of `proto` into it (to serialize it whole)."""
+    for t in _external_tensors(proto):
+        if is_mapped(t):
+            info = {e.key: e.value for e in t.external_data}
+            _read_bytes(t, Path(info["location"]), int(info["offset"]), int(info["length"]))
+
+
+def mapped_array(t, dtype: np.dtype) -> np.ndarray:
+    """The array of a mapped tensor (`is_mapped`): a read-only view of its file's pages (`ir/mapped.py`)."""
+    info = {e.key: e.value for e in t.external_data}
+    return map_file(info["location"], int(info["offset"]), int(info["length"]), dtype, tuple(t.dims))
+
+
+def _mark_mapped(t, real: Path, offset: int, length: int) -> None:
+    del t.external_data[:]
+    for key, value in (("location", str(real)), ("offset", str(offset)), ("length", str(length)), (_MAPPED, "1")):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, value
 
 
 def _external_tensors(proto) -> list:
@@ -93,10 +138,8 @@ def _external_tensors(proto) -> list:
     return found
 
 
-def _read_in(t, base: Path, where: str) -> None:
-    """Replace tensor `t`'s external reference by its bytes, read from inside `base` only."""
-    from onnx import TensorProto
-
+def _checked_reference(t, base: Path, where: str) -> tuple[Path, int, int]:
+    """(file, offset, length) of tensor `t`'s external data, a file inside `base` whose bytes fit its type."""
     info = {e.key: e.value for e in t.external_data}
     location = info.get("location", "")
     what = f"{where}: tensor {t.name!r}"
@@ -129,6 +172,13 @@ def _read_in(t, base: Path, where: str) -> None:
     if expected is not None and length != expected:
         raise ModelFormatError(f"{what} of shape {list(t.dims)} needs {expected} bytes of external data, but its "
                                f"length is {length}")
+    return real, offset, length
+
+
+def _read_bytes(t, real: Path, offset: int, length: int) -> None:
+    """Replace tensor `t`'s external reference by its bytes."""
+    from onnx import TensorProto
+
     with open(real, "rb") as f:
         f.seek(offset)
         t.raw_data = f.read(length)
@@ -158,3 +208,5 @@ def _expected_bytes(t) -> int | None:
 # TensorProto element types stored in a whole number of bytes per element (FLOAT, UINT8, INT8, UINT16, INT16,
 # INT32, INT64, BOOL, FLOAT16, DOUBLE, UINT32, UINT64, COMPLEX64, COMPLEX128, BFLOAT16)
 WHOLE_BYTE_TYPES = frozenset(range(1, 17)) - {8}
+# Those whose bytes are their NumPy array as they lie (not complex or bfloat16, which are converted): mappable.
+MAPPABLE_TYPES = frozenset(range(1, 14)) - {8}

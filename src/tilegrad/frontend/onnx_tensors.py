@@ -14,7 +14,7 @@ import numpy as np
 from .. import config
 from ..dtype import DTYPES
 from ..errors import ResourceLimitError, UnsupportedFeatureError
-from .onnx_file import WHOLE_BYTE_TYPES, ModelFormatError
+from .onnx_file import WHOLE_BYTE_TYPES, ModelFormatError, is_mapped, mapped_array
 
 MAX_ELEMENTS = 1 << 31  # the largest tensor tilegrad compiles (8 GiB of float32)
 
@@ -54,10 +54,12 @@ def tensor_array(t, what: str) -> np.ndarray:
     dims = tuple(t.dims)
     if any(d < 0 for d in dims):
         raise ModelFormatError(f"{what} declares a negative dimension: {list(dims)}")
-    if t.data_location == TensorProto.EXTERNAL:
-        raise ModelFormatError(f"{what} keeps its data in an external file; load the model from its path")
     dtype = onnx_dtype(t.data_type, what)
     check_size(dims, what)
+    if t.data_location == TensorProto.EXTERNAL:
+        if not is_mapped(t):
+            raise ModelFormatError(f"{what} keeps its data in an external file; load the model from its path")
+        return mapped_array(t, helper.tensor_dtype_to_np_dtype(t.data_type))
     if t.HasField("raw_data") and t.data_type in WHOLE_BYTE_TYPES:
         want = math.prod(dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
         if len(t.raw_data) != want:

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import ShapeError, TilegradError
 from ..ir.graph import Derivation, Node, Value
+from ..ir.mapped import release_pages
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd
@@ -78,6 +79,7 @@ def _packed(ed: GraphEditor, pack_op: str, w: Value, name: str, **attrs) -> Valu
     """The constant `pack_op(w)`, computed now by the pack op's reference, with that derivation noted."""
     op = lookup(pack_op)
     packed = ed.const(np.asarray(op.reference(w.data, **op.bind_attrs(attrs, name))), name)
+    release_pages(w.data)  # a weight mapped from its file: its pages go until something reads it again
     return dataclasses.replace(packed, origin=Derivation(pack_op, w, attrs))
 
 

@@ -14,6 +14,7 @@ import hashlib
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from ..ir.mapped import release_pages
 from .editor import GraphEditor
 from .context import PassContext
 
@@ -51,6 +52,7 @@ def _merge_constant(constants: dict[tuple, list[Value]], c: Value) -> Value:
     """The first constant seen with `c`'s bytes (`c` itself if it is the first). Bytes, not values: 0.0 and -0.0
     differ, and a NaN equals its own copy."""
     key = (c.dtype, c.shape, hashlib.sha256(np.ascontiguousarray(c.data)).digest())
+    release_pages(c.data)  # a weight mapped from its file is read here once; its pages need not stay
     bucket = constants.setdefault(key, [])
     for other in bucket:
         if other.data.tobytes() == c.data.tobytes():
