@@ -29,12 +29,8 @@ def map_file(path: str, offset: int, length: int, dtype: np.dtype, shape: tuple[
 def release_pages(array: np.ndarray) -> None:
     """Drop from this process's memory the pages of a mapped array (`map_file`, or a view of one) that it spans
     whole: they are read from the file again if the array is read again. Any other array is left alone."""
-    base = array
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    if isinstance(base, memoryview):  # (np.frombuffer keeps a view of the mapping)
-        base = base.obj
-    if not isinstance(base, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+    base = _mapping(array)
+    if base is None or not hasattr(mmap, "MADV_DONTNEED"):
         return
     origin = np.frombuffer(base, np.uint8, count=1).__array_interface__["data"][0]
     begin = array.__array_interface__["data"][0] - origin
@@ -44,3 +40,19 @@ def release_pages(array: np.ndarray) -> None:
         base.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
+
+
+def owned(array: np.ndarray) -> np.ndarray:
+    """`array` in this process's own memory: a copy of a mapped one (`map_file`), which a compiled module must not
+    keep (the model's file may be rewritten or cut short under it), else `array` itself."""
+    return array.copy() if _mapping(array) is not None else array
+
+
+def _mapping(array: np.ndarray) -> mmap.mmap | None:
+    """The file mapping `array` is a view of, if any."""
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):  # (np.frombuffer keeps a view of the mapping)
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import config as _config
 from ..errors import KernelCallError, ModuleFormatError, ShapeError
+from ..ir.mapped import owned
 from . import saved
 from .kernel import BufferSpec, Kernel, address
 from .peaks import MachinePeaks
@@ -134,7 +135,7 @@ class Module:
         if len(self._sources) != len(spec.derived):
             raise ModuleFormatError(f"{len(spec.derived)} derived weights need as many sources, got "
                                     f"{len(self._sources)}")
-        self._weights = [None if w is None else np.require(w, requirements="C") for w in weights]
+        self._weights = [None if w is None else np.require(owned(w), requirements="C") for w in weights]
         for d, source in zip(spec.derived, self._sources):
             if self._weights[d.weight] is None:
                 self._weights[d.weight] = self._derive(d, source, cfg)
