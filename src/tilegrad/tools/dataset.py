@@ -27,11 +27,11 @@ pretrained model) with a JSON provenance file beside them.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import datetime
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..ir.graph import Value
+from ..ir.graph import Graph, Node, Value
 from ..tune.cost_model.mlp import LABELS, NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.cost_model.model import speed_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
@@ -54,6 +54,7 @@ from ..tune.task import Task, extract_tasks
 
 BATCH = 8  # candidates of one task measured per visit
 MAX_WORKLOAD_BYTES = 3 << 30  # a workload with more weights is left out: compiling it needs several times this
+MAX_WORKLOAD_MEMORY = 0.6  # of the machine's memory: a workload whose compile takes more is stopped and left out
 SLIM_BYTES = 1 << 16  # weights above this are not kept by a suite's tasks (`_slim`)
 HELD_OUT_FRACTION = 0.1  # of a suite's models, validated on and never trained on
 TRAIN_EPOCHS = 20  # more overfit the few dozen programs a task has (cross-validated)
@@ -236,9 +237,10 @@ class Suite:
 
 
 def load_suite(suite: str = "full", progress: bool = False) -> Suite:
-    """The suite's tasks, each workload imported and optimised as a model would be. A task keeps one node (its
-    workload is all the dataset needs), so a suite of whole models holds their weights only where a kernel reads
-    them; a workload that fails to import or optimise is left out and named in `failed`."""
+    """The suite's tasks, each workload imported and optimised as a model would be, in a process of its own
+    (`_extract_apart`). A task keeps one node (its workload is all the dataset needs) and no large weight, so a
+    suite of whole models costs little memory; a workload that fails to import or optimise, or needs more than
+    MAX_WORKLOAD_MEMORY of this machine's memory, is left out and named in `failed`."""
     from tqdm import tqdm
 
     tasks: dict[str, Task] = {}
@@ -246,46 +248,106 @@ def load_suite(suite: str = "full", progress: bool = False) -> Suite:
     failed: dict[str, str] = {}
     workloads = SUITES[suite]()
     for w in tqdm(workloads, desc=f"{suite} suite", unit="workload", disable=not progress, dynamic_ncols=True):
-        try:
-            module, inputs = w.example()
-            weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
-            if weights > MAX_WORKLOAD_BYTES:  # compiling it would need several times this
-                failed[w.name] = f"{weights / 2**30:.1f} GiB of weights, above {MAX_WORKLOAD_BYTES / 2**30:.0f} GiB"
-                continue
-            if inputs is None:
-                continue
-            found = extract_tasks(model_graph(module, example_inputs=inputs))
-        except Exception as exc:  # one architecture the installed packages cannot build leaves the rest
-            failed[w.name] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            continue
-        finally:
-            module = inputs = None
-            _return_freed_memory()
+        found, why = _extract_apart(w)
+        if why is not None:
+            failed[w.name] = why
         for task in found:
-            tasks.setdefault(task.key, _slim(task))
+            tasks.setdefault(task.key, _restored(task))
             models.setdefault(task.key, set()).add(w.group)
     return Suite(list(tasks.values()), models, len(workloads), failed)
 
 
-def _return_freed_memory() -> None:
-    """Give the heap's free pages back to the system (glibc): a model's arrays freed between workloads would
-    otherwise stay in the process, fragmented, and the next model's compile would add to them."""
+def _extract_apart(w: Workload) -> tuple[list[Task], str | None]:
+    """The slim tasks of `w` (`_slim`), extracted in a forked process whose memory is watched, and why it gave
+    none where it failed: a model whose compile runs away with memory is stopped there, not in this process."""
+    import multiprocessing
+
+    limit = MAX_WORKLOAD_MEMORY * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_extract_child, args=(w, send), daemon=True)
+    child.start()
+    send.close()
+    answer = None
+    while answer is None:
+        if receive.poll(0.25):
+            try:
+                answer = receive.recv()
+            except EOFError:
+                answer = ("failed", f"its process ended without an answer (exit code {child.exitcode})")
+        elif not child.is_alive() and not receive.poll(0):
+            answer = ("failed", f"its process ended without an answer (exit code {child.exitcode})")
+        elif _resident_bytes(child.pid) > limit:
+            child.kill()
+            answer = ("failed", f"compiling it took more than {limit / 2**30:.0f} GiB of memory")
+    child.join()
+    receive.close()
+    return (answer[1], None) if answer[0] == "tasks" else ([], answer[1])
+
+
+def _extract_child(w: Workload, send) -> None:
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+        module, inputs = w.example()
+        weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+        if weights > MAX_WORKLOAD_BYTES:  # compiling it would need several times this
+            send.send(("failed", f"{weights / 2**30:.1f} GiB of weights, above {MAX_WORKLOAD_BYTES / 2**30:.0f} GiB"))
+        elif inputs is None:
+            send.send(("tasks", []))
+        else:
+            send.send(("tasks", [_slim(t) for t in extract_tasks(model_graph(module, example_inputs=inputs))]))
+    except Exception as exc:  # one architecture the installed packages cannot build leaves the rest
+        send.send(("failed", f"{type(exc).__name__}: {str(exc)[:200]}"))
+    finally:
+        send.close()
+        os._exit(0)  # no exit handlers of the parent's libraries in a forked child
+
+
+def _resident_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _slim(task: Task) -> Task:
-    """`task` with one node whose large weights are zeros that take no memory: measurements draw their own inputs,
-    and a suite of whole models would otherwise hold every embedding table it met."""
+    """`task` with one node, and each large weight (its own, and those inside a fused node's body) a zero scalar
+    standing for it (`_restored` broadcasts it back to the weight's shape, taking no memory): measurements draw
+    their own inputs."""
     def light(v: Value) -> Value:
         if v.data is None or v.data.nbytes <= SLIM_BYTES:
             return v
-        return dataclasses.replace(v, data=np.broadcast_to(np.zeros((), v.data.dtype), v.shape), origin=None)
+        return dataclasses.replace(v, data=np.zeros((), v.data.dtype), origin=None)
 
-    node = task.node
-    return dataclasses.replace(task, nodes=[dataclasses.replace(node, inputs=[light(v) for v in node.inputs])])
+    return dataclasses.replace(task, nodes=[_with_constants(task.node, light, {})])
+
+
+def _restored(task: Task) -> Task:
+    """A slim task (`_slim`) whose zero scalars are broadcast to their weights' shapes."""
+    def whole(v: Value) -> Value:
+        if v.data is None or v.data.shape == v.shape:
+            return v
+        return dataclasses.replace(v, data=np.broadcast_to(v.data, v.shape))
+
+    return dataclasses.replace(task, nodes=[_with_constants(task.node, whole, {})])
+
+
+def _with_constants(node: Node, change, memo: dict[int, Value]) -> Node:
+    """`node` with `change(v)` for each constant input, in it and in the graphs of its attributes (a fused node's
+    body), one replacement per constant (`memo`) so that a body and its node keep sharing them."""
+    def value(v: Value) -> Value:
+        if v.data is None:
+            return v
+        if id(v) not in memo:
+            memo[id(v)] = change(v)
+        return memo[id(v)]
+
+    def graph(g: Graph) -> Graph:
+        return dataclasses.replace(g, inputs=tuple(value(v) for v in g.inputs), outputs=tuple(value(v) for v in g.outputs),
+                                   nodes=tuple(_with_constants(n, change, memo) for n in g.nodes))
+
+    attrs = {k: graph(a) if isinstance(a, Graph) else a for k, a in node.attrs.items()}
+    return dataclasses.replace(node, inputs=type(node.inputs)(value(v) for v in node.inputs), attrs=attrs)
 
 
 def suite_tasks(suite: str = "full") -> list[Task]:
