@@ -159,6 +159,20 @@ def test_a_round_opens_at_most_new_structures_structures_per_sketch(matmul_task)
     assert all(sum(1 for k in second - first if k[0] == i) <= 1 for i in range(len(space.sketches)))
 
 
+def test_random_seeds_are_the_models_favourites_of_a_larger_pool(matmul_task):
+    """The seeds drawn at random are the best-scored of `seed_pool` times as many: each kept seed scores at least
+    as well as any of the pool left out (the same draws, the same model)."""
+    space = TaskSpace(matmul_task(32, 64, 48))
+    model = MLPCostModel(seed=3)
+    search = GradientSearch(space, model, GradientPolicy(seed_pool=4), seed=0)
+    pool_search = GradientSearch(space, model, GradientPolicy(seed_pool=4), seed=0)  # the same draws
+    pool = list(dict.fromkeys(pool_search._sample_seeds(12)))
+    kept = search._model_seeds(3, set())
+    assert len(kept) == 3 and set(kept) <= set(pool)
+    scores = dict(zip(pool, model.predict(space.features(pool))))
+    assert min(scores[c] for c in kept) >= max(scores[c] for c in pool if c not in kept)
+
+
 def test_descent_raises_the_models_score_of_its_seeds(matmul_task):
     """Adam on the smoothed objective moves the seeds to points the model (on exact features) scores higher."""
     space = TaskSpace(matmul_task(32, 64, 48))

@@ -13,8 +13,9 @@ constraint of the optimisation: every visited point is rounded, each tile variab
 outside it nearest in log space, each choice to its nearest value.
 
 One round (Algorithm 1 of Felix) for a task: start from the best measured points, the default sketch's hand-written
-point and a neighbour of it, and valid points drawn by rejection sampling (structures
-whose features are not derived are rejected; at most `new_structures` structures new to the search per round),
+point and a neighbour of it, and the cost model's favourites among valid points drawn by rejection sampling
+(`seed_pool` drawn per seed; structures whose features are not derived are rejected; at most `new_structures`
+structures new to the search per round), so that a pretrained model's knowledge picks where the descent starts,
 run Adam for `steps` steps from all of them at once (one batch per structure, the structures in lockstep), round
 every point visited, drop duplicates and points already measured, rank the rest by the model on their exact
 features, and propose the best (as many as the tuner asks: `measure_per_round` by default). The objective and its
@@ -62,6 +63,7 @@ class GradientPolicy:
     default_seeds: int = 2  # the hand-written point and neighbours of it (one choice re-drawn)
     patience: int = 50  # stop a structure's descent once this many steps round to no point not seen before
     new_structures: int = 2  # structures of a sketch not derived before that one round's seeds may open
+    seed_pool: int = 4  # random points drawn per random seed, the cost model's favourites kept
 
     def for_task(self, space: TaskSpace, model, seed: int) -> GradientSearch:
         return GradientSearch(space, model, self, seed)
@@ -205,7 +207,7 @@ class GradientSearch:
         opt = self.options
         seeds = [c for c in best[:opt.best_seeds] if self._smooth(c) is not None]
         seeds += [c for c in self._default_seeds() if c not in seeds]
-        seeds += self._sample_seeds(opt.seeds - len(seeds))
+        seeds += self._model_seeds(opt.seeds - len(seeds), measured | set(seeds))
         groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for c in seeds:
             groups[self.space.structure_key(c)].append(c)
@@ -258,6 +260,15 @@ class GradientSearch:
                 self._known[self.space.structure_key(c)] = None
                 out.append(c)
         return out
+
+    def _model_seeds(self, n: int, taken: set[Candidate]) -> list[Candidate]:
+        """The `n` seeds the cost model likes best among `seed_pool` times as many valid random ones (a pretrained
+        model's knowledge of the space, before this task's first measurement): the descent starts from points
+        that already look fast, and explores from there."""
+        if n <= 0:
+            return []
+        pool = [c for c in dict.fromkeys(self._sample_seeds(n * self.options.seed_pool)) if c not in taken]
+        return self._rank(pool)[:n] if len(pool) > n else pool
 
     def _smooth(self, c: Candidate):
         return self.space.smooth_formulas(self.space.structure_key(c), self.options.tau)
