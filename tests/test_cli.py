@@ -428,8 +428,8 @@ def test_profile_prints_the_table_of_kernels(fake_peaks, convnet, capsys):
     assert main(["profile", convnet, "--input-shape", "x=2,3,8,8", "--opt-level", "0", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{convnet}: x float32[2, 3, 8, 8]; 3 kernels; median of 3 runs")
-    for fragment in ("Test CPU, avx2+fma, 2 threads; FMA peak 123.4 GFLOP/s", "un-instrumented", "conv[2x4x8x8]",
-                     "relu[2x4x8x8]", "matmul[2x10]", "kernel label", "GFLOP/s", "%peak", "%bw"):
+    for fragment in ("Test CPU, avx2+fma, 2 threads; FMA peak 123.4 GFLOP/s", "un-instrumented", "conv[2x4x8x8 r27]",
+                     "relu[2x4x8x8]", "matmul[2x10 r256]", "kernel label", "GFLOP/s", "%peak", "%bw"):
         assert fragment in out, out
     assert main(["profile", convnet, "--input-shape", "x=2,3,8,8", "--opt-level", "0", "--top", "1"]) == 0
     assert "(2 more kernels" in capsys.readouterr().out
@@ -441,7 +441,7 @@ def test_profile_json_parses(fake_peaks, convnet, capsys):
     assert main(["profile", convnet, "--input-shape", "x=2,3,8,8", "--opt-level", "0", "--repeats", "3",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [k["label"] for k in data["kernels"]] == ["conv[2x4x8x8]", "relu[2x4x8x8]", "matmul[2x10]"]
+    assert [k["label"] for k in data["kernels"]] == ["conv[2x4x8x8 r27]", "relu[2x4x8x8]", "matmul[2x10 r256]"]
     assert data["machine"]["fma_gflops"] == 123.4 and data["repeats"] == 3
     between = (data["profiled_s"] - data["kernels_s"]) / data["profiled_s"]  # the shares add up to the run
     assert between >= 0 and sum(k["share"] for k in data["kernels"]) + between == pytest.approx(1.0)
@@ -453,7 +453,7 @@ def test_profile_a_saved_module(fake_peaks, convnet, tmp_path, capsys):
     assert main(["compile", convnet, "-o", str(out), "--input-shape", "x=2,3,8,8"]) == 0
     capsys.readouterr()
     assert main(["profile", str(out), "--repeats", "3"]) == 0
-    assert "blocked_conv+relu[2x4x8x8]" in capsys.readouterr().out
+    assert "blocked_conv+relu[2x4x8x8 r27]" in capsys.readouterr().out
     _user_error(capsys, ["profile", str(out), "--opt-level", "0"], "apply only when compiling")
 
 

@@ -49,7 +49,7 @@ def test_each_kernel_has_a_row_with_its_time_share_flops_and_bytes():
     mod = tilegrad.compile(_convnet(), opt_level=0)  # one kernel per op; the reshape is a view
     x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
     profile = mod.profile(x, repeats=5, warmup=1, peaks=PEAKS)
-    assert [r.label for r in profile.sites] == ["conv[2x4x8x8]", "relu[2x4x8x8]", "matmul[2x10]"]
+    assert [r.label for r in profile.sites] == ["conv[2x4x8x8 r27]", "relu[2x4x8x8]", "matmul[2x10 r256]"]
     assert [r.function for r in profile.sites] == [k.function for k in mod.spec.kernels]
     conv, relu, matmul = profile.sites
     assert conv.flops == 2 * 4 * 8 * 8 * (3 * 3 * 3 * 2 + 1)  # a multiply-add per tap, then the bias
@@ -129,7 +129,7 @@ def test_a_specializing_module_profiles_the_specialisation_it_runs():
     mod = tilegrad.compile(_convnet("N"))
     x = RNG.standard_normal((3, 3, 8, 8)).astype(np.float32)
     profile = mod.profile(x, repeats=3, peaks=PEAKS)
-    assert profile.sites[0].label.endswith("[3x4x8x8]")
+    assert profile.sites[0].label.endswith("[3x4x8x8 r27]")
     np.testing.assert_allclose(profile.outputs[0], _reference(x), rtol=1e-4, atol=1e-4)
 
 
@@ -165,3 +165,32 @@ def test_a_kernel_above_the_cached_peak_has_it_measured_again_and_never_reads_ab
     assert measured == [False, True]  # the cached peak, then measured again
     assert max(r.fma_fraction for r in profile.sites) <= profiling.CEILING_SLACK
     assert "a kernel's rate" in profile.peaks.how
+
+
+def test_long_labels_and_names_are_shortened_between_whole_words():
+    from tilegrad.runtime.profile import fit_label, fit_name
+
+    label = "panel_matmul+mul+erf+add+mul+add+reshape+transpose[1x12x128x64 r768]"
+    short = fit_label(label, 44)
+    assert short == "panel_matmul+…+transpose[1x12x128x64 r768]" and len(short) <= 44
+    assert all(op in label.split("[")[0].split("+") for op in short.split("[")[0].split("+") if op != "…")
+    assert fit_label("relu[2x4]", 44) == "relu[2x4]"
+    assert fit_name("k012_fused_panel_matmul_mul_erf_add", 20) == "k012_fuse…ul_erf_add" and len(fit_name("x" * 40, 20)) == 20
+
+
+def test_products_of_one_output_shape_are_told_apart_by_their_reductions():
+    import torch
+
+    from tilegrad.tune.model import model_graph
+    from tilegrad.tune.task import extract_tasks
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(32, 16), torch.nn.Linear(64, 16)
+
+        def forward(self, x, y):
+            return self.a(x) + 1, self.b(y) + 1
+
+    tasks = extract_tasks(model_graph(Two(), example_inputs=(torch.randn(8, 32), torch.randn(8, 64))))
+    assert sorted(t.name.split("[")[1] for t in tasks) == ["8x16 r32]", "8x16 r64]"]

@@ -6,9 +6,11 @@ build a node's computation here, so that the same node always gives the same com
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ShapeError
 from ..te.flops import compute_flops
-from ..te.tensor import Tensor, placeholder
+from ..te.tensor import ComputeOp, Tensor, placeholder, topo_order
 from .graph import Node
 from .registry import lookup
 
@@ -36,7 +38,11 @@ def node_flops(node: Node) -> int:
 
 
 def kernel_label(node: Node, outputs: list[Tensor]) -> str:
-    """How reports name a node's kernel: its ops (a fused node's, in order, once each) and its first output's
-    shape, e.g. `panel_matmul+div+erf+add+mul[128x3072]`, as `tilegrad tune --list-tasks` names its task."""
+    """How reports name a node's kernel: its ops (a fused node's, in order, once each), its first output's shape
+    and the length of its longest reduction, e.g. `panel_matmul+div+erf+add+mul[128x3072 r768]`, as `tilegrad
+    tune --list-tasks` names its task (two products of one output shape differ by their reductions)."""
     ops = [n.op for n in node.attrs["body"].nodes] if node.op == "fused" else [node.op]
-    return f"{'+'.join(dict.fromkeys(ops))}[{'x'.join(str(d) for d in outputs[0].shape)}]"
+    reduction = max((math.prod(int(a.hi) - int(a.lo) + 1 for a in t.op.reduce_axes) for t in topo_order(outputs)
+                     if isinstance(t.op, ComputeOp) and t.op.reduce_axes), default=0)
+    shape = "x".join(str(d) for d in outputs[0].shape) + (f" r{reduction}" if reduction else "")
+    return f"{'+'.join(dict.fromkeys(ops))}[{shape}]"

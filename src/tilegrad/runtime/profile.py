@@ -110,12 +110,12 @@ class Profile:
         lines = [header, latency, "", f"{'#':>3} {'kernel':<44} {'function':<28} {_RATES_HEADER}"]
         ranked = sorted(enumerate(self.sites), key=lambda ir: -ir[1].seconds)
         for i, r in ranked[:top]:
-            lines.append(f"{i:>3} {r.label[:44]:<44} {r.function[:28]:<28} {_rates(r)}")
+            lines.append(f"{i:>3} {fit_label(r.label, 44):<44} {fit_name(r.function, 28):<28} {_rates(r)}")
         if top is not None and len(ranked) > top:
             rest = sum(r.seconds for _, r in ranked[top:])
             lines.append(f"    ({len(ranked) - top} more kernels: {_ms(rest)} ms, {rest / run:.1%})")
         lines += ["", f"{'kernel label':<48} {'calls':>5} {_RATES_HEADER}"]
-        lines += [f"{r.label[:48]:<48} {r.calls:>5} {_rates(r)}" for r in self.by_label()[:top]]
+        lines += [f"{fit_label(r.label, 48):<48} {r.calls:>5} {_rates(r)}" for r in self.by_label()[:top]]
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -174,6 +174,28 @@ def ceiling_above(gflops: float, threads: int) -> MachinePeaks:
         return peaks
     return dataclasses.replace(peaks, fma_gflops=gflops, how=f"a kernel's rate in this profile, above the measured "
                                f"{peaks.fma_gflops:.1f} GFLOP/s ({peaks.how})")
+
+
+def fit_label(label: str, width: int) -> str:
+    """A kernel label (`ops[shape]`) in `width` characters: whole op names, the middle ones left out ("+…+")
+    where they do not fit, and the shape always."""
+    if len(label) <= width:
+        return label
+    ops, bracket, shape = label.partition("[")
+    names, tail = ops.split("+"), bracket + shape
+    first, rest = names[0], names[1:]
+    while rest and len(first) + len("+…+") + len("+".join(rest)) + len(tail) > width:
+        rest = rest[1:]
+    text = f"{first}+…+{'+'.join(rest)}{tail}" if rest else f"{first}+…{tail}"
+    return text if len(text) <= width else fit_name(label, width)
+
+
+def fit_name(name: str, width: int) -> str:
+    """`name` in `width` characters: its start and its end, "…" between, where it is longer."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
 
 
 def _row(label: str, function: str, seconds: float, flops: int, nbytes: int, total: float, peaks: MachinePeaks,
