@@ -153,8 +153,9 @@ def test_malformed_and_missing_models_are_user_errors(tmp_path, capsys):
     for command in (["compile", str(bad), "-o", str(tmp_path / "o")], ["info", str(bad)], ["bench", str(bad)],
                     ["run", str(bad)]):
         _user_error(capsys, command, "bad.onnx", "not")
-    _user_error(capsys, ["info", str(tmp_path / "missing.onnx")], "no ONNX file at", "missing.onnx")
-    for command in ("run", "profile"):  # these take a saved module directory too, and say so
+    _user_error(capsys, ["compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")], "no ONNX file at",
+                "missing.onnx")
+    for command in ("run", "profile", "bench", "info"):  # these take a saved module directory too, and say so
         _user_error(capsys, [command, str(tmp_path / "out" / "missing")], "no ONNX file or saved module directory")
     _user_error(capsys, ["run", str(tmp_path), "--input-shape", "x=1"], "--input-shape applies only")
     _user_error(capsys, ["run", str(tmp_path)], "not a complete tilegrad module")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..peers import median_seconds, onnxruntime_peer
 from ..runtime.module import benchmark_inputs
-from .common import MODEL_HELP, UsageError, compile_model, load_saved, seconds_text, typed
+from ..frontend.model_spec import is_torch_spec
+from .common import MODEL_HELP, UsageError, compile_model, load_saved, model_path, seconds_text, typed
 
 PEERS = ("onnxruntime", "torch")
 TORCH_SKIPPED = ("skipped: an ONNX file has no torch model to run "
@@ -57,6 +58,8 @@ def _bench(args) -> None:
                              f"compiling the model with --input-shape")
         made = "loaded"
     else:
+        if not Path(args.model).exists() and not is_torch_spec(args.model):
+            model_path(args.model, saved_too=True)  # says what bench takes
         spec, mod, compile_s = compile_model(args)
         made = f"compiled in {compile_s:.2f} s"
     print(f"{args.model}: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in mod.spec.inputs)

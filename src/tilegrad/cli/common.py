@@ -143,12 +143,14 @@ def symbolic_inputs(proto, shapes) -> str | None:
     return "; ".join(problems) or None
 
 
-def model_path(text: str) -> Path:
+def model_path(text: str, saved_too: bool = False) -> Path:
+    """The .onnx file `text` names; `saved_too`: the command also takes a saved module directory (the error for
+    a path that is neither says so)."""
     path = Path(text)
     if path.is_dir():
         raise UsageError(f"{path} is a directory; this command takes an .onnx file")
     if not path.is_file():
-        raise UsageError(f"no ONNX file at {path}")
+        raise UsageError(f"no ONNX file{' or saved module directory' if saved_too else ''} at {path}")
     return path
 
 

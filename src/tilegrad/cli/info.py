@@ -45,7 +45,7 @@ def _info(args) -> None:
     from ..frontend.onnx_file import load_model
     from ..frontend.onnx_op_table import ONNX_OPS, op_key
 
-    proto = load_model(model_path(args.model))
+    proto = load_model(model_path(args.model, saved_too=True))
     shapes = input_shapes(args.input_shape)
     check_shape_names(proto, shapes)
     g = proto.graph
