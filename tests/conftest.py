@@ -6,6 +6,10 @@ import os
 import pytest
 from hypothesis import settings
 
+# Tests compile the same small models again and again, with passes and builders patched to observe them: each
+# compile must really compile, so the module cache (runtime/module_cache.py) is off unless a test turns it on.
+os.environ.setdefault("TILEGRAD_MODULE_CACHE", "0")
+
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True, print_blob=True)
 settings.register_profile("long", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -14,7 +14,7 @@ from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_file import read_mapped_in
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
 from .options import CompileOptions
-from .runtime import specializing
+from .runtime import module_cache, specializing
 from .runtime.module import Module, load as _load
 from .runtime.specializing import MAX_SPECIALIZATIONS, Compiled, SpecializingModule
 from .runtime.structured import flat_names
@@ -45,7 +45,9 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out). A torch
     model with ops tilegrad does not lower becomes a `PartitionedModule`: its other ops compiled in native
-    segments, those run by PyTorch between them, after one `EagerOpsWarning` naming them.
+    segments, those run by PyTorch between them, after one `EagerOpsWarning` naming them. An ONNX model compiled
+    before, from the same bytes with the same options and tilegrad, is loaded from the module cache
+    (`runtime/module_cache.py`; TILEGRAD_MODULE_CACHE=0 turns it off).
 
     How it compiles is `options` (a `CompileOptions`), with any of its fields given as keywords instead or on
     top: `target`, `opt_level`, `disable_passes`, `enable_passes`, `db`, `fusion`, `attention_form`,
@@ -65,6 +67,9 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
         read_mapped_in(proto)  # kept whole: it is compiled again per signature
         return _specializing(proto.SerializeToString(), _saved_options(options, input_shapes), max_specializations)
     _check_one_shape(inputs)
+    key = None if proto is None else module_cache.module_key(model, proto, input_shapes, options)
+    if key is not None and (kept := module_cache.cached_module(key)) is not None:
+        return kept  # compiled before from the same model, options and tilegrad
     try:
         imported = import_model(model if proto is None else proto, example_inputs, input_shapes)
     except UnsupportedOpsError as error:  # a torch model: compile around the ops, which PyTorch runs
@@ -72,7 +77,10 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
 
         return partition(error, lambda segment, example: compile(segment, example, options=options))
     del proto  # the weights are the graph's arrays now: the loaded model's copy of them goes before the passes
-    return _compile_imported(imported, options).module
+    module = _compile_imported(imported, options).module
+    if key is not None:
+        module_cache.keep_module(key, module)
+    return module
 
 
 def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,

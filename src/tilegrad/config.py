@@ -35,6 +35,7 @@ class Config:
     sanitize: str | None = None  # a key of SANITIZER_FLAGS: build every kernel with that sanitizer
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
     cache_bytes: int = 4 << 30  # the build cache's bound: least recently used libraries go beyond it
+    module_cache: bool = True  # keep whole compiled modules, so compiling a model again loads it (module_cache.py)
     num_threads: int = dataclasses.field(default_factory=lambda: usable_cpus())
     # How long an idle OpenMP thread spins before it sleeps, in microseconds (as GOMP_SPINCOUNT, set when the first
     # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT). 0: it sleeps at once. A thread
@@ -102,6 +103,8 @@ def _from_environment() -> Config:
         kwargs["cache_dir"] = Path(env["TILEGRAD_CACHE_DIR"])
     if env.get("TILEGRAD_CACHE_BYTES"):
         kwargs["cache_bytes"] = int(env["TILEGRAD_CACHE_BYTES"])
+    if env.get("TILEGRAD_MODULE_CACHE"):
+        kwargs["module_cache"] = env["TILEGRAD_MODULE_CACHE"] not in ("0", "false", "no", "off")
     if env.get("TILEGRAD_NUM_THREADS"):
         kwargs["num_threads"] = int(env["TILEGRAD_NUM_THREADS"])
     if env.get("TILEGRAD_SPIN_US"):

@@ -68,7 +68,7 @@ def load_model(model, *, map_external: bool = False):
                                f"found relative to the model's file: pass the model's path instead of its bytes")
     for t in external:
         real, offset, length = _checked_reference(t, base, where)
-        if map_external and t.data_type in MAPPABLE_TYPES:
+        if map_external:
             _mark_mapped(t, real, offset, length)
         else:
             _read_bytes(t, real, offset, length)
@@ -84,14 +84,32 @@ def read_mapped_in(proto) -> None:
     """Bring the bytes of every mapped tensor of `proto` into it (to serialize it whole)."""
     for t in _external_tensors(proto):
         if is_mapped(t):
-            info = {e.key: e.value for e in t.external_data}
-            _read_bytes(t, Path(info["location"]), int(info["offset"]), int(info["length"]))
+            location, offset, length = _reference(t)
+            _read_bytes(t, Path(location), offset, length)
 
 
 def mapped_array(t, dtype: np.dtype) -> np.ndarray:
-    """The array of a mapped tensor (`is_mapped`): a read-only view of its file's pages (`ir/mapped.py`)."""
+    """The array of a mapped tensor (`is_mapped`): a read-only view of its file's pages (`ir/mapped.py`), or, for
+    a type whose bytes are not its array as they lie (complex, bfloat16), the array of its bytes read in."""
+    from onnx import TensorProto, numpy_helper
+
+    location, offset, length = _reference(t)
+    if t.data_type in MAPPABLE_TYPES:
+        return map_file(location, offset, length, dtype, tuple(t.dims))
+    copy = TensorProto()
+    copy.CopyFrom(t)
+    _read_bytes(copy, Path(location), offset, length)
+    return numpy_helper.to_array(copy)
+
+
+def external_references(proto) -> list[tuple[str, int, int]]:
+    """(file, offset, length) of each mapped tensor of `proto`, in the model's order."""
+    return [_reference(t) for t in _external_tensors(proto) if is_mapped(t)]
+
+
+def _reference(t) -> tuple[str, int, int]:
     info = {e.key: e.value for e in t.external_data}
-    return map_file(info["location"], int(info["offset"]), int(info["length"]), dtype, tuple(t.dims))
+    return info["location"], int(info["offset"]), int(info["length"])
 
 
 def _mark_mapped(t, real: Path, offset: int, length: int) -> None:

@@ -1,0 +1,150 @@
+"""Compiled modules kept by what they were compiled from: compiling a model again loads it.
+
+A warm compile used to redo everything but the C compiler (import, passes, lowering, rendering) to find its
+libraries in the build cache: seconds for a ResNet-50. Here the whole module is kept under a key of everything
+that decides it: the model's bytes (its file, or the bytes given, and any external data), the input shapes and
+compile options given, the records database when one is read (its path, size and modification time: a tuning run
+that adds records changes it), the configuration (compiler, flags, threads...), this machine's CPU and ISA, the
+versions of NumPy and onnx, and tilegrad itself (a digest of its package's files, so a changed compiler never
+serves a module the old one built). An entry is a saved module directory (`Module.save`, written whole by a
+rename) under `<cache_dir>/compiled/<key>`; a hit loads it (`module.load`) and marks it used. The entries are kept
+under a quarter of the build cache's bound, least recently used going first. `TILEGRAD_MODULE_CACHE=0` (or
+`Config.module_cache`) turns it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .. import config as _config
+
+SHARE_OF_CACHE = 0.25  # of `Config.cache_bytes`, for whole modules
+_CHUNK = 1 << 24
+
+_log = logging.getLogger(__name__)
+
+
+def module_key(model, proto, input_shapes, options) -> str | None:
+    """The key of compiling ONNX model `model` (loaded as `proto`) with `input_shapes` and `options`, or None
+    where the module cache is off or does not apply (a target other than the CPU)."""
+    cfg = _config.get()
+    if not cfg.module_cache or options.target != "cpu":
+        return None
+    import numpy
+    import onnx
+
+    from ..target import host
+
+    h = hashlib.sha256()
+    for part in (_package_digest(), numpy.__version__, onnx.__version__, host().identity(),
+                 repr(dataclasses.replace(cfg, cache_dir=Path("."))), repr(sorted((input_shapes or {}).items())),
+                 repr(options), _database_identity(options.db)):
+        h.update(part.encode() + b"\0")
+    _model_bytes(h, model, proto)
+    return h.hexdigest()[:32]
+
+
+def cached_module(key: str):
+    """The module kept under `key`, loaded, or None."""
+    from .module import load
+
+    directory = _root() / key
+    if not (directory / "manifest.json").exists():
+        return None
+    try:
+        module = load(directory)
+    except Exception as exc:  # noqa: BLE001 - a damaged entry is compiled again, and replaced
+        _log.warning("module cache entry %s unreadable (%s); compiling again", directory, exc)
+        return None
+    os.utime(directory)
+    return module
+
+
+def keep_module(key: str, module) -> None:
+    """Keep `module` under `key` (a failure to write is logged: the compile itself succeeded)."""
+    try:
+        module.save(_root() / key)
+    except Exception as exc:  # noqa: BLE001
+        _log.warning("module not kept in the cache (%s)", exc)
+        return
+    _prune(_config.get())
+
+
+def _root() -> Path:
+    return _config.get().cache_dir / "compiled"
+
+
+@functools.cache
+def _package_digest() -> str:
+    """A digest of every file of the installed tilegrad package (its code and its C headers)."""
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".h", ".c", ".json", ".npz"):
+            h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _database_identity(db) -> str:
+    if db is None:
+        return "no records"
+    path = Path(db)
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path} missing"
+    return f"{path.resolve()} {stat.st_size} {stat.st_mtime_ns}"
+
+
+def _model_bytes(h, model, proto) -> None:
+    """Feed `h` the model as given: a file's bytes (read in chunks), bytes, or a ModelProto's serialization; and
+    the bytes of its external data, tensor by tensor."""
+    from ..frontend.onnx_file import external_references
+
+    if isinstance(model, (str, Path)):
+        _file_bytes(h, Path(model), 0, None)
+    elif isinstance(model, (bytes, bytearray)):
+        h.update(model)
+    else:
+        h.update(model.SerializeToString())
+    for location, offset, length in external_references(proto):
+        _file_bytes(h, Path(location), offset, length)
+
+
+def _file_bytes(h, path: Path, offset: int, length: int | None) -> None:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        left = length
+        while left is None or left > 0:
+            chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+
+
+def _prune(cfg: _config.Config) -> None:
+    """Remove the least recently used entries while the entries exceed their share of the cache's bound."""
+    root = _root()
+    entries = []
+    for directory in root.iterdir() if root.is_dir() else ():
+        try:
+            size = sum(f.stat().st_size for f in directory.iterdir())
+            entries.append((directory.stat().st_mtime, size, directory))
+        except OSError:
+            continue
+    total, bound = sum(size for _, size, _ in entries), SHARE_OF_CACHE * cfg.cache_bytes
+    for _, size, directory in sorted(entries):
+        if total <= bound:
+            break
+        shutil.rmtree(directory, ignore_errors=True)
+        total -= size
+        _log.info("module cache: removed %s (%d bytes) at %s", directory.name, size, time.ctime())
