@@ -7,7 +7,7 @@ import pytest
 from hypothesis import settings
 
 # Tests compile the same small models again and again, with passes and builders patched to observe them: each
-# compile must really compile, so the module cache (runtime/module_cache.py) is off unless a test turns it on.
+# compile must really compile, so the module cache (module_cache.py) is off unless a test turns it on.
 os.environ.setdefault("TILEGRAD_MODULE_CACHE", "0")
 
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True, print_blob=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tilegrad"
 
-BASE = {"errors", "config", "metrics", "progress", "dtype", "target", "backend", "options", "extras"}  # facts,
-# settings, counters and progress, the backend, and the optional dependencies' import
-# registry, which every layer may read
+# facts, settings, counters and progress, the backend, the optional dependencies' import registry and weights
+# mapped from files, which every layer may read
+BASE = {"errors", "config", "metrics", "progress", "dtype", "target", "backend", "options", "extras", "mapped"}
 
 # part -> the parts it may import, from the bottom of the flow (DESIGN.md §2) to the top.
 ALLOWED: dict[str, set[str]] = {
@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "target": set(),
     "backend": {"errors", "config", "target"},
     "options": {"errors", "target"},
+    "mapped": set(),  # weights mapped from a model's file: read by the frontend, the passes and the runtime
     "te": BASE,
     "workloads": {"te"},
     "schedule": BASE | {"te"},
@@ -42,7 +43,9 @@ ALLOWED: dict[str, set[str]] = {
     "executor": BASE | {"te", "loop", "codegen", "runtime", "ir", "passes", "kernel", "graph_plan"},
     "cuda_executor": BASE | {"runtime", "ir", "kernel", "graph_plan"},
     "tune": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "peers"},
-    "api": BASE | {"runtime", "ir", "passes", "frontend", "cuda_executor", "tune"},
+    "module_cache": BASE | {"runtime", "frontend"},
+    "torch_partition": BASE | {"runtime"},
+    "api": BASE | {"runtime", "ir", "passes", "frontend", "cuda_executor", "tune", "module_cache", "torch_partition"},
     "quant": BASE | {"runtime", "ir", "frontend", "api"},
     "torch_backend": BASE | {"api"},
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant", "peers"},

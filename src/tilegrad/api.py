@@ -14,7 +14,8 @@ from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_file import read_mapped_in
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
 from .options import CompileOptions
-from .runtime import module_cache, specializing
+from . import module_cache
+from .runtime import specializing
 from .runtime.module import Module, load as _load
 from .runtime.specializing import MAX_SPECIALIZATIONS, Compiled, SpecializingModule
 from .runtime.structured import flat_names
@@ -47,7 +48,7 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     model with ops tilegrad does not lower becomes a `PartitionedModule`: its other ops compiled in native
     segments, those run by PyTorch between them, after one `EagerOpsWarning` naming them. An ONNX model compiled
     before, from the same bytes with the same options and tilegrad, is loaded from the module cache
-    (`runtime/module_cache.py`; TILEGRAD_MODULE_CACHE=0 turns it off).
+    (`module_cache.py`; TILEGRAD_MODULE_CACHE=0 turns it off).
 
     How it compiles is `options` (a `CompileOptions`), with any of its fields given as keywords instead or on
     top: `target`, `opt_level`, `disable_passes`, `enable_passes`, `db`, `fusion`, `attention_form`,

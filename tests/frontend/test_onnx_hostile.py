@@ -17,7 +17,7 @@ import tilegrad
 from tilegrad.errors import ResourceLimitError, ShapeError, TilegradError, UnsupportedOpError
 from tilegrad.frontend.onnx import import_onnx, read_onnx
 from tilegrad.frontend.onnx_file import ModelFormatError, load_model
-from tilegrad.ir.mapped import release_pages
+from tilegrad.mapped import release_pages
 
 DATA = Path(__file__).parent / "data"
 RNG = np.random.default_rng(0)

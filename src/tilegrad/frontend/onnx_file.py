@@ -8,7 +8,7 @@ not read arbitrary files of the user's into its weights.
 Compiling maps external data instead of reading it (`map_external`): each checked tensor keeps its reference,
 rewritten to the file's resolved path under a key this process alone knows (so a model cannot claim to be
 checked), and becomes an array over a read-only mapping of the file (`mapped_array`). Its pages come in as the
-passes read them and go again once a pass has made the copy it needs (`ir/mapped.py`), so a model of weights
+passes read them and go again once a pass has made the copy it needs (`mapped.py`), so a model of weights
 larger than memory's half compiles without holding them twice. `read_mapped_in` brings the bytes into the
 ModelProto where one must be serialized whole.
 """
@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from ..errors import TilegradError
-from ..ir.mapped import map_file
+from ..mapped import map_file
 
 
 class ModelFormatError(TilegradError):
@@ -89,7 +89,7 @@ def read_mapped_in(proto) -> None:
 
 
 def mapped_array(t, dtype: np.dtype) -> np.ndarray:
-    """The array of a mapped tensor (`is_mapped`): a read-only view of its file's pages (`ir/mapped.py`), or, for
+    """The array of a mapped tensor (`is_mapped`): a read-only view of its file's pages (`mapped.py`), or, for
     a type whose bytes are not its array as they lie (complex, bfloat16), the array of its bytes read in."""
     from onnx import TensorProto, numpy_helper
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import ShapeError, TilegradError
 from ..ir.graph import Derivation, Node, Value
-from ..ir.mapped import release_pages
+from ..mapped import release_pages
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd

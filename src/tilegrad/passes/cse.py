@@ -14,7 +14,7 @@ import hashlib
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
-from ..ir.mapped import release_pages
+from ..mapped import release_pages
 from .editor import GraphEditor
 from .context import PassContext
 

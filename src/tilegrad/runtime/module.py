@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import config as _config
 from ..errors import KernelCallError, ModuleFormatError, ShapeError
-from ..ir.mapped import owned
+from ..mapped import owned
 from . import saved
 from .kernel import BufferSpec, Kernel, address
 from .peaks import MachinePeaks

@@ -52,9 +52,11 @@ def speed_of(task, latency: np.ndarray) -> np.ndarray:
     fraction of this machine's roofline each reaches (`Task.roofline_s` from the measured peaks, over the
     latency), a speed that compares across tasks and machines; on a GPU, FLOPs per second. Models that rank
     within a task read both alike."""
-    if task.target is not None and task.target.kind != "cpu":
-        return throughput_of(latency, max(task.flops, 1))
+    from ...backend import backend_for
     from ...runtime.peaks import measured_peaks
+
+    if task.target is not None and backend_for(task.target).gpu_features:
+        return throughput_of(latency, max(task.flops, 1))
 
     peaks = measured_peaks()
     return throughput_of(latency, task.roofline_s(peaks.fma_gflops, peaks.bandwidth_gbs))

@@ -23,7 +23,8 @@ import shutil
 import time
 from pathlib import Path
 
-from .. import config as _config
+from . import config as _config
+from .backend import backend_for
 
 SHARE_OF_CACHE = 0.25  # of `Config.cache_bytes`, for whole modules
 _CHUNK = 1 << 24
@@ -33,14 +34,14 @@ _log = logging.getLogger(__name__)
 
 def module_key(model, proto, input_shapes, options) -> str | None:
     """The key of compiling ONNX model `model` (loaded as `proto`) with `input_shapes` and `options`, or None
-    where the module cache is off or does not apply (a target other than the CPU)."""
+    where the module cache is off or does not apply (a target whose modules are not saved whole: a GPU's)."""
+    from .target import TARGETS, host
+
     cfg = _config.get()
-    if not cfg.module_cache or options.target != "cpu":
+    if not cfg.module_cache or not backend_for(TARGETS[options.target]()).saves_module:
         return None
     import numpy
     import onnx
-
-    from ..target import host
 
     h = hashlib.sha256()
     for part in (_package_digest(), numpy.__version__, onnx.__version__, host().identity(),
@@ -53,7 +54,7 @@ def module_key(model, proto, input_shapes, options) -> str | None:
 
 def cached_module(key: str):
     """The module kept under `key`, loaded, or None."""
-    from .module import load
+    from .runtime.module import load
 
     directory = _root() / key
     if not (directory / "manifest.json").exists():
@@ -84,7 +85,7 @@ def _root() -> Path:
 @functools.cache
 def _package_digest() -> str:
     """A digest of every file of the installed tilegrad package (its code and its C headers)."""
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for path in sorted(package.rglob("*")):
         if path.is_file() and path.suffix in (".py", ".h", ".c", ".json", ".npz"):
@@ -106,7 +107,7 @@ def _database_identity(db) -> str:
 def _model_bytes(h, model, proto) -> None:
     """Feed `h` the model as given: a file's bytes (read in chunks), bytes, or a ModelProto's serialization; and
     the bytes of its external data, tensor by tensor."""
-    from ..frontend.onnx_file import external_references
+    from .frontend.onnx_file import external_references
 
     if isinstance(model, (str, Path)):
         _file_bytes(h, Path(model), 0, None)

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 from tilegrad import api, config
-from tilegrad.runtime import module_cache
+from tilegrad import module_cache
 
 RNG = np.random.default_rng(0)
 
