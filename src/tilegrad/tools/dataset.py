@@ -10,7 +10,8 @@ element-wise chains); "zoo" is every architecture of benchmarks/zoo.py (a source
 at full width, transformers cut to two layers (the same kernels), each at its example shape and at a second one
 (a batch of ZOO_BATCH images or audio clips, ZOO_SEQUENCE tokens). Each workload goes through the compiler as a
 model would (`model_graph`), so the tasks are the fused kernels tuning will see, deduplicated by workload key
-across the suite, each remembering the models it is a kernel of.
+across the suite, each remembering the models it is a kernel of. The task list is written beside the database
+(`<db>.<suite>-suite.pickle`) by the first run and read by the later ones (`--fresh-suite` imports again).
 
 `generate` measures, per task, the default schedule and then random candidates (`TaskSpace.sample`), with the
 tuner's measurer (weights evicted from the caches before each timed call), visiting the tasks round-robin in
@@ -56,6 +57,7 @@ BATCH = 8  # candidates of one task measured per visit
 MAX_WORKLOAD_BYTES = 3 << 30  # a workload with more weights is left out: compiling it needs several times this
 MAX_WORKLOAD_MEMORY = 0.6  # of the machine's memory: a workload whose compile takes more is stopped and left out
 SLIM_BYTES = 1 << 16  # weights above this are not kept by a suite's tasks (`_slim`)
+SUITE_FORMAT = 1  # of the suite file beside a database (`suite_for`)
 HELD_OUT_FRACTION = 0.1  # of a suite's models, validated on and never trained on
 TRAIN_EPOCHS = 20  # more overfit the few dozen programs a task has (cross-validated)
 
@@ -236,6 +238,28 @@ class Suite:
         return set().union(*self.models.values()) if self.models else set()
 
 
+def suite_for(db_path: str | Path, suite: str, progress: bool = False, fresh: bool = False) -> Suite:
+    """The suite, from the file beside the database where a run wrote it before (the zoo's suite takes half an
+    hour to import), else (or `fresh`) loaded (`load_suite`) and written there. The file is the database's
+    task list: a later tilegrad whose passes make other kernels rebuilds it with `fresh` (records of tasks it no
+    longer makes stay in the database, unused)."""
+    import pickle
+
+    path = Path(f"{db_path}.{suite}-suite.pickle")
+    stamp = f"{suite} {SUITE_FORMAT}"
+    if path.exists() and not fresh:
+        with open(path, "rb") as f:
+            kept_stamp, kept = pickle.load(f)
+        if kept_stamp == stamp:
+            return dataclasses.replace(kept, tasks=[_restored(t) for t in kept.tasks])
+    loaded = load_suite(suite, progress)
+    part = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(part, "wb") as f:
+        pickle.dump((stamp, dataclasses.replace(loaded, tasks=[_slim(t) for t in loaded.tasks])), f)
+    os.replace(part, path)
+    return loaded
+
+
 def load_suite(suite: str = "full", progress: bool = False) -> Suite:
     """The suite's tasks, each workload imported and optimised as a model would be, in a process of its own
     (`_extract_apart`). A task keeps one node (its workload is all the dataset needs) and no large weight, so a
@@ -382,12 +406,12 @@ class _Sampler:
 
 
 def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: int = 0, suite: str = "full",
-             progress: bool = True) -> int:
+             progress: bool = True, fresh_suite: bool = False) -> int:
     """Measure random programs of the suite's tasks, round-robin, for `minutes`; returns how many were added."""
     from tqdm import tqdm
 
     deadline = time.monotonic() + 60 * minutes
-    loaded = load_suite(suite, progress)
+    loaded = suite_for(db_path, suite, progress, fresh_suite)
     for name, why in loaded.failed.items():
         print(f"left out {name}: {why}", file=sys.stderr)
     tasks = loaded.tasks
@@ -490,7 +514,7 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
 
     Validation is on held-out models (`held_out`, or a seeded tenth of the suite's): the tasks of those models,
     none of which the model trained on, so the figures say how it ranks programs of networks it has never seen."""
-    loaded = load_suite(suite)
+    loaded = suite_for(db_path, suite)
     held_out = held_out if held_out is not None else held_out_models(loaded, seed=seed)
     unknown = held_out - loaded.model_names()
     if unknown:
@@ -539,6 +563,8 @@ def main(argv: list[str] | None = None) -> None:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--suite", choices=sorted(SUITES), default="full")
     gen.add_argument("--no-progress", action="store_true")
+    gen.add_argument("--fresh-suite", action="store_true",
+                     help="import the suite's workloads again rather than read the task list beside the database")
     tr = commands.add_parser("train", help="train the MLP cost model on a generated database")
     tr.add_argument("--db", required=True)
     tr.add_argument("--out", default=str(PRETRAINED), help="weights (.npz); the provenance .json goes beside")
@@ -553,7 +579,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "generate":
         n = generate(args.db, args.minutes, per_task=args.per_task, seed=args.seed, suite=args.suite,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, fresh_suite=args.fresh_suite)
         print(f"measured {n} programs into {args.db}")
     else:
         held_out = set(args.held_out.split(",")) if args.held_out else None
