@@ -160,8 +160,15 @@ SHALLOW_VOCABULARY = 32000
 
 
 def _make_shallow(config) -> None:
-    if getattr(config, "vocab_size", 0) > SHALLOW_VOCABULARY:
+    """Cut `config`'s layers and vocabulary, where they are what they say: not a hierarchical model's stages (its
+    `depths` list holds the layers), not a vocabulary that special tokens sit beyond (Whisper's padding id)."""
+    tokens = [getattr(config, k, None) for k in ("pad_token_id", "bos_token_id", "eos_token_id",
+                                                 "decoder_start_token_id")]
+    if getattr(config, "vocab_size", 0) > SHALLOW_VOCABULARY and all(
+            not isinstance(t, int) or t < SHALLOW_VOCABULARY for t in tokens):
         config.vocab_size = SHALLOW_VOCABULARY
+    if hasattr(config, "depths"):
+        return
     for key in DEPTHS:
         value = getattr(config, key, None)
         if isinstance(value, int) and value > SHALLOW_LAYERS:
@@ -189,7 +196,8 @@ def build(name: str, size: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ..
     g = torch.Generator().manual_seed(0)
     if kind in (TEXT, "bart"):
         vocab = getattr(config, "vocab_size", 1000)
-        inputs = (torch.randint(0, min(vocab, 1000), (1, 32 if size == "tiny" else 128), generator=g),)
+        length = min(32 if size == "tiny" else 128, getattr(config, "max_position_embeddings", 128))  # CLIP: 77
+        inputs = (torch.randint(0, min(vocab, 1000), (1, length), generator=g),)
     elif kind == IMAGE:
         side = getattr(config, "image_size", 224)
         side = side[0] if isinstance(side, (list, tuple)) else side
