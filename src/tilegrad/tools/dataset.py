@@ -463,9 +463,12 @@ def load_dataset(db_path: str | Path, tasks: list[Task]) -> Dataset:
     xs, tps, groups, dropped = [], [], [], 0
     with Database(db_path) as db:
         for task in tasks:
+            records = db.records(task.key)
+            if not records:
+                continue
             space = TaskSpace(task)
             latency: dict[Candidate, float] = {}
-            for rec in db.records(task.key):
+            for rec in records:
                 c = space.from_origin(rec.origin)
                 if c is not None:
                     latency[c] = min(latency.get(c, math.inf), rec.latency)
