@@ -57,7 +57,7 @@ BATCH = 8  # candidates of one task measured per visit
 MAX_WORKLOAD_BYTES = 3 << 30  # a workload with more weights is left out: compiling it needs several times this
 MAX_WORKLOAD_MEMORY = 0.6  # of the machine's memory: a workload whose compile takes more is stopped and left out
 SLIM_BYTES = 1 << 16  # weights above this are not kept by a suite's tasks (`_slim`)
-SUITE_FORMAT = 1  # of the suite file beside a database (`suite_for`)
+SUITE_FORMAT = 2  # of the suite file beside a database (`suite_for`)
 HELD_OUT_FRACTION = 0.1  # of a suite's models, validated on and never trained on
 TRAIN_EPOCHS = 20  # more overfit the few dozen programs a task has (cross-validated)
 
@@ -251,11 +251,11 @@ def suite_for(db_path: str | Path, suite: str, progress: bool = False, fresh: bo
         with open(path, "rb") as f:
             kept_stamp, kept = pickle.load(f)
         if kept_stamp == stamp:
-            return dataclasses.replace(kept, tasks=[_restored(t) for t in kept.tasks])
+            return Suite(**{**kept, "tasks": [_restored(t) for t in kept["tasks"]]})
     loaded = load_suite(suite, progress)
     part = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(part, "wb") as f:
-        pickle.dump((stamp, dataclasses.replace(loaded, tasks=[_slim(t) for t in loaded.tasks])), f)
+    with open(part, "wb") as f:  # plain fields: this module may run as __main__, whose classes would not load
+        pickle.dump((stamp, {**vars(loaded), "tasks": [_slim(t) for t in loaded.tasks]}), f)
     os.replace(part, path)
     return loaded
 
