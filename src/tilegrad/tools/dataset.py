@@ -512,7 +512,7 @@ def held_out_models(suite: Suite, fraction: float = HELD_OUT_FRACTION, seed: int
 
 
 def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TRAIN_EPOCHS, suite: str = "full",
-          seed: int = 0, threads: int = 1, held_out: set[str] | None = None, label: str = "roofline") -> dict:
+          seed: int = 0, threads: int = 1, held_out: set[str] | None = None, label: str = "task") -> dict:
     """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that.
 
     Validation is on held-out models (`held_out`, or a seeded tenth of the suite's): the tasks of those models,
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--suite", choices=sorted(SUITES), default="full")
     tr.add_argument("--threads", type=int, default=1, help="torch threads for training")
-    tr.add_argument("--label", choices=LABELS, default="roofline",
+    tr.add_argument("--label", choices=LABELS, default="task",
                     help="what the model predicts: the fraction of the roofline, or of the task's best")
     tr.add_argument("--held-out", default=None,
                     help="comma-separated models to validate on and never train on (default: a seeded tenth)")
