@@ -14,9 +14,9 @@ across the suite, each remembering the models it is a kernel of. The task list i
 (`<db>.<suite>-suite.pickle`) by the first run and read by the later ones (`--fresh-suite` imports again).
 
 `generate` measures, per task, the default schedule and then random candidates (`TaskSpace.sample`), with the
-tuner's measurer (weights evicted from the caches before each timed call), visiting the tasks round-robin in
-batches until the time ends or every task has `per_task` programs, and appends every result to the records
-database as it goes: a killed run keeps what it measured, and a rerun resumes (measured candidates count and are
+tuner's measurer (weights evicted from the caches before each timed call), visiting the tasks round-robin (those
+with the fewest programs first) in batches until the time ends or every task has `per_task` programs, and
+appends every result to the records database as it goes: a killed run keeps what it measured, and a rerun resumes (measured candidates count and are
 never measured again). Records carry the machine's fingerprint, so databases of several CPUs stay apart.
 `train` rebuilds the suite's tasks, reads their records (this machine's), derives each program's features from its
 origin, and holds out a seeded tenth of the suite's models (or those named): every task of a held-out model is
@@ -423,7 +423,10 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
                    desc=f"{len(tasks)} tasks", dynamic_ncols=True, mininterval=2.0)
         try:
             while time.monotonic() < deadline:
-                todo = [s for s in samplers if not s.exhausted and len(s.seen) < per_task]
+                # the tasks with the fewest programs first: a resumed run covers the suite rather than
+                # revisiting the tasks the last run began with
+                todo = sorted((s for s in samplers if not s.exhausted and len(s.seen) < per_task),
+                              key=lambda s: len(s.seen))
                 if not todo:
                     break
                 for s in todo:
