@@ -24,6 +24,7 @@ import torch
 
 from . import metrics
 from .errors import ShapeError, TilegradError, UnsupportedOpError
+from .torch_partition import FrozenWeights, as_array
 
 OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
 TARGETS_BY_DEVICE = {"cpu": "cpu", "cuda": "cuda"}  # a tensor's device type -> the target compiled for
@@ -64,7 +65,7 @@ class CompiledGraph:
             self.versions = {i: _version(t) for i, t in self.weights.items()}
             self.device = _device_of(example_inputs)
             host = {i: t.detach().cpu() for i, t in self.weights.items()}
-            frozen = _Frozen(self.gm, host, len(example_inputs))
+            frozen = FrozenWeights(self.gm, host, len(example_inputs))
             try:
                 module = api.compile(frozen, tuple(example_inputs[i].cpu() for i in self.user),
                                      target=TARGETS_BY_DEVICE[self.device.type], **self.options)
@@ -94,29 +95,8 @@ class CompiledGraph:
             self.module = self._compile(list(args))
             if self.module is None:
                 return self.gm(*args)
-        outs = self.module(*(_array(args[i]) for i in self.user))
+        outs = self.module(*(as_array(args[i]) for i in self.user))
         return tuple(torch.from_numpy(y).to(self.device) for y in (outs if isinstance(outs, list) else [outs]))
-
-
-class _Frozen(torch.nn.Module):
-    """The dynamo graph with its weights held as buffers, so that export sees them as constants; it takes the
-    other inputs only."""
-
-    def __init__(self, gm: torch.fx.GraphModule, weights: dict[int, torch.Tensor], arity: int):
-        super().__init__()
-        self.gm, self.arity = gm, arity
-        self.slots = sorted(weights)
-        for i in self.slots:
-            self.register_buffer(f"weight_{i}", weights[i].detach())
-
-    def forward(self, *inputs):
-        given = iter(inputs)
-        weights = {i: getattr(self, f"weight_{i}") for i in self.slots}
-        args = [weights[i] if i in weights else next(given) for i in range(self.arity)]
-        # Run node by node with each node's metadata current, so that the exported nodes keep the user's source
-        # lines and submodules (for error messages) rather than the generated code's.
-        with torch.fx.traceback.preserve_node_meta():
-            return torch.fx.Interpreter(self.gm).run(*args)
 
 
 def _is_weight(t) -> bool:
@@ -151,8 +131,3 @@ def _version(t: torch.Tensor) -> int:
         return t._version
     except RuntimeError:  # inference tensors have no version counter, and cannot be updated in place
         return 0
-
-
-def _array(t: torch.Tensor):
-    t = t.detach().cpu()
-    return (t if t.is_contiguous() else t.contiguous()).numpy()

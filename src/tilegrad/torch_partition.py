@@ -88,7 +88,7 @@ def partition(error: UnsupportedOpsError, compile_segment: Callable) -> Partitio
                  if isinstance(a, torch.fx.Node) and a.name in constants}
         example = tuple(_example(a) for i, a in enumerate(call.args) if i not in fixed)
         try:
-            native = compile_segment(_Segment(sub, fixed, len(call.args)), example)
+            native = compile_segment(FrozenWeights(sub, fixed, len(call.args)), example)
         except (UnsupportedOpError, ShapeError):  # this group runs in PyTorch as captured
             continue
         setattr(fused, call.target, _Native(native, fixed, _returns_tuple(sub)))
@@ -121,20 +121,25 @@ class _Lowerable:
         return node.op == "call_function" and node.name not in self.eager
 
 
-class _Segment(torch.nn.Module):
-    """A group of lowerable nodes with the weights it reads as buffers (constants to export), taking the rest."""
+class FrozenWeights(torch.nn.Module):
+    """A graph (dynamo's, or a group of lowerable nodes) with its weights held as buffers, so that export sees
+    them as constants; it takes the other inputs only."""
 
-    def __init__(self, graph: torch.fx.GraphModule, fixed: dict[int, torch.Tensor], arity: int):
+    def __init__(self, gm: torch.fx.GraphModule, weights: dict[int, torch.Tensor], arity: int):
         super().__init__()
-        self.graph_module, self.arity = graph, arity
-        self.slots = sorted(fixed)
+        self.gm, self.arity = gm, arity
+        self.slots = sorted(weights)
         for i in self.slots:
-            self.register_buffer(f"weight_{i}", fixed[i])
+            self.register_buffer(f"weight_{i}", weights[i].detach())
 
     def forward(self, *inputs):
         given = iter(inputs)
-        args = [getattr(self, f"weight_{i}") if i in self.slots else next(given) for i in range(self.arity)]
-        return self.graph_module(*args)
+        weights = {i: getattr(self, f"weight_{i}") for i in self.slots}
+        args = [weights[i] if i in weights else next(given) for i in range(self.arity)]
+        # Run node by node with each node's metadata current, so that the exported nodes keep the user's source
+        # lines and submodules (for error messages) rather than the generated code's.
+        with torch.fx.traceback.preserve_node_meta():
+            return torch.fx.Interpreter(self.gm).run(*args)
 
 
 class _Native(torch.nn.Module):
@@ -145,7 +150,7 @@ class _Native(torch.nn.Module):
         self.module, self.fixed, self.returns_tuple = module, set(fixed), returns_tuple
 
     def forward(self, *args):
-        outs = self.module(*(_array(a) for i, a in enumerate(args) if i not in self.fixed))
+        outs = self.module(*(as_array(a) for i, a in enumerate(args) if i not in self.fixed))
         outs = [torch.from_numpy(o) for o in (outs if isinstance(outs, list) else [outs])]
         return tuple(outs) if self.returns_tuple else outs[0]
 
@@ -166,6 +171,7 @@ def _tensor(a) -> torch.Tensor:
     return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
 
 
-def _array(t: torch.Tensor) -> np.ndarray:
+def as_array(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a C-contiguous NumPy array on the host (a view where it is one already)."""
     t = t.detach().cpu()
     return (t if t.is_contiguous() else t.contiguous()).numpy()
