@@ -189,12 +189,17 @@ def measured_peaks(threads: int | None = None, remeasure: bool = False, *, durat
     threads = threads or cfg.num_threads
     path = cache_path(threads, cfg)
     if not remeasure:
-        cached = _read(path)
+        cached = cached_peaks(threads)
         if cached is not None:
             return cached
     peaks = _measure(threads, duration_s, cfg)
     _write(path, peaks)
     return peaks
+
+
+def cached_peaks(threads: int | None = None) -> MachinePeaks | None:
+    """This machine's peaks on `threads` threads if they were measured before, else None (measuring nothing)."""
+    return _read(cache_path(threads))
 
 
 def _measure(threads: int, duration_s: float, cfg: _config.Config) -> MachinePeaks:

@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from ..ir.graph import Graph, Node, Value
+from ..runtime.peaks import measured_peaks
 from ..tune.cost_model.mlp import LABELS, NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.cost_model.model import speed_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
@@ -462,7 +463,9 @@ class Dataset:
 
 
 def load_dataset(db_path: str | Path, tasks: list[Task]) -> Dataset:
-    """The records of `tasks` on this machine, with the features of each program (from its origin)."""
+    """The records of `tasks` on this machine, with the features of each program (from its origin) and its
+    fraction of the roofline (the machine's peaks are measured if they are not yet)."""
+    peaks = measured_peaks()
     xs, tps, groups, dropped = [], [], [], 0
     with Database(db_path) as db:
         for task in tasks:
@@ -481,7 +484,7 @@ def load_dataset(db_path: str | Path, tasks: list[Task]) -> Dataset:
             ok = np.isfinite(x).all(axis=1) if x.shape[1] == NUM_FEATURES else np.zeros(len(x), bool)
             dropped += int((~ok).sum())
             xs.append(x[ok])
-            tps.append(speed_of(task, np.array(list(latency.values()))[ok]))
+            tps.append(speed_of(task, np.array(list(latency.values()))[ok], peaks))
             groups += [task.key] * int(ok.sum())
     if not xs:
         raise ValueError(f"{db_path}: no records of the suite's tasks on this machine; run `generate` first")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..runtime.timing import MAX_SPREAD
-from .cost_model.model import speed_of
+from .cost_model.model import labelling_peaks, speed_of
 from .tuning_run import Callback
 
 if TYPE_CHECKING:
@@ -35,11 +35,15 @@ class UpdateCostModel(Callback):
     """Hands the cost model the rows measured since its last update: once before the search (the records of
     earlier runs and the defaults), then after every round."""
 
+    def __init__(self):
+        self._peaks = None
+
     def started(self, run: TuningRun) -> None:
-        retrain(run.model, run.states)
+        self._peaks = labelling_peaks(run.model)
+        retrain(run.model, run.states, self._peaks)
 
     def measured(self, run: TuningRun, st: TaskState, batch: list[Candidate], results: list[MeasureResult]) -> None:
-        retrain(run.model, run.states)
+        retrain(run.model, run.states, self._peaks)
 
 
 class ShowProgress(Callback):
@@ -99,14 +103,14 @@ def default_callbacks(progress: bool = True) -> list[Callback]:
     return [CommitRecords(), UpdateCostModel(), WarnNoisyTimings(), *([ShowProgress()] if progress else [])]
 
 
-def retrain(model, states: list[TaskState]) -> None:
-    """Hand the cost model the rows measured since its last update."""
+def retrain(model, states: list[TaskState], peaks=None) -> None:
+    """Hand the cost model the rows measured since its last update, labelled by `speed_of` with `peaks`."""
     xs, tps, groups = [], [], []
     for st in states:
         if st.trained == len(st.x):
             continue
         xs.append(np.stack(st.x[st.trained:]))
-        tps.append(speed_of(st.task, np.array(st.latency[st.trained:])))
+        tps.append(speed_of(st.task, np.array(st.latency[st.trained:]), peaks))
         groups += [st.task.key] * (len(st.x) - st.trained)
         st.trained = len(st.x)
     if xs and len({x.shape[1] for x in xs}) == 1:

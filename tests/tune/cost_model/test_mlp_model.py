@@ -230,3 +230,27 @@ def test_a_tasks_roofline_is_its_flops_or_its_bytes_at_the_peaks():
     assert task.min_bytes == bytes_ and task.flops >= 2 * 64 * 256 * 512
     assert task.roofline_s(1.0, 1e9) == pytest.approx(task.flops / 1e9)  # a slow FMA unit: compute bound
     assert task.roofline_s(1e9, 1.0) == pytest.approx(bytes_ / 1e9)  # a slow memory: bandwidth bound
+
+
+def test_tuning_labels_need_no_measurement_of_the_machine(tmp_path, monkeypatch):
+    """Without cached peaks, a model ranking within tasks learns from FLOP/s and nothing is measured (a busy
+    machine refuses the measurement: CI's first tuning test once failed on it); a "roofline" model measures them,
+    and cached peaks turn every label into a fraction of the roofline."""
+    from tilegrad import config
+    from tilegrad.runtime import peaks as peaks_module
+    from tilegrad.tune.cost_model.model import labelling_peaks, speed_of
+
+    module, inputs = dataset._dense(64, 256, 512).example()
+    from tilegrad.tune.model import model_graph
+    from tilegrad.tune.task import extract_tasks
+
+    (task,) = extract_tasks(model_graph(module, example_inputs=inputs))
+    fake = peaks_module.MachinePeaks("cpu", "isa", 1, 100.0, 10.0, 3.0, 2.0, "now", "test")
+    measured = []
+    monkeypatch.setattr(peaks_module, "_measure", lambda *a: measured.append(a) or fake)
+    with config.override(cache_dir=tmp_path):
+        assert labelling_peaks(MLPCostModel()) is None and not measured
+        assert speed_of(task, np.array([1e-3]))[0] == pytest.approx(task.flops / 1e-3)
+        assert labelling_peaks(MLPCostModel(label="roofline")) == fake and len(measured) == 1
+        assert labelling_peaks(MLPCostModel()) == fake and len(measured) == 1  # cached by then
+    assert speed_of(task, np.array([1e-3, np.inf]), fake).tolist() == [task.roofline_s(100.0, 10.0) / 1e-3, 0.0]

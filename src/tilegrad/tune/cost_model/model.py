@@ -47,19 +47,28 @@ def make_cost_model(model: str | CostModel) -> CostModel:
     return COST_MODELS[model]()
 
 
-def speed_of(task, latency: np.ndarray) -> np.ndarray:
-    """What the tuner hands a cost model for measured programs of `task` (0 for a failed one): on the CPU, the
-    fraction of this machine's roofline each reaches (`Task.roofline_s` from the measured peaks, over the
-    latency), a speed that compares across tasks and machines; on a GPU, FLOPs per second. Models that rank
-    within a task read both alike."""
+def speed_of(task, latency: np.ndarray, peaks=None) -> np.ndarray:
+    """What the tuner hands a cost model for measured programs of `task` (0 for a failed one): on the CPU with
+    the machine's `peaks` (`runtime.peaks.MachinePeaks`), the fraction of its roofline each reaches
+    (`Task.roofline_s` over the latency), a speed that compares across tasks and machines; on a GPU, or without
+    peaks, FLOPs per second. Models that rank within a task read them all alike."""
     from ...backend import backend_for
-    from ...runtime.peaks import measured_peaks
 
-    if task.target is not None and backend_for(task.target).gpu_features:
+    if peaks is None or (task.target is not None and backend_for(task.target).gpu_features):
         return throughput_of(latency, max(task.flops, 1))
-
-    peaks = measured_peaks()
     return throughput_of(latency, task.roofline_s(peaks.fma_gflops, peaks.bandwidth_gbs))
+
+
+def labelling_peaks(model):
+    """The peaks `speed_of` reads for `model`: this machine's cached ones; measured now only for a model whose
+    labels are roofline fractions (`label == "roofline"`), else none. Tuning must neither wait for nor depend on
+    a measurement that a busy machine refuses."""
+    from ...runtime.peaks import cached_peaks, measured_peaks
+
+    peaks = cached_peaks()
+    if peaks is None and getattr(model, "label", None) == "roofline":
+        peaks = measured_peaks()
+    return peaks
 
 
 def throughput_of(latency: np.ndarray, flops: float | None = None) -> np.ndarray:
