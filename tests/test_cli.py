@@ -401,6 +401,7 @@ def fake_peaks(tmp_path, monkeypatch):
         yield measured
 
 
+@pytest.mark.measures_peaks  # fakes the measurement itself, and reads what it cached
 def test_info_machine_measures_once_then_reads_the_cache(fake_peaks, capsys):
     assert main(["info", "--machine"]) == 0
     out = capsys.readouterr().out

@@ -15,7 +15,9 @@ from tilegrad.runtime import peaks
 from tilegrad.runtime.build import assemble
 from tilegrad.target import Target
 
-pytestmark = pytest.mark.usefixtures("cache_dir")  # the peaks are cached there: each test starts without them
+# The peaks are cached in a fresh directory: each test starts without them, and measures them for real (or fakes
+# the measurement itself).
+pytestmark = [pytest.mark.usefixtures("cache_dir"), pytest.mark.measures_peaks]
 FAKE = machine.MachinePeaks("Test CPU", "avx2+fma", 2, 123.0, 4.5, 3.0, 1.0, "2026-01-01T00:00:00+00:00", "by hand")
 
 

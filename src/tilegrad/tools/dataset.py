@@ -44,9 +44,8 @@ import torch
 from torch import nn
 
 from ..ir.graph import Graph, Node, Value
-from ..runtime.peaks import measured_peaks
 from ..tune.cost_model.mlp import LABELS, NUM_FEATURES, PRETRAINED, MLPCostModel
-from ..tune.cost_model.model import speed_of
+from ..tune.cost_model.model import labelling_peaks, speed_of
 from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
 from ..tune.measure import MeasureInput, Measurer
 from ..tune.model import model_graph
@@ -462,10 +461,9 @@ class Dataset:
     without_features: int  # records left out because their program's features are not derived
 
 
-def load_dataset(db_path: str | Path, tasks: list[Task]) -> Dataset:
+def load_dataset(db_path: str | Path, tasks: list[Task], peaks=None) -> Dataset:
     """The records of `tasks` on this machine, with the features of each program (from its origin) and its
-    fraction of the roofline (the machine's peaks are measured if they are not yet)."""
-    peaks = measured_peaks()
+    speed (`speed_of` with the machine's `peaks`)."""
     xs, tps, groups, dropped = [], [], [], 0
     with Database(db_path) as db:
         for task in tasks:
@@ -528,13 +526,13 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
     unknown = held_out - loaded.model_names()
     if unknown:
         raise ValueError(f"held-out models {sorted(unknown)} are not in the {suite} suite")
-    data = load_dataset(db_path, loaded.tasks)
+    model = MLPCostModel(seed=seed, threads=threads, label=label)
+    data = load_dataset(db_path, loaded.tasks, labelling_peaks(model))
     in_validation = np.array([bool(loaded.models[key] & held_out) for key in data.groups])
     val, fit = np.flatnonzero(in_validation), np.flatnonzero(~in_validation)
     if not len(fit) or not len(val):
         raise ValueError(f"{db_path}: the held-out models {sorted(held_out)} leave no programs to "
                          f"{'train on' if not len(fit) else 'validate on'}")
-    model = MLPCostModel(seed=seed, threads=threads, label=label)
     start = time.monotonic()
     model.update(data.x[fit], data.throughput[fit], data.groups[fit], epochs=epochs)
     seconds = time.monotonic() - start

@@ -232,6 +232,7 @@ def test_a_tasks_roofline_is_its_flops_or_its_bytes_at_the_peaks():
     assert task.roofline_s(1e9, 1.0) == pytest.approx(bytes_ / 1e9)  # a slow memory: bandwidth bound
 
 
+@pytest.mark.measures_peaks  # fakes the measurement itself, and reads what it cached
 def test_tuning_labels_need_no_measurement_of_the_machine(tmp_path, monkeypatch):
     """Without cached peaks, a model ranking within tasks learns from FLOP/s and nothing is measured (a busy
     machine refuses the measurement: CI's first tuning test once failed on it); a "roofline" model measures them,
