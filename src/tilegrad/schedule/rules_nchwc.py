@@ -203,8 +203,7 @@ def pairs_pay(width: int, one: int, two: int) -> bool:
 def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> int:
     """Output columns in the register tile of `per_tile` channel blocks: the fewest tiles per row, then the least
     padding (`row_tile`: a divisor of the width where one does as well; else the last tile runs guarded), of at
-    most the columns whose accumulators leave two vector registers free, for the input and the weight vector that
-    each step multiplies (wider weight blocks are read from memory by the FMAs); a tile of several blocks with 32
+    most the columns `_column_budget` allows; a tile of several blocks with 32
     registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a third slower than 2 x 7: docs/benchmarks.md)."""
     budget = _column_budget(block, target, per_tile)
     if per_tile > 1 and target.vector_registers >= 32:
@@ -213,9 +212,12 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
 
 
 def _column_budget(block: int, target: Target, per_tile: int) -> int:
-    """The most columns whose accumulators (for `per_tile` channel blocks) leave two vector registers free."""
+    """The most columns whose accumulators (for `per_tile` channel blocks) leave a register for each weight vector
+    a step multiplies and one for the broadcast input: a tile of more spills accumulators to the stack, each
+    multiply-add then a load and a store (AVX2's two-block 2 x 7 tile on a 7-wide row did: 1.2-1.4x slower than
+    one block of 7 in ResNet-50, docs/benchmarks.md)."""
     vectors = -(-block // target.vector_lanes) * per_tile
-    return max(1, (target.vector_registers - 2) // vectors)
+    return max(1, (target.vector_registers - vectors - 1) // vectors)
 
 
 def _accumulator(sch: Schedule, s: Stage, anchor: Anchor) -> str:
