@@ -81,12 +81,12 @@ def test_save_and_load_in_a_fresh_process(cnn, tmp_path):
 def test_tampered_or_incomplete_directories_are_refused(cnn, tmp_path):
     model, _ = cnn
     out = tilegrad.compile(model).save(tmp_path / "m")
-    weights = out / "weights.npz"
+    weights = out / "weights.bin"
     weights.write_bytes(weights.read_bytes()[:-8] + b"tampered")
     with pytest.raises(ModuleFormatError, match="checksum"):
         tilegrad.load(out)
     weights.unlink()
-    with pytest.raises(ModuleFormatError, match="weights.npz is missing"):
+    with pytest.raises(ModuleFormatError, match="weights.bin is missing"):
         tilegrad.load(out)
 
 

@@ -66,7 +66,7 @@ def test_a_damaged_entry_is_compiled_again_and_the_cache_stays_bounded(compiles,
     model = _model(RNG.standard_normal((4, 4)).astype("float32")).SerializeToString()
     tilegrad.compile(model)
     (entry,) = (tmp_path / "cache" / "compiled").iterdir()
-    (entry / "weights.npz").write_bytes(b"not an archive")
+    (entry / "weights.bin").write_bytes(b"not the weights")
     tilegrad.compile(model)
     assert len(compiles) == 2
     with config.override(cache_bytes=1):  # a bound no entry fits: each new one pushes the last out
@@ -83,3 +83,38 @@ def test_off_by_configuration_and_for_other_targets(compiles, tmp_path):
     assert len(compiles) == 2 and not (tmp_path / "cache" / "compiled").exists()
     options = tilegrad.CompileOptions(target="cuda")
     assert module_cache.module_key(model, model, None, options) is None
+
+
+def test_an_unchanged_file_is_loaded_unread_and_its_weights_stay_mapped(compiles, tmp_path, monkeypatch):
+    """Compiling an unchanged model file again neither reads nor parses it (its digest is remembered with the
+    identity of it and of its external data), and the kept module's stored weights are views of its weights
+    file, not copies; a rewrite of the same size with the modification time set back still changes the change time, and
+    is compiled."""
+    import os
+
+    from tilegrad import mapped
+
+    w = RNG.standard_normal((4, 4)).astype("float32")
+    path = tmp_path / "model.onnx"
+    onnx.save(_model(w), path, save_as_external_data=True, location="model.onnx.data", size_threshold=0)
+    tilegrad.compile(path)
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the model was read again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(api, "onnx_proto", unread)
+        again = tilegrad.compile(path)
+    x = RNG.standard_normal((2, 4)).astype("float32")
+    np.testing.assert_allclose(again(x), np.maximum(x @ w, 0), rtol=1e-5)
+    assert len(compiles) == 1
+    assert any(mapped._mapping(a) is not None for a in [*again._weights, *again._sources])  # (a packed weight's
+    # source: the packing runs at load)
+
+    data = tmp_path / "model.onnx.data"
+    before = data.stat()
+    data.write_bytes((2 * w).tobytes())  # same size
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+    changed = tilegrad.compile(path)
+    assert len(compiles) == 2
+    np.testing.assert_allclose(changed(x), np.maximum(x @ (2 * w), 0), rtol=1e-5)

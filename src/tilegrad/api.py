@@ -62,6 +62,9 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     same arguments and also says what the passes did.
     """
     options = _checked(CompileOptions.of(options, **option_fields))
+    key = module_cache.quick_key(model, input_shapes, options)  # a model file compiled before, unchanged since
+    if key is not None and (kept := module_cache.cached_module(key)) is not None:
+        return kept
     proto = onnx_proto(model, example_inputs, map_external=True)  # weights read as the passes need them
     inputs = _inputs(proto, input_shapes)
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):

@@ -7,9 +7,11 @@ compile options given, the records database when one is read (its path, size and
 that adds records changes it), the configuration (compiler, flags, threads...), this machine's CPU and ISA, the
 versions of NumPy and onnx, and tilegrad itself (a digest of its package's files, so a changed compiler never
 serves a module the old one built). An entry is a saved module directory (`Module.save`, written whole by a
-rename) under `<cache_dir>/compiled/<key>`; a hit loads it (`module.load`) and marks it used. The entries are kept
-under a quarter of the build cache's bound, least recently used going first. `TILEGRAD_MODULE_CACHE=0` (or
-`Config.module_cache`) turns it off.
+rename) under `<cache_dir>/compiled/<key>`; a hit loads it (`module.load`, its weights mapped, not read) and
+marks it used. The entries are kept under a quarter of the build cache's bound, least recently used going first.
+A model file's digest is remembered under `<cache_dir>/model_digests/` with the identity (inode, size,
+modification and change times) of the file and of its external data, so that compiling an unchanged file again
+reads and parses none of it (`quick_key`). `TILEGRAD_MODULE_CACHE=0` (or `Config.module_cache`) turns it off.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -34,21 +37,48 @@ _log = logging.getLogger(__name__)
 
 def module_key(model, proto, input_shapes, options) -> str | None:
     """The key of compiling ONNX model `model` (loaded as `proto`) with `input_shapes` and `options`, or None
-    where the module cache is off or does not apply (a target whose modules are not saved whole: a GPU's)."""
-    from .target import TARGETS, host
-
-    cfg = _config.get()
-    if not cfg.module_cache or not backend_for(TARGETS[options.target]()).saves_module:
+    where the module cache is off or does not apply (a target whose modules are not saved whole: a GPU's). A
+    model file's digest is remembered (`quick_key`)."""
+    if not _applies(options):
         return None
+    files = None
+    if isinstance(model, (str, Path)):  # as they are before they are read: one changed meanwhile is read again
+        files = _identities([Path(model), *(Path(location) for location, _, _ in _distinct(proto))])
+    h = hashlib.sha256()
+    _model_bytes(h, model, proto)
+    if files is not None:
+        _remember(files, h.hexdigest())
+    return _key(h.hexdigest(), input_shapes, options)
+
+
+def quick_key(model, input_shapes, options) -> str | None:
+    """`module_key` without reading or parsing the model: for a model file whose digest was remembered when it
+    was last compiled, where neither it nor its external data files changed since (the same device, inode, size,
+    modification and change times: a write changes the change time, which no tool sets back). Else None."""
+    if not isinstance(model, (str, Path)) or not _applies(options):
+        return None
+    digest = _remembered(Path(model))
+    return None if digest is None else _key(digest, input_shapes, options)
+
+
+def _applies(options) -> bool:
+    from .target import TARGETS
+
+    return _config.get().module_cache and backend_for(TARGETS[options.target]()).saves_module
+
+
+def _key(model_digest: str, input_shapes, options) -> str:
+    from .target import host
+
     import numpy
     import onnx
 
+    cfg = _config.get()
     h = hashlib.sha256()
     for part in (_package_digest(), numpy.__version__, onnx.__version__, host().identity(),
                  repr(dataclasses.replace(cfg, cache_dir=Path("."))), repr(sorted((input_shapes or {}).items())),
-                 repr(options), _database_identity(options.db)):
+                 repr(options), _database_identity(options.db), model_digest):
         h.update(part.encode() + b"\0")
-    _model_bytes(h, model, proto)
     return h.hexdigest()[:32]
 
 
@@ -60,7 +90,7 @@ def cached_module(key: str):
     if not (directory / "manifest.json").exists():
         return None
     try:
-        module = load(directory)
+        module = load(directory, mapped=True)
     except Exception as exc:  # noqa: BLE001 - a damaged entry is compiled again, and replaced
         _log.warning("module cache entry %s unreadable (%s); compiling again", directory, exc)
         return None
@@ -117,6 +147,57 @@ def _model_bytes(h, model, proto) -> None:
         h.update(model.SerializeToString())
     for location, offset, length in external_references(proto):
         _file_bytes(h, Path(location), offset, length)
+
+
+def _distinct(proto) -> list[tuple]:
+    from .frontend.onnx_file import external_references
+
+    return list({location: (location, offset, length) for location, offset, length in
+                 external_references(proto)}.values())
+
+
+def _identity(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _memo_path(path: Path) -> Path:
+    name = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    return _config.get().cache_dir / "model_digests" / f"{name}.json"
+
+
+def _identities(paths: list[Path]) -> list | None:
+    """[resolved path, identity] of each file (the model first, then its external data), or None if one is gone."""
+    try:
+        return [[str(p.resolve()), _identity(p)] for p in paths]
+    except OSError:
+        return None
+
+
+def _remember(files: list | None, digest: str) -> None:
+    """Record `digest` for the model file and external data files `files` (`_identities`, taken before the digest
+    read them)."""
+    if files is None:
+        return
+    try:
+        memo = {"path": files[0][0], "identity": files[0][1], "digest": digest, "external": files[1:]}
+        out = _memo_path(Path(files[0][0]))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_name(f"{out.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+        part.write_text(json.dumps(memo))
+        os.replace(part, out)
+    except OSError as exc:
+        _log.info("model digest not remembered (%s)", exc)
+
+
+def _remembered(path: Path) -> str | None:
+    try:
+        memo = json.loads(_memo_path(path).read_text())
+        fresh = (memo["path"] == str(path.resolve()) and memo["identity"] == _identity(path)
+                 and all(_identity(Path(p)) == identity for p, identity in memo["external"]))
+        return memo["digest"] if fresh else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _file_bytes(h, path: Path, offset: int, length: int | None) -> None:

@@ -84,7 +84,7 @@ def test_an_edited_manifest_is_refused(saved):
         tilegrad.load(saved)
 
 
-@pytest.mark.parametrize("name", ["weights.npz", "model.so"])
+@pytest.mark.parametrize("name", ["weights.bin", "model.so"])
 def test_truncated_files_are_refused(saved, name):
     path = saved / name
     path.write_bytes(path.read_bytes()[:-100])
@@ -95,7 +95,7 @@ def test_truncated_files_are_refused(saved, name):
 @pytest.mark.parametrize("text, message", [
     ("{not json", "not JSON"),
     ("[1, 2]", "not a JSON object"),
-    ('{"format": 1}', "saved in format 1; this version reads format 2"),
+    ('{"format": 1}', "saved in format 1; this version reads format 3"),
 ])
 def test_foreign_manifests_are_refused(saved, text, message):
     (saved / "manifest.json").write_text(text)
@@ -104,8 +104,8 @@ def test_foreign_manifests_are_refused(saved, text, message):
 
 
 def test_a_missing_file_is_named(saved):
-    (saved / "weights.npz").unlink()
-    with pytest.raises(ModuleFormatError, match="weights.npz is missing"):
+    (saved / "weights.bin").unlink()
+    with pytest.raises(ModuleFormatError, match="weights.bin is missing"):
         tilegrad.load(saved)
 
 

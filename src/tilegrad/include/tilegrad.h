@@ -1,7 +1,7 @@
 /* tilegrad's C API: load a saved module (`Module.save(directory)`) and run it from C or C++, without Python.
 
-   A saved module is a directory: model.so (the kernels and `tg_run`), weights.npz (the weights, NumPy's zip of
-   .npy files, uncompressed) and manifest.json (for the Python runtime). The library describes its arguments itself
+   A saved module is a directory: model.so (the kernels and `tg_run`), weights.bin (the weights' raw bytes, each
+   array 64-byte aligned, in order) and manifest.json (for the Python runtime). The library describes its arguments itself
    (`tg_info`, codegen/descriptor.py), so this header needs nothing else: it opens the library, reads the weights,
    computes the weights the library derives from a stored source (a Winograd convolution's), and runs the model on
    buffers the caller owns. Link with -ldl (glibc before 2.34); the library brings its own OpenMP runtime.
@@ -74,53 +74,19 @@ static inline void tg_model_free(tg_model* m) {
   free(m);
 }
 
-static inline uint32_t tg_le32(const unsigned char* p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
-static inline uint64_t tg_le64(const unsigned char* p) { return tg_le32(p) | (uint64_t)tg_le32(p + 4) << 32; }
-
-/* Read the next .npy entry of an uncompressed zip into `out`, which holds `nbytes`; 0 on success. */
-static inline int tg_read_npy(FILE* f, void* out, int64_t nbytes, char* error, size_t error_size) {
-  unsigned char h[30], extra[256], npy[12];
-  if (fread(h, 1, 30, f) != 30 || tg_le32(h) != 0x04034b50) {
-    tg_fail(error, error_size, "weights.npz: expected another array (a zip entry), found none");
+/* Read the next array of the weights file into `out`, which holds `nbytes`: the arrays lie in order, each at the
+   first 64-byte aligned offset after the one before (saved.py writes them so); `*offset` is where the last ended.
+   0 on success. */
+static inline int tg_read_weight(FILE* f, int64_t* offset, void* out, int64_t nbytes, char* error,
+                                 size_t error_size) {
+  int64_t at = (*offset + 63) / 64 * 64;
+  if (fseek(f, (long)at, SEEK_SET) != 0 || fread(out, 1, (size_t)nbytes, f) != (size_t)nbytes) {
+    tg_fail(error, error_size, "weights.bin: truncated (an array of %lld bytes at %lld)", (long long)nbytes,
+             (long long)at);
     return 1;
   }
-  unsigned method = h[8] | h[9] << 8, name_len = h[26] | h[27] << 8, extra_len = h[28] | h[29] << 8;
-  uint64_t size = tg_le32(h + 18);
-  if (method != 0 || (h[6] & 8) || extra_len > sizeof extra || fseek(f, name_len, SEEK_CUR) != 0
-      || fread(extra, 1, extra_len, f) != extra_len) {
-    tg_fail(error, error_size, "weights.npz: a compressed or unreadable entry (Module.save writes neither)");
-    return 1;
-  }
-  for (unsigned at = 0; size == 0xFFFFFFFFu && at + 4 <= extra_len;) {  /* zip64: the sizes in the extra field */
-    unsigned id = extra[at] | extra[at + 1] << 8, len = extra[at + 2] | extra[at + 3] << 8;
-    if (id == 1 && len >= 16 && at + 20 <= extra_len) size = tg_le64(extra + at + 12);  /* after the full size */
-    at += 4 + len;
-  }
-  if (fread(npy, 1, 10, f) != 10 || memcmp(npy, "\x93NUMPY", 6) != 0) {
-    tg_fail(error, error_size, "weights.npz: an entry that is not a .npy array");
-    return 1;
-  }
-  uint64_t header = npy[8] | npy[9] << 8, prefix = 10;
-  if (npy[6] >= 2) {  /* versions 2 and 3: a 4-byte header length */
-    if (fread(npy + 10, 1, 2, f) != 2) {
-      tg_fail(error, error_size, "weights.npz: truncated");
-      return 1;
-    }
-    header = tg_le32(npy + 8);
-    prefix = 12;
-  }
-  if (size != prefix + header + (uint64_t)nbytes) {
-    tg_fail(error, error_size, "weights.npz: an array of %llu bytes where the library expects %lld",
-             (unsigned long long)(size - prefix - header), (long long)nbytes);
-    return 1;
-  }
-  if (fseek(f, (long)header, SEEK_CUR) != 0 || fread(out, 1, (size_t)nbytes, f) != (size_t)nbytes) {
-    tg_fail(error, error_size, "weights.npz: truncated");
-    return 1;
-  }
+  *offset = at + nbytes;
   return 0;
 }
 
@@ -171,17 +137,27 @@ static inline tg_model* tg_model_load(const char* directory, int threads, char* 
   for (int d = 0; d < info->num_derived && !failed; ++d)
     failed = !(sources[d] = tg_aligned(info->sources[d].nbytes));
   if (!failed) failed = !(m->args[count - 1] = tg_aligned(info->workspace_bytes));
-  snprintf(path, sizeof path, "%s/weights.npz", directory);
+  snprintf(path, sizeof path, "%s/weights.bin", directory);
   FILE* f = failed ? NULL : fopen(path, "rb");
   if (failed || !f) {
     tg_fail(error, error_size, failed ? "out of memory" : "cannot open %s", path);
     failed = 1;
   }
   /* The stored arrays: the weights not derived, in order, then one source per derived weight. */
+  int64_t offset = 0;
   for (int k = 0; k < info->num_weights && !failed; ++k)
-    if (!derived[k]) failed = tg_read_npy(f, m->args[first + k], info->weights[k].nbytes, error, error_size);
+    if (!derived[k]) failed = tg_read_weight(f, &offset, m->args[first + k], info->weights[k].nbytes, error,
+                                             error_size);
   for (int d = 0; d < info->num_derived && !failed; ++d)
-    failed = tg_read_npy(f, sources[d], info->sources[d].nbytes, error, error_size);
+    failed = tg_read_weight(f, &offset, sources[d], info->sources[d].nbytes, error, error_size);
+  if (f && !failed) {
+    fseek(f, 0, SEEK_END);
+    if (ftell(f) != offset) {
+      tg_fail(error, error_size, "weights.bin holds %ld bytes where the library's weights end at %lld: not this "
+               "library's weights", ftell(f), (long long)offset);
+      failed = 1;
+    }
+  }
   if (f) fclose(f);
   for (int d = 0; d < info->num_derived && !failed; ++d) {
     void (*derive)(void**);

@@ -13,6 +13,7 @@ computed when the module is built, and saved as those arrays. `profile` times ea
 from __future__ import annotations
 
 import ctypes
+import math
 import dataclasses
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -126,16 +127,18 @@ class Module:
     call from several threads at once."""
 
     def __init__(self, library: Path, spec: ModuleSpec, weights: Sequence[np.ndarray | None],
-                 cfg: _config.Config | None = None, sources: Sequence[np.ndarray] = ()):
+                 cfg: _config.Config | None = None, sources: Sequence[np.ndarray] = (), keep_mapped: bool = False):
         """`weights` in the order of `spec.weights`; a derived one (`spec.derived`) may be None, and is then
-        computed by the library from its source (`sources`, one per derived weight, in order)."""
+        computed by the library from its source (`sources`, one per derived weight, in order). A weight mapped
+        from a file is copied (`mapped.owned`) unless `keep_mapped` (`load` says when)."""
         self.library = Path(library)
         self.spec = spec
         self._sources = [np.require(a, requirements="C") for a in sources]
         if len(self._sources) != len(spec.derived):
             raise ModuleFormatError(f"{len(spec.derived)} derived weights need as many sources, got "
                                     f"{len(self._sources)}")
-        self._weights = [None if w is None else np.require(owned(w), requirements="C") for w in weights]
+        self._weights = [None if w is None else np.require(w if keep_mapped else owned(w), requirements="C")
+                         for w in weights]
         for d, source in zip(spec.derived, self._sources):
             if self._weights[d.weight] is None:
                 self._weights[d.weight] = self._derive(d, source, cfg)
@@ -294,23 +297,25 @@ def _input(spec: BufferSpec, dtype: np.dtype, value) -> np.ndarray:
     return a if a.flags.c_contiguous and a.flags.aligned else np.require(a, requirements="CA")
 
 
-def load(directory, cfg: _config.Config | None = None) -> Module:
+def load(directory, cfg: _config.Config | None = None, *, mapped: bool = False) -> Module:
     """A module saved by `Module.save`; a missing, altered, truncated or foreign file is a ModuleFormatError.
-    The library is native code: load only directories you trust."""
-    library, spec_json, arrays = saved.read(directory, cfg)
+    With `mapped`, the weights stay views of their file mapped read-only (no copy: for a directory that is only
+    ever replaced by a rename, as the module cache's entries are; a file rewritten in place under a running
+    module would crash it). The library is native code: load only directories you trust."""
+    library, spec_json, arrays = saved.read(directory, cfg, mapped=mapped)
     spec = ModuleSpec.from_json(spec_json)
     derived = {d.weight for d in spec.derived}
     stored = [s for k, s in enumerate(spec.weights) if k not in derived] + [d.source for d in spec.derived]
     if len(arrays) != len(stored):
         raise ModuleFormatError(f"{directory}: the weights file holds {len(arrays)} arrays, the manifest names "
                                 f"{len(stored)}")
-    # NumPy's file format cannot name bfloat16: such weights come back as raw 2-byte records, viewed as bfloat16
-    arrays = [w.view(s.dtype) if w.dtype.kind == "V" and w.dtype.itemsize == np.dtype(s.dtype).itemsize else w
-              for w, s in zip(arrays, stored)]
-    for w, s in zip(arrays, stored):
-        if w.shape != s.shape or str(w.dtype) != s.dtype:
-            raise ModuleFormatError(f"{directory}: weight {s.name!r} is {w.shape} {w.dtype} in the weights file, "
+    typed = []
+    for raw, s in zip(arrays, stored):
+        dtype = np.dtype(s.dtype)
+        if raw.size != math.prod(s.shape) * dtype.itemsize:
+            raise ModuleFormatError(f"{directory}: weight {s.name!r} has {raw.size} bytes in the weights file, "
                                     f"{s.describe()} in the manifest")
-    kept = iter(arrays)
+        typed.append(raw.view(dtype).reshape(s.shape))
+    kept = iter(typed)
     weights = [None if k in derived else next(kept) for k in range(len(spec.weights))]
-    return Module(library, spec, weights, cfg=cfg, sources=list(kept))
+    return Module(library, spec, weights, cfg=cfg, sources=list(kept), keep_mapped=mapped)
