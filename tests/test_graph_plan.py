@@ -35,3 +35,21 @@ def test_outputs_no_kernel_writes_are_copied_from_where_their_bytes_are():
 
 def test_c_names():
     assert c_name("a/b.c") == "a_b_c" and c_name("3x") == "v_3x"
+
+
+def test_kernels_whose_c_is_the_same_but_for_the_name_share_one_function():
+    """A repeated block compiles once: the second relu(x + w) of the same shapes calls the first one's function,
+    a different computation (another constant in the body) keeps its own, and the results are each their own."""
+    from tilegrad.executor import compile_graph
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 6))
+    w1, w2 = b.const(np.full(6, 1.0, "float32"), "w1"), b.const(np.full(6, 2.0, "float32"), "w2")
+    first = b.op("relu", b.op("add", x, w1, name="a"))
+    second = b.op("relu", b.op("add", first, w2, name="b"))
+    scaled = b.op("mul", second, b.const(np.array(3.0, "float32"), "three"), name="c")
+    module = compile_graph(b.build([scaled]))
+    functions = [s.function for s in module.spec.kernels]
+    assert len(set(functions)) < len(functions)
+    xs = np.linspace(-2, 2, 12, dtype="float32").reshape(2, 6)
+    np.testing.assert_allclose(module(xs), 3 * np.maximum(np.maximum(xs + 1, 0) + 2, 0), rtol=1e-6)
