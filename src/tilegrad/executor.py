@@ -81,8 +81,8 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
 
 def _one_copy(text: str, name: str, rendered: dict[str, str], functions: list[str]) -> str:
     """The C function that runs kernel `name`, whose functions are `text`: an earlier kernel's where its C is the
-    same but for the name (a repeated block of the model: ResNet-50's 71 kernels are 27 distinct functions), else
-    its own, added to `functions`. Each copy left out is C the compiler need not build, most of a cold compile."""
+    same but for the name (a repeated block of the model), else its own, added to `functions`. Each copy left out
+    is C the compiler need not build, most of a cold compile (docs/benchmarks.md has the figures)."""
     anonymous = re.sub(rf"\b{re.escape(name)}(?=(_team)?\b)", "TG_KERNEL", text)
     if anonymous not in rendered:
         rendered[anonymous] = name

@@ -1,10 +1,11 @@
 /* tilegrad's C API: load a saved module (`Module.save(directory)`) and run it from C or C++, without Python.
 
    A saved module is a directory: model.so (the kernels and `tg_run`), weights.bin (the weights' raw bytes, each
-   array 64-byte aligned, in order) and manifest.json (for the Python runtime). The library describes its arguments itself
-   (`tg_info`, codegen/descriptor.py), so this header needs nothing else: it opens the library, reads the weights,
-   computes the weights the library derives from a stored source (a Winograd convolution's), and runs the model on
-   buffers the caller owns. Link with -ldl (glibc before 2.34); the library brings its own OpenMP runtime.
+   array 64-byte aligned, in order) and manifest.json (for the Python runtime). The library describes its
+   arguments itself (`tg_info`, codegen/descriptor.py), so this header needs nothing else: it opens the library,
+   reads the weights, computes the weights the library derives from a stored source (a Winograd convolution's),
+   and runs the model on buffers the caller owns. Link with -ldl (glibc before 2.34); the library brings its own
+   OpenMP runtime.
 
      char error[256];
      tg_model* m = tg_model_load("out/", 0, error, sizeof error);   // 0 threads: OpenMP's default
@@ -73,7 +74,6 @@ static inline void tg_model_free(tg_model* m) {
   if (m->library) dlclose(m->library);
   free(m);
 }
-
 
 /* Read the next array of the weights file into `out`, which holds `nbytes`: the arrays lie in order, each at the
    first 64-byte aligned offset after the one before (saved.py writes them so); `*offset` is where the last ended.

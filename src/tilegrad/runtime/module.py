@@ -13,8 +13,8 @@ computed when the module is built, and saved as those arrays. `profile` times ea
 from __future__ import annotations
 
 import ctypes
-import math
 import dataclasses
+import math
 from pathlib import Path
 from typing import NamedTuple, Sequence
 

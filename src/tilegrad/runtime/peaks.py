@@ -189,7 +189,7 @@ def measured_peaks(threads: int | None = None, remeasure: bool = False, *, durat
     threads = threads or cfg.num_threads
     path = cache_path(threads, cfg)
     if not remeasure:
-        cached = cached_peaks(threads)
+        cached = _read(path)
         if cached is not None:
             return cached
     peaks = _measure(threads, duration_s, cfg)

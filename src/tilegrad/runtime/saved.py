@@ -175,7 +175,7 @@ _DIGEST_CHUNK = 16 << 20
 
 def weights_digest(data: np.ndarray) -> str:
     """The weights' checksum: the SHA-256 of the SHA-256s of their 16 MiB chunks, which threads compute side by
-    side (hashlib lets go of the GIL), so that checking a BERT's 440 MB takes half the time of one stream."""
+    side (hashlib lets go of the GIL): checking a large model's weights is part of every warm compile."""
     chunks = [data[k:k + _DIGEST_CHUNK] for k in range(0, data.size, _DIGEST_CHUNK)]
     with ThreadPoolExecutor(max(1, min(len(chunks), _config.get().num_threads))) as pool:
         digests = list(pool.map(lambda chunk: hashlib.sha256(chunk).digest(), chunks))

@@ -214,8 +214,7 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
 def _column_budget(block: int, target: Target, per_tile: int) -> int:
     """The most columns whose accumulators (for `per_tile` channel blocks) leave a register for each weight vector
     a step multiplies and one for the broadcast input: a tile of more spills accumulators to the stack, each
-    multiply-add then a load and a store (AVX2's two-block 2 x 7 tile on a 7-wide row did: 1.2-1.4x slower than
-    one block of 7 in ResNet-50, docs/benchmarks.md)."""
+    multiply-add then a load and a store (AVX2's two-block 2 x 7 tile on a 7-wide row did: docs/benchmarks.md)."""
     vectors = -(-block // target.vector_lanes) * per_tile
     return max(1, (target.vector_registers - vectors - 1) // vectors)
 
