@@ -212,6 +212,16 @@ class _Forced(Defaults):
         return next((v for k, v in self.forced.items() if name.endswith(k)), super().pick(name, values, default))
 
 
+def test_a_two_block_tile_steps_columns_outside_its_blocks():
+    """Each column's broadcast feeds its blocks' FMAs and dies: with the blocks outside the columns, gcc kept
+    every column's broadcast live for the second block (12 accumulators + 6 broadcasts + 2 weight vectors on
+    AVX2's 16 registers) and spilled accumulators to the stack."""
+    x = te.placeholder((1, 4, 14, 14, 8), name="X")
+    w = te.placeholder((4, 32, 1, 1, 8), name="W")
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(8), knobs=_Forced(_blocks=2)).trace)
+    assert "reorder(conv2d_nchwc_local, order=[n, h, rcb, rci, ry, rx, w, cb, ci])" in text
+
+
 @pytest.mark.parametrize("rows_outer", [0, 1])
 @pytest.mark.parametrize("blocks", [1, 2])
 def test_rows_outside_or_inside_the_channel_blocks_give_the_same_numbers(rows_outer, blocks):

@@ -79,13 +79,14 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, 
 
 
 def _tile_reduction(sch: Schedule, acc: str, per_tile: int, knobs: Knobs) -> None:
-    """Reduction `acc`, computed in a register tile, with its reduction loops outside the tile's channel blocks,
-    columns and lanes."""
+    """Reduction `acc`, computed in a register tile, with its reduction loops outside the tile's columns, channel
+    blocks and lanes, in that order: each column's broadcast input then dies after its blocks' multiply-adds (with
+    the blocks outside, gcc kept every column's broadcast live across them and spilled accumulators)."""
     *_, an, acb, ah, aw, aci = [a.name for a in sch.state.stage(acc).op.axes]
     reduce = [lp for lp in sch.loops(acc) if sch.state.stage(acc).loops[lp].is_reduce]
     reduce = reduction_order(knobs, acc, reduce)
     if per_tile > 1:
-        sch.reorder(acc, an, ah, *reduce, acb, aw, aci)
+        sch.reorder(acc, an, ah, *reduce, aw, acb, aci)
         sch.unroll(acc, acb)
     else:
         sch.reorder(acc, an, acb, ah, *reduce, aw, aci)

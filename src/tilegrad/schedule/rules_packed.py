@@ -143,7 +143,7 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     if per_tile == 1:
         sch.reorder(blocked, bn, bc, bh, *reduce, bw, bb)
     else:
-        sch.reorder(blocked, bn, bh, *reduce, bc, bw, bb)
+        sch.reorder(blocked, bn, bh, *reduce, bw, bc, bb)
         sch.unroll(blocked, bc)
     if knobs.pick(f"{blocked}_unroll", (0, 1), 1):
         sch.unroll(blocked, bw)

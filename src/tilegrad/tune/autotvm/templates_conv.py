@@ -140,7 +140,7 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     an, acb, ah, aw, aci, *reduce = sch.loops(acc)
     order = [reduce[i] for i in cfg["order_reduce"].perm]
     if per_tile > 1:
-        sch.reorder(acc, an, ah, *order, acb, aw, aci)
+        sch.reorder(acc, an, ah, *order, aw, acb, aci)
         sch.unroll(acc, acb)
     else:
         sch.reorder(acc, an, acb, ah, *order, aw, aci)

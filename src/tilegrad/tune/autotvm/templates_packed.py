@@ -103,7 +103,7 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     if per_tile == 1:
         sch.reorder(blocked, bn, bc, bh, *order, bw, bb)
     else:
-        sch.reorder(blocked, bn, bh, *order, bc, bw, bb)
+        sch.reorder(blocked, bn, bh, *order, bw, bc, bb)
         sch.unroll(blocked, bc)
     cfg["ann_tile"].apply(sch, blocked, [bw])
     sch.vectorize(blocked, bb)
