@@ -53,3 +53,38 @@ def test_kernels_whose_c_is_the_same_but_for_the_name_share_one_function():
     assert len(set(functions)) < len(functions)
     xs = np.linspace(-2, 2, 12, dtype="float32").reshape(2, 6)
     np.testing.assert_allclose(module(xs), 3 * np.maximum(np.maximum(xs + 1, 0) + 2, 0), rtol=1e-6)
+
+
+def test_a_repeated_computation_is_lowered_once():
+    """Kernels whose computations and schedules are the same share one loop IR, named after the first: the
+    printers print it once; a different computation gets its own."""
+    from tilegrad.target import host
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 6))
+    w1, w2 = b.const(np.full(6, 1.0, "float32"), "w1"), b.const(np.full(6, 2.0, "float32"), "w2")
+    first = b.op("relu", b.op("add", x, w1, name="a"))
+    second = b.op("relu", b.op("add", first, w2, name="b"))
+    g = b.build([b.op("mul", second, b.const(np.array(3.0, "float32"), "three"), name="c")])
+    loops = [loop for _, loop, _ in plan_graph(g).lowered(None, host())]  # add, relu, add, relu, mul: unfused
+    assert loops[2] is loops[0] and loops[3] is loops[1] and loops[2].name == "k0_a"
+    assert len({id(loop) for loop in loops}) == 3
+
+
+def test_weights_laid_out_alike_share_the_kernel_that_derives_them(tmp_path):
+    """Two Winograd convolutions of one shape: both transformed weights come from one derivation kernel, in the
+    compiled module and in the saved one loaded again."""
+    import torch
+
+    import tilegrad
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(16, 16, 3, padding=1)).eval()
+    x = torch.randn(1, 16, 8, 8)
+    module = tilegrad.compile(net, (x,))
+    assert len(module.spec.derived) == 2 and len({d.kernel for d in module.spec.derived}) == 1
+    want = net(x).detach().numpy()
+    np.testing.assert_allclose(module(x.numpy()), want, rtol=1e-4, atol=1e-4)
+    loaded = tilegrad.load(module.save(tmp_path / "m"))
+    np.testing.assert_allclose(loaded(x.numpy()), want, rtol=1e-4, atol=1e-4)

@@ -40,11 +40,13 @@ def render_graph(g: Graph, choose: ScheduleChooser | None = None, target: Target
     if plan.derived:
         raise UnsupportedFeatureError("weights laid out ahead of time (Winograd) have no CUDA kernels yet; "
                                       "compile for CUDA without the CPU layout passes")
-    functions, launches = [], []
+    functions, launches, printed = [], [], set()
     for k, loop, _ in plan.lowered(choose, target):
-        functions.append(renderer.render_function(loop))
+        if id(loop) not in printed:  # a repeated kernel's loop is an earlier one's: printed once, launched by name
+            printed.add(id(loop))
+            functions.append(renderer.render_function(loop))
         shape = renderer.launch(loop)
-        launches.append(KernelLaunch(k.name, shape.grid, shape.block, k.args))
+        launches.append(KernelLaunch(loop.name, shape.grid, shape.block, k.args))
     return CudaProgram(renderer.prelude + "\n".join(functions), tuple(launches), plan.copies, plan.weights,
                        plan.memory.workspace_bytes)
 

@@ -51,9 +51,12 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     arg = _c_slots(g, plan)
     functions, calls, sites = [], [], []
     rendered: dict[str, str] = {}  # a kernel's C with its name taken out -> the function that has it
+    printed: dict[int, str] = {}  # a loop IR's id -> the function that runs it (repeats share one loop)
     progress.stage("kernels", len(plan.kernels))
     for k, loop, outputs in plan.lowered(choose, target):
-        function = _one_copy(renderer.render_function(loop), k.name, rendered, functions)
+        if id(loop) not in printed:
+            printed[id(loop)] = _one_copy(renderer.render_function(loop), loop.name, rendered, functions)
+        function = printed[id(loop)]
         progress.advance()
         site = KernelSite(function, kernel_label(k.node, outputs), compute_flops(outputs),
                           sum(nbytes(v) for v in [*k.node.inputs, *k.node.outputs]))

@@ -25,6 +25,7 @@ from .runtime.module import DerivedWeight
 from .runtime.slots import Copy, Slot
 from .schedule.trace import Trace
 from .target import Target
+from .te.fingerprint import fingerprint
 from .te.tensor import Tensor
 
 # Chooses a node's schedule from its computation's outputs: a tuned trace, or None for the default rules.
@@ -51,17 +52,26 @@ class GraphPlan:
     def lowered(self, choose: ScheduleChooser | None, target: Target) -> Iterator[tuple[PlannedKernel, LoopKernel,
                                                                                         list[Tensor]]]:
         """Each kernel with its loop IR, under the trace `choose` gives (else the target's default rules), and
-        its computation's outputs."""
+        its computation's outputs. A kernel whose computation and trace are an earlier kernel's gets that one's
+        loop IR, the very object, named after it: a model's repeated blocks are lowered once, and a printer
+        prints each loop once and calls it by its name."""
+        lowered: dict[tuple[str, str], LoopKernel] = {}
         for k in self.kernels:
             inputs, outputs = node_compute(k.node)
             trace = choose(k.node, outputs) if choose else None
-            yield k, lower_kernel((inputs, outputs), trace, name=k.name, target=target), outputs
+            key = (fingerprint(inputs, outputs), "default" if trace is None else str(trace))
+            if key not in lowered:
+                lowered[key] = lower_kernel((inputs, outputs), trace, name=k.name, target=target)
+            yield k, lowered[key], outputs
 
     def derivations(self, target: Target) -> Iterator[LoopKernel]:
-        """The loop IR of the kernels that compute the derived weights from their sources."""
+        """The loop IR of the kernels that compute the derived weights from their sources, each kernel once."""
+        done = set()
         for d in self.derived:
-            node = _derivation_node(self.weights[d.weight], d.kernel)
-            yield lower_kernel(node_compute(node), name=d.kernel, target=target)
+            if d.kernel not in done:
+                done.add(d.kernel)
+                node = _derivation_node(self.weights[d.weight], d.kernel)
+                yield lower_kernel(node_compute(node), name=d.kernel, target=target)
 
 
 def plan_graph(g: Graph) -> GraphPlan:
@@ -113,13 +123,15 @@ def _slots(g: Graph, weights: list[Value], memory: MemoryPlan) -> dict[int, Slot
 
 
 def _derived_weights(weights: list[Value]) -> tuple[DerivedWeight, ...]:
-    """The weights laid out ahead of time into more bytes than their source: the library computes them."""
-    derived = []
+    """The weights laid out ahead of time into more bytes than their source: the library computes them, each
+    computation once (the weights of a repeated block's convolutions share the first one's kernel)."""
+    derived, kernel_of = [], {}
     for k, w in enumerate(weights):
         if w.origin is not None and nbytes(w) > nbytes(w.origin.source):
             source = w.origin.source
-            derived.append(DerivedWeight(k, BufferSpec(source.name, tuple(source.shape), source.dtype),
-                                         f"d{k}_{c_name(w.name)}"))
+            key = fingerprint(*node_compute(_derivation_node(w, "derivation")))
+            kernel = kernel_of.setdefault(key, f"d{k}_{c_name(w.name)}")
+            derived.append(DerivedWeight(k, BufferSpec(source.name, tuple(source.shape), source.dtype), kernel))
     return tuple(derived)
 
 
