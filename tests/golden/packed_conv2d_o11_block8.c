@@ -39,10 +39,10 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
         float Y_blocked[80] __attribute__((aligned(64)));
         for (int64_t b = 0; b < 1; ++b) {
           for (int64_t h = 0; h < 1; ++h) {
-            #pragma GCC unroll 2
-            for (int64_t co = 0; co < 2; ++co) {
-              #pragma GCC unroll 5
-              for (int64_t w = 0; w < 5; ++w) {
+            #pragma GCC unroll 5
+            for (int64_t w = 0; w < 5; ++w) {
+              #pragma GCC unroll 2
+              for (int64_t co = 0; co < 2; ++co) {
                 #pragma omp simd
                 for (int64_t cb = 0; cb < 8; ++cb) {
                   Y_blocked[(((((b * 80) + cb) + (co * 40)) + (h * 40)) + (w * 8))] = 0.0f;
@@ -52,10 +52,10 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
             for (int64_t rc = 0; rc < 5; ++rc) {
               for (int64_t ry = 0; ry < 3; ++ry) {
                 for (int64_t rx = 0; rx < 3; ++rx) {
-                  #pragma GCC unroll 2
-                  for (int64_t co = 0; co < 2; ++co) {
-                    #pragma GCC unroll 5
-                    for (int64_t w = 0; w < 5; ++w) {
+                  #pragma GCC unroll 5
+                  for (int64_t w = 0; w < 5; ++w) {
+                    #pragma GCC unroll 2
+                    for (int64_t co = 0; co < 2; ++co) {
                       #pragma omp simd
                       for (int64_t cb = 0; cb < 8; ++cb) {
                         Y_blocked[(((((b * 80) + cb) + (co * 40)) + (h * 40)) + (w * 8))] = (Y_blocked[(((((b * 80) + cb) + (co * 40)) + (h * 40)) + (w * 8))] + (Y_pad[((((((((b * 660) + (b_c_0_h_fused * 12)) + (h * 12)) + (rc * 132)) + rx) + (ry * 12)) + (w * 2)) + (w_0 * 10))] * Y_wpack[((((cb + (co * 360)) + (rc * 72)) + (rx * 8)) + (ry * 24))]));
