@@ -212,6 +212,20 @@ class _Forced(Defaults):
         return next((v for k, v in self.forced.items() if name.endswith(k)), super().pick(name, values, default))
 
 
+@pytest.mark.parametrize("kernel,stride,two", [(1, 2, True), (1, 1, False), (3, 2, False)])
+def test_avx2_tiles_two_blocks_where_a_pointwise_convolution_strides(kernel, stride, two):
+    """A strided 1 x 1 convolution reads each broadcast from its own cache line, which no other tap shares: two
+    blocks per tile halve those reads on AVX2 too; a strided 3 x 3 and an unstrided 1 x 1 keep one block."""
+    x = te.placeholder((1, 4, 14, 14, 8), name="X")
+    w = te.placeholder((8, 32, kernel, kernel, 8), name="W")
+    out = nchwc.conv2d_nchwc(x, w, stride, kernel // 2)
+    sch = default_schedule(out, Target.with_lanes(8))
+    assert ("split(conv2d_nchwc.cb, factor=2)" in str(sch.trace)) == two
+    xv, wv = (RNG.standard_normal(t.shape).astype("float32") for t in (x, w))
+    got = build(default_schedule(out, Target.with_lanes(8)), args=[x, w, out]).run(xv, wv)
+    np.testing.assert_allclose(got, interpret(out, {"X": xv, "W": wv}), rtol=1e-4, atol=1e-4)
+
+
 def test_a_two_block_tile_steps_columns_outside_its_blocks():
     """Each column's broadcast feeds its blocks' FMAs and dies: with the blocks outside the columns, gcc kept
     every column's broadcast live for the second block (12 accumulators + 6 broadcasts + 2 weight vectors on

@@ -9,8 +9,8 @@ convolution broadcasts one input value and multiplies it by one weight vector in
 a tile spans two channel blocks by default (each broadcast feeds both; `default_blocks`); tiles of several
 channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
 columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
-than MIN_CHAINS) and two blocks fit: then two (docs/passes.md, "Layout", has the measurements); the blocks per
-tile remain a parameter for the search."""
+than MIN_CHAINS) and two blocks fit, and in a strided 1 x 1 convolution: then two (docs/passes.md, "Layout", has
+the measurements); the blocks per tile remain a parameter for the search."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     width, block = extent(s, w), extent(s, ci)
     conv = anchor.tag == "conv2d_nchwc"
     two = conv and extent(s, cb) > 1
-    per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default_blocks(width, block, extent(s, cb),
-                                                                                          target) if two else 1)
+    default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs)) if two else 1
+    per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
     rows_outer = knobs.pick(f"{s.name}_rows_outer", (0, 1), default_rows_outer(sch, acc, target)) if two else 0
@@ -178,21 +178,29 @@ MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles
 PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
 
 
-def default_blocks(width: int, block: int, blocks: int, target: Target) -> int:
+def default_blocks(width: int, block: int, blocks: int, target: Target, pointwise_strided: bool = False) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
     instead of being loaded again for each (faster than one block of 14 or 28 columns on ResNet-50's
     convolutions: docs/benchmarks.md, machine D). Otherwise (AVX2) two only where
     one block's tile has too few columns to keep MIN_CHAINS accumulators (a 7- or 5-wide row) and two blocks'
-    fit in the registers with the columns kept; else one."""
+    fit in the registers with the columns kept, or where the convolution is 1 x 1 and strided (ResNet's
+    projections): each broadcast there comes from its own cache line, half of which the stride skips and no other
+    tap reads, so feeding two blocks from it halves what the tile reads per FMA (docs/benchmarks.md, machine A,
+    twelfth session); else one."""
     if blocks % 2:
         return 1
     vectors = -(-block // target.vector_lanes)
     one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
     if target.vector_registers >= 32 and vectors == 1:
         return 2 if pairs_pay(width, one, two) else 1
-    return 2 if one * vectors < MIN_CHAINS and two == one else 1
+    return 2 if (one * vectors < MIN_CHAINS and two == one) or (pointwise_strided and vectors == 1) else 1
+
+
+def strided_pointwise(attrs: dict) -> bool:
+    """Whether a convolution (its op's attributes) is 1 x 1 with a stride (`default_blocks`)."""
+    return tuple(attrs.get("kernel", ())) == (1, 1) and max(attrs.get("stride", (1,))) > 1
 
 
 def pairs_pay(width: int, one: int, two: int) -> bool:

@@ -13,7 +13,7 @@ from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
 from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_rows_outer, kblock_choices,
-                                     tile_columns)
+                                     strided_pointwise, tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -99,7 +99,7 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     width, block = extent(s, w), extent(s, ci)
     conv = anchor.tag == "conv2d_nchwc"
     two = conv and extent(s, cb) > 1
-    blocks_d = default_blocks(width, block, extent(s, cb), target) if two else 1
+    blocks_d = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs)) if two else 1
     wr_d = tile_columns(width, block, target, blocks_d)
     budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
     reduce = sch.loops(acc)[5:]
