@@ -178,7 +178,7 @@ MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles
 PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
 
 
-def default_blocks(width: int, block: int, blocks: int, target: Target, pointwise_strided: bool = False) -> int:
+def default_blocks(width: int, block: int, blocks: int, target: Target, strided_1x1: bool = False) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
@@ -195,7 +195,7 @@ def default_blocks(width: int, block: int, blocks: int, target: Target, pointwis
     one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
     if target.vector_registers >= 32 and vectors == 1:
         return 2 if pairs_pay(width, one, two) else 1
-    return 2 if (one * vectors < MIN_CHAINS and two == one) or (pointwise_strided and vectors == 1) else 1
+    return 2 if (one * vectors < MIN_CHAINS and two == one) or (strided_1x1 and vectors == 1) else 1
 
 
 def strided_pointwise(attrs: dict) -> bool:
