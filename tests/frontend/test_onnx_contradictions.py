@@ -41,6 +41,11 @@ def _integer_division(op: str):
                   [_vi("y", [2, 3], TensorProto.INT32)], [zero])
 
 
+def _initializer_twice(second: list[float]):
+    w = [helper.make_tensor("w", TensorProto.FLOAT, [3], values) for values in ([1.0, 2.0, 3.0], second)]
+    return _model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], [X], [Y], w)
+
+
 CASES = {
     "two nodes of one name": (_model([_relu("x", "a", "n"), _relu("a", "y", "n")], [X], [Y]), "node name"),
     "a graph input twice": (_model([_relu()], [X, X], [Y]), "graph input"),
@@ -58,6 +63,8 @@ CASES = {
     "a 1-D kernel_shape on a 2-D image": (_conv("kernel_shape", [3]), "kernel_shape [3] has 1 axes"),
     "an integer Div by a constant zero": (_integer_division("Div"), "divides integers by a constant"),
     "an integer Mod by a constant zero": (_integer_division("Mod"), "divides integers by a constant"),
+    "an initializer twice with different data": (_initializer_twice([1.0, 2.0, 4.0]),
+                                                 "['w'] appear more than once in the model's graph with different"),
 }
 
 
@@ -83,3 +90,9 @@ def test_an_integer_division_by_a_computed_zero_still_runs():
                    [_vi("y", [2, 3], TensorProto.INT32)])
     ones = np.ones((2, 3), np.int32)
     np.testing.assert_array_equal(tilegrad.compile(model)(ones * 6, ones * 2), ones * 3)
+
+
+def test_an_initializer_repeated_alike_is_accepted_as_onnxruntime_accepts_it():
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    np.testing.assert_array_equal(tilegrad.compile(_initializer_twice([1.0, 2.0, 3.0]))(x), x + [1, 2, 3])
+

@@ -5,6 +5,7 @@ and malformed nodes, each refused by one `TilegradError` that names the node, th
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -254,6 +255,19 @@ def test_malformed_nodes_name_the_node_and_the_op(node, fragment):
     text = str(info.value)
     assert fragment in text and repr(node.name) in text, text
     assert node.op_type in text, text
+
+
+@pytest.mark.parametrize("node,constant,fragment", [
+    (helper.make_node("Reshape", ["x", "c"], ["y"], name="flat"), helper.make_tensor("c", TensorProto.INT64, [], [6]),
+     "node 'flat': Reshape's target shape must be a 1-D tensor"),
+    (helper.make_node("ConvTranspose", ["x", "c"], ["y"], name="up"),
+     helper.make_tensor("c", TensorProto.FLOAT, [2, 1, 1, 1], [1.0, 1.0]),
+     "node 'up': ConvTranspose's weight [2, 1, 1, 1] must have the rank of its input [2, 3]"),
+])
+def test_a_constant_input_of_the_wrong_rank_is_refused_naming_the_node(node, constant, fragment):
+    model = _model([node], [_vi("x", [2, 3])], [_vi("y", None)], [constant])
+    with pytest.raises(ShapeError, match=re.escape(fragment)):
+        import_onnx(model)
 
 
 def test_every_unsupported_op_and_feature_is_listed_at_once():

@@ -209,3 +209,24 @@ def test_a_saved_module_loads_and_runs_without_a_c_compiler(tmp_path):
     with config.override(cc="no-such-compiler"):
         module = tilegrad.load(saved)
         np.testing.assert_allclose(module(x.numpy()), conv(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+SAVE_PEAK = """
+import resource, sys
+from pathlib import Path
+import numpy as np
+from tilegrad.runtime import saved
+weights = [np.ones((32, 2**20), np.float32)]  # 128 MiB, touched
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+(Path(sys.argv[1]) / "lib.so").write_bytes(b"library")
+saved.write(Path(sys.argv[1]) / "m", Path(sys.argv[1]) / "lib.so", {}, weights)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / weights[0].nbytes)
+"""
+
+
+def test_saving_holds_the_weights_once_not_again_as_the_file_it_checksums(tmp_path):
+    """The checksum reads the written file mapped; its pages go as each chunk is hashed, so a save (every compile
+    saves into the module cache) does not hold a large model's weights twice."""
+    growth = subprocess.run([sys.executable, "-c", SAVE_PEAK, str(tmp_path)], capture_output=True, text=True,
+                            check=True, env={**os.environ, "PYTHONPATH": str(SRC)}).stdout
+    assert float(growth) < 0.5, f"peak memory grew by {float(growth):.2f}x the weights while saving"

@@ -1,8 +1,8 @@
 """The rules a model as a whole must keep, checked before any node converts, as ONNX Runtime checks them when it
 creates a session: an IR version and opset this ONNX release defines, names that say which node or input they
-mean (no two nodes, graph inputs or definitions of a value sharing one), and graph outputs of the element type the
-model declares. A model breaking them is contradictory: ONNX Runtime refuses it, and so does tilegrad, naming the
-rule, instead of compiling a guess."""
+mean (no two nodes, graph inputs, definitions of a value or different initializers sharing one), and graph outputs
+of the element type the model declares. A model breaking them is contradictory: ONNX Runtime refuses it (or, for
+initializers, picks one), and tilegrad refuses it, naming the rule, instead of compiling a guess."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ def check_model(proto) -> None:
     g = proto.graph
     _once("node name", [n.name for n in g.node if n.name])
     _once("graph input", [vi.name for vi in g.input])
+    differing = _differing_repeats(g.initializer)
+    if differing:
+        raise ModelFormatError(f"initializer(s) {differing} appear more than once in the model's graph with different "
+                               f"data: which one the model means is ambiguous (ONNX Runtime says it uses the last, "
+                               f"yet computes some graphs with the first); keep one")
     sources = {vi.name for vi in g.input} | {t.name for t in g.initializer}
     defined = [y for n in g.node for y in n.output if y]
     _once("value defined by a node", defined)
@@ -46,6 +51,18 @@ def check_declared_type(output, dtype: str) -> None:
     if declared != dtype:
         raise ModelFormatError(f"graph output {output.name!r} is declared {declared}, but the graph computes "
                                f"{dtype}")
+
+
+def _differing_repeats(initializers) -> list[str]:
+    """The names of initializers given more than once with different contents (a repeat of the same tensor is
+    harmless, and accepted as ONNX Runtime accepts it)."""
+    first: dict[str, bytes] = {}
+    differing = set()
+    for t in initializers:
+        data = t.SerializeToString()
+        if first.setdefault(t.name, data) != data:
+            differing.add(t.name)
+    return sorted(differing)
 
 
 def _once(what: str, names: list[str]) -> None:

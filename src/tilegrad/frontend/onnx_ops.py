@@ -148,6 +148,9 @@ def _conv(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, gro
 def _conv_transpose(b: B, name, x, w, bias=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                     output_padding=None, output_shape=None, pads=None, strides=None):
     nd = len(x.shape) - 2
+    if len(w.shape) != len(x.shape):
+        raise ShapeError(f"node {name!r}: ConvTranspose's weight {list(w.shape)} must have the rank of its input "
+                         f"{list(x.shape)}")
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         pads, output_padding = _transposed_pads(name, x, w, auto_pad, kernel_shape, output_shape, output_padding,
                                                 strides, dilations)
@@ -240,7 +243,11 @@ def _instance_norm(b: B, name, x, scale, bias, *, epsilon=1e-5):
 
 @onnx_op("Reshape")
 def _reshape(b: B, name, x, shape, *, allowzero=0):
-    target = tuple(int(d) for d in constant_input(shape, "the target shape", name))
+    given = constant_input(shape, "the target shape", name)
+    if np.ndim(given) != 1:
+        raise ShapeError(f"node {name!r}: Reshape's target shape must be a 1-D tensor, got one of shape "
+                         f"{list(np.shape(given))}")
+    target = tuple(int(d) for d in given)
     if allowzero and 0 in target:  # a 0 is an extent of 0, not "copy the input's extent"
         if -1 in target or math.prod(x.shape) != 0:
             raise ShapeError(f"node {name!r}: Reshape with allowzero=1 of {list(x.shape)} to {list(target)}: the "

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import config as _config
 from ..errors import ModuleFormatError
+from ..mapped import release_pages
 
 MANIFEST = "manifest.json"
 LIBRARY = "model.so"
@@ -51,7 +52,7 @@ def write(directory, library: Path, spec: dict, weights: list[np.ndarray]) -> Pa
         layout = _write_weights(fresh / WEIGHTS, weights)
         body = {"format": FORMAT, "entry": ENTRY, "spec": spec, "weights": layout,
                 "sha256": {LIBRARY: _file_sha256(fresh / LIBRARY), WEIGHTS: weights_digest(_weights_bytes(
-                    fresh / WEIGHTS, mapped=True))},
+                    fresh / WEIGHTS, mapped=True), release=True)},
                 "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}
         (fresh / MANIFEST).write_text(json.dumps({**body, _CHECKSUM: _json_sha256(body)}, indent=1))
         rename_into_place(fresh, out)
@@ -173,12 +174,20 @@ def _manifest(path: Path, text: bytes) -> dict:
 _DIGEST_CHUNK = 16 << 20
 
 
-def weights_digest(data: np.ndarray) -> str:
+def weights_digest(data: np.ndarray, *, release: bool = False) -> str:
     """The weights' checksum: the SHA-256 of the SHA-256s of their 16 MiB chunks, which threads compute side by
-    side (hashlib lets go of the GIL): checking a large model's weights is part of every warm compile."""
+    side (hashlib lets go of the GIL): checking a large model's weights is part of every warm compile. With
+    `release`, a mapped chunk's pages are handed back once hashed: a save that checksums the file it just wrote
+    would otherwise hold the weights twice, the module's and the file's."""
+    def digest(chunk: np.ndarray) -> bytes:
+        value = hashlib.sha256(chunk).digest()
+        if release:
+            release_pages(chunk)
+        return value
+
     chunks = [data[k:k + _DIGEST_CHUNK] for k in range(0, data.size, _DIGEST_CHUNK)]
     with ThreadPoolExecutor(max(1, min(len(chunks), _config.get().num_threads))) as pool:
-        digests = list(pool.map(lambda chunk: hashlib.sha256(chunk).digest(), chunks))
+        digests = list(pool.map(digest, chunks))
     return hashlib.sha256(b"".join(digests) + str(data.size).encode()).hexdigest()
 
 

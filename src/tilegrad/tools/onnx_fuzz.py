@@ -1,17 +1,17 @@
 """Mutation fuzzing of the ONNX frontend: small valid models, mutated as broken exporters and hostile files are,
 then imported and compiled, each outcome classified.
 
-A case is a seed model (`SEEDS`) under one to three mutations (`MUTATIONS`: dims, dtypes, attributes, edges,
-names, initializers, external-data locations, opsets, op types, shape constants), drawn from a generator seeded
-with the case number, so case N is the same model on every machine. `run_case` runs it through the stages asked
-for: `import` (the ONNX frontend), `compile` (graph passes, then every kernel lowered and rendered to C, no C
-compiler) and `run` (a native build, a call on random inputs). The outcome is `ok`, `tilegrad error` (a
-`TilegradError`: the model was refused with a message), `wrapped exception` (refused, but by the import's safety net
-around a node's conversion, which turns any other exception into a `ModelFormatError`: a refusal, not a bug the
-user sees, but a message that could be clearer), `other exception` (a bug: any other exception), or, from
-the process that runs it (`benchmarks/fuzz_onnx.py`), `crash` or `timeout`. A model that reads external data
-from outside its directory and still imports is `hostile accepted`; one that runs but whose outputs differ from
-ONNX Runtime's on the same inputs is `mismatch`.
+A case is a seed model (`SEEDS`) under one to three mutations (`MUTATIONS`: dims, dtypes, attributes, edges, names,
+initializers, external-data locations, opsets, op types, shape constants, constants computed at import, duplicates),
+drawn from a generator seeded with the case number, so case N is the same model on every machine. `run_case` runs it
+through the stages asked for: `import` (the ONNX frontend), `compile` (graph passes, then every kernel lowered and
+rendered to C, no C compiler) and `run` (a native build, a call on random inputs). The outcome is `ok`, `tilegrad
+error` (a `TilegradError`: the model was refused with a message), `wrapped exception` (refused, but by the import's
+safety net around a node's conversion, which turns any other exception into a `ModelFormatError`: a refusal, not a
+bug the user sees, but a message that could be clearer), `other exception` (a bug: any other exception), or, from
+the process that runs it (`benchmarks/fuzz_onnx.py`), `crash` or `timeout`. A model that reads external data from
+outside its directory and still imports is `hostile accepted`; one that runs but whose outputs differ from ONNX
+Runtime's on the same inputs is `mismatch`.
 """
 
 from __future__ import annotations

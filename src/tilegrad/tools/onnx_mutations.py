@@ -251,8 +251,57 @@ def nudge(case, rng) -> str:
     return f"{vi.name}: a dimension set to {d.dim_value}"
 
 
+def computed_constant(case, rng) -> str:
+    """A constant computed at import rather than stored: an initializer made by `ConstantOfShape` of its own
+    shape (valid), of a shape far beyond memory (to refuse as a limit), or an integer divided by a zero constant."""
+    g = case.model.graph
+    if not g.initializer:
+        return "no initializer"
+    t = _pick(rng, list(g.initializer))
+    choice = int(rng.integers(3))
+    if choice == 2:
+        zero = f"{t.name}_zero"
+        g.initializer.append(helper.make_tensor(zero, TensorProto.INT64, [], [0]))
+        g.initializer.append(helper.make_tensor(f"{t.name}_ints", TensorProto.INT64, [2], [7, 9]))
+        op = _pick(rng, ("Div", "Mod"))
+        g.node.insert(0, helper.make_node(op, [f"{t.name}_ints", zero], [f"{t.name}_quotient"],
+                                          name=f"{t.name}_by_zero"))
+        g.output.append(helper.make_tensor_value_info(f"{t.name}_quotient", TensorProto.INT64, [2]))
+        return f"{op} of int64 constants by a constant zero"
+    dims = list(t.dims) if choice == 0 else [10**10] + list(t.dims)[1:]
+    shape = f"{t.name}_shape"
+    g.initializer.append(helper.make_tensor(shape, TensorProto.INT64, [len(dims)], dims))
+    fill = helper.make_tensor("value", t.data_type if t.data_type else TensorProto.FLOAT, [1], [1])
+    g.node.insert(0, helper.make_node("ConstantOfShape", [shape], [t.name], name=f"{t.name}_fill", value=fill))
+    g.initializer.remove(t)
+    return f"{t.name}: computed by ConstantOfShape{dims}"
+
+
+def duplicate(case, rng) -> str:
+    """Something that must be unique listed twice: a graph input, an initializer (the same or other data) or a
+    node's name."""
+    g = case.model.graph
+    choice = int(rng.integers(3))
+    if choice == 0 and g.input:
+        g.input.append(_pick(rng, list(g.input)))
+        return f"graph input {g.input[-1].name!r} listed twice"
+    if choice == 1 and g.initializer:
+        t = _pick(rng, list(g.initializer))
+        again = g.initializer.add()
+        again.CopyFrom(t)
+        if rng.random() < 0.5 and t.HasField("raw_data"):
+            again.raw_data = bytes(reversed(t.raw_data))
+            return f"initializer {t.name!r} listed twice, the second with its bytes reversed"
+        return f"initializer {t.name!r} listed twice"
+    if len(g.node) > 1:
+        g.node[1].name = g.node[0].name
+        return f"node name {g.node[0].name!r} used twice"
+    return "nothing to duplicate"
+
+
 HOSTILE = ('x"); system("rm -rf /"); //', "*/ int main(){} /*", "a\nb", "%s%n%x", "ünï©ødé", "0", "-",
            "a" * 5000, "\\", "k0_relu", "args", "tg_run")
 MUTATIONS = {"dims": dims, "dtype": dtype, "attribute": attribute, "edge": edge, "name": name,
              "initializer": initializer, "external": external, "opset": opset, "op_type": op_type,
-             "shape_constant": shape_constant, "nudge": nudge, "nudge again": nudge}
+             "shape_constant": shape_constant, "nudge": nudge, "nudge again": nudge,
+             "computed_constant": computed_constant, "duplicate": duplicate}
