@@ -323,3 +323,19 @@ def test_bad_arguments_say_what_is_wrong():
         nchwc.from_blocked(x, 4)
     with pytest.raises(ShapeError, match="wholly in the padding"):
         nchwc.max_pool2d_nchwc(x, 2, 2, 2)
+
+
+@pytest.mark.parametrize("per_row", [0, 1])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_depthwise_convolution_reads_a_padded_copy_without_bounds_checks(per_row, stride):
+    """The padded copy made per output row (the default) or whole: either way the convolution's inner loop reads
+    it unguarded (a guarded read made gcc's loop scalar), and the numbers equal the reference's, tail tile
+    included."""
+    x, w = te.placeholder((1, 2, 11, 13, 8), name="X"), te.placeholder((2, 5, 5, 8), name="W")
+    out = nchwc.depthwise_conv2d_nchwc(x, w, stride, 2)
+    sch = default_schedule(out, Target.with_lanes(8), knobs=_Forced(_pad_per_row=per_row))
+    kernel = build(sch, args=[x, w, out])
+    update = next(line for line in kernel.source.splitlines() if "* W[" in line)
+    assert "?" not in update and "_pad[" in update, update
+    args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w)]
+    np.testing.assert_allclose(kernel.run(*args), interpret(out, dict(zip("XW", args))), rtol=1e-4, atol=1e-4)

@@ -10,7 +10,9 @@ a tile spans two channel blocks by default (each broadcast feeds both; `default_
 channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
 columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
 than MIN_CHAINS) and two blocks fit, and in a strided 1 x 1 convolution: then two (docs/passes.md, "Layout", has
-the measurements); the blocks per tile remain a parameter for the search."""
+the measurements); the blocks per tile remain a parameter for the search. A depthwise convolution reads a padded
+copy of its input made per output row, its window's rows of one channel block (`pad_per_row`), so its inner
+loop reads without bounds checks (a guarded read left gcc a scalar loop)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ..target import Target
 from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
-from .reductions import reduction_order, reduction_work
+from .reductions import reduction_order, reduction_work, window_pads
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
@@ -37,7 +39,8 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     broadcast input twice), the tile's columns (up to the registers' budget, by default `tile_columns`; one that
     does not divide the row leaves a guarded tail), whether a convolution's rows run outside its channel blocks
     (`default_rows_outer`), the order of the reduction (input channels outside or inside the taps), the input
-    channels' partition (`default_kblocks`), the parallel grain and whether the tile's columns are unrolled."""
+    channels' partition (`default_kblocks`), the parallel grain, whether the tile's columns are unrolled and
+    whether a depthwise convolution's padded input is made per row or whole."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
@@ -52,14 +55,16 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     if kblocks > 1:
         accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
-    _register_tile(sch, s, acc, per_tile, wr, rows_outer, target, knobs)
+    columns = _register_tile(sch, s, acc, per_tile, wr, rows_outer, target, knobs)
+    if anchor.tag == "depthwise_conv2d_nchwc" and knobs.pick(f"{s.name}_pad_per_row", (0, 1), 1):
+        pad_per_row(sch, s, acc, columns)
 
 
 def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, rows_outer: int, target: Target,
-                   knobs: Knobs) -> None:
+                   knobs: Knobs) -> str:
     """Tile stage `s` (n, cb, h, w, ci) in `wr` columns x `per_tile` channel blocks, its leading loops in
     parallel, and compute its reduction `acc` (unless None: computed elsewhere) per tile, the tile's accumulators
-    innermost."""
+    innermost. Returns the loop over a row's tiles."""
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
     w0, w1 = sch.split(s.name, w, wr)
@@ -76,6 +81,19 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, 
     if acc is not None:
         sch.compute_at(acc, s.name, w0)
         _tile_reduction(sch, acc, per_tile, knobs)
+    return w0
+
+
+def pad_per_row(sch: Schedule, s: Stage, acc: str, columns: str) -> None:
+    """The padded copy of a depthwise convolution's input, computed per output row (its window's rows of one
+    channel block, in L1) rather than whole before the convolution (a pass over memory as large as the input,
+    which the convolution then reads back from L3): each channel block reads only its own lanes. `columns` is
+    the loop over the row's register tiles."""
+    loops = sch.loops(s.name)
+    row = loops[loops.index(columns) - 1]
+    for p in window_pads(sch, s, acc):
+        sch.compute_at(p.name, s.name, row)
+        sch.vectorize(p.name, sch.loops(p.name)[-1])
 
 
 def _tile_reduction(sch: Schedule, acc: str, per_tile: int, knobs: Knobs) -> None:

@@ -147,10 +147,12 @@ def depthwise_conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, 
     blocks, kh, kw, block = wpack.shape
     _check_bias("depthwise_conv2d_nchwc", bias, blocks, block)
     win = Window.of("depthwise_conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
+    xp = _pad_spatial(x, win.stage_pads, f"{name}_pad")
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def body(n, cb, h, w, ci):
-        return te.sum(_guarded(x, n, cb, win.taps((h, w), (ry, rx)), ci, 0) * wpack[cb, ry, rx, ci], axis=[ry, rx])
+        y, z = win.padded_taps((h, w), (ry, rx))
+        return te.sum(xp[n, cb, y, z, ci] * wpack[cb, ry, rx, ci], axis=[ry, rx])
 
     attrs = {**win.attrs(), "kernel": (kh, kw), "block": block}
     out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=name if bias is None else f"{name}_acc",
