@@ -325,17 +325,27 @@ def test_bad_arguments_say_what_is_wrong():
         nchwc.max_pool2d_nchwc(x, 2, 2, 2)
 
 
-@pytest.mark.parametrize("per_row", [0, 1])
+@pytest.mark.parametrize("kernel,size,per_row", [(5, 11, None), (3, 11, None), (5, 11, 0), (3, 11, 1)])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_a_depthwise_convolution_reads_a_padded_copy_without_bounds_checks(per_row, stride):
-    """The padded copy made per output row (the default) or whole: either way the convolution's inner loop reads
-    it unguarded (a guarded read made gcc's loop scalar), and the numbers equal the reference's, tail tile
-    included."""
-    x, w = te.placeholder((1, 2, 11, 13, 8), name="X"), te.placeholder((2, 5, 5, 8), name="W")
-    out = nchwc.depthwise_conv2d_nchwc(x, w, stride, 2)
-    sch = default_schedule(out, Target.with_lanes(8), knobs=_Forced(_pad_per_row=per_row))
-    kernel = build(sch, args=[x, w, out])
-    update = next(line for line in kernel.source.splitlines() if "* W[" in line)
-    assert "?" not in update and "_pad[" in update, update
+def test_a_depthwise_convolution_reads_its_padding_per_row_or_guarded(kernel, size, per_row, stride):
+    """By default a window larger than 3 x 3 reads a padded copy made per output row, its inner loop unguarded
+    (gcc made the guarded 5 x 5 loop scalar); a 3 x 3 window on a map in cache reads in place, guarded. Either
+    way the numbers equal the reference's, tail tile included."""
+    x, w = te.placeholder((1, 2, size, 13, 8), name="X"), te.placeholder((2, kernel, kernel, 8), name="W")
+    out = nchwc.depthwise_conv2d_nchwc(x, w, stride, kernel // 2)
+    knobs = Defaults() if per_row is None else _Forced(_pad_per_row=per_row)
+    kernel_ = build(default_schedule(out, Target.with_lanes(8), knobs=knobs), args=[x, w, out])
+    update = next(line for line in kernel_.source.splitlines() if "* W[" in line)
+    copied = per_row if per_row is not None else kernel > 3
+    assert ("?" not in update and "_pad[" in update) == copied, update
     args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w)]
-    np.testing.assert_allclose(kernel.run(*args), interpret(out, dict(zip("XW", args))), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kernel_.run(*args), interpret(out, dict(zip("XW", args))), rtol=1e-4, atol=1e-4)
+
+
+def test_a_3x3_depthwise_convolution_on_a_map_streamed_from_memory_makes_its_padding_per_row():
+    x, w = te.placeholder((1, 2, 11, 13, 8), name="X"), te.placeholder((2, 3, 3, 8), name="W")
+    out = nchwc.depthwise_conv2d_nchwc(x, w, 1, 1)
+    small_l3 = dataclasses.replace(Target.with_lanes(8), l3_bytes=4096)  # input and output: 18 KiB
+    update = next(line for line in build(default_schedule(out, small_l3), args=[x, w, out]).source.splitlines()
+                  if "* W[" in line)
+    assert "?" not in update and "_pad[" in update, update

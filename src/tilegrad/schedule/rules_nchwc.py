@@ -10,9 +10,9 @@ a tile spans two channel blocks by default (each broadcast feeds both; `default_
 channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
 columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
 than MIN_CHAINS) and two blocks fit, and in a strided 1 x 1 convolution: then two (docs/passes.md, "Layout", has
-the measurements); the blocks per tile remain a parameter for the search. A depthwise convolution reads a padded
-copy of its input made per output row, its window's rows of one channel block (`pad_per_row`), so its inner
-loop reads without bounds checks (a guarded read left gcc a scalar loop)."""
+the measurements); the blocks per tile remain a parameter for the search. A depthwise convolution with a window
+larger than 3 x 3, or on a map streamed from memory, reads a padded copy of its input made per output row, its
+window's rows of one channel block (`default_pad_per_row`), so its inner loop reads without bounds checks."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     does not divide the row leaves a guarded tail), whether a convolution's rows run outside its channel blocks
     (`default_rows_outer`), the order of the reduction (input channels outside or inside the taps), the input
     channels' partition (`default_kblocks`), the parallel grain, whether the tile's columns are unrolled and
-    whether a depthwise convolution's padded input is made per row or whole."""
+    whether a depthwise convolution's padded input is made per row or read guarded in place."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
     width, block = extent(s, w), extent(s, ci)
@@ -56,8 +56,9 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
         accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
     columns = _register_tile(sch, s, acc, per_tile, wr, rows_outer, target, knobs)
-    if anchor.tag == "depthwise_conv2d_nchwc" and knobs.pick(f"{s.name}_pad_per_row", (0, 1), 1):
-        pad_per_row(sch, s, acc, columns)
+    if anchor.tag == "depthwise_conv2d_nchwc":
+        place_depthwise_pads(sch, s, acc, columns,
+                             knobs.pick(f"{s.name}_pad_per_row", (0, 1), default_pad_per_row(sch, acc, target)))
 
 
 def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, rows_outer: int, target: Target,
@@ -84,16 +85,32 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, 
     return w0
 
 
-def pad_per_row(sch: Schedule, s: Stage, acc: str, columns: str) -> None:
-    """The padded copy of a depthwise convolution's input, computed per output row (its window's rows of one
-    channel block, in L1) rather than whole before the convolution (a pass over memory as large as the input,
-    which the convolution then reads back from L3): each channel block reads only its own lanes. `columns` is
-    the loop over the row's register tiles."""
+def default_pad_per_row(sch: Schedule, acc: str, target: Target) -> int:
+    """1 (the padded input made per output row) where a depthwise convolution's window is larger than 3 x 3, or
+    its input and output outgrow L3; else 0 (reads guarded in place). gcc turns the guarded reads of a 5 x 5
+    window into a scalar loop and masked loads (a 5 x 5 layer on 75 x 75 ran 1.7x slower); those of a 3 x 3 window
+    it vectorises, and then the per-row copy is the slower, by 8-20% on MobileNetV2's maps in cache, while on maps
+    streamed from memory (EfficientNet-B7's 150 x 150 x 288) it is 1.4x faster (docs/benchmarks.md)."""
+    pads = window_pads(sch, sch.state.stage(acc), acc)
+    if not pads:
+        return 0
+    x = pads[0].op.inputs[0]
+    streamed = 2 * math.prod(x.shape) * itemsize(x.dtype) > target.l3_bytes
+    return int(reduction_work(sch, acc) > 9 or streamed)
+
+
+def place_depthwise_pads(sch: Schedule, s: Stage, acc: str, columns: str, per_row: int) -> None:
+    """A depthwise convolution's padded input: made per output row (`per_row`; its window's rows of one channel
+    block, in L1, read by the inner loop without bounds checks; each channel block reads only its own lanes), or
+    inlined, each read guarded. `columns` is the loop over the row's register tiles."""
     loops = sch.loops(s.name)
     row = loops[loops.index(columns) - 1]
     for p in window_pads(sch, s, acc):
-        sch.compute_at(p.name, s.name, row)
-        sch.vectorize(p.name, sch.loops(p.name)[-1])
+        if per_row:
+            sch.compute_at(p.name, s.name, row)
+            sch.vectorize(p.name, sch.loops(p.name)[-1])
+        else:
+            sch.compute_inline(p.name)
 
 
 def _tile_reduction(sch: Schedule, acc: str, per_tile: int, knobs: Knobs) -> None:

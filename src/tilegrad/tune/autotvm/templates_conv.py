@@ -13,7 +13,8 @@ from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
 from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_rows_outer, kblock_choices,
-                                     pad_per_row, strided_pointwise, tile_columns)
+                                     default_pad_per_row, place_depthwise_pads, strided_pointwise,
+                                     tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -122,7 +123,7 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     cfg.define_annotate("ann_tile", ["w"], "try_unroll", default=("unroll",))
     depthwise = anchor.tag == "depthwise_conv2d_nchwc"
     if depthwise:
-        cfg.define_knob("pad_per_row", (0, 1), 1)
+        cfg.define_knob("pad_per_row", (0, 1), default_pad_per_row(sch, acc, target))
 
     per_tile, kblocks = cfg["blocks"].val, cfg["kblocks"].val
     if kblocks > 1:
@@ -149,8 +150,8 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
         sch.reorder(acc, an, acb, ah, *order, aw, aci)
     cfg["ann_tile"].apply(sch, acc, [aw])
     sch.vectorize(acc, aci)
-    if depthwise and cfg["pad_per_row"].val:
-        pad_per_row(sch, s, acc, w0)
+    if depthwise:
+        place_depthwise_pads(sch, s, acc, w0, cfg["pad_per_row"].val)
 
 
 def _accumulator(sch: Schedule, s: Stage, anchor: Anchor) -> str:
