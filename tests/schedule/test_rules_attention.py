@@ -15,6 +15,7 @@ from tilegrad import kernel
 from tilegrad.ir.registry import lookup
 from tilegrad.loop import ir as L
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.rules_attention import rows_per_block
 from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.target import host
 from tilegrad.te import tensor as te
@@ -92,7 +93,7 @@ def test_scores_live_in_local_buffers_of_a_row_block():
     assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
     buffers = _allocations(k.loop.body, {})
     scores, block = buffers["attention_scores"]
-    assert scores.scope == "local" and _extents(scores) == [1, 1, 16, 208]  # 197 keys padded to whole vectors
+    assert scores.scope == "local" and _extents(scores) == [1, 1, rows_per_block(host()), 208]  # 197 keys padded to whole vectors
     parallel = k.source.index("tg_share(tg, ")  # the thread's share of the parallel loop (codegen/team.py)
     assert parallel < k.source.index("attention_scores[")  # the scores are made inside the parallel block loop
     keys, head = buffers["attention_keys"]
@@ -113,7 +114,8 @@ def test_products_accumulate_in_register_tiles():
     _, _, k = _kernel([(1, 12, 128, 64)] * 3)
     buffers = _allocations(k.loop.body, {})
     lanes = host().vector_lanes
-    assert _extents(buffers["attention_scores_local"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of keys
+    narrow = host().vector_registers <= 16  # AVX2: 6 query rows x 2 vectors of keys, else 8 x a vector
+    assert _extents(buffers["attention_scores_local"][0]) == ([1, 1, 6, 2 * lanes] if narrow else [1, 1, 8, lanes])
     assert _extents(buffers["attention_pv"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of Dv
     assert "float* restrict attention_keys = attention_keys_stack;" in k.source  # K^T read through restrict
     assert _extents(buffers["attention_max_rf"][0]) == [lanes, 1, 1, 1]  # a vector of partial maxima per row
@@ -162,4 +164,4 @@ def test_rows_per_block_is_a_parameter_of_the_default_sketch():
 
     _, space = generate_sketches(outputs)[0].space({})
     rows = next(c for c in space.choices if c.var == "attention_rows")
-    assert rows.default == 16 and {1, 8, 32} <= set(rows.values)
+    assert rows.default == rows_per_block(host()) and {1, 8, 32} <= set(rows.values)

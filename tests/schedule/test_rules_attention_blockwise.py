@@ -15,6 +15,7 @@ from tilegrad.errors import ShapeError
 from tilegrad.ir.registry import lookup
 from tilegrad.loop import ir as L
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.rules_attention import rows_per_block
 from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.target import host
 from tilegrad.te import tensor as te
@@ -124,12 +125,13 @@ def test_per_block_state_lives_in_local_buffers_of_a_row_block_and_one_key_block
     buffers = {n.buffer.name: n.buffer for n in L.walk(k.loop.body) if isinstance(n, L.Allocate)}
     extents = {name: [int(d.value) for d in b.shape] for name, b in buffers.items()}
     assert all(b.scope == "local" for b in buffers.values())
-    assert extents["attention_bmax"] == extents["attention_bsum"] == [1, 1, 4, 16]  # 4 key blocks x 16 rows
-    assert extents["attention_bacc"] == [1, 1, 4, 16, 64]  # acc_b: key blocks x rows x Dv
-    assert extents["attention_scores"] == extents["attention_exp"] == [1, 1, 1, 16, 64]  # one key block at a time
-    lanes = host().vector_lanes
-    assert extents["attention_bacc_local"] == [1, 1, 1, 8, lanes]  # acc_b's register tile
-    assert extents["attention_scores_local"] == [1, 1, 1, 8, lanes]  # the scores' register tile
+    rows, lanes = rows_per_block(host()), host().vector_lanes
+    assert extents["attention_bmax"] == extents["attention_bsum"] == [1, 1, 4, rows]  # 4 key blocks x rows
+    assert extents["attention_bacc"] == [1, 1, 4, rows, 64]  # acc_b: key blocks x rows x Dv
+    assert extents["attention_scores"] == extents["attention_exp"] == [1, 1, 1, rows, 64]  # one key block at a time
+    tile = [6, 2 * lanes] if host().vector_registers <= 16 else [8, lanes]  # AVX2's 6 x 2 vectors, else 8 x 1
+    assert extents["attention_bacc_local"] == [1, 1, 1, *tile]  # acc_b's register tile
+    assert extents["attention_scores_local"] == [1, 1, 1, *tile]  # the scores' register tile
     assert extents["attention_num"] == [1, 1, 8, lanes]  # the merge, as the output's register tile
 
 
@@ -141,5 +143,5 @@ def test_the_default_sketch_offers_the_rules_parameters():
 
     _, space = generate_sketches(outputs)[0].space({})
     names = {c.var: c for c in space.choices}
-    assert names["attention_rows"].default == 16 and {1, 8, 32} <= set(names["attention_rows"].values)
+    assert names["attention_rows"].default == rows_per_block(host()) and {1, 8, 32} <= set(names["attention_rows"].values)
     assert "attention_bacc_mr" in names and "attention_scores_nr" in names  # both products' register tiles

@@ -37,6 +37,11 @@ from .tiling import extent, values
 ROWS_PER_BLOCK = 16  # query rows per block: the block's buffers hold this many rows of scores
 TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accumulators (faster than 4 x 2 vectors
 # on BERT's shape, as for batch_matmul's tile)
+# With 16 vector registers (AVX2) the scores' tile is 6 query rows x 2 vectors of keys (12 accumulators, 2 vectors
+# of K^T and a broadcast: 8 loads per 12 FMAs, where 8 x 1 loads 9 per 8) in blocks of 24 rows, whole tiles
+# (docs/benchmarks.md, "Machine A, thirteenth session": 1.06-1.18x on the attention of BERT, ViT and Whisper).
+NARROW_SCORES_TILE = (6, 2)
+NARROW_ROWS_PER_BLOCK = 24
 HEADS_PER_THREAD = 4  # batch iterations per core from which K^T is computed per head and the blocks run serially
 KEYS_PER_BLOCK, KEYS_PER_HEAD, KEYS_ONCE = 0, 1, 2  # where K^T is computed: in each block, per head, before all
 
@@ -99,7 +104,7 @@ def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Targ
         *batch, i, e = axes
     lq, dv, lanes = extent(s, i), extent(s, e), target.vector_lanes
     *_, d, lk = sch.state.stage(keys).tensor.shape  # K^T: (..., D, Lk padded)
-    rows_d = min(lq, ROWS_PER_BLOCK)
+    rows_d = min(lq, rows_per_block(target))
     rows = knobs.choice(f"{s.name}_rows", values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
     mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes)
     mr = knobs.choice(f"{s.name}_mr", values(mr_d, range(1, 9), rows_d), mr_d)
@@ -138,6 +143,8 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     *outer, i, j = [a.name for a in st.op.axes]
     rows, keys = extent(st, i), extent(st, j)
     mr_d, nr_d = min(rows, TILE_ROWS), min(keys, lanes)
+    if _narrow(target) and keys >= NARROW_SCORES_TILE[1] * lanes:
+        mr_d, nr_d = min(rows, NARROW_SCORES_TILE[0]), NARROW_SCORES_TILE[1] * lanes
     mr = knobs.choice(f"{scores}_mr", values(mr_d, range(1, 9), rows), mr_d)
     nr = knobs.choice(f"{scores}_nr", values(nr_d, (lanes * k for k in (1, 2, 3, 4)), keys), nr_d)
     i0, i1 = sch.split(scores, i, mr)
@@ -150,6 +157,16 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     sch.reorder(local, *louter, *[a.name for a in lst.op.reduce_axes], li, lj)
     sch.unroll(local, li)
     sch.vectorize(local, lj)
+
+
+def rows_per_block(target: Target) -> int:
+    """The default query rows per block on `target`."""
+    return NARROW_ROWS_PER_BLOCK if _narrow(target) else ROWS_PER_BLOCK
+
+
+def _narrow(target: Target) -> bool:
+    """Whether the target has AVX2's 16 vector registers, for which the scores' tile is 6 x 2 vectors."""
+    return target.vector_registers <= 16
 
 
 def _vector_partials(sch: Schedule, p: str, lanes: int) -> None:
