@@ -39,7 +39,7 @@ TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accum
 # on BERT's shape, as for batch_matmul's tile)
 # With 16 vector registers (AVX2) the scores' tile is 6 query rows x 2 vectors of keys (12 accumulators, 2 vectors
 # of K^T and a broadcast: 8 loads per 12 FMAs, where 8 x 1 loads 9 per 8) in blocks of 24 rows, whole tiles
-# (docs/benchmarks.md, "Machine A, thirteenth session": 1.06-1.18x on the attention of BERT, ViT and Whisper).
+# (docs/benchmarks.md, "Machine A, thirteenth session").
 NARROW_SCORES_TILE = (6, 2)
 NARROW_ROWS_PER_BLOCK = 24
 HEADS_PER_THREAD = 4  # batch iterations per core from which K^T is computed per head and the blocks run serially

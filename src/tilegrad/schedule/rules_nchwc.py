@@ -88,9 +88,9 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, 
 def default_pad_per_row(sch: Schedule, acc: str, target: Target) -> int:
     """1 (the padded input made per output row) where a depthwise convolution's window is larger than 3 x 3, or
     its input and output outgrow L3; else 0 (reads guarded in place). gcc turns the guarded reads of a 5 x 5
-    window into a scalar loop and masked loads (a 5 x 5 layer on 75 x 75 ran 1.7x slower); those of a 3 x 3 window
-    it vectorises, and then the per-row copy is the slower, by 8-20% on MobileNetV2's maps in cache, while on maps
-    streamed from memory (EfficientNet-B7's 150 x 150 x 288) it is 1.4x faster (docs/benchmarks.md)."""
+    window into a scalar loop and masked loads; those of a 3 x 3 window it vectorises, and then the per-row copy
+    is the slower on maps in cache and the faster on maps streamed from memory (docs/benchmarks.md, "Machine A,
+    thirteenth session")."""
     pads = window_pads(sch, sch.state.stage(acc), acc)
     if not pads:
         return 0

@@ -271,7 +271,8 @@ def computed_constant(case, rng) -> str:
     dims = list(t.dims) if choice == 0 else [10**10] + list(t.dims)[1:]
     shape = f"{t.name}_shape"
     g.initializer.append(helper.make_tensor(shape, TensorProto.INT64, [len(dims)], dims))
-    fill = helper.make_tensor("value", t.data_type if t.data_type else TensorProto.FLOAT, [1], [1])
+    numeric = t.data_type in ELEM_TYPES and t.data_type not in (0, TensorProto.STRING, 99)  # make_tensor takes 1
+    fill = helper.make_tensor("value", t.data_type if numeric else TensorProto.FLOAT, [1], [1])
     g.node.insert(0, helper.make_node("ConstantOfShape", [shape], [t.name], name=f"{t.name}_fill", value=fill))
     g.initializer.remove(t)
     return f"{t.name}: computed by ConstantOfShape{dims}"
