@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilegrad import te
 from tilegrad.kernel import build
@@ -212,10 +214,11 @@ class _Forced(Defaults):
         return next((v for k, v in self.forced.items() if name.endswith(k)), super().pick(name, values, default))
 
 
-@pytest.mark.parametrize("kernel,stride,two", [(1, 2, True), (1, 1, False), (3, 2, False)])
+@pytest.mark.parametrize("kernel,stride,two", [(1, 2, True), (1, 1, True), (3, 2, False)])
 def test_avx2_tiles_two_blocks_where_a_pointwise_convolution_strides(kernel, stride, two):
     """A strided 1 x 1 convolution reads each broadcast from its own cache line, which no other tap shares: two
-    blocks per tile halve those reads on AVX2 too; a strided 3 x 3 and an unstrided 1 x 1 keep one block."""
+    blocks per tile halve those reads on AVX2 too; so does an unstrided 1 x 1 one, its tile along the pixels as
+    one row; a strided 3 x 3 keeps one block."""
     x = te.placeholder((1, 4, 14, 14, 8), name="X")
     w = te.placeholder((8, 32, kernel, kernel, 8), name="W")
     out = nchwc.conv2d_nchwc(x, w, stride, kernel // 2)
@@ -226,6 +229,26 @@ def test_avx2_tiles_two_blocks_where_a_pointwise_convolution_strides(kernel, str
     np.testing.assert_allclose(got, interpret(out, {"X": xv, "W": wv}), rtol=1e-4, atol=1e-4)
 
 
+@settings(max_examples=12, deadline=None)
+@given(size=st.integers(1, 15), blocks=st.integers(1, 4), cin=st.integers(1, 3), flat=st.sampled_from([0, 1]),
+       lanes=st.sampled_from([8, 16]), per_tile=st.sampled_from([1, 2]), bias=st.booleans())
+def test_a_pointwise_convolution_tiles_its_pixels_as_one_row(size, blocks, cin, flat, lanes, per_tile, bias):
+    """An unstrided 1 x 1 convolution reduces over its pixels as one row: a register tile runs across the
+    image's rows (every tail of 6-pixel tiles, of one or two blocks, with and without the bias) or along each
+    row; both equal the interpreter's."""
+    x = te.placeholder((1, cin, size, size, 8), name="X")
+    w = te.placeholder((blocks, cin * 8, 1, 1, 8), name="W")
+    b = te.placeholder((blocks, 8), name="B") if bias else None
+    out = nchwc.conv2d_nchwc(x, w, bias=b)
+    sch = default_schedule(out, Target.with_lanes(lanes), knobs=_Forced(_flat=flat, _blocks=per_tile))
+    assert ("fuse(conv2d_nchwc, loops=[h, w])" in str(sch.trace)) == bool(flat)
+    inputs = [x, w] + ([b] if bias else [])
+    values = [RNG.standard_normal(t.shape).astype("float32") for t in inputs]
+    got = build(sch, args=[*inputs, out]).run(*values)
+    want = interpret(out, {t.name: v for t, v in zip(inputs, values)})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_a_two_block_tile_steps_columns_outside_its_blocks():
     """Each column's broadcast feeds its blocks' FMAs and dies: with the blocks outside the columns, gcc kept
     every column's broadcast live for the second block (12 accumulators + 6 broadcasts + 2 weight vectors on
@@ -233,7 +256,7 @@ def test_a_two_block_tile_steps_columns_outside_its_blocks():
     x = te.placeholder((1, 4, 14, 14, 8), name="X")
     w = te.placeholder((4, 32, 1, 1, 8), name="W")
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(8), knobs=_Forced(_blocks=2)).trace)
-    assert "reorder(conv2d_nchwc_local, order=[n, h, rcb, rci, ry, rx, w, cb, ci])" in text
+    assert "reorder(conv2d_nchwc_pixels, order=[n, h, rcb, rci, ry, rx, p, cb, ci])" in text
 
 
 @pytest.mark.parametrize("rows_outer", [0, 1])
@@ -295,8 +318,9 @@ def test_input_channels_are_partitioned_where_a_tiles_weights_outgrow_a_quarter_
     w = te.placeholder((8, channels, side, side, 16), name="W")
     target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
-    assert (f"split(conv2d_nchwc_local.rcb, nparts={kblocks})" in text) == (kblocks > 1)
-    assert ("rfactor(conv2d_nchwc_local.rcb_0)" in text) == (kblocks > 1)
+    acc = "conv2d_nchwc_pixels" if side == 1 else "conv2d_nchwc_local"  # a 1 x 1 reduces over its pixels
+    assert (f"split({acc}.rcb, nparts={kblocks})" in text) == (kblocks > 1)
+    assert (f"rfactor({acc}.rcb_0)" in text) == (kblocks > 1)
 
 
 @pytest.mark.parametrize("channels,out_blocks,kblocks", [(1024, 128, 8), (512, 128, 4), (256, 64, 1)])
@@ -308,7 +332,7 @@ def test_an_input_past_l2_read_once_per_block_of_outputs_is_partitioned(channels
     w = te.placeholder((out_blocks, channels, 1, 1, 16), name="W")
     target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
-    assert (f"split(conv2d_nchwc_local.rcb, nparts={kblocks})" in text) == (kblocks > 1)
+    assert (f"split(conv2d_nchwc_pixels.rcb, nparts={kblocks})" in text) == (kblocks > 1)
 
 
 def test_bad_arguments_say_what_is_wrong():

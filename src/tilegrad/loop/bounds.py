@@ -8,7 +8,7 @@ monotonicity (floordiv, min, max) or to their full numeric range.
 from __future__ import annotations
 
 from ..te import expr as E
-from ..te.simplify import from_linear, linear, simplify
+from ..te.simplify import from_linear, linear_merged, simplify
 
 
 def _depends(e: E.Expr, free: dict[str, E.Expr]) -> bool:
@@ -19,7 +19,7 @@ def bounds(e: E.Expr, free: dict[str, E.Expr]) -> tuple[E.Expr, E.Expr] | None:
     """(lo, hi) of integer `e` as expressions of the fixed variables, or None when unknown."""
     if not _depends(e, free):
         return e, e
-    terms, c = linear(e)
+    terms, c = linear_merged(e)
     lo: E.Expr = E.Const(c, e.dtype)
     hi: E.Expr = E.Const(c, e.dtype)
     fixed: dict = {}

@@ -43,10 +43,14 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     whether a depthwise convolution's padded input is made per row or read guarded in place."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
-    width, block = extent(s, w), extent(s, ci)
+    block = extent(s, ci)
     conv = anchor.tag == "conv2d_nchwc"
     two = conv and extent(s, cb) > 1
-    default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs)) if two else 1
+    flat = "pixels" in sch.state.stage(acc).op.attrs and knobs.pick(f"{s.name}_flat", (0, 1), default_flat(target))
+    if flat:
+        h, w = None, sch.fuse(s.name, h, w)
+    width = extent(s, w)
+    default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs), flat) if two else 1
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
@@ -55,26 +59,29 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     if kblocks > 1:
         accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
-    columns = _register_tile(sch, s, acc, per_tile, wr, rows_outer, target, knobs)
+    columns = _register_tile(sch, s, acc, (n, cb, h, w, ci), per_tile, wr, rows_outer, target, knobs)
     if anchor.tag == "depthwise_conv2d_nchwc":
         place_depthwise_pads(sch, s, acc, columns,
                              knobs.pick(f"{s.name}_pad_per_row", (0, 1), default_pad_per_row(sch, acc, target)))
 
 
-def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, rows_outer: int, target: Target,
-                   knobs: Knobs) -> str:
-    """Tile stage `s` (n, cb, h, w, ci) in `wr` columns x `per_tile` channel blocks, its leading loops in
-    parallel, and compute its reduction `acc` (unless None: computed elsewhere) per tile, the tile's accumulators
-    innermost. Returns the loop over a row's tiles."""
-    n, cb, h, w, ci = [a.name for a in s.op.axes]
+def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_tile: int, wr, rows_outer: int,
+                   target: Target, knobs: Knobs) -> str:
+    """Tile stage `s`, its `loops` (n, cb, h, w, ci; h None where the pixels are one loop w), in `wr` columns x
+    `per_tile` channel blocks, its leading loops in parallel, and compute its reduction `acc` (unless None:
+    computed elsewhere) per tile, the tile's accumulators innermost. Returns the loop over a row's tiles."""
+    n, cb, h, w, ci = loops
     width, block = extent(s, w), extent(s, ci)
     w0, w1 = sch.split(s.name, w, wr)
+    flat = h is None
+    if flat:
+        h, w0 = sch.split(s.name, w0, pixel_rows(width, wr))
     cb1 = []
     if per_tile > 1:
         cb, inner = sch.split(s.name, cb, per_tile)
         cb1 = [inner]
     outer = [n, h, cb] if rows_outer else [n, cb, h]
-    if rows_outer or cb1:
+    if rows_outer or cb1 or flat:
         sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
     work = width * block * per_tile * (1 if acc is None else reduction_work(sch, acc))
     parallel_grain(sch, s, outer, None, target, work, knobs)
@@ -83,6 +90,12 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, per_tile: int, wr, 
         sch.compute_at(acc, s.name, w0)
         _tile_reduction(sch, acc, per_tile, knobs)
     return w0
+
+
+def pixel_rows(pixels: int, wr) -> int:
+    """The tiles of `wr` pixels in a row of a pointwise convolution's flattened pixels: about a square image's row
+    of them, the unit its loops (parallel grain, rows outside the blocks) take for an image row."""
+    return max(1, round(math.isqrt(pixels) / wr)) if isinstance(wr, int) else max(1, math.isqrt(pixels) // 6)
 
 
 def default_pad_per_row(sch: Schedule, acc: str, target: Target) -> int:
@@ -213,7 +226,17 @@ MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles
 PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
 
 
-def default_blocks(width: int, block: int, blocks: int, target: Target, strided_1x1: bool = False) -> int:
+def default_flat(target: Target) -> int:
+    """1 (a pointwise convolution's register tiles run along its pixels as one row) with 16 vector registers:
+    there its tile is two channel blocks x 6 pixels (each broadcast feeds two FMAs), and 6 divides none of
+    ResNet's rows (7, 14, 28, 56) where it leaves one tail in all the pixels (a C harness of ResNet-50's
+    1 x 1 convolutions: 1.2-1.3x one block x 14 columns, docs/benchmarks.md). With 32, 0: two blocks of 7
+    columns fit those rows already."""
+    return int(target.vector_registers < 32)
+
+
+def default_blocks(width: int, block: int, blocks: int, target: Target, strided_1x1: bool = False,
+                   flat: bool = False) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
@@ -230,7 +253,7 @@ def default_blocks(width: int, block: int, blocks: int, target: Target, strided_
     one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
     if target.vector_registers >= 32 and vectors == 1:
         return 2 if pairs_pay(width, one, two) else 1
-    return 2 if (one * vectors < MIN_CHAINS and two == one) or (strided_1x1 and vectors == 1) else 1
+    return 2 if (one * vectors < MIN_CHAINS and two == one) or ((strided_1x1 or flat) and vectors == 1) else 1
 
 
 def strided_pointwise(attrs: dict) -> bool:

@@ -83,8 +83,12 @@ def from_linear(terms: dict[Monomial, int], constant: int, dtype: str = E.INDEX)
 def canonical(e: E.Expr) -> E.Expr:
     if not E.is_int(e.dtype):
         return e
-    terms, c = _merged_div_mod(*linear(e))
-    return from_linear(terms, c, e.dtype)
+    return from_linear(*linear_merged(e), e.dtype)
+
+
+def linear_merged(e: E.Expr) -> tuple[dict[Monomial, int], int]:
+    """`linear(e)` with a fused loop's row and column terms merged back into it (`_merged_div_mod`)."""
+    return _merged_div_mod(*linear(e))
 
 
 def _merged_div_mod(terms: dict[Monomial, int], constant: int) -> tuple[dict[Monomial, int], int]:

@@ -128,3 +128,29 @@ def test_the_nchwc_template_starts_at_the_rules_partitions(x_shape, w_shape, pad
     assert template.schedule(space.default(), [out], target).trace == want
     assert ("rfactor" in str(want)) == partitioned
     assert 1 in [e.val for e in space.knobs["kblocks"].entities]
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_nchwc_template_tiles_a_pointwise_convolution_as_the_rule_does(lanes):
+    """An unstrided 1 x 1 convolution: the template's default is the rule's schedule (its pixels one row of tiles
+    on AVX2, its image rows on AVX-512), and both values of its `flat` knob compute the convolution."""
+    from tilegrad import te
+    from tilegrad.target import Target
+    from tilegrad.te.interpret import interpret
+    from tilegrad.te.nn import nchwc
+
+    target = Target.with_lanes(lanes)
+    x, w = te.placeholder((1, 3, 14, 14, lanes), name="X"), te.placeholder((4, 3 * lanes, 1, 1, lanes), name="W")
+    out = nchwc.conv2d_nchwc(x, w)
+    template = find_template([out])
+    space = template.space([out], target)
+    default = template.schedule(space.default(), [out], target).trace
+    assert default == default_schedule(out, target).trace
+    assert ("fuse(conv2d_nchwc, loops=[h, w])" in str(default)) == (lanes == 8)
+    rng = np.random.default_rng(0)
+    xv, wv = (rng.standard_normal(t.shape).astype("float32") for t in (x, w))
+    want = interpret(out, {"X": xv, "W": wv})
+    for flat in (0, 1):
+        config = next(space.get(i) for i in range(len(space)) if space.get(i)["flat"].val == flat)
+        got = build(template.schedule(config, [out], target), args=[x, w, out]).run(xv, wv)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"config {config.to_json()}")

@@ -131,9 +131,34 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
             return te.sum(xp[n, channel, y, z] * wpack[cb, rc, ry + y0, rx + x0, ci], axis=[rc, ry, rx])
 
     attrs = {**win.attrs(), "kernel": (kh, kw), "block": block}
-    out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=name if bias is None else f"{name}_acc",
-                     tag="conv2d_nchwc", attrs=attrs)
+    acc_name = name if bias is None else f"{name}_acc"
+    if x.ndim == 5 and groups is None and pointwise(attrs):
+        out = _pixels_as_one_row(x, blocks, block, body, acc_name, attrs)
+    else:
+        out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=acc_name, tag="conv2d_nchwc",
+                         attrs=attrs)
     return _add_bias(out, bias, name, "conv2d_nchwc", attrs)
+
+
+def pointwise(attrs: dict) -> bool:
+    """Whether a convolution (its attributes) is 1 x 1, unstrided and unpadded: its output pixels are its input's,
+    in the same order."""
+    return (tuple(attrs["kernel"]) == (1, 1) and all(s == 1 for s in attrs["stride"])
+            and not any(lo or hi for lo, hi in attrs["padding"]))
+
+
+def _pixels_as_one_row(x: te.Tensor, blocks: int, block: int, body, name: str, attrs: dict) -> te.Tensor:
+    """A pointwise convolution's reduction over the image's pixels as one row (N, O / b, 1, H * W, b), read back
+    as (N, O / b, H, W, b) by a view its consumer inlines: a register tile may then span rows (ResNet's 14- and
+    56-wide rows leave a tail for any tile of 6 columns; the flattened 196 and 3136 pixels one tail each). The
+    pixel p is row p // W, column p % W of both images, the same address."""
+    images, _, height, width, _ = x.shape
+    pixels = te.compute((images, blocks, 1, height * width, block),
+                        lambda n, cb, h, p, ci: body(n, cb, p // width, p % width, ci), name=f"{name}_pixels",
+                        tag="conv2d_nchwc", attrs={**attrs, "pixels": (height, width)})
+    return te.compute((images, blocks, height, width, block),
+                      lambda n, cb, h, w, ci: pixels[n, cb, 0, h * width + w, ci], name=name, tag="conv2d_nchwc",
+                      attrs=attrs)
 
 
 def depthwise_conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1,

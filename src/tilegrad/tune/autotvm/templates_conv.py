@@ -12,9 +12,9 @@ from ...schedule.parallel import parallel_count
 from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
-from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_rows_outer, kblock_choices,
-                                     default_pad_per_row, place_depthwise_pads, strided_pointwise,
-                                     tile_columns)
+from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_flat, default_pad_per_row,
+                                     default_rows_outer, kblock_choices, pixel_rows, place_depthwise_pads,
+                                     strided_pointwise, tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -97,16 +97,20 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     It starts where rules_nchwc's rule does."""
     acc = _accumulator(sch, s, anchor)
     n, cb, h, w, ci = [a.name for a in s.op.axes]
-    width, block = extent(s, w), extent(s, ci)
+    pixels = "pixels" in sch.state.stage(acc).op.attrs
+    flat_d = default_flat(target) if pixels else 0
+    width, block = extent(s, w) * (extent(s, h) if flat_d else 1), extent(s, ci)
     conv = anchor.tag == "conv2d_nchwc"
     two = conv and extent(s, cb) > 1
-    blocks_d = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs)) if two else 1
+    blocks_d = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs),
+                              bool(flat_d)) if two else 1
     wr_d = tile_columns(width, block, target, blocks_d)
     budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
     reduce = sch.loops(acc)[5:]
     rows_d = default_rows_outer(sch, acc, target) if two else 0
     kchoices, kblocks_d = kblock_choices(sch, acc, blocks_d, rows_d, target) if conv else ([1], 1)
 
+    cfg.define_knob("flat", (0, 1) if pixels else (0,), flat_d)
     cfg.define_knob("blocks", (1, 2) if two else (1,), blocks_d)
     cfg.define_knob("rows_outer", (0, 1), rows_d)
     cfg.define_knob("kblocks", kchoices, kblocks_d)
@@ -128,13 +132,17 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     per_tile, kblocks = cfg["blocks"].val, cfg["kblocks"].val
     if kblocks > 1:
         accumulate_partitions(sch, acc, kblocks, per_tile, cfg["tile_w"].factors[0], target, Defaults())
+    if cfg["flat"].val:
+        w = sch.fuse(s.name, h, w)
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
+    if cfg["flat"].val:
+        h, w0 = sch.split(s.name, w0, pixel_rows(extent(s, w), cfg["tile_w"].factors[0]))
     cb1 = []
     if per_tile > 1:
         cb, inner = sch.split(s.name, cb, per_tile)
         cb1 = [inner]
     outer = [n, h, cb] if cfg["rows_outer"].val else [n, cb, h]
-    if cfg["rows_outer"].val or cb1:
+    if cfg["rows_outer"].val or cb1 or cfg["flat"].val:
         sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
     parallelize(sch, s.name, outer, cfg["grain"].val)
     sch.vectorize(s.name, ci)
