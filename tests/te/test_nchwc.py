@@ -231,17 +231,20 @@ def test_avx2_tiles_two_blocks_where_a_pointwise_convolution_strides(kernel, str
 
 @settings(max_examples=12, deadline=None)
 @given(size=st.integers(1, 15), blocks=st.integers(1, 4), cin=st.integers(1, 3), flat=st.sampled_from([0, 1]),
-       lanes=st.sampled_from([8, 16]), per_tile=st.sampled_from([1, 2]), bias=st.booleans())
-def test_a_pointwise_convolution_tiles_its_pixels_as_one_row(size, blocks, cin, flat, lanes, per_tile, bias):
-    """An unstrided 1 x 1 convolution reduces over its pixels as one row: a register tile runs across the
-    image's rows (every tail of 6-pixel tiles, of one or two blocks, with and without the bias) or along each
-    row; both equal the interpreter's."""
+       lanes=st.sampled_from([8, 16]), per_tile=st.sampled_from([1, 2]), bias=st.booleans(),
+       stride=st.sampled_from([1, 2, 3]))
+def test_a_pointwise_convolution_tiles_its_pixels_as_one_row(size, blocks, cin, flat, lanes, per_tile, bias, stride):
+    """A 1 x 1 convolution reduces over its pixels as one row (a strided one over an image of the pixels it
+    reads): a register tile runs across the image's rows (every tail of 6-pixel tiles, of one or two blocks,
+    with and without the bias) or along each row, the strided pixels then read in place; all equal the
+    interpreter's."""
     x = te.placeholder((1, cin, size, size, 8), name="X")
     w = te.placeholder((blocks, cin * 8, 1, 1, 8), name="W")
     b = te.placeholder((blocks, 8), name="B") if bias else None
-    out = nchwc.conv2d_nchwc(x, w, bias=b)
+    out = nchwc.conv2d_nchwc(x, w, stride, bias=b)
     sch = default_schedule(out, Target.with_lanes(lanes), knobs=_Forced(_flat=flat, _blocks=per_tile))
     assert ("fuse(conv2d_nchwc, loops=[h, w])" in str(sch.trace)) == bool(flat)
+    assert ("compute_inline(conv2d_nchwc_strided)" in str(sch.trace)) == (stride > 1 and not flat)
     inputs = [x, w] + ([b] if bias else [])
     values = [RNG.standard_normal(t.shape).astype("float32") for t in inputs]
     got = build(sch, args=[*inputs, out]).run(*values)

@@ -9,8 +9,9 @@ convolution broadcasts one input value and multiplies it by one weight vector in
 a tile spans two channel blocks by default (each broadcast feeds both; `default_blocks`); tiles of several
 channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
 columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
-than MIN_CHAINS) and two blocks fit, and in a strided 1 x 1 convolution: then two (docs/passes.md, "Layout", has
-the measurements); the blocks per tile remain a parameter for the search. A depthwise convolution with a window
+than MIN_CHAINS) and two blocks fit, in a strided 1 x 1 convolution, and in an unstrided one, whose tiles run
+along its pixels as one row (`default_flat`): then two (docs/passes.md, "Layout", has the measurements); the
+blocks per tile remain a parameter for the search. A depthwise convolution with a window
 larger than 3 x 3, or on a map streamed from memory, reads a padded copy of its input made per output row, its
 window's rows of one channel block (`default_pad_per_row`), so its inner loop reads without bounds checks."""
 
@@ -46,9 +47,12 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     block = extent(s, ci)
     conv = anchor.tag == "conv2d_nchwc"
     two = conv and extent(s, cb) > 1
-    flat = "pixels" in sch.state.stage(acc).op.attrs and knobs.pick(f"{s.name}_flat", (0, 1), default_flat(target))
+    pixels = "pixels" in sch.state.stage(acc).op.attrs
+    flat = pixels and knobs.pick(f"{s.name}_flat", (0, 1), default_flat(target))
     if flat:
         h, w = None, sch.fuse(s.name, h, w)
+    elif pixels:
+        read_in_place(sch, s, acc)
     width = extent(s, w)
     default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs), flat) if two else 1
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default)
@@ -90,6 +94,13 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_t
         sch.compute_at(acc, s.name, w0)
         _tile_reduction(sch, acc, per_tile, knobs)
     return w0
+
+
+def read_in_place(sch: Schedule, s: Stage, acc: str) -> None:
+    """A strided 1 x 1 convolution whose tiles run along the image's rows reads its input in place: its image of
+    the pixels it reads (te/nn/nchwc.py's `_strided`, a copy made for the tiles along all the pixels) inlined."""
+    for p in window_pads(sch, s, acc):
+        sch.compute_inline(p.name)
 
 
 def pixel_rows(pixels: int, wr) -> int:

@@ -133,7 +133,7 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
     attrs = {**win.attrs(), "kernel": (kh, kw), "block": block}
     acc_name = name if bias is None else f"{name}_acc"
     if x.ndim == 5 and groups is None and pointwise(attrs):
-        out = _pixels_as_one_row(x, blocks, block, body, acc_name, attrs)
+        out = _pixels_as_one_row(_strided(x, win, f"{name}_strided"), wpack, (y0, x0), acc_name, attrs)
     else:
         out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=acc_name, tag="conv2d_nchwc",
                          attrs=attrs)
@@ -141,20 +141,37 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
 
 
 def pointwise(attrs: dict) -> bool:
-    """Whether a convolution (its attributes) is 1 x 1, unstrided and unpadded: its output pixels are its input's,
-    in the same order."""
-    return (tuple(attrs["kernel"]) == (1, 1) and all(s == 1 for s in attrs["stride"])
-            and not any(lo or hi for lo, hi in attrs["padding"]))
+    """Whether a convolution (its attributes) is 1 x 1 and unpadded: each output pixel reads one input pixel."""
+    return tuple(attrs["kernel"]) == (1, 1) and not any(lo or hi for lo, hi in attrs["padding"])
 
 
-def _pixels_as_one_row(x: te.Tensor, blocks: int, block: int, body, name: str, attrs: dict) -> te.Tensor:
-    """A pointwise convolution's reduction over the image's pixels as one row (N, O / b, 1, H * W, b), read back
-    as (N, O / b, H, W, b) by a view its consumer inlines: a register tile may then span rows (ResNet's 14- and
-    56-wide rows leave a tail for any tile of 6 columns; the flattened 196 and 3136 pixels one tail each). The
-    pixel p is row p // W, column p % W of both images, the same address."""
-    images, _, height, width, _ = x.shape
-    pixels = te.compute((images, blocks, 1, height * width, block),
-                        lambda n, cb, h, p, ci: body(n, cb, p // width, p % width, ci), name=f"{name}_pixels",
+def _strided(x: te.Tensor, win: Window, name: str) -> te.Tensor:
+    """The pixels a strided 1 x 1 convolution reads, as an image of their own: a stage of the kernel (tagged
+    "blocked_strided", which the default inlining leaves alone, as "blocked_pad"), or inlined where the schedule
+    tiles the rows (rules_nchwc); x itself without a stride."""
+    (sh, sw), (oh, ow) = win.stride, win.out_sizes
+    if (sh, sw) == (1, 1):
+        return x
+    return te.compute((*x.shape[:2], oh, ow, x.shape[4]), lambda n, cb, h, w, ci: x[n, cb, h * sh, w * sw, ci],
+                      name=name, tag="blocked_strided")
+
+
+def _pixels_as_one_row(x: te.Tensor, wpack: te.Tensor, tap: tuple[int, int], name: str, attrs: dict) -> te.Tensor:
+    """A 1 x 1 convolution of blocked x (unstrided: a strided one reads `_strided`'s image) as a reduction over
+    the image's pixels as one row (N, O / b, 1, H * W, b), read back as (N, O / b, H, W, b) by a view its consumer
+    inlines: a register tile may then span rows (ResNet's 14- and 56-wide rows leave a tail for any tile of 6
+    columns; the flattened 196 and 3136 pixels one tail each). The pixel p is row p // W, column p % W of both
+    images, the same address."""
+    images, _, height, width, inner = x.shape
+    blocks, in_channels, _, _, block = wpack.shape
+    rcb, rci = te.reduce_axis(in_channels // inner, "rcb"), te.reduce_axis(inner, "rci")
+    ry, rx = te.reduce_axis(1, "ry"), te.reduce_axis(1, "rx")
+
+    def body(n, cb, h, p, ci):
+        weight = wpack[cb, rcb * inner + rci, ry + tap[0], rx + tap[1], ci]
+        return te.sum(x[n, rcb, p // width + ry, p % width + rx, rci] * weight, axis=[rcb, rci, ry, rx])
+
+    pixels = te.compute((images, blocks, 1, height * width, block), body, name=f"{name}_pixels",
                         tag="conv2d_nchwc", attrs={**attrs, "pixels": (height, width)})
     return te.compute((images, blocks, height, width, block),
                       lambda n, cb, h, w, ci: pixels[n, cb, 0, h * width + w, ci], name=name, tag="conv2d_nchwc",

@@ -14,7 +14,7 @@ from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
 from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_flat, default_pad_per_row,
                                      default_rows_outer, kblock_choices, pixel_rows, place_depthwise_pads,
-                                     strided_pointwise, tile_columns)
+                                     read_in_place, strided_pointwise, tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -134,6 +134,8 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
         accumulate_partitions(sch, acc, kblocks, per_tile, cfg["tile_w"].factors[0], target, Defaults())
     if cfg["flat"].val:
         w = sch.fuse(s.name, h, w)
+    elif pixels:
+        read_in_place(sch, s, acc)
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
     if cfg["flat"].val:
         h, w0 = sch.split(s.name, w0, pixel_rows(extent(s, w), cfg["tile_w"].factors[0]))
