@@ -63,23 +63,25 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     if kblocks > 1:
         accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
-    columns = _register_tile(sch, s, acc, (n, cb, h, w, ci), per_tile, wr, rows_outer, target, knobs)
+    row_tiles = pixel_rows(width, wr_d) if flat else None
+    columns = _register_tile(sch, s, acc, (n, cb, h, w, ci), per_tile, wr, rows_outer, target, knobs, row_tiles)
     if anchor.tag == "depthwise_conv2d_nchwc":
         place_depthwise_pads(sch, s, acc, columns,
                              knobs.pick(f"{s.name}_pad_per_row", (0, 1), default_pad_per_row(sch, acc, target)))
 
 
 def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_tile: int, wr, rows_outer: int,
-                   target: Target, knobs: Knobs) -> str:
-    """Tile stage `s`, its `loops` (n, cb, h, w, ci; h None where the pixels are one loop w), in `wr` columns x
-    `per_tile` channel blocks, its leading loops in parallel, and compute its reduction `acc` (unless None:
-    computed elsewhere) per tile, the tile's accumulators innermost. Returns the loop over a row's tiles."""
+                   target: Target, knobs: Knobs, row_tiles: int | None = None) -> str:
+    """Tile stage `s`, its `loops` (n, cb, h, w, ci; h None where the pixels are one loop w, then taken in rows
+    of `row_tiles` tiles), in `wr` columns x `per_tile` channel blocks, its leading loops in parallel, and compute
+    its reduction `acc` (unless None: computed elsewhere) per tile, the tile's accumulators innermost. Returns
+    the loop over a row's tiles."""
     n, cb, h, w, ci = loops
     width, block = extent(s, w), extent(s, ci)
     w0, w1 = sch.split(s.name, w, wr)
     flat = h is None
     if flat:
-        h, w0 = sch.split(s.name, w0, pixel_rows(width, wr))
+        h, w0 = sch.split(s.name, w0, row_tiles)
     cb1 = []
     if per_tile > 1:
         cb, inner = sch.split(s.name, cb, per_tile)
@@ -103,10 +105,10 @@ def read_in_place(sch: Schedule, s: Stage, acc: str) -> None:
         sch.compute_inline(p.name)
 
 
-def pixel_rows(pixels: int, wr) -> int:
-    """The tiles of `wr` pixels in a row of a pointwise convolution's flattened pixels: about a square image's row
-    of them, the unit its loops (parallel grain, rows outside the blocks) take for an image row."""
-    return max(1, round(math.isqrt(pixels) / wr)) if isinstance(wr, int) else max(1, math.isqrt(pixels) // 6)
+def pixel_rows(pixels: int, wr: int) -> int:
+    """The tiles of `wr` pixels in a row of a 1 x 1 convolution's pixels taken as one row: about a square image's
+    row of them, the unit its loops (parallel grain, rows outside the blocks) take for an image row."""
+    return max(1, round(math.isqrt(pixels) / wr))
 
 
 def default_pad_per_row(sch: Schedule, acc: str, target: Target) -> int:
@@ -240,9 +242,8 @@ PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector regis
 def default_flat(target: Target) -> int:
     """1 (a pointwise convolution's register tiles run along its pixels as one row) with 16 vector registers:
     there its tile is two channel blocks x 6 pixels (each broadcast feeds two FMAs), and 6 divides none of
-    ResNet's rows (7, 14, 28, 56) where it leaves one tail in all the pixels (a C harness of ResNet-50's
-    1 x 1 convolutions: 1.2-1.3x one block x 14 columns, docs/benchmarks.md). With 32, 0: two blocks of 7
-    columns fit those rows already."""
+    ResNet's rows (7, 14, 28, 56) where it leaves one tail in all the pixels (docs/benchmarks.md, "Machine A,
+    fourteenth session"). With 32, 0: two blocks of 7 columns fit those rows already."""
     return int(target.vector_registers < 32)
 
 
