@@ -11,7 +11,7 @@ in registers across their reduction:
   whole vectors allows;
 - the weighted values: the output's tiles of `mr` rows by `nr` of Dv accumulated over the keys, normalised as
   they are written out.
-K^T (scaled) is computed once per (batch, head), at the last batch loop, when the batch axes alone give the
+K^T (scaled) and the contiguous copy of V are computed once per (batch, head), at the last batch loop, when the batch axes alone give the
 threads enough work; otherwise the blocks run in parallel too, and K^T is computed for every head before them,
 in parallel: a copy per block transposed D x Lk elements for every block of rows, as much time as the block's
 products (docs/passes.md, "Attention", has the measurement).
@@ -123,11 +123,12 @@ def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Targ
     parallel_grain(sch, s, parallel, extents, target, rows_d * lk * (d + dv), knobs)
     loops = sch.loops(s.name)
     block = loops[loops.index(i10) - 1]  # i0, or the parallel loop it was fused into
-    if keys_at == KEYS_ONCE:
-        parallel_outer(sch, sch.state.stage(keys), sch.loops(keys)[:-1], target, lk)
-    else:
-        sch.compute_at(keys, s.name, loops[loops.index(block) - 1] if per_head else block)
-    sch.vectorize(keys, sch.loops(keys)[-1])
+    for copy, inner in ((keys, lk), (producers["attention_values"], dv)):  # K^T and V, where keys_at says
+        if keys_at == KEYS_ONCE:
+            parallel_outer(sch, sch.state.stage(copy), sch.loops(copy)[:-1], target, inner)
+        else:
+            sch.compute_at(copy, s.name, loops[loops.index(block) - 1] if per_head else block)
+        sch.vectorize(copy, sch.loops(copy)[-1])
     if "attention_logits" in producers:  # the mask's add and the -inf selects, recomputed by their readers
         sch.compute_inline(producers["attention_logits"])
     return block, e0, e1

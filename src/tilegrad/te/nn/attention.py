@@ -6,11 +6,14 @@ padded to whole vectors (`KEYS_PADDED_TO`), the padding keys hidden (logit -inf,
 reductions and the scores' register tiles run over whole vectors without tails:
 - `{name}_keys`: K transposed to (D, Lk padded with zeros) and multiplied by `scale`, so the scores' inner loop
   runs along the keys (contiguous, vectorised) and the scale costs nothing per score;
+- `{name}_values`: V copied to (Lk padded with zeros, Dv), contiguous per head: read in place, a projection's V
+  has rows several KiB apart (3 x 384 floats in Whisper's fused QKV), whose lines share a few L1 sets and
+  evict each other within a block of keys;
 - `{name}_scores`: Q K^T over D, one row of scores per query;
 - `{name}_logits` (only with a mask, `causal` or padding keys): the scores plus the additive mask, the keys past
   a query's position (and the padding keys) set to -inf;
 - `{name}_max`, `{name}_exp` (exp(logit - max)), `{name}_expsum`: the stable softmax's pieces, kept unnormalised;
-- `{name}_pv`: the exponentials times V, summed over the (real) keys;
+- `{name}_pv`: the exponentials times the values, summed over the (real) keys;
 - the output, `{name}_pv` times the reciprocal of the row's sum (tag "attention"), written in `out_layout`.
 Every stage works on the logical form (batch..., L, D); only the reads of Q, K, V and the output's index follow
 the layouts in memory (te/nn/attention_layout.py), so a head split or merge costs no kernel of its own.
@@ -61,6 +64,7 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
         x = at(k, 1, i[:nb], key(i[nb + 1]), i[nb]) * factor
         return E.select(i[nb + 1] < lk, x, zero) if padded else x
     keys = te.compute((*batch, d, lkp), scaled_key, name=f"{name}_keys", tag="attention_keys")
+    values = packed_values(v, at, batch, lk, lkp, dv, name)
     r = te.reduce_axis(d, "r")
     scores = te.compute((*batch, lq, lkp), lambda *i: te.sum(at(q, 0, i[:nb], i[nb], r) * keys[(*i[:nb], r, i[nb + 1])],
                                                              axis=r), name=f"{name}_scores", tag="attention_scores")
@@ -87,7 +91,7 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
     js = te.reduce_axis(lkp, "j")
     sums = te.compute((*batch, lq), lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_expsum", tag="reduce")
     jv = te.reduce_axis(lk, "j")
-    pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * at(v, 2, i[:nb], jv, i[-1]), axis=jv),
+    pv = te.compute((*batch, lq, dv), lambda *i: te.sum(exps[(*i[:-1], jv)] * values[(*i[:nb], jv, i[-1])], axis=jv),
                     name=f"{name}_pv", tag="attention_pv")
     one = E.const(1.0, q.dtype)
 
@@ -96,6 +100,19 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
         return pv[i] * (E.select(sums[i[:-1]].eq(zero), zero, inverse) if hiding else inverse)
     return te.compute(out_shape, lambda *i: normalised(*layouts.output_element(out_layout, i)), name=name,
                       tag="attention", attrs={"causal": causal, "masked": mask is not None, "out_layout": out_layout})
+
+
+def packed_values(v: te.Tensor, at, batch: tuple, lk: int, rows: int, dv: int, name: str) -> te.Tensor:
+    """V as (batch..., `rows`, Dv), its rows past the `lk` keys zero: the `{name}_values` stage. `at(v, 2, lead,
+    row, col)` reads V in its layout."""
+    nb = len(batch)
+
+    def value(*i):
+        if rows == lk:
+            return at(v, 2, i[:nb], i[nb], i[nb + 1])
+        x = at(v, 2, i[:nb], E.minimum(i[nb], lk - 1), i[nb + 1])  # no read leaves V
+        return E.select(i[nb] < lk, x, E.const(0.0, v.dtype))
+    return te.compute((*batch, rows, dv), value, name=f"{name}_values", tag="attention_values")
 
 
 def attention_shape(q: tuple, k: tuple, v: tuple, mask: tuple | None) -> tuple[tuple, tuple, tuple]:

@@ -9,7 +9,8 @@ block of query rows, as the two-pass form does.
 Stages, over the broadcast batch axes, with the keys padded to whole blocks (the padding keys hidden, as in
 te/nn/attention.py) and indexed (block b, query row i, key in block jj), the blocks outermost so that a
 schedule runs each stage block by block:
-- `{name}_keys`: K transposed to (D, blocks x key_block) and scaled, as in the two-pass form;
+- `{name}_keys`: K transposed to (D, blocks x key_block) and scaled, and `{name}_values`: V copied to
+  (blocks x key_block, Dv), contiguous, as in the two-pass form;
 - `{name}_scores` (b, i, jj): Q K^T over D; `{name}_logits`: plus the mask, hidden keys -inf;
 - `{name}_bmax` (b, i): m_b, the block's largest logit; `{name}_exp` (b, i, jj): exp(logit - m_b);
 - `{name}_bsum` (b, i): l_b, the block's sum of exponentials; `{name}_bacc` (b, i, Dv): acc_b, the block's
@@ -29,7 +30,7 @@ from .. import expr as E
 from .. import tensor as te
 from . import attention_layout as layouts
 from ._arguments import check_float, check_same_dtype
-from .attention import attention_shape
+from .attention import attention_shape, packed_values
 from .elementwise import broadcast_index
 
 DEFAULT_KEY_BLOCK = 64  # keys per block: a block's scores tile (16 rows x 64 keys, 4 KiB) stays in L1
@@ -56,13 +57,14 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
     def at(t: te.Tensor, slot: int, lead, row, col):  # slot: 0 for Q, 1 for K, 2 for V
         return t[layouts.element(qkv_layout, slot, broadcast_index(logical[slot][:-2], lead), row, col)]
 
-    def key(j):  # a padding key reads the last real one, so that no read leaves K, V (or the mask)
+    def key(j):  # a padding key reads the last real one, so that no read leaves K (or the mask)
         return E.minimum(j, lk - 1) if padded else j
 
     def scaled_key(*i):
         x = at(k, 1, i[:nb], key(i[nb + 1]), i[nb]) * factor
         return E.select(i[nb + 1] < lk, x, zero) if padded else x
     keys = te.compute((*batch, d, blocks * key_block), scaled_key, name=f"{name}_keys", tag="attention_keys")
+    values = packed_values(v, at, batch, lk, blocks * key_block, dv, name)
     tile = (*batch, blocks, lq, key_block)
     r = te.reduce_axis(d, "r")
     scores = te.compute(tile, lambda *i: te.sum(at(q, 0, i[:nb], i[nb + 1], r) * keys[(*i[:nb], r, i[nb] * key_block + i[-1])],
@@ -91,7 +93,7 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
     bsum = te.compute(tile[:-1], lambda *i: te.sum(exps[(*i, js)], axis=js), name=f"{name}_bsum", tag="reduce")
     ja = te.reduce_axis(key_block, "jj")
     bacc = te.compute((*tile[:-1], dv), lambda *i: te.sum(
-        exps[(*i[:-1], ja)] * at(v, 2, i[:nb], key(i[nb] * key_block + ja), i[-1]), axis=ja),
+        exps[(*i[:-1], ja)] * values[(*i[:nb], i[nb] * key_block + ja, i[-1])], axis=ja),
         name=f"{name}_bacc", tag="attention_pv")
     rows = (*batch, lq)
 
