@@ -75,9 +75,9 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
               }
             }
           } else {
-            for (int64_t c_1_1 = 0; c_1_1 < TG_MIN(8, ((c_1_0 * -8) + 11)); ++c_1_1) {
+            for (int64_t c_1_1 = 0; c_1_1 < 3; ++c_1_1) {
               for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-                Y[(((((b_c_0_h_fused * 5) + (c_1_0 * 360)) + (c_1_1 * 45)) + (w_0 * 5)) + w_1)] = Y_blocked[(((c_1_0 * 40) + c_1_1) + (w_1 * 8))];
+                Y[(((((b_c_0_h_fused * 5) + (c_1_1 * 45)) + (w_0 * 5)) + w_1) + 360)] = Y_blocked[((c_1_1 + (w_1 * 8)) + 40)];
               }
             }
           }

@@ -56,10 +56,10 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
               }
             }
           } else {
-            for (int64_t i_1_1 = 0; i_1_1 < TG_MIN(6, ((i_1_0 * -6) + 37)); ++i_1_1) {
+            for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
               #pragma omp simd
               for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-                C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+                C[((((i_1_1 * 29) + (j_0_i_0_fused * 8)) + j_1) + 1044)] = C_padded[((i_1_1 * 8) + j_1)];
               }
             }
           }
@@ -67,15 +67,15 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
           if ((((i_1_0 * 6) + 5) < 37)) {
             for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
               #pragma omp simd
-              for (int64_t j_1 = 0; j_1 < TG_MIN(8, ((j_0_i_0_fused * -8) + 29)); ++j_1) {
-                C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+              for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
+                C[((((i_1_0 * 174) + (i_1_1 * 29)) + j_1) + 24)] = C_padded[((i_1_1 * 8) + j_1)];
               }
             }
           } else {
-            for (int64_t i_1_1 = 0; i_1_1 < TG_MIN(6, ((i_1_0 * -6) + 37)); ++i_1_1) {
+            for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
               #pragma omp simd
-              for (int64_t j_1 = 0; j_1 < TG_MIN(8, ((j_0_i_0_fused * -8) + 29)); ++j_1) {
-                C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+              for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
+                C[(((i_1_1 * 29) + j_1) + 1068)] = C_padded[((i_1_1 * 8) + j_1)];
               }
             }
           }

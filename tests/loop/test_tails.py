@@ -73,8 +73,22 @@ def test_a_full_tile_runs_without_guards():
     assert not _guarded_stores(kernel.body), "partial tiles are clamped, not guarded element by element"
 
 
-def test_partial_tiles_loop_to_the_bound():
+def test_the_last_partial_tile_runs_to_numbers():
+    """Only the last tile of 13 rows by 4 (1 row) and of 20 columns by 8 (4) overshoots: its copy has the
+    loop's last index put in, so its loops run to numbers, and no bound is read at run time."""
     kernel = version_tails(lower_kernel(_tiled(13, 20, 7, 4, 8)))
+    extents = {s.extent for s in walk(kernel.body) if isinstance(s, For)}
+    assert all(isinstance(e, E.Const) for e in extents)
+    assert {E.Const(1, E.INDEX), E.Const(4, E.INDEX)} <= extents
+
+
+def test_partial_tiles_of_a_bound_read_at_run_time_loop_to_it():
+    """A bound that moves with an outer loop (p) may cut any tile: the partial copy loops to min(8, bound)."""
+    out = Buffer("Y", (E.Const(40, E.INDEX),), "float32")
+    p, o, i = E.Var("p", E.INDEX, 0, 1), E.Var("o", E.INDEX, 0, 2), E.Var("i", E.INDEX, 0, 7)
+    guard = IfThenElse(o * 8 + i < p + 20, Store(out, (o * 8 + i,), E.Const(1.0, "float32")))
+    nest = For(o, E.Const(3, E.INDEX), "serial", For(i, E.Const(8, E.INDEX), "serial", guard))
+    kernel = version_tails(Kernel("k", (out,), For(p, E.Const(2, E.INDEX), "serial", nest)))
     clamped = [s for s in walk(kernel.body) if isinstance(s, For) and "min" in repr(s.extent).lower()]
     assert clamped
 

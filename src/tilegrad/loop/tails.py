@@ -8,7 +8,11 @@ two innermost loops) it asks once whether the whole tile is in bounds, and runs 
 guard proven (no check) when it is, the original when it is not. A tile is in bounds when the guard holds at its
 worst point, which is a corner of the tile when the guard moves one way along each inner loop (checked, else the
 guard stays where it is); a tile wholly out of bounds (the guard fails at its best corner, and guards every store
-of the tile) is skipped, as blocks of rows past the last one are.
+of the tile) is skipped, as blocks of rows past the last one are. Where only the last tile can be partial (the
+loop's extent is a number, and the check reads no other loop and holds at its first and next-to-last
+iterations), that copy runs with the loop's last index put in: its bounds are numbers, so the compiler unrolls
+it and keeps its accumulators in registers, where a bound read at run time left them in memory (a two-block
+convolution tile's 4-column tail on a 28- or 112-wide row).
 
 Code generation only: feature formulas and the cost model see the kernel as lowered, one version of each tile.
 """
@@ -99,7 +103,7 @@ def _rewrite(s: Stmt, plan: dict) -> Stmt:
     if isinstance(s, For):
         body = _rewrite(s.body, plan)
         atoms = plan.get(id(s))
-        return dataclasses.replace(s, body=_version(body, atoms) if atoms else body)
+        return dataclasses.replace(s, body=_last_tile_known(_version(body, atoms), s) if atoms else body)
     if isinstance(s, Seq):
         return seq(_rewrite(x, plan) for x in s.stmts)
     if isinstance(s, Allocate):
@@ -131,6 +135,57 @@ def _version(s: Stmt, atoms: dict[E.Expr, tuple[E.Expr, E.Expr]]) -> Stmt:
         bests.setdefault(some, set()).add(a)
     skip = [some for some, group in bests.items() if some != _TRUE and _guards_every_store(s, group)]
     return IfThenElse(whole, _drop(s, set(present)), IfThenElse(E.all_of(skip), s) if skip else s)
+
+
+def _last_tile_known(s: Stmt, loop: For) -> Stmt:
+    """`s`, a versioned tile body of `loop`, with `loop`'s last index put into its partial copies (`_version`'s
+    else branches) where no other iteration can take them: the extent is a number and each whole-tile check
+    reads `loop`'s index alone, affinely, and holds at its first and next-to-last values (so in between: a
+    fused loop's `o % 2` may fail at odd values only)."""
+    if isinstance(s, Seq):
+        return seq(_last_tile_known(x, loop) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_last_tile_known(s.body, loop))
+    if isinstance(s, For):
+        return dataclasses.replace(s, body=_last_tile_known(s.body, loop))
+    if not (isinstance(s, IfThenElse) and s.orelse is not None and type(loop.extent) is E.Const):
+        return s
+    last = loop.extent.value - 1
+    if last < 1 or {v.name for v in E.free_vars(s.cond)} != {loop.var.name} or not _affine(s.cond):
+        return s
+    if any(simplify(E.substitute(s.cond, {loop.var.name: i})) != _TRUE for i in (0, last - 1)):
+        return s
+    return dataclasses.replace(s, orelse=_substitute(s.orelse, {loop.var.name: E.Const(last, loop.var.dtype)}))
+
+
+def _affine(e: E.Expr) -> bool:
+    """Whether `e` is a conjunction of comparisons of sums of variables times numbers."""
+    if type(e) not in (E.Var, E.Const, E.Add, E.Sub, E.Mul, E.LT, E.LE, E.And):
+        return False
+    if type(e) is E.Mul and E.Const not in (type(e.a), type(e.b)):
+        return False
+    return all(_affine(c) for c in e.children())
+
+
+def _substitute(s: Stmt, mapping: dict) -> Stmt:
+    """`s` with its variables replaced as `E.substitute` does, its expressions simplified."""
+    def sub(e: E.Expr) -> E.Expr:
+        return simplify(E.substitute(e, mapping))
+    if isinstance(s, For):
+        return dataclasses.replace(s, extent=sub(s.extent), body=_substitute(s.body, mapping),
+                                   unroll_if=None if s.unroll_if is None else sub(s.unroll_if))
+    if isinstance(s, Seq):
+        return seq(_substitute(x, mapping) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_substitute(s.body, mapping))
+    if isinstance(s, IfThenElse):
+        cond, then = sub(s.cond), _substitute(s.then, mapping)
+        if cond == _TRUE:
+            return then
+        return IfThenElse(cond, then, None if s.orelse is None else _substitute(s.orelse, mapping))
+    if isinstance(s, Store):
+        return dataclasses.replace(s, indices=tuple(sub(i) for i in s.indices), value=sub(s.value))
+    return s
 
 
 def _mixed(s: Stmt, atoms) -> bool:
