@@ -17,7 +17,7 @@ from tilegrad.ir.ops.layout import block_array, unblock_array
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.knobs import Defaults
 from tilegrad.target import Target, host
-from tilegrad.schedule.rules_nchwc import tile_columns
+from tilegrad.schedule.rules_nchwc import default_blocks, tile_columns
 from tilegrad.te import nn
 from tilegrad.te.interpret import interpret
 from tilegrad.te.nn import nchwc
@@ -166,7 +166,7 @@ def test_compiled_pools_match_numpy():
 
 
 def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
-    x = te.placeholder((1, 8, 28, 28, 8), name="X")
+    x = te.placeholder((1, 8, 14, 14, 8), name="X")
     w = te.placeholder((4, 64, 3, 3, 8), name="W")
     target = Target.with_lanes(8)  # AVX2
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w, 1, 1), target).trace)
@@ -174,6 +174,21 @@ def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
     assert "vectorize(conv2d_nchwc_local.ci)" in text and "unroll(conv2d_nchwc_local.w)" in text
     assert "parallel(" in text
     assert [tile_columns(width, 8, target) for width in (7, 14, 56, 112, 17)] == [7, 14, 14, 14, 9]  # 9 + 8
+
+
+def test_avx2_tiles_span_two_blocks_where_their_six_columns_fill_the_rows():
+    """Two blocks x 6 columns on rows of 28, 56 and 112 (a tail of at most a tenth of the tiles' columns); one
+    block x 14 on 14 columns (5 + 5 + 4 in two blocks) and x 7 on 7; one on a short reduction (a stem's)."""
+    avx2 = Target.with_lanes(8)
+    steps = 1152  # a 3 x 3 window over 128 channels
+    assert [default_blocks(w, 8, 4, avx2, depth=steps) for w in (28, 56, 112, 12, 14, 7)] == [2, 2, 2, 2, 1, 1]
+    assert default_blocks(112, 8, 4, avx2, depth=72) == 1  # 3 x 3 over the 3 channels of an image, in one block
+    assert default_blocks(28, 8, 3, avx2, depth=steps) == 1  # an odd count of blocks
+    assert default_blocks(28, 16, 4, avx2, depth=steps) == 1  # two-vector blocks: 6 columns take 12 accumulators
+    x = te.placeholder((1, 8, 28, 28, 8), name="X")
+    w = te.placeholder((4, 64, 3, 3, 8), name="W")
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w, 1, 1), avx2).trace)
+    assert "split(conv2d_nchwc.w, factor=6)" in text and "split(conv2d_nchwc.cb, factor=2)" in text
 
 
 def test_a_two_vector_block_halves_the_register_tiles_columns():

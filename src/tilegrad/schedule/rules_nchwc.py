@@ -7,11 +7,12 @@ the block, and is written once (through the epilogue, when one is fused on); ima
 in parallel, the rows outside the blocks where the input outgrows L2 (`default_rows_outer`). Each step of a
 convolution broadcasts one input value and multiplies it by one weight vector into each column. With AVX-512
 a tile spans two channel blocks by default (each broadcast feeds both; `default_blocks`); tiles of several
-channel blocks run slower with AVX2 (docs/benchmark-history.md), so there the tile is one block wide and as many
-columns as the registers hold, except where a row is too narrow for enough accumulators (7 or 5 columns: fewer
-than MIN_CHAINS) and two blocks fit, in a strided 1 x 1 convolution, and in an unstrided one, whose tiles run
-along its pixels as one row (`default_flat`): then two (docs/passes.md, "Layout", has the measurements); the
-blocks per tile remain a parameter for the search. A depthwise convolution with a window
+channel blocks hold only 6 columns with AVX2, so there the tile is two blocks wide where those columns fill a
+row with little guarded tail (28, 56 or 112 columns, not 14 or 7), where a row is too narrow for enough
+accumulators (7 or 5 columns: fewer than MIN_CHAINS), in a strided 1 x 1 convolution, and in an unstrided one,
+whose tiles run along its pixels as one row (`default_flat`); else one block wide and as many columns as the
+registers hold (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a parameter for the
+search. A depthwise convolution with a window
 larger than 3 x 3, or on a map streamed from memory, reads a padded copy of its input made per output row, its
 window's rows of one channel block (`default_pad_per_row`), so its inner loop reads without bounds checks."""
 
@@ -54,7 +55,8 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     elif pixels:
         read_in_place(sch, s, acc)
     width = extent(s, w)
-    default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs), flat) if two else 1
+    default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs), flat,
+                             reduction_work(sch, acc)) if two else 1
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
@@ -237,6 +239,10 @@ def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
 
 MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles x 2)
 PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
+TWO_BLOCK_FILL = 0.9  # on AVX2, two blocks x 6 columns where the tiles fill at least this share of a row (28, 56,
+# 112 columns: 0.93-0.98; not 7: 0.58, nor 14, whose 5 + 5 + 4 columns measured slower than one tile of 14)
+TWO_BLOCK_DEPTH = 128  # and sum at least this many steps: a 3 x 3 stem over 3 (8) input channels (27 or 72 steps)
+# ran 1.45-1.7x slower in two blocks, gcc reading each FMA's weight from memory; 147-4608 steps ran 1.0-1.2x faster
 
 
 def default_flat(target: Target) -> int:
@@ -248,24 +254,37 @@ def default_flat(target: Target) -> int:
 
 
 def default_blocks(width: int, block: int, blocks: int, target: Target, strided_1x1: bool = False,
-                   flat: bool = False) -> int:
+                   flat: bool = False, depth: int = 0) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
     instead of being loaded again for each (faster than one block of 14 or 28 columns on ResNet-50's
     convolutions: docs/benchmarks.md, machine D). Otherwise (AVX2) two only where
     one block's tile has too few columns to keep MIN_CHAINS accumulators (a 7- or 5-wide row) and two blocks'
-    fit in the registers with the columns kept, or where the convolution is 1 x 1 and strided (ResNet's
+    fit in the registers with the columns kept, where the convolution is 1 x 1 and strided (ResNet's
     projections): each broadcast there comes from its own cache line, half of which the stride skips and no other
     tap reads, so feeding two blocks from it halves what the tile reads per FMA (docs/benchmarks.md, machine A,
-    twelfth session); else one."""
+    twelfth session), where the tiles run along the pixels (`flat`), and where the two-block tiles hold all the
+    columns the registers allow, fill at least TWO_BLOCK_FILL of a row and sum at least TWO_BLOCK_DEPTH steps
+    (`depth`, the reduction's length): a broadcast then feeds two FMAs (8 loads per 12 FMAs, where one block x
+    14 columns loads 15 per 14); else one."""
     if blocks % 2:
         return 1
     vectors = -(-block // target.vector_lanes)
     one, two = tile_columns(width, block, target, 1), tile_columns(width, block, target, 2)
     if target.vector_registers >= 32 and vectors == 1:
         return 2 if pairs_pay(width, one, two) else 1
-    return 2 if (one * vectors < MIN_CHAINS and two == one) or ((strided_1x1 or flat) and vectors == 1) else 1
+    if one * vectors < MIN_CHAINS and two == one:
+        return 2
+    full = two == _column_budget(block, target, 2) and rows_filled(width, two) >= TWO_BLOCK_FILL
+    full = full and depth >= TWO_BLOCK_DEPTH
+    return 2 if vectors == 1 and (strided_1x1 or flat or full) else 1
+
+
+def rows_filled(width: int, columns: int) -> float:
+    """The share of a row's tiles of `columns` that falls on the row: 1 where they divide it, less the guarded
+    tail's idle columns otherwise."""
+    return width / (-(-width // columns) * columns)
 
 
 def strided_pointwise(attrs: dict) -> bool:
