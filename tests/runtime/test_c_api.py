@@ -57,6 +57,27 @@ def test_the_c_example_runs_a_saved_module_as_python_does(program, tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
+UNLOAD = r"""
+#include "tilegrad.h"
+int main(int argc, char** argv) {
+  char error[512];
+  tg_model* model = tg_model_load(argv[1], 0, error, sizeof error);
+  if (!model) return 2;
+  tg_model_free(model);
+  return dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD) ? 0 : 1;  /* its idle threads still wait in its code */
+}
+"""
+
+
+def test_freeing_a_model_keeps_the_openmp_runtime_its_threads_wait_in(tmp_path):
+    (tmp_path / "unload.c").write_text(UNLOAD)
+    subprocess.run([find_compiler(), "-O2", "-std=c11", f"-I{tilegrad.c_include_dir()}", str(tmp_path / "unload.c"),
+                    "-o", str(tmp_path / "unload"), "-ldl"], check=True, capture_output=True, text=True)
+    x = torch.randn(2, 16, 8, 8)
+    saved = tilegrad.compile(TwoInputs().eval(), (x, torch.randn(2, 10))).save(tmp_path / "m")
+    assert subprocess.run([str(tmp_path / "unload"), str(saved)], timeout=60).returncode == 0
+
+
 def test_the_c_api_names_what_it_cannot_load(program, tmp_path):
     run = subprocess.run([str(program), str(tmp_path / "nothing"), "in.bin", "out.bin"], capture_output=True,
                          text=True, timeout=60)

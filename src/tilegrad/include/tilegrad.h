@@ -71,8 +71,21 @@ static inline void tg_model_free(tg_model* m) {
     for (int k = 0; k <= m->info->num_weights; ++k) free(m->args[first + k]);
   }
   free(m->args);
-  if (m->library) dlclose(m->library);
+  if (m->library) {
+    void (*release)(void) = NULL;
+    *(void**)&release = dlsym(m->library, "tg_release_on_unload");
+    if (release) release();
+    dlclose(m->library);
+  }
   free(m);
+}
+
+/* Keep every OpenMP runtime the library brought in loaded for the process: its idle worker threads wait in its
+   code, and closing the library would otherwise unload it under them (a crash a moment after tg_model_free). */
+static inline void tg_pin_openmp_runtime(void) {
+  static const char* const runtimes[] = {"libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so"};
+  for (size_t i = 0; i < sizeof runtimes / sizeof *runtimes; ++i)
+    dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);  /* NULL where not loaded: nothing to keep */
 }
 
 /* Read the next array of the weights file into `out`, which holds `nbytes`: the arrays lie in order, each at the
@@ -111,6 +124,7 @@ static inline tg_model* tg_model_load(const char* directory, int threads, char* 
     tg_fail(error, error_size, "cannot load %s: %s", path, dlerror());
     return tg_model_free(m), (tg_model*)NULL;
   }
+  tg_pin_openmp_runtime();
   m->info = (const tg_model_info*)dlsym(m->library, "tg_info");
   *(void**)&m->run = dlsym(m->library, "tg_run");
   *(void**)&m->call = dlsym(m->library, "tg_call");
