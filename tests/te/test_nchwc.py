@@ -4,6 +4,7 @@ whole blocks), and compile under their default schedule to the same numbers."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -305,6 +306,20 @@ def test_rows_run_outside_the_blocks_where_the_input_outgrows_l2(size, channels,
     target = dataclasses.replace(Target.with_lanes(16), l2_bytes=1 << 20)
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
     assert ("fuse(conv2d_nchwc, loops=[n, h, cb" in text) == rows_outer
+
+
+@pytest.mark.parametrize("size,channels,out_blocks,rows_outer", [(14, 1024, 32, True), (7, 2048, 64, True),
+                                                                  (28, 1024, 256, True), (14, 256, 32, False)])
+def test_avx2_rows_run_outside_the_blocks_wherever_the_input_outgrows_half_of_l2(size, channels, out_blocks,
+                                                                                   rows_outer):
+    """On AVX2 the weights' size does not keep the blocks outside: ResNet-50's 1024 -> 256 on 14 x 14 (0.8 MiB
+    of input, 1 MiB of weights), 2048 -> 512 on 7 x 7 and DeepLab's 1024 -> 2048 on 28 x 28 run the rows outside
+    a 512 KiB L2; 256 channels on 14 x 14 (0.2 MiB) stay in L2 across the blocks."""
+    x = te.placeholder((1, channels // 8, size, size, 8), name="X")
+    w = te.placeholder((out_blocks, channels, 1, 1, 8), name="W")
+    target = dataclasses.replace(Target.with_lanes(8), l2_bytes=512 << 10)
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
+    assert bool(re.search(r"fuse\(conv2d_nchwc, loops=\[n, h[a-z_0-9]*, cb", text)) == rows_outer  # rows of pixels too
 
 
 @pytest.mark.parametrize("kblocks", [2, 4])

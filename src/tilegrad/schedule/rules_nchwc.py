@@ -224,17 +224,21 @@ def accumulate_partitions(sch: Schedule, acc: str, kblocks: int, per_tile: int, 
 
 
 def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
-    """1 (output rows outside the channel blocks) where the convolution's input outgrows half of L2 and outweighs
-    its weights: each row's input is then read once, and the weights once per row, in one contiguous stream.
-    With the blocks outside (0), the whole input is read again for each block of output channels: from L2 where
-    it fits (then that order is as fast, and measured faster on MobileNetV2's small layers), else from L3 or
-    memory in one short run per channel block and tile, which the prefetchers do not follow and a neighbour on
-    the cache slows most: ResNet-50's 1 x 1 reductions on 56 x 56 read 3 MiB four times, DeepLab's 2048 -> 512
-    on 28 x 28 its 6.4 MiB sixteen times. Where the weights outweigh the input, the two orders measured alike or
-    the blocks outside faster (docs/passes.md, "Layout")."""
+    """1 (output rows outside the channel blocks) where the convolution's input outgrows half of L2 (and, with
+    32 vector registers, outweighs its weights): each row's input is then read once, from L1 and L2 across all
+    the blocks, and the weights once per row in one contiguous stream, which the prefetchers follow. With the
+    blocks outside (0), the whole input is read again for each block of output channels: from L2 where it fits
+    (then that order is as fast, and measured faster on MobileNetV2's small layers), else from L3 in one short
+    run per channel block and tile (a few lines, then a jump of a channel block's plane), which the prefetchers
+    do not follow: `perf annotate` puts the tile's stalls on the broadcasts that open a new line. On AVX2 (16
+    registers, the 1 x 1 tiles along the pixels) that holds where the weights outweigh the input too: ResNet-50's
+    1 x 1 convolutions on 14 x 14 and 7 x 7 and DeepLab's 1024 -> 2048 on 28 x 28 ran 1.1-1.3x faster with the
+    rows outside, both models' kernels 1.05x (docs/benchmarks.md, "Machine A, sixteenth session"); with 32
+    registers the weights-heavier layers keep the blocks outside, as measured there (docs/passes.md, "Layout")."""
     data, weights = (sch.state.stage(acc).op.inputs[k] for k in (0, 1))
     nbytes = [math.prod(t.shape) * itemsize(t.dtype) for t in (data, weights)]
-    return int(nbytes[0] > max(nbytes[1], target.l2_bytes // 2))
+    floor = target.l2_bytes // 2 if target.vector_registers < 32 else max(nbytes[1], target.l2_bytes // 2)
+    return int(nbytes[0] > floor)
 
 
 MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles x 2)
