@@ -36,3 +36,22 @@ def test_conv_transpose_output_shape_and_auto_pad_match_onnxruntime(attrs, const
     got = tilegrad.compile(model)(**feeds)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pads,bias,batch", [((0, 0, 0, 0), True, 1), ((1, 0, 1, 2), False, 2),
+                                             ((0, 0, 0, 0), False, 3), ((1, 1, 1, 1), True, 2)])
+def test_conv_transpose_of_a_point_is_one_product_and_matches_onnxruntime(pads, bias, batch):
+    """A generator's first layer (a 1 x 1 latent map, DCGAN's 100 -> 512 x 4 x 4): one matmul of the cropped taps."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, 5, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal((5, 7, 4, 4)).astype(np.float32), "w")]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(7).astype(np.float32), "b"))
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"] if bias else ["x", "w"], ["y"], pads=list(pads))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    want = run_onnxruntime(model, {"x": x})[0]
+    module = tilegrad.compile(model)
+    assert not any("conv" in site.label for site in module.profile(x).sites)
+    np.testing.assert_allclose(module(x), want, rtol=1e-5, atol=1e-5)

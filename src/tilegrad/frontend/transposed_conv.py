@@ -10,6 +10,10 @@ with s_h*s_w*Cout output channels, then interleaved (depth to space) and cropped
 Work: the spread form does Cout*Cin*Kh*Kw multiply-adds for each of the Oh*Ow output pixels, most of them against
 inserted zeros; the stacked form does Cout*Cin*ceil(Kh/sh)*ceil(Kw/sw) per output pixel (plus at most one row and
 column of phases cropped away), about 1/(sh*sw) of it when s divides K (DCGAN's kernel 4, stride 2: a quarter).
+
+On a 1 x 1 input (a generator's first layer, from its latent vector) each output pixel meets one tap, so the
+transposed convolution is one matrix product, (N, Cin) @ (Cin, Cout*Oh*Ow): the panel GEMM streams the weights
+once, where a convolution over the padded point would run one small kernel per output pixel.
 """
 
 from __future__ import annotations
@@ -35,12 +39,31 @@ def transposed_as_conv(b: GraphBuilder, name: str, x: Value, w: Value, bias: Val
     ends = [d * (k - 1) - p + e for d, k, p, e in zip(dilations, kernel, pads[2:], extra)]
     if min(begins + ends) < 0:
         return None
+    if tuple(x.shape[2:]) == (1, 1) and dilations == (1, 1) and extra == (0, 0):
+        return _from_a_point(b, name, x, w, bias, pads)
     if max(strides) > 1 and dilations == (1, 1):
         return _sub_pixel(b, name, x, w, bias, strides, pads, extra)
     flipped = b.const(np.ascontiguousarray(w.data.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), f"{name}_flipped")
     spread = b.op("dilate", x, name=f"{name}_spread", strides=strides) if max(strides) > 1 else x
     inputs = (spread, flipped) if bias is None else (spread, flipped, bias)
     return b.op("conv", *inputs, name=name, strides=(1, 1), pads=(*begins, *ends), dilations=dilations, group=1)
+
+
+def _from_a_point(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | None, pads) -> Value:
+    """A transposed convolution of a 1 x 1 input: output pixel (i, j) is x @ w[:, :, top + i, left + j], so the
+    whole output is one product with the kernel's uncropped taps as the columns."""
+    n, cin = x.shape[:2]
+    cout, kh, kw = w.shape[1:]
+    (top, left), (bottom, right) = pads[:2], pads[2:]
+    taps = w.data[:, :, top:kh - bottom, left:kw - right]
+    oh, ow = taps.shape[2:]
+    columns = b.const(np.ascontiguousarray(taps.reshape(cin, cout * oh * ow)), f"{name}_taps")
+    rows = b.op("reshape", x, name=f"{name}_rows", shape=(n, cin))
+    product = b.op("matmul", rows, columns, name=f"{name}_product")
+    out = b.op("reshape", product, name=name if bias is None else f"{name}_image", shape=(n, cout, oh, ow))
+    if bias is None:
+        return out
+    return b.op("add", out, b.op("reshape", bias, name=f"{name}_bias_column", shape=(cout, 1, 1)), name=name)
 
 
 def _sub_pixel(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | None, strides, pads, extra) -> Value:
