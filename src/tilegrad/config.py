@@ -38,12 +38,11 @@ class Config:
     module_cache: bool = True  # keep whole compiled modules, so compiling a model again loads it (module_cache.py)
     num_threads: int = dataclasses.field(default_factory=lambda: usable_cpus())
     # How long an idle OpenMP thread spins before it sleeps, in microseconds (as GOMP_SPINCOUNT, set when the first
-    # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT); 0: it sleeps at once. A model's
-    # kernels share one region per call and wait at their own barrier (codegen/team.py), so this is the wait
-    # between calls: 3 ms (libgomp's own default) keeps the workers awake across back-to-back calls, where a sleeping
-    # worker woke late on a virtual machine (DCGAN's calls 2-4 after an idle pause 2-4x slower than with the spin),
-    # and measured alike with a busy core (docs/benchmarks.md, "Machine A, sixteenth session").
-    spin_us: int = 3000
+    # kernel loads unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT). 0: it sleeps at once. A thread
+    # that spins between calls stays runnable, so on a core another process holds it waits out that process's
+    # time slice (40x slower); a sleeping one is woken promptly (docs/benchmarks.md, busy core). Within one call
+    # a model's kernels share one region and wait at their own barrier (codegen/team.py), whatever this is.
+    spin_us: int = 0
     # The largest constant the import computes (a ConstantOfShape, a Range, a folded node), in bytes: enough for
     # any real weight (VGG's 400 MB classifier), not enough for a hostile model to exhaust the machine.
     constant_bytes: int = dataclasses.field(default_factory=_quarter_of_memory)

@@ -1,13 +1,14 @@
 """One thread team per call: the C that lets a model's kernels share the threads of one parallel region.
 
-With a parallel region per kernel, every kernel call wakes the other threads and puts them back to sleep: a
-futex round trip each, once idle OpenMP threads sleep, and a model of many short kernels loses a large share of
-its time to them (the figures: docs/benchmarks.md, "Small models pay a thread wake-up per kernel"). So `tg_run` opens one region
+With a parallel region per kernel, every kernel call wakes the other threads and puts them back to sleep. Idle
+OpenMP threads sleep at once (`Config.spin_us` 0: a thread spinning between calls steals a busy core), so each
+wake-up is a futex round trip, and a model of many short kernels loses a large share of its time to them (the
+figures: docs/benchmarks.md, "Small models pay a thread wake-up per kernel"). So `tg_run` opens one region
 and calls each kernel's team function (`K_team(args, team)`) in it: a parallel loop takes the thread's static
 share of its iterations (as OpenMP's static schedule does), serial statements run on thread 0, and every step
 ends at `tg_barrier`, which spins briefly (the next kernel follows within microseconds) and then yields the core,
 so a thread waiting on a descheduled one does not hold the core it needs. Between calls the threads leave the
-region, spin `Config.spin_us` and sleep. A kernel called alone (`K(args)`, as the tuner times it) opens its own region
+region and sleep as before. A kernel called alone (`K(args)`, as the tuner times it) opens its own region
 around the same team function, so what is tuned is what runs; one without a parallel loop opens none (a team
 of one), as before: a region costs a wake-up, and a process forked after libgomp started its threads hangs in
 its first region (the conformance runner's workers are forked).
