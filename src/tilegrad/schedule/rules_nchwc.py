@@ -231,10 +231,10 @@ def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
     (then that order is as fast, and measured faster on MobileNetV2's small layers), else from L3 in one short
     run per channel block and tile (a few lines, then a jump of a channel block's plane), which the prefetchers
     do not follow: `perf annotate` puts the tile's stalls on the broadcasts that open a new line. On AVX2 (16
-    registers, the 1 x 1 tiles along the pixels) that holds where the weights outweigh the input too: ResNet-50's
-    1 x 1 convolutions on 14 x 14 and 7 x 7 and DeepLab's 1024 -> 2048 on 28 x 28 ran 1.1-1.3x faster with the
-    rows outside, both models' kernels 1.05x (docs/benchmarks.md, "Machine A, sixteenth session"); with 32
-    registers the weights-heavier layers keep the blocks outside, as measured there (docs/passes.md, "Layout")."""
+    registers, the 1 x 1 tiles along the pixels) that holds where the weights outweigh the input too (ResNet-50's
+    1 x 1 convolutions on 14 x 14 and 7 x 7, DeepLab's 1024 -> 2048 on 28 x 28: docs/benchmarks.md, "Machine A,
+    sixteenth session"); with 32 registers the weights-heavier layers keep the blocks outside, as measured there
+    (docs/passes.md, "Layout")."""
     data, weights = (sch.state.stage(acc).op.inputs[k] for k in (0, 1))
     nbytes = [math.prod(t.shape) * itemsize(t.dtype) for t in (data, weights)]
     floor = target.l2_bytes // 2 if target.vector_registers < 32 else max(nbytes[1], target.l2_bytes // 2)
