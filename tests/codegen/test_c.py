@@ -35,11 +35,13 @@ void add_team(void** args, tg_team* tg) {
   float* restrict A = (float*)args[0];
   float* restrict B = (float*)args[1];
   float* restrict C = (float*)args[2];
-  { int64_t i_lo, i_hi; tg_share(tg, 4, &i_lo, &i_hi);
-    for (int64_t i = i_lo; i < i_hi; ++i) {
-      #pragma omp simd
-      for (int64_t j = 0; j < 8; ++j) {
-        C[((i * 8) + j)] = (A[((i * 8) + j)] + B[j]);
+  { int64_t i_lo, i_hi; tg_loop i_loop; tg_loop_begin(tg, 4, &i_loop);
+    while (tg_next(tg, &i_loop, &i_lo, &i_hi)) {
+      for (int64_t i = i_lo; i < i_hi; ++i) {
+        #pragma omp simd
+        for (int64_t j = 0; j < 8; ++j) {
+          C[((i * 8) + j)] = (A[((i * 8) + j)] + B[j]);
+        }
       }
     }
   }

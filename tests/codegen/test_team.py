@@ -126,3 +126,28 @@ def test_a_kernel_without_a_parallel_loop_called_alone_opens_no_region():
     assert "TG_TEAM_ALONE team_serial_team(args, tg);" in source and "TG_TEAM_BEGIN" not in source.split("#endif")[-1]
     x_ = np.arange(N, dtype=np.float32)
     np.testing.assert_array_equal(_run(k, 2, x_), x_ + 1)
+
+
+def _counting_kernel(n: int, rounds: int) -> Kernel:
+    """Rounds of one parallel loop adding 1 to each of Y's `n` elements: an iteration run twice (two threads
+    taking the same block) or never (a block lost between them) leaves a count other than `rounds`. The work per
+    iteration grows with its index, so the shares are uneven and threads take from each other."""
+    x, y = Buffer("X", (_c(n),), "float32"), Buffer("Y", (_c(n),), "float32")
+    r, i, k = _index("r", rounds), _index("i", n), _index("k", n)
+    work = For(k, i, "serial", Store(x, (i,), E.Load(x, (i,)) * 1.0))  # i steps of busy work
+    count = Store(y, (i,), E.Load(y, (i,)) + 1.0)
+    return Kernel("team_counting", (x, y), For(r, _c(rounds), "serial", For(i, _c(n), "parallel", Seq((work, count)))))
+
+
+@pytest.mark.parametrize("threads,n", [(2, 1), (2, 300), (3, 2), (5, 300), (70, 9)])
+def test_a_parallel_loop_runs_every_iteration_once_however_threads_take_from_each_other(threads, n):
+    """Blocks are taken dynamically (codegen/team.py: each thread's own share first, then the others'): more
+    threads than cores, so some are descheduled mid-loop and the others take their blocks; 70 threads, past
+    TG_MAX_THREADS, share statically."""
+    rounds = 200
+    with config.override(num_threads=threads):
+        k = _counting_kernel(n, rounds)
+        native = NativeKernel(build_sources([render_c(k)]), k.name, buffer_specs(k))
+    x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+    native(x, y)
+    np.testing.assert_array_equal(y, np.full(n, rounds, np.float32))

@@ -18,38 +18,40 @@ void conv2d_3x3_c4_14x14_team(void** args, tg_team* tg) {
     }
   }
   tg_barrier(tg);
-  { int64_t n_c_0_h_fused_lo, n_c_0_h_fused_hi; tg_share(tg, 14, &n_c_0_h_fused_lo, &n_c_0_h_fused_hi);
-    for (int64_t n_c_0_h_fused = n_c_0_h_fused_lo; n_c_0_h_fused < n_c_0_h_fused_hi; ++n_c_0_h_fused) {
-      for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
-        float Y_local[112] __attribute__((aligned(64)));
-        for (int64_t n = 0; n < 1; ++n) {
-          for (int64_t h = 0; h < 1; ++h) {
-            #pragma GCC unroll 8
-            for (int64_t c = 0; c < 8; ++c) {
-              #pragma omp simd
-              for (int64_t w = 0; w < 14; ++w) {
-                Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = 0.0f;
+  { int64_t n_c_0_h_fused_lo, n_c_0_h_fused_hi; tg_loop n_c_0_h_fused_loop; tg_loop_begin(tg, 14, &n_c_0_h_fused_loop);
+    while (tg_next(tg, &n_c_0_h_fused_loop, &n_c_0_h_fused_lo, &n_c_0_h_fused_hi)) {
+      for (int64_t n_c_0_h_fused = n_c_0_h_fused_lo; n_c_0_h_fused < n_c_0_h_fused_hi; ++n_c_0_h_fused) {
+        for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+          float Y_local[112] __attribute__((aligned(64)));
+          for (int64_t n = 0; n < 1; ++n) {
+            for (int64_t h = 0; h < 1; ++h) {
+              #pragma GCC unroll 8
+              for (int64_t c = 0; c < 8; ++c) {
+                #pragma omp simd
+                for (int64_t w = 0; w < 14; ++w) {
+                  Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = 0.0f;
+                }
               }
-            }
-            for (int64_t rc = 0; rc < 4; ++rc) {
-              for (int64_t kh = 0; kh < 3; ++kh) {
-                for (int64_t kw = 0; kw < 3; ++kw) {
-                  #pragma GCC unroll 8
-                  for (int64_t c = 0; c < 8; ++c) {
-                    #pragma omp simd
-                    for (int64_t w = 0; w < 14; ++w) {
-                      Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] + (Y_pad[((((((((h * 16) + (kh * 16)) + kw) + (n * 1024)) + (n_c_0_h_fused * 16)) + (rc * 256)) + w) + (w_0 * 14))] * W[((((c * 36) + (kh * 3)) + kw) + (rc * 9))]));
+              for (int64_t rc = 0; rc < 4; ++rc) {
+                for (int64_t kh = 0; kh < 3; ++kh) {
+                  for (int64_t kw = 0; kw < 3; ++kw) {
+                    #pragma GCC unroll 8
+                    for (int64_t c = 0; c < 8; ++c) {
+                      #pragma omp simd
+                      for (int64_t w = 0; w < 14; ++w) {
+                        Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] + (Y_pad[((((((((h * 16) + (kh * 16)) + kw) + (n * 1024)) + (n_c_0_h_fused * 16)) + (rc * 256)) + w) + (w_0 * 14))] * W[((((c * 36) + (kh * 3)) + kw) + (rc * 9))]));
+                      }
                     }
                   }
                 }
               }
             }
           }
-        }
-        for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-          #pragma omp simd
-          for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-            Y[((((c_1 * 196) + (n_c_0_h_fused * 14)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
+          for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+            #pragma omp simd
+            for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
+              Y[((((c_1 * 196) + (n_c_0_h_fused * 14)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
+            }
           }
         }
       }

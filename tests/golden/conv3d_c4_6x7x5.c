@@ -20,29 +20,31 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
     }
   }
   tg_barrier(tg);
-  { int64_t n_c_0_d_h_fused_lo, n_c_0_d_h_fused_hi; tg_share(tg, 30, &n_c_0_d_h_fused_lo, &n_c_0_d_h_fused_hi);
-    for (int64_t n_c_0_d_h_fused = n_c_0_d_h_fused_lo; n_c_0_d_h_fused < n_c_0_d_h_fused_hi; ++n_c_0_d_h_fused) {
-      for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
-        float Y_local[40] __attribute__((aligned(64)));
-        for (int64_t n = 0; n < 1; ++n) {
-          for (int64_t d = 0; d < 1; ++d) {
-            for (int64_t h = 0; h < 1; ++h) {
-              #pragma GCC unroll 8
-              for (int64_t c = 0; c < 8; ++c) {
-                #pragma omp simd
-                for (int64_t w = 0; w < 5; ++w) {
-                  Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = 0.0f;
+  { int64_t n_c_0_d_h_fused_lo, n_c_0_d_h_fused_hi; tg_loop n_c_0_d_h_fused_loop; tg_loop_begin(tg, 30, &n_c_0_d_h_fused_loop);
+    while (tg_next(tg, &n_c_0_d_h_fused_loop, &n_c_0_d_h_fused_lo, &n_c_0_d_h_fused_hi)) {
+      for (int64_t n_c_0_d_h_fused = n_c_0_d_h_fused_lo; n_c_0_d_h_fused < n_c_0_d_h_fused_hi; ++n_c_0_d_h_fused) {
+        for (int64_t w_0 = 0; w_0 < 1; ++w_0) {
+          float Y_local[40] __attribute__((aligned(64)));
+          for (int64_t n = 0; n < 1; ++n) {
+            for (int64_t d = 0; d < 1; ++d) {
+              for (int64_t h = 0; h < 1; ++h) {
+                #pragma GCC unroll 8
+                for (int64_t c = 0; c < 8; ++c) {
+                  #pragma omp simd
+                  for (int64_t w = 0; w < 5; ++w) {
+                    Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = 0.0f;
+                  }
                 }
-              }
-              for (int64_t rc = 0; rc < 4; ++rc) {
-                for (int64_t kd = 0; kd < 3; ++kd) {
-                  for (int64_t kh = 0; kh < 3; ++kh) {
-                    for (int64_t kw = 0; kw < 3; ++kw) {
-                      #pragma GCC unroll 8
-                      for (int64_t c = 0; c < 8; ++c) {
-                        #pragma omp simd
-                        for (int64_t w = 0; w < 5; ++w) {
-                          Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = (Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] + (Y_pad[(((((((((((d * 49) + (h * 7)) + (kd * 49)) + (kh * 7)) + kw) + (n * 1568)) + (rc * 392)) + w) + (w_0 * 5)) + ((n_c_0_d_h_fused % 5) * 7)) + ((n_c_0_d_h_fused / 5) * 49))] * W[(((((c * 108) + (kd * 9)) + (kh * 3)) + kw) + (rc * 27))]));
+                for (int64_t rc = 0; rc < 4; ++rc) {
+                  for (int64_t kd = 0; kd < 3; ++kd) {
+                    for (int64_t kh = 0; kh < 3; ++kh) {
+                      for (int64_t kw = 0; kw < 3; ++kw) {
+                        #pragma GCC unroll 8
+                        for (int64_t c = 0; c < 8; ++c) {
+                          #pragma omp simd
+                          for (int64_t w = 0; w < 5; ++w) {
+                            Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = (Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] + (Y_pad[(((((((((((d * 49) + (h * 7)) + (kd * 49)) + (kh * 7)) + kw) + (n * 1568)) + (rc * 392)) + w) + (w_0 * 5)) + ((n_c_0_d_h_fused % 5) * 7)) + ((n_c_0_d_h_fused / 5) * 49))] * W[(((((c * 108) + (kd * 9)) + (kh * 3)) + kw) + (rc * 27))]));
+                          }
                         }
                       }
                     }
@@ -51,11 +53,11 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
               }
             }
           }
-        }
-        for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
-          #pragma omp simd
-          for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-            Y[((((c_1 * 150) + (n_c_0_d_h_fused * 5)) + (w_0 * 5)) + w_1)] = Y_local[((c_1 * 5) + w_1)];
+          for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
+            #pragma omp simd
+            for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
+              Y[((((c_1 * 150) + (n_c_0_d_h_fused * 5)) + (w_0 * 5)) + w_1)] = Y_local[((c_1 * 5) + w_1)];
+            }
           }
         }
       }

@@ -27,55 +27,57 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
     }
   }
   tg_barrier(tg);
-  { int64_t j_0_i_0_fused_lo, j_0_i_0_fused_hi; tg_share(tg, 4, &j_0_i_0_fused_lo, &j_0_i_0_fused_hi);
-    for (int64_t j_0_i_0_fused = j_0_i_0_fused_lo; j_0_i_0_fused < j_0_i_0_fused_hi; ++j_0_i_0_fused) {
-      for (int64_t i_1_0 = 0; i_1_0 < 7; ++i_1_0) {
-        float C_padded[48] __attribute__((aligned(64)));
-        #pragma GCC unroll 6
-        for (int64_t i = 0; i < 6; ++i) {
-          #pragma omp simd
-          for (int64_t j = 0; j < 8; ++j) {
-            C_padded[((i * 8) + j)] = 0.0f;
-          }
-        }
-        for (int64_t k = 0; k < 13; ++k) {
+  { int64_t j_0_i_0_fused_lo, j_0_i_0_fused_hi; tg_loop j_0_i_0_fused_loop; tg_loop_begin(tg, 4, &j_0_i_0_fused_loop);
+    while (tg_next(tg, &j_0_i_0_fused_loop, &j_0_i_0_fused_lo, &j_0_i_0_fused_hi)) {
+      for (int64_t j_0_i_0_fused = j_0_i_0_fused_lo; j_0_i_0_fused < j_0_i_0_fused_hi; ++j_0_i_0_fused) {
+        for (int64_t i_1_0 = 0; i_1_0 < 7; ++i_1_0) {
+          float C_padded[48] __attribute__((aligned(64)));
           #pragma GCC unroll 6
           for (int64_t i = 0; i < 6; ++i) {
             #pragma omp simd
             for (int64_t j = 0; j < 8; ++j) {
-              C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[((i + (i_1_0 * 78)) + (k * 6))] * C_bpack[((j + (j_0_i_0_fused * 104)) + (k * 8))]));
+              C_padded[((i * 8) + j)] = 0.0f;
             }
           }
-        }
-        if ((((j_0_i_0_fused * 8) + 7) < 29)) {
-          if ((((i_1_0 * 6) + 5) < 37)) {
-            for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
+          for (int64_t k = 0; k < 13; ++k) {
+            #pragma GCC unroll 6
+            for (int64_t i = 0; i < 6; ++i) {
               #pragma omp simd
-              for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-                C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
-              }
-            }
-          } else {
-            for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
-              #pragma omp simd
-              for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-                C[((((i_1_1 * 29) + (j_0_i_0_fused * 8)) + j_1) + 1044)] = C_padded[((i_1_1 * 8) + j_1)];
+              for (int64_t j = 0; j < 8; ++j) {
+                C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[((i + (i_1_0 * 78)) + (k * 6))] * C_bpack[((j + (j_0_i_0_fused * 104)) + (k * 8))]));
               }
             }
           }
-        } else {
-          if ((((i_1_0 * 6) + 5) < 37)) {
-            for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
-              #pragma omp simd
-              for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
-                C[((((i_1_0 * 174) + (i_1_1 * 29)) + j_1) + 24)] = C_padded[((i_1_1 * 8) + j_1)];
+          if ((((j_0_i_0_fused * 8) + 7) < 29)) {
+            if ((((i_1_0 * 6) + 5) < 37)) {
+              for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
+                #pragma omp simd
+                for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
+                  C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+                }
+              }
+            } else {
+              for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
+                #pragma omp simd
+                for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
+                  C[((((i_1_1 * 29) + (j_0_i_0_fused * 8)) + j_1) + 1044)] = C_padded[((i_1_1 * 8) + j_1)];
+                }
               }
             }
           } else {
-            for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
-              #pragma omp simd
-              for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
-                C[(((i_1_1 * 29) + j_1) + 1068)] = C_padded[((i_1_1 * 8) + j_1)];
+            if ((((i_1_0 * 6) + 5) < 37)) {
+              for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
+                #pragma omp simd
+                for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
+                  C[((((i_1_0 * 174) + (i_1_1 * 29)) + j_1) + 24)] = C_padded[((i_1_1 * 8) + j_1)];
+                }
+              }
+            } else {
+              for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
+                #pragma omp simd
+                for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
+                  C[(((i_1_1 * 29) + j_1) + 1068)] = C_padded[((i_1_1 * 8) + j_1)];
+                }
               }
             }
           }

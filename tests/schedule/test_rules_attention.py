@@ -94,7 +94,7 @@ def test_scores_live_in_local_buffers_of_a_row_block():
     buffers = _allocations(k.loop.body, {})
     scores, block = buffers["attention_scores"]
     assert scores.scope == "local" and _extents(scores) == [1, 1, rows_per_block(host()), 208]  # 197 keys padded to whole vectors
-    parallel = k.source.index("tg_share(tg, ")  # the thread's share of the parallel loop (codegen/team.py)
+    parallel = k.source.index("tg_loop_begin(tg, ")  # the thread's share of the parallel loop (codegen/team.py)
     assert parallel < k.source.index("attention_scores[")  # the scores are made inside the parallel block loop
     keys, head = buffers["attention_keys"]
     assert _extents(keys) == [1, 1, 64, 208] and block[:len(head)] == head and len(head) < len(block)

@@ -91,7 +91,7 @@ def test_the_output_written_as_bshd_keeps_the_scores_of_a_head_and_row_block_loc
     assert [p.name for p in k.loop.params] == ["q", "k", "v", "attention"]  # nothing else goes to memory
     rows = rows_per_block(host())
     assert _local_shape(k.loop.body, "attention_scores") == [1, 1, rows, 208]  # 197 keys padded to 16 floats
-    assert k.source.index("tg_share(tg, ") < k.source.index("attention_scores[")
+    assert k.source.index("tg_loop_begin(tg, ") < k.source.index("attention_scores[")
 
 
 @pytest.mark.parametrize("shape, layout, message", [

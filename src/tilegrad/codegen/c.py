@@ -314,11 +314,14 @@ class CRenderer(Renderer):
             self._on_thread0(serial, ind)
         elif isinstance(s, For) and s.kind == "parallel":
             v = s.var.name
-            self._emit(ind, f"{{ int64_t {v}_lo, {v}_hi; tg_share(tg, {self.expr(s.extent)}, &{v}_lo, &{v}_hi);")
-            self._emit(ind + 1, f"for (int64_t {v} = {v}_lo; {v} < {v}_hi; ++{v}) {{")
+            self._emit(ind, f"{{ int64_t {v}_lo, {v}_hi; tg_loop {v}_loop; tg_loop_begin(tg, {self.expr(s.extent)}, "
+                            f"&{v}_loop);")
+            self._emit(ind + 1, f"while (tg_next(tg, &{v}_loop, &{v}_lo, &{v}_hi)) {{")
+            self._emit(ind + 2, f"for (int64_t {v} = {v}_lo; {v} < {v}_hi; ++{v}) {{")
             self._parallel_depth += 1
-            self._stmt(s.body, ind + 2)
+            self._stmt(s.body, ind + 3)
             self._parallel_depth -= 1
+            self._emit(ind + 2, "}")
             self._emit(ind + 1, "}")
             self._emit(ind, "}")
             self._emit(ind, "tg_barrier(tg);")
