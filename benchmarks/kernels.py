@@ -1,13 +1,13 @@
 """The kernels that take the time in real models, one node each, tilegrad against ONNX Runtime as a model call
 sees them: the working instrument of the kernels issue (docs/benchmarks.md keeps its current table).
 
-Every case is a one-node ONNX model with constant weights (the shapes of ResNet-50, MobileNetV2, ResNeXt-50,
-DeepLabV3, Whisper, DCGAN, BERT, ViT and GPT-2 decoding, and the int8 forms of their products). Both runtimes
-compile it untuned and run it in interleaved rounds: each round flushes the caches (a write over twice the
-last-level cache, so weights and activations start in memory, as in a model call where the other layers' data
-passed through the caches in between) before each runtime's call, and the figure is the median call. Neither
-runtime's threads spin between calls (OMP_WAIT_POLICY=passive, ONNX Runtime's allow_spinning 0), so one does not
-take the cores from the other.
+Every case is a one-node ONNX model with constant weights (the shapes of ResNet-50, MobileNetV2, MNASNet,
+EfficientNet-B7, ResNeXt-50, DeepLabV3, Whisper, DCGAN, BERT, ViT and GPT-2 decoding, and the int8 forms of their
+products). Both runtimes compile it untuned and run it in interleaved rounds: each round flushes the caches (a
+write over twice the last-level cache, so weights and activations start in memory, as in a model call where the
+other layers' data passed through the caches in between) before each runtime's call, and the figure is the median
+call. Neither runtime's threads spin between calls (OMP_WAIT_POLICY=passive, ONNX Runtime's allow_spinning 0), so
+one does not take the cores from the other.
 
 A row's rate is read against this machine's measured peaks (`tilegrad.machine.measured_peaks`): a
 compute-bound kernel (more FLOPs per compulsory byte than the FMA peak over the bandwidth) against the FMA peak, a
@@ -163,11 +163,17 @@ def cases() -> list[Case]:
         conv("conv1x1", "mobilenetv2 1x1 144->24 56", 144, 24, 56, 1),
         conv("conv1x1", "mobilenetv2 1x1 96->576 14", 96, 576, 14, 1),
         conv("conv1x1", "mobilenetv2 1x1 960->160 7", 960, 160, 7, 1),
+        conv("conv1x1", "mnasnet 1x1 192->1152 7", 192, 1152, 7, 1),
+        conv("conv1x1", "mnasnet 1x1 1152->192 7", 1152, 192, 7, 1),
         conv("stem", "mobilenetv2 3x3 s2 3->32 224", 3, 32, 224, 3, stride=2),
         conv("depthwise", "mobilenetv2 dw 32 112", 32, 32, 112, 3, group=32),
         conv("depthwise", "mobilenetv2 dw 144 56", 144, 144, 56, 3, group=144),
         conv("depthwise", "mobilenetv2 dw s2 96 112", 96, 96, 112, 3, stride=2, group=96),
         conv("depthwise", "mobilenetv2 dw 960 7", 960, 960, 7, 3, group=960),
+        conv("depthwise", "efficientnet-b7 dw 960 37", 960, 960, 37, 3, group=960),
+        conv("depthwise", "efficientnet-b7 dw 288 150", 288, 288, 150, 3, group=288),
+        conv("depthwise", "mnasnet dw 5x5 480 14", 480, 480, 14, 5, group=480),
+        conv("depthwise", "mnasnet dw 5x5 1152 7", 1152, 1152, 7, 5, group=1152),
         conv("grouped", "resnext50 3x3 g32 128->128 56", 128, 128, 56, 3, group=32),
         conv("grouped", "resnext50 3x3 g32 512->512 14", 512, 512, 14, 3, group=32),
         conv("dilated", "deeplabv3 3x3 d2 256->256 28", 256, 256, 28, 3, dilation=2),
