@@ -10,18 +10,36 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
   float* restrict C_bpack = (float*)tg_broadcast(tg, tg_kept_C_bpack);
   if (tg->tid == 0) {
     for (int64_t io = 0; io < 7; ++io) {
-      for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
-        #pragma omp simd
-        for (int64_t ii = 0; ii < 6; ++ii) {
-          C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = (((ii + (io * 6)) < 37) ? A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))] : 0.0f);
+      if ((((io * 6) + 5) < 37)) {
+        for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
+          #pragma omp simd
+          for (int64_t ii = 0; ii < 6; ++ii) {
+            C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))];
+          }
+        }
+      } else {
+        for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
+          #pragma omp simd
+          for (int64_t ii = 0; ii < 6; ++ii) {
+            C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = (((ii + (io * 6)) < 37) ? A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))] : 0.0f);
+          }
         }
       }
     }
     for (int64_t jo = 0; jo < 4; ++jo) {
-      for (int64_t kk = 0; kk < 13; ++kk) {
-        #pragma omp simd
-        for (int64_t ji = 0; ji < 8; ++ji) {
-          C_bpack[((ji + (jo * 104)) + (kk * 8))] = (((ji + (jo * 8)) < 29) ? B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))] : 0.0f);
+      if ((((jo * 8) + 7) < 29)) {
+        for (int64_t kk = 0; kk < 13; ++kk) {
+          #pragma omp simd
+          for (int64_t ji = 0; ji < 8; ++ji) {
+            C_bpack[((ji + (jo * 104)) + (kk * 8))] = B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))];
+          }
+        }
+      } else {
+        for (int64_t kk = 0; kk < 13; ++kk) {
+          #pragma omp simd
+          for (int64_t ji = 0; ji < 8; ++ji) {
+            C_bpack[((ji + (jo * 104)) + (kk * 8))] = (((ji + (jo * 8)) < 29) ? B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))] : 0.0f);
+          }
         }
       }
     }

@@ -15,7 +15,9 @@ from tilegrad.loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Sto
 from tilegrad.loop.tails import version_tails
 from tilegrad.schedule import Schedule
 from tilegrad.te import expr as E
+from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te import nn
+from tilegrad.te.nn.nchwc import depthwise_conv2d_nchwc
 
 
 def _matmul(m: int, n: int, k: int):
@@ -144,3 +146,60 @@ def test_a_test_under_loops_of_other_extents_keeps_its_guard():
     kernel = Kernel("k", (out,), For(o, E.Const(3, E.INDEX), "serial", Seq((nest(8), nest(4)))))
     versioned = version_tails(kernel)
     assert not [s for s in walk(versioned.body) if isinstance(s, IfThenElse) and s.orelse is not None]
+
+
+def _window_model(op: str, c: int, size: int, k: int, stride: int, pad: int, dilation: int = 1):
+    """A one-node ONNX model: a depthwise convolution (with its weights) or a pool, padded."""
+    from onnx import TensorProto, helper, numpy_helper
+    out = (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+    attrs = dict(kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+    inits, inputs = [], ["x"]
+    if op == "Conv":
+        w = np.random.default_rng(k).standard_normal((c, 1, k, k)).astype(np.float32)
+        inits, inputs = [numpy_helper.from_array(w, "w")], ["x", "w"]
+        attrs.update(group=c, dilations=[dilation, dilation])
+    if op == "AveragePool":
+        attrs.update(count_include_pad=0)
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], **attrs)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, out, out])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_window_padding_is_tested_once_per_tile_and_row():
+    """A depthwise convolution reading its input guarded in place (a select per tap) on a 37-wide map, whose
+    last tile is partial: the interior tiles of the interior rows run without a select (gcc kept the guarded
+    tile's accumulators on the stack and read with masked loads, 4x slower: docs/benchmarks.md, seventeenth
+    session)."""
+    x = te.placeholder((1, 2, 37, 37, 8), name="X")
+    w = te.placeholder((2, 3, 3, 8), name="W")
+    y = depthwise_conv2d_nchwc(x, w, padding=1)
+    kernel = version_tails(lower_kernel(default_schedule([y])))
+    fast = _full_tiles(kernel.body)
+    stores = [s for s in walk(fast) if isinstance(s, Store)]
+    assert stores and not any(type(e) is E.Select for s in stores for e in _subexpressions(s.value))
+
+
+def _subexpressions(e):
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(x.children())
+
+
+@settings(max_examples=10, deadline=None)
+@given(op=st.sampled_from(["Conv", "MaxPool", "AveragePool"]), c=st.sampled_from([3, 8, 20]),
+       size=st.integers(5, 41), k=st.sampled_from([3, 5]), stride=st.sampled_from([1, 2]),
+       dilation=st.sampled_from([1, 2]))
+def test_windows_padded_in_place_compute_what_onnxruntime_does(op, c, size, k, stride, dilation):
+    """Depthwise convolutions and pools of any width (tiles dividing it or not) against ONNX Runtime."""
+    import onnxruntime as ort
+
+    import tilegrad
+    dilation = dilation if op == "Conv" else 1
+    model = _window_model(op, c, size, k, stride, pad=(k - 1) // 2 * dilation if op == "Conv" else k // 2,
+                          dilation=dilation)
+    x = np.random.default_rng(size).standard_normal((1, c, size, size)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(tilegrad.compile(model)(x), want, rtol=1e-4, atol=1e-5)

@@ -14,6 +14,13 @@ iterations), that copy runs with the loop's last index put in: its bounds are nu
 it and keeps its accumulators in registers, where a bound read at run time left them in memory (a two-block
 convolution tile's 4-column tail on a 28- or 112-wide row).
 
+A window read in place (a depthwise convolution's or a pool's padding: a select per tap in the stored value) is
+versioned the same way, but at the outermost loop its test reads (the row for the rows' test, the tile for the
+columns'), so that an interior tile of an interior row runs its whole accumulation without a select: gcc kept
+the guarded tile's accumulators on the stack and read through masked loads, depending on the last tile's size
+(a 3 x 3 depthwise convolution on a 37-wide map ran 3.4x slower than after: docs/benchmarks.md, "Machine A,
+seventeenth session").
+
 Code generation only: feature formulas and the cost model see the kernel as lowered, one version of each tile.
 """
 
@@ -26,14 +33,18 @@ from ..te.simplify import prove_nonneg, simplify
 from .ir import Allocate, Barrier, For, IfThenElse, Kernel, Seq, Stmt, Store, seq, walk
 
 _TRUE = E.Const(True, "bool")
+_FALSE = E.Const(False, "bool")
 
 
 def version_tails(k: Kernel) -> Kernel:
-    """`k` with each non-dividing tile's guard hoisted to a check per tile (see the module docstring)."""
+    """`k` with each non-dividing tile's guard hoisted to a check per tile, and each window's padding test to a
+    check per tile and per row (see the module docstring)."""
     plan: dict[int, dict] = {}  # id(For) -> {guard atom: (the atom at the tile's worst corner, at its best)}
-    _plan(k.body, [], plan)
-    plan = {loop: {a: c for a, c in atoms.items() if c is not None} for loop, atoms in plan.items()}
-    body = _clamp(_rewrite(k.body, plan) if plan else k.body)
+    selects: dict[int, dict] = {}  # the same for the conditions of selects in stored values
+    _plan(k.body, [], plan, selects)
+    plan, selects = ({loop: {a: c for a, c in atoms.items() if c is not None} for loop, atoms in p.items()}
+                     for p in (plan, selects))
+    body = _clamp(_rewrite(k.body, plan, selects) if plan or selects else k.body)
     return k if body == k.body else dataclasses.replace(k, body=body)
 
 
@@ -43,40 +54,59 @@ def _atoms(cond: E.Expr) -> list[E.Expr]:
     return [cond]
 
 
-def _plan(s: Stmt, loops: list[For], plan: dict) -> None:
+def _plan(s: Stmt, loops: list[For], plan: dict, selects: dict) -> None:
     if isinstance(s, For):
-        _plan(s.body, loops + [s], plan)
+        _plan(s.body, loops + [s], plan, selects)
     elif isinstance(s, Seq):
         for x in s.stmts:
-            _plan(x, loops, plan)
+            _plan(x, loops, plan, selects)
     elif isinstance(s, Allocate):
-        _plan(s.body, loops, plan)
+        _plan(s.body, loops, plan, selects)
     elif isinstance(s, IfThenElse):
         if s.orelse is None:
             for atom in _atoms(s.cond):
-                placed = _hoist(atom, loops)
-                if placed is not None:
-                    loop, corners = placed
-                    atoms = plan.setdefault(id(loop), {})
-                    # the same test under loops of other extents (two stages' loops of one name) has other
-                    # corners: no single check covers both, so it stays where it is
-                    atoms[atom] = corners if atoms.get(atom, corners) == corners else None
-        _plan(s.then, loops, plan)
+                _place(plan, atom, _hoist(atom, loops, innermost=True))
+        _plan(s.then, loops, plan, selects)
         if s.orelse is not None:
-            _plan(s.orelse, loops, plan)
+            _plan(s.orelse, loops, plan, selects)
+    elif isinstance(s, Store):
+        for atom in _select_atoms(s.value):
+            _place(selects, atom, _hoist(atom, loops, innermost=False))
 
 
-def _hoist(atom: E.Expr, loops: list[For]) -> tuple[For, tuple[E.Expr, E.Expr]] | None:
+def _place(plan: dict, atom: E.Expr, placed) -> None:
+    if placed is not None:
+        loop, corners = placed
+        atoms = plan.setdefault(id(loop), {})
+        # the same test under loops of other extents (two stages' loops of one name) has other corners: no
+        # single check covers both, so it stays where it is
+        atoms[atom] = corners if atoms.get(atom, corners) == corners else None
+
+
+def _select_atoms(e: E.Expr) -> list[E.Expr]:
+    """The atoms of the conditions of the selects in `e` (a window's padding: `0 <= x + rx - 1 < W ? in : 0`)."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Select:
+            out.extend(a for a in _atoms(x.cond) if a not in out)
+        stack.extend(x.children())
+    return out
+
+
+def _hoist(atom: E.Expr, loops: list[For], innermost: bool) -> tuple[For, tuple[E.Expr, E.Expr]] | None:
     """The loop whose body to version for `atom`, and the atom at the worst and at the best corner of that body's
     iteration space (it holds everywhere in it, or somewhere), or None when the atom is not a bound on a tile
-    (fewer than two loops, not monotone)."""
+    (fewer than two loops, not monotone). A guard is checked just inside the outer of its two innermost loops
+    (`innermost`: the tile's columns); a select's condition, a window's padding, at its outermost loop (the
+    tile, or the row), so that the whole tile's accumulation, not one tap, runs without it."""
     if type(atom) not in (E.LT, E.LE):
         return None
     names = {v.name for v in E.free_vars(atom)}
     depths = [d for d, lp in enumerate(loops) if lp.var.name in names]
     if len(depths) < 2:
         return None
-    at = depths[-2]
+    at = depths[-2] if innermost else depths[0]
     if loops[at].kind == "vectorized":
         return None
     slack = simplify(atom.b - atom.a)  # the atom says slack > 0 (LT) or >= 0 (LE): it is tightest at its minimum
@@ -99,19 +129,51 @@ def _hoist(atom: E.Expr, loops: list[For]) -> tuple[For, tuple[E.Expr, E.Expr]] 
     return loops[at], (whole, some)
 
 
-def _rewrite(s: Stmt, plan: dict) -> Stmt:
+def _rewrite(s: Stmt, plan: dict, selects: dict) -> Stmt:
     if isinstance(s, For):
-        body = _rewrite(s.body, plan)
+        body = _rewrite(s.body, plan, selects)
         atoms = plan.get(id(s))
-        return dataclasses.replace(s, body=_last_tile_known(_version(body, atoms), s) if atoms else body)
+        if atoms:
+            body = _last_tile_known(_version(body, atoms), s)
+        padding = selects.get(id(s))
+        whole = simplify(E.all_of(list(dict.fromkeys(w for w, _ in padding.values())))) if padding else None
+        if whole == _TRUE:
+            body = _strip_selects(body, set(padding))
+        elif whole is not None and whole != _FALSE:
+            body = IfThenElse(whole, _strip_selects(body, set(padding)), body)
+        return dataclasses.replace(s, body=body)
     if isinstance(s, Seq):
-        return seq(_rewrite(x, plan) for x in s.stmts)
+        return seq(_rewrite(x, plan, selects) for x in s.stmts)
     if isinstance(s, Allocate):
-        return dataclasses.replace(s, body=_rewrite(s.body, plan))
+        return dataclasses.replace(s, body=_rewrite(s.body, plan, selects))
     if isinstance(s, IfThenElse):
-        orelse = None if s.orelse is None else _rewrite(s.orelse, plan)
-        return dataclasses.replace(s, then=_rewrite(s.then, plan), orelse=orelse)
+        orelse = None if s.orelse is None else _rewrite(s.orelse, plan, selects)
+        return dataclasses.replace(s, then=_rewrite(s.then, plan, selects), orelse=orelse)
     return s
+
+
+def _strip_selects(s: Stmt, proven: set[E.Expr]) -> Stmt:
+    """`s` with the atoms in `proven` taken as true in the conditions of its stored values' selects."""
+    if isinstance(s, For):
+        return dataclasses.replace(s, body=_strip_selects(s.body, proven))
+    if isinstance(s, Seq):
+        return seq(_strip_selects(x, proven) for x in s.stmts)
+    if isinstance(s, Allocate):
+        return dataclasses.replace(s, body=_strip_selects(s.body, proven))
+    if isinstance(s, IfThenElse):
+        orelse = None if s.orelse is None else _strip_selects(s.orelse, proven)
+        return dataclasses.replace(s, then=_strip_selects(s.then, proven), orelse=orelse)
+    if isinstance(s, Store):
+        return dataclasses.replace(s, value=_strip(s.value, proven))
+    return s
+
+
+def _strip(e: E.Expr, proven: set[E.Expr]) -> E.Expr:
+    if type(e) is E.Select:
+        kept = [a for a in _atoms(e.cond) if a not in proven]
+        t, f = _strip(e.t, proven), _strip(e.f, proven)
+        return t if not kept else E.Select(E.all_of(kept), t, f)
+    return E.map_children(e, lambda c: _strip(c, proven))
 
 
 def _version(s: Stmt, atoms: dict[E.Expr, tuple[E.Expr, E.Expr]]) -> Stmt:
