@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import onnxruntime as ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
 
+import tilegrad
 from tilegrad import te
 from tilegrad.kernel import build, lower_kernel
 from tilegrad.loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Store, walk
@@ -150,7 +153,6 @@ def test_a_test_under_loops_of_other_extents_keeps_its_guard():
 
 def _window_model(op: str, c: int, size: int, k: int, stride: int, pad: int, dilation: int = 1):
     """A one-node ONNX model: a depthwise convolution (with its weights) or a pool, padded."""
-    from onnx import TensorProto, helper, numpy_helper
     out = (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
     attrs = dict(kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
     inits, inputs = [], ["x"]
@@ -194,9 +196,6 @@ def _subexpressions(e):
        dilation=st.sampled_from([1, 2]))
 def test_windows_padded_in_place_compute_what_onnxruntime_does(op, c, size, k, stride, dilation):
     """Depthwise convolutions and pools of any width (tiles dividing it or not) against ONNX Runtime."""
-    import onnxruntime as ort
-
-    import tilegrad
     dilation = dilation if op == "Conv" else 1
     model = _window_model(op, c, size, k, stride, pad=(k - 1) // 2 * dilation if op == "Conv" else k // 2,
                           dilation=dilation)

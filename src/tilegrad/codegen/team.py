@@ -6,18 +6,17 @@ wake-up is a futex round trip, and a model of many short kernels loses a large s
 figures: docs/benchmarks.md, "Small models pay a thread wake-up per kernel"). So `tg_run` opens one region
 and calls each kernel's team function (`K_team(args, team)`) in it: a parallel loop hands its iterations out
 in blocks (`tg_next`: each thread's static share first, then what is left of the others'), serial statements
-run on thread 0, and every step ends at `tg_barrier`, which spins briefly (the next kernel follows within microseconds) and then yields the core,
-so a thread waiting on a descheduled one does not hold the core it needs. Between calls the threads leave the
-region and sleep as before. A kernel called alone (`K(args)`, as the tuner times it) opens its own region
-around the same team function, so what is tuned is what runs; one without a parallel loop opens none (a team
-of one), as before: a region costs a wake-up, and a process forked after libgomp started its threads hangs in
-its first region (the conformance runner's workers are forked).
+run on thread 0, and every step ends at `tg_barrier`, which spins briefly (the next kernel follows within
+microseconds) and then yields the core, so a thread waiting on a descheduled one does not hold the core it needs.
+Between calls the threads leave the region and sleep as before. A kernel called alone (`K(args)`, as the tuner
+times it) opens its own region around the same team function, so what is tuned is what runs; one without a
+parallel loop opens none (a team of one), as before: a region costs a wake-up, and a process forked after
+libgomp started its threads hangs in its first region (the conformance runner's workers are forked).
 
 Why blocks taken dynamically rather than static shares: two threads with equal shares do not finish together on
 a VM (a descheduled vCPU, a worker woken late at the region's start, a share whose data sits in the other core's
-cache), and the first to finish spun at the barrier for 12% of MobileNetV2's kernel time (`perf annotate`, the
-samples after `pause`); taking the rest of the other's share cut whole models' calls by 2-10% (docs/benchmarks.md,
-"Machine A, seventeenth session").
+cache), and the first to finish spun at the barrier for a tenth of a small model's kernel time (the measurements:
+docs/benchmarks.md, "Machine A, seventeenth session").
 """
 
 TEAM = """\
@@ -26,11 +25,14 @@ TEAM = """\
 #include <stdatomic.h>
 #include <sched.h>
 #include <omp.h>
-/* What the threads of one call share, and what each keeps: its number, the team size, its barrier sense and how
-   many broadcasts it has passed. */
+/* What the threads of one call share (the barrier, the broadcast slots, a cursor per thread for the parallel
+   loops), and what each keeps: its number, the team size, its barrier sense, how many broadcasts and how many
+   parallel loops it has passed. */
 #define TG_MAX_THREADS 64
 typedef struct { _Alignas(64) _Atomic unsigned long long next; } tg_cursor;
-typedef struct { atomic_int count; atomic_int sense; void* volatile slot[2]; tg_cursor cursor[TG_MAX_THREADS]; } tg_shared;
+typedef struct {
+  atomic_int count; atomic_int sense; void* volatile slot[2]; tg_cursor cursor[TG_MAX_THREADS];
+} tg_shared;
 typedef struct { tg_shared* shared; int tid; int nth; int sense; int casts; unsigned long long loops; } tg_team;
 #define TG_SPINS 20000
 static inline void tg_barrier(tg_team* t) {

@@ -18,8 +18,7 @@ A window read in place (a depthwise convolution's or a pool's padding: a select 
 versioned the same way, but at the outermost loop its test reads (the row for the rows' test, the tile for the
 columns'), so that an interior tile of an interior row runs its whole accumulation without a select: gcc kept
 the guarded tile's accumulators on the stack and read through masked loads, depending on the last tile's size
-(a 3 x 3 depthwise convolution on a 37-wide map ran 3.4x slower than after: docs/benchmarks.md, "Machine A,
-seventeenth session").
+(docs/benchmarks.md, "Machine A, seventeenth session").
 
 Code generation only: feature formulas and the cost model see the kernel as lowered, one version of each tile.
 """
