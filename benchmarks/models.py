@@ -127,7 +127,7 @@ class EncoderLayer(nn.Module):
         q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
         if self.causal:
-            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)
             scores = scores.masked_fill(mask, float("-inf"))
         att = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
         x = self.ln1(x + self.out(att))

@@ -50,3 +50,24 @@ def test_compiled_for_cuda_runs_on_the_device(torch_model):
     mod = tilegrad.compile(module, args, target="cuda")
     got = mod(*[a.numpy() for a in args])
     np.testing.assert_allclose(got[0] if isinstance(got, list) else got, _want(module, args), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("cin, cout, size, kernel, stride, pad", [
+    (256, 1024, 14, 1, 1, 0),  # a block's 64 columns cross rows of 14, and each thread's 4 of them do too
+    (512, 1024, 28, 1, 2, 0),  # strided: rows of the input twice as far apart
+    (32, 16, 112, 1, 1, 0),    # wide rows: the whole map no longer fits the shared memory
+    (64, 12, 33, 2, 1, 1),     # DCGAN's last phase convolution: a window over odd rows
+])
+def test_full_size_convolutions_fetch_one_block_wide_region_and_give_numpys_numbers(cin, cout, size, kernel,
+                                                                                      stride, pad):
+    """The shared tile of a block is the same for all its threads (a region that varied with the thread gave each
+    thread its own fetch into one buffer: wrong numbers on the GPU, none on the serial reading), and it fits."""
+    module = torch.nn.Conv2d(cin, cout, kernel, stride, pad, bias=False).eval()
+    args = (torch.randn(1, cin, size, size),)
+    g, _ = optimize(import_model(module, args), 2, target=H100)
+    program = render_graph(g, target=H100)
+    compile_ptx(program.source, H100.arch, name="conv.cu")
+    fetches = [line for line in program.source.splitlines() if "_shared_" in line and "for (" in line]
+    assert fetches and not any("threadIdx" in f or "_1_0 " in f for f in fetches)
+    got = compile_graph(g, target=H100)(args[0].numpy())
+    np.testing.assert_allclose(got, _want(module, args), rtol=1e-4, atol=1e-4)

@@ -103,3 +103,14 @@ def test_module_on_the_device_matches_numpy_and_keeps_its_memory():
     assert len(allocations) == len(mod.inputs) + len(mod.outputs) + len(mod._weights) + 1  # one workspace
     with pytest.raises(KernelCallError, match="input 'x': expected float32\\[4, 16\\]"):
         mod(x[:2])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not device_present(), reason="needs a CUDA device")
+def test_kernel_times_give_each_launch_its_device_time():
+    mod = tilegrad.compile(_model(), target="cuda")
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    times = mod.kernel_times(x, repeats=3)
+    assert [name for name, _ in times] == [c.name for c in mod.launches]
+    assert all(0 < t < 0.1 for _, t in times)
+    np.testing.assert_allclose(mod(x), _reference(x), rtol=1e-4, atol=1e-5)  # the module still runs after

@@ -17,7 +17,7 @@ from ..schedule.state import THREAD_AXES, LoopState, SplitRel, Stage
 from ..te import expr as E
 from ..te.simplify import prove_nonneg, simplify
 from ..te.tensor import Reducer, Tensor, combine, reduce_identity
-from .bounds import bounds
+from .bounds import bounds, span_bound
 from .ir import Allocate, Buffer, For, IfThenElse, Kernel, Store, seq
 
 _TRUE = E.Const(True, "bool")
@@ -178,8 +178,9 @@ class _Lowering:
         loop_vars = {v.name for info in self.info.values() for v in info.leaf_vars}
         if not {v.name for v in E.free_vars(e)} & loop_vars:
             return e
-        if e.hi < E.INF:
-            return E.Const(int(e.hi), E.INDEX)
+        largest = min(e.hi, span_bound(e) or E.INF)
+        if largest < E.INF:
+            return E.Const(int(largest), E.INDEX)
         raise LoweringError(f"cannot bound the size of the region of {s.name} ({e})")
 
     def _region(self, s: Stage, enclosing: list[E.Var]) -> tuple[tuple[E.Expr, ...], list[E.Expr]]:
@@ -214,6 +215,9 @@ class _Lowering:
                 lo = b[0] if lo is None else E.minimum(lo, b[0])
                 hi = b[1] if hi is None else E.maximum(hi, b[1])
             lo, hi = simplify(lo), simplify(hi)
+            if any(v.name in shared for v in E.free_vars(lo) | E.free_vars(hi)):
+                raise LoweringError(f"the shared buffer {s.name} would span a region that varies between the "
+                                    f"block's threads (dimension {d}: {lo} to {hi})")
             offsets.append(lo)
             extents.append(simplify(hi - lo + 1))
         return tuple(offsets), extents

@@ -113,8 +113,8 @@ class CudaModule:
             return self._workspace + slot.index
         return {"input": self._in, "output": self._out, "weight": self._weights}[slot.kind][slot.index]
 
-    def __call__(self, *args: np.ndarray, **kwargs: np.ndarray):
-        """The outputs for these inputs (positional, or by name): one array, or a list of them."""
+    def _copy_in(self, args: Sequence[np.ndarray], kwargs: dict) -> None:
+        """The inputs, checked against the spec, copied to their device buffers."""
         driver = driver_api()
         check_call(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
         names = [s.name for s in self.inputs]
@@ -130,6 +130,32 @@ class CudaModule:
                                       f"got {a.dtype}{list(a.shape)}")
             if a.nbytes:
                 check_call(driver.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), f"cuMemcpyHtoD({spec.name})")
+
+    def kernel_times(self, *args: np.ndarray, repeats: int = 10, **kwargs: np.ndarray) -> list[tuple[str, float]]:
+        """Each launch's device time on these inputs, in seconds: the median of `repeats` runs of the whole
+        sequence, each launch between two CUDA events (no cache flush: what a call's kernels see)."""
+        driver = driver_api()
+        self._copy_in(args, kwargs)
+        events = [check_call(driver.cuEventCreate(0), "cuEventCreate") for _ in range(len(self.launches) + 1)]
+        try:
+            runs = []
+            for _ in range(repeats):
+                check_call(driver.cuEventRecord(events[0], 0), "cuEventRecord")
+                for c, after in zip(self.launches, events[1:]):
+                    self._launch(c)
+                    check_call(driver.cuEventRecord(after, 0), "cuEventRecord")
+                check_call(driver.cuEventSynchronize(events[-1]), "cuEventSynchronize")
+                runs.append([1e-3 * float(check_call(driver.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
+                             for a, b in zip(events, events[1:])])
+        finally:
+            for e in events:
+                driver.cuEventDestroy(e)
+        return [(c.name, float(np.median([r[i] for r in runs]))) for i, c in enumerate(self.launches)]
+
+    def __call__(self, *args: np.ndarray, **kwargs: np.ndarray):
+        """The outputs for these inputs (positional, or by name): one array, or a list of them."""
+        driver = driver_api()
+        self._copy_in(args, kwargs)
         for c in self.launches:
             self._launch(c)
         for c in self.copies:
@@ -147,8 +173,8 @@ class CudaModule:
         # kernelParams is an array of pointers, each to one argument's value (here a device address)
         values = np.array([self._address(s) for s in c.args], dtype=np.uint64)
         pointers = np.array([values.ctypes.data + 8 * i for i in range(len(values))], dtype=np.uint64)
-        check_call(driver_api().cuLaunchKernel(self._functions[c.name], *c.grid, *c.block, 0, 0, pointers.ctypes.data, 0),
-               f"cuLaunchKernel({c.name})")
+        check_call(driver_api().cuLaunchKernel(self._functions[c.name], *c.grid, *c.block, 0, 0,
+                                               pointers.ctypes.data, 0), f"cuLaunchKernel({c.name})")
 
     def close(self) -> None:
         """Free the device memory and unload the kernels (also done when the module is collected)."""

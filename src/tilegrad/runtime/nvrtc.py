@@ -1,10 +1,10 @@
 """CUDA C++ to PTX with NVRTC, each source compiled once: the GPU counterpart of `build.py`.
 
 NVRTC needs no GPU, so every CUDA kernel is compiled here on any machine (CI included) and a syntax or type
-error fails there, not on a device. The library comes from the `nvidia-cuda-nvrtc-cu12` wheel (the `cuda` extra),
-found through its package directory, else on the loader's path. PTX lives in the build cache at
-`<key[:2]>/<key>.ptx`, the key hashing the source, the options and NVRTC's version, written under the key's lock
-and renamed into place as libraries are.
+error fails there, not on a device. The library comes from CUDA 12's `nvidia-cuda-nvrtc-cu12` wheel (the `cuda`
+extra) or CUDA 13's `nvidia-cuda-nvrtc` (`cuda13`), found through their package directories, else on the
+loader's path. PTX lives in the build cache at `<key[:2]>/<key>.ptx`, the key hashing the source, the options and
+NVRTC's version, written under the key's lock and renamed into place as libraries are.
 """
 
 from __future__ import annotations
@@ -33,20 +33,28 @@ def _library() -> ctypes.CDLL:
             continue
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         return lib
-    raise BuildError(f"NVRTC (libnvrtc.so.12) not found: {_INSTALL_HINT}")
+    raise BuildError(f"NVRTC (libnvrtc.so.12 or .13) not found: {_INSTALL_HINT}")
 
 
 def _candidates() -> list[str]:
-    """The wheel's library first (its directory is `nvidia/cuda_nvrtc/lib` in site-packages), then the system's."""
+    """The wheels' libraries first, newest CUDA first (CUDA 12's wheel keeps it in `nvidia/cuda_nvrtc/lib`, CUDA
+    13's in `nvidia/cu13/lib`), then the system's."""
     found = []
     try:
-        import nvidia.cuda_nvrtc as wheel  # a namespace package: no __file__, a __path__
-        for root in wheel.__path__:
-            found += sorted(str(p) for p in Path(root, "lib").glob("libnvrtc.so*") if "alt" not in p.name)
+        import nvidia  # a namespace package: no __file__, a __path__
+        for root in nvidia.__path__:
+            found += [str(p) for p in Path(root).glob("*/lib/libnvrtc.so*") if "alt" not in p.name]
     except ImportError:
         pass
+    found.sort(key=_soname_version, reverse=True)
     system = ctypes.util.find_library("nvrtc")
-    return found + ([system] if system else []) + ["libnvrtc.so.12"]
+    return found + ([system] if system else []) + ["libnvrtc.so.13", "libnvrtc.so.12"]
+
+
+def _soname_version(path: str) -> tuple[int, ...]:
+    """`.../libnvrtc.so.13` -> (13,); the unversioned link sorts last."""
+    tail = path.rsplit(".so", 1)[1].lstrip(".")
+    return tuple(int(p) for p in tail.split(".") if p.isdigit()) if tail else ()
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,6 +29,12 @@ THREADS = 256  # threads per block of the one-element-per-thread and row rules
 THREAD_CHOICES = (32, 64, 128, 256, 512, 1024)  # what the default sketch may pick instead
 TILE_THREADS = (8, 16)  # (rows, columns) of threads of a tiled block
 TILE_REGISTERS = (4, 4)  # output elements per thread
+# A convolution's columns are its output's rows and columns fused: a thread's columns would cross a row wherever
+# they do not divide the width, and a register tile is a box over the output's axes, so 4 columns could span
+# whole rows (every thread computed 2 x 14 columns to keep 4 of a 14-wide map). One column a thread and more
+# rows keep the block's tile (32 x 64) and leave nothing to compute twice.
+CONV_TILE_THREADS = (4, 64)
+CONV_TILE_REGISTERS = (8, 1)
 TILE_K = 8  # reduction elements per shared-memory step
 VECTOR = 4  # float32 elements a thread fetches at once into shared memory (float4)
 ROW_REDUCTION_MIN = 64  # reductions over fewer elements stay in one thread
@@ -152,12 +158,12 @@ def _tiled(sch: Schedule, s: Stage, acc: Stage, target: Target) -> bool:
     `s` reads) with the inputs' slices in shared memory. False, leaving the schedule as it was, where the
     output is too small for the tile or the slices would not fit in shared memory."""
     axes = _spatial(s)
-    ty, tx = TILE_THREADS
-    ry, rx = TILE_REGISTERS
+    conv = acc.op.tag in CONV_TAGS
+    (ty, tx), (ry, rx) = _tile_shape(conv)
     extents = [s.loops[n].extent.value for n in axes]
-    if len(axes) < 2 or extents[-2] * math.prod(extents[-1:]) < ty * tx:
+    if len(axes) < 2 or extents[-2] * math.prod(extents[-1:]) < math.prod(TILE_THREADS):
         return False
-    if _shared_bytes(acc) > target.shared_bytes_per_block or any(
+    if _shared_bytes(acc, conv) > target.shared_bytes_per_block or any(
             p.attach != "inline" for p in sch.state.stages if any(t.name == p.name for t in acc.op.inputs)):
         return False  # an input computed in the kernel (attention's softmax) would be recomputed per fetch
     if acc is s:
@@ -165,7 +171,6 @@ def _tiled(sch: Schedule, s: Stage, acc: Stage, target: Target) -> bool:
         s = sch.state.stage(s.name)
         axes = list(s.leaves)
     # rows: the second axis of a convolution (output channels) or the next-to-last of a matmul; columns: the rest
-    conv = acc.op.tag in CONV_TAGS
     i = axes[1] if conv else axes[-2]
     cols = axes[2:] if conv else axes[-1:]
     outer = axes[:1] if conv else axes[:-2]
@@ -210,11 +215,15 @@ def _tiled(sch: Schedule, s: Stage, acc: Stage, target: Target) -> bool:
     return True
 
 
-def _shared_bytes(acc: Stage) -> int:
+def _tile_shape(conv: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(threads, registers) of a tiled block, each as (rows, columns)."""
+    return (CONV_TILE_THREADS, CONV_TILE_REGISTERS) if conv else (TILE_THREADS, TILE_REGISTERS)
+
+
+def _shared_bytes(acc: Stage, conv: bool) -> int:
     """An upper bound of the shared memory a tile's input slices take: a slice per input of one reduction step
     (the whole of the other reduction axes) by the block's rows or columns, with a convolution's window halo."""
-    ty, tx = TILE_THREADS
-    ry, rx = TILE_REGISTERS
+    (ty, tx), (ry, rx) = _tile_shape(conv)
     window = math.prod(a.upper.value for a in acc.op.reduce_axes[1:])
     per_input = TILE_K * window * max(ty * ry, tx * rx) * 4
     return len(acc.op.inputs) * per_input * 2
