@@ -14,9 +14,9 @@ compute-bound kernel (more FLOPs per compulsory byte than the FMA peak over the 
 memory-bound one against the bandwidth. FLOPs are the direct method's (2 per multiply-add), also for a
 convolution tilegrad runs by Winograd; int8 rows count 2 operations per multiply-add. Run:
 
-    python benchmarks/kernels.py                 # the table
-    python benchmarks/kernels.py --json          # one JSON document: {"machine": {...}, "rows": [...]}
-    python benchmarks/kernels.py --only conv3x3,gemm --rounds 21 --warm
+    python benchmarks/kernel_rates.py                 # the table
+    python benchmarks/kernel_rates.py --json          # one JSON document: {"machine": {...}, "rows": [...]}
+    python benchmarks/kernel_rates.py --only conv3x3,gemm --rounds 21 --warm
 """
 
 from __future__ import annotations
