@@ -12,7 +12,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_no_benchmark_script_is_named_like_an_installed_package():
-    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != BENCHMARKS]
+    # where installed modules live: the standard library and site-packages (not folders other tests put first)
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    installed = [p for p in sys.path if p and any(Path(p).resolve().is_relative_to(x) for x in prefixes)]
     taken = sorted(f.stem for f in BENCHMARKS.glob("*.py")
-                   if f.stem in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(f.stem, elsewhere))
+                   if f.stem in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(f.stem, installed))
     assert not taken, f"benchmarks/ scripts named like installed modules: {', '.join(taken)}"
