@@ -24,7 +24,7 @@ class Backend(Protocol):
     kind: str  # the `Target.kind` it serves
     gpu_features: bool  # the tuner's feature vectors carry the GPU features (threads, shared memory, coalescing)
     chooses_graph: bool  # tuning records choose convolution algorithms, attention forms and fusion plans
-    attention_by_shape: bool  # "auto" picks an attention's softmax form by its shape (else: two-pass)
+    fuses_attention: bool  # "auto" makes each attention one kernel (else its products and softmax stay apart)
     remote_measurers: bool  # candidates may be built and timed on a Ray cluster
     saves_module: bool  # its compiled module is saved whole (else `tilegrad compile` writes its source)
 

@@ -40,10 +40,11 @@ import dataclasses
 
 import numpy as np
 
+from ..backend import backend_for
 from ..errors import ShapeError
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
-from .attention_form import FormChoice, form_of, requested
+from .attention_form import AUTO, FormChoice, form_of, requested
 from .editor import GraphEditor
 from .context import PassContext
 
@@ -98,7 +99,11 @@ class _NotAttention(Exception):
 
 def form_attention(g: Graph, ctx: PassContext) -> Graph:
     """Make each attention one kernel, so its score matrix never goes to memory."""
-    requested(ctx.options)  # a bad attention option fails even where no attention forms
+    form, _ = requested(ctx.options)  # a bad attention option fails even where no attention forms
+    if form == AUTO and not backend_for(ctx.target).fuses_attention:
+        ctx.note(f"attentions left as their products and softmax: the {ctx.target.kind} target has no schedule "
+                 "for a fused attention (attention_form= asks for one)")
+        return g
     finder = _Finder(g)
     ed = GraphEditor(g)
     written = set()  # id of each head-merge transpose whose output an attention writes

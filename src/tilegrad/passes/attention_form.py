@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..backend import backend_for
 from ..errors import TilegradError
 
 AUTO = "auto"
@@ -70,15 +69,12 @@ def attention_options(form: str = AUTO, key_block: int | None = None) -> dict:
 
 
 def form_of(options: dict, target, lq: int, lk: int, d: int, dv: int) -> FormChoice:
-    """The form and key block of an attention of this shape under the pass options. By shape on a CPU only: the
-    GPU schedules of the blockwise form are not checked on a device yet, so "auto" keeps two_pass there."""
+    """The form and key block of an attention of this shape under the pass options, else by its shape."""
     form, key_block = requested(options)
     chosen, best_block = choose_form(lq, lk, d, dv, target.l2_bytes)
     block = best_block if key_block is None else key_block
     if form != AUTO:
         return FormChoice(form, block, "by option")
-    if not backend_for(target).attention_by_shape:
-        return FormChoice("two_pass", block, f"the {target.kind} target: blockwise is chosen on a CPU only")
     limit = long_keys(target.l2_bytes)
     return FormChoice(chosen, block, f"{lk} keys {'>' if chosen == 'blockwise' else '<='} {limit}, the two-pass "
                                      f"rows' limit for {target.l2_bytes // 1024} KiB of L2")
