@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 from ..target import Target
+from ..te import expr as E
+from ..te.simplify import simplify
 from .knobs import Knobs
 from .schedule import Schedule
 from .state import Stage
@@ -36,11 +38,23 @@ def parallel_grain(sch: Schedule, s: Stage, loops: list[str], extents: list[int]
                    work_inside: int, knobs: Knobs) -> None:
     """The parallel grain as a parameter: how many of the leading `loops` fuse into the parallel loop (0: none),
     by default `parallel_count`'s. `extents` are the loops' extents at the default point (a loop split by a
-    parameter has no integer extent while the parameter is a Var); None reads them from the stage."""
+    parameter has no integer extent while the parameter is a Var); None reads them from the stage, a symbolic one
+    at the parameters' defaults."""
     if extents is None:
-        extents = [extent(s, lp) for lp in loops]
+        extents = [_extent_at_defaults(s, lp, knobs) for lp in loops]
     count = knobs.pick(f"{s.name}_grain", range(len(loops) + 1), parallel_count(extents, target, work_inside))
     _parallelize(sch, s, loops, count)
+
+
+def _extent_at_defaults(s: Stage, loop: str, knobs: Knobs) -> int:
+    """`loop`'s extent, where a parameter leaves it symbolic (a row of tiles split from columns tiled by a Var)
+    with each parameter at its default."""
+    e = s.loops[loop].extent
+    if type(e) is E.Const:
+        return e.value
+    defaults = {c.var: E.Const(c.values[0] if c.default is None else c.default, E.INDEX)
+                for c in getattr(knobs, "choices", ())}
+    return simplify(E.substitute(e, defaults)).value
 
 
 def _parallelize(sch: Schedule, s: Stage, loops: list[str], count: int) -> None:

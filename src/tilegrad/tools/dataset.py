@@ -417,7 +417,12 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
     tasks = loaded.tasks
     added = 0
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
-        samplers = [_Sampler(t, db, seed) for t in tasks]
+        samplers = []
+        for t in tasks:
+            try:
+                samplers.append(_Sampler(t, db, seed))
+            except Exception as e:  # noqa: BLE001 - one task's space must not end hours of collection
+                print(f"left out task {t.name}: its space failed ({type(e).__name__}: {e})", file=sys.stderr)
         have = sum(min(len(s.seen), per_task) for s in samplers)
         bar = tqdm(total=len(samplers) * per_task, initial=have, unit="program", disable=not progress,
                    desc=f"{len(tasks)} tasks", dynamic_ncols=True, mininterval=2.0)
