@@ -4,7 +4,7 @@ imports the `kernels` package, and a script named kernels.py broke every zoo mod
 
 from __future__ import annotations
 
-import importlib.machinery
+import importlib.metadata
 import sys
 from pathlib import Path
 
@@ -12,9 +12,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_no_benchmark_script_is_named_like_an_installed_package():
-    # where installed modules live: the standard library and site-packages (not folders other tests put first)
-    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-    installed = [p for p in sys.path if p and any(Path(p).resolve().is_relative_to(x) for x in prefixes)]
-    taken = sorted(f.stem for f in BENCHMARKS.glob("*.py")
-                   if f.stem in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(f.stem, installed))
+    # the top-level modules of the installed distributions and the standard library, by their metadata (a scan of
+    # sys.path would see the folders other tests put on it)
+    installed = set(importlib.metadata.packages_distributions()) | set(sys.stdlib_module_names)
+    taken = sorted(f.stem for f in BENCHMARKS.glob("*.py") if f.stem in installed)
     assert not taken, f"benchmarks/ scripts named like installed modules: {', '.join(taken)}"
