@@ -111,7 +111,7 @@ def _median_ms(fn, rounds: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     """The largest difference against the output's scale."""
     return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
 
@@ -159,7 +159,7 @@ def one_model(check: Check, name: str, rounds: int) -> None:
     got = compiled(*host)
     got = got[0] if isinstance(got, list) else got
     want = eager().numpy()
-    row["max_rel_error"] = _relative_error(got, want)
+    row["max_rel_error"] = relative_error(got, want)
     row["close_1e-3"] = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(want)))))
     try:
         times = compiled.kernel_times(*host)

@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
 import models  # benchmarks/models.py, beside this script
+from gpu_check import relative_error
 
 
 def _wrong(module: nn.Module, x: torch.Tensor) -> tuple[float, object]:
@@ -36,7 +36,7 @@ def _wrong(module: nn.Module, x: torch.Tensor) -> tuple[float, object]:
     with torch.no_grad():
         want = module.cuda()(x.cuda()).cpu().numpy()
     module.cpu()
-    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30)), compiled
+    return relative_error(got, want), compiled
 
 
 def probe(module: nn.Module, x: torch.Tensor, path: str, found: list, seen: set, deadline: float) -> None:
