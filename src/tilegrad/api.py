@@ -12,7 +12,7 @@ from .errors import ShapeError, TilegradError, UnsupportedOpsError
 from .frontend.load import import_model, onnx_proto
 from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_file import read_mapped_in
-from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize
+from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize, symbolic_shapes
 from .options import CompileOptions
 from . import module_cache
 from .runtime import specializing
@@ -41,8 +41,8 @@ class Compilation(NamedTuple):
 
 
 def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
-            options: CompileOptions | None = None, max_specializations: int = MAX_SPECIALIZATIONS,
-            **option_fields) -> Module | SpecializingModule:
+            dynamic: Mapping[str, tuple[int, int]] | None = None, options: CompileOptions | None = None,
+            max_specializations: int = MAX_SPECIALIZATIONS, **option_fields) -> Module | SpecializingModule:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out). A torch
     model with ops tilegrad does not lower becomes a `PartitionedModule`: its other ops compiled in native
@@ -54,6 +54,12 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     top: `target`, `opt_level`, `disable_passes`, `enable_passes`, `db`, `fusion`, `attention_form`,
     `attention_key_block` (`CompileOptions` says what each does).
 
+    `dynamic` names symbolic dimensions of an ONNX model (its dim_params) with bounds, `{"seq": (1, 512)}` (or a
+    size, which fixes one: `{"batch": 1, "seq": (1, 512)}`): they stay
+    symbolic through the passes, the kernels and the generated C, and the one Module runs every value within the
+    bounds without compiling again (its memory planned for the largest). Every other symbolic dimension must be
+    fixed by `input_shapes`.
+
     `input_shapes` fixes symbolic input dimensions of an ONNX model. An ONNX model with symbolic dimensions left open,
     or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an input), or with
     sequence or optional inputs or outputs (given and returned as lists and None), becomes a SpecializingModule instead:
@@ -62,10 +68,13 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     same arguments and also says what the passes did.
     """
     options = _checked(CompileOptions.of(options, **option_fields))
-    key = module_cache.quick_key(model, input_shapes, options)  # a model file compiled before, unchanged since
+    shapes_key = {**(input_shapes or {}), **{f"\0dynamic {n}": repr(b) for n, b in (dynamic or {}).items()}}
+    key = module_cache.quick_key(model, shapes_key, options)  # a model file compiled before, unchanged since
     if key is not None and (kept := module_cache.cached_module(key)) is not None:
         return kept
     proto = onnx_proto(model, example_inputs, map_external=True)  # weights read as the passes need them
+    if dynamic:
+        return _compile_dynamic(model, proto, input_shapes, dynamic, options, shapes_key)
     inputs = _inputs(proto, input_shapes)
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
         read_mapped_in(proto)  # kept whole: it is compiled again per signature
@@ -81,6 +90,24 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
 
         return partition(error, lambda segment, example: compile(segment, example, options=options))
     del proto  # the weights are the graph's arrays now: the loaded model's copy of them goes before the passes
+    module = _compile_imported(imported, options).module
+    if key is not None:
+        module_cache.keep_module(key, module)
+    return module
+
+
+def _compile_dynamic(model, proto, input_shapes, dynamic: Mapping[str, tuple[int, int]], options: CompileOptions,
+                     shapes_key: dict) -> Module:
+    """One Module for every value of the `dynamic` dimensions within their bounds (`compile`)."""
+    if proto is None:
+        raise TilegradError("dynamic= applies to an ONNX model; a torch model's dynamic dimensions are not compiled "
+                            "symbolically yet")
+    symbolic = symbolic_shapes(model_inputs(proto, input_shapes), dynamic)
+    key = module_cache.module_key(model, proto, shapes_key, options)
+    if key is not None and (kept := module_cache.cached_module(key)) is not None:
+        return kept
+    imported = import_model(proto, None, {**(input_shapes or {}), **symbolic})
+    del proto  # as in `compile`
     module = _compile_imported(imported, options).module
     if key is not None:
         module_cache.keep_module(key, module)

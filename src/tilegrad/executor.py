@@ -19,6 +19,7 @@ import re
 
 from . import config as _config
 from . import metrics, progress
+from .errors import ShapeError
 from .codegen.c import CRenderer
 from .codegen.descriptor import render_descriptor
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
@@ -30,8 +31,11 @@ from .passes.memory_plan import nbytes
 from .runtime.build import build_many
 from .runtime.module import Module, ModuleSpec
 from .runtime.profile import KernelSite
+from .runtime.dims import Dim, Extent
 from .runtime.slots import Slot
 from .target import Target, host
+from .te import expr as E
+from .te.dims import name_of, polynomial, variables
 from .te.flops import compute_flops
 
 SMALL_BYTES = 16 * 1024  # a kernel that reads and writes no more, and does no more FLOPs than SMALL_FLOPS, is small
@@ -49,6 +53,8 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     renderer = CRenderer(target)
     plan = plan_graph(g)
     arg = _c_slots(g, plan)
+    dims = variables(v.shape for v in g.inputs)
+    dims_at = len(g.inputs) + len(g.outputs) + len(plan.weights) + 1  # after the workspace, where there are any
     functions, calls, sites = [], [], []
     rendered: dict[str, str] = {}  # a kernel's C with its name taken out -> the function that has it
     printed: dict[int, str] = {}  # a loop IR's id -> the function that runs it (repeats share one loop)
@@ -60,17 +66,18 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
         progress.advance()
         site = KernelSite(function, kernel_label(k.node, outputs), compute_flops(outputs),
                           sum(nbytes(v) for v in [*k.node.inputs, *k.node.outputs]))
-        calls.append(KernelCall(function, [arg(s) for s in k.args], has_parallel(loop.body) and not _small(site)))
+        calls.append(KernelCall(function, [arg(s) for s in k.args] + _dim_args(loop, dims, dims_at),
+                                has_parallel(loop.body) and not _small(site)))
         sites.append(site)
     functions.extend(renderer.render_function(loop) for loop in plan.derivations(target))
     copies = [OutputCopy(arg(Slot("output", c.output)), arg(c.source), c.nbytes) for c in plan.copies]
     entry = render_entry(calls, copies)
-    profiled = render_profiled_entry(calls, copies, clock_slot=len(g.inputs) + len(g.outputs) + len(plan.weights) + 1)
+    profiled = render_profiled_entry(calls, copies, clock_slot=dims_at + bool(dims))
     per_unit = max(1, -(-len(functions) // max(1, min(len(functions), 2 * cfg.num_threads, 16))))
     units = [renderer.prelude + "\n".join(functions[i:i + per_unit]) for i in range(0, len(functions), per_unit)]
     weights = plan.weights
     spec = ModuleSpec.of(g.inputs, g.outputs, weights, plan.memory.workspace_bytes, plan.memory.unshared_bytes,
-                         plan.derived, tuple(sites))
+                         plan.derived, tuple(sites), _runtime_dims(dims), _runtime_shape)
     descriptor = render_descriptor(spec)
     progress.stage("building", 1)
     progress.note(f"{len(units) + 3} C files")
@@ -80,6 +87,25 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     recomputed = {d.weight for d in plan.derived}  # by the library, as on load, so a loaded module is the same
     return Module(library, spec, [None if k in recomputed else w.data for k, w in enumerate(weights)], cfg=cfg,
                   sources=[weights[d.weight].origin.source.data for d in plan.derived])
+
+
+def _dim_args(loop, dims: list, dims_at: int) -> list[str]:
+    """The addresses of a kernel's dynamic dimensions in `tg_run`'s array of them (the slot after the workspace),
+    in the kernel's order."""
+    index = {d.name: j for j, d in enumerate(dims)}
+    unknown = [name_of(d) for d in loop.dims if d.name not in index]
+    if unknown:
+        raise ShapeError(f"kernel {loop.name} reads dynamic dimension(s) {unknown} that no graph input has")
+    return [f"(void*)((int64_t*)args[{dims_at}] + {index[d.name]})" for d in loop.dims]
+
+
+def _runtime_dims(dims: list) -> tuple[Dim, ...]:
+    return tuple(Dim(d.name, name_of(d), int(d.lo), int(d.hi)) for d in dims)
+
+
+def _runtime_shape(shape) -> tuple:
+    """A shape as the runtime holds it: ints, and an `Extent` for each dynamic dimension."""
+    return tuple(Extent(*polynomial(d)) if isinstance(d, E.Expr) else d for d in shape)
 
 
 def _one_copy(text: str, name: str, rendered: dict[str, str], functions: list[str]) -> str:

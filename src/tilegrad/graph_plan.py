@@ -14,6 +14,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator
 
+from .errors import ShapeError
 from .ir.compute import node_compute
 from .ir.graph import Graph, Node, Value
 from .ir.registry import lookup
@@ -25,6 +26,7 @@ from .runtime.module import DerivedWeight
 from .runtime.slots import Copy, Slot
 from .schedule.trace import Trace
 from .target import Target
+from .te.dims import is_static
 from .te.fingerprint import fingerprint
 from .te.tensor import Tensor
 
@@ -85,6 +87,10 @@ def plan_graph(g: Graph) -> GraphPlan:
                     for t, node in enumerate(memory.kernel_nodes(g)))
     copies = tuple(Copy(j, slots[id(v)], nbytes(v)) for j, v in enumerate(g.outputs)
                    if slots[id(v)] != Slot("output", j))
+    dynamic = [g.outputs[c.output].name for c in copies if not is_static(g.outputs[c.output].shape)]
+    if dynamic:
+        raise ShapeError(f"graph output(s) {dynamic} pass a graph input or a weight through with a dynamic shape, "
+                         f"which a module with dynamic dimensions does not copy yet")
     return GraphPlan(memory, tuple(weights), kernels, _derived_weights(weights), copies)
 
 

@@ -18,6 +18,7 @@ from . import config as _config
 from .backend import backend_for
 from .codegen.renderer import Renderer
 from .ir.compute import node_compute
+from .te.dims import representative, variables
 from .ir.graph import Node
 from .loop.ir import Kernel as LoopKernel
 from .loop.lower import lower
@@ -26,7 +27,8 @@ from .schedule.defaults import default_schedule
 from .schedule.schedule import Schedule, apply_trace
 from .schedule.trace import Trace
 from .target import Target, host
-from .te.tensor import Tensor
+from .te.specialize import specialize
+from .te.tensor import Tensor, topo_order
 
 Computation = Union[Node, Schedule, tuple[Sequence[Tensor], Sequence[Tensor]]]
 
@@ -40,8 +42,21 @@ def lower_kernel(computation: Computation, trace: Trace | None = None, *, name: 
             raise ValueError("a Schedule is already scheduled; pass its outputs with a trace instead")
         return lower(computation.state, name, args)
     inputs, outputs = node_compute(computation) if isinstance(computation, Node) else computation
+    if trace is None and (dynamic := _dynamic_dims(outputs)):
+        trace = _representative_trace(outputs, dynamic, target)
     state = apply_trace(outputs, trace) if trace is not None else default_schedule(list(outputs), target).state
     return lower(state, name, list(args) if args is not None else [*inputs, *state.outputs])
+
+
+def _dynamic_dims(outputs: Sequence[Tensor]) -> list:
+    return variables(t.shape for t in topo_order(outputs))
+
+
+def _representative_trace(outputs: Sequence[Tensor], dynamic: list, target: Target | None) -> Trace:
+    """The default rules' trace for a computation over dynamic dimensions: made on its specialisation at each
+    dimension's representative value (`te/dims.py`), to be replayed on the symbolic computation."""
+    made = specialize(outputs, {v.name: representative(v) for v in dynamic})
+    return default_schedule([made[t] for t in outputs], target).trace
 
 
 def renderer_for(target: Target | None = None) -> Renderer:

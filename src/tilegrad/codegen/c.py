@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..dtype import is_unsigned, itemsize
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, has_parallel
 from ..te import expr as E
+from ..te.simplify import simplify
 from .renderer import Renderer
 from .team import TEAM
 
@@ -220,6 +221,8 @@ class CRenderer(Renderer):
     prelude = PRELUDE
     signature = "void {name}(void** args)"
     param = "{type}* restrict {name} = ({type}*)args[{index}];"
+    dim_param = "const int64_t {name} = *(const int64_t*)args[{index}];"
+    dims: tuple[E.Var, ...] = ()  # the dynamic dimensions of the kernel being rendered
     parallel_for = None  # parallel loops are shared out by the team (`_team`), never a region of their own
     simd = "#pragma omp simd"
     unroll = "#pragma GCC unroll {n}"
@@ -272,7 +275,8 @@ class CRenderer(Renderer):
         self._emit(ind, f"{t}* restrict {b.name} = {b.name}_stack;")
 
     def _bytes(self, b) -> int:
-        size = b.size()
+        """A buffer's bytes; one sized by dynamic dimensions holds their largest values (a loop's tile of rows)."""
+        size = simplify(E.substitute(b.size(), {d.name: d.hi for d in self.dims}))
         if type(size) is not E.Const:
             raise ValueError(f"buffer {b.name} has a symbolic size {size}; bind the schedule's variables first")
         return size.value * itemsize(b.dtype)
@@ -287,6 +291,7 @@ class CRenderer(Renderer):
 
     # -- the team -----------------------------------------------------------------------------------------
     def _function(self, k: Kernel) -> None:
+        self.dims = k.dims
         self._emit(0, f"void {k.name}_team(void** args, tg_team* tg) {{")
         self._params(k)
         self._team(k.body, 1)

@@ -1,7 +1,7 @@
 """What a module's library says about itself, for C callers: `tg_info`, the layout of `tg_run`'s arguments.
 
 `tg_run(void** args)` takes the inputs, the outputs, the weights and the workspace, in that order, with shapes
-compiled in. A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the
+compiled in (a dynamic dimension is -1, and its buffer's bytes too: `tilegrad.h` does not run such a module yet). A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the
 manifest gives the Python runtime: each buffer's name, element type and shape, the workspace's size, and which
 weights the library derives from a stored source (`DerivedWeight`) with which of its functions. They are compiled
 into the library as one constant structure, whose layout and version `tilegrad.h` declares: both are read from
@@ -25,9 +25,10 @@ def render_descriptor(spec) -> str:
     lines = ["#include <stdint.h>", _types()]
     for group, specs in groups.items():
         for i, s in enumerate(specs):
-            lines.append(f"static const int64_t tg_{group}_shape{i}[] = {{{', '.join(map(str, s.shape)) or '0'}}};")
+            shape = [d if isinstance(d, int) else -1 for d in s.shape]
+            lines.append(f"static const int64_t tg_{group}_shape{i}[] = {{{', '.join(map(str, shape)) or '0'}}};")
         rows = [f"  {{{_c_string(s.name)}, {_c_string(s.dtype)}, {len(s.shape)}, tg_{group}_shape{i}, "
-                f"{math.prod(s.shape) * itemsize(s.dtype)}}}," for i, s in enumerate(specs)]
+                f"{_nbytes(s)}}}," for i, s in enumerate(specs)]
         lines.append(f"static const tg_buffer_info tg_{group}[] = {{\n" + ("\n".join(rows) or "  {0}") + "\n};")
     rows = [f"  {{{d.weight}, {_c_string(d.kernel)}}}," for d in derived]
     lines.append("static const tg_derived_info tg_derived[] = {\n" + ("\n".join(rows) or "  {0}") + "\n};")
@@ -35,6 +36,13 @@ def render_descriptor(spec) -> str:
                  f"{len(derived)}, tg_inputs, tg_outputs, tg_weights, tg_sources, tg_derived, "
                  f"{max(spec.workspace_bytes, 1)}}};")
     return "\n".join(lines) + "\n"
+
+
+def _nbytes(s) -> int:
+    """A buffer's bytes; -1 where a dynamic dimension sizes it (the C API refuses such a module)."""
+    if not all(isinstance(d, int) for d in s.shape):
+        return -1
+    return math.prod(s.shape) * itemsize(s.dtype)
 
 
 def _c_string(text: str) -> str:

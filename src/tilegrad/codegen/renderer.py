@@ -24,6 +24,7 @@ class Renderer:
     prelude = ""  # helpers every translation unit starts with
     signature = ""  # a kernel's declaration, formatted with its name
     param = ""  # the line binding parameter `index` of C type `type` to its buffer `name`
+    dim_param = ""  # the line binding parameter `index` to the dynamic dimension `name` (empty: none taken)
     parallel_for: str | None = None  # the annotation of a parallel loop
     simd: str | None = None  # of a vectorized loop
     unroll: str | None = None  # of an unrolled loop, formatted with the trip count n
@@ -83,6 +84,11 @@ class Renderer:
         for i, b in enumerate(k.params):
             if self.param:
                 self._emit(1, self.param.format(type=self._storage(b.dtype), name=b.name, index=i))
+        if k.dims and not self.dim_param:
+            raise ValueError(f"kernel {k.name} has dynamic dimensions {[str(d) for d in k.dims]}, which the "
+                             f"{type(self).__name__} does not take")
+        for i, d in enumerate(k.dims, start=len(k.params)):
+            self._emit(1, self.dim_param.format(name=d.name, index=i))
 
     def _signature(self, k: Kernel) -> str:
         return self.signature.format(name=k.name)

@@ -20,6 +20,7 @@ from typing import Mapping, NamedTuple, Sequence
 
 from ..errors import ShapeError, TilegradError, UnsupportedFeatureError, UnsupportedOpError
 from ..ir.graph import Graph, Value
+from ..te import expr as E
 # The op families: importing them fills ONNX_OPS (`onnx_op_table.py`) with their mappings. They import the table
 # and helper modules, never this reader.
 from . import (  # noqa: F401  (register the mappings)
@@ -201,7 +202,7 @@ def _input_type(vi, input_shapes: Mapping[str, Sequence[int]]) -> tuple[tuple[in
     dtype = onnx_dtype(tt.elem_type, what)
     declared = list(tt.shape.dim) if tt.HasField("shape") else None
     if vi.name in input_shapes:
-        shape = tuple(int(d) for d in input_shapes[vi.name])
+        shape = tuple(d if isinstance(d, E.Var) else int(d) for d in input_shapes[vi.name])
         _check_given(vi.name, shape, declared)
         return shape, dtype
     if declared is None:
@@ -216,7 +217,7 @@ def _input_type(vi, input_shapes: Mapping[str, Sequence[int]]) -> tuple[tuple[in
 
 def _check_given(name: str, shape: tuple[int, ...], declared) -> None:
     """A shape given in input_shapes must fit the input's declared rank and static dimensions."""
-    if any(d <= 0 for d in shape):
+    if any(not isinstance(d, E.Var) and d <= 0 for d in shape):
         raise ShapeError(f"input_shapes gives input {name!r} the shape {shape}; dimensions must be positive")
     if declared is None:
         return
@@ -224,6 +225,6 @@ def _check_given(name: str, shape: tuple[int, ...], declared) -> None:
         raise ShapeError(f"input_shapes gives input {name!r} {len(shape)} dimension(s), {shape}, but the model "
                          f"declares {len(declared)}")
     for i, (n, d) in enumerate(zip(shape, declared)):
-        if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != n:
+        if d.HasField("dim_value") and d.dim_value > 0 and not isinstance(n, E.Var) and d.dim_value != n:
             raise ShapeError(f"input_shapes gives input {name!r} the shape {shape}, but the model fixes its "
                              f"dimension {i} to {d.dim_value}")

@@ -18,6 +18,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 import numpy as np
 
 from ..errors import ShapeError
+from ..te.dims import dimension
 from .onnx_boundary import TENSOR, value_kind
 from .onnx_tensors import onnx_dtype
 
@@ -159,3 +160,37 @@ def _fixed(name: str, shape: tuple[int, ...], declared: tuple[int | str, ...] | 
             raise ShapeError(f"input_shapes gives input {name!r} the shape {shape}, but the model fixes its "
                              f"dimension {i} to {d}")
     return shape
+
+
+def symbolic_shapes(inputs: Sequence[ModelInput], dynamic: Mapping[str, tuple[int, int]]) -> dict[str, tuple]:
+    """Each input's shape with the dimensions `dynamic` names (dim_params, with their bounds) as variables
+    (`te/dims.dimension`), or fixed where it gives a size; a symbolic dimension it does not name, an unknown name, or an input that is not a tensor
+    of declared shape is a ShapeError saying what to give."""
+    declared = {d for i in inputs if i.dims is not None for d in i.dims if isinstance(d, str)}
+    unknown = sorted(set(dynamic) - declared)
+    if unknown:
+        raise ShapeError(f"dynamic names {unknown}, which no input declares as a dimension; the model's symbolic "
+                         f"dimensions are {sorted(declared) or 'none'}")
+    variables: dict = {}
+    for name, bounds in dynamic.items():
+        if type(bounds) is int and bounds >= 1:
+            variables[name] = bounds  # fixed
+        elif isinstance(bounds, (tuple, list)) and len(bounds) == 2 and all(type(b) is int for b in bounds):
+            variables[name] = dimension(name, *bounds)
+        else:
+            raise ShapeError(f"dynamic gives dimension {name!r} {bounds!r}; expected bounds (lo, hi) or a size, "
+                             f"positive ints")
+    out, open_inputs = {}, []
+    for i in inputs:
+        if i.kind != TENSOR or i.value_needed or i.dims is None:
+            open_inputs.append(i.describe())
+            continue
+        left = [d for d in i.dims if isinstance(d, str) and d not in variables]
+        if left:
+            open_inputs.append(i.describe())
+        elif i.symbolic:
+            out[i.name] = tuple(variables[d] if isinstance(d, str) else d for d in i.dims)
+    if open_inputs:
+        raise ShapeError(f"compiling with dynamic dimensions needs every input to be a tensor whose symbolic "
+                         f"dimensions are named in dynamic= or fixed by input_shapes; not so: {'; '.join(open_inputs)}")
+    return out

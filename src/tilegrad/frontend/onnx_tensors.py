@@ -14,14 +14,16 @@ import numpy as np
 from .. import config
 from ..dtype import DTYPES
 from ..errors import ResourceLimitError, UnsupportedFeatureError
+from ..te.dims import upper_shape
 from .onnx_file import WHOLE_BYTE_TYPES, ModelFormatError, is_mapped, mapped_array
 
 MAX_ELEMENTS = 1 << 31  # the largest tensor tilegrad compiles (8 GiB of float32)
 
 
 def check_size(shape: Sequence[int], what: str) -> None:
-    """Refuse a tensor of more than MAX_ELEMENTS elements; `what` says where it comes from ("input 'x'")."""
-    n = math.prod(shape)
+    """Refuse a tensor of more than MAX_ELEMENTS elements (at its dynamic dimensions' upper bounds); `what` says
+    where it comes from ("input 'x'")."""
+    n = math.prod(upper_shape(shape))
     if n > MAX_ELEMENTS:
         raise ResourceLimitError(f"{what} has shape {list(shape)}, {n:,} elements: more than the "
                                       f"{MAX_ELEMENTS:,} tilegrad compiles in one tensor (check the model's "

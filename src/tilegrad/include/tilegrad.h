@@ -134,6 +134,14 @@ static inline tg_model* tg_model_load(const char* directory, int threads, char* 
     return tg_model_free(m), (tg_model*)NULL;
   }
   const tg_model_info* info = m->info;
+  for (int k = 0; k < info->num_inputs + info->num_outputs; ++k) {
+    const tg_buffer_info* b = k < info->num_inputs ? &info->inputs[k] : &info->outputs[k - info->num_inputs];
+    if (b->nbytes < 0) {
+      tg_fail(error, error_size, "%s has dynamic dimensions, which this C API does not run: compile the model with "
+              "its shapes fixed", b->name);
+      return tg_model_free(m), (tg_model*)NULL;
+    }
+  }
   m->threads = threads;
   int first = info->num_inputs + info->num_outputs, count = first + info->num_weights + 1;
   m->args = (void**)calloc((size_t)count, sizeof(void*));

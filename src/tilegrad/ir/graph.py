@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
+from ..te.dims import dim
 from .registry import TensorType, lookup
 
 
@@ -150,7 +151,7 @@ class GraphBuilder:
         return name
 
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Value:
-        v = Value(self._fresh(name), TensorType(tuple(int(d) for d in shape), dtype))
+        v = Value(self._fresh(name), TensorType(tuple(dim(d) for d in shape), dtype))
         self._inputs.append(v)
         return v
 

@@ -32,7 +32,7 @@ LANES = (8, 16)  # the int32 columns one intrinsic call covers
 def use_dot4(k: Kernel) -> Kernel:
     """`k` with each int8 dot-product nest given to the intrinsic; `k` itself when there is none."""
     body = _rewrite(k.body)
-    return k if body is k.body else Kernel(k.name, k.params, body)
+    return k if body is k.body else Kernel(k.name, k.params, body, k.dims)
 
 
 def _rewrite(s: Stmt) -> Stmt:

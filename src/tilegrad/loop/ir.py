@@ -93,11 +93,13 @@ class Intrinsic(Stmt):
 
 @dataclasses.dataclass(frozen=True)
 class Kernel:
-    """One function: parameters in call order (inputs, then outputs) and a body."""
+    """One function: parameters in call order (inputs, then outputs), a body, and the dynamic dimensions
+    (`te/dims.py`) its extents and buffer shapes read, passed after the buffers as values of the call."""
 
     name: str
     params: tuple[Buffer, ...]
     body: Stmt
+    dims: tuple[E.Var, ...] = ()
 
 
 def seq(stmts) -> Stmt:

@@ -51,7 +51,7 @@ class _Lowering:
         self._check_params(params)
         self.buffers: dict[str, Buffer] = {}
         for t in params:
-            self.buffers[t.name] = Buffer(t.name, tuple(E.Const(d, E.INDEX) for d in t.shape), t.dtype)
+            self.buffers[t.name] = Buffer(t.name, tuple(E.as_expr(d, E.INDEX) for d in t.shape), t.dtype)
         self.params = tuple(self.buffers[t.name] for t in params)
         self.used_names = {t.name for t in params} | {s.name for s in st.stages}
         self.info: dict[str, _StageInfo] = {}
@@ -83,7 +83,8 @@ class _Lowering:
         for s in reversed(self.allocated.get(None, [])):
             if s.name not in params:
                 body = Allocate(self.buffers[s.name], body)
-        return Kernel(self.name, self.params, body)
+        dims = {v.name: v for b in self.params for d in b.shape for v in sorted(E.free_vars(d), key=str)}
+        return Kernel(self.name, self.params, body, tuple(dims.values()))
 
     # -- analysis: extents, axis values, regions --------------------------------------------------------------
     def _expand(self, e: E.Expr) -> E.Expr:
@@ -147,7 +148,7 @@ class _Lowering:
         if enclosing:
             offsets, root_extents = self._region(s, enclosing)
         else:
-            root_extents = [E.Const(d, E.INDEX) for d in s.tensor.shape]
+            root_extents = [E.as_expr(d, E.INDEX) for d in s.tensor.shape]
         root_extents += [a.upper for a in op.reduce_axes]
         extents = _loop_extents(s, root_extents)
         leaf_vars = self._leaf_vars(s, extents)

@@ -31,7 +31,7 @@ class _Rewrite:
 
     def kernel(self, k: Kernel) -> Kernel:
         params = tuple(self._buffer(b) for b in k.params)
-        return Kernel(k.name, params, self.stmt(k.body) or Seq(()))
+        return Kernel(k.name, params, self.stmt(k.body) or Seq(()), k.dims)
 
     def _buffer(self, b: Buffer) -> Buffer:
         new = self.buffers.get(id(b))

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..backend import backend_for
 from ..errors import ShapeError
+from ..te.dims import is_static
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
 from .attention_form import AUTO, FormChoice, form_of, requested
@@ -111,6 +112,10 @@ def form_attention(g: Graph, ctx: PassContext) -> Graph:
         if id(node) in written:
             continue
         found = _found(finder, node, ctx)
+        if found is not None and not is_static(node.outputs[0].shape):
+            ctx.note(f"{node.name}: attention left as its products and softmax: its shape "
+                     f"{node.outputs[0].shape} is dynamic, which the fused kernel's key blocks do not take")
+            found = None
         if found is None:
             ed.keep(node)
             continue

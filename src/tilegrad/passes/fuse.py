@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 
 from ..errors import TilegradError
+from ..te.dims import upper_shape
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
 from .editor import GraphEditor
@@ -205,7 +206,7 @@ def _small(f: _Fusion, gid: int) -> bool:
     alone (a reshape) runs no kernel, and batched it would become a copy."""
     nodes = [f.g.nodes[i] for i in f.groups[gid].nodes]
     return f.groups[gid].kind == INJECTIVE and not all(lookup(n.op).view for n in nodes) and all(
-        math.prod(v.shape) <= HORIZONTAL_MAX_ELEMENTS for v in f.escaping(gid))
+        math.prod(upper_shape(v.shape)) <= HORIZONTAL_MAX_ELEMENTS for v in f.escaping(gid))
 
 
 def _reads(f: _Fusion, gid: int, other: int) -> bool:

@@ -15,6 +15,7 @@ import os
 
 from ..dtype import itemsize
 from ..errors import MemoryLimitError
+from ..te.dims import upper_shape
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 
@@ -22,8 +23,9 @@ ALIGN = 64
 
 
 def nbytes(v: Value) -> int:
-    """The bytes of `v`, exactly (a Python integer: no product of dimensions wraps around)."""
-    return math.prod(v.shape) * itemsize(v.dtype)
+    """The bytes of `v`, exactly (a Python integer: no product of dimensions wraps around), at its dynamic
+    dimensions' upper bounds: the memory plan holds the largest call."""
+    return math.prod(upper_shape(v.shape)) * itemsize(v.dtype)
 
 
 @dataclasses.dataclass

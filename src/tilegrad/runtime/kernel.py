@@ -30,6 +30,7 @@ from ..config import Config
 from ..dtype import BUFFER_DTYPES, is_float
 from ..errors import BuildError, KernelCallError, ShapeError
 from .build import build
+from .dims import Extent
 
 _ALIGNMENT = 64  # bytes: a cache line, and the widest vector (AVX-512)
 _GOMP_SPINS_PER_US = 100  # libgomp's own estimate: its default, 300000 spins, is "3 ms"
@@ -55,7 +56,8 @@ _held: weakref.WeakValueDictionary[str, _HeldLibrary] = weakref.WeakValueDiction
 
 @dataclass(frozen=True)
 class BufferSpec:
-    """One kernel parameter: a dense C-contiguous buffer of a static shape and dtype."""
+    """One kernel parameter: a dense C-contiguous buffer of a shape and dtype; the shape of a module's input or
+    output may hold extents of its dynamic dimensions (`dims.py`), known at each call."""
 
     name: str
     shape: tuple[int, ...]
@@ -64,8 +66,10 @@ class BufferSpec:
     def __post_init__(self) -> None:
         if self.dtype not in BUFFER_DTYPES:
             raise ShapeError(f"buffer {self.name!r}: dtype {self.dtype!r} is not one of {', '.join(BUFFER_DTYPES)}")
-        if not isinstance(self.shape, tuple) or any(not isinstance(d, int) or d < 0 for d in self.shape):
-            raise ShapeError(f"buffer {self.name!r}: shape must be a tuple of non-negative ints, got {self.shape!r}")
+        if not isinstance(self.shape, tuple) or any(not isinstance(d, Extent) and (not isinstance(d, int) or d < 0)
+                                                    for d in self.shape):
+            raise ShapeError(f"buffer {self.name!r}: shape must be a tuple of non-negative ints (or extents of dynamic "
+                             f"dimensions), got {self.shape!r}")
 
     @property
     def nbytes(self) -> int:
@@ -211,13 +215,20 @@ class Kernel:
         for a, spec, dtype in zip(arrays, self.params, self._dtypes):
             if not isinstance(a, np.ndarray):
                 self._fail(spec, f"expected a numpy.ndarray of {spec.describe()}, got {type(a).__name__}")
-            if a.shape != spec.shape or a.dtype != dtype:
+            if not _fits(a.shape, spec.shape) or a.dtype != dtype:
                 self._fail(spec, f"expected shape {spec.describe()}, got {a.shape} {a.dtype}")
             if not a.flags.c_contiguous:
                 self._fail(spec, f"array {spec.describe()} is not C-contiguous; pass np.ascontiguousarray(x)")
 
     def _fail(self, spec: BufferSpec, problem: str) -> NoReturn:
         raise KernelCallError(f"kernel {self.name!r}, parameter {spec.name!r}: {problem}")
+
+
+def _fits(shape: tuple[int, ...], spec: tuple) -> bool:
+    """Whether an array's shape fits a parameter's; an extent of dynamic dimensions fits any length (the module
+    checks it against the others, `dims.bind`)."""
+    return shape == spec or (len(shape) == len(spec) and all(isinstance(d, Extent) or n == d
+                                                              for n, d in zip(shape, spec)))
 
 
 def _caller(lib: ctypes.CDLL, cfg: Config) -> ctypes._CFuncPtr:

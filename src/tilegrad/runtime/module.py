@@ -24,6 +24,7 @@ from .. import config as _config
 from ..errors import KernelCallError, ModuleFormatError, ShapeError
 from ..mapped import owned
 from . import saved
+from .dims import Dim, Extent, bind, shape_at
 from .kernel import BufferSpec, Kernel, address
 from .peaks import MachinePeaks
 from .profile import KernelSite, Profile, profile_run
@@ -57,25 +58,30 @@ class ModuleSpec:
     unshared_bytes: int  # intermediate memory without reuse, for reports
     derived: tuple[DerivedWeight, ...] = ()
     kernels: tuple[KernelSite, ...] = ()  # the entry's kernel calls, in order, for `Module.profile`
+    dims: tuple[Dim, ...] = ()  # dynamic dimensions, whose values each call passes after the workspace
 
     @staticmethod
     def of(inputs, outputs, weights, workspace_bytes: int, unshared_bytes: int,
-           derived: tuple[DerivedWeight, ...] = (), kernels: tuple[KernelSite, ...] = ()) -> "ModuleSpec":
+           derived: tuple[DerivedWeight, ...] = (), kernels: tuple[KernelSite, ...] = (), dims: tuple[Dim, ...] = (),
+           shape=tuple) -> "ModuleSpec":
+        """The spec of values with `.name`, `.shape`, `.dtype`; `shape` makes a value's shape the runtime's (its
+        dynamic dimensions as `Extent`s)."""
         def specs(values):
-            return tuple(BufferSpec(v.name, tuple(v.shape), v.dtype) for v in values)
+            return tuple(BufferSpec(v.name, shape(v.shape), v.dtype) for v in values)
         return ModuleSpec(specs(inputs), specs(outputs), specs(weights), workspace_bytes, unshared_bytes, derived,
-                          kernels)
+                          kernels, dims)
 
     def to_json(self) -> dict:
         def row(s):
-            return {"name": s.name, "shape": list(s.shape), "dtype": s.dtype}
+            return {"name": s.name, "shape": [d.to_json() if isinstance(d, Extent) else d for d in s.shape],
+                    "dtype": s.dtype}
 
         def rows(specs):
             return [row(s) for s in specs]
         return {"inputs": rows(self.inputs), "outputs": rows(self.outputs), "weights": rows(self.weights),
                 "workspace_bytes": self.workspace_bytes, "unshared_bytes": self.unshared_bytes,
                 "derived": [{"weight": d.weight, "source": row(d.source), "kernel": d.kernel} for d in self.derived],
-                "kernels": [k.to_json() for k in self.kernels]}
+                "kernels": [k.to_json() for k in self.kernels], "dims": [d.to_json() for d in self.dims]}
 
     @staticmethod
     def from_json(obj: dict) -> "ModuleSpec":
@@ -85,7 +91,8 @@ class ModuleSpec:
             if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r["name"], str)
                                                      and isinstance(r["shape"], list) for r in rows):
                 raise TypeError(f"{key!r} is not a list of buffers with a name, a shape and a dtype")
-            return tuple(BufferSpec(r["name"], tuple(r["shape"]), r["dtype"]) for r in rows)
+            return tuple(BufferSpec(r["name"], tuple(Extent.from_json(d) if isinstance(d, dict) else d
+                                                     for d in r["shape"]), r["dtype"]) for r in rows)
 
         def count(key):
             if type(obj[key]) is not int or obj[key] < 0:
@@ -115,7 +122,8 @@ class ModuleSpec:
         try:
             weights = specs("weights")
             return ModuleSpec(specs("inputs"), specs("outputs"), weights, count("workspace_bytes"),
-                              count("unshared_bytes"), derived(weights), kernels())
+                              count("unshared_bytes"), derived(weights), kernels(),
+                              tuple(Dim.from_json(d) for d in obj.get("dims", [])))
         except KeyError as exc:
             raise ModuleFormatError(f"the manifest's spec has no field {exc}") from None
         except (TypeError, ShapeError) as exc:
@@ -145,9 +153,10 @@ class Module:
         self._inputs = spec.inputs
         self._input_dtypes = [np.dtype(s.dtype) for s in spec.inputs]
         workspace = BufferSpec("workspace", (max(spec.workspace_bytes, 1),), "int8")
-        params = [*spec.inputs, *spec.outputs, *spec.weights, workspace]
+        dims = [BufferSpec("dims", (len(spec.dims),), "int64")] if spec.dims else []
+        params = [*spec.inputs, *spec.outputs, *spec.weights, workspace, *dims]
         self._kernel = Kernel(self.library, "tg_run", params, cfg=cfg)
-        self._frames = _Frames(self._kernel, workspace.shape[0], self._weights)
+        self._frames = _Frames(self._kernel, workspace.shape[0], self._weights, len(spec.dims))
 
     def _derive(self, d: DerivedWeight, source: np.ndarray, cfg) -> np.ndarray:
         """Derived weight `d`, computed by its kernel in the library."""
@@ -172,8 +181,19 @@ class Module:
         """The inputs in declaration order, each checked, and copied only if not aligned and C-contiguous. The
         common call (every input named, or every one positional; arrays that fit) takes the short way."""
         values = args if not kwargs and len(args) == len(self._inputs) else self._named(args, kwargs)
+        if self.spec.dims:
+            return [_input(s, dtype, a, dynamic=True) for s, dtype, a in zip(self._inputs, self._input_dtypes, values)]
         return [a if type(a) is np.ndarray and a.shape == s.shape and a.dtype == dtype and a.flags.carray
                 else _input(s, dtype, a) for s, dtype, a in zip(self._inputs, self._input_dtypes, values)]
+
+    def _call_shapes(self, inputs: list[np.ndarray], frame: "_Frame") -> list[tuple[int, ...]]:
+        """The outputs' shapes in this call; a module with dynamic dimensions reads their values from the inputs
+        (checked against the bounds and every input's shape) and writes them into the frame for the library."""
+        if not self.spec.dims:
+            return [s.shape for s in self.spec.outputs]
+        values = bind(self.spec.dims, self._inputs, [a.shape for a in inputs])
+        frame.dims[:] = [values[d.key] for d in self.spec.dims]
+        return [shape_at(s.shape, values) for s in self.spec.outputs]
 
     def _named(self, args, kwargs) -> list:
         if not args and len(kwargs) == len(self._inputs):
@@ -186,9 +206,9 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         inputs = self._arguments(args, kwargs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
         frame = self._frames.take()
         try:
+            outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
             pointers = frame.pointers
             for slot, a in enumerate(inputs + outputs):  # checked by `_arguments`, made here: no second check
                 pointers[slot] = address(a)
@@ -198,13 +218,15 @@ class Module:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def benchmark(self, repeats: int = 10, min_repeat_s: float = 0.05) -> float:
-        """Median latency in seconds, on random inputs."""
-        inputs = list(benchmark_inputs(self.spec.inputs).values())
-        outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
+        """Median latency in seconds, on random inputs (of the dynamic dimensions' largest values)."""
+        largest = {d.key: d.hi for d in self.spec.dims}
+        inputs = list(benchmark_inputs([BufferSpec(s.name, shape_at(s.shape, largest), s.dtype)
+                                        for s in self.spec.inputs]).values())
         frame = self._frames.take()
         try:
-            return time_kernel(self._kernel, inputs + outputs + self._weights + [frame.workspace], repeats=repeats,
-                               min_repeat_s=min_repeat_s).median
+            outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
+            return time_kernel(self._kernel, inputs + outputs + self._weights + frame.fixed[len(self._weights):],
+                               repeats=repeats, min_repeat_s=min_repeat_s).median
         finally:
             self._frames.give_back(frame)
 
@@ -213,11 +235,11 @@ class Module:
         """Time each kernel on these inputs (positional or named, as a call takes them): the median of `repeats`
         runs after `warmup`, against `peaks` (default: this machine's, measured once and cached)."""
         inputs = self._arguments(args, kwargs)
-        outputs = [np.empty(s.shape, s.dtype) for s in self.spec.outputs]
         frame = self._frames.take()
         try:
-            return profile_run(self._kernel, self.spec.kernels, [*inputs, *outputs, *self._weights, frame.workspace],
-                               outputs, repeats=repeats, warmup=warmup, peaks=peaks)
+            outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
+            return profile_run(self._kernel, self.spec.kernels, [*inputs, *outputs, *frame.fixed], outputs,
+                               repeats=repeats, warmup=warmup, peaks=peaks)
         finally:
             self._frames.give_back(frame)
 
@@ -230,21 +252,25 @@ class Module:
 
 
 class _Frame(NamedTuple):
-    """What one call in flight owns: its workspace, and the entry's `void**` with the addresses of the weights and
-    of that workspace written once, where the call writes those of its inputs and outputs."""
+    """What one call in flight owns: its workspace, its dynamic dimensions' values, and the entry's `void**` with
+    the addresses of the weights, of that workspace and of those values written once, where the call writes those
+    of its inputs and outputs."""
 
     workspace: np.ndarray
+    dims: np.ndarray
     pointers: ctypes.Array
+    fixed: list  # the arrays after the outputs: the weights, the workspace, the dimensions' values where any
 
 
 class _Frames:
     """Frames not in use. A call takes one (a new one if none is free) and gives it back, so the pool holds as
     many as calls have ever run at once; list pop and append are atomic, so no lock is needed."""
 
-    def __init__(self, kernel: Kernel, workspace_bytes: int, weights: Sequence[np.ndarray]):
+    def __init__(self, kernel: Kernel, workspace_bytes: int, weights: Sequence[np.ndarray], dims: int = 0):
         self._kernel = kernel
         self._nbytes = workspace_bytes
         self._weights = weights
+        self._dims = dims
         self._free: list[_Frame] = []
 
     def take(self) -> _Frame:
@@ -258,11 +284,12 @@ class _Frames:
 
     def _new(self) -> _Frame:
         workspace = np.empty(self._nbytes, dtype="int8")
+        dims = np.zeros(self._dims, dtype=np.int64)
         pointers = self._kernel.pointer_array()
-        fixed = [*self._weights, workspace]
+        fixed = [*self._weights, workspace, *([dims] if self._dims else [])]
         for slot, a in enumerate(fixed, start=len(pointers) - len(fixed)):
             pointers[slot] = address(a)
-        return _Frame(workspace, pointers)
+        return _Frame(workspace, dims, pointers, fixed)
 
 
 def bind_arguments(names: list[str], args, kwargs) -> dict:
@@ -284,14 +311,15 @@ def bind_arguments(names: list[str], args, kwargs) -> dict:
     return given
 
 
-def _input(spec: BufferSpec, dtype: np.dtype, value) -> np.ndarray:
+def _input(spec: BufferSpec, dtype: np.dtype, value, dynamic: bool = False) -> np.ndarray:
     """`value` as an aligned C-contiguous array for input `spec`, copied only if it is not one already; a wrong
-    dtype or shape is a KernelCallError naming the input and what it expects."""
+    dtype or shape is a KernelCallError naming the input and what it expects. With `dynamic`, the shape is checked
+    later, against the dimensions' values (`dims.bind`)."""
     a = value if isinstance(value, np.ndarray) else np.asarray(value)
     if a.dtype != dtype:
         raise KernelCallError(f"input {spec.name!r} expects dtype {spec.dtype}, got {a.dtype}; convert it with "
                               f".astype(numpy.{spec.dtype})")
-    if a.shape != spec.shape:
+    if not dynamic and a.shape != spec.shape:
         rank = "" if a.ndim == len(spec.shape) else f" (rank {a.ndim}, expected rank {len(spec.shape)})"
         raise KernelCallError(f"input {spec.name!r} expects shape {spec.shape}, got {a.shape}{rank}")
     return a if a.flags.c_contiguous and a.flags.aligned else np.require(a, requirements="CA")

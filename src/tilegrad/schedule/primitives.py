@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 from ..errors import ScheduleError
 from ..te import expr as E
+from ..te.dims import dim, divides
 from ..te.simplify import simplify
 from ..te.tensor import ComputeOp, Tensor, axis_var, compute, reduce_identity
 from .state import BLOCK_AXES, SCOPES, THREAD_AXES, FuseRel, Loop, LoopState, SplitRel, Stage, make_stage
@@ -334,15 +335,15 @@ def rfactor(st: LoopState, stage: str, loop: str) -> str:
     if type(factor) is not E.Const:
         raise ScheduleError(f"rfactor on {stage}: the split factor must be an integer, got {factor}")
     f = factor.value
-    outer_extent = -(-k.upper.value // f)
+    outer_extent = dim(E.ceildiv(k.upper, f))  # an expression where the axis's extent is a dynamic dimension
     ko, ki = axis_var(rel.outer, outer_extent), axis_var(rel.inner, f)
     value = ko * f + ki
     source = E.substitute(op.body.source, {k: value})
-    if outer_extent * f != k.upper.value:
+    if not divides(f, k.upper):
         source = E.select(value < k.upper, source, reduce_identity(op.body.combiner, source.dtype))
     other = tuple(a for a in op.reduce_axes if a is not k)
     kept, summed = (ki, ko) if loop == rel.inner else (ko, ki)
-    extent = kept.upper.value
+    extent = dim(kept.upper)
     name = _fresh_stage_name(st, f"{stage}_rf")
     rf_axes = (kept,) + op.axes
     rf_body = E.Reduce(op.body.combiner, source, (summed,) + other)

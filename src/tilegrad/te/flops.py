@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 
 from . import expr as E
+from .dims import upper, upper_shape
 from .tensor import ComputeOp, Tensor, topo_order
 
 
 def compute_flops(outputs: list[Tensor]) -> int:
     """Floating-point operations of one run: per stage, its elements x its reduction's trips x the float
-    arithmetic in its body (a multiply-add counts two)."""
+    arithmetic in its body (a multiply-add counts two); dynamic dimensions at their upper bounds."""
     total = 0
     for t in topo_order(outputs):
         if not isinstance(t.op, ComputeOp):
@@ -22,11 +23,11 @@ def compute_flops(outputs: list[Tensor]) -> int:
         body = t.op.body
         trips = 1
         if type(body) is E.Reduce:
-            trips = math.prod(int(a.upper.value) for a in body.axes)
+            trips = math.prod(upper(a.upper) for a in body.axes)
             ops = _float_ops(body.source) + E.is_float(body.dtype)  # an int32 sum (int8 products) is no FLOP
         else:
             ops = _float_ops(body)
-        total += math.prod(t.shape) * trips * ops
+        total += math.prod(upper_shape(t.shape)) * trips * ops
     return total
 
 

@@ -22,18 +22,21 @@ def _check_dtype(dtype: str) -> str:
     return dtype
 
 
-def _check_shape(shape, what: str) -> tuple[int, ...]:
+def _check_shape(shape, what: str) -> tuple:
+    """`shape` as ints, and index expressions where a dimension is dynamic (`te/dims.py`)."""
     try:
-        out = tuple(int(s) for s in shape)
+        out = tuple(s if isinstance(s, E.Expr) and s.dtype == E.INDEX else int(s) for s in shape)
     except TypeError:
         raise ShapeError(f"{what}: shape must be a sequence of integers, got {shape!r}") from None
-    if any(s <= 0 for s in out):
+    if any(not isinstance(s, E.Expr) and s <= 0 for s in out):
         raise ShapeError(f"{what}: every dimension must be positive, got {out}")
     return out
 
 
-def axis_var(name: str, extent: int) -> E.Var:
-    """An index variable ranging over [0, extent)."""
+def axis_var(name: str, extent) -> E.Var:
+    """An index variable ranging over [0, extent); a dynamic extent bounds it by its largest value."""
+    if isinstance(extent, E.Expr):
+        return E.Var(name, E.INDEX, 0, extent.hi - 1, extent)
     return E.Var(name, E.INDEX, 0, extent - 1, E.Const(extent, E.INDEX))
 
 
@@ -110,7 +113,9 @@ def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "input
     return Tensor(name, shape, _check_dtype(dtype), PlaceholderOp(name))
 
 
-def reduce_axis(extent: int, name: str = "k") -> E.Var:
+def reduce_axis(extent, name: str = "k") -> E.Var:
+    if isinstance(extent, E.Expr):
+        return axis_var(name, extent)
     if int(extent) <= 0:
         raise ShapeError(f"reduce_axis {name!r}: extent must be positive, got {extent}")
     return axis_var(name, int(extent))

@@ -18,6 +18,7 @@ from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
 from ..registry import BROADCAST, ELEMWISE, INJECTIVE, Sample, TensorType, declare, same_as_input
+from ...te.dims import dim, divides, equal, product
 
 INT64_MAX = 2**63 - 1
 
@@ -32,6 +33,14 @@ def ints(value, what: str) -> tuple[int, ...]:
     if out is None or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in out):
         raise ShapeError(f"{what} must be a sequence of integers, got {value!r}")
     return tuple(int(v) for v in out)
+
+
+def shape_attr(value, what: str) -> tuple:
+    """A shape attribute: `ints`, where an extent may also be an expression of dynamic dimensions."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else value
+    if isinstance(items, tuple) and any(isinstance(v, E.Expr) for v in items):
+        return tuple(dim(v) if isinstance(v, E.Expr) else ints(v, what)[0] for v in items)
+    return ints(value, what)
 
 
 def normalize_axis(axis, ndim: int, what: str = "axis") -> int:
@@ -59,23 +68,23 @@ def _required(value, attr: str, op: str):
 
 def _reshape_shape(in_shape: tuple[int, ...], shape) -> tuple[int, ...]:
     """`shape` with each 0 copied from the input (ONNX allowzero=0) and its -1 inferred from the element count."""
-    shape = ints(_required(shape, "shape", "reshape"), "reshape shape")
+    shape = shape_attr(_required(shape, "shape", "reshape"), "reshape shape")
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape shape {shape} has more than one -1; at most one extent can be inferred")
-    if any(n < -1 for n in shape):
+    if any(not isinstance(n, E.Expr) and n < -1 for n in shape):
         raise ShapeError(f"reshape shape {shape} has a negative extent other than -1")
     if any(n == 0 and d >= len(in_shape) for d, n in enumerate(shape)):
         raise ShapeError(f"reshape shape {shape} has a 0 (copy the input extent) beyond the input's rank "
                          f"{len(in_shape)}")
     out = [in_shape[d] if n == 0 else n for d, n in enumerate(shape)]
-    size = math.prod(in_shape)
+    size = product(in_shape)
     if -1 in out:
-        known = math.prod(n for n in out if n != -1)
-        if size % known:
+        known = product(n for n in out if not equal(n, -1))
+        if not divides(known, size):
             raise ShapeError(f"reshape: {size} elements cannot fill shape {shape}: {size} is not a multiple of "
                              f"{known}")
-        out[out.index(-1)] = size // known
-    if math.prod(out) != size:
+        out[out.index(-1)] = dim(size // known)
+    if not equal(product(out), size):
         raise ShapeError(f"reshape: {size} elements do not fit shape {shape} (resolved to {tuple(out)})")
     return tuple(out)
 

@@ -15,6 +15,7 @@ from typing import Sequence
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
+from ..dims import dim, divides, equal, product
 from ._arguments import check_same_dtype, normalize_axis, side_pads
 from ._window import guarded_load
 from .elementwise import broadcast_index, broadcast_shape
@@ -184,13 +185,13 @@ def _stretch(x: te.Tensor, shape: tuple[int, ...], name: str) -> te.Tensor:
 
 def _infer_shape(x: te.Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
     """`shape` with its -1 filled in, checked to hold as many elements as x."""
-    size = math.prod(x.shape)
-    if shape.count(-1) > 1 or any(n < 1 and n != -1 for n in shape):
+    size = product(x.shape)
+    if shape.count(-1) > 1 or any(not isinstance(n, E.Expr) and n < 1 and n != -1 for n in shape):
         raise ShapeError(f"reshape: shape {shape} must have positive extents and at most one -1")
-    known = math.prod(n for n in shape if n != -1)
-    if -1 in shape and size % known == 0:
-        shape = tuple(size // known if n == -1 else n for n in shape)
-    if math.prod(shape) != size:
+    known = product(n for n in shape if not equal(n, -1))
+    if -1 in shape and divides(known, size):
+        shape = tuple(dim(size // known) if equal(n, -1) else n for n in shape)
+    if not equal(product(shape), size):
         raise ShapeError(f"reshape: {x.name} of shape {x.shape} has {size} elements, which do not fit {shape}")
     return shape
 

@@ -1,0 +1,156 @@
+"""Dimensions that may be symbolic: an int, or an index expression of the model's dynamic dimensions.
+
+A dynamic dimension is an `E.Var` whose `lo`/`hi` are the bounds the module accepts (DESIGN.md, decision 8); a
+tensor's shape holds ints and expressions of such variables (`seq`, `seq * 12`, `past + seq`). Code that needs a
+number asks for the largest the dimension can be (memory plans, size checks), for its value in one call
+(`evaluate`), or for a value to schedule for (`representative`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..errors import ShapeError
+from . import expr as E
+from .evaluate import evaluate as _evaluate
+from .simplify import simplify
+
+def is_static(shape: Sequence) -> bool:
+    return all(not isinstance(d, E.Expr) for d in shape)
+
+
+def upper(d) -> int:
+    """The largest value `d` takes within its variables' bounds."""
+    if not isinstance(d, E.Expr):
+        return int(d)
+    hi = simplify(d).hi
+    if hi == E.INF:
+        raise ShapeError(f"the dimension {d} has no upper bound")
+    return int(hi)
+
+
+def upper_shape(shape: Sequence) -> tuple[int, ...]:
+    return tuple(upper(d) for d in shape)
+
+
+def evaluate(d, env: Mapping[str, int]) -> int:
+    """`d`'s value where each dynamic dimension has its value in `env`."""
+    if not isinstance(d, E.Expr):
+        return int(d)
+    return int(_evaluate(d, dict(env)))
+
+
+def shape_at(shape: Sequence, env: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(evaluate(d, env) for d in shape)
+
+
+def variables(shapes: Iterable[Sequence]) -> list[E.Var]:
+    """The dynamic dimensions named in `shapes`, in order of first appearance."""
+    seen: dict[str, E.Var] = {}
+    for shape in shapes:
+        for d in shape:
+            if isinstance(d, E.Expr):
+                for v in E.free_vars(d):
+                    seen.setdefault(v.name, v)
+    return list(seen.values())
+
+
+def dim(d):
+    """`d` as a shape entry: an int, or a simplified expression of dynamic dimensions (an int when it folds)."""
+    if not isinstance(d, E.Expr):
+        return int(d)
+    d = simplify(d)
+    return d.value if type(d) is E.Const else d
+
+
+def equal(a, b) -> bool:
+    """Whether `a` and `b` are the same dimension for every value of the dynamic ones (ints compare as ints)."""
+    if not isinstance(a, E.Expr) and not isinstance(b, E.Expr):
+        return int(a) == int(b)
+    diff = simplify(E.as_expr(a) - E.as_expr(b))
+    return type(diff) is E.Const and diff.value == 0
+
+
+def divides(d, n) -> bool:
+    """Whether `d` divides `n` for every value of the dynamic dimensions."""
+    if not isinstance(d, E.Expr) and not isinstance(n, E.Expr):
+        return int(n) % int(d) == 0
+    rest = simplify(E.as_expr(n) % E.as_expr(d))
+    return type(rest) is E.Const and rest.value == 0
+
+
+def product(shape: Sequence):
+    out = 1
+    for d in shape:
+        out = out * d
+    return dim(out)
+
+
+def representative(d) -> int:
+    """The value a choice that needs one number (a schedule's tiles) is made for: each dynamic dimension near the
+    geometric mean of its bounds, so the choice suits the middle of the range in scale."""
+    if not isinstance(d, E.Expr):
+        return int(d)
+    return evaluate(d, {v.name: _middle(v) for v in E.free_vars(d)})
+
+
+def representative_shape(shape: Sequence) -> tuple[int, ...]:
+    return tuple(representative(d) for d in shape)
+
+
+def _middle(v: E.Var) -> int:
+    """The power of two nearest the geometric mean of `v`'s bounds (a tile of it divides the powers of two)."""
+    lo, hi = max(1, int(v.lo)), upper(v)
+    return max(lo, min(hi, 2 ** round(math.log2(lo * hi) / 2)))
+
+
+def polynomial(d) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], int]:
+    """`d` as (terms, constant): a sum of coefficient * product of dynamic dimensions, the form the runtime
+    computes shapes in. A dimension of another form (a floor division that does not cancel) is a ShapeError."""
+    poly = _poly(simplify(E.as_expr(d)), d)
+    const = poly.pop((), 0)
+    return tuple((c, keys) for keys, c in sorted(poly.items()) if c), const
+
+
+def _poly(e: E.Expr, whole) -> dict[tuple[str, ...], int]:
+    t = type(e)
+    if t is E.Const:
+        return {(): int(e.value)}
+    if t is E.Var:
+        return {(e.name,): 1}
+    if t in (E.Add, E.Sub):
+        out = dict(_poly(e.a, whole))
+        sign = 1 if t is E.Add else -1
+        for k, c in _poly(e.b, whole).items():
+            out[k] = out.get(k, 0) + sign * c
+        return out
+    if t is E.Mul:
+        out: dict[tuple[str, ...], int] = {}
+        for ka, ca in _poly(e.a, whole).items():
+            for kb, cb in _poly(e.b, whole).items():
+                k = tuple(sorted(ka + kb))
+                out[k] = out.get(k, 0) + ca * cb
+        return out
+    raise ShapeError(f"the dynamic dimension {whole} is not a sum of products of dimensions, which the runtime "
+                     f"computes shapes in")
+
+
+PREFIX = "dyn_"
+
+
+def dimension(name: str, lo: int, hi: int) -> E.Var:
+    """The variable of the model's dynamic dimension `name` (an ONNX dim_param), valued in [lo, hi]. Its name is
+    a C identifier no loop or buffer of a kernel takes: `PREFIX`, then `name` with every character but letters and
+    digits escaped, so that `name_of` gives `name` back."""
+    if not 1 <= lo <= hi:
+        raise ShapeError(f"dynamic dimension {name!r}: bounds ({lo}, {hi}) must satisfy 1 <= lo <= hi")
+    key = PREFIX + "".join(c if c.isascii() and c.isalnum() else f"_{ord(c):x}_" for c in name)
+    return E.Var(key, E.INDEX, lo, hi)
+
+
+def name_of(v: E.Var) -> str:
+    """The model's name of a dynamic dimension's variable (`dimension`)."""
+    key = v.name[len(PREFIX):] if v.name.startswith(PREFIX) else v.name
+    return re.sub(r"_([0-9a-f]+)_", lambda m: chr(int(m.group(1), 16)), key)
