@@ -154,3 +154,10 @@ def name_of(v: E.Var) -> str:
     """The model's name of a dynamic dimension's variable (`dimension`)."""
     key = v.name[len(PREFIX):] if v.name.startswith(PREFIX) else v.name
     return re.sub(r"_([0-9a-f]+)_", lambda m: chr(int(m.group(1), 16)), key)
+
+
+def count(d, dtype: str) -> E.Expr:
+    """A count of elements (a mean's divisor) as a `dtype` value: a constant, or the dynamic dimensions' product
+    converted at run time."""
+    d = dim(d)
+    return E.const(float(d), dtype) if not isinstance(d, E.Expr) else E.cast(dtype, d)

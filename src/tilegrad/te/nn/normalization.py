@@ -12,9 +12,9 @@ an element-wise one.
 
 from __future__ import annotations
 
-import math
 
 from ...errors import ShapeError
+from .. import dims
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_float, normalize_axis
@@ -57,7 +57,7 @@ def layer_norm(x: te.Tensor, gamma: te.Tensor | None = None, beta: te.Tensor | N
     for param in (gamma, beta):
         if param is not None:
             _check_param(param, x, inner)
-    count = E.const(float(math.prod(inner)), x.dtype)
+    count = dims.count(dims.product(inner), x.dtype)
     ks = [te.reduce_axis(n, f"r{a + d}") for d, n in enumerate(inner)]
     mean = te.compute(x.shape[:a], lambda *i: te.sum(x[(*i, *ks)] / count, axis=ks), name=f"{name}_mean",
                       tag="reduce", attrs={"axis": tuple(range(a, x.ndim))})

@@ -7,10 +7,10 @@ because a reduction must be the root of its compute.
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from ...errors import ShapeError
+from .. import dims
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import normalize_axes
@@ -44,7 +44,7 @@ def reduce_mean(x: te.Tensor, axis: Axes = None, keepdims: bool = False, name: s
         raise ShapeError(f"reduce_mean: {x.name} must have a float dtype to be averaged, got {x.dtype}")
     axes = normalize_axes(axis, x.ndim, "reduce_mean")
     total = _reduce("reduce_mean", "sum", x, axes, keepdims, f"{name}_sum")
-    count = E.const(float(math.prod(x.shape[d] for d in axes)), x.dtype)
+    count = dims.count(dims.product(x.shape[d] for d in axes), x.dtype)
     return te.compute(total.shape, lambda *i: total[i] / count, name=name, tag="elemwise",
                       attrs={"axis": axes, "keepdims": keepdims})
 

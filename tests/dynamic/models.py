@@ -1,0 +1,56 @@
+"""Small ONNX models with dynamic dimensions (dim_params), built here, for the tests of symbolic compilation."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def encoder_layer(d: int = 32, heads: int = 2, ff: int = 64, seed: int = 0) -> onnx.ModelProto:
+    """A transformer encoder layer over x[batch, seq, d]: attention (reshape to heads by 0s, transposes, a scaled
+    softmax over keys), residuals, layer norms and a ReLU feed-forward block, as exporters write one."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def const(array, name=None):
+        t = numpy_helper.from_array(np.asarray(array), name=name or f"c{len(inits)}")
+        inits.append(t)
+        return t.name
+
+    def weight(*shape):
+        return const((rng.standard_normal(shape) * 0.2).astype(np.float32))
+
+    def node(op, ins, **attrs):
+        out = f"t{len(nodes)}"
+        nodes.append(helper.make_node(op, ins, [out], **attrs))
+        return out
+
+    def linear(x, n_in, n_out):
+        return node("Add", [node("MatMul", [x, weight(n_in, n_out)]), weight(n_out)])
+
+    split = const(np.array([0, 0, heads, d // heads], np.int64))
+    q, k, v = (node("Reshape", [linear("x", d, d), split]) for _ in range(3))
+    q, k, v = (node("Transpose", [q], perm=[0, 2, 1, 3]), node("Transpose", [k], perm=[0, 2, 3, 1]),
+               node("Transpose", [v], perm=[0, 2, 1, 3]))
+    scores = node("Mul", [node("MatMul", [q, k]), const(np.array(1 / np.sqrt(d // heads), np.float32))])
+    attended = node("Transpose", [node("MatMul", [node("Softmax", [scores], axis=-1), v])], perm=[0, 2, 1, 3])
+    merged = node("Reshape", [attended, const(np.array([0, 0, d], np.int64))])
+    h = node("LayerNormalization", [node("Add", ["x", linear(merged, d, d)]), weight(d), weight(d)], axis=-1)
+    f = linear(node("Relu", [linear(h, d, ff)]), ff, d)
+    node("LayerNormalization", [node("Add", [h, f]), weight(d), weight(d)], axis=-1)
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "encoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                             ["batch", "seq", d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", d])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def pooled_rows(d: int = 8) -> onnx.ModelProto:
+    """x[rows, d] -> the mean over the dynamic rows, and a row softmax over the dynamic axis of x^T: reductions
+    whose length is the dynamic dimension."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=0),
+             helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+             helper.make_node("Softmax", ["xt"], ["soft"], axis=-1)]
+    graph = helper.make_graph(nodes, "pooled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", d])],
+                              [helper.make_tensor_value_info("mean", TensorProto.FLOAT, [d]),
+                               helper.make_tensor_value_info("soft", TensorProto.FLOAT, [d, "rows"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

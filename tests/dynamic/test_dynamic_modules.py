@@ -1,0 +1,90 @@
+"""Models compiled once with dynamic dimensions (`compile(dynamic=)`): every value within the bounds runs on the
+one library, matches ONNX Runtime, and compiles nothing; values outside the bounds and shapes that disagree are
+errors naming the dimension."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilegrad
+from tilegrad import metrics
+from tilegrad.errors import KernelCallError, ShapeError
+from tilegrad.runtime.module import load
+
+from .models import encoder_layer, pooled_rows
+
+BOUNDS = (1, 96)
+PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
+LENGTHS = sorted({1, 95, *PRIMES, *range(4, 97, 4)})  # the bounds, primes, multiples of 4
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dynamic") / "encoder.onnx"
+    path.write_bytes(encoder_layer().SerializeToString())
+    return path, tilegrad.compile(path, dynamic={"batch": 1, "seq": BOUNDS}), ort.InferenceSession(str(path))
+
+
+def test_fifty_lengths_run_on_one_library_and_match_onnx_runtime(encoder):
+    _, module, session = encoder
+    assert len(LENGTHS) == 50 and {1, 96, 2, 89} <= set(LENGTHS)
+    rng = np.random.default_rng(0)
+    built = metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"]
+    for n in LENGTHS:
+        x = rng.standard_normal((1, n, 32)).astype(np.float32)
+        got = module(x)
+        assert got.shape == (1, n, 32)
+        np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4, err_msg=f"seq={n}")
+    assert metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"] == built  # nothing compiled
+
+
+def test_a_length_outside_the_bounds_names_the_dimension_and_the_bounds(encoder):
+    _, module, _ = encoder
+    with pytest.raises(KernelCallError, match=r"'seq' is 97, outside the bounds .*: 1 to 96"):
+        module(np.zeros((1, 97, 32), np.float32))
+
+
+def test_a_fixed_dimension_or_rank_that_disagrees_is_refused(encoder):
+    _, module, _ = encoder
+    with pytest.raises(KernelCallError, match=r"expects shape \(1, seq, 32\), which is \(1, 5, 32\)"):
+        module(np.zeros((1, 5, 33), np.float32))
+    with pytest.raises(KernelCallError, match="rank 3"):
+        module(np.zeros((5, 32), np.float32))
+
+
+def test_a_saved_dynamic_module_loads_and_runs_every_length(encoder, tmp_path):
+    _, module, session = encoder
+    module.save(tmp_path / "saved")
+    loaded = load(tmp_path / "saved")
+    for n in (1, 13, 96):
+        x = np.random.default_rng(n).standard_normal((1, n, 32)).astype(np.float32)
+        np.testing.assert_allclose(loaded(x), session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_reduction_and_a_softmax_over_the_dynamic_axis(tmp_path):
+    path = tmp_path / "pooled.onnx"
+    path.write_bytes(pooled_rows().SerializeToString())
+    module = tilegrad.compile(path, dynamic={"rows": (1, 300)})
+    session = ort.InferenceSession(str(path))
+
+    @given(st.integers(1, 300))
+    def check(n):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        got = module(x)
+        for g, want in zip(got, session.run(None, {"x": x})):
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+    check()
+
+
+def test_dynamic_names_what_the_model_lacks_or_leaves_open(tmp_path):
+    path = tmp_path / "encoder.onnx"
+    path.write_bytes(encoder_layer().SerializeToString())
+    with pytest.raises(ShapeError, match=r"dynamic names \['len'\].*symbolic dimensions are \['batch', 'seq'\]"):
+        tilegrad.compile(path, dynamic={"len": (1, 8)})
+    with pytest.raises(ShapeError, match=r"named in dynamic= or fixed by input_shapes; not so: x float32\[batch"):
+        tilegrad.compile(path, dynamic={"seq": (1, 8)})
+    with pytest.raises(ShapeError, match=r"bounds \(4, 2\) must satisfy 1 <= lo <= hi"):
+        tilegrad.compile(path, dynamic={"batch": 1, "seq": (4, 2)})
