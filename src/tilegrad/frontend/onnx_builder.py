@@ -9,9 +9,10 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedFeatureError
+from ..errors import ExprError, ShapeError, UnsupportedFeatureError
 from ..ir.graph import GraphBuilder, Value, infer_types
 from ..ir.registry import lookup
+from ..te.dims import is_static, is_symbolic_array
 from .onnx_tensors import check_constant, check_dtype, check_size
 
 
@@ -52,8 +53,11 @@ class OnnxBuilder(GraphBuilder):
         if all(math.prod(t.shape) == 0 for t in types):  # nothing to compute: no node, no kernel
             values = tuple(self.const(np.zeros(t.shape, t.dtype), name or op) for t in types)
             return values[0] if len(values) == 1 else values
-        if inputs and all(v.is_constant for v in inputs):
-            return self._fold(op, inputs, types, name or op, attrs)
+        if inputs and all(v.is_constant for v in inputs) and all(is_static(t.shape) for t in types):
+            folded = self._fold(op, inputs, types, name or op, attrs)
+            if folded is not None:
+                return folded
+        inputs = tuple(self._materialized(v) for v in inputs)
         for v in inputs:
             check_dtype(v.dtype, f"{where} ({op}): input {v.name!r}")
             if math.prod(v.shape) == 0:
@@ -65,17 +69,32 @@ class OnnxBuilder(GraphBuilder):
         return super().op(op, *inputs, name=name, **attrs)
 
     def _fold(self, op, inputs, types, name, attrs):
+        """The op computed on its constant inputs by its NumPy reference; inputs holding dynamic dimensions (a
+        Shape's) fold where NumPy's integer arithmetic on them gives integers again, and give None where not (the
+        op then runs as a kernel, their values computed at run time)."""
         where = f"node {name!r}"
         for t in types:
             check_constant(t.shape, t.dtype, f"{where} ({op})")
         opdef = lookup(op)
         bound = opdef.bind_attrs(attrs, where)
+        symbolic = any(is_symbolic_array(v.data) for v in inputs)
         try:
             with np.errstate(all="ignore"):
                 out = opdef.reference(*(v.data for v in inputs), **bound)
-        except (IndexError, ValueError, TypeError, ArithmeticError) as exc:  # the data breaks the op: an index
+        except (IndexError, ValueError, TypeError, ArithmeticError, ExprError) as exc:  # the data breaks the op
+            if symbolic:
+                return None
             raise ShapeError(f"{where} ({op}) fails on its constant inputs: {type(exc).__name__}: {exc}") from None
-        outs = out if isinstance(out, tuple) else (out,)
-        values = tuple(self.const(np.asarray(o).astype(t.dtype).reshape(t.shape), name)
+        outs = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+        if symbolic and not all(o.dtype != object or t.dtype == "int64" for o, t in zip(outs, types)):
+            return None
+        values = tuple(self.const((o if o.dtype == object else o.astype(t.dtype)).reshape(t.shape), name)
                        for o, t in zip(outs, types))
         return values[0] if len(values) == 1 else values
+
+    def _materialized(self, v: Value) -> Value:
+        """`v`, or where it is a constant holding dynamic dimensions, a node computing it at run time."""
+        if not (v.is_constant and is_symbolic_array(v.data)):
+            return v
+        return super().op("dim_values", name=f"{v.name}_values", values=tuple(v.data.reshape(-1)),
+                          shape=v.shape, dtype=v.dtype)

@@ -10,6 +10,8 @@ import numpy as np
 
 from ..dtype import is_float
 from ..errors import ShapeError, UnsupportedFeatureError
+from ..te import expr as E
+from ..te.dims import dim, upper_shape
 from ..ir.graph import Value, infer_types
 from .onnx_builder import OnnxBuilder as B
 from .onnx_composite_ops import gelu_tanh
@@ -247,7 +249,7 @@ def _reshape(b: B, name, x, shape, *, allowzero=0):
     if np.ndim(given) != 1:
         raise ShapeError(f"node {name!r}: Reshape's target shape must be a 1-D tensor, got one of shape "
                          f"{list(np.shape(given))}")
-    target = tuple(int(d) for d in given)
+    target = tuple(dim(d) for d in given)
     if allowzero and 0 in target:  # a 0 is an extent of 0, not "copy the input's extent"
         if -1 in target or math.prod(x.shape) != 0:
             raise ShapeError(f"node {name!r}: Reshape with allowzero=1 of {list(x.shape)} to {list(target)}: the "
@@ -288,7 +290,7 @@ def _concat(b: B, name, *xs, axis):
     (out,) = infer_types("concat", [x.type for x in xs], {"axis": axis}, name)
     if math.prod(out.shape) == 0:  # the builder makes it an empty constant of the concatenated shape
         return b.op("concat", *xs, name=name, axis=axis)
-    kept = [x for x in xs if math.prod(x.shape)]
+    kept = [x for x in xs if math.prod(upper_shape(x.shape))]
     return b.op("concat", *kept, name=name, axis=axis) if len(kept) > 1 else b.op("identity", kept[0], name=name)
 
 
@@ -296,7 +298,7 @@ def _concat(b: B, name, *xs, axis):
 def _slice(b: B, name, x, starts=None, ends=None, axes=None, steps=None, **attrs):
     def ints(v, what):
         data = constant_input(v, what, name)
-        return None if data is None else tuple(int(d) for d in np.ravel(data))
+        return None if data is None else tuple(dim(d) for d in np.ravel(data))
     if b.opset < 10:
         return b.op("slice", x, name=name, starts=tuple(attrs["starts"]), ends=tuple(attrs["ends"]),
                     axes=None if "axes" not in attrs else tuple(attrs["axes"]))
@@ -341,7 +343,7 @@ def _gather(b: B, name, x, indices, *, axis=0):
 
 @onnx_op("Expand")
 def _expand(b: B, name, x, shape):
-    return b.op("expand", x, name=name, shape=tuple(int(d) for d in constant_input(shape, "the shape", name)))
+    return b.op("expand", x, name=name, shape=tuple(dim(d) for d in constant_input(shape, "the shape", name)))
 
 
 @onnx_op("Tile")
@@ -393,7 +395,9 @@ def _constant(b: B, name, **attrs):
 
 @onnx_op("Shape")
 def _shape(b: B, name, x, *, start=0, end=None):
-    return b.const(np.array(x.shape[start:end], "int64"), name)
+    """A constant: its dynamic dimensions are expressions in it (`te/dims.py`), which the shape arithmetic after
+    it folds as it folds numbers."""
+    return b.const(np.array(x.shape[start:end], object), name)
 
 
 @onnx_op("Size")
@@ -411,10 +415,17 @@ def _constant_of_shape(b: B, name, shape, *, value=None):
 
 @onnx_op("Range")
 def _range(b: B, name, start, limit, delta):
+    """A constant; where the limit is a dynamic dimension's expression, an `arange` of that length."""
     args = [constant_input(v, "Range's inputs", name) for v in (start, limit, delta)]
     first, last, step = (np.asarray(a).item() for a in args)
     if step == 0:
         raise ShapeError(f"node {name!r}: Range with delta 0")
+    if any(isinstance(x, E.Expr) for x in (first, last, step)):
+        if isinstance(first, E.Expr) or isinstance(step, E.Expr) or step < 0:
+            raise UnsupportedFeatureError(f"node {name!r}: Range over dynamic dimensions takes a constant start "
+                                          f"and a positive constant delta")
+        return b.op("arange", name=name, start=first, delta=step, length=E.ceildiv(last - first, step),
+                    dtype=str(start.dtype))
     check_constant((max(0, math.ceil((last - first) / step)),), np.asarray(args[0]).dtype, f"node {name!r} (Range)")
     return b.const(np.arange(first, last, step).astype(np.asarray(args[0]).dtype), name)
 

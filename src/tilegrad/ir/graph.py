@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
-from ..te.dims import dim
+from ..te.dims import dim, symbolic_ints
 from .registry import TensorType, lookup
 
 
@@ -156,9 +156,16 @@ class GraphBuilder:
         return v
 
     def const(self, data, name: str = "const") -> Value:
+        """A constant; an array of integers some of which are expressions of dynamic dimensions (a Shape's result,
+        `te/dims.py`) is an int64 constant whose data holds them as objects."""
         arr = np.asarray(data)
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would also turn a scalar into shape (1,))
             arr = arr.copy(order="C")
+        if arr.dtype == object:
+            arr = symbolic_ints(arr)
+            if arr.dtype != object:
+                return self.const(arr, name)
+            return Value(self._fresh(name), TensorType(arr.shape, "int64"), arr)
         return Value(self._fresh(name), TensorType(arr.shape, str(arr.dtype)), arr)
 
     def op(self, op: str, *inputs: Value, name: str | None = None, **attrs) -> Value | tuple[Value, ...]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+
+import numpy as np
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import ShapeError
@@ -62,7 +64,7 @@ def dim(d):
     if not isinstance(d, E.Expr):
         return int(d)
     d = simplify(d)
-    return d.value if type(d) is E.Const else d
+    return int(d.value) if type(d) is E.Const else d
 
 
 def equal(a, b) -> bool:
@@ -75,10 +77,55 @@ def equal(a, b) -> bool:
 
 def divides(d, n) -> bool:
     """Whether `d` divides `n` for every value of the dynamic dimensions."""
+    return quotient(n, d) is not None
+
+
+def quotient(n, d):
+    """n / d where `d` divides `n` for every value of the dynamic dimensions (a monomial dividing each term of a
+    polynomial, or a remainder that simplifies to 0), else None."""
     if not isinstance(d, E.Expr) and not isinstance(n, E.Expr):
-        return int(n) % int(d) == 0
+        return int(n) // int(d) if int(n) % int(d) == 0 else None
+    try:
+        (num, num_const), (den, den_const) = _split(polynomial(n)), _split(polynomial(d))
+    except ShapeError:
+        num = None
+    if num is not None and len(den) == 1 and not den_const:
+        (dc, dkeys), = den
+        if num_const % dc == 0 and all(c % dc == 0 and _contains(keys, dkeys) for c, keys in num):
+            terms = [(c // dc, _without(keys, dkeys)) for c, keys in num] + [(num_const // dc, ())]
+            return dim(sum((c * _product_of(keys, n, d) for c, keys in terms), E.const(0)))
     rest = simplify(E.as_expr(n) % E.as_expr(d))
-    return type(rest) is E.Const and rest.value == 0
+    return dim(E.as_expr(n) // E.as_expr(d)) if type(rest) is E.Const and rest.value == 0 else None
+
+
+def _split(poly):
+    terms, const = poly
+    return list(terms), const
+
+
+def _contains(keys: tuple[str, ...], sub: tuple[str, ...]) -> bool:
+    rest = list(keys)
+    for k in sub:
+        if k not in rest:
+            return False
+        rest.remove(k)
+    return True
+
+
+def _without(keys: tuple[str, ...], sub: tuple[str, ...]) -> tuple[str, ...]:
+    rest = list(keys)
+    for k in sub:
+        rest.remove(k)
+    return tuple(rest)
+
+
+def _product_of(keys: tuple[str, ...], *sources) -> E.Expr:
+    """The product of the variables named `keys`, found in `sources` (the expressions they come from)."""
+    found = {v.name: v for s in sources if isinstance(s, E.Expr) for v in E.free_vars(s)}
+    out: E.Expr = E.const(1)
+    for k in keys:
+        out = out * found[k]
+    return out
 
 
 def product(shape: Sequence):
@@ -161,3 +208,44 @@ def count(d, dtype: str) -> E.Expr:
     converted at run time."""
     d = dim(d)
     return E.const(float(d), dtype) if not isinstance(d, E.Expr) else E.cast(dtype, d)
+
+
+def symbolic_ints(a: np.ndarray) -> np.ndarray:
+    """An object array of ints and index expressions, each simplified (`dim`): int64 where none is left symbolic."""
+    flat = [dim(x) for x in a.reshape(-1)]
+    if not any(isinstance(x, E.Expr) for x in flat):
+        return np.array(flat, np.int64).reshape(a.shape)
+    out = np.empty(len(flat), object)
+    out[:] = flat
+    return out.reshape(a.shape)
+
+
+def is_symbolic_array(a) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype == object
+
+
+def provably_le(a, b) -> bool:
+    """Whether a <= b for every value of the dynamic dimensions (by their bounds)."""
+    if not isinstance(a, E.Expr) and not isinstance(b, E.Expr):
+        return int(a) <= int(b)
+    return simplify(E.as_expr(b) - E.as_expr(a)).lo >= 0
+
+
+def clamp(x, lo, hi):
+    """min(max(x, lo), hi), decided where the bounds decide it, else an expression."""
+    if not provably_le(lo, x):
+        x = lo if provably_le(x, lo) else dim(E.maximum(E.as_expr(x), E.as_expr(lo)))
+    if not provably_le(x, hi):
+        x = hi if provably_le(hi, x) else dim(E.minimum(E.as_expr(x), E.as_expr(hi)))
+    return dim(x)
+
+
+def is_negative(x) -> bool:
+    """Whether `x` < 0: an expression of dynamic dimensions is a size, never negative unless its bounds say so."""
+    if not isinstance(x, E.Expr):
+        return int(x) < 0
+    if simplify(x).hi < 0:
+        return True
+    if simplify(x).lo >= 0:
+        return False
+    raise ShapeError(f"the index {x} may be negative or not, depending on the dynamic dimensions' values")

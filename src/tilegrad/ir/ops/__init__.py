@@ -19,3 +19,4 @@ from . import signal as signal
 from . import deform_conv as deform_conv
 from . import quant as quant
 from . import attention as attention
+from . import dynamic as dynamic

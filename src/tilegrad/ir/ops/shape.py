@@ -18,7 +18,7 @@ from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
 from ..registry import BROADCAST, ELEMWISE, INJECTIVE, Sample, TensorType, declare, same_as_input
-from ...te.dims import dim, divides, equal, product
+from ...te.dims import clamp, dim, divides, equal, is_negative, is_static, product, quotient
 
 INT64_MAX = 2**63 - 1
 
@@ -83,7 +83,7 @@ def _reshape_shape(in_shape: tuple[int, ...], shape) -> tuple[int, ...]:
         if not divides(known, size):
             raise ShapeError(f"reshape: {size} elements cannot fill shape {shape}: {size} is not a multiple of "
                              f"{known}")
-        out[out.index(-1)] = dim(size // known)
+        out[out.index(-1)] = quotient(size, known)
     if not equal(product(out), size):
         raise ShapeError(f"reshape: {size} elements do not fit shape {shape} (resolved to {tuple(out)})")
     return tuple(out)
@@ -161,7 +161,7 @@ def _concat(*xs: TensorType, axis) -> list[TensorType]:
     for x in xs[1:]:
         if len(x.shape) != len(first.shape) or x.shape[:a] + x.shape[a + 1:] != rest:
             raise ShapeError(f"concat operands {first.shape} and {x.shape} differ outside axis {a}")
-    return [TensorType(first.shape[:a] + (sum(x.shape[a] for x in xs),) + first.shape[a + 1:], first.dtype)]
+    return [TensorType(first.shape[:a] + (dim(sum(x.shape[a] for x in xs)),) + first.shape[a + 1:], first.dtype)]
 
 
 declare("transpose", kind=INJECTIVE, attrs={"perm": None},
@@ -181,8 +181,8 @@ declare("concat", kind=INJECTIVE, attrs={"axis": 0}, infer=_concat,
 
 def _slice_plan(in_shape: tuple[int, ...], starts, ends, axes, steps) -> list[tuple[int, int, int, int]]:
     """(axis, begin, step, extent) per sliced axis, with ONNX's negative indices and clamping into the extent."""
-    starts = ints(_required(starts, "starts", "slice"), "slice starts")
-    ends = ints(_required(ends, "ends", "slice"), "slice ends")
+    starts = shape_attr(_required(starts, "starts", "slice"), "slice starts")
+    ends = shape_attr(_required(ends, "ends", "slice"), "slice ends")
     axes = tuple(range(len(starts))) if axes is None else normalize_axes(axes, len(in_shape), "slice axes")
     steps = (1,) * len(starts) if steps is None else ints(steps, "slice steps")
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -195,8 +195,9 @@ def _slice_plan(in_shape: tuple[int, ...], starts, ends, axes, steps) -> list[tu
         if step <= 0:
             raise UnsupportedFeatureError(f"slice step {step} on axis {a} is not supported: steps must be positive")
         n = in_shape[a]
-        lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (start, end))
-        plan.append((a, lo, step, max(0, -(-(hi - lo) // step))))
+        lo, hi = (clamp(dim(v + n) if is_negative(v) else v, 0, n) for v in (start, end))
+        extent = dim(E.ceildiv(E.as_expr(hi) - lo, step)) if not is_static((lo, hi)) else -(-(hi - lo) // step)
+        plan.append((a, lo, step, clamp(extent, 0, INT64_MAX)))
     return plan
 
 
@@ -266,8 +267,8 @@ declare("gather_elements", kind=INJECTIVE, attrs={"axis": 0}, infer=_gather_elem
 # --- expand, pad, tile, identity ---
 
 def _expand_shape(in_shape: tuple[int, ...], shape) -> tuple[int, ...]:
-    shape = ints(_required(shape, "shape", "expand"), "expand shape")
-    if any(n < 0 for n in shape):
+    shape = shape_attr(_required(shape, "shape", "expand"), "expand shape")
+    if any(is_negative(n) for n in shape):
         raise ShapeError(f"expand shape {shape} must not have negative extents")
     return nn.broadcast_shape(in_shape, shape)
 

@@ -15,7 +15,7 @@ from typing import Sequence
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
-from ..dims import dim, divides, equal, product
+from ..dims import clamp, dim, divides, equal, is_negative, product, provably_le, quotient
 from ._arguments import check_same_dtype, normalize_axis, side_pads
 from ._window import guarded_load
 from .elementwise import broadcast_index, broadcast_shape
@@ -117,10 +117,10 @@ def slice_(x: te.Tensor, starts: Sequence[int], stops: Sequence[int], axes: Sequ
         if s <= 0:
             raise ShapeError(f"slice: steps must be positive, got {s} for axis {a}")
         n = x.shape[a]
-        lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (start, stop))
-        if hi <= lo:
+        lo, hi = (clamp(dim(v + n) if is_negative(v) else v, 0, n) for v in (start, stop))
+        if provably_le(hi, lo):
             raise ShapeError(f"slice: axis {a} of {x.name} (extent {n}) sliced to nothing by [{start}:{stop}]")
-        begin[a], step[a], shape[a] = lo, s, -(-(hi - lo) // s)
+        begin[a], step[a], shape[a] = lo, s, dim(E.ceildiv(E.as_expr(hi) - lo, s))
     return te.compute(shape, lambda *i: x[tuple(b + v * s for v, b, s in zip(i, begin, step))], name=name,
                       tag="injective", attrs={"begin": tuple(begin), "step": tuple(step)})
 
@@ -190,7 +190,7 @@ def _infer_shape(x: te.Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
         raise ShapeError(f"reshape: shape {shape} must have positive extents and at most one -1")
     known = product(n for n in shape if not equal(n, -1))
     if -1 in shape and divides(known, size):
-        shape = tuple(dim(size // known) if equal(n, -1) else n for n in shape)
+        shape = tuple(quotient(size, known) if equal(n, -1) else n for n in shape)
     if not equal(product(shape), size):
         raise ShapeError(f"reshape: {x.name} of shape {x.shape} has {size} elements, which do not fit {shape}")
     return shape
