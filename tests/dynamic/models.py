@@ -54,3 +54,35 @@ def pooled_rows(d: int = 8) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("mean", TensorProto.FLOAT, [d]),
                                helper.make_tensor_value_info("soft", TensorProto.FLOAT, [d, "rows"])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def exported_transformer(path, kind: str = "gpt2", seed: int = 0):
+    """A two-layer GPT-2 or BERT from transformers (random weights), exported by torch.export's ONNX exporter with
+    a dynamic sequence length `seq` (1 to 128), as a user would export one; `path` receives the model."""
+    import torch
+    import transformers
+    from torch.export import Dim
+
+    torch.manual_seed(seed)
+    if kind == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_positions=128)
+        model = transformers.GPT2Model(config)
+    else:
+        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                         intermediate_size=128, vocab_size=500, max_position_embeddings=128)
+        model = transformers.BertModel(config, add_pooling_layer=False)
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model.eval()
+
+        def forward(self, ids):
+            return self.model(input_ids=ids, use_cache=False).last_hidden_state if kind == "gpt2" else \
+                self.model(input_ids=ids).last_hidden_state
+
+    ids = torch.randint(0, 500, (1, 16))
+    program = torch.onnx.export(LastHidden().eval(), (ids,), dynamic_shapes={"ids": {1: Dim("seq", min=1, max=128)}},
+                                dynamo=True, verbose=False)
+    program.save(str(path))
+    return path

@@ -13,7 +13,7 @@ from tilegrad import metrics
 from tilegrad.errors import KernelCallError, ShapeError
 from tilegrad.runtime.module import load
 
-from .models import encoder_layer, pooled_rows
+from .models import encoder_layer, exported_transformer, pooled_rows
 
 BOUNDS = (1, 96)
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
@@ -88,3 +88,18 @@ def test_dynamic_names_what_the_model_lacks_or_leaves_open(tmp_path):
         tilegrad.compile(path, dynamic={"seq": (1, 8)})
     with pytest.raises(ShapeError, match=r"bounds \(4, 2\) must satisfy 1 <= lo <= hi"):
         tilegrad.compile(path, dynamic={"batch": 1, "seq": (4, 2)})
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bert"])
+def test_a_transformer_exported_with_a_dynamic_sequence_compiles_once(kind, tmp_path):
+    """torch.export writes the sequence length's arithmetic as Shape, Gather, Concat, Range, Slice and Expand
+    nodes (position ids, the causal mask's slice of its buffer): it folds into expressions of `seq`."""
+    path = exported_transformer(tmp_path / f"{kind}.onnx", kind)
+    module = tilegrad.compile(path, dynamic={"seq": (1, 128)})
+    session = ort.InferenceSession(str(path))
+    built = metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"]
+    for n in (1, 2, 7, 16, 31, 64, 127, 128):
+        ids = np.random.default_rng(n).integers(0, 500, (1, n))
+        np.testing.assert_allclose(module(ids), session.run(None, {"ids": ids})[0], rtol=1e-4, atol=1e-4,
+                                   err_msg=f"seq={n}")
+    assert metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"] == built

@@ -1,0 +1,165 @@
+"""Dynamic sequence lengths: one tilegrad module compiled with `dynamic=` against a module specialised to each
+length, ONNX Runtime and PyTorch eager, over many lengths of BERT-base and GPT-2 small (transformers' models,
+random weights, exported by torch.export with a dynamic `seq`).
+
+For each model: the dynamic module's compile time and its first call, then per length (log-spaced, 16 to 512 by
+default) the median latency of each contender in interleaved rounds (a pause between runtimes so their thread pools
+go idle). The specialised modules are compiled for a few of the lengths only (--specialised, each compile takes
+seconds): the table sets the dynamic module against them where they exist. Run:
+
+    python benchmarks/dynamic.py                       # table
+    python benchmarks/dynamic.py --json                # {"cpu", "isa", "models": [{"model", "compile_s",
+                                                       #   "first_call_ms", "rows": [{"seq", "dynamic_ms",
+                                                       #   "specialised_ms", "onnxruntime_ms", "torch_ms"}]}]}
+    python benchmarks/dynamic.py --only gpt2_small --lengths 50 --rounds 5
+
+Not measured yet: a decode loop with a KV cache (issue 44, part 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from timing import median_time  # benchmarks/timing.py, beside this script
+
+IDLE_S = 0.5
+LOW, HIGH = 16, 512
+
+
+def bert_base():
+    import transformers
+
+    return transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False), 30522
+
+
+def gpt2_small():
+    import transformers
+
+    return transformers.GPT2Model(transformers.GPT2Config()), 50257
+
+
+MODELS = {"bert_base": bert_base, "gpt2_small": gpt2_small}
+
+
+class _LastHidden(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model.eval()
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, use_cache=False).last_hidden_state if "GPT2" in type(self.model).__name__ \
+            else self.model(input_ids=ids).last_hidden_state
+
+
+def _export(module, path: Path) -> None:
+    from torch.export import Dim
+
+    ids = torch.zeros((1, 32), dtype=torch.int64)
+    program = torch.onnx.export(module, (ids,), dynamic_shapes={"ids": {1: Dim("seq", min=1, max=HIGH)}},
+                                dynamo=True, verbose=False)
+    program.save(str(path))
+
+
+def lengths(count: int) -> list[int]:
+    """`count` lengths from LOW to HIGH, spaced evenly in log scale, distinct."""
+    return sorted({round(LOW * (HIGH / LOW) ** (k / max(1, count - 1))) for k in range(count)})
+
+
+def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) -> dict:
+    import onnxruntime as ort
+
+    import tilegrad
+
+    module, vocab = MODELS[name]()
+    wrapped = _LastHidden(module).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.onnx"
+        _export(wrapped, path)
+        start = time.perf_counter()
+        dynamic = tilegrad.compile(path, dynamic={"seq": (LOW, HIGH)})
+        compile_s = time.perf_counter() - start
+        ids = {n: np.random.default_rng(n).integers(0, vocab, (1, n)) for n in lengths(count)}
+        first = next(iter(ids.values()))
+        start = time.perf_counter()
+        dynamic(first)
+        first_call_s = time.perf_counter() - start
+        session = ort.InferenceSession(str(path))
+        pick = set(lengths(specialised)) if specialised else set()
+        fixed = {n: tilegrad.compile(path, input_shapes={"ids": (1, n)}) for n in sorted(pick)}
+        rows = []
+        for n, x in ids.items():
+            want = session.run(None, {"ids": x})[0]
+            error = float(np.abs(dynamic(x) - want).max() / max(1e-6, np.abs(want).max()))
+            contenders = {"dynamic": lambda: dynamic(x), "onnxruntime": lambda: session.run(None, {"ids": x}),
+                          "torch": lambda: _torch_call(wrapped, x)}
+            if n in fixed:
+                contenders["specialised"] = lambda: fixed[n](x)
+            times = {k: [] for k in contenders}
+            for _ in range(rounds):
+                for k, fn in contenders.items():
+                    times[k].append(median_time(fn, repeats))
+                    time.sleep(IDLE_S / 5)
+            row = {"seq": n, "max_rel_error": error}
+            row.update({f"{k}_ms": 1e3 * statistics.median(v) for k, v in times.items()})
+            rows.append(row)
+            time.sleep(IDLE_S)
+    return {"model": name, "compile_s": compile_s, "first_call_ms": 1e3 * first_call_s, "rows": rows}
+
+
+def _torch_call(module, x):
+    with torch.inference_mode():
+        return module(torch.from_numpy(x))
+
+
+def _geomean(values) -> float:
+    values = [v for v in values if v]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=sorted(MODELS), action="append")
+    parser.add_argument("--lengths", type=int, default=50, help="how many sequence lengths (log-spaced)")
+    parser.add_argument("--specialised", type=int, default=6, help="lengths with a specialised module too")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(torch.get_num_threads())
+    from tilegrad.target import host
+
+    target = host()
+    results = [measure(name, args.lengths, args.specialised, args.rounds, args.repeats)
+               for name in (args.only or sorted(MODELS))]
+    if args.json:
+        json.dump({"cpu": target.model, "isa": target.isa, "models": results}, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"CPU: {target.model} ({target.isa})")
+    for r in results:
+        print(f"\n{r['model']}: compiled once in {r['compile_s']:.1f} s, first call {r['first_call_ms']:.1f} ms")
+        print(f"{'seq':>5} {'dynamic':>9} {'special.':>9} {'ORT':>9} {'torch':>9} {'spec/dyn':>9} {'ORT/dyn':>8} "
+              f"{'err':>8}")
+        for row in r["rows"]:
+            spec = row.get("specialised_ms")
+            print(f"{row['seq']:>5} {row['dynamic_ms']:>9.2f} {spec or float('nan'):>9.2f} "
+                  f"{row['onnxruntime_ms']:>9.2f} {row['torch_ms']:>9.2f} "
+                  f"{(spec or float('nan')) / row['dynamic_ms']:>9.2f} "
+                  f"{row['onnxruntime_ms'] / row['dynamic_ms']:>8.2f} {row['max_rel_error']:>8.1e}")
+        print(f"geomean ORT/dynamic {_geomean(x['onnxruntime_ms'] / x['dynamic_ms'] for x in r['rows']):.2f}, "
+              f"specialised/dynamic {_geomean(x.get('specialised_ms', 0) / x['dynamic_ms'] for x in r['rows']):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
