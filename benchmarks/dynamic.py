@@ -94,7 +94,8 @@ def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) 
         dynamic(first)
         first_call_s = time.perf_counter() - start
         session = ort.InferenceSession(str(path))
-        pick = set(lengths(specialised)) if specialised else set()
+        measured = list(ids)
+        pick = {measured[round(k * (len(measured) - 1) / max(1, specialised - 1))] for k in range(specialised)}
         fixed = {n: tilegrad.compile(path, input_shapes={"ids": (1, n)}) for n in sorted(pick)}
         rows = []
         for n, x in ids.items():

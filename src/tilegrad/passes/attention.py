@@ -112,9 +112,10 @@ def form_attention(g: Graph, ctx: PassContext) -> Graph:
         if id(node) in written:
             continue
         found = _found(finder, node, ctx)
-        if found is not None and not is_static(node.outputs[0].shape):
-            ctx.note(f"{node.name}: attention left as its products and softmax: its shape "
-                     f"{node.outputs[0].shape} is dynamic, which the fused kernel's key blocks do not take")
+        dynamic = [v.shape for v in (*node.inputs, *node.outputs) if not is_static(v.shape)]
+        if found is not None and dynamic:
+            ctx.note(f"{node.name}: attention left as its products and softmax: its shape {dynamic[0]} is dynamic, "
+                     f"which the fused kernel's key blocks do not take")
             found = None
         if found is None:
             ed.keep(node)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..te.dims import is_static
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import lookup
+from ..te.dims import is_static, mentions_dynamic
 from .editor import GraphEditor, map_nodes
 from .context import PassContext
 
@@ -27,8 +27,9 @@ def fold_constants(g: Graph, ctx: PassContext) -> Graph:
     """Evaluate the nodes that read only constants at compile time, so no kernel recomputes them every run."""
     def fold(ed: GraphEditor, node: Node):
         inputs = ed.inputs_of(node)
-        if not all(v.is_constant for v in inputs) or not all(is_static(v.shape) for v in node.outputs):
-            return None  # (an output sized by a dynamic dimension is computed per call)
+        if (not all(v.is_constant for v in inputs) or not all(is_static(v.shape) for v in node.outputs)
+                or any(mentions_dynamic(a) for a in node.attrs.values())):
+            return None  # (a value that depends on a dynamic dimension is computed per call)
         ctx.note(f"folded {node.name} ({node.op})")
         return _evaluate(ed, node, inputs)
 

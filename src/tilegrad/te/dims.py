@@ -249,3 +249,10 @@ def is_negative(x) -> bool:
     if simplify(x).lo >= 0:
         return False
     raise ShapeError(f"the index {x} may be negative or not, depending on the dynamic dimensions' values")
+
+
+def mentions_dynamic(value) -> bool:
+    """Whether an attribute value (a number, an expression, nested tuples and lists of them) holds an expression."""
+    if isinstance(value, E.Expr):
+        return True
+    return isinstance(value, (tuple, list)) and any(mentions_dynamic(v) for v in value)
