@@ -13,12 +13,15 @@ seconds): the table sets the dynamic module against them where they exist. Run:
                                                        #   "specialised_ms", "onnxruntime_ms", "torch_ms"}]}]}
     python benchmarks/dynamic.py --only gpt2_small --lengths 50 --rounds 5
 
-Not measured yet: a decode loop with a KV cache (issue 44, part 3).
+With --decode TOKENS (default 128): GPT-2 small decodes TOKENS tokens greedily after a 16-token prompt with a KV
+cache (examples/generate.py: prefill and step models with dynamic lengths) on each runtime, in interleaved rounds:
+the JSON's "decode" holds each runtime's total and median per-token milliseconds; --decode 0 skips it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import statistics
@@ -33,6 +36,7 @@ import torch
 from timing import median_time  # benchmarks/timing.py, beside this script
 
 IDLE_S = 0.5
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "generate.py"
 LOW, HIGH = 16, 512
 
 
@@ -117,6 +121,31 @@ def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) 
     return {"model": name, "compile_s": compile_s, "first_call_ms": 1e3 * first_call_s, "rows": rows}
 
 
+def decode(tokens: int, rounds: int) -> dict:
+    """GPT-2 small's greedy decoding of `tokens` tokens on each runtime (examples/generate.py), interleaved."""
+    spec = importlib.util.spec_from_file_location("generate_example", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    positions = 16 + tokens + 1
+    model = example.gpt2(*example.SIZES["small"], positions)
+    prompt = np.random.default_rng(0).integers(0, model.config.vocab_size, (1, 16))
+    with tempfile.TemporaryDirectory() as tmp:
+        contenders = example.runtimes(*example.export(model, Path(tmp), positions), model, positions)
+        totals = {k: [] for k in contenders}
+        per_token = {k: [] for k in contenders}
+        tokens_of = {}
+        for _ in range(rounds):
+            for name, fns in contenders.items():
+                tokens_of[name], times = example.generate(*fns, prompt, tokens)
+                totals[name].append(sum(times))
+                per_token[name].append(statistics.median(times[1:]))
+                time.sleep(IDLE_S)
+    same = all(t == tokens_of["onnxruntime"] for t in tokens_of.values())
+    return {"tokens": tokens, "same_tokens": same,
+            **{f"{k}_total_ms": 1e3 * statistics.median(v) for k, v in totals.items()},
+            **{f"{k}_per_token_ms": 1e3 * statistics.median(v) for k, v in per_token.items()}}
+
+
 def _torch_call(module, x):
     with torch.inference_mode():
         return module(torch.from_numpy(x))
@@ -134,6 +163,7 @@ def main(argv=None) -> int:
     parser.add_argument("--specialised", type=int, default=6, help="lengths with a specialised module too")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--decode", type=int, default=128, help="GPT-2 small decodes this many tokens (0: skip)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(torch.get_num_threads())
@@ -142,8 +172,10 @@ def main(argv=None) -> int:
     target = host()
     results = [measure(name, args.lengths, args.specialised, args.rounds, args.repeats)
                for name in (args.only or sorted(MODELS))]
+    decoded = decode(args.decode, args.rounds) if args.decode else None
     if args.json:
-        json.dump({"cpu": target.model, "isa": target.isa, "models": results}, sys.stdout, indent=1)
+        json.dump({"cpu": target.model, "isa": target.isa, "models": results, "decode": decoded}, sys.stdout,
+                  indent=1)
         print()
         return 0
     print(f"CPU: {target.model} ({target.isa})")
@@ -159,6 +191,13 @@ def main(argv=None) -> int:
                   f"{row['onnxruntime_ms'] / row['dynamic_ms']:>8.2f} {row['max_rel_error']:>8.1e}")
         print(f"geomean ORT/dynamic {_geomean(x['onnxruntime_ms'] / x['dynamic_ms'] for x in r['rows']):.2f}, "
               f"specialised/dynamic {_geomean(x.get('specialised_ms', 0) / x['dynamic_ms'] for x in r['rows']):.2f}")
+    if decoded:
+        print(f"\nGPT-2 small, greedy decoding of {decoded['tokens']} tokens after a 16-token prompt (KV cache):")
+        for name in ("tilegrad", "onnxruntime", "torch"):
+            print(f"  {name:<12} total {decoded[f'{name}_total_ms']:8.1f} ms, per token "
+                  f"{decoded[f'{name}_per_token_ms']:6.2f} ms")
+        print(f"  ORT/tilegrad total {decoded['onnxruntime_total_ms'] / decoded['tilegrad_total_ms']:.2f}; tokens "
+              f"{'agree' if decoded['same_tokens'] else 'DIFFER'}")
     return 0
 
 

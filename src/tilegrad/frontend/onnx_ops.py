@@ -11,7 +11,7 @@ import numpy as np
 from ..dtype import is_float
 from ..errors import ShapeError, UnsupportedFeatureError
 from ..te import expr as E
-from ..te.dims import dim, is_symbolic_array, upper_shape
+from ..te.dims import dim, is_symbolic_array, provably_le, upper_shape
 from ..ir.graph import Value, infer_types
 from .onnx_builder import OnnxBuilder as B
 from .onnx_composite_ops import gelu_tanh
@@ -336,7 +336,7 @@ def _gather(b: B, name, x, indices, *, axis=0):
     if (indices.is_constant and not is_symbolic_array(indices.data) and indices.data.size and x.shape
             and -len(x.shape) <= axis < len(x.shape)):
         n = x.shape[axis]  # out of range is an error, as in ONNX Runtime (the kernel would clamp them)
-        if not (-n <= int(indices.data.min()) and int(indices.data.max()) < n):
+        if not (provably_le(-n, int(indices.data.min())) and provably_le(int(indices.data.max()) + 1, n)):
             raise ShapeError(f"node {name!r}: Gather indices {indices.data.min()}..{indices.data.max()} are outside "
                              f"[-{n}, {n - 1}], the extent of axis {axis}")
     return b.op("gather", x, indices, name=name, axis=axis)
