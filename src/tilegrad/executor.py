@@ -3,7 +3,8 @@
 Every node that is not a view becomes a kernel (`kernel.lower_kernel`: its compute under the default rules, or
 under the trace a chooser gives it). The kernels go into a few C files, compiled in parallel and linked into one
 library with the entry `tg_run(void** args)` (`codegen/entry.py`), args being the model's inputs, its outputs,
-its weights and one workspace buffer whose layout `passes/memory_plan.py` decides. One native call per inference;
+its weights and one workspace buffer whose layout `passes/memory_plan.py` decides, then, where the graph has
+dynamic dimensions (docs/dynamic.md), an array of their values, which each kernel reads after its buffers. One native call per inference;
 a kernel too small to share (`_small`) runs on thread 0 alone.
 Beside it, `tg_run_profiled` times each kernel call, and the spec names each call site (label, FLOPs, bytes)
 for `Module.profile`.
@@ -19,19 +20,19 @@ import re
 
 from . import config as _config
 from . import metrics, progress
-from .errors import ShapeError
 from .codegen.c import CRenderer
 from .codegen.descriptor import render_descriptor
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
+from .errors import ShapeError
 from .graph_plan import GraphPlan, ScheduleChooser, plan_graph
 from .ir.compute import kernel_label
 from .ir.graph import Graph
 from .loop.ir import has_parallel
 from .passes.memory_plan import nbytes
 from .runtime.build import build_many
+from .runtime.dims import Dim, Extent
 from .runtime.module import Module, ModuleSpec
 from .runtime.profile import KernelSite
-from .runtime.dims import Dim, Extent
 from .runtime.slots import Slot
 from .target import Target, host
 from .te import expr as E

@@ -1,6 +1,7 @@
 """A compiled model: its native library, its weights and its workspaces, callable with NumPy arrays.
 
-The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer. The
+The library's entry `tg_run(void** args)` takes the inputs, the outputs, the weights and one workspace buffer (and
+the values of the dynamic dimensions, where the module has any: `dims.py` reads them from the inputs). The
 weights are bound here once, so a call passes only the inputs. Each call in flight has a frame of its own (a
 workspace, and the entry's argument array with the weights' and the workspace's addresses already in it), taken from
 a small pool and given back after the call: concurrent calls from several threads never share intermediates, a lone
