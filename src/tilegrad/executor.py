@@ -20,6 +20,7 @@ import re
 
 from . import config as _config
 from . import metrics, progress
+from .dtype import itemsize
 from .codegen.c import CRenderer
 from .codegen.descriptor import render_descriptor
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
@@ -28,7 +29,6 @@ from .graph_plan import GraphPlan, ScheduleChooser, plan_graph
 from .ir.compute import kernel_label
 from .ir.graph import Graph
 from .loop.ir import has_parallel
-from .passes.memory_plan import nbytes
 from .runtime.build import build_many
 from .runtime.dims import Dim, Extent
 from .runtime.module import Module, ModuleSpec
@@ -36,7 +36,7 @@ from .runtime.profile import KernelSite
 from .runtime.slots import Slot
 from .target import Target, host
 from .te import expr as E
-from .te.dims import name_of, polynomial, variables
+from .te.dims import dim, formula, name_of, product, variables
 from .te.flops import compute_flops
 
 SMALL_BYTES = 16 * 1024  # a kernel that reads and writes no more, and does no more FLOPs than SMALL_FLOPS, is small
@@ -56,6 +56,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     arg = _c_slots(g, plan)
     dims = variables(v.shape for v in g.inputs)
     dims_at = len(g.inputs) + len(g.outputs) + len(plan.weights) + 1  # after the workspace, where there are any
+    largest = {d.name: int(d.hi) for d in dims}
     functions, calls, sites = [], [], []
     rendered: dict[str, str] = {}  # a kernel's C with its name taken out -> the function that has it
     printed: dict[int, str] = {}  # a loop IR's id -> the function that runs it (repeats share one loop)
@@ -65,10 +66,10 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
             printed[id(loop)] = _one_copy(renderer.render_function(loop), loop.name, rendered, functions)
         function = printed[id(loop)]
         progress.advance()
-        site = KernelSite(function, kernel_label(k.node, outputs), compute_flops(outputs),
-                          sum(nbytes(v) for v in [*k.node.inputs, *k.node.outputs]))
+        site = KernelSite(function, kernel_label(k.node, outputs), _count(compute_flops(outputs, dim)),
+                          _count(sum(product(v.shape) * itemsize(v.dtype) for v in [*k.node.inputs, *k.node.outputs])))
         calls.append(KernelCall(function, [arg(s) for s in k.args] + _dim_args(loop, dims, dims_at),
-                                has_parallel(loop.body) and not _small(site)))
+                                has_parallel(loop.body) and not _small(site, largest)))
         sites.append(site)
     functions.extend(renderer.render_function(loop) for loop in plan.derivations(target))
     copies = [OutputCopy(arg(Slot("output", c.output)), arg(c.source), c.nbytes) for c in plan.copies]
@@ -100,13 +101,18 @@ def _dim_args(loop, dims: list, dims_at: int) -> list[str]:
     return [f"(void*)((int64_t*)args[{dims_at}] + {index[d.name]})" for d in loop.dims]
 
 
+def _count(n):
+    """A kernel's FLOPs or bytes as the runtime holds them: an int, or an `Extent` of the dynamic dimensions."""
+    return Extent(formula(n)) if isinstance(n, E.Expr) else n
+
+
 def _runtime_dims(dims: list) -> tuple[Dim, ...]:
     return tuple(Dim(d.name, name_of(d), int(d.lo), int(d.hi)) for d in dims)
 
 
 def _runtime_shape(shape) -> tuple:
     """A shape as the runtime holds it: ints, and an `Extent` for each dynamic dimension."""
-    return tuple(Extent(*polynomial(d)) if isinstance(d, E.Expr) else d for d in shape)
+    return tuple(Extent(formula(d)) if isinstance(d, E.Expr) else d for d in shape)
 
 
 def _one_copy(text: str, name: str, rendered: dict[str, str], functions: list[str]) -> str:
@@ -120,9 +126,11 @@ def _one_copy(text: str, name: str, rendered: dict[str, str], functions: list[st
     return rendered[anonymous]
 
 
-def _small(site: KernelSite) -> bool:
+def _small(site: KernelSite, largest: dict[str, int]) -> bool:
     """Whether a kernel is too small to share among threads: each would save less time than the barrier after
-    it costs (a few hundred nanoseconds), so thread 0 runs it alone (`codegen/entry.py`)."""
+    it costs (a few hundred nanoseconds), so thread 0 runs it alone (`codegen/entry.py`); one sized by dynamic
+    dimensions, at their `largest` values."""
+    site = site.at(largest)
     return site.bytes <= SMALL_BYTES and site.flops <= SMALL_FLOPS
 
 

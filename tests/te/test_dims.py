@@ -1,6 +1,8 @@
 """Dimensions that may be symbolic (te/dims.py): names that survive the trip to C and back, polynomials that the
 runtime evaluates to the expression's value, bounds and representative values, and specialising a computation."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -10,8 +12,8 @@ from tilegrad.errors import ShapeError
 from tilegrad.runtime.dims import Extent
 from tilegrad.te import expr as E
 from tilegrad.te import tensor as te
-from tilegrad.te.dims import (dim, dimension, divides, equal, name_of, polynomial, product, representative, upper,
-                              variables)
+from tilegrad.te.dims import (dim, dimension, divides, equal, formula, name_of, polynomial, product, quotient,
+                              representative, upper, variables)
 from tilegrad.te.evaluate import evaluate
 from tilegrad.te.interpret import interpret
 from tilegrad.te.specialize import specialize
@@ -28,13 +30,18 @@ SEQ, PAST = dimension("seq", 1, 512), dimension("past", 1, 64)
 
 
 @given(st.integers(-3, 3), st.integers(-3, 3), st.integers(0, 4), st.integers(1, 512), st.integers(1, 64))
-def test_a_polynomial_evaluates_as_its_expression(a, b, c, seq, past):
-    e = (SEQ * a + PAST * b + c) * (SEQ + 1) + SEQ * PAST * 12 // 4
-    terms, const = polynomial(e)
-    assert Extent(terms, const).at({SEQ.name: seq, PAST.name: past}) == evaluate(e, {SEQ.name: seq, PAST.name: past})
+def test_the_runtime_formula_evaluates_as_its_expression_and_survives_json(a, b, c, seq, past):
+    e = E.minimum((SEQ * a + PAST * b + c) * (SEQ + 1) + SEQ * PAST * 12 // 4, E.ceildiv(SEQ, 6) * 6 + PAST % 5)
+    values = {SEQ.name: seq, PAST.name: past}
+    extent = Extent(formula(e))
+    assert extent.at(values) == evaluate(e, values)
+    assert Extent.from_json(json.loads(json.dumps(extent.to_json()))) == extent
 
 
-def test_a_division_that_does_not_cancel_is_not_a_polynomial():
+def test_a_polynomial_divides_by_a_monomial_exactly():
+    terms, const = polynomial(SEQ * 12 + PAST * SEQ * 4 + 8)
+    assert const == 8 and dict((k, c) for c, k in terms) == {(SEQ.name,): 12, tuple(sorted((PAST.name, SEQ.name))): 4}
+    assert quotient(SEQ * 12 + 24, 12) == SEQ + 2 and quotient(SEQ * 5, 3) is None
     with pytest.raises(ShapeError, match="not a sum of products"):
         polynomial(SEQ // 3)
 

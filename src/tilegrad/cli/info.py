@@ -103,8 +103,10 @@ def _print_saved(args, directory: Path) -> None:
           f"at load)")
     print(f"intermediates: {size_text(spec.workspace_bytes)} planned with reuse ({size_text(spec.unshared_bytes)} "
           f"without)")
-    flops = sum(k.flops for k in spec.kernels)
-    print(f"work: {flops / 1e9:.3f} GFLOP per call (the kernels' own arithmetic: Winograd's fewer multiplies)")
+    largest = {d.key: d.hi for d in spec.dims}
+    flops = sum(k.at(largest).flops for k in spec.kernels)
+    at = f" at {', '.join(f'{d.name} = {d.hi}' for d in spec.dims)}" if spec.dims else ""
+    print(f"work: {flops / 1e9:.3f} GFLOP per call{at} (the kernels' own arithmetic: Winograd's fewer multiplies)")
 
 
 def _print_machine(remeasure: bool) -> None:

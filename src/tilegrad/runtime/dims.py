@@ -35,40 +35,75 @@ class Dim:
         return Dim(obj["key"], obj["name"], obj["lo"], obj["hi"])
 
 
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
+       "%": lambda a, b: a % b, "min": min, "max": max}
+
+
 @dataclasses.dataclass(frozen=True)
 class Extent:
-    """`const + sum(coefficient * product of dimensions)` over the dimensions' keys."""
+    """A formula of the dynamic dimensions: `tree` is an int, a dimension's key, or `[op, left, right]` with op one
+    of `OPS` (integer arithmetic, floor division as in Python)."""
 
-    terms: tuple[tuple[int, tuple[str, ...]], ...]
-    const: int = 0
+    tree: object
 
     def at(self, values: Mapping[str, int]) -> int:
-        return self.const + sum(c * math.prod(values[k] for k in keys) for c, keys in self.terms)
+        return _value(self.tree, values)
 
     @property
     def single(self) -> str | None:
         """The key of the dimension this extent is (`seq`), else None (`12 * seq`, `past + seq`)."""
-        if self.const == 0 and len(self.terms) == 1 and self.terms[0][0] == 1 and len(self.terms[0][1]) == 1:
-            return self.terms[0][1][0]
-        return None
+        return self.tree if isinstance(self.tree, str) else None
 
     def text(self, names: Mapping[str, str] | None = None) -> str:
         """The extent as a formula, each dimension by its name in `names` (default: its key)."""
-        names = names or {}
-        parts = [" * ".join(([str(c)] if c != 1 else []) + [names.get(k, k) for k in keys]) for c, keys in self.terms]
-        return " + ".join(parts + ([str(self.const)] if self.const else []))
+        return _formula_text(self.tree, names or {}, top=True)
 
     __str__ = text
 
     def to_json(self) -> dict:
-        return {"terms": [[c, list(keys)] for c, keys in self.terms], "const": self.const}
+        return {"formula": _frozen_to_list(self.tree)}
 
     @staticmethod
     def from_json(obj) -> "Extent":
         try:
-            return Extent(tuple((int(c), tuple(str(k) for k in keys)) for c, keys in obj["terms"]), int(obj["const"]))
+            tree = _checked(obj["formula"])
         except (KeyError, TypeError, ValueError):
-            raise ModuleFormatError(f"the manifest's extent {obj!r} is not a sum of products") from None
+            raise ModuleFormatError(f"the manifest's extent {obj!r} is not a formula of dynamic dimensions") from None
+        return Extent(tree)
+
+
+def _value(tree, values: Mapping[str, int]) -> int:
+    if isinstance(tree, int):
+        return tree
+    if isinstance(tree, str):
+        return values[tree]
+    op, a, b = tree
+    return OPS[op](_value(a, values), _value(b, values))
+
+
+def _formula_text(tree, names: Mapping[str, str], top: bool = False) -> str:
+    if isinstance(tree, int):
+        return str(tree)
+    if isinstance(tree, str):
+        return names.get(tree, tree)
+    op, a, b = tree
+    if op in ("min", "max"):
+        return f"{op}({_formula_text(a, names, True)}, {_formula_text(b, names, True)})"
+    text = f"{_formula_text(a, names)} {op} {_formula_text(b, names)}"
+    return text if top else f"({text})"
+
+
+def _frozen_to_list(tree):
+    return [tree[0], _frozen_to_list(tree[1]), _frozen_to_list(tree[2])] if isinstance(tree, tuple) else tree
+
+
+def _checked(tree):
+    """A formula read from JSON, as the nested tuples an Extent holds; anything else is a ValueError."""
+    if type(tree) is int or isinstance(tree, str):
+        return tree
+    if isinstance(tree, list) and len(tree) == 3 and tree[0] in OPS:
+        return (tree[0], _checked(tree[1]), _checked(tree[2]))
+    raise ValueError(f"not a formula: {tree!r}")
 
 
 def shape_at(shape: Sequence, values: Mapping[str, int]) -> tuple[int, ...]:

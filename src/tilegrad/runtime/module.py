@@ -239,8 +239,9 @@ class Module:
         frame = self._frames.take()
         try:
             outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
-            return profile_run(self._kernel, self.spec.kernels, [*inputs, *outputs, *frame.fixed], outputs,
-                               repeats=repeats, warmup=warmup, peaks=peaks)
+            values = dict(zip((d.key for d in self.spec.dims), frame.dims.tolist()))
+            return profile_run(self._kernel, [k.at(values) for k in self.spec.kernels],
+                               [*inputs, *outputs, *frame.fixed], outputs, repeats=repeats, warmup=warmup, peaks=peaks)
         finally:
             self._frames.give_back(frame)
 

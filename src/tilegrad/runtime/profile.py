@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ModuleFormatError
+from .dims import Extent
 from .kernel import BufferSpec, Kernel
 from .peaks import MachinePeaks, measured_peaks
 from .timing import time_kernel
@@ -39,18 +40,26 @@ class KernelSite:
 
     function: str
     label: str
-    flops: int
-    bytes: int
+    flops: int | Extent  # a formula of the dynamic dimensions in a module that has them (`at` evaluates it)
+    bytes: int | Extent
+
+    def at(self, values) -> KernelSite:
+        """The site's work where the dynamic dimensions have `values` (their keys -> ints)."""
+        count = (lambda n: n.at(values) if isinstance(n, Extent) else n)
+        return KernelSite(self.function, self.label, count(self.flops), count(self.bytes))
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        return {"function": self.function, "label": self.label,
+                **{k: n.to_json() if isinstance(n, Extent) else n for k, n in (("flops", self.flops),
+                                                                               ("bytes", self.bytes))}}
 
     @staticmethod
     def from_json(row: dict) -> KernelSite:
         if not (isinstance(row, dict) and isinstance(row.get("function"), str) and isinstance(row.get("label"), str)
-                and type(row.get("flops")) is int and type(row.get("bytes")) is int):
+                and all(type(row.get(k)) is int or isinstance(row.get(k), dict) for k in ("flops", "bytes"))):
             raise TypeError(f"kernel site {row!r} lacks a function, a label, flops or bytes")
-        return KernelSite(row["function"], row["label"], row["flops"], row["bytes"])
+        count = (lambda n: Extent.from_json(n) if isinstance(n, dict) else n)
+        return KernelSite(row["function"], row["label"], count(row["flops"]), count(row["bytes"]))
 
 
 @dataclasses.dataclass(frozen=True)

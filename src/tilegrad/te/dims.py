@@ -98,6 +98,25 @@ def quotient(n, d):
     return dim(E.as_expr(n) // E.as_expr(d)) if type(rest) is E.Const and rest.value == 0 else None
 
 
+FORMULA_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%", E.Min: "min", E.Max: "max"}
+
+
+def formula(d):
+    """`d` as the runtime evaluates it (`runtime/dims.Extent`): an int, a dimension's variable name, or
+    `(op, left, right)` over integer arithmetic. Another operation is a ShapeError naming the dimension."""
+    def go(e: E.Expr):
+        t = type(e)
+        if t is E.Const:
+            return int(e.value)
+        if t is E.Var:
+            return e.name
+        if t in FORMULA_OPS:
+            return (FORMULA_OPS[t], go(e.a), go(e.b))
+        raise ShapeError(f"the dynamic dimension {d} holds a {t.__name__}, which the runtime does not compute")
+
+    return go(simplify(E.as_expr(d)))
+
+
 def _split(poly):
     terms, const = poly
     return list(terms), const

@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 
 from . import expr as E
-from .dims import upper, upper_shape
+from .dims import dim, upper
 from .tensor import ComputeOp, Tensor, topo_order
 
 
-def compute_flops(outputs: list[Tensor]) -> int:
+def compute_flops(outputs: list[Tensor], extent=upper):
     """Floating-point operations of one run: per stage, its elements x its reduction's trips x the float
-    arithmetic in its body (a multiply-add counts two); dynamic dimensions at their upper bounds."""
+    arithmetic in its body (a multiply-add counts two). `extent` reads each extent: by default a dynamic dimension
+    at its upper bound (an int); `te.dims.dim` keeps the count a formula of them (an int where there are none)."""
     total = 0
     for t in topo_order(outputs):
         if not isinstance(t.op, ComputeOp):
@@ -23,12 +24,12 @@ def compute_flops(outputs: list[Tensor]) -> int:
         body = t.op.body
         trips = 1
         if type(body) is E.Reduce:
-            trips = math.prod(upper(a.upper) for a in body.axes)
+            trips = math.prod(extent(a.upper) for a in body.axes)
             ops = _float_ops(body.source) + E.is_float(body.dtype)  # an int32 sum (int8 products) is no FLOP
         else:
             ops = _float_ops(body)
-        total += math.prod(upper_shape(t.shape)) * trips * ops
-    return total
+        total += math.prod(extent(d) for d in t.shape) * trips * ops
+    return dim(total)
 
 
 def _float_ops(e: E.Expr) -> int:
