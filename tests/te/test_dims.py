@@ -67,3 +67,24 @@ def test_a_specialised_computation_computes_what_the_symbolic_one_does_at_those_
     assert made[x].shape == (7, 4) and made[y].shape == (4,)
     a = np.random.default_rng(0).standard_normal((7, 4)).astype(np.float32)
     np.testing.assert_allclose(interpret(made[y], {"x": a}), (a * a).sum(0), rtol=1e-5)
+
+
+@given(st.lists(st.sampled_from([1, 2, 3, 4, 6]), min_size=1, max_size=3), st.integers(0, 3), st.integers(1, 7),
+       st.booleans())
+def test_a_reshape_around_a_dynamic_axis_reads_what_numpy_reshape_does(static, where, seq, merge):
+    """Runs of axes with equal counts map onto each other (the dynamic axis alone, or merged with its neighbour);
+    the grouped index, made concrete at `seq`, reads what NumPy's row-major reshape does."""
+    from tilegrad.te import nn
+
+    where = min(where, len(static))
+    n = dimension("n", 1, 8)
+    ins = (*static[:where], n, *static[where:])
+    outs = (*static[:where], n * static[where], *static[where + 1:]) if merge and where < len(static) else \
+        (*static[:where], n, int(np.prod(static[where:])))
+    x = te.placeholder(ins, name="x")
+    y = nn.reshape(x, outs)
+    made = specialize([y], {n.name: seq})
+    a = np.arange(int(np.prod([seq if d is n else d for d in ins]))).astype(np.float32)
+    a = a.reshape([seq if d is n else d for d in ins])
+    want = a.reshape(made[y].shape)
+    np.testing.assert_array_equal(interpret(made[y], {"x": a}), want)

@@ -15,7 +15,7 @@ from typing import Sequence
 from ...errors import ShapeError
 from .. import expr as E
 from .. import tensor as te
-from ..dims import clamp, dim, divides, equal, is_negative, product, provably_le, quotient
+from ..dims import clamp, dim, divides, equal, is_negative, is_static, product, provably_le, quotient
 from ._arguments import check_same_dtype, normalize_axis, side_pads
 from ._window import guarded_load
 from .elementwise import broadcast_index, broadcast_shape
@@ -41,6 +41,10 @@ def reshape(x: te.Tensor, shape: Sequence[int], name: str = "reshape") -> te.Ten
     shape = _infer_shape(x, tuple(shape))
     out_strides = _strides(shape)
     in_strides = _strides(x.shape)
+    groups = None if is_static((*x.shape, *shape)) else _axis_groups(x.shape, shape)
+    if groups is not None:
+        return te.compute(shape, lambda *i: x[_grouped_index(x.shape, shape, groups, i)], name=name,
+                          tag="injective", attrs={"shape": shape})
 
     def body(*i):
         flat = sum((v * s for v, s in zip(i, out_strides)), E.const(0))
@@ -48,6 +52,46 @@ def reshape(x: te.Tensor, shape: Sequence[int], name: str = "reshape") -> te.Ten
         return x[tuple(index)]
 
     return te.compute(shape, body, name=name, tag="injective", attrs={"shape": shape})
+
+
+def _axis_groups(ins: Sequence, outs: Sequence) -> list[tuple[list[int], list[int]]] | None:
+    """The input and output axes of a reshape in runs of equal element counts (`[seq, 128] -> [seq, 4, 32]`:
+    ([0], [0]) and ([1], [1, 2])), or None where the counts do not line up for every value of the dynamic
+    dimensions. Each output index then comes from the input axes of its own run only, so a dynamic dimension in a
+    run of its own is read as it is instead of through divisions by it, which no simplifier can cancel."""
+    groups, i, j = [], 0, 0
+    while i < len(ins) and j < len(outs):
+        gi, gj, pi, pj = [i], [j], ins[i], outs[j]
+        i, j = i + 1, j + 1
+        while not equal(pi, pj):
+            if j < len(outs) and divides(pj, pi):
+                gj.append(j)
+                pj, j = dim(pj * outs[j]), j + 1
+            elif i < len(ins) and divides(pi, pj):
+                gi.append(i)
+                pi, i = dim(pi * ins[i]), i + 1
+            else:
+                return None
+        groups.append((gi, gj))
+    rest = [*(ins[k] for k in range(i, len(ins))), *(outs[k] for k in range(j, len(outs)))]
+    if not groups or any(not equal(n, 1) for n in rest):
+        return None
+    groups[-1][0].extend(range(i, len(ins)))
+    groups[-1][1].extend(range(j, len(outs)))
+    return groups
+
+
+def _grouped_index(ins: Sequence, outs: Sequence, groups, i) -> tuple:
+    index = [None] * len(ins)
+    for gi, gj in groups:
+        if len(gi) == 1 and len(gj) == 1:
+            index[gi[0]] = i[gj[0]]
+            continue
+        out_strides, in_strides = _strides([outs[k] for k in gj]), _strides([ins[k] for k in gi])
+        flat = sum((i[k] * s for k, s in zip(gj, out_strides)), E.const(0))
+        for n, (k, s) in enumerate(zip(gi, in_strides)):
+            index[k] = flat // s if n == 0 else flat // s % ins[k]
+    return tuple(index)
 
 
 def flatten(x: te.Tensor, axis: int = 1, name: str = "flatten") -> te.Tensor:
