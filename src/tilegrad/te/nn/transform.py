@@ -55,34 +55,32 @@ def reshape(x: te.Tensor, shape: Sequence[int], name: str = "reshape") -> te.Ten
 
 
 def _axis_groups(ins: Sequence, outs: Sequence) -> list[tuple[list[int], list[int]]] | None:
-    """The input and output axes of a reshape in runs of equal element counts (`[seq, 128] -> [seq, 4, 32]`:
-    ([0], [0]) and ([1], [1, 2])), or None where the counts do not line up for every value of the dynamic
-    dimensions. Each output index then comes from the input axes of its own run only, so a dynamic dimension in a
-    run of its own is read as it is instead of through divisions by it, which no simplifier can cancel."""
+    """The input and output axes of a reshape in runs of equal element counts, axes of extent 1 left out
+    (`[1, seq, 128] -> [seq, 4, 32]`: ([1], [0]) and ([2], [1, 2])), or None where the counts do not line up for
+    every value of the dynamic dimensions. Each output index then comes from the input axes of its own run only,
+    so a dynamic dimension in a run of its own is read as it is instead of through divisions by it, which no
+    simplifier can cancel."""
+    a = [k for k, n in enumerate(ins) if not equal(n, 1)]
+    b = [k for k, n in enumerate(outs) if not equal(n, 1)]
     groups, i, j = [], 0, 0
-    while i < len(ins) and j < len(outs):
-        gi, gj, pi, pj = [i], [j], ins[i], outs[j]
+    while i < len(a) and j < len(b):
+        gi, gj, pi, pj = [a[i]], [b[j]], ins[a[i]], outs[b[j]]
         i, j = i + 1, j + 1
         while not equal(pi, pj):
-            if j < len(outs) and divides(pj, pi):
-                gj.append(j)
-                pj, j = dim(pj * outs[j]), j + 1
-            elif i < len(ins) and divides(pi, pj):
-                gi.append(i)
-                pi, i = dim(pi * ins[i]), i + 1
+            if j < len(b) and divides(pj, pi):
+                gj.append(b[j])
+                pj, j = dim(pj * outs[b[j]]), j + 1
+            elif i < len(a) and divides(pi, pj):
+                gi.append(a[i])
+                pi, i = dim(pi * ins[a[i]]), i + 1
             else:
                 return None
         groups.append((gi, gj))
-    rest = [*(ins[k] for k in range(i, len(ins))), *(outs[k] for k in range(j, len(outs)))]
-    if not groups or any(not equal(n, 1) for n in rest):
-        return None
-    groups[-1][0].extend(range(i, len(ins)))
-    groups[-1][1].extend(range(j, len(outs)))
-    return groups
+    return groups if i == len(a) and j == len(b) else None
 
 
 def _grouped_index(ins: Sequence, outs: Sequence, groups, i) -> tuple:
-    index = [None] * len(ins)
+    index = [E.const(0)] * len(ins)  # the axes of extent 1
     for gi, gj in groups:
         if len(gi) == 1 and len(gj) == 1:
             index[gi[0]] = i[gj[0]]
