@@ -102,6 +102,9 @@ def _compile_dynamic(model, proto, input_shapes, dynamic: Mapping[str, tuple[int
     if proto is None:
         raise TilegradError("dynamic= applies to an ONNX model; a torch model's dynamic dimensions are not compiled "
                             "symbolically yet")
+    if options.db is not None:
+        raise TilegradError("dynamic= compiles the default schedules: tuned records (db=) are for fixed shapes and "
+                            "are not applied to symbolic kernels yet; compile with input_shapes= to use them")
     symbolic = symbolic_shapes(model_inputs(proto, input_shapes), dynamic)
     key = module_cache.module_key(model, proto, shapes_key, options)
     if key is not None and (kept := module_cache.cached_module(key)) is not None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import tilegrad
 from tilegrad import metrics
-from tilegrad.errors import KernelCallError, ShapeError
+from tilegrad.errors import KernelCallError, ShapeError, TilegradError
 from tilegrad.runtime.module import load
 
 from .models import encoder_layer, exported_transformer, pooled_rows
@@ -88,6 +88,8 @@ def test_dynamic_names_what_the_model_lacks_or_leaves_open(tmp_path):
         tilegrad.compile(path, dynamic={"seq": (1, 8)})
     with pytest.raises(ShapeError, match=r"bounds \(4, 2\) must satisfy 1 <= lo <= hi"):
         tilegrad.compile(path, dynamic={"batch": 1, "seq": (4, 2)})
+    with pytest.raises(TilegradError, match="tuned records .* not applied to symbolic kernels"):
+        tilegrad.compile(path, dynamic={"batch": 1, "seq": (1, 8)}, db=tmp_path / "tune.db")
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bert"])
