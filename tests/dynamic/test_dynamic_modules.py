@@ -120,3 +120,22 @@ def test_a_profile_counts_the_work_of_the_call_not_of_the_largest_one(encoder):
     assert work[96] == (sum(k.at(largest).flops for k in module.spec.kernels),
                         sum(k.at(largest).bytes for k in module.spec.kernels))
     assert 9 * work[10][0] < work[96][0] and work[10][1] < work[96][1]
+
+
+def test_the_cli_compiles_with_dynamic_dimensions_and_runs_any_length(tmp_path, capsys):
+    from tilegrad.cli import main
+
+    path = tmp_path / "encoder.onnx"
+    path.write_bytes(encoder_layer().SerializeToString())
+    out = tmp_path / "module"
+    assert main(["compile", str(path), "-o", str(out), "--dynamic", "batch=1", "--dynamic", "seq=1:64"]) == 0
+    report = capsys.readouterr().out
+    assert "inputs     1: x float32[1, seq, 32]" in report and "dynamic    seq in 1..64" in report
+    x = np.random.default_rng(0).standard_normal((1, 7, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "-o", str(tmp_path / "y.npz")]) == 0
+    with np.load(tmp_path / "y.npz") as saved:
+        np.testing.assert_allclose(saved["y"], ort.InferenceSession(str(path)).run(None, {"x": x})[0], rtol=1e-4,
+                                   atol=1e-4)
+    assert main(["compile", str(path), "-o", str(out), "--dynamic", "seq=1-64"]) != 0
+    assert "is not NAME=LO:HI" in capsys.readouterr().err

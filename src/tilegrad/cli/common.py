@@ -33,6 +33,12 @@ def compile_model(args, dynamic: bool = False):
                              attention_form=args.attention_form)
     spec = load(args.model, args.input_shape, dynamic=dynamic)
     t0 = time.perf_counter()
+    if getattr(args, "dynamic", None):
+        if spec.kind != "onnx" or args.explain:
+            raise UsageError("--dynamic applies to an .onnx file, without --explain (which reports one shape)")
+        mod = api.compile(spec.model, input_shapes=spec.input_shapes, dynamic=dynamic_dims(args.dynamic),
+                          options=options)
+        return spec, mod, time.perf_counter() - t0
     if dynamic and spec.kind == "onnx" and is_dynamic(model_inputs(spec.model, spec.input_shapes)):
         if args.explain:
             raise UsageError("--explain reports one compiled shape, but the model's inputs leave shapes open: "
@@ -172,8 +178,28 @@ def input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def typed(shape, dtype: str) -> str:
-    return f"{dtype}[{'?' if shape is None else ', '.join(map(str, shape))}]"
+def dynamic_dims(items: Sequence[str]) -> dict:
+    """`--dynamic NAME=LO:HI` (or NAME=N) items as `compile(dynamic=)` takes them."""
+    out: dict = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            parts = tuple(int(v) for v in value.split(":"))
+        except ValueError:
+            parts = ()
+        if not name or len(parts) not in (1, 2):
+            raise UsageError(f"--dynamic {item!r} is not NAME=LO:HI (bounds) or NAME=N (a size)")
+        if name in out:
+            raise UsageError(f"--dynamic gives dimension {name!r} twice")
+        out[name] = parts if len(parts) == 2 else parts[0]
+    return out
+
+
+def typed(shape, dtype: str, names: dict | None = None) -> str:
+    """`float32[1, seq, 32]`: a dynamic dimension's formula by the model's `names` of them (key -> name)."""
+    def text(d):
+        return d.text(names) if hasattr(d, "text") else str(d)
+    return f"{dtype}[{'?' if shape is None else ', '.join(map(text, shape))}]"
 
 
 def size_text(n: int) -> str:

@@ -17,6 +17,9 @@ def add_parser(sub, parents) -> None:
                        description="Compile an ONNX model and save the native module to a directory.")
     c.add_argument("model", help=MODEL_HELP)
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to save the module to")
+    c.add_argument("--dynamic", action="append", default=[], metavar="NAME=LO:HI",
+                   help="keep the model's symbolic dimension NAME symbolic, valued LO to HI: one library runs every "
+                        "value (docs/dynamic.md); NAME=N fixes it to N (repeatable)")
     c.set_defaults(command=_compile)
 
 
@@ -36,8 +39,12 @@ def _compile(args) -> None:
         return
     spec = mod.spec
     print(f"compiled {args.model} in {elapsed:.2f} s -> {out}")
-    _print_buffers("inputs", spec.inputs)
-    _print_buffers("outputs", spec.outputs)
+    names = {d.key: d.name for d in spec.dims}
+    _print_buffers("inputs", spec.inputs, names)
+    _print_buffers("outputs", spec.outputs, names)
+    if spec.dims:
+        print("  dynamic    " + ", ".join(f"{d.name} in {d.lo}..{d.hi}" for d in spec.dims)
+              + " (the workspace is planned for the largest)")
     print(f"  weights    {len(spec.weights)} ({size_text(sum(s.nbytes for s in spec.weights))})")
     saved = 1 - spec.workspace_bytes / spec.unshared_bytes if spec.unshared_bytes else 0.0
     print(f"  workspace  {size_text(spec.workspace_bytes)} (without reuse {size_text(spec.unshared_bytes)}, "
@@ -65,5 +72,5 @@ def _compile_cuda(args) -> None:
           f"{out / 'kernels.cu'}, {out / 'kernels.ptx'}")
 
 
-def _print_buffers(title: str, specs) -> None:
-    print(f"  {title:<10} {len(specs)}: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in specs))
+def _print_buffers(title: str, specs, names: dict) -> None:
+    print(f"  {title:<10} {len(specs)}: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype, names)}" for s in specs))

@@ -97,8 +97,9 @@ def _print_saved(args, directory: Path) -> None:
     spec = mod.spec
     weights = sum(math.prod(w.shape) * np.dtype(w.dtype).itemsize for w in spec.weights)
     print(f"{directory}: a saved module, {len(spec.kernels)} kernels, library {size_text(mod.library.stat().st_size)}")
-    print("inputs:  " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in spec.inputs))
-    print("outputs: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype)}" for s in spec.outputs))
+    names = {d.key: d.name for d in spec.dims}
+    print("inputs:  " + ", ".join(f"{s.name} {typed(s.shape, s.dtype, names)}" for s in spec.inputs))
+    print("outputs: " + ", ".join(f"{s.name} {typed(s.shape, s.dtype, names)}" for s in spec.outputs))
     print(f"weights: {len(spec.weights)} arrays, {size_text(weights)} ({len(spec.derived)} derived by the library "
           f"at load)")
     print(f"intermediates: {size_text(spec.workspace_bytes)} planned with reuse ({size_text(spec.unshared_bytes)} "
