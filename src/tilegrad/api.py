@@ -55,10 +55,9 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     `attention_key_block` (`CompileOptions` says what each does).
 
     `dynamic` names symbolic dimensions of an ONNX model (its dim_params) with bounds, `{"seq": (1, 512)}` (or a
-    size, which fixes one: `{"batch": 1, "seq": (1, 512)}`): they stay
-    symbolic through the passes, the kernels and the generated C, and the one Module runs every value within the
-    bounds without compiling again (its memory planned for the largest). Every other symbolic dimension must be
-    fixed by `input_shapes`.
+    size, which fixes one: `{"batch": 1, "seq": (1, 512)}`): they stay symbolic through the passes, the kernels
+    and the generated C, and the one Module runs every value within the bounds without compiling again (its memory
+    planned for the largest). Every other symbolic dimension must be fixed by `input_shapes`.
 
     `input_shapes` fixes symbolic input dimensions of an ONNX model. An ONNX model with symbolic dimensions left open,
     or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an input), or with

@@ -4,8 +4,8 @@ Every node that is not a view becomes a kernel (`kernel.lower_kernel`: its compu
 under the trace a chooser gives it). The kernels go into a few C files, compiled in parallel and linked into one
 library with the entry `tg_run(void** args)` (`codegen/entry.py`), args being the model's inputs, its outputs,
 its weights and one workspace buffer whose layout `passes/memory_plan.py` decides, then, where the graph has
-dynamic dimensions (docs/dynamic.md), an array of their values, which each kernel reads after its buffers. One native call per inference;
-a kernel too small to share (`_small`) runs on thread 0 alone.
+dynamic dimensions (docs/dynamic.md), an array of their values, which each kernel reads after its buffers. One
+native call per inference; a kernel too small to share (`_small`) runs on thread 0 alone.
 Beside it, `tg_run_profiled` times each kernel call, and the spec names each call site (label, FLOPs, bytes)
 for `Module.profile`.
 The weights are the constants nodes read and the constants that are graph outputs; an output that no node
@@ -20,10 +20,10 @@ import re
 
 from . import config as _config
 from . import metrics, progress
-from .dtype import itemsize
 from .codegen.c import CRenderer
 from .codegen.descriptor import render_descriptor
 from .codegen.entry import KernelCall, OutputCopy, render_entry, render_profiled_entry
+from .dtype import itemsize
 from .errors import ShapeError
 from .graph_plan import GraphPlan, ScheduleChooser, plan_graph
 from .ir.compute import kernel_label
@@ -55,6 +55,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
     plan = plan_graph(g)
     arg = _c_slots(g, plan)
     dims = variables(v.shape for v in g.inputs)
+    dim_index = {d.name: j for j, d in enumerate(dims)}
     dims_at = len(g.inputs) + len(g.outputs) + len(plan.weights) + 1  # after the workspace, where there are any
     largest = {d.name: int(d.hi) for d in dims}
     functions, calls, sites = [], [], []
@@ -68,7 +69,7 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
         progress.advance()
         site = KernelSite(function, kernel_label(k.node, outputs), _count(compute_flops(outputs, dim)),
                           _count(sum(product(v.shape) * itemsize(v.dtype) for v in [*k.node.inputs, *k.node.outputs])))
-        calls.append(KernelCall(function, [arg(s) for s in k.args] + _dim_args(loop, dims, dims_at),
+        calls.append(KernelCall(function, [arg(s) for s in k.args] + _dim_args(loop, dim_index, dims_at),
                                 has_parallel(loop.body) and not _small(site, largest)))
         sites.append(site)
     functions.extend(renderer.render_function(loop) for loop in plan.derivations(target))
@@ -91,10 +92,9 @@ def compile_graph(g: Graph, cfg: _config.Config | None = None, choose: ScheduleC
                   sources=[weights[d.weight].origin.source.data for d in plan.derived])
 
 
-def _dim_args(loop, dims: list, dims_at: int) -> list[str]:
-    """The addresses of a kernel's dynamic dimensions in `tg_run`'s array of them (the slot after the workspace),
-    in the kernel's order."""
-    index = {d.name: j for j, d in enumerate(dims)}
+def _dim_args(loop, index: dict[str, int], dims_at: int) -> list[str]:
+    """The addresses of a kernel's dynamic dimensions in `tg_run`'s array of them (the slot after the workspace,
+    `index` their places in it), in the kernel's order."""
     unknown = [name_of(d) for d in loop.dims if d.name not in index]
     if unknown:
         raise ShapeError(f"kernel {loop.name} reads dynamic dimension(s) {unknown} that no graph input has")

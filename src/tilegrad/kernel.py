@@ -18,7 +18,6 @@ from . import config as _config
 from .backend import backend_for
 from .codegen.renderer import Renderer
 from .ir.compute import node_compute
-from .te.dims import representative, variables
 from .ir.graph import Node
 from .loop.ir import Kernel as LoopKernel
 from .loop.lower import lower
@@ -27,6 +26,7 @@ from .schedule.defaults import default_schedule
 from .schedule.schedule import Schedule, apply_trace
 from .schedule.trace import Trace
 from .target import Target, host
+from .te.dims import representative, variables
 from .te.specialize import specialize
 from .te.tensor import Tensor, topo_order
 

@@ -1,11 +1,12 @@
 """What a module's library says about itself, for C callers: `tg_info`, the layout of `tg_run`'s arguments.
 
 `tg_run(void** args)` takes the inputs, the outputs, the weights and the workspace, in that order, with shapes
-compiled in (a dynamic dimension is -1, and its buffer's bytes too: `tilegrad.h` does not run such a module yet). A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the
-manifest gives the Python runtime: each buffer's name, element type and shape, the workspace's size, and which
-weights the library derives from a stored source (`DerivedWeight`) with which of its functions. They are compiled
-into the library as one constant structure, whose layout and version `tilegrad.h` declares: both are read from
-the header, so the two cannot drift apart.
+compiled in (a dynamic dimension is -1, and its buffer's bytes too: `tilegrad.h` does not run such a module yet).
+A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the manifest gives
+the Python runtime: each buffer's name, element type and shape, the workspace's size, and which weights the library
+derives from a stored source (`DerivedWeight`) with which of its functions. They are compiled into the library as
+one constant structure, whose layout and version `tilegrad.h` declares: both are read from the header, so the two
+cannot drift apart.
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ def _fixed(name: str, shape: tuple[int, ...], declared: tuple[int | str, ...] | 
 
 def symbolic_shapes(inputs: Sequence[ModelInput], dynamic: Mapping[str, tuple[int, int]]) -> dict[str, tuple]:
     """Each input's shape with the dimensions `dynamic` names (dim_params, with their bounds) as variables
-    (`te/dims.dimension`), or fixed where it gives a size; a symbolic dimension it does not name, an unknown name, or an input that is not a tensor
-    of declared shape is a ShapeError saying what to give."""
+    (`te/dims.dimension`), or fixed where it gives a size; a symbolic dimension it does not name, an unknown name,
+    or an input that is not a tensor of declared shape is a ShapeError saying what to give."""
     declared = {d for i in inputs if i.dims is not None for d in i.dims if isinstance(d, str)}
     unknown = sorted(set(dynamic) - declared)
     if unknown:

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..dtype import is_float
 from ..errors import ShapeError, UnsupportedFeatureError
+from ..ir.graph import Value, infer_types
 from ..te import expr as E
 from ..te.dims import dim, is_symbolic_array, provably_le, upper_shape
-from ..ir.graph import Value, infer_types
 from .onnx_builder import OnnxBuilder as B
 from .onnx_composite_ops import gelu_tanh
 from .onnx_file import ModelFormatError

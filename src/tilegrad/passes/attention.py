@@ -42,9 +42,9 @@ import numpy as np
 
 from ..backend import backend_for
 from ..errors import ShapeError
-from ..te.dims import is_static
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
+from ..te.dims import is_static
 from .attention_form import AUTO, FormChoice, form_of, requested
 from .editor import GraphEditor
 from .context import PassContext

@@ -29,9 +29,9 @@ import math
 from collections.abc import Callable
 
 from ..errors import TilegradError
-from ..te.dims import upper_shape
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
+from ..te.dims import upper_shape
 from .editor import GraphEditor
 from .fusion_rules import (HORIZONTAL_MAX_ELEMENTS, MAX_FUSED_DEPTH, MAX_FUSED_SIZE, POINTWISE, fits_rows,
                            fusion_kind, row_shape)

@@ -15,9 +15,9 @@ import os
 
 from ..dtype import itemsize
 from ..errors import MemoryLimitError
-from ..te.dims import upper_shape
 from ..ir.graph import Graph, Node, Value
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
+from ..te.dims import upper_shape
 
 ALIGN = 64
 

@@ -1,15 +1,15 @@
 """A module's dynamic dimensions as the runtime sees them: names with bounds, and the extents computed from them.
 
 A module compiled with dynamic dimensions (DESIGN.md, decision 8) takes each call's values of them from its
-inputs' shapes, checks them against the bounds, computes every input's and output's shape (an `Extent`: a sum of
-products of dimensions, `seq`, `12 * seq`, `past + seq`) and passes the values to the library. The runtime does
+inputs' shapes, checks them against the bounds, computes every input's and output's shape (an `Extent`: a
+formula of the dimensions in integer arithmetic, `seq`, `12 * seq`, `past + 1`) and passes the values to the
+library. The runtime does
 not import the expression system: the compiler hands it these plain forms.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 
 from ..errors import KernelCallError, ModuleFormatError

@@ -187,14 +187,16 @@ class Module:
         return [a if type(a) is np.ndarray and a.shape == s.shape and a.dtype == dtype and a.flags.carray
                 else _input(s, dtype, a) for s, dtype, a in zip(self._inputs, self._input_dtypes, values)]
 
-    def _call_shapes(self, inputs: list[np.ndarray], frame: "_Frame") -> list[tuple[int, ...]]:
-        """The outputs' shapes in this call; a module with dynamic dimensions reads their values from the inputs
-        (checked against the bounds and every input's shape) and writes them into the frame for the library."""
-        if not self.spec.dims:
-            return [s.shape for s in self.spec.outputs]
-        values = bind(self.spec.dims, self._inputs, [a.shape for a in inputs])
-        frame.dims[:] = [values[d.key] for d in self.spec.dims]
-        return [shape_at(s.shape, values) for s in self.spec.outputs]
+    def _outputs(self, inputs: list[np.ndarray], frame: "_Frame") -> list[np.ndarray]:
+        """The output arrays of this call; a module with dynamic dimensions reads their values from the inputs
+        (checked against the bounds and every input's shape), sizes the outputs by them and writes them into the
+        frame for the library."""
+        shapes = [s.shape for s in self.spec.outputs]
+        if self.spec.dims:
+            values = bind(self.spec.dims, self._inputs, [a.shape for a in inputs])
+            frame.dims[:] = [values[d.key] for d in self.spec.dims]
+            shapes = [shape_at(shape, values) for shape in shapes]
+        return [np.empty(shape, s.dtype) for shape, s in zip(shapes, self.spec.outputs)]
 
     def _named(self, args, kwargs) -> list:
         if not args and len(kwargs) == len(self._inputs):
@@ -209,7 +211,7 @@ class Module:
         inputs = self._arguments(args, kwargs)
         frame = self._frames.take()
         try:
-            outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
+            outputs = self._outputs(inputs, frame)
             pointers = frame.pointers
             for slot, a in enumerate(inputs + outputs):  # checked by `_arguments`, made here: no second check
                 pointers[slot] = address(a)
@@ -225,7 +227,7 @@ class Module:
                                         for s in self.spec.inputs]).values())
         frame = self._frames.take()
         try:
-            outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
+            outputs = self._outputs(inputs, frame)
             return time_kernel(self._kernel, inputs + outputs + self._weights + frame.fixed[len(self._weights):],
                                repeats=repeats, min_repeat_s=min_repeat_s).median
         finally:
@@ -238,7 +240,7 @@ class Module:
         inputs = self._arguments(args, kwargs)
         frame = self._frames.take()
         try:
-            outputs = [np.empty(shape, s.dtype) for shape, s in zip(self._call_shapes(inputs, frame), self.spec.outputs)]
+            outputs = self._outputs(inputs, frame)
             values = dict(zip((d.key for d in self.spec.dims), frame.dims.tolist()))
             return profile_run(self._kernel, [k.at(values) for k in self.spec.kernels],
                                [*inputs, *outputs, *frame.fixed], outputs, repeats=repeats, warmup=warmup, peaks=peaks)

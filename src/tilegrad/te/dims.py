@@ -44,10 +44,6 @@ def evaluate(d, env: Mapping[str, int]) -> int:
     return int(_evaluate(d, dict(env)))
 
 
-def shape_at(shape: Sequence, env: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(evaluate(d, env) for d in shape)
-
-
 def variables(shapes: Iterable[Sequence]) -> list[E.Var]:
     """The dynamic dimensions named in `shapes`, in order of first appearance."""
     seen: dict[str, E.Var] = {}
@@ -86,7 +82,7 @@ def quotient(n, d):
     if not isinstance(d, E.Expr) and not isinstance(n, E.Expr):
         return int(n) // int(d) if int(n) % int(d) == 0 else None
     try:
-        (num, num_const), (den, den_const) = _split(polynomial(n)), _split(polynomial(d))
+        (num, num_const), (den, den_const) = polynomial(n), polynomial(d)
     except ShapeError:
         num = None
     if num is not None and len(den) == 1 and not den_const:
@@ -115,11 +111,6 @@ def formula(d):
         raise ShapeError(f"the dynamic dimension {d} holds a {t.__name__}, which the runtime does not compute")
 
     return go(simplify(E.as_expr(d)))
-
-
-def _split(poly):
-    terms, const = poly
-    return list(terms), const
 
 
 def _contains(keys: tuple[str, ...], sub: tuple[str, ...]) -> bool:
@@ -160,10 +151,6 @@ def representative(d) -> int:
     if not isinstance(d, E.Expr):
         return int(d)
     return evaluate(d, {v.name: _middle(v) for v in E.free_vars(d)})
-
-
-def representative_shape(shape: Sequence) -> tuple[int, ...]:
-    return tuple(representative(d) for d in shape)
 
 
 def _middle(v: E.Var) -> int:

@@ -8,6 +8,8 @@ Neither takes an input: the dimensions' values reach their kernels as every kern
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...errors import ShapeError
@@ -18,10 +20,7 @@ from ..registry import INJECTIVE, Sample, TensorType, declare
 
 
 def _values_type(*, values, shape, dtype) -> list[TensorType]:
-    n = 1
-    for d in shape:
-        n *= d
-    if len(values) != n:
+    if len(values) != math.prod(shape):
         raise ShapeError(f"dim_values holds {len(values)} values for shape {tuple(shape)}")
     return [TensorType(tuple(shape), dtype)]
 

@@ -17,8 +17,8 @@ from ...errors import ShapeError, UnsupportedFeatureError
 from ...te import expr as E
 from ...te import nn
 from ...te import tensor as te
-from ..registry import BROADCAST, ELEMWISE, INJECTIVE, Sample, TensorType, declare, same_as_input
 from ...te.dims import clamp, dim, divides, equal, is_negative, is_static, product, quotient
+from ..registry import BROADCAST, ELEMWISE, INJECTIVE, Sample, TensorType, declare, same_as_input
 
 INT64_MAX = 2**63 - 1
 
