@@ -1,12 +1,15 @@
-"""Greedy decoding with a KV cache: a GPT-2 from transformers (random weights) exported as two ONNX models with
-dynamic dimensions, each compiled once by tilegrad, then a generate loop that never compiles again.
+"""Greedy decoding with a KV cache: a GPT-2 or a LLaMA-style decoder from transformers (random weights) exported
+as two ONNX models with dynamic dimensions, each compiled once by tilegrad, then a generate loop that never compiles
+again.
 
     python examples/generate.py                     # a 4-layer GPT-2, a 16-token prompt, 32 new tokens
     python examples/generate.py --small --tokens 128   # GPT-2 small's configuration (124M parameters)
+    python examples/generate.py --model llama       # a 4-layer LLaMA (RMSNorm, rotary positions, SwiGLU,
+                                                    # grouped-query attention: 8 heads share 4 keys and values)
 
 The prefill model takes the prompt (`ids[1, seq]`) and returns the last position's logits and every layer's keys
 and values; the step model takes one token and the cache (`past_k{i}[1, heads, past, d]`) and returns the logits and
-the cache one longer. Both come from torch.export with `Dim`s, as `torch.onnx.export(..., dynamo=True)` writes them,
+the cache one longer (a LLaMA's cache has its key-value heads, fewer than its query heads). Both come from torch.export with `Dim`s, as `torch.onnx.export(..., dynamo=True)` writes them,
 and are compiled with `tilegrad.compile(path, dynamic={"seq": ...})` and `{"past": ...}`: one library each for every
 prompt length and every cache length within the bounds. The same loop runs on ONNX Runtime and on PyTorch (the
 model's own cache), and the tokens are checked to agree; each runtime's per-token latency is printed.
@@ -32,9 +35,27 @@ def gpt2(layers: int, width: int, heads: int, positions: int, vocab: int = 50257
 
     config = transformers.GPT2Config(n_layer=layers, n_embd=width, n_head=heads, n_positions=positions,
                                      vocab_size=vocab)
+    return _eager(transformers.GPT2LMHeadModel, config)
+
+
+def llama(layers: int, width: int, heads: int, positions: int, vocab: int = 32000):
+    """A LLaMA-style decoder of that size: an MLP of 8/3 the width (SwiGLU), half as many key-value heads as
+    query heads."""
+    import transformers
+
+    config = transformers.LlamaConfig(hidden_size=width, intermediate_size=8 * width // 3, num_hidden_layers=layers,
+                                      num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+                                      max_position_embeddings=positions, vocab_size=vocab)
+    return _eager(transformers.LlamaForCausalLM, config)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama}
+
+
+def _eager(model_class, config):
     config._attn_implementation = "eager"  # the SDPA path asks is_causal of a symbolic length, which export refuses
     torch.manual_seed(0)
-    return transformers.GPT2LMHeadModel(config).eval()
+    return model_class(config).eval()
 
 
 class Prefill(torch.nn.Module):
@@ -75,8 +96,9 @@ def export(model, directory: Path, positions: int) -> tuple[Path, Path]:
     from torch.export import Dim
 
     config = model.config
-    shape = (1, config.n_head, 3, config.n_embd // config.n_head)
-    past = tuple(torch.zeros(shape) for _ in range(2 * config.n_layer))
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    shape = (1, heads, 3, config.hidden_size // config.num_attention_heads)
+    past = tuple(torch.zeros(shape) for _ in range(2 * config.num_hidden_layers))
     prefill, step = directory / "prefill.onnx", directory / "step.onnx"
     seq, cached = Dim("seq", min=2, max=positions), Dim("past", min=1, max=positions - 1)
     torch.onnx.export(Prefill(model), (torch.zeros((1, 4), dtype=torch.int64),), dynamic_shapes={"ids": {1: seq}},
@@ -128,12 +150,13 @@ def _torch(module, feeds: dict) -> list[np.ndarray]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true", help="GPT-2 small's configuration (default: 4 layers)")
+    parser.add_argument("--model", choices=sorted(MODELS), default="gpt2")
+    parser.add_argument("--small", action="store_true", help="GPT-2 small's size (default: 4 layers of 256)")
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     parser.add_argument("--tokens", type=int, default=32, help="tokens to generate")
     args = parser.parse_args(argv)
     positions = max(64, args.prompt + args.tokens + 1)
-    model = gpt2(*SIZES["small" if args.small else "default"], positions)
+    model = MODELS[args.model](*SIZES["small" if args.small else "default"], positions)
     prompt = np.random.default_rng(0).integers(0, model.config.vocab_size, (1, args.prompt))
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

@@ -1,10 +1,11 @@
-"""examples/generate.py: a GPT-2 decoder exported as prefill and step models with dynamic lengths, compiled once
+"""examples/generate.py: a GPT-2 and a LLaMA-style decoder exported as prefill and step models with dynamic lengths, compiled once
 each; greedy decoding gives ONNX Runtime's tokens and builds nothing after the first call."""
 
 import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tilegrad import metrics
 
@@ -18,10 +19,11 @@ def _example():
     return module
 
 
-def test_greedy_decoding_with_a_kv_cache_matches_onnx_runtime_and_never_compiles(tmp_path):
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_greedy_decoding_with_a_kv_cache_matches_onnx_runtime_and_never_compiles(tmp_path, name):
     example = _example()
     positions = 48
-    model = example.gpt2(2, 64, 4, positions, vocab=300)
+    model = example.MODELS[name](2, 64, 4, positions, vocab=300)
     contenders = example.runtimes(*example.export(model, tmp_path, positions), model, positions)
     prompt = np.random.default_rng(0).integers(0, 300, (1, 5))
     example.generate(*contenders["tilegrad"], prompt, 1)  # each library's first call
