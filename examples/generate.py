@@ -8,11 +8,12 @@ again.
                                                     # grouped-query attention: 8 heads share 4 keys and values)
 
 The prefill model takes the prompt (`ids[1, seq]`) and returns the last position's logits and every layer's keys
-and values; the step model takes one token and the cache (`past_k{i}[1, heads, past, d]`) and returns the logits and
-the cache one longer (a LLaMA's cache has its key-value heads, fewer than its query heads). Both come from torch.export with `Dim`s, as `torch.onnx.export(..., dynamo=True)` writes them,
-and are compiled with `tilegrad.compile(path, dynamic={"seq": ...})` and `{"past": ...}`: one library each for every
-prompt length and every cache length within the bounds. The same loop runs on ONNX Runtime and on PyTorch (the
-model's own cache), and the tokens are checked to agree; each runtime's per-token latency is printed.
+and values; the step model takes one token and the cache (`past_k{i}[1, heads, past, d]`; a LLaMA's heads are its
+key-value heads, fewer than its query heads) and returns the logits and the cache one longer. Both come from
+torch.export with `Dim`s, as `torch.onnx.export(..., dynamo=True)` writes them, and are compiled with
+`tilegrad.compile(path, dynamic={"seq": ...})` and `{"past": ...}`: one library each for every prompt length and
+every cache length within the bounds. The same loop runs on ONNX Runtime and on PyTorch (the model's own cache),
+and the tokens are checked to agree; each runtime's per-token latency is printed.
 """
 
 from __future__ import annotations

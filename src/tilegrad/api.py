@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -13,9 +14,11 @@ from .frontend.load import import_model, onnx_proto
 from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_file import read_mapped_in
 from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize, symbolic_shapes
+from .frontend.torch_dynamic import exported_with_dims
 from .options import CompileOptions
 from . import module_cache
 from .runtime import specializing
+from .runtime.fast_paths import FastPathModule
 from .runtime.module import Module, load as _load
 from .runtime.specializing import MAX_SPECIALIZATIONS, Compiled, SpecializingModule
 from .runtime.structured import flat_names
@@ -41,8 +44,10 @@ class Compilation(NamedTuple):
 
 
 def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
-            dynamic: Mapping[str, tuple[int, int]] | None = None, options: CompileOptions | None = None,
-            max_specializations: int = MAX_SPECIALIZATIONS, **option_fields) -> Module | SpecializingModule:
+            dynamic: Mapping[str, tuple[int, int]] | None = None,
+            specialize: Mapping[str, Sequence[int]] | None = None, options: CompileOptions | None = None,
+            max_specializations: int = MAX_SPECIALIZATIONS,
+            **option_fields) -> Module | SpecializingModule | FastPathModule:
     """Compile an ONNX model (a path, bytes or onnx.ModelProto), or a torch.nn.Module called on `example_inputs`
     (a tuple of tensors, captured with torch.export), into a callable native Module (NumPy in, NumPy out). A torch
     model with ops tilegrad does not lower becomes a `PartitionedModule`: its other ops compiled in native
@@ -57,7 +62,13 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     `dynamic` names symbolic dimensions of an ONNX model (its dim_params) with bounds, `{"seq": (1, 512)}` (or a
     size, which fixes one: `{"batch": 1, "seq": (1, 512)}`): they stay symbolic through the passes, the kernels
     and the generated C, and the one Module runs every value within the bounds without compiling again (its memory
-    planned for the largest). Every other symbolic dimension must be fixed by `input_shapes`.
+    planned for the largest). Every other symbolic dimension must be fixed by `input_shapes`. `specialize` names
+    values of those dimensions that deserve fast paths, `{"seq": [128, 512]}`: each (each combination, where it
+    names several dimensions) is compiled as a fixed shape too, and the `FastPathModule` returned runs a call
+    whose values are among them on that module, any other on the dynamic one.
+
+    For a torch.nn.Module, `dynamic` is torch.export's `dynamic_shapes`, `{"ids": {1: Dim("seq", min=1,
+    max=512)}}`: torch's exporter writes the module as ONNX with those dimensions named, compiled as above.
 
     `input_shapes` fixes symbolic input dimensions of an ONNX model. An ONNX model with symbolic dimensions left open,
     or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an input), or with
@@ -67,6 +78,11 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     same arguments and also says what the passes did.
     """
     options = _checked(CompileOptions.of(options, **option_fields))
+    if dynamic and example_inputs is not None:  # a torch module, its dimensions declared by torch.export's Dims
+        model, dynamic = exported_with_dims(model, example_inputs, dynamic)
+        example_inputs = None
+    if specialize:
+        return _with_fast_paths(model, example_inputs, input_shapes, dynamic, specialize, options)
     shapes_key = {**(input_shapes or {}), **{f"\0dynamic {n}": repr(b) for n, b in (dynamic or {}).items()}}
     key = module_cache.quick_key(model, shapes_key, options)  # a model file compiled before, unchanged since
     if key is not None and (kept := module_cache.cached_module(key)) is not None:
@@ -99,8 +115,8 @@ def _compile_dynamic(model, proto, input_shapes, dynamic: Mapping[str, tuple[int
                      shapes_key: dict) -> Module:
     """One Module for every value of the `dynamic` dimensions within their bounds (`compile`)."""
     if proto is None:
-        raise TilegradError("dynamic= applies to an ONNX model; a torch model's dynamic dimensions are not compiled "
-                            "symbolically yet")
+        raise TilegradError("dynamic= applies to an ONNX model, or to a torch.nn.Module given with example inputs "
+                            "(its dimensions as torch.export's Dims)")
     if options.db is not None:
         raise TilegradError("dynamic= compiles the default schedules: tuned records (db=) are for fixed shapes and "
                             "are not applied to symbolic kernels yet; compile with input_shapes= to use them")
@@ -114,6 +130,29 @@ def _compile_dynamic(model, proto, input_shapes, dynamic: Mapping[str, tuple[int
     if key is not None:
         module_cache.keep_module(key, module)
     return module
+
+
+def _with_fast_paths(model, example_inputs, input_shapes, dynamic, specialize: Mapping[str, Sequence[int]],
+                     options: CompileOptions) -> FastPathModule:
+    """The dynamic module and one module per combination of the `specialize` values (`compile`)."""
+    bounds = dict(dynamic or {})
+    for name, values in specialize.items():
+        lo_hi = bounds.get(name)
+        if not isinstance(lo_hi, (tuple, list)):
+            raise TilegradError(f"specialize names dimension {name!r}, which dynamic= does not give bounds; "
+                                f"specialize picks values of dynamic dimensions")
+        if isinstance(values, (int, str)) or not values or not all(type(v) is int and lo_hi[0] <= v <= lo_hi[1]
+                                                                  for v in values):
+            raise TilegradError(f"specialize gives dimension {name!r} {values!r}; expected a list of sizes within "
+                                f"its bounds {lo_hi[0]} to {lo_hi[1]}")
+    dynamic_module = compile(model, example_inputs, input_shapes=input_shapes, dynamic=bounds, options=options)
+    keys = {d.name: d.key for d in dynamic_module.spec.dims}
+    names = list(specialize)
+    paths = {}
+    for values in itertools.product(*(sorted(set(specialize[n])) for n in names)):
+        fixed = {**bounds, **dict(zip(names, values))}
+        paths[values] = compile(model, example_inputs, input_shapes=input_shapes, dynamic=fixed, options=options)
+    return FastPathModule(dynamic_module, tuple(keys[n] for n in names), paths)
 
 
 def compile_with_report(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -1,5 +1,6 @@
-"""examples/generate.py: a GPT-2 and a LLaMA-style decoder exported as prefill and step models with dynamic lengths, compiled once
-each; greedy decoding gives ONNX Runtime's tokens and builds nothing after the first call."""
+"""examples/generate.py: a GPT-2 and a LLaMA-style decoder exported as prefill and step models with dynamic
+lengths, compiled once each; greedy decoding gives ONNX Runtime's tokens and builds nothing after the first
+call."""
 
 import importlib.util
 from pathlib import Path

@@ -1,0 +1,49 @@
+"""`compile(dynamic=, specialize=)`: named values run modules specialised to them, every other value the dynamic
+module, all compiled up front; wrong names and values are refused with the reason."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import tilegrad
+from tilegrad import metrics
+from tilegrad.errors import KernelCallError, TilegradError
+
+from .models import pooled_rows
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fast_paths") / "pooled.onnx"
+    path.write_bytes(pooled_rows().SerializeToString())
+    return path, ort.InferenceSession(str(path))
+
+
+def test_named_values_run_their_specialised_modules_and_others_the_dynamic_one(pooled):
+    path, session = pooled
+    module = tilegrad.compile(path, dynamic={"rows": (1, 64)}, specialize={"rows": [16, 48]})
+    assert set(module.paths) == {(16,), (48,)}
+    assert all(not m.spec.dims for m in module.paths.values()) and module.dynamic.spec.dims
+    built = metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"]
+    for n in (1, 16, 17, 48, 64):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        want = module.paths[(n,)] if (n,) in module.paths else module.dynamic
+        assert module.module_for(x) is want and module.module_for(x=x) is want
+        for got, expected in zip(module(x), session.run(None, {"x": x})):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=f"rows={n}")
+    assert metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"] == built  # nothing compiled
+    assert module.profile(np.zeros((16, 8), np.float32), repeats=1, warmup=0).sites
+    with pytest.raises(KernelCallError, match=r"'rows' is 65, outside the bounds"):
+        module(np.zeros((65, 8), np.float32))
+
+
+@pytest.mark.parametrize("dynamic, specialize, match", [
+    ({"rows": (1, 64)}, {"cols": [4]}, "'cols', which dynamic= does not give bounds"),
+    ({"rows": 8}, {"rows": [8]}, "'rows', which dynamic= does not give bounds"),
+    ({"rows": (1, 64)}, {"rows": [65]}, "within its bounds 1 to 64"),
+    ({"rows": (1, 64)}, {"rows": 16}, "expected a list of sizes"),
+    ({"rows": (1, 64)}, {"rows": []}, "expected a list of sizes"),
+])
+def test_specialize_refuses_what_is_not_a_value_of_a_dynamic_dimension(pooled, dynamic, specialize, match):
+    with pytest.raises(TilegradError, match=match):
+        tilegrad.compile(pooled[0], dynamic=dynamic, specialize=specialize)
