@@ -10,9 +10,11 @@ tensors for the GPU (`target="cuda"`; the graph is exported from CPU copies of i
 passes the other inputs as NumPy arrays, without copies on the CPU (a GPU call copies them to the host and the
 module copies them to the device: `CudaModule` takes NumPy), and wraps the outputs as tensors on the inputs'
 device. The weights are checked on every call (same tensors, no in-place update since compiling); a
-change recompiles. Ops tilegrad does not lower run in PyTorch between native segments of the graph
+change recompiles. A graph with symbolic shapes (`torch.compile(dynamic=True)`, or dynamo's automatic dynamic
+shapes once a second shape is seen) compiles once with those dimensions dynamic, for values up to a bound
+(`torch_sizes.py`); a larger value compiles again. Ops tilegrad does not lower run in PyTorch between native segments of the graph
 (`torch_partition.py`, after one `EagerOpsWarning` listing them); a graph tilegrad cannot compile at all (an
-unsupported dtype, a dynamic shape, gradients needed) runs eagerly, after one `EagerFallbackWarning` that says
+unsupported dtype, a size that is not an input's dimension, gradients needed) runs eagerly, after one `EagerFallbackWarning` that says
 why; other errors (unknown options, a missing records database, a compiler failure) are raised.
 """
 
@@ -25,6 +27,7 @@ import torch
 from . import metrics
 from .errors import ShapeError, TilegradError, UnsupportedOpError
 from .torch_partition import FrozenWeights, as_array
+from .torch_sizes import NotDimensions, dynamic_shapes, sizes_of, upper
 
 OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
 TARGETS_BY_DEVICE = {"cpu": "cpu", "cuda": "cuda"}  # a tensor's device type -> the target compiled for
@@ -52,23 +55,41 @@ class CompiledGraph:
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: dict):
         self.gm, self.options = gm, options
         self.weights = {i: t for i, t in enumerate(example_inputs) if _is_weight(t)}
-        self.user = [i for i in range(len(example_inputs)) if i not in self.weights]
+        self.scalars = {i: float(t) for i, t in _lifted_floats(gm, example_inputs).items()}
+        self.user = [i for i, t in enumerate(example_inputs)
+                     if i not in self.weights and i not in self.scalars and isinstance(t, torch.Tensor)]
+        self.bounds: dict[str, int] = {}  # symbol -> the largest value it is compiled for
+        try:  # size inputs (a graph with symbolic shapes): slot -> symbol; symbol -> its Size
+            self.slots, self.sizes = sizes_of(gm, example_inputs, self.user)
+            self.not_sizes = None
+        except NotDimensions as exc:
+            self.slots, self.sizes, self.not_sizes = {}, {}, str(exc)
         self.versions: dict[int, int] = {}
         self.device = torch.device("cpu")
         self.module = self._compile(example_inputs)
 
     def _compile(self, example_inputs: list):
-        why = _eager_reason(example_inputs)
+        why = self.not_sizes or _eager_reason(example_inputs)
+        if why is None and self.sizes and _device_of(example_inputs).type != "cpu":
+            why = "the graph has dynamic shapes, which tilegrad compiles for the CPU only"
         if why is None:
             from . import api
 
             self.versions = {i: _version(t) for i, t in self.weights.items()}
             self.device = _device_of(example_inputs)
             host = {i: t.detach().cpu() for i, t in self.weights.items()}
-            frozen = FrozenWeights(self.gm, host, len(example_inputs))
+            frozen = FrozenWeights(self.gm, host, len(example_inputs),
+                                   {slot: self.sizes[name].places[0] for slot, name in self.slots.items()},
+                                   self.scalars).eval()
+            tensors = tuple(example_inputs[i].cpu() for i in self.user)
+            dynamic = {}
+            if self.sizes:
+                self.bounds = {name: upper(max(self.bounds.get(name, 0), _value(s, tensors)))
+                               for name, s in self.sizes.items()}
+                dynamic = {"dynamic": {"inputs": dynamic_shapes(self.sizes, self.bounds, len(tensors))}}
             try:
-                module = api.compile(frozen, tuple(example_inputs[i].cpu() for i in self.user),
-                                     target=TARGETS_BY_DEVICE[self.device.type], **self.options)
+                module = api.compile(frozen, tensors, target=TARGETS_BY_DEVICE[self.device.type], **dynamic,
+                                     **self.options)
             except (UnsupportedOpError, ShapeError) as exc:  # the graph, not the setup: run it eagerly
                 why = " ".join(str(exc).split())
             else:
@@ -90,7 +111,9 @@ class CompiledGraph:
     def __call__(self, *args):
         if self.module is None:
             return self.gm(*args)
-        if any(args[i] is not t or _version(t) != self.versions[i] for i, t in self.weights.items()):
+        if any(args[i] is not t or _version(t) != self.versions[i] for i, t in self.weights.items()) \
+                or any(args[slot] > self.bounds[name] for slot, name in self.slots.items()) \
+                or any(float(args[i]) != value for i, value in self.scalars.items()):
             self.weights = {i: args[i] for i in self.weights}
             self.module = self._compile(list(args))
             if self.module is None:
@@ -105,11 +128,22 @@ def _is_weight(t) -> bool:
                                             or getattr(t, "_dynamo_static_input_type", None) is not None)
 
 
+def _lifted_floats(gm: torch.fx.GraphModule, example_inputs: list) -> dict:
+    """{slot: tensor} of the Python floats of the model that dynamo passes as 0-d tensors (with dynamic=True)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {i: t for i, (n, t) in enumerate(zip(placeholders, example_inputs))
+            if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False) and isinstance(t, torch.Tensor)}
+
+
+def _value(size, tensors) -> int:
+    """The value of a Size in a call with these input tensors."""
+    tensor, axis = size.places[0]
+    return int(tensors[tensor].shape[axis])
+
+
 def _eager_reason(example_inputs: list) -> str | None:
-    """Why the graph must run eagerly, or None when tilegrad can compile it."""
-    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
-        return ("the graph has dynamic shapes; tilegrad compiles static shapes: use "
-                "torch.compile(..., dynamic=False)")
+    """Why the graph must run eagerly, or None when tilegrad can compile it (as far as its inputs tell)."""
+    example_inputs = [t for t in example_inputs if isinstance(t, torch.Tensor)]
     devices = sorted({t.device.type for t in example_inputs})
     if len(devices) > 1:
         return f"the graph's tensors are on several devices ({', '.join(devices)}); tilegrad compiles for one"
@@ -122,8 +156,8 @@ def _eager_reason(example_inputs: list) -> str | None:
 
 
 def _device_of(example_inputs: list) -> torch.device:
-    """The one device of the graph's tensors (the CPU for a graph without inputs)."""
-    return example_inputs[0].device if example_inputs else torch.device("cpu")
+    """The one device of the graph's tensors (the CPU for a graph without input tensors)."""
+    return next((t.device for t in example_inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))
 
 
 def _version(t: torch.Tensor) -> int:

@@ -123,11 +123,16 @@ class _Lowerable:
 
 class FrozenWeights(torch.nn.Module):
     """A graph (dynamo's, or a group of lowerable nodes) with its weights held as buffers, so that export sees
-    them as constants; it takes the other inputs only."""
+    them as constants; it takes the other inputs only. `sizes` are the inputs dynamo passes as numbers beside the
+    tensors of a graph with dynamic shapes (slot: (the tensor input, its axis) whose size it is): read from
+    those tensors' shapes, so that export sees them as the same symbols. `scalars` are the Python floats of the
+    model (a norm's eps, a dropout's p) that dynamo passes as tensors in such a graph (slot: value): constants
+    made in the graph, so that export reads their values rather than a symbol."""
 
-    def __init__(self, gm: torch.fx.GraphModule, weights: dict[int, torch.Tensor], arity: int):
+    def __init__(self, gm: torch.fx.GraphModule, weights: dict[int, torch.Tensor], arity: int,
+                 sizes: dict[int, tuple[int, int]] | None = None, scalars: dict[int, float] | None = None):
         super().__init__()
-        self.gm, self.arity = gm, arity
+        self.gm, self.arity, self.sizes, self.scalars = gm, arity, dict(sizes or {}), dict(scalars or {})
         self.slots = sorted(weights)
         for i in self.slots:
             self.register_buffer(f"weight_{i}", weights[i].detach())
@@ -135,7 +140,9 @@ class FrozenWeights(torch.nn.Module):
     def forward(self, *inputs):
         given = iter(inputs)
         weights = {i: getattr(self, f"weight_{i}") for i in self.slots}
-        args = [weights[i] if i in weights else next(given) for i in range(self.arity)]
+        fixed = {**{slot: inputs[tensor].shape[axis] for slot, (tensor, axis) in self.sizes.items()},
+                 **{slot: torch.tensor(value, dtype=torch.float64) for slot, value in self.scalars.items()}}
+        args = [weights[i] if i in weights else fixed[i] if i in fixed else next(given) for i in range(self.arity)]
         # Run node by node with each node's metadata current, so that the exported nodes keep the user's source
         # lines and submodules (for error messages) rather than the generated code's.
         with torch.fx.traceback.preserve_node_meta():

@@ -206,3 +206,41 @@ def test_cuda_tensors_run_on_the_gpu_and_match_eager():
     assert got.device.type == "cuda"
     _assert_close(got, module(x))
     assert metrics.counters["torch_backend.compiled"] == 1
+
+
+class SizeMixer(nn.Module):
+    """A product, a reshape by the input's own batch size and a softmax: sizes that dynamo passes as inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x).reshape(x.shape[0], -1, 4), dim=-1)
+
+
+def test_dynamic_shapes_compile_once_up_to_a_bound_then_again_beyond_it(compiles):
+    module = SizeMixer().eval()
+    opt = torch.compile(module, backend="tilegrad", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerFallbackWarning)
+        for shape in [(3, 5, 16), (4, 7, 16), (2, 63, 16)]:
+            x = torch.randn(*shape)
+            _assert_close(_run(opt, (x,)), module(x))
+        assert len(compiles) == 1 and metrics.counters["torch_backend.compiled"] == 1
+        x = torch.randn(3, 100, 16)  # beyond the first bound (64): compiled again for larger values
+        _assert_close(_run(opt, (x,)), module(x))
+    assert len(compiles) == 2 and metrics.counters["torch_backend.compiled"] == 2
+
+
+def test_a_second_shape_compiles_a_dynamic_module_not_an_eager_fallback(compiles):
+    """Without dynamic=, dynamo recompiles with symbolic shapes when it sees a second shape: that graph is
+    compiled with dynamic dimensions too, and a third shape compiles nothing."""
+    module = SizeMixer().eval()
+    opt = torch.compile(module, backend="tilegrad")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerFallbackWarning)
+        for shape in [(3, 5, 16), (4, 7, 16), (2, 9, 16)]:
+            x = torch.randn(*shape)
+            _assert_close(_run(opt, (x,)), module(x))
+    assert len(compiles) == 2 and "dynamic" in compiles[1]

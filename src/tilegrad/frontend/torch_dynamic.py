@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import warnings
 from collections.abc import Mapping
 
 from ..errors import TilegradError
@@ -35,7 +36,10 @@ def exported_with_dims(module, example_inputs, dynamic_shapes) -> tuple[object, 
     if not bounds:
         raise TilegradError("dynamic names no Dim; give torch.export's dynamic_shapes, "
                             "{'ids': {1: Dim('seq', min=1, max=512)}}")
-    with contextlib.redirect_stdout(io.StringIO()):  # the exporter reports its steps on stdout
+    # Outside any tracing context: inside a torch.compile backend, dynamo's would leak its guards (on its own
+    # frame's locals) into the exported program. The exporter prints its steps on stdout.
+    with torch._guards.tracing(None), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecation notices, not the user's to act on
         program = torch.onnx.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, dynamo=True,
                                     verbose=False)
     return program.model_proto, bounds
