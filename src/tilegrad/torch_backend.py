@@ -9,13 +9,14 @@ constants (so bias folding, batch-norm folding and weight packing apply), and th
 tensors for the GPU (`target="cuda"`; the graph is exported from CPU copies of its inputs and weights). A call
 passes the other inputs as NumPy arrays, without copies on the CPU (a GPU call copies them to the host and the
 module copies them to the device: `CudaModule` takes NumPy), and wraps the outputs as tensors on the inputs'
-device. The weights are checked on every call (same tensors, no in-place update since compiling); a
-change recompiles. A graph with symbolic shapes (`torch.compile(dynamic=True)`, or dynamo's automatic dynamic
-shapes once a second shape is seen) compiles once with those dimensions dynamic, for values up to a bound
-(`torch_sizes.py`); a larger value compiles again. Ops tilegrad does not lower run in PyTorch between native segments of the graph
-(`torch_partition.py`, after one `EagerOpsWarning` listing them); a graph tilegrad cannot compile at all (an
-unsupported dtype, a size that is not an input's dimension, gradients needed) runs eagerly, after one `EagerFallbackWarning` that says
-why; other errors (unknown options, a missing records database, a compiler failure) are raised.
+device. The weights are checked on every call (same tensors, no in-place update since compiling); a change
+recompiles. A graph with symbolic shapes (`torch.compile(dynamic=True)`, or dynamo's automatic dynamic shapes
+once a second shape is seen) compiles once with those dimensions dynamic, for values up to a bound
+(`torch_sizes.py`); a larger value compiles again. Ops tilegrad does not lower run in PyTorch between native
+segments of the graph (`torch_partition.py`, after one `EagerOpsWarning` listing them); a graph tilegrad cannot
+compile at all (an unsupported dtype, a size that is not an input's dimension, gradients needed) runs eagerly,
+after one `EagerFallbackWarning` that says why; other errors (unknown options, a missing records database, a
+compiler failure) are raised.
 """
 
 from __future__ import annotations
