@@ -154,8 +154,10 @@ def test_a_call_on_evicted_buffers_is_slower_than_a_warm_one():
     args = kernel.pack(arrays)
     warm = harness(harness_library(kernel.cfg))
     cold = cold_harness(harness_library(kernel.cfg), [(args, arrays[:1])])
-    warm_s = statistics.median(measure(warm, kernel.function_address, args, 1, 1, 5, 0.002))
-    cold_s = statistics.median(measure(cold, kernel.function_address, args, 1, 1, 5, 0.002))
+    # The best of each: a busy machine (the suite's other worker) slows some calls of either, never the best
+    # cold call below memory's speed.
+    warm_s = min(measure(warm, kernel.function_address, args, 1, 1, 5, 0.002))
+    cold_s = min(measure(cold, kernel.function_address, args, 1, 1, 5, 0.002))
     assert cold_s > 1.5 * warm_s  # from memory, not from L2
     assert arrays[1][0] == arrays[0].sum(dtype=np.uint32)
 
