@@ -117,6 +117,9 @@ def _compile_dynamic(model, proto, input_shapes, dynamic: Mapping[str, tuple[int
     if proto is None:
         raise TilegradError("dynamic= applies to an ONNX model, or to a torch.nn.Module given with example inputs "
                             "(its dimensions as torch.export's Dims)")
+    if not backend_for(TARGETS[options.target]()).symbolic_dims:
+        raise TilegradError(f"dynamic= is not available for the {options.target} target, which compiles fixed "
+                            f"shapes; compile with input_shapes= instead")
     if options.db is not None:
         raise TilegradError("dynamic= compiles the default schedules: tuned records (db=) are for fixed shapes and "
                             "are not applied to symbolic kernels yet; compile with input_shapes= to use them")

@@ -27,6 +27,7 @@ class Backend(Protocol):
     fuses_attention: bool  # "auto" makes each attention one kernel (else its products and softmax stay apart)
     remote_measurers: bool  # candidates may be built and timed on a Ray cluster
     saves_module: bool  # its compiled module is saved whole (else `tilegrad compile` writes its source)
+    symbolic_dims: bool  # dynamic dimensions stay symbolic in its code (`compile(dynamic=)`)
 
     def renderer(self, target: Target) -> Any:
         """The loop-IR printer of its kernels."""

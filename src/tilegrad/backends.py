@@ -20,6 +20,7 @@ class CpuBackend:
     fuses_attention = True
     remote_measurers = True
     saves_module = True
+    symbolic_dims = True
 
     def renderer(self, target):
         from .codegen.c import CRenderer
@@ -71,6 +72,7 @@ class CudaBackend:
     fuses_attention = False
     remote_measurers = False  # Ray devices are CPUs
     saves_module = False  # a CudaModule lives on its device; the CUDA source and PTX are what is written
+    symbolic_dims = False  # its kernels are generated for fixed shapes
 
     def renderer(self, target):
         from .codegen.cuda import CudaRenderer

@@ -26,7 +26,9 @@ import warnings
 import torch
 
 from . import metrics
+from .backend import backend_for
 from .errors import ShapeError, TilegradError, UnsupportedOpError
+from .target import TARGETS
 from .torch_partition import FrozenWeights, as_array
 from .torch_sizes import NotDimensions, dynamic_shapes, sizes_of, upper
 
@@ -71,8 +73,9 @@ class CompiledGraph:
 
     def _compile(self, example_inputs: list):
         why = self.not_sizes or _eager_reason(example_inputs)
-        if why is None and self.sizes and _device_of(example_inputs).type != "cpu":
-            why = "the graph has dynamic shapes, which tilegrad compiles for the CPU only"
+        target = TARGETS_BY_DEVICE.get(_device_of(example_inputs).type)
+        if why is None and self.sizes and not backend_for(TARGETS[target]()).symbolic_dims:
+            why = f"the graph has dynamic shapes, which tilegrad's {target} target compiles as fixed shapes only"
         if why is None:
             from . import api
 

@@ -47,3 +47,8 @@ def test_named_values_run_their_specialised_modules_and_others_the_dynamic_one(p
 def test_specialize_refuses_what_is_not_a_value_of_a_dynamic_dimension(pooled, dynamic, specialize, match):
     with pytest.raises(TilegradError, match=match):
         tilegrad.compile(pooled[0], dynamic=dynamic, specialize=specialize)
+
+
+def test_a_target_that_compiles_fixed_shapes_refuses_dynamic(pooled):
+    with pytest.raises(TilegradError, match="not available for the cuda target"):
+        tilegrad.compile(pooled[0], dynamic={"rows": (1, 64)}, target="cuda")

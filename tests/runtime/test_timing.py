@@ -1,7 +1,6 @@
 import ctypes
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
