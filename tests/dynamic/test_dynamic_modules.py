@@ -92,6 +92,27 @@ def test_dynamic_names_what_the_model_lacks_or_leaves_open(tmp_path):
         tilegrad.compile(path, dynamic={"batch": 1, "seq": (1, 8)}, db=tmp_path / "tune.db")
 
 
+def test_unnamed_dimensions_are_named_by_input_and_axis(tmp_path):
+    """An exporter's -1 (a negative dim_value) and a dimension with neither value nor name are symbolic, as ONNX
+    Runtime reads them: `dynamic=` names them `x[axis]`."""
+    model = pooled_rows()
+    rows = model.graph.input[0].type.tensor_type.shape.dim[0]
+    rows.Clear()
+    rows.dim_value = -1
+    path = tmp_path / "unnamed.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ShapeError, match=r"symbolic dimensions are \['x\[0\]'\]"):
+        tilegrad.compile(path, dynamic={"rows": (1, 8)})
+    module = tilegrad.compile(path, dynamic={"x[0]": (1, 40)})
+    session = ort.InferenceSession(str(path))
+    for n in (1, 7, 40):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        for got, want in zip(module(x), session.run(None, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(KernelCallError, match=r"'x\[0\]' is 41, outside the bounds"):
+        module(np.zeros((41, 8), np.float32))
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "bert"])
 def test_a_transformer_exported_with_a_dynamic_sequence_compiles_once(kind, tmp_path):
     """torch.export writes the sequence length's arithmetic as Shape, Gather, Concat, Range, Slice and Expand

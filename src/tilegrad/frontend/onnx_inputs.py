@@ -144,6 +144,13 @@ def declared_dim(d) -> int | str:
     return d.dim_param or "?"
 
 
+def _named_dims(i: ModelInput) -> tuple[int | str, ...] | None:
+    """The input's dimensions, an unnamed symbolic one named by the input and its axis (`x[0]`)."""
+    if i.dims is None:
+        return None
+    return tuple(f"{i.name}[{axis}]" if d == "?" else d for axis, d in enumerate(i.dims))
+
+
 def _declared_dims(tt) -> tuple[int | str, ...] | None:
     if not tt.HasField("shape"):
         return None
@@ -165,8 +172,10 @@ def _fixed(name: str, shape: tuple[int, ...], declared: tuple[int | str, ...] | 
 def symbolic_shapes(inputs: Sequence[ModelInput], dynamic: Mapping[str, tuple[int, int]]) -> dict[str, tuple]:
     """Each input's shape with the dimensions `dynamic` names (dim_params, with their bounds) as variables
     (`te/dims.dimension`), or fixed where it gives a size; a symbolic dimension it does not name, an unknown name,
-    or an input that is not a tensor of declared shape is a ShapeError saying what to give."""
-    declared = {d for i in inputs if i.dims is not None for d in i.dims if isinstance(d, str)}
+    or an input that is not a tensor of declared shape is a ShapeError saying what to give. A dimension the model
+    leaves unnamed (no dim_param, or a negative dim_value) is named by its input and axis, `x[0]`."""
+    named = {i.name: _named_dims(i) for i in inputs}
+    declared = {d for dims in named.values() if dims is not None for d in dims if isinstance(d, str)}
     unknown = sorted(set(dynamic) - declared)
     if unknown:
         raise ShapeError(f"dynamic names {unknown}, which no input declares as a dimension; the model's symbolic "
@@ -185,11 +194,12 @@ def symbolic_shapes(inputs: Sequence[ModelInput], dynamic: Mapping[str, tuple[in
         if i.kind != TENSOR or i.value_needed or i.dims is None:
             open_inputs.append(i.describe())
             continue
-        left = [d for d in i.dims if isinstance(d, str) and d not in variables]
+        dims = named[i.name]
+        left = [d for d in dims if isinstance(d, str) and d not in variables]
         if left:
-            open_inputs.append(i.describe())
+            open_inputs.append(f"{i.describe()} (name {', '.join(map(repr, left))})")
         elif i.symbolic:
-            out[i.name] = tuple(variables[d] if isinstance(d, str) else d for d in i.dims)
+            out[i.name] = tuple(variables[d] if isinstance(d, str) else d for d in dims)
     if open_inputs:
         raise ShapeError(f"compiling with dynamic dimensions needs every input to be a tensor whose symbolic "
                          f"dimensions are named in dynamic= or fixed by input_shapes; not so: {'; '.join(open_inputs)}")
