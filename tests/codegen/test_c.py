@@ -174,3 +174,22 @@ def test_float64_calls_cannot_be_hidden_by_a_buffer_named_like_them():
     sch = default_schedule(out)
     got = build(sch).run(np.linspace(-1, 1, 6))
     np.testing.assert_allclose(got, np.exp(np.linspace(-1, 1, 6)) + np.exp(np.exp(np.linspace(-1, 1, 6))), rtol=1e-15)
+
+
+def test_a_single_element_read_in_a_select_is_read_once_and_the_loop_vectorises():
+    """`isnan(x) ? fill[0] : x`: the fill read once at the start, so gcc makes the select a blend (a load under
+    a condition it cannot prove safe kept the loop scalar); a single element of a buffer the kernel writes is
+    read where it is."""
+    x = te.placeholder((4, 64), name="X")
+    fill = te.placeholder((1,), name="fill")
+    y = te.compute((4, 64), lambda i, j: E.select(x[i, j].ne(x[i, j]), fill[0], x[i, j]), name="Y")
+    src = build(default_schedule(y)).source
+    assert "const float tg_read_fill_0 = fill[0];" in src
+    assert src.count("fill[0]") == 1
+    reg = "zmm" if host().vector_lanes == 16 else "ymm"
+    assert re.search(rf"v(blendv|cmp[a-z]*)ps\s.*%{reg}", assemble(src)), "the select was not vectorised"
+    corner = te.compute((1,), lambda i: x[0, 0] * 2, name="corner")
+    assert "tg_read_X_0_0" in build(default_schedule(corner)).source
+    r = te.reduce_axis(4, "r")
+    acc = te.compute((1,), lambda i: te.sum(x[r, 0], axis=r), name="acc")
+    assert "tg_read_acc" not in build(default_schedule(acc)).source  # written by the kernel

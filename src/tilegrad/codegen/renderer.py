@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtype import is_unsigned
 from ..loop.dot4 import use_dot4
-from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store
+from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, walk
 from ..loop.tails import version_tails
 from ..target import Target, host
 from ..te import expr as E
@@ -66,6 +66,7 @@ class Renderer:
         if self.intrinsics:
             k = use_dot4(k)
         self._lines: list[str] = []
+        self._scalars = _scalar_reads(k)
         self._parallel_depth = 0
         self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses
         self._uses_intrinsics = False
@@ -89,6 +90,10 @@ class Renderer:
                              f"{type(self).__name__} does not take")
         for i, d in enumerate(k.dims, start=len(k.params)):
             self._emit(1, self.dim_param.format(name=d.name, index=i))
+        scalars, self._scalars = self._scalars, {}  # rendered as reads of the buffer, once
+        for load, name in scalars.items():
+            self._emit(1, f"const {self.types[load.dtype]} {name} = {self.expr(load)};")
+        self._scalars = scalars
 
     def _signature(self, k: Kernel) -> str:
         return self.signature.format(name=k.name)
@@ -191,6 +196,9 @@ class Renderer:
         if t is E.Cast:
             return self._rounded(e.dtype, f"(({self.types[e.dtype]}){self.expr(e.a)})")
         if t is E.Load:
+            scalar = self._scalars.get(e)
+            if scalar is not None:
+                return scalar
             return self._convert(self.widen, e.dtype, f"{e.buffer.name}[{self._flat(e.buffer, e.indices)}]")
         if isinstance(e, E.Call):
             return self._rounded(e.dtype, self._call(e))
@@ -226,3 +234,28 @@ class Renderer:
 
     def _call(self, e: E.Call) -> str:
         raise NotImplementedError(f"{type(self).__name__} has no spelling for {type(e).__name__}")
+
+
+def _scalar_reads(k: Kernel) -> dict[E.Load, str]:
+    """The kernel's reads of single elements of parameters it never writes (a Where's fill value, a scale):
+    {the read: the local it is read into once, at the start}. Read inside a select, `c ? fill[0] : x`, such an
+    element kept gcc from vectorising the loop, since a load it cannot prove safe is not made unconditional; at the
+    start it is one read, always in bounds (a constant index within the buffer's numeric shape)."""
+    params = set(k.params)
+    written = {s.buffer for s in walk(k.body) if isinstance(s, Store)}
+    written |= {b for s in walk(k.body) if isinstance(s, Intrinsic) for b, _ in s.operands}
+    out: dict[E.Load, str] = {}
+    for s in walk(k.body):
+        if not isinstance(s, Store):
+            continue
+        for load in E.loads(s.value):
+            b = load.buffer
+            if b not in params or b in written or load in out or not _within(load.indices, b.shape):
+                continue
+            out[load] = f"tg_read_{b.name}" + "".join(f"_{i.value}" for i in load.indices)
+    return out
+
+
+def _within(indices, shape) -> bool:
+    """Whether constant `indices` lie within a numeric `shape`."""
+    return all(type(i) is E.Const and type(d) is E.Const and 0 <= i.value < d.value for i, d in zip(indices, shape))
