@@ -18,6 +18,7 @@ from tilegrad.loop.ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Sto
 from tilegrad.loop.tails import version_tails
 from tilegrad.schedule import Schedule
 from tilegrad.te import expr as E
+from tilegrad.te.evaluate import evaluate
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te import nn
 from tilegrad.te.nn.nchwc import depthwise_conv2d_nchwc
@@ -202,3 +203,52 @@ def test_windows_padded_in_place_compute_what_onnxruntime_does(op, c, size, k, s
     x = np.random.default_rng(size).standard_normal((1, c, size, size)).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(tilegrad.compile(model)(x), want, rtol=1e-4, atol=1e-5)
+
+
+def _stored(stmt, env: dict, out: set) -> None:
+    """The indices `stmt` stores to, run with the variables in `env` (For, Seq, IfThenElse, Store only)."""
+    if isinstance(stmt, Seq):
+        for x in stmt.stmts:
+            _stored(x, env, out)
+    elif isinstance(stmt, For):
+        for value in range(evaluate(stmt.extent, env)):
+            _stored(stmt.body, {**env, stmt.var.name: value}, out)
+    elif isinstance(stmt, IfThenElse):
+        if evaluate(stmt.cond, env):
+            _stored(stmt.then, env, out)
+        elif stmt.orelse is not None:
+            _stored(stmt.orelse, env, out)
+    elif isinstance(stmt, Store):
+        out.add(evaluate(stmt.indices[0], env))
+
+
+def test_tiles_over_a_dynamic_extent_run_as_whole_tiles_then_the_partial_one():
+    """for o < ceil(n / 8): for i < 8: if (o * 8 + i < n) ...: versioned, then split where the whole-tile check
+    first fails, so no check runs per tile; every n stores each index below it once."""
+    n = E.Var("dyn_n", E.INDEX, 1, 100)
+    out = Buffer("Y", (E.Const(100, E.INDEX),), "float32")
+    o, i = E.Var("o", E.INDEX, 0, 12), E.Var("i", E.INDEX, 0, 7)
+    guard = IfThenElse(o * 8 + i < n, Store(out, (o * 8 + i,), E.Const(1.0, "float32")))
+    nest = For(o, (n + 7) // 8, "serial", For(i, E.Const(8, E.INDEX), "serial", guard))
+    kernel = version_tails(Kernel("k", (out,), nest, dims=(n,)))
+    assert isinstance(kernel.body, Seq) and [type(s) for s in kernel.body.stmts] == [For, For]
+    whole, partial = kernel.body.stmts
+    assert not [s for s in walk(whole) if isinstance(s, IfThenElse)], "whole tiles test nothing"
+    for value in range(1, 101):
+        assert evaluate(partial.extent, {"dyn_n": value}) == (value % 8 > 0)
+        stored: set = set()
+        _stored(kernel.body, {"dyn_n": value}, stored)
+        assert stored == set(range(value))
+
+
+@given(st.integers(1, 9), st.integers(-20, 20), st.integers(-30, 300), st.booleans())
+def test_the_first_failing_index_of_a_tile_check(c, d, bound, strict):
+    """`_first_failing(o * c + d < n)` (or <=) is the least o >= 0 where the check fails, for every n."""
+    from tilegrad.loop.tails import _first_failing
+
+    o, n = E.Var("o", E.INDEX, 0, 1000), E.Var("n", E.INDEX, -30, 300)
+    cond = (o * c + d < n) if strict else (o * c + d <= n)
+    first = _first_failing(cond, o)
+    holds = (lambda v: v * c + d < bound) if strict else (lambda v: v * c + d <= bound)
+    want = next(v for v in range(0, 1000) if not holds(v))
+    assert max(0, evaluate(first, {"n": bound})) == want

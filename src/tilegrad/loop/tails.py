@@ -140,7 +140,7 @@ def _rewrite(s: Stmt, plan: dict, selects: dict) -> Stmt:
             body = _strip_selects(body, set(padding))
         elif whole is not None and whole != _FALSE:
             body = IfThenElse(whole, _strip_selects(body, set(padding)), body)
-        return dataclasses.replace(s, body=body)
+        return _split_at_partial_tiles(dataclasses.replace(s, body=body))
     if isinstance(s, Seq):
         return seq(_rewrite(x, plan, selects) for x in s.stmts)
     if isinstance(s, Allocate):
@@ -217,6 +217,42 @@ def _last_tile_known(s: Stmt, loop: For) -> Stmt:
     if any(simplify(E.substitute(s.cond, {loop.var.name: i})) != _TRUE for i in (0, last - 1)):
         return s
     return dataclasses.replace(s, orelse=_substitute(s.orelse, {loop.var.name: E.Const(last, loop.var.dtype)}))
+
+
+def _split_at_partial_tiles(loop: For) -> Stmt:
+    """A serial loop of a dynamic extent whose body is a versioned tile, `if (o * c + d < n) whole else partial`
+    (c > 0: whole tiles first), as two loops: the whole tiles, then the partial ones from the first index where
+    the check fails. The check per iteration made gcc keep a reduction's accumulators (an rfactor over a dynamic
+    row, `_version`'s copies of one accumulation) on the stack; a numeric extent has its last index put in
+    instead (`_last_tile_known`)."""
+    s = loop.body
+    if loop.kind != "serial" or type(loop.extent) is E.Const or not (isinstance(s, IfThenElse) and s.orelse):
+        return loop
+    first = _first_failing(s.cond, loop.var)
+    if first is None:
+        return loop
+    whole = simplify(E.minimum(loop.extent, E.maximum(first, E.Const(0, E.INDEX))))
+    rest = simplify(loop.extent - whole)
+    partial = _substitute(s.orelse, {loop.var.name: loop.var + whole})
+    return seq([dataclasses.replace(loop, extent=whole, body=s.then),
+                dataclasses.replace(loop, extent=rest, body=partial)])
+
+
+def _first_failing(cond: E.Expr, var: E.Var) -> E.Expr | None:
+    """The least `var` at which `cond`, `var * c + d < n` or `<=` with a number c > 0 and `var` nowhere else,
+    fails (it holds below): None for any other form."""
+    if type(cond) not in (E.LT, E.LE):
+        return None
+    slack = simplify(cond.b - cond.a)  # holds while slack > 0 (LT) or >= 0 (LE)
+    step = simplify(E.substitute(slack, {var.name: var + 1}) - slack)
+    if type(step) is not E.Const or step.value >= 0:
+        return None
+    rest = simplify(E.substitute(slack, {var.name: E.Const(0, var.dtype)}))
+    if var.name in {v.name for v in E.free_vars(rest)} or simplify(rest + var * step) != slack:
+        return None
+    c = -step.value  # slack = rest - c * var: holds while c * var < rest (LT) or <= rest (LE)
+    bound = rest if type(cond) is E.LT else rest + 1
+    return simplify((bound + (c - 1)) // c)
 
 
 def _affine(e: E.Expr) -> bool:
