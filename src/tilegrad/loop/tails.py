@@ -26,7 +26,6 @@ Code generation only: feature formulas and the cost model see the kernel as lowe
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from ..te import expr as E
 from ..te.simplify import prove_nonneg, simplify
@@ -221,46 +220,22 @@ def _last_tile_known(s: Stmt, loop: For) -> Stmt:
 
 
 def _split_at_partial_tiles(loop: For) -> Stmt:
-    """A serial loop of a dynamic extent whose body holds versioned tiles, `if (o * c + d < n) whole else
-    partial` (c > 0: whole tiles first), as two loops: up to the first index where one of those checks fails,
-    the body with each taken as true; from there on, the body as it is (the partial tiles). A check per
-    iteration kept gcc from holding a reduction's accumulators in registers (an rfactor over a dynamic row)
-    and left both copies of a GEMM's tile in its loop; a numeric extent has its last index put in instead
-    (`_last_tile_known`)."""
-    if loop.kind != "serial" or type(loop.extent) is E.Const:
+    """A serial loop of a dynamic extent whose body is a versioned tile, `if (o * c + d < n) whole else partial`
+    (c > 0: whole tiles first), as two loops: the whole tiles, then the partial ones from the first index where
+    the check fails. The check per iteration made gcc keep a reduction's accumulators (an rfactor over a dynamic
+    row, `_version`'s copies of one accumulation) on the stack; a numeric extent has its last index put in
+    instead (`_last_tile_known`)."""
+    s = loop.body
+    if loop.kind != "serial" or type(loop.extent) is E.Const or not (isinstance(s, IfThenElse) and s.orelse):
         return loop
-    loops = [x for x in walk(loop.body) if isinstance(x, For)]
-    units = {x.var.name: E.Const(0, x.var.dtype) for x in loops if x.extent == E.Const(1, E.INDEX)}
-    inner = {x.var.name for x in loops} - set(units)
-    firsts = {}
-    for x in walk(loop.body):
-        if isinstance(x, IfThenElse) and x.orelse is not None and x.cond not in firsts:
-            cond = simplify(E.substitute(x.cond, units))  # a loop of one iteration runs at 0
-            names = {v.name for v in E.free_vars(cond)}
-            if loop.var.name in names and not names & inner:
-                firsts[x.cond] = _first_failing(cond, loop.var)
-    firsts = {cond: first for cond, first in firsts.items() if first is not None}
-    if not firsts:
+    first = _first_failing(s.cond, loop.var)
+    if first is None:
         return loop
-    split = functools.reduce(E.minimum, firsts.values())
-    whole = simplify(E.minimum(loop.extent, E.maximum(split, E.Const(0, E.INDEX))))
+    whole = simplify(E.minimum(loop.extent, E.maximum(first, E.Const(0, E.INDEX))))
     rest = simplify(loop.extent - whole)
-    tail = dataclasses.replace(loop, extent=rest, body=_substitute(loop.body, {loop.var.name: loop.var + whole}))
-    return seq([dataclasses.replace(loop, extent=whole, body=_taken(loop.body, set(firsts))), tail])
-
-
-def _taken(s: Stmt, holding: set[E.Expr]) -> Stmt:
-    """`s` with each version whose check is in `holding` replaced by its whole-tile side."""
-    if isinstance(s, IfThenElse) and s.orelse is not None and s.cond in holding:
-        return _taken(s.then, holding)
-    if isinstance(s, IfThenElse):
-        orelse = None if s.orelse is None else _taken(s.orelse, holding)
-        return dataclasses.replace(s, then=_taken(s.then, holding), orelse=orelse)
-    if isinstance(s, (For, Allocate)):
-        return dataclasses.replace(s, body=_taken(s.body, holding))
-    if isinstance(s, Seq):
-        return seq(_taken(x, holding) for x in s.stmts)
-    return s
+    partial = _substitute(s.orelse, {loop.var.name: loop.var + whole})
+    return seq([dataclasses.replace(loop, extent=whole, body=s.then),
+                dataclasses.replace(loop, extent=rest, body=partial)])
 
 
 def _first_failing(cond: E.Expr, var: E.Var) -> E.Expr | None:
