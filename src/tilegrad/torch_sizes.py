@@ -4,9 +4,9 @@ compiled for.
 
 Dynamo passes a symbolic size as an input of its own (a `SymInt` beside the tensors) and marks the tensors' axes
 with the same symbols. The backend compiles the graph once with those axes dynamic (`tilegrad.compile` with
-torch.export Dims named after the symbols) for values up to an upper bound: a few times the first value seen, at
-least `MIN_UPPER`, within the range dynamo proves. A call beyond the bound compiles again with a bound from the
-new value, so memory planned for the largest value stays in proportion to what the model is called with.
+torch.export Dims named after the symbols) from the least value dynamo allows up to an upper bound: a few times
+the first value seen, at least `MIN_UPPER`. A call beyond the bound compiles again with a bound from the new
+value, so memory planned for the largest value stays in proportion to what the model is called with.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from tilegrad import te
 from tilegrad.kernel import build
 from tilegrad.codegen.c import CRenderer, render_c
 from tilegrad.loop import lower
+from tilegrad.loop.ir import Buffer, For, Kernel, Store
 from tilegrad.runtime import assemble
 from tilegrad.schedule import Schedule
 from tilegrad.schedule.defaults import default_schedule
@@ -190,6 +191,9 @@ def test_a_single_element_read_in_a_select_is_read_once_and_the_loop_vectorises(
     assert re.search(rf"v(blendv|cmp[a-z]*)ps\s.*%{reg}", assemble(src)), "the select was not vectorised"
     corner = te.compute((1,), lambda i: x[0, 0] * 2, name="corner")
     assert "tg_read_X_0_0" in build(default_schedule(corner)).source
-    r = te.reduce_axis(4, "r")
-    acc = te.compute((1,), lambda i: te.sum(x[r, 0], axis=r), name="acc")
-    assert "tg_read_acc" not in build(default_schedule(acc)).source  # written by the kernel
+    one = (E.Const(1, E.INDEX),)
+    count, step = Buffer("count", one, "float32"), Buffer("step", one, "float32")
+    zero = (E.Const(0, E.INDEX),)
+    bump = Store(count, zero, E.Load(count, zero) + E.Load(step, zero))  # count[0] += step[0]: count is written
+    src = render_c(Kernel("bump", (step, count), For(E.Var("t", E.INDEX, 0, 3), E.Const(4, E.INDEX), "serial", bump)))
+    assert "tg_read_step_0 = step[0];" in src and "count[0] = (count[0] + tg_read_step_0);" in src
