@@ -145,6 +145,19 @@ def test_benchmark_models_have_one_attention_kernel_per_layer(name, make, attent
     _check_model(_export(module, args), args, attentions, causal)
 
 
+
+@pytest.mark.slow  # dynamo: ~10 s to start
+def test_sdpa_with_a_boolean_mask_behind_the_nan_guard_is_one_attention():
+    """The dynamo exporter writes SDPA with a boolean mask as softmax, then where(isnan(p), 0, p) (torch's safe
+    softmax): a row whose every key is hidden gives zeros, as the attention kernel's does; here batch 1's third
+    query sees no key."""
+    q, k, v = _qkv()
+    keep = torch.rand(2, 1, 5, 7) > 0.3
+    keep[1, 0, 2] = False
+    formed, _ = _check_model(_export(Sdpa(), (q, k, v, keep), dynamo=True), (q, k, v, keep), 1)
+    assert not any(n.op == "is_nan" for n in formed.nodes)
+
+
 # -- chains left alone --------------------------------------------------------------------------------------------
 
 def _chain(b, axis=-1, fill=None, scale_after_mask=False):
@@ -195,6 +208,36 @@ def test_probabilities_read_elsewhere_are_left_with_a_reason():
     after, notes = _formed(g)
     assert not any(n.op == "attention" for n in after.nodes)
     assert "probabilities" in notes[0] and "graph output" in notes[0]
+
+
+def _guarded(b, p):
+    """torch's safe-softmax guard as the dynamo exporter writes it."""
+    return b.op("where", b.op("is_nan", p), b.const(np.float32(0.0)), p)
+
+
+def test_the_nan_guard_is_part_of_the_chain_and_a_hidden_row_gives_zeros():
+    b = GraphBuilder()
+    q, k, v = b.input("q", (2, 5, 8)), b.input("k", (2, 7, 8)), b.input("v", (2, 7, 4))
+    scores = b.op("mul", b.op("matmul", q, b.op("transpose", k, perm=(0, 2, 1))), b.const(np.float32(0.5)))
+    logits = b.op("where", b.input("keep", (2, 5, 7), "bool"), scores, b.const(np.float32(-np.inf)))
+    g = b.build(b.op("matmul", _guarded(b, b.op("softmax", logits)), v))
+    after, notes = _formed(g)
+    assert [n.op for n in after.nodes] == ["where", "attention"], notes
+    rng = np.random.default_rng(0)
+    keep = rng.random((2, 5, 7)) < 0.5
+    keep[1, 3] = False
+    inputs = [rng.standard_normal(x.shape).astype(np.float32) for x in g.inputs[:3]] + [keep]
+    (want,), (got,) = run_reference(g, inputs), run_reference(after, inputs)
+    assert np.all(want[1, 3] == 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_probabilities_read_beside_their_nan_guard_are_left_with_a_reason():
+    b = GraphBuilder()
+    p, v = _chain(b)
+    g = b.build([b.op("matmul", _guarded(b, p), v), b.op("relu", p, name="other")])
+    after, notes = _formed(g)
+    assert after.nodes == g.nodes and "read outside their NaN guard" in notes[0], notes
 
 
 def test_a_mask_that_does_not_cover_the_keys_is_left_with_a_reason():

@@ -2,7 +2,9 @@
 keeps the score matrix in per-block local buffers instead of writing it to memory.
 
 The chain is found from its last product, `matmul(P, V)`, walking up:
-- P is a `softmax` over the last axis, or its expanded form div(exp(x - reduce_max(x)), reduce_sum(exp(...)));
+- P is a `softmax` over the last axis, or its expanded form div(exp(x - reduce_max(x)), reduce_sum(exp(...))),
+  possibly behind torch's safe-softmax guard `where(isnan(P), 0, P)` (the dynamo exporter's SDPA): a row whose
+  every key is hidden gives zeros, as the attention kernel defines it;
 - its logits x are the scores, masked at most once besides a causal mask: `add` of a mask that broadcasts to
   the scores (an input, or a constant; a constant equal to the causal pattern becomes `causal`), or
   `where(cond, fill, scores)` (or the other way round) with a fill of -inf or the lowest float, which hides the
@@ -151,7 +153,7 @@ def _form(node: Node, found: _Attention, ctx: PassContext) -> FormChoice:
 
 def _found(finder: _Finder, node: Node, ctx: PassContext) -> _Attention | None:
     """The attention whose last product is `node`, or None (noting why, for a chain that breaks a rule)."""
-    if node.op != "matmul" or finder.softmax_input(node.inputs[0]) is None:
+    if node.op != "matmul" or finder.softmax_input(finder.unguarded(node.inputs[0])) is None:
         return None
     try:
         return finder.match(node)
@@ -179,6 +181,17 @@ class _Finder:
             raise _NotAttention(f"the {what} {v.name!r} is read by {len(readers)} nodes "
                                 f"({', '.join(n.name for n in readers)}), not by the chain alone")
 
+    def unguarded(self, p: Value) -> Value:
+        """The probabilities behind a safe-softmax guard `where(isnan(p), 0, p)` giving `p`, else `p` itself."""
+        node = self._made_by(p, "where")
+        if node is None:
+            return p
+        cond, fill, probs = node.inputs
+        test = self._made_by(cond, "is_nan")
+        if test is None or test.inputs[0] is not probs or not _is_scalar(fill) or float(fill.data.reshape(())):
+            return p
+        return probs
+
     def softmax_input(self, p: Value) -> Value | None:
         """The logits of a softmax (or its expanded form) producing `p`, else None."""
         node = self._made_by(p, "softmax", "div")
@@ -196,7 +209,12 @@ class _Finder:
         return sub.inputs[0]
 
     def match(self, node: Node) -> _Attention:
-        p, v = node.inputs
+        guarded, v = node.inputs
+        p = self.unguarded(guarded)
+        if p is guarded:
+            self._private(p, "probabilities")
+        else:
+            self._check_guard(guarded, p)
         self._check_softmax(p)
         logits = self.softmax_input(p)
         scores, mask = self._unmask(logits)
@@ -267,8 +285,17 @@ class _Finder:
             return None
         return fused
 
+    def _check_guard(self, guarded: Value, p: Value) -> None:
+        """The guard and its NaN test read by the chain alone, the probabilities by the guard and the test."""
+        self._private(guarded, "guarded probabilities")
+        guard = self.producers[id(guarded)]
+        test = self.producers[id(guard.inputs[0])]
+        self._private(test.outputs[0], "NaN test")
+        readers = self.readers.get(id(p), [])
+        if id(p) in self.outputs or len(readers) != 2 or {id(n) for n in readers} != {id(guard), id(test)}:
+            raise _NotAttention(f"the probabilities {p.name!r} are read outside their NaN guard {guard.name}")
+
     def _check_softmax(self, p: Value) -> None:
-        self._private(p, "probabilities")
         node = self.producers[id(p)]
         if node.op == "softmax":
             self._private(node.inputs[0], "logits")
