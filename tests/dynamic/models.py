@@ -86,3 +86,27 @@ def exported_transformer(path, kind: str = "gpt2", seed: int = 0):
                                 dynamo=True, verbose=False)
     program.save(str(path))
     return path
+
+
+def masked_attention(heads: int = 2, d: int = 8) -> onnx.ModelProto:
+    """softmax(q k^T / sqrt(d), hidden where `keep` is false) v over a dynamic query length `seq` and key length
+    `keys`, behind torch's safe-softmax guard (a query that sees no key gives zeros), as the dynamo exporter
+    writes SDPA with a boolean mask."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["qk"]),
+             helper.make_node("Mul", ["qk", "scale"], ["scores"]),
+             helper.make_node("Where", ["keep", "scores", "hidden"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["p"], axis=-1),
+             helper.make_node("IsNaN", ["p"], ["nan"]),
+             helper.make_node("Where", ["nan", "zero", "p"], ["guarded"]),
+             helper.make_node("MatMul", ["guarded", "v"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(d ** -0.5, np.float32), "scale"),
+             numpy_helper.from_array(np.array(-np.inf, np.float32), "hidden"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, heads, "seq", d]),
+              helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, heads, "keys", d]),
+              helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, heads, "keys", d]),
+              helper.make_tensor_value_info("keep", TensorProto.BOOL, [1, 1, "seq", "keys"])]
+    graph = helper.make_graph(nodes, "attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, heads, "seq", d])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

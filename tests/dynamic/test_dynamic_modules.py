@@ -13,7 +13,7 @@ from tilegrad import metrics
 from tilegrad.errors import KernelCallError, ShapeError, TilegradError
 from tilegrad.runtime.module import load
 
-from .models import encoder_layer, exported_transformer, pooled_rows
+from .models import encoder_layer, exported_transformer, masked_attention, pooled_rows
 
 BOUNDS = (1, 96)
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
@@ -126,6 +126,30 @@ def test_a_transformer_exported_with_a_dynamic_sequence_compiles_once(kind, tmp_
         np.testing.assert_allclose(module(ids), session.run(None, {"ids": ids})[0], rtol=1e-4, atol=1e-4,
                                    err_msg=f"seq={n}")
     assert metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"] == built
+
+
+
+@pytest.mark.parametrize("form", ["two_pass", "blockwise"])
+def test_an_attention_over_dynamic_queries_and_keys_is_one_kernel_for_every_length(form, tmp_path):
+    """The attention's query and key lengths both dynamic, a boolean mask hiding some keys and every key of one
+    query: one attention kernel (after the mask's additive form) for every pair of lengths, ONNX Runtime's
+    numbers."""
+    path = tmp_path / "attention.onnx"
+    path.write_bytes(masked_attention().SerializeToString())
+    module = tilegrad.compile(path, dynamic={"seq": (1, 80), "keys": (1, 300)}, attention_form=form)
+    session = ort.InferenceSession(str(path))
+    rng = np.random.default_rng(0)
+    built = metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"]
+    for lq, lk in ((1, 1), (1, 300), (80, 1), (7, 13), (24, 24), (25, 97), (80, 300), (53, 257)):
+        q, k, v = (rng.standard_normal((1, 2, n, 8)).astype(np.float32) for n in (lq, lk, lk))
+        keep = rng.random((1, 1, lq, lk)) < 0.7
+        keep[..., lq // 2, :] = False
+        feeds = {"q": q, "k": k, "v": v, "keep": keep}
+        np.testing.assert_allclose(module(q, k, v, keep), session.run(None, feeds)[0], rtol=1e-5, atol=1e-5,
+                                   err_msg=f"seq={lq}, keys={lk}")
+    assert metrics.counters["build.compiled"] + metrics.counters["build.cache_hit"] == built
+    labels = [site.label for site in module.profile(q, k, v, keep, repeats=1).sites]
+    assert [label.split("[")[0] for label in labels] == ["where", "attention"], labels
 
 
 def test_a_profile_counts_the_work_of_the_call_not_of_the_largest_one(encoder):

@@ -46,7 +46,7 @@ from ..backend import backend_for
 from ..errors import ShapeError
 from ..ir.graph import Graph, Node, Value, infer_types
 from ..ir.registry import TensorType
-from ..te.dims import is_static
+from ..te.dims import upper
 from .attention_form import AUTO, FormChoice, form_of, requested
 from .editor import GraphEditor
 from .context import PassContext
@@ -114,11 +114,6 @@ def form_attention(g: Graph, ctx: PassContext) -> Graph:
         if id(node) in written:
             continue
         found = _found(finder, node, ctx)
-        dynamic = [v.shape for v in (*node.inputs, *node.outputs) if not is_static(v.shape)]
-        if found is not None and dynamic:
-            ctx.note(f"{node.name}: attention left as its products and softmax: its shape {dynamic[0]} is dynamic, "
-                     f"which the fused kernel's key blocks do not take")
-            found = None
         if found is None:
             ed.keep(node)
             continue
@@ -148,7 +143,7 @@ def _form(node: Node, found: _Attention, ctx: PassContext) -> FormChoice:
     """The softmax form of the attention replacing `node`, the product P V: P is (..., Lq, Lk), V (..., Lk, Dv),
     and Q's last axis (its view's, for a fused projection) is D."""
     (lq, lk), dv = node.inputs[0].shape[-2:], node.inputs[1].shape[-1]
-    return form_of(ctx.options, ctx.target, lq, lk, (found.view or found.q.shape)[-1], dv)
+    return form_of(ctx.options, ctx.target, upper(lq), upper(lk), (found.view or found.q.shape)[-1], dv)
 
 
 def _found(finder: _Finder, node: Node, ctx: PassContext) -> _Attention | None:

@@ -1,9 +1,9 @@
 """Scaled dot-product attention, softmax(Q K^T * scale + mask) V, as one chain of computes that a schedule runs per
 block of query rows.
 
-Stages, all over the broadcast batch axes of Q, K, V (and the mask). The keys axis of the score-shaped stages is
-padded to whole vectors (`KEYS_PADDED_TO`), the padding keys hidden (logit -inf, exponential 0), so the row
-reductions and the scores' register tiles run over whole vectors without tails:
+Stages, all over the broadcast batch axes of Q, K, V (and the mask). A fixed keys axis of the score-shaped stages
+is padded to whole vectors (`KEYS_PADDED_TO`), the padding keys hidden (logit -inf, exponential 0), so the row
+reductions and the scores' register tiles run over whole vectors without tails (a dynamic one is not padded):
 - `{name}_keys`: K transposed to (D, Lk padded with zeros) and multiplied by `scale`, so the scores' inner loop
   runs along the keys (contiguous, vectorised) and the scale costs nothing per score;
 - `{name}_values`: V copied to (Lk padded with zeros, Dv), contiguous per head: read in place, a projection's V
@@ -52,8 +52,11 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
     def at(t: te.Tensor, slot: int, lead, row, col):  # slot: 0 for Q, 1 for K, 2 for V
         return t[layouts.element(qkv_layout, slot, broadcast_index(logical[slot][:-2], lead), row, col)]
 
-    lkp = -(-lk // KEYS_PADDED_TO) * KEYS_PADDED_TO
-    padded = lkp != lk
+    # A dynamic Lk is not padded: its select and clamped reads would sit in every element of the hot loops (a
+    # clamped index is no longer contiguous to the compiler); its last partial vector is a tail of the loops.
+    dynamic = isinstance(lk, E.Expr)
+    lkp = lk if dynamic else -(-lk // KEYS_PADDED_TO) * KEYS_PADDED_TO
+    padded = not dynamic and lkp != lk
     lowest = E.const(float("-inf"), q.dtype)
     zero = E.const(0.0, q.dtype)
 
@@ -99,7 +102,8 @@ def attention(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tensor | None =
         inverse = one / sums[i[:-1]]
         return pv[i] * (E.select(sums[i[:-1]].eq(zero), zero, inverse) if hiding else inverse)
     return te.compute(out_shape, lambda *i: normalised(*layouts.output_element(out_layout, i)), name=name,
-                      tag="attention", attrs={"causal": causal, "masked": mask is not None, "out_layout": out_layout})
+                      tag="attention", attrs={"causal": causal, "masked": mask is not None, "out_layout": out_layout,
+                                             "dynamic_queries": isinstance(lq, E.Expr)})
 
 
 def packed_values(v: te.Tensor, at, batch: tuple, lk: int, rows: int, dv: int, name: str) -> te.Tensor:

@@ -117,4 +117,5 @@ def attention_blockwise(q: te.Tensor, k: te.Tensor, v: te.Tensor, mask: te.Tenso
         return num[i] * (E.select(den[i[:-1]].eq(zero), zero, inverse) if mask is not None or causal else inverse)
     return te.compute(out_shape, lambda *i: normalised(*layouts.output_element(out_layout, i)), name=name,
                       tag="attention_blockwise", attrs={"causal": causal, "masked": mask is not None,
-                                                        "out_layout": out_layout, "key_block": key_block})
+                                                        "out_layout": out_layout, "key_block": key_block,
+                                                        "dynamic_queries": isinstance(lq, E.Expr)})
