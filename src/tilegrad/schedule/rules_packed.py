@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..dtype import itemsize
 from ..target import Target
 from ..te.tiling import row_tile
 from .knobs import Knobs
@@ -134,9 +135,21 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     c0, c1 = sch.split(s.name, c, block * per_tile)
     channels = [c1] if per_tile == 1 else list(sch.split(s.name, c1, block))
     w0, w1 = sch.split(s.name, w, wr)
-    sch.reorder(s.name, n, c0, h, w0, *channels, w1)
-    work = width * block * per_tile * reduction_work(sch, blocked)
-    parallel_grain(sch, s, [n, c0, h], [extent(s, n), extent(s, c0), extent(s, h)], target, work, knobs)
+    wr_d = row_tile(width, budget)  # the default point's numbers: wr may be a sketch's parameter
+    tiles = -(-width // wr_d)
+    chunk = _chunk_tiles(sch, blocked, tiles, target)
+    if chunk < tiles and knobs.pick(f"{s.name}_chunked", (0, 1), 1):
+        # chunks of the row outside the channel blocks, which share each chunk's input in cache
+        wc, w0 = sch.split(s.name, w0, chunk)
+        sch.reorder(s.name, n, h, wc, c0, w0, *channels, w1)
+        outer = [n, h, wc, c0]
+        extents = [extent(s, n), extent(s, h), -(-tiles // chunk), extent(s, c0)]
+        work = chunk * wr_d * block * per_tile * reduction_work(sch, blocked)
+    else:
+        sch.reorder(s.name, n, c0, h, w0, *channels, w1)
+        outer, extents = [n, c0, h], [extent(s, n), extent(s, c0), extent(s, h)]
+        work = width * block * per_tile * reduction_work(sch, blocked)
+    parallel_grain(sch, s, outer, extents, target, work, knobs)
     sch.compute_at(blocked, s.name, w0)
     bn, bc, bh, bw, bb, *reduce = sch.loops(blocked)
     reduce = reduction_order(knobs, blocked, reduce)
@@ -149,3 +162,16 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
         sch.unroll(blocked, bw)
     sch.vectorize(blocked, bb)
 
+
+
+def _chunk_tiles(sch: Schedule, blocked: str, tiles: int, target: Target) -> int:
+    """Register tiles per chunk of an output row: the whole row while the input it reads (every input channel's
+    rows under the window) fits in half of L2, else chunks whose input takes a quarter of it. A 1-D
+    convolution's row of 3000 reads 80 x 3000 floats, a line of each of 80 rows per step of tiles, more streams
+    than the prefetchers follow: each channel block swept the whole row, waiting on L3."""
+    st = sch.state.stage(blocked)
+    data = next(t for t in st.op.inputs if t.ndim == 4)  # x or its padded copy, (N, C, H, W)
+    row_bytes = data.shape[1] * st.op.attrs["kernel"][0] * data.shape[3] * itemsize(data.dtype)
+    if row_bytes <= target.l2_bytes // 2:
+        return tiles
+    return max(1, min(tiles, (target.l2_bytes // 4) * tiles // row_bytes))
