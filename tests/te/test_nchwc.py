@@ -179,13 +179,16 @@ def test_schedule_accumulates_a_row_tile_vectorised_across_the_block():
 
 def test_avx2_tiles_span_two_blocks_where_their_six_columns_fill_the_rows():
     """Two blocks x 6 columns on rows of 28, 56 and 112 (a tail of at most a tenth of the tiles' columns); one
-    block x 14 on 14 columns (5 + 5 + 4 in two blocks) and x 7 on 7; one on a short reduction (a stem's)."""
+    block x 14 on 14 columns (5 + 5 + 4 in two blocks) and x 7 on 7; one on a short reduction (a stem's) and on
+    an image of one row."""
     avx2 = Target.with_lanes(8)
     steps = 1152  # a 3 x 3 window over 128 channels
     assert [default_blocks(w, 8, 4, avx2, depth=steps) for w in (28, 56, 112, 12, 14, 7)] == [2, 2, 2, 2, 1, 1]
     assert default_blocks(112, 8, 4, avx2, depth=72) == 1  # 3 x 3 over the 3 channels of an image, in one block
     assert default_blocks(28, 8, 3, avx2, depth=steps) == 1  # an odd count of blocks
     assert default_blocks(28, 16, 4, avx2, depth=steps) == 1  # two-vector blocks: 6 columns take 12 accumulators
+    # a 1-D convolution's one row (Whisper's 384 -> 384 over 1500): one block x 14 columns, as measured
+    assert [default_blocks(1500, 8, 48, avx2, depth=steps, one_row=r) for r in (False, True)] == [2, 1]
     x = te.placeholder((1, 8, 28, 28, 8), name="X")
     w = te.placeholder((4, 64, 3, 3, 8), name="W")
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w, 1, 1), avx2).trace)

@@ -103,7 +103,7 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     conv = anchor.tag == "conv2d_nchwc"
     two = conv and extent(s, cb) > 1
     blocks_d = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs),
-                              bool(flat_d), reduction_work(sch, acc)) if two else 1
+                              bool(flat_d), reduction_work(sch, acc), one_row=s.tensor.shape[2] == 1) if two else 1
     wr_d = tile_columns(width, block, target, blocks_d)
     budget = max(wr_d, (32 if target.vector_lanes >= 16 else 16) - 2)
     reduce = sch.loops(acc)[5:]
