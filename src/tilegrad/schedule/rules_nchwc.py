@@ -8,13 +8,13 @@ in parallel, the rows outside the blocks where the input outgrows L2 (`default_r
 convolution broadcasts one input value and multiplies it by one weight vector into each column. With AVX-512
 a tile spans two channel blocks by default (each broadcast feeds both; `default_blocks`); tiles of several
 channel blocks hold only 6 columns with AVX2, so there the tile is two blocks wide where those columns fill a
-row with little guarded tail (28, 56 or 112 columns, not 14 or 7), where a row is too narrow for enough
-accumulators (7 or 5 columns: fewer than MIN_CHAINS), in a strided 1 x 1 convolution, and in an unstrided one,
-whose tiles run along its pixels as one row (`default_flat`); else one block wide and as many columns as the
-registers hold (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a parameter for the
-search. A depthwise convolution with a window
-larger than 3 x 3, or on a map streamed from memory, reads a padded copy of its input made per output row, its
-window's rows of one channel block (`default_pad_per_row`), so its inner loop reads without bounds checks."""
+row with little guarded tail (28, 56 or 112 columns, not 14 or 7; not on a one-row image), where a row is too
+narrow for enough accumulators (7 or 5 columns: fewer than MIN_CHAINS), in a strided 1 x 1 convolution, and in an
+unstrided one, whose tiles run along its pixels as one row (`default_flat`); else one block wide and as many
+columns as the registers hold (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a
+parameter for the search. A depthwise convolution with a window larger than 3 x 3, or on a map streamed from
+memory, reads a padded copy of its input made per output row, its window's rows of one channel block
+(`default_pad_per_row`), so its inner loop reads without bounds checks."""
 
 from __future__ import annotations
 
