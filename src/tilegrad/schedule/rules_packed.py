@@ -163,7 +163,6 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     sch.vectorize(blocked, bb)
 
 
-
 def _chunk_tiles(sch: Schedule, blocked: str, tiles: int, target: Target) -> int:
     """Register tiles per chunk of an output row: the whole row while the input it reads (every input channel's
     rows under the window) fits in half of L2, else chunks whose input takes a quarter of it. A 1-D
