@@ -131,12 +131,12 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if channel_blocks > 1 else (1,),
                           default_packed_blocks(width, vectors, channel_blocks, accumulators, target))
     budget = max(1, accumulators // (vectors * per_tile))
-    wr = knobs.choice(f"{s.name}_wr", range(1, min(width, budget) + 1), row_tile(width, budget))
+    wr_d = row_tile(width, budget)
+    wr = knobs.choice(f"{s.name}_wr", range(1, min(width, budget) + 1), wr_d)
     c0, c1 = sch.split(s.name, c, block * per_tile)
     channels = [c1] if per_tile == 1 else list(sch.split(s.name, c1, block))
     w0, w1 = sch.split(s.name, w, wr)
-    wr_d = row_tile(width, budget)  # the default point's numbers: wr may be a sketch's parameter
-    tiles = -(-width // wr_d)
+    tiles = -(-width // wr_d)  # at the default point: wr may be a sketch's parameter
     chunk = _chunk_tiles(sch, blocked, tiles, target)
     if chunk < tiles and knobs.pick(f"{s.name}_chunked", (0, 1), 1):
         # chunks of the row outside the channel blocks, which share each chunk's input in cache
