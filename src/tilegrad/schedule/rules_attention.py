@@ -105,8 +105,7 @@ def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Targ
     lq, dv, lanes = extent(s, i), extent(s, e), target.vector_lanes
     *_, d, lk = sch.state.stage(keys).tensor.shape  # K^T: (..., D, Lk padded)
     # A dynamic Lq, scheduled at a representative length that may be short, gets the long lengths' whole blocks,
-    # which its register tiles divide (GPT-2 at 512 tokens, 16 -> 24 rows: 106 -> 87 ms); the rows past Lq are
-    # skipped.
+    # which its register tiles divide (docs/dynamic.md); the rows past Lq are skipped.
     rows_d = rows_per_block(target) if s.op.attrs.get("dynamic_queries") else min(lq, rows_per_block(target))
     rows = knobs.choice(f"{s.name}_rows", values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
     mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes)

@@ -273,8 +273,8 @@ def default_blocks(width: int, block: int, blocks: int, target: Target, strided_
     (`depth`, the reduction's length): a broadcast then feeds two FMAs (8 loads per 12 FMAs, where one block x
     14 columns loads 15 per 14); but not on an image of one row (`one_row`, a 1-D convolution), whose tiles share
     no input rows and stream their weights, all input channels x taps, from L2 for every tile: one block's 14
-    columns share each weight vector where two blocks' 6 do (Whisper's 80 -> 384 over 3000: 7.1 -> 5.6 ms; 384 ->
-    384 over 1500: 14.8 -> 9.0); else one."""
+    columns share each weight vector where two blocks' 6 do (docs/benchmarks.md, machine A, nineteenth session);
+    else one."""
     if blocks % 2:
         return 1
     vectors = -(-block // target.vector_lanes)
