@@ -197,3 +197,34 @@ def test_a_single_element_read_in_a_select_is_read_once_and_the_loop_vectorises(
     bump = Store(count, zero, E.Load(count, zero) + E.Load(step, zero))  # count[0] += step[0]: count is written
     src = render_c(Kernel("bump", (step, count), For(E.Var("t", E.INDEX, 0, 3), E.Const(4, E.INDEX), "serial", bump)))
     assert "tg_read_step_0 = step[0];" in src and "count[0] = (count[0] + tg_read_step_0);" in src
+
+
+def test_a_select_between_reads_in_bounds_is_a_blend_of_bits():
+    """col2im clamps its reads so that both arms of each select may be computed: the renderer blends their bits
+    (gcc sank a read used by one arm of a ternary into a branch and left the loop scalar); exact where an unchosen
+    arm holds NaN. A read the clamp does not keep in bounds stays under its condition."""
+    a = te.placeholder((16, 8), name="A")
+    blended = te.compute((16, 8), lambda i, j: E.select(i < 15, a[E.minimum(i + 1, 15), j], 0.0), name="B")
+    src = build(default_schedule(blended)).source
+    assert "= TG_BLEND_F32(" in src
+    reg = "zmm" if host().vector_lanes == 16 else "ymm"
+    assert re.search(rf"v[a-z]+\s.*%{reg}", assemble(src)), "the blended select was not vectorised"
+    x = np.arange(128, dtype="float32").reshape(16, 8)
+    x[15] = np.nan  # read (clamped) by row 15, whose condition chooses 0
+    want = np.concatenate([x[1:], np.zeros((1, 8), "float32")])
+    np.testing.assert_array_equal(build(default_schedule(blended)).run(x), want)
+    guarded = te.compute((16, 8), lambda i, j: E.select(i < 15, a[i + 1, j], 0.0), name="G")
+    assert "= TG_BLEND_F32(" not in build(default_schedule(guarded)).source
+
+
+def test_a_small_output_of_costly_elements_still_runs_on_the_threads():
+    """12,288 elements are below the threads' threshold for a plain sum, not for a tanh over four reads (DCGAN's
+    last col2im): the weight of an element counts its inlined producers' reads and its calls."""
+    shape = (3, 64, 64)
+    a, b, c, d = (te.placeholder(shape, name=n) for n in "ABCD")
+    plain = te.compute(shape, lambda *i: a[i] + b[i], name="plain")
+    total = te.compute(shape, lambda *i: a[i] + b[i] + c[i] + d[i], name="total")
+    costly = te.compute(shape, lambda *i: te.tanh(total[i]), name="costly")
+    assert "tg->tid == 0" in build(default_schedule(plain)).source
+    src = build(default_schedule(costly)).source
+    assert "tg_loop_begin" in src and "tg->tid == 0" not in src

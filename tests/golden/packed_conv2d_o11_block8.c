@@ -37,7 +37,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
             for (int64_t z = 0; z < 3; ++z) {
               #pragma omp simd
               for (int64_t Y_wpack_cb = 0; Y_wpack_cb < 8; ++Y_wpack_cb) {
-                Y_wpack[((((Y_wpack_cb + (Y_wpack_co * 360)) + (c * 72)) + (y * 24)) + (z * 8))] = (((Y_wpack_cb + (Y_wpack_co * 8)) < 11) ? W[((((c * 9) + (y * 3)) + z) + (TG_MIN((Y_wpack_cb + (Y_wpack_co * 8)), 10) * 45))] : 0.0f);
+                Y_wpack[((((Y_wpack_cb + (Y_wpack_co * 360)) + (c * 72)) + (y * 24)) + (z * 8))] = TG_BLEND_F32(((Y_wpack_cb + (Y_wpack_co * 8)) < 11), W[((((c * 9) + (y * 3)) + z) + (TG_MIN((Y_wpack_cb + (Y_wpack_co * 8)), 10) * 45))], 0.0f);
               }
             }
           }

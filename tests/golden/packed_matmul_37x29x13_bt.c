@@ -21,7 +21,7 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
         for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
           #pragma omp simd
           for (int64_t ii = 0; ii < 6; ++ii) {
-            C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = (((ii + (io * 6)) < 37) ? A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))] : 0.0f);
+            C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = TG_BLEND_F32(((ii + (io * 6)) < 37), A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))], 0.0f);
           }
         }
       }
@@ -38,7 +38,7 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
         for (int64_t kk = 0; kk < 13; ++kk) {
           #pragma omp simd
           for (int64_t ji = 0; ji < 8; ++ji) {
-            C_bpack[((ji + (jo * 104)) + (kk * 8))] = (((ji + (jo * 8)) < 29) ? B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))] : 0.0f);
+            C_bpack[((ji + (jo * 104)) + (kk * 8))] = TG_BLEND_F32(((ji + (jo * 8)) < 29), B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))], 0.0f);
           }
         }
       }

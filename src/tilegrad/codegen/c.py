@@ -128,6 +128,10 @@ static inline float tg_erff(float x) {
    hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
 #define TG_MIN(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x < _y || _x != _x ? _x : _y; })
 #define TG_MAX(a, b) ({ __typeof__(a) _x = (a); __typeof__(b) _y = (b); _x > _y || _x != _x ? _x : _y; })
+/* A choice between two float values that are safe to compute whatever the condition (every read in bounds), made
+   on their bits: gcc sinks a read used by one arm of `c ? a : b` into a branch, which no loop vectorises. */
+#define TG_BLEND_F32(c, a, b) ({ union { float f; int32_t i; } _a = {(a)}, _b = {(b)}; int32_t _m = -(int32_t)(c); \
+                                 _a.i = (_a.i & _m) | (_b.i & ~_m); _a.f; })
 """ + KEPT + TEAM + CALL
 
 
@@ -242,6 +246,11 @@ class CRenderer(Renderer):
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",
              E.Fmod: "fmod", E.Tan: "tan", E.Asin: "asin", E.Acos: "acos", E.Atan: "atan", E.Sinh: "sinh",
              E.Cosh: "cosh", E.Asinh: "asinh", E.Acosh: "acosh", E.Atanh: "atanh", E.Rsqrt: None, E.Sigmoid: None}
+
+    def expr(self, e: E.Expr) -> str:
+        if type(e) is E.Select and e.dtype == "float32" and safe_anyway(e.t) and safe_anyway(e.f):
+            return f"TG_BLEND_F32({self.expr(e.cond)}, {self.expr(e.t)}, {self.expr(e.f)})"
+        return super().expr(e)
 
     @property
     def alignment(self) -> int:
@@ -391,3 +400,22 @@ class CRenderer(Renderer):
 def render_c(k: Kernel) -> str:
     """C source of kernel `k`."""
     return CRenderer().render(k)
+
+
+def safe_anyway(e: E.Expr) -> bool:
+    """Whether `e` may be computed whatever condition guards it: every read inside its buffer by the indices'
+    bounds (col2im clamps its reads for this) and no integer division by a divisor that may be zero."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load and not all(_inside(i, extent) for i, extent in zip(x.indices, x.buffer.shape)):
+            return False
+        if type(x) in (E.FloorDiv, E.FloorMod) and x.b.lo <= 0 <= x.b.hi:
+            return False
+        stack.extend(x.children())
+    return True
+
+
+def _inside(index: E.Expr, extent) -> bool:
+    smallest = extent if isinstance(extent, int) else extent.lo
+    return index.lo >= 0 and index.hi <= smallest - 1

@@ -1,19 +1,21 @@
-"""A transposed convolution rewritten as a direct one, for the frontends that meet one with constant weights.
+"""A transposed convolution with constant weights rewritten for the fast kernels, for the frontends that meet one.
 
-The direct convolution gets the fast kernels (the conv_algorithm pass picks Winograd or im2col for it), which the
-transposed form has no schedules for. The ONNX and PyTorch frontends share the rewrite.
+The transposed form has no schedules of its own; the ONNX and PyTorch frontends share the rewrite.
 
-With a stride s > 1 (and dilation 1) the rewrite is sub-pixel: output pixel t = q*s + r (counted from the start of
-the unpadded output) only meets the taps k = j*s + r, so each phase r is a direct convolution of the undilated input
-with its sub-kernel. The s_h*s_w sub-kernels, zero-padded to a common ceil(K/s) taps, are stacked into one convolution
-with s_h*s_w*Cout output channels, then interleaved (depth to space) and cropped to ONNX's pads and output_padding.
-Work: the spread form does Cout*Cin*Kh*Kw multiply-adds for each of the Oh*Ow output pixels, most of them against
-inserted zeros; the stacked form does Cout*Cin*ceil(Kh/sh)*ceil(Kw/sw) per output pixel (plus at most one row and
-column of phases cropped away), about 1/(sh*sw) of it when s divides K (DCGAN's kernel 4, stride 2: a quarter).
+With a stride s > 1 (and dilation 1) it is a matrix product and an overlap-add: each input pixel's channels times
+the weights (Cin, Kh*Kw*Cout) give that pixel's patch of output taps, and `col2im` adds the patches at their
+places (ir/ops/col2im.py), channels last. The product does exactly the transposed convolution's arithmetic,
+Cout*Cin*Kh*Kw multiply-adds per input pixel, on the panel GEMM; the overlap-add reads a few taps per output.
+A sub-pixel form (one convolution over the input with the s_h*s_w phases' sub-kernels stacked as output channels,
+then depth to space) was measured against it on DCGAN: its stacked phases compute a row and a column of phases
+that the crop throws away (56% more arithmetic on a 4 x 4 input), and its convolutions ran at 123-178 GFLOP/s
+where the product runs at 150-190 (docs/benchmarks.md, "Transposed convolutions as products").
+
+Otherwise (stride 1, or a dilation above 1) it is a direct convolution with the flipped kernel over the input
+spread by the stride (the conv_algorithm pass picks Winograd or im2col for it).
 
 On a 1 x 1 input (a generator's first layer, from its latent vector) each output pixel meets one tap, so the
-transposed convolution is one matrix product, (N, Cin) @ (Cin, Cout*Oh*Ow): the panel GEMM streams the weights
-once, where a convolution over the padded point would run one small kernel per output pixel.
+transposed convolution is one matrix product, (N, Cin) @ (Cin, Cout*Oh*Ow), straight into NCHW.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from ..ir.graph import GraphBuilder, Value
 
 def transposed_as_conv(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | None, strides, pads, dilations,
                        output_padding, group: int) -> Value | None:
-    """A 2-D transposed convolution (group 1, constant float32 weights) as a direct one: sub-pixel for a stride > 1
-    with dilation 1, else over the input spread by the stride. `pads` are ONNX's (all begins, then all ends). None
-    when the rewrite does not apply or a pad exceeds dilation * (kernel - 1)."""
+    """A 2-D transposed convolution (group 1, constant float32 weights) as a product and col2im for a stride > 1
+    with dilation 1, else as a direct convolution over the input spread by the stride. `pads` are ONNX's (all
+    begins, then all ends). None when the rewrite does not apply or a pad exceeds dilation * (kernel - 1)."""
     if len(x.shape) != 4 or group != 1 or not w.is_constant or x.dtype != "float32":
         return None
     kernel = w.shape[2:]
@@ -42,7 +44,7 @@ def transposed_as_conv(b: GraphBuilder, name: str, x: Value, w: Value, bias: Val
     if tuple(x.shape[2:]) == (1, 1) and dilations == (1, 1) and extra == (0, 0):
         return _from_a_point(b, name, x, w, bias, pads)
     if max(strides) > 1 and dilations == (1, 1):
-        return _sub_pixel(b, name, x, w, bias, strides, pads, extra)
+        return _product_and_overlap(b, name, x, w, bias, strides, pads, extra)
     flipped = b.const(np.ascontiguousarray(w.data.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), f"{name}_flipped")
     spread = b.op("dilate", x, name=f"{name}_spread", strides=strides) if max(strides) > 1 else x
     inputs = (spread, flipped) if bias is None else (spread, flipped, bias)
@@ -66,34 +68,21 @@ def _from_a_point(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | 
     return b.op("add", out, b.op("reshape", bias, name=f"{name}_bias_column", shape=(cout, 1, 1)), name=name)
 
 
-def _sub_pixel(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | None, strides, pads, extra) -> Value:
-    """The stacked phase convolution, interleaved and cropped. Per axis, with taps = ceil(K/s), phase output q reads
-    input q - taps + 1 .. q; rows first..last of q cover the output [pad, pad + out) (first >= 0 and last >= input
-    size follow from pad <= K - 1, which the caller checked)."""
-    n, _, *sizes = x.shape
+def _product_and_overlap(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | None, strides, pads,
+                         extra) -> Value:
+    """The product of the input's pixels (rows, channels last) with the weights (Cin, Kh*Kw*Cout), then the
+    overlap-add of each pixel's patch of taps (`col2im`), channels last, then back to NCHW."""
+    n, channels, *sizes = x.shape
     cin, cout, *kernel = w.shape
-    taps = [-(-k // s) for k, s in zip(kernel, strides)]
     outs = [(i - 1) * s + k - pb - pe + e
             for i, s, k, pb, pe, e in zip(sizes, strides, kernel, pads[:2], pads[2:], extra)]
-    firsts = [pb // s for pb, s in zip(pads[:2], strides)]
-    lasts = [-(-(pb + o) // s) for pb, o, s in zip(pads[:2], outs, strides)]
-    conv_pads = (*(t - 1 - f for t, f in zip(taps, firsts)), *(l - i for l, i in zip(lasts, sizes)))
-    (sh, sw), (th, tw) = strides, taps
-    padded = np.zeros((cin, cout, th * sh, tw * sw), np.float32)
-    padded[:, :, :kernel[0], :kernel[1]] = w.data
-    # stacked[(r, c, co), ci, m, n] = w[ci, co, (th-1-m)*sh + r, (tw-1-n)*sw + c]: each phase's taps, flipped.
-    phases = padded.reshape(cin, cout, th, sh, tw, sw)[:, :, ::-1, :, ::-1, :].transpose(3, 5, 1, 0, 2, 4)
-    stacked = b.const(np.ascontiguousarray(phases.reshape(sh * sw * cout, cin, th, tw)), f"{name}_phases")
-    inputs = (x, stacked)
+    taps = b.const(np.ascontiguousarray(w.data.transpose(0, 2, 3, 1).reshape(cin, -1)), f"{name}_taps")
+    pixels = b.op("transpose", x, name=f"{name}_channels_last", perm=(0, 2, 3, 1))
+    rows = b.op("reshape", pixels, name=f"{name}_pixels", shape=(n * sizes[0] * sizes[1], channels))
+    product = b.op("matmul", rows, taps, name=f"{name}_product")
+    patches = b.op("reshape", product, name=f"{name}_patches", shape=(n, *sizes, *kernel, cout))
+    out = b.op("col2im", patches, name=f"{name}_overlap", strides=tuple(strides), begins=tuple(pads[:2]),
+               sizes=tuple(outs))
     if bias is not None:
-        inputs += (b.op("tile", bias, name=f"{name}_phase_bias", repeats=(sh * sw,)),)
-    conv = b.op("conv", *inputs, name=f"{name}_phase_conv", strides=(1, 1), pads=conv_pads, dilations=(1, 1), group=1)
-    rows, cols = (l - f for l, f in zip(lasts, firsts))
-    split = b.op("reshape", conv, name=f"{name}_phase_split", shape=(n, sh, sw, cout, rows, cols))
-    moved = b.op("transpose", split, name=f"{name}_interleave", perm=(0, 3, 4, 1, 5, 2))
-    full = b.op("reshape", moved, name=f"{name}_full", shape=(n, cout, rows * sh, cols * sw))
-    starts = tuple(pb - f * s for pb, f, s in zip(pads[:2], firsts, strides))
-    if full.shape[2:] == tuple(outs):
-        return full
-    return b.op("slice", full, name=name, starts=starts, ends=tuple(st + o for st, o in zip(starts, outs)), axes=(2, 3),
-                steps=(1, 1))
+        out = b.op("add", out, bias, name=f"{name}_biased")
+    return b.op("transpose", out, name=name, perm=(0, 3, 1, 2))

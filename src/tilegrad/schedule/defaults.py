@@ -149,9 +149,30 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
     outer = spatial[:-1] + ([vec_outer] if vec_outer else [])
     if reduce:
         sch.reorder(s.name, *outer, *reduce, vec_inner)
-    parallel_outer(sch, s, outer, target, reduce_work * extent(s, vec_inner))
+    parallel_outer(sch, s, outer, target, reduce_work * extent(s, vec_inner) * _element_weight(sch, s))
     if extent(s, vec_inner) > 1:
         sch.vectorize(s.name, vec_inner)
+
+
+CALL_READS = 8  # a transcendental function (tanh, exp, erf) costs about as much as this many reads
+
+
+def _element_weight(sch: Schedule, s: Stage) -> int:
+    """How many plain element-wise elements (two reads) one element of `s` costs, its inlined producers counted:
+    a small output of costly elements (a tanh over col2im's taps) is still worth the threads."""
+    inlined = {id(st.tensor) for st in sch.state.stages if st.attach == "inline"}
+    cost, stack = 0, [s.op.body]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Load:
+            if id(x.buffer) in inlined:
+                stack.append(x.buffer.op.body)
+            else:
+                cost += 1
+        elif isinstance(x, E.Call):
+            cost += CALL_READS
+        stack.extend(x.children())
+    return max(1, cost // 2)
 
 
 def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str | None) -> None:

@@ -20,3 +20,4 @@ from . import deform_conv as deform_conv
 from . import quant as quant
 from . import attention as attention
 from . import dynamic as dynamic
+from . import col2im as col2im
