@@ -60,12 +60,13 @@ def test_frontend_emits_plain_ops_and_the_pass_packs_them():
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, t, m, g_, c, shape])
     g = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
-    # The ConvTranspose is a sub-pixel conv interleaved by reshape/transpose/reshape and cropped by a slice.
-    assert _ops(g) == ["conv", "conv", "reshape", "transpose", "reshape", "slice", "matmul", "reshape", "gemm"]
+    # The ConvTranspose is a product of the pixels (channels last) with its taps, then col2im and back to NCHW.
+    assert _ops(g) == ["conv", "transpose", "reshape", "matmul", "reshape", "col2im", "transpose", "matmul", "reshape",
+                       "gemm"]
     x = RNG.standard_normal((1, 3, 5, 5)).astype("float32")
     out, _ = _same_meaning(g, [x], conv_algorithm="direct")
-    assert _ops(out) == ["blocked_conv", "blocked_conv", "reshape", "transpose", "reshape", "slice", "reshape",
-                         "panel_matmul", "reshape", "reshape", "panel_matmul"]
+    assert _ops(out) == ["blocked_conv", "transpose", "reshape", "panel_matmul", "reshape", "col2im", "transpose",
+                         "reshape", "panel_matmul", "reshape", "reshape", "panel_matmul"]
     assert all(n.inputs[1].is_constant for n in out.nodes if n.op in ("blocked_conv", "panel_matmul"))
     assert optimize(g, 0)[0] is g
     assert "conv_algorithm" in [r.name for r in optimize(g, 1)[1].records]
