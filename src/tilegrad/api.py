@@ -17,7 +17,7 @@ from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize, symbolic
 from .frontend.torch_dynamic import exported_with_dims
 from .options import CompileOptions
 from . import module_cache
-from .runtime import specializing
+from .runtime import fast_paths, specializing
 from .runtime.fast_paths import FastPathModule
 from .runtime.module import Module, load as _load
 from .runtime.specializing import MAX_SPECIALIZATIONS, Compiled, SpecializingModule
@@ -268,16 +268,18 @@ def c_include_dir():
     return include_dir()
 
 
-def load(directory, *, threads: int | None = None) -> Module | SpecializingModule:
-    """A module saved with `Module.save(directory)`, loaded without the original model, or a SpecializingModule
-    saved with its `save`, its specialisations loaded (not compiled again). Its kernels run on `threads` threads
-    (None: the configured count). Its libraries are native code that runs with your rights: load only
-    directories you trust. The manifest, the library and the weights are checked (checksums, sizes, dtypes); a
-    failed check is a ModuleFormatError saying which file."""
+def load(directory, *, threads: int | None = None) -> Module | SpecializingModule | FastPathModule:
+    """A module saved with `Module.save(directory)`, loaded without the original model; a SpecializingModule
+    saved with its `save`, its specialisations loaded (not compiled again); or a FastPathModule saved with its
+    `save`. Its kernels run on `threads` threads (None: the configured count). Its libraries are native code that
+    runs with your rights: load only directories you trust. The manifest, the library and the weights are checked
+    (checksums, sizes, dtypes); a failed check is a ModuleFormatError saying which file."""
     CompileOptions(threads=threads)  # the same check as compile's
     with _threads(threads):
         if specializing.is_saved(directory):
             return specializing.load(directory, _specializing)
+        if fast_paths.is_saved(directory):
+            return fast_paths.load(directory)
         return _load(directory)
 
 

@@ -33,11 +33,14 @@ def compile_model(args, dynamic: bool = False):
                              attention_form=args.attention_form)
     spec = load(args.model, args.input_shape, dynamic=dynamic)
     t0 = time.perf_counter()
+    if getattr(args, "specialize", None) and not getattr(args, "dynamic", None):
+        raise UsageError("--specialize picks values of a dimension that --dynamic NAME=LO:HI keeps symbolic; give "
+                         "--dynamic too")
     if getattr(args, "dynamic", None):
         if spec.kind != "onnx" or args.explain:
             raise UsageError("--dynamic applies to an .onnx file, without --explain (which reports one shape)")
         mod = api.compile(spec.model, input_shapes=spec.input_shapes, dynamic=dynamic_dims(args.dynamic),
-                          options=options)
+                          specialize=specialized_values(getattr(args, "specialize", [])), options=options)
         return spec, mod, time.perf_counter() - t0
     if dynamic and spec.kind == "onnx" and is_dynamic(model_inputs(spec.model, spec.input_shapes)):
         if args.explain:
@@ -193,6 +196,23 @@ def dynamic_dims(items: Sequence[str]) -> dict:
             raise UsageError(f"--dynamic gives dimension {name!r} twice")
         out[name] = parts if len(parts) == 2 else parts[0]
     return out
+
+
+def specialized_values(items: Sequence[str]) -> dict | None:
+    """`--specialize NAME=N,N,...` items as `compile(specialize=)` takes them (None when there are none)."""
+    out: dict = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            values = [int(v) for v in value.split(",")]
+        except ValueError:
+            values = []
+        if not name or not values:
+            raise UsageError(f"--specialize {item!r} is not NAME=N,N,... (sizes of a --dynamic dimension)")
+        if name in out:
+            raise UsageError(f"--specialize gives dimension {name!r} twice")
+        out[name] = values
+    return out or None
 
 
 def typed(shape, dtype: str, names: dict | None = None) -> str:

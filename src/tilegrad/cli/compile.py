@@ -20,6 +20,9 @@ def add_parser(sub, parents) -> None:
     c.add_argument("--dynamic", action="append", default=[], metavar="NAME=LO:HI",
                    help="keep the model's symbolic dimension NAME symbolic, valued LO to HI: one library runs every "
                         "value (docs/dynamic.md); NAME=N fixes it to N (repeatable)")
+    c.add_argument("--specialize", action="append", default=[], metavar="NAME=N,N,...",
+                   help="with --dynamic NAME=LO:HI, also compile these values of NAME as fixed shapes, which calls "
+                        "of those sizes run (fast paths; repeatable, every combination compiled)")
     c.set_defaults(command=_compile)
 
 
@@ -32,6 +35,8 @@ def _compile(args) -> None:
         out = mod.save(args.output)
     except OSError as exc:
         raise UsageError(f"cannot save the module to {args.output}: {exc.strerror or exc}") from None
+    fast = _fast_paths(mod)
+    mod = getattr(mod, "dynamic", mod)  # a FastPathModule: its dynamic module's report, then the paths
     if not hasattr(mod, "spec"):  # a SpecializingModule: nothing compiled yet
         print(f"saved {args.model} to {out}; it compiles on each call with new input shapes or values")
         print("  inputs     " + ", ".join(declared_input(i) for i in mod.inputs))
@@ -45,10 +50,20 @@ def _compile(args) -> None:
     if spec.dims:
         print("  dynamic    " + ", ".join(f"{d.name} in {d.lo}..{d.hi}" for d in spec.dims)
               + " (the workspace is planned for the largest)")
+    if fast:
+        print("  fast paths " + fast)
     print(f"  weights    {len(spec.weights)} ({size_text(sum(s.nbytes for s in spec.weights))})")
     saved = 1 - spec.workspace_bytes / spec.unshared_bytes if spec.unshared_bytes else 0.0
     print(f"  workspace  {size_text(spec.workspace_bytes)} (without reuse {size_text(spec.unshared_bytes)}, "
           f"{saved:.0%} saved)")
+
+
+def _fast_paths(mod) -> str:
+    """`seq=16; seq=32`: the values a FastPathModule's specialised modules run ('' for any other module)."""
+    if not hasattr(mod, "paths"):
+        return ""
+    names = {d.key: d.name for d in mod.dynamic.spec.dims}
+    return "; ".join(", ".join(f"{names[k]}={v}" for k, v in zip(mod.keys, values)) for values in mod.paths)
 
 
 def _compile_cuda(args) -> None:
