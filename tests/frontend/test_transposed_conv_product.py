@@ -80,3 +80,16 @@ def test_kernel_smaller_than_stride_leaves_bias_in_empty_phases():
     w = rng.standard_normal((2, 3, 1, 2)).astype(np.float32)
     bias = rng.standard_normal(3).astype(np.float32)
     _check_against_onnxruntime(_model(x.shape, w, bias, strides=[3, 3], output_padding=[2, 1], kernel_shape=[1, 2]), x)
+
+
+def test_a_dynamic_batch_keeps_the_product_form_and_matches_onnxruntime():
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((6, 4, 4, 4)).astype(np.float32)
+    model = _model(["batch", 6, 5, 5], w, None, strides=[2, 2], pads=[1, 1, 1, 1], kernel_shape=[4, 4])
+    module = tilegrad.compile(model, dynamic={"batch": (1, 4)})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 3):
+        x = rng.standard_normal((n, 6, 5, 5)).astype(np.float32)
+        np.testing.assert_allclose(module(x=x), session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)

@@ -9,10 +9,10 @@ Cout*Cin*Kh*Kw multiply-adds per input pixel, on the panel GEMM; the overlap-add
 A sub-pixel form (one convolution over the input with the s_h*s_w phases' sub-kernels stacked as output channels,
 then depth to space) was measured against it on DCGAN: its stacked phases compute a row and a column of phases
 that the crop throws away (56% more arithmetic on a 4 x 4 input), and its convolutions ran at 123-178 GFLOP/s
-where the product runs at 150-190 (docs/benchmarks.md, "Transposed convolutions as products").
+where the product runs at 150-190 (docs/benchmarks.md, "Machine A, twentieth session").
 
-Otherwise (stride 1, or a dilation above 1) it is a direct convolution with the flipped kernel over the input
-spread by the stride (the conv_algorithm pass picks Winograd or im2col for it).
+Otherwise (stride 1, a dilation above 1, or an image of dynamic size) it is a direct convolution with the flipped
+kernel over the input spread by the stride (the conv_algorithm pass picks Winograd or im2col for it).
 
 On a 1 x 1 input (a generator's first layer, from its latent vector) each output pixel meets one tap, so the
 transposed convolution is one matrix product, (N, Cin) @ (Cin, Cout*Oh*Ow), straight into NCHW.
@@ -28,8 +28,9 @@ from ..ir.graph import GraphBuilder, Value
 def transposed_as_conv(b: GraphBuilder, name: str, x: Value, w: Value, bias: Value | None, strides, pads, dilations,
                        output_padding, group: int) -> Value | None:
     """A 2-D transposed convolution (group 1, constant float32 weights) as a product and col2im for a stride > 1
-    with dilation 1, else as a direct convolution over the input spread by the stride. `pads` are ONNX's (all
-    begins, then all ends). None when the rewrite does not apply or a pad exceeds dilation * (kernel - 1)."""
+    with dilation 1 on an image of static size, else as a direct convolution over the input spread by the stride.
+    `pads` are ONNX's (all begins, then all ends). None when the rewrite does not apply or a pad exceeds
+    dilation * (kernel - 1)."""
     if len(x.shape) != 4 or group != 1 or not w.is_constant or x.dtype != "float32":
         return None
     kernel = w.shape[2:]
@@ -43,7 +44,7 @@ def transposed_as_conv(b: GraphBuilder, name: str, x: Value, w: Value, bias: Val
         return None
     if tuple(x.shape[2:]) == (1, 1) and dilations == (1, 1) and extra == (0, 0):
         return _from_a_point(b, name, x, w, bias, pads)
-    if max(strides) > 1 and dilations == (1, 1):
+    if max(strides) > 1 and dilations == (1, 1) and all(isinstance(d, int) for d in x.shape[2:]):
         return _product_and_overlap(b, name, x, w, bias, strides, pads, extra)
     flipped = b.const(np.ascontiguousarray(w.data.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), f"{name}_flipped")
     spread = b.op("dilate", x, name=f"{name}_spread", strides=strides) if max(strides) > 1 else x

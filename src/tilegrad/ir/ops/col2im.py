@@ -26,7 +26,7 @@ def _col2im_type(cols: TensorType, *, strides, begins, sizes) -> list[TensorType
     if len(cols.shape) != 6 or not len(strides) == len(begins) == len(sizes) == 2:
         raise ShapeError(f"col2im: expected taps (N, H, W, Kh, Kw, C) and two strides, begins and sizes, got "
                          f"{cols.shape}, {strides}, {begins}, {sizes}")
-    n, h, w, _, _, c = cols.shape
+    n, *_, c = cols.shape
     if min(strides) < 1 or min(begins) < 0 or min(sizes) < 1:
         raise ShapeError(f"col2im: strides {strides} and sizes {sizes} must be positive, begins {begins} not negative")
     return [TensorType((n, *sizes, c), cols.dtype)]
