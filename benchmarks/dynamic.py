@@ -1,16 +1,21 @@
 """Dynamic sequence lengths: one tilegrad module compiled with `dynamic=` against a module specialised to each
-length, ONNX Runtime and PyTorch eager, over many lengths of BERT-base and GPT-2 small (transformers' models,
-random weights, exported by torch.export with a dynamic `seq`).
+length, the module `tilegrad.compile(path)` gives without `dynamic=` (its dimensions made dynamic as calls change
+them), ONNX Runtime and PyTorch eager, over many lengths of BERT-base and GPT-2 small (transformers' models, random
+weights, exported by torch.export with a dynamic `seq`).
 
-For each model: the dynamic module's compile time and its first call, then per length (log-spaced, 16 to 512 by
-default) the median latency of each contender in interleaved rounds (a pause between runtimes so their thread pools
-go idle). The specialised modules are compiled for a few of the lengths only (--specialised, each compile takes
-seconds): the table sets the dynamic module against them where they exist. Run:
+For each model: the dynamic module's compile time and its first call; the automatic module's first call at each
+length in a shuffled order (how many compiles the lengths cost it, and how long each first call took); then per
+length (log-spaced, 16 to 512 by default) the median latency of each contender in interleaved rounds (a pause
+between runtimes so their thread pools go idle). The specialised modules are compiled for a few of the lengths
+only (--specialised, each compile takes seconds): the table sets the dynamic module against them where they
+exist. Run:
 
     python benchmarks/dynamic.py                       # table
     python benchmarks/dynamic.py --json                # {"cpu", "isa", "models": [{"model", "compile_s",
-                                                       #   "first_call_ms", "rows": [{"seq", "dynamic_ms",
-                                                       #   "specialised_ms", "onnxruntime_ms", "torch_ms"}]}]}
+                                                       #   "first_call_ms", "automatic": {"compiles",
+                                                       #   "first_calls_ms", "bounds"}, "rows": [{"seq",
+                                                       #   "dynamic_ms", "automatic_ms", "specialised_ms",
+                                                       #   "onnxruntime_ms", "torch_ms"}]}]}
     python benchmarks/dynamic.py --only gpt2_small --lengths 50 --rounds 5
 
 With --decode TOKENS (default 128): GPT-2 small decodes TOKENS tokens greedily after a 16-token prompt with a KV
@@ -83,6 +88,7 @@ def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) 
     import onnxruntime as ort
 
     import tilegrad
+    from tilegrad import metrics
 
     module, vocab = MODELS[name]()
     wrapped = _LastHidden(module).eval()
@@ -97,6 +103,13 @@ def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) 
         start = time.perf_counter()
         dynamic(first)
         first_call_s = time.perf_counter() - start
+        automatic, first_calls = tilegrad.compile(path), {}
+        before = metrics.counters["specializations_compiled"] + metrics.counters["dynamic_modules_compiled"]
+        for n in np.random.default_rng(0).permutation(list(ids)).tolist():
+            start = time.perf_counter()
+            automatic(ids[n])
+            first_calls[n] = 1e3 * (time.perf_counter() - start)
+        compiles = metrics.counters["specializations_compiled"] + metrics.counters["dynamic_modules_compiled"] - before
         session = ort.InferenceSession(str(path))
         measured = list(ids)
         pick = {measured[round(k * (len(measured) - 1) / max(1, specialised - 1))] for k in range(specialised)}
@@ -105,7 +118,8 @@ def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) 
         for n, x in ids.items():
             want = session.run(None, {"ids": x})[0]
             error = float(np.abs(dynamic(x) - want).max() / max(1e-6, np.abs(want).max()))
-            contenders = {"dynamic": lambda: dynamic(x), "onnxruntime": lambda: session.run(None, {"ids": x}),
+            contenders = {"dynamic": lambda: dynamic(x), "automatic": lambda: automatic(x),
+                          "onnxruntime": lambda: session.run(None, {"ids": x}),
                           "torch": lambda: _torch_call(wrapped, x)}
             if n in fixed:
                 contenders["specialised"] = lambda: fixed[n](x)
@@ -118,7 +132,11 @@ def measure(name: str, count: int, specialised: int, rounds: int, repeats: int) 
             row.update({f"{k}_ms": 1e3 * statistics.median(v) for k, v in times.items()})
             rows.append(row)
             time.sleep(IDLE_S)
-    return {"model": name, "compile_s": compile_s, "first_call_ms": 1e3 * first_call_s, "rows": rows}
+    return {"model": name, "compile_s": compile_s, "first_call_ms": 1e3 * first_call_s,
+            "automatic": {"compiles": compiles, "first_calls_ms": first_calls,
+                          "bounds": {d: list(b) if isinstance(b, tuple) else b
+                                     for d, b in (automatic.dynamic_bounds or {}).items()}},
+            "rows": rows}
 
 
 def decode(tokens: int, rounds: int) -> dict:
@@ -180,16 +198,22 @@ def main(argv=None) -> int:
         return 0
     print(f"CPU: {target.model} ({target.isa})")
     for r in results:
-        print(f"\n{r['model']}: compiled once in {r['compile_s']:.1f} s, first call {r['first_call_ms']:.1f} ms")
-        print(f"{'seq':>5} {'dynamic':>9} {'special.':>9} {'ORT':>9} {'torch':>9} {'spec/dyn':>9} {'ORT/dyn':>8} "
-              f"{'err':>8}")
+        auto = r["automatic"]
+        slow = sorted(auto["first_calls_ms"].values())
+        print(f"\n{r['model']}: compiled once in {r['compile_s']:.1f} s, first call {r['first_call_ms']:.1f} ms; "
+              f"without dynamic=, {len(slow)} lengths in a shuffled order cost {auto['compiles']} compiles "
+              f"(bounds {auto['bounds']}), first calls median {statistics.median(slow):.1f} ms, the slowest "
+              f"{', '.join(f'{v / 1e3:.1f} s' for v in slow[-auto['compiles']:]) if auto['compiles'] else '-'}")
+        print(f"{'seq':>5} {'dynamic':>9} {'auto':>9} {'special.':>9} {'ORT':>9} {'torch':>9} {'spec/dyn':>9} "
+              f"{'ORT/dyn':>8} {'err':>8}")
         for row in r["rows"]:
             spec = row.get("specialised_ms")
-            print(f"{row['seq']:>5} {row['dynamic_ms']:>9.2f} {spec or float('nan'):>9.2f} "
+            print(f"{row['seq']:>5} {row['dynamic_ms']:>9.2f} {row['automatic_ms']:>9.2f} {spec or float('nan'):>9.2f} "
                   f"{row['onnxruntime_ms']:>9.2f} {row['torch_ms']:>9.2f} "
                   f"{(spec or float('nan')) / row['dynamic_ms']:>9.2f} "
                   f"{row['onnxruntime_ms'] / row['dynamic_ms']:>8.2f} {row['max_rel_error']:>8.1e}")
         print(f"geomean ORT/dynamic {_geomean(x['onnxruntime_ms'] / x['dynamic_ms'] for x in r['rows']):.2f}, "
+              f"ORT/automatic {_geomean(x['onnxruntime_ms'] / x['automatic_ms'] for x in r['rows']):.2f}, "
               f"specialised/dynamic {_geomean(x.get('specialised_ms', 0) / x['dynamic_ms'] for x in r['rows']):.2f}")
     if decoded:
         print(f"\nGPT-2 small, greedy decoding of {decoded['tokens']} tokens after a 16-token prompt (KV cache):")

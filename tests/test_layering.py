@@ -48,7 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "api": BASE | {"runtime", "ir", "passes", "frontend", "cuda_executor", "tune", "module_cache", "torch_partition"},
     "quant": BASE | {"runtime", "ir", "frontend", "api"},
     "torch_sizes": BASE,  # which input dimension each of a dynamo graph's symbolic sizes is
-    "torch_backend": BASE | {"api", "torch_partition", "torch_sizes"},
+    "torch_backend": BASE | {"api", "runtime", "torch_partition", "torch_sizes"},
     "cli": BASE | {"runtime", "ir", "passes", "frontend", "executor", "tune", "api", "machine", "quant", "peers"},
     "tools": BASE | {"te", "schedule", "loop", "runtime", "ir", "passes", "frontend", "kernel", "executor", "tune",
                      "api", "cuda_executor"},

@@ -13,7 +13,7 @@ from .errors import ShapeError, TilegradError, UnsupportedOpsError
 from .frontend.load import import_model, onnx_proto
 from .frontend.onnx_boundary import TENSOR, expose_inputs, structured_outputs
 from .frontend.onnx_file import read_mapped_in
-from .frontend.onnx_inputs import is_dynamic, model_inputs, specialize, symbolic_shapes
+from .frontend.onnx_inputs import dimension_axes, is_dynamic, model_inputs, specialize, symbolic_shapes
 from .frontend.torch_dynamic import exported_with_dims
 from .options import CompileOptions
 from . import module_cache
@@ -44,7 +44,7 @@ class Compilation(NamedTuple):
 
 
 def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[int]] | None = None,  # noqa: A001
-            dynamic: Mapping[str, tuple[int, int]] | None = None,
+            dynamic: Mapping[str, tuple[int, int]] | bool | None = None,
             specialize: Mapping[str, Sequence[int]] | None = None, options: CompileOptions | None = None,
             max_specializations: int = MAX_SPECIALIZATIONS,
             **option_fields) -> Module | SpecializingModule | FastPathModule:
@@ -74,10 +74,15 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     or with value inputs (integer inputs whose values decide shapes, like a Reshape's shape given as an input), or with
     sequence or optional inputs or outputs (given and returned as lists and None), becomes a SpecializingModule instead:
     it compiles on each call with a new signature (input shapes, values of the value inputs, lengths of sequences,
-    presence of optionals), keeping the `max_specializations` most recently used. `compile_with_report` takes the
-    same arguments and also says what the passes did.
+    presence of optionals), keeping the `max_specializations` most recently used. Where the inputs are plain
+    tensors, their dimensions become dynamic as calls change them: the first call's shapes compile fixed, and the
+    first call that changes a dimension compiles one module with it dynamic (from 1 to a few times its largest
+    value) that later calls run without compiling (`runtime/automatic_dims.py`); `dynamic=False` compiles every
+    signature fixed instead. `compile_with_report` takes the same arguments and also says what the passes did.
     """
     options = _checked(CompileOptions.of(options, **option_fields))
+    automatic_dims = dynamic is not False
+    dynamic = dynamic or None
     if dynamic and example_inputs is not None:  # a torch module, its dimensions declared by torch.export's Dims
         model, dynamic = exported_with_dims(model, example_inputs, dynamic)
         example_inputs = None
@@ -93,7 +98,8 @@ def compile(model, example_inputs=None, *, input_shapes: Mapping[str, Sequence[i
     inputs = _inputs(proto, input_shapes)
     if inputs is not None and (is_dynamic(inputs) or structured_outputs(proto)):
         read_mapped_in(proto)  # kept whole: it is compiled again per signature
-        return _specializing(proto.SerializeToString(), _saved_options(options, input_shapes), max_specializations)
+        return _specializing(proto.SerializeToString(), _saved_options(options, input_shapes, automatic_dims),
+                             max_specializations)
     _check_one_shape(inputs)
     key = None if proto is None else module_cache.module_key(model, proto, input_shapes, options)
     if key is not None and (kept := module_cache.cached_module(key)) is not None:
@@ -302,9 +308,11 @@ def _why_open(i) -> str:
     return f"input {i.describe()} has symbolic dimensions"
 
 
-def _saved_options(options: CompileOptions, input_shapes) -> dict:
-    """What a specialising module records of how it compiles: the options and the fixed input dimensions."""
-    return {"input_shapes": {n: list(v) for n, v in (input_shapes or {}).items()}, **options.to_json()}
+def _saved_options(options: CompileOptions, input_shapes, automatic_dims: bool) -> dict:
+    """What a specialising module records of how it compiles: the options, the fixed input dimensions and whether
+    the dimensions calls change become dynamic."""
+    return {"input_shapes": {n: list(v) for n, v in (input_shapes or {}).items()}, "automatic_dims": automatic_dims,
+            **options.to_json()}
 
 
 def _specializing(model: bytes, saved: dict, max_specializations: int) -> SpecializingModule:
@@ -313,7 +321,8 @@ def _specializing(model: bytes, saved: dict, max_specializations: int) -> Specia
     from .frontend.onnx_file import load_model
 
     proto = load_model(model)
-    options = _checked(CompileOptions.from_json({k: v for k, v in saved.items() if k != "input_shapes"}))
+    options = _checked(CompileOptions.from_json({k: v for k, v in saved.items()
+                                                 if k not in ("input_shapes", "automatic_dims")}))
     inputs = model_inputs(proto, saved["input_shapes"])
     symbolic = {i.name for i in inputs if i.symbolic and not i.value_needed}
 
@@ -325,5 +334,12 @@ def _specializing(model: bytes, saved: dict, max_specializations: int) -> Specia
         graph, outputs = import_flattened(expose_inputs(specialize(proto, values), parts), static)
         return Compiled(_compile_imported(graph, options).module, outputs)
 
+    def compile_dynamic(bounds) -> Module:
+        shapes = {**saved["input_shapes"], **symbolic_shapes(inputs, bounds)}
+        return _compile_imported(import_model(proto, None, shapes), options).module
+
+    axes = dimension_axes(inputs)
+    automatic = (saved.get("automatic_dims", False) and axes is not None and not structured_outputs(proto)
+                 and options.db is None and backend_for(TARGETS[options.target]()).symbolic_dims)
     return SpecializingModule(model, saved, inputs, [vo.name for vo in proto.graph.output],
-                              compile_one, max_specializations)
+                              compile_one, max_specializations, compile_dynamic if automatic else None, axes)

@@ -30,7 +30,8 @@ from .backend import backend_for
 from .errors import ShapeError, TilegradError, UnsupportedOpError
 from .target import TARGETS
 from .torch_partition import FrozenWeights, as_array
-from .torch_sizes import NotDimensions, dynamic_shapes, sizes_of, upper
+from .runtime.automatic_dims import upper
+from .torch_sizes import NotDimensions, dynamic_shapes, sizes_of
 
 OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
 TARGETS_BY_DEVICE = {"cpu": "cpu", "cuda": "cuda"}  # a tensor's device type -> the target compiled for

@@ -5,8 +5,9 @@ compiled for.
 Dynamo passes a symbolic size as an input of its own (a `SymInt` beside the tensors) and marks the tensors' axes
 with the same symbols. The backend compiles the graph once with those axes dynamic (`tilegrad.compile` with
 torch.export Dims named after the symbols) from the least value dynamo allows up to an upper bound: a few times
-the first value seen, at least `MIN_UPPER`. A call beyond the bound compiles again with a bound from the new
-value, so memory planned for the largest value stays in proportion to what the model is called with.
+the first value seen (`runtime/automatic_dims.upper`, as for an ONNX model's dimensions). A call beyond the
+bound compiles again with a bound from the new value, so memory planned for the largest value stays in
+proportion to what the model is called with.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-
-MIN_UPPER = 64  # the least upper bound a size is compiled for
-HEADROOM = 4  # the bound is the power of two at or above this many times the largest value seen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,11 +60,6 @@ def sizes_of(gm: torch.fx.GraphModule, example_inputs: list, tensors: list[int])
         elif not isinstance(value, torch.Tensor):
             raise NotDimensions(f"the graph takes a {type(value).__name__} input, which tilegrad does not compile")
     return slots, sizes
-
-
-def upper(value: int) -> int:
-    """The bound a size whose largest value so far is `value` is compiled for."""
-    return max(MIN_UPPER, 1 << (HEADROOM * value - 1).bit_length())
 
 
 def dynamic_shapes(sizes: dict[str, Size], bounds: dict[str, int], count: int) -> tuple:

@@ -1,5 +1,6 @@
-"""The specializing module against ONNX Runtime: symbolic dims and value inputs compile once per signature, from
-many threads at once, bounded in memory, saved and loaded with their specialisations, with tuning records."""
+"""The specializing module against ONNX Runtime: symbolic dims (with `dynamic=False`) and value inputs compile once
+per signature, from many threads at once, bounded in memory, saved and loaded with their specialisations, with
+tuning records. Symbolic dims made dynamic as calls change them: tests/dynamic/test_automatic_dims.py."""
 
 import threading
 from pathlib import Path
@@ -62,7 +63,7 @@ def _x(*shape, seed=0):
 
 
 def test_a_symbolic_batch_compiles_once_per_batch_size_and_matches_onnxruntime(mlp):
-    mod = tilegrad.compile(mlp)
+    mod = tilegrad.compile(mlp, dynamic=False)
     assert isinstance(mod, SpecializingModule)
     assert mod.input_names == ["x"] and mod.output_names == ["y"] and mod.value_inputs == []
     for n in (1, 3, 8, 3, 1):
@@ -103,7 +104,7 @@ def test_tile_repeats_as_an_input_match_onnxruntime():
 
 
 def test_eight_threads_with_two_shapes_compile_each_once_and_all_get_the_right_outputs(mlp):
-    mod = tilegrad.compile(mlp)
+    mod = tilegrad.compile(mlp, dynamic=False)
     inputs = {n: _x(n, 8, seed=n) for n in (2, 5)}
     expected = {n: _onnxruntime(mlp, {"x": x})[0] for n, x in inputs.items()}
     start = threading.Barrier(8)
@@ -165,7 +166,7 @@ def test_an_altered_saved_model_is_refused(mlp, tmp_path):
 
 
 def test_the_cache_keeps_the_most_recently_used(mlp):
-    mod = tilegrad.compile(mlp, max_specializations=2)
+    mod = tilegrad.compile(mlp, max_specializations=2, dynamic=False)
     for n in (1, 2, 1, 3):
         mod(_x(n, 8))
     assert [s.shapes["x"][0] for s in mod.specializations()] == [1, 3]  # 2 was the least recently used
@@ -198,7 +199,7 @@ def test_evicted_specializations_are_unloaded(mlp):
     (the issue found ~1,000 mapped library segments after 200 sizes with a bound of 8)."""
     import gc
 
-    mod = tilegrad.compile(mlp, max_specializations=2)
+    mod = tilegrad.compile(mlp, max_specializations=2, dynamic=False)
     mod(_x(1, 8))
     before = _mapped_libraries()
     for n in range(2, 9):

@@ -38,7 +38,9 @@ def _compile(args) -> None:
     fast = _fast_paths(mod)
     mod = getattr(mod, "dynamic", mod)  # a FastPathModule: its dynamic module's report, then the paths
     if not hasattr(mod, "spec"):  # a SpecializingModule: nothing compiled yet
-        print(f"saved {args.model} to {out}; it compiles on each call with new input shapes or values")
+        how = ("it compiles its first call's shapes, then one module for the dimensions later calls change"
+               if mod.automatic_dims else "it compiles on each call with new input shapes or values")
+        print(f"saved {args.model} to {out}; {how}")
         print("  inputs     " + ", ".join(declared_input(i) for i in mod.inputs))
         print("  outputs    " + ", ".join(mod.output_names))
         return

@@ -91,8 +91,9 @@ def _print_saved(args, directory: Path) -> None:
     """A saved module: what it takes and gives, its kernels, weights and memory."""
     mod = load_saved(args, directory)
     if not hasattr(mod, "spec"):
+        dynamic = f", and a module for the dimensions {mod.dynamic_bounds}" if mod.dynamic_bounds else ""
         print(f"{directory}: a module that specialises on its inputs' shapes; {len(mod.specializations())} "
-              f"specialisation(s) saved")
+              f"specialisation(s) saved{dynamic}")
         return
     spec = mod.spec
     weights = sum(math.prod(w.shape) * np.dtype(w.dtype).itemsize for w in spec.weights)

@@ -144,6 +144,15 @@ def declared_dim(d) -> int | str:
     return d.dim_param or "?"
 
 
+def dimension_axes(inputs: Sequence[ModelInput]) -> dict[str, tuple[str | None, ...]] | None:
+    """Per input, the name of the symbolic dimension each axis is (None where the axis is static), as
+    `dynamic=` names them; None where an input is not a tensor of declared rank or is a value input (its values,
+    not dimensions, decide shapes)."""
+    if any(i.kind != TENSOR or i.value_needed or i.dims is None for i in inputs):
+        return None
+    return {i.name: tuple(d if isinstance(d, str) else None for d in _named_dims(i)) for i in inputs}
+
+
 def _named_dims(i: ModelInput) -> tuple[int | str, ...] | None:
     """The input's dimensions, an unnamed symbolic one named by the input and its axis (`x[0]`)."""
     if i.dims is None:

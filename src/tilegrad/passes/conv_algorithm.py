@@ -49,6 +49,7 @@ from ..mapped import release_pages
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd
+from ..te.dims import representative
 from ..te.nn.conv_groups import BlockGroups
 from ..te.tiling import row_tile
 from .editor import GraphEditor, map_nodes
@@ -90,7 +91,9 @@ def _output_size(size: int, kernel: int, stride: int, pad: int, dilation: int) -
 
 
 def _shape(x: Value, w: Value, attrs: dict):
-    n, c, h, wd = x.shape
+    """The sizes the estimates read: a dynamic dimension at its representative value, where the kernels' schedules
+    are chosen too."""
+    n, c, h, wd = (representative(d) for d in x.shape)
     o, _, kh, kw = w.shape
     s, p, d = attrs["strides"] or (1, 1), attrs["pads"] or (0,) * 4, attrs["dilations"] or (1, 1)
     oh = _output_size(h, kh, s[0], p[0] + p[2], d[0])

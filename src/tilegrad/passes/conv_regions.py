@@ -26,6 +26,7 @@ import math
 from typing import NamedTuple
 
 from ..ir.graph import Node, Value
+from ..te.dims import representative
 from ..te.tiling import row_tile
 from .context import PassContext
 from .conv_algorithm import DIRECT_COLUMNS, TRANSFORM, WEIGHT_LOAD
@@ -91,15 +92,16 @@ def slowdown(width: int) -> float:
 def estimate(node: Node, axes: list[list[Band]]) -> tuple[float, float]:
     """The estimated cost of the convolution whole and in regions, in multiply-adds."""
     x, wpack = node.inputs[:2]
-    n, blocks, oh, ow, block = node.outputs[0].shape
+    out_shape = [representative(d) for d in node.outputs[0].shape]  # a dynamic batch at its schedules' value
+    n, blocks, oh, ow, block = out_shape
     channels, kh, kw = wpack.shape[1:4]
     per_tap = n * blocks * block * channels  # multiply-adds per output position and tap
-    h, w = x.shape[2:4]
+    h, w = (representative(d) for d in x.shape[2:4])
     pads = node.attrs["pads"]
     padded = n * channels * (h + pads[0] + pads[2]) * (w + pads[1] + pads[3])
     whole = (per_tap * oh * ow * kh * kw * slowdown(ow) + WEIGHT_LOAD * blocks * block * channels * kh * kw
              + TRANSFORM * padded)
-    split = TRANSFORM * math.prod(node.outputs[0].shape) * ((len(axes[0]) > 1) + (len(axes[1]) > 1))  # concats
+    split = TRANSFORM * math.prod(out_shape) * ((len(axes[0]) > 1) + (len(axes[1]) > 1))  # concats
     for rows in axes[0]:
         for cols in axes[1]:
             taps = (rows.last - rows.first) * (cols.last - cols.first)

@@ -13,6 +13,12 @@ A sequence or optional input or output is a list or None at the call and tensors
 length of each sequence input and the presence of each optional one are part of the key, and each specialisation
 records the form of each output, by which its Module's tensors are regrouped.
 
+A model of plain tensors given a `compile_dynamic` makes its dimensions dynamic as calls change them
+(`automatic_dims.py`): the first signature compiles fixed, a later one that changes a dimension compiles one
+dynamic module that every call within its bounds runs; a signature compiled fixed before keeps its module. Where
+the dynamic compile fails (an op the symbolic kernels do not cover yet), the module says why once and
+specialises per signature as before.
+
 The runtime does not import the frontend: whoever makes the module passes a `compile` function (shapes, values,
 input forms -> `Compiled`) and the inputs' descriptions (`DynamicInput`); `load` takes a factory that makes both
 again from the saved model and options.
@@ -39,6 +45,7 @@ import numpy as np
 
 from .. import metrics
 from . import saved
+from .automatic_dims import Bounds, DimensionWatch, admits
 from ..errors import KernelCallError, ModuleFormatError, TilegradError
 from .module import Module, bind_arguments
 from .module import load as load_module
@@ -48,6 +55,7 @@ from .structured import TENSOR, Form, flat_names, regroup, split
 
 MANIFEST = "specializing.json"
 MODEL = "model.onnx"
+DYNAMIC = "dynamic"  # the subdirectory of a saved module's dynamic module
 FORMAT = 1
 _log = logging.getLogger(__name__)
 MAX_SPECIALIZATIONS = 64
@@ -73,6 +81,7 @@ class Compiled(NamedTuple):
 
 
 Compile = Callable[[Mapping[str, tuple[int, ...]], Mapping[str, np.ndarray], Mapping[str, Form]], Compiled]
+CompileDynamic = Callable[[Bounds], Module]  # a module for every value of the dimensions within the bounds
 Key = tuple  # (the form of each input, then per tensor: (name, shape, dtype, value as a tuple or None))
 
 
@@ -97,7 +106,8 @@ class SpecializingModule:
     from several threads at once."""
 
     def __init__(self, model: bytes, options: dict, inputs: Sequence[DynamicInput], outputs: Sequence[str],
-                 compile: Compile, max_specializations: int = MAX_SPECIALIZATIONS):
+                 compile: Compile, max_specializations: int = MAX_SPECIALIZATIONS,
+                 compile_dynamic: CompileDynamic | None = None, axes: Mapping[str, Sequence[str | None]] = None):
         if max_specializations < 1:
             raise TilegradError(f"max_specializations must be at least 1, got {max_specializations!r}")
         self.model = model
@@ -108,6 +118,13 @@ class SpecializingModule:
         self.max_specializations = max_specializations
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[Key, Future] = collections.OrderedDict()
+        # Automatic dynamic dimensions: what calls gave each dimension, the dynamic module and its bounds, or why
+        # it could not be compiled.
+        self._compile_dynamic = compile_dynamic
+        self._watch = DimensionWatch(axes) if compile_dynamic is not None else None
+        self._dynamic: tuple[Bounds, Compiled] | None = None
+        self.dynamic_unavailable: str | None = None
+        self._dynamic_lock = threading.Lock()
 
     @property
     def input_names(self) -> list[str]:
@@ -129,12 +146,22 @@ class SpecializingModule:
         return [_specialization(k, self.inputs) for k in keys]
 
     def specialization(self, *args, **kwargs) -> Module:
-        """The Module these arguments run on, compiled now if it is not yet."""
-        return self._compiled(self._key(*self._arguments(args, kwargs))).module
+        """The Module these arguments run on (a fixed one, or the dynamic one), compiled now if it is not yet."""
+        return self._module_for(*self._arguments(args, kwargs)).module
+
+    @property
+    def automatic_dims(self) -> bool:
+        """Whether dimensions that calls change become dynamic (rather than compiling every shape fixed)."""
+        return self._watch is not None
+
+    @property
+    def dynamic_bounds(self) -> Bounds | None:
+        """The dimensions of the dynamic module compiled so far (fixed sizes or bounds), or None."""
+        return None if self._dynamic is None else dict(self._dynamic[0])
 
     def __call__(self, *args, **kwargs):
         forms, tensors = self._arguments(args, kwargs)
-        compiled = self._compiled(self._key(forms, tensors))
+        compiled = self._module_for(forms, tensors)
         return regroup(compiled.outputs,
                        compiled.module(**{name: a for name, a, value_needed in tensors if not value_needed}))
 
@@ -142,9 +169,50 @@ class SpecializingModule:
                 **kwargs) -> Profile:
         """`Module.profile` of the specialisation these arguments run on (its outputs flat, as tensors)."""
         forms, tensors = self._arguments(args, kwargs)
-        module = self._compiled(self._key(forms, tensors)).module
+        module = self._module_for(forms, tensors).module
         return module.profile(repeats=repeats, warmup=warmup, peaks=peaks,
                               **{name: a for name, a, value_needed in tensors if not value_needed})
+
+    def _module_for(self, forms: tuple[Form, ...], tensors) -> Compiled:
+        """What runs a call: the module kept for its signature, else the dynamic module where the dimensions are
+        dynamic (compiled now where the call is the one that makes them so), else a specialisation."""
+        key = self._key(forms, tensors)
+        if self._watch is None:
+            return self._compiled(key)
+        with self._lock:
+            future = self._cache.get(key)
+            if future is not None and future.done() and future.exception() is None:
+                self._cache.move_to_end(key)
+                return future.result()
+        dynamic = self._dynamic_for({name: a.shape for name, a, _ in tensors})
+        return dynamic if dynamic is not None else self._compiled(key)
+
+    def _dynamic_for(self, shapes: Mapping[str, tuple[int, ...]]) -> Compiled | None:
+        """The dynamic module for a call of these shapes, compiled (again, with wider bounds) where the call
+        changes a dimension it does not cover; None while no dimension has changed, or where it cannot be compiled."""
+        values = self._watch.values(shapes)
+        if values is None:
+            return None
+        with self._dynamic_lock:
+            if self._dynamic is not None and admits(self._dynamic[0], values):
+                return self._dynamic[1]
+            self._watch.observe(values)
+            if not self._watch.varied or self.dynamic_unavailable is not None:
+                return None
+            bounds = self._watch.bounds()
+            start = time.perf_counter()
+            try:
+                module = self._compile_dynamic(bounds)
+            except Exception as exc:  # noqa: BLE001  (any failure: the signature is specialised, as before)
+                self.dynamic_unavailable = f"{type(exc).__name__}: {exc}"
+                _log.warning("the model's dimensions %s change between calls, but a module for all their values "
+                             "could not be compiled (%s); each new shape compiles a module of its own",
+                             sorted(d for d, b in bounds.items() if not isinstance(b, int)), self.dynamic_unavailable)
+                return None
+            metrics.bump("dynamic_modules_compiled")
+            _log.info("compiled one module for the dimensions %s in %.1f s", bounds, time.perf_counter() - start)
+            self._dynamic = (bounds, Compiled(module, tuple(TENSOR for _ in self._outputs)))
+            return self._dynamic[1]
 
     def _compiled(self, key: Key) -> Compiled:
         """The compiled module of `key`: from the cache, or compiled by this call while others wait for it."""
@@ -214,6 +282,13 @@ class SpecializingModule:
                              "outputs": list(compiled.outputs)})
             manifest = {"format": FORMAT, "options": self.options, "max_specializations": self.max_specializations,
                         "model_sha256": hashlib.sha256(self.model).hexdigest(), "specializations": rows}
+            with self._dynamic_lock:
+                dynamic, seen = self._dynamic, dict(self._watch.seen) if self._watch is not None else {}
+            if dynamic is not None:
+                dynamic[1].module.save(fresh / DYNAMIC)
+                manifest["dynamic"] = {"directory": DYNAMIC, "bounds": dynamic[0]}
+            if seen:
+                manifest["seen"] = seen
             (fresh / MANIFEST).write_text(json.dumps(manifest, indent=1))
             saved.rename_into_place(fresh, out)
         finally:
@@ -278,6 +353,16 @@ def load(directory, make: Callable[[bytes, dict, int], SpecializingModule]) -> S
             outputs = tuple(row.get("outputs", [TENSOR] * len(module.output_names)))
             future.set_result(Compiled(load_module(root / row["directory"]), outputs))
             module._cache[key] = future
+        if module._watch is not None:
+            for dim, (lo, hi) in manifest.get("seen", {}).items():
+                module._watch.observe({dim: int(lo)})
+                module._watch.observe({dim: int(hi)})
+            if "dynamic" in manifest:
+                bounds = {d: b if isinstance(b, int) else (int(b[0]), int(b[1]))
+                          for d, b in manifest["dynamic"]["bounds"].items()}
+                compiled = Compiled(load_module(root / manifest["dynamic"]["directory"]),
+                                    tuple(TENSOR for _ in module.output_names))
+                module._dynamic = (bounds, compiled)
     except (KeyError, TypeError, ValueError) as exc:
         raise ModuleFormatError(f"{root / MANIFEST} lacks a field or lists a specialisation that does not fit the "
                                 f"model ({type(exc).__name__}: {exc}); save the module again") from None
