@@ -1,5 +1,6 @@
 """The C API (include/tilegrad.h): examples/c_api/run_model.c, built here, loads a saved module, derives its
-weights and runs it without Python, and gives the Python module's outputs."""
+weights and runs it without Python, and gives the Python module's outputs; a module with a dynamic dimension runs
+each value given within its bounds, and refuses one outside them."""
 
 import subprocess
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 import tilegrad
@@ -82,3 +84,38 @@ def test_the_c_api_names_what_it_cannot_load(program, tmp_path):
     run = subprocess.run([str(program), str(tmp_path / "nothing"), "in.bin", "out.bin"], capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 1 and "cannot load" in run.stderr and "model.so" in run.stderr
+
+
+def _rows_model():
+    """x[N, 8] -> relu(x @ w + b) as y[N, 16], and concat(x, x) as z[2N, 8]: shapes that are formulas of N."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"]), helper.make_node("Concat", ["x", "x"], ["z"], axis=0)]
+    graph = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_c_example_runs_a_dynamic_module_at_each_value_as_python_does(program, tmp_path):
+    module = tilegrad.compile(_rows_model(), dynamic={"N": (1, 64)})
+    saved = module.save(tmp_path / "m")
+    for n in (1, 5, 17, 64):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        (tmp_path / "in.bin").write_bytes(x.tobytes())
+        run = subprocess.run([str(program), str(saved), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"),
+                              f"N={n}"], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert f"input x float32[{n}, 8]" in run.stdout and f"output z float32[{2 * n}, 8]" in run.stdout
+        raw = np.frombuffer((tmp_path / "out.bin").read_bytes(), "float32")
+        want = module(x)
+        np.testing.assert_allclose(raw[:n * 16].reshape(n, 16), want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(raw[n * 16:].reshape(2 * n, 8), want[1])
+    run = subprocess.run([str(program), str(saved), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), "N=65"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "'N' is 65, outside the bounds the module was compiled for: 1 to 64" in run.stderr
+    run = subprocess.run([str(program), str(saved), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "give the dynamic dimension 'N' (1 to 64) as N=VALUE" in run.stderr

@@ -1,12 +1,14 @@
 """What a module's library says about itself, for C callers: `tg_info`, the layout of `tg_run`'s arguments.
 
 `tg_run(void** args)` takes the inputs, the outputs, the weights and the workspace, in that order, with shapes
-compiled in (a dynamic dimension is -1, and its buffer's bytes too: `tilegrad.h` does not run such a module yet).
-A program that loads the library without Python (`tilegrad.h`, the C API) needs the same facts the manifest gives
-the Python runtime: each buffer's name, element type and shape, the workspace's size, and which weights the library
-derives from a stored source (`DerivedWeight`) with which of its functions. They are compiled into the library as
-one constant structure, whose layout and version `tilegrad.h` declares: both are read from the header, so the two
-cannot drift apart.
+compiled in, and after them the values of the dynamic dimensions where the module has any. A program that loads
+the library without Python (`tilegrad.h`, the C API) needs the same facts the manifest gives the Python runtime:
+each buffer's name, element type and shape, the dynamic dimensions with their bounds, the workspace's size, and
+which weights the library derives from a stored source (`DerivedWeight`) with which of its functions. They are
+compiled into the library as one constant structure, whose layout and version `tilegrad.h` declares: both are read
+from the header, so the two cannot drift apart. A dynamic dimension is -1 in a shape (and so are the bytes of a
+buffer it sizes); `tg_shapes`, a function of the dimensions' values compiled from the shapes' formulas (`Extent`),
+gives every input's and output's shape at a call's values.
 """
 
 from __future__ import annotations
@@ -29,14 +31,45 @@ def render_descriptor(spec) -> str:
             shape = [d if isinstance(d, int) else -1 for d in s.shape]
             lines.append(f"static const int64_t tg_{group}_shape{i}[] = {{{', '.join(map(str, shape)) or '0'}}};")
         rows = [f"  {{{_c_string(s.name)}, {_c_string(s.dtype)}, {len(s.shape)}, tg_{group}_shape{i}, "
-                f"{_nbytes(s)}}}," for i, s in enumerate(specs)]
+                f"{_nbytes(s)}, {itemsize(s.dtype)}}}," for i, s in enumerate(specs)]
         lines.append(f"static const tg_buffer_info tg_{group}[] = {{\n" + ("\n".join(rows) or "  {0}") + "\n};")
     rows = [f"  {{{d.weight}, {_c_string(d.kernel)}}}," for d in derived]
     lines.append("static const tg_derived_info tg_derived[] = {\n" + ("\n".join(rows) or "  {0}") + "\n};")
+    rows = [f"  {{{_c_string(d.name)}, {d.lo}, {d.hi}}}," for d in spec.dims]
+    lines.append("static const tg_dim_info tg_dims[] = {\n" + ("\n".join(rows) or "  {0}") + "\n};")
+    lines.append(_shapes_function(spec))
     lines.append(f"const tg_model_info tg_info = {{TG_INFO_VERSION, {len(inputs)}, {len(outputs)}, {len(weights)}, "
-                 f"{len(derived)}, tg_inputs, tg_outputs, tg_weights, tg_sources, tg_derived, "
-                 f"{max(spec.workspace_bytes, 1)}}};")
+                 f"{len(derived)}, {len(spec.dims)}, tg_inputs, tg_outputs, tg_weights, tg_sources, tg_derived, "
+                 f"tg_dims, tg_shapes, {max(spec.workspace_bytes, 1)}}};")
     return "\n".join(lines) + "\n"
+
+
+def _shapes_function(spec) -> str:
+    """`tg_shapes(dims, out)`: every input's dimensions, then every output's, at the dimensions' values `dims`."""
+    index = {d.key: k for k, d in enumerate(spec.dims)}
+    extents = [d for s in (*spec.inputs, *spec.outputs) for d in s.shape]
+    body = "".join(f"  out[{k}] = {_c_extent(d if isinstance(d, int) else d.tree, index)};\n"
+                   for k, d in enumerate(extents))
+    return ("static inline int64_t tg_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return q - ((a % b != 0) && "
+            "((a < 0) != (b < 0))); }\n"
+            "static void tg_shapes(const int64_t* dims, int64_t* out) {\n  (void)dims, (void)out;\n" + body + "}")
+
+
+def _c_extent(tree, index: dict[str, int]) -> str:
+    """An extent's formula (`runtime.dims.Extent.tree`) as a C expression of `dims`, in Python's integer
+    arithmetic (floor division and a modulo of the divisor's sign)."""
+    if isinstance(tree, int):
+        return str(tree)
+    if isinstance(tree, str):
+        return f"dims[{index[tree]}]"
+    op, a, b = tree[0], _c_extent(tree[1], index), _c_extent(tree[2], index)
+    if op in ("+", "-", "*"):
+        return f"({a} {op} {b})"
+    if op == "//":
+        return f"tg_floordiv({a}, {b})"
+    if op == "%":
+        return f"({a} - {b} * tg_floordiv({a}, {b}))"
+    return f"({a} {'<' if op == 'min' else '>'} {b} ? {a} : {b})"
 
 
 def _nbytes(s) -> int:

@@ -14,6 +14,14 @@
      tg_model_run(m, inputs, outputs);                            // void* per input / output, C-contiguous
      tg_model_free(m);
 
+   A module compiled with dynamic dimensions (`compile(dynamic={"seq": (1, 512)})`) runs every value within their
+   bounds: `info->dims` names them with their bounds, and each call's values are set first, which sizes every input
+   and output (`tg_model_shape`, `tg_model_nbytes`; `info`'s static shapes say -1 where a dimension goes):
+
+     int64_t seq = 17;
+     if (tg_model_set_dims(m, &seq, error, sizeof error)) { fprintf(stderr, "%s\n", error); return 1; }
+     tg_model_run(m, inputs, outputs);                            // 0, or 1 where no values were set
+
    One model runs one call at a time (its workspace is its own); load it once per thread to run calls at once.
    The manifest's checksums are the Python runtime's to check: load only directories you trust, as their library
    is native code that runs with your rights. */
@@ -27,17 +35,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TG_INFO_VERSION 1
+#define TG_INFO_VERSION 2
 
 /* tg_info's layout (codegen/descriptor.py compiles the lines from the version to the end marker into every
-   library) */
-typedef struct { const char* name; const char* dtype; int32_t rank; const int64_t* shape; int64_t nbytes; }
-  tg_buffer_info;
-typedef struct { int32_t weight; const char* kernel; } tg_derived_info;
+   library). A dynamic dimension is -1 in a buffer's shape, and so is the bytes of a buffer it sizes; `shapes`
+   writes every input's dimensions, then every output's, for values of the dynamic dimensions (in `dims` order). */
 typedef struct {
-  int32_t version, num_inputs, num_outputs, num_weights, num_derived;
+  const char* name; const char* dtype; int32_t rank; const int64_t* shape; int64_t nbytes; int64_t itemsize;
+} tg_buffer_info;
+typedef struct { int32_t weight; const char* kernel; } tg_derived_info;
+typedef struct { const char* name; int64_t lo, hi; } tg_dim_info;
+typedef struct {
+  int32_t version, num_inputs, num_outputs, num_weights, num_derived, num_dims;
   const tg_buffer_info *inputs, *outputs, *weights, *sources;
   const tg_derived_info* derived;
+  const tg_dim_info* dims;
+  void (*shapes)(const int64_t* dims, int64_t* out);
   int64_t workspace_bytes;
 } tg_model_info;
 /* tg_info's layout: end */
@@ -48,7 +61,10 @@ typedef struct tg_model {
   void (*run)(void**);
   void (*call)(void (*)(void**), void**, int);
   int threads;
-  void** args;  /* inputs, outputs, weights, workspace: the weights' and the workspace's written once */
+  void** args;  /* inputs, outputs, weights, workspace (and the dims' values): all but the first two set once */
+  int64_t* dims;  /* the dynamic dimensions' values of the next call */
+  int64_t* shapes;  /* every input's and output's dimensions at those values */
+  int dims_set;  /* whether values were set (a module without dynamic dimensions needs none) */
 } tg_model;
 
 /* The reason a load failed, cut to the caller's buffer. */
@@ -70,7 +86,7 @@ static inline void tg_model_free(tg_model* m) {
     int first = m->info->num_inputs + m->info->num_outputs;
     for (int k = 0; k <= m->info->num_weights; ++k) free(m->args[first + k]);
   }
-  free(m->args);
+  free(m->args), free(m->dims), free(m->shapes);
   if (m->library) {
     void (*release)(void) = NULL;
     *(void**)&release = dlsym(m->library, "tg_release_on_unload");
@@ -134,31 +150,30 @@ static inline tg_model* tg_model_load(const char* directory, int threads, char* 
     return tg_model_free(m), (tg_model*)NULL;
   }
   const tg_model_info* info = m->info;
-  for (int k = 0; k < info->num_inputs + info->num_outputs; ++k) {
-    const tg_buffer_info* b = k < info->num_inputs ? &info->inputs[k] : &info->outputs[k - info->num_inputs];
-    if (b->nbytes < 0) {
-      tg_fail(error, error_size, "%s has dynamic dimensions, which this C API does not run: compile the model with "
-              "its shapes fixed", b->name);
-      return tg_model_free(m), (tg_model*)NULL;
-    }
-  }
   m->threads = threads;
-  int first = info->num_inputs + info->num_outputs, count = first + info->num_weights + 1;
+  int first = info->num_inputs + info->num_outputs, count = first + info->num_weights + 1 + (info->num_dims > 0);
+  int64_t ranks = 0;
+  for (int k = 0; k < first; ++k) ranks += k < info->num_inputs ? info->inputs[k].rank
+                                                                : info->outputs[k - info->num_inputs].rank;
   m->args = (void**)calloc((size_t)count, sizeof(void*));
+  m->dims = (int64_t*)calloc((size_t)info->num_dims + 1, sizeof(int64_t));
+  m->shapes = (int64_t*)calloc((size_t)ranks + 1, sizeof(int64_t));
   void** sources = (void**)calloc((size_t)info->num_derived + 1, sizeof(void*));
   char* derived = (char*)calloc((size_t)info->num_weights + 1, 1);
-  if (!m->args || !sources || !derived) {
+  if (!m->args || !m->dims || !m->shapes || !sources || !derived) {
     tg_fail(error, error_size, "out of memory");
     free(sources), free(derived);
     return tg_model_free(m), (tg_model*)NULL;
   }
+  if (info->num_dims) m->args[count - 1] = m->dims;
+  else info->shapes(m->dims, m->shapes), m->dims_set = 1;  /* fixed shapes: the library's own */
   for (int d = 0; d < info->num_derived; ++d) derived[info->derived[d].weight] = 1;
   int failed = 0;
   for (int k = 0; k < info->num_weights && !failed; ++k)
     failed = !(m->args[first + k] = tg_aligned(info->weights[k].nbytes));
   for (int d = 0; d < info->num_derived && !failed; ++d)
     failed = !(sources[d] = tg_aligned(info->sources[d].nbytes));
-  if (!failed) failed = !(m->args[count - 1] = tg_aligned(info->workspace_bytes));
+  if (!failed) failed = !(m->args[first + info->num_weights] = tg_aligned(info->workspace_bytes));
   snprintf(path, sizeof path, "%s/weights.bin", directory);
   FILE* f = failed ? NULL : fopen(path, "rb");
   if (failed || !f) {
@@ -200,13 +215,53 @@ static inline tg_model* tg_model_load(const char* directory, int threads, char* 
 
 static inline const tg_model_info* tg_model_describe(const tg_model* m) { return m->info; }
 
-/* Run the model: `inputs[i]` and `outputs[j]` point to C-contiguous buffers of the sizes `tg_model_describe`
-   gives (tg_buffer_info.nbytes), owned by the caller. */
-static inline void tg_model_run(tg_model* m, void* const* inputs, void* const* outputs) {
+/* Set the values of the module's dynamic dimensions (`info->dims` order) for the calls that follow; 0, or 1 with
+   the reason in `error` where a value is outside its dimension's bounds. */
+static inline int tg_model_set_dims(tg_model* m, const int64_t* values, char* error, size_t error_size) {
+  for (int d = 0; d < m->info->num_dims; ++d) {
+    const tg_dim_info* dim = &m->info->dims[d];
+    if (values[d] < dim->lo || values[d] > dim->hi) {
+      tg_fail(error, error_size, "dynamic dimension '%s' is %lld, outside the bounds the module was compiled for: "
+              "%lld to %lld", dim->name, (long long)values[d], (long long)dim->lo, (long long)dim->hi);
+      return 1;
+    }
+  }
+  for (int d = 0; d < m->info->num_dims; ++d) m->dims[d] = values[d];
+  m->info->shapes(m->dims, m->shapes);
+  m->dims_set = 1;
+  return 0;
+}
+
+/* The dimensions of buffer `k` (the inputs, then the outputs) at the values set; NULL before any are set. */
+static inline const int64_t* tg_model_shape(const tg_model* m, int k) {
+  if (!m->dims_set) return NULL;
+  const int64_t* at = m->shapes;
+  for (int j = 0; j < k; ++j) at += j < m->info->num_inputs ? m->info->inputs[j].rank
+                                                           : m->info->outputs[j - m->info->num_inputs].rank;
+  return at;
+}
+
+/* The bytes of buffer `k` (the inputs, then the outputs) at the values set; -1 before any are set. */
+static inline int64_t tg_model_nbytes(const tg_model* m, int k) {
+  const int64_t* shape = tg_model_shape(m, k);
+  int n = m->info->num_inputs;
+  const tg_buffer_info* b = k < n ? &m->info->inputs[k] : &m->info->outputs[k - n];
+  if (!shape) return -1;
+  int64_t bytes = b->itemsize;
+  for (int d = 0; d < b->rank; ++d) bytes *= shape[d];
+  return bytes;
+}
+
+/* Run the model: `inputs[i]` and `outputs[j]` point to C-contiguous buffers of the sizes `tg_model_nbytes` gives
+   (for a module without dynamic dimensions, tg_buffer_info.nbytes too), owned by the caller. 0, or 1 (nothing
+   run) where the module has dynamic dimensions and no values were set. */
+static inline int tg_model_run(tg_model* m, void* const* inputs, void* const* outputs) {
+  if (!m->dims_set) return 1;
   int n = m->info->num_inputs;
   for (int i = 0; i < n; ++i) m->args[i] = inputs[i];
   for (int j = 0; j < m->info->num_outputs; ++j) m->args[n + j] = outputs[j];
   tg_model_call(m, m->run, m->args);
+  return 0;
 }
 
 #endif
