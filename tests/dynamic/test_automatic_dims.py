@@ -76,6 +76,34 @@ def test_bounds_widen_by_compiling_once_more(layer):
     assert _compiles() == before
 
 
+def test_eight_threads_calling_many_lengths_compile_one_fixed_and_one_dynamic_module(layer):
+    import threading
+
+    model, session = layer
+    module = tilegrad.compile(model)
+    lengths = [3, 5, 8, 13, 21, 34, 55, 3]
+    inputs = {n: _x(1, n, seed=n) for n in lengths}
+    expected = {n: session.run(None, {"x": x})[0] for n, x in inputs.items()}
+    start, wrong = threading.Barrier(8), []
+
+    def work(t: int) -> None:
+        start.wait()
+        for k in range(4):
+            n = lengths[(t + k) % len(lengths)]
+            try:
+                np.testing.assert_allclose(module(inputs[n]), expected[n], rtol=1e-4, atol=1e-4)
+            except Exception as exc:  # noqa: BLE001  (collected, asserted below)
+                wrong.append(f"thread {t} call {k}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert wrong == []
+    assert metrics.counters["specializations_compiled"] == 1 and metrics.counters["dynamic_modules_compiled"] == 1
+
+
 def test_dynamic_false_compiles_every_shape_fixed(layer):
     model, session = layer
     module = tilegrad.compile(model, dynamic=False)
