@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -126,9 +127,6 @@ def _compile_dynamic(model, proto, input_shapes, dynamic: Mapping[str, tuple[int
     if not backend_for(TARGETS[options.target]()).symbolic_dims:
         raise TilegradError(f"dynamic= is not available for the {options.target} target, which compiles fixed "
                             f"shapes; compile with input_shapes= instead")
-    if options.db is not None:
-        raise TilegradError("dynamic= compiles the default schedules: tuned records (db=) are for fixed shapes and "
-                            "are not applied to symbolic kernels yet; compile with input_shapes= to use them")
     symbolic = symbolic_shapes(model_inputs(proto, input_shapes), dynamic)
     key = module_cache.module_key(model, proto, shapes_key, options)
     if key is not None and (kept := module_cache.cached_module(key)) is not None:
@@ -235,7 +233,8 @@ def _compile_passes_and_kernels(imported: Graph, options: CompileOptions) -> Com
     machine = TARGETS[options.target]()
     backend = backend_for(machine)
     attention = {"attention_form": options.attention_form, "attention_key_block": options.attention_key_block}
-    if options.db is None or not backend.chooses_graph:
+    dynamic = any(not isinstance(d, numbers.Integral) for v in imported.inputs for d in v.shape)  # choices: fixed
+    if options.db is None or not backend.chooses_graph or dynamic:
         pass_options = {**_fusion_options(options.fusion), **attention} if backend.chooses_graph else attention
         graph, report = optimize(imported, options.opt_level, disable=options.disable_passes,
                                  enable=options.enable_passes, target=machine, options=pass_options)

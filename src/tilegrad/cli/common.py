@@ -198,8 +198,9 @@ def dynamic_dims(items: Sequence[str]) -> dict:
     return out
 
 
-def specialized_values(items: Sequence[str]) -> dict | None:
-    """`--specialize NAME=N,N,...` items as `compile(specialize=)` takes them (None when there are none)."""
+def specialized_values(items: Sequence[str], flag: str = "--specialize") -> dict | None:
+    """`--specialize NAME=N,N,...` items (or another flag's of that form: `--sample`) as `compile(specialize=)`
+    (`tune(samples=)`) takes them; None when there are none."""
     out: dict = {}
     for item in items:
         name, _, value = item.partition("=")
@@ -208,9 +209,9 @@ def specialized_values(items: Sequence[str]) -> dict | None:
         except ValueError:
             values = []
         if not name or not values:
-            raise UsageError(f"--specialize {item!r} is not NAME=N,N,... (sizes of a --dynamic dimension)")
+            raise UsageError(f"{flag} {item!r} is not NAME=N,N,... (sizes of a --dynamic dimension)")
         if name in out:
-            raise UsageError(f"--specialize gives dimension {name!r} twice")
+            raise UsageError(f"{flag} gives dimension {name!r} twice")
         out[name] = values
     return out or None
 

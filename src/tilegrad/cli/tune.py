@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..backend import backend_for
 from ..target import TARGETS
-from .common import MODEL_HELP, UsageError, load, seconds_text
+from .common import MODEL_HELP, UsageError, dynamic_dims, load, seconds_text, specialized_values
 
 
 def add_parser(sub, parents) -> None:
@@ -36,6 +36,11 @@ def add_parser(sub, parents) -> None:
     t.add_argument("--fusion-plans", action="store_true",
                    help="tune the kernels of the stitched fusion plan too; `compile --db --fusion stitch` then "
                         "keeps the faster plan")
+    t.add_argument("--dynamic", action="append", default=[], metavar="NAME=LO:HI",
+                   help="tune the module `compile --dynamic` builds, its kernels for the values of NAME from LO to "
+                        "HI (a few log-spaced ones, or --sample's; repeatable)")
+    t.add_argument("--sample", action="append", default=[], metavar="NAME=N,N,...",
+                   help="with --dynamic NAME=LO:HI, the values of NAME the kernels are tuned at (repeatable)")
     t.add_argument("--list-tasks", action="store_true",
                    help="list the tasks (FLOPs, weight, share of the untuned latency) and stop")
     t.add_argument("--report", metavar="DIR", default=None,
@@ -72,7 +77,14 @@ def _tune(args) -> None:
 
     backend = backend_for(TARGETS[args.target]())
     backend.require_device()  # before loading the model: without a device there is nothing to time on
-    spec = load(args.model, args.input_shape)
+    dynamic = dynamic_dims(args.dynamic)
+    samples = specialized_values(args.sample, "--sample")
+    if samples and not dynamic:
+        raise UsageError("--sample picks values of a dimension that --dynamic NAME=LO:HI keeps symbolic; give both")
+    if dynamic and (args.list_tasks or args.ray or args.report or args.fusion_plans):
+        raise UsageError("--dynamic tunes the dynamic module's kernels here; --list-tasks, --ray, --report and "
+                         "--fusion-plans apply to fixed shapes")
+    spec = load(args.model, args.input_shape, dynamic=bool(dynamic))
     if args.list_tasks:
         _list_tasks(model_tasks(spec.model, input_shapes=spec.input_shapes, example_inputs=spec.example_inputs,
                                 opt_level=args.opt_level, algorithms=not args.no_algorithms,
@@ -101,12 +113,15 @@ def _tune(args) -> None:
                       opt_level=args.opt_level, policy=args.policy, algorithms=not args.no_algorithms,
                       callbacks=callbacks, fusion_plans=args.fusion_plans, trials=args.trials, budget=budget,
                       measure_per_round=args.measure_per_round, recheck=args.recheck, measurer=measurer,
-                      target=args.target, peers=peers)
+                      target=args.target, peers=peers, dynamic=dynamic or None, samples=samples)
     finally:
         if measurer is not None:
             measurer.close()
     print(result.table())
-    print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db} -o DIR")
+    again = "".join(f" --dynamic {item}" for item in args.dynamic)
+    if result.distribution is not None:
+        print(f"{len(result.distribution)} dynamic kernels scheduled for their mean over {result.points} points")
+    print(f"records in {result.db}; compile with: tilegrad compile {args.model} --db {result.db}{again} -o DIR")
     if args.report:
         print(f"report in {Path(args.report) / 'index.html'}")
 

@@ -16,6 +16,7 @@ from ..target import TARGETS, Target
 from .algorithms import algorithm_tasks, variants
 from .callbacks import default_callbacks
 from .cost_model import CostModel
+from .distribution import choose_for_distribution, kernels_of, point_tasks, sample_points
 from .features.extract import feature_count
 from .graph_choice import compile_untuned, confirm_graph
 from .measure import Measurer
@@ -29,6 +30,7 @@ from .tuning_run import Callback, TuneOptions, TuningRun
 
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         dynamic: Mapping[str, tuple[int, int]] | None = None, samples: Mapping[str, Sequence[int]] | None = None,
          example_inputs=None, opt_level: int = 2, policy: str | SearchPolicy = "gradient",
          cost_model: str | CostModel | None = None, algorithms: bool = True, progress: bool = True,
          callbacks: Sequence[Callback] = (), fusion_plans: bool = False, measurer: Measurer | None = None,
@@ -37,8 +39,8 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     measurements to the records database `db`; `tilegrad.compile(model, db=db)` then uses the best of them.
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
     with its own settings. With `algorithms`, the kernels of each convolution's other algorithms (and of the
-    attention kernels' other softmax form) are tuned too, and compile picks them by the records (algorithms.py). With `fusion_plans`, the kernels of the
-    stitched fusion plan are tuned too, and `compile(db=, fusion="stitch")` keeps whichever plan's kernels are
+    attention kernels' other softmax form) are tuned too, and compile picks them by the records (algorithms.py).
+    With `fusion_plans`, the kernels of the stitched fusion plan are tuned too, and `compile(db=, fusion="stitch")` keeps whichever plan's kernels are
     faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
@@ -47,7 +49,20 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     `{"onnxruntime": peers.onnxruntime_peer(proto)}`) timed in the same rounds for comparison. A `budget=`
     covers all of it: the search ends early enough for the confirmations. With `target="cuda"` the kernels are
     the GPU graph's, searched in their GPU sketches, scored on GPU features and timed on this machine's device
-    (`_tune_on_device`)."""
+    (`_tune_on_device`). With `dynamic` (an ONNX model's dimensions with bounds, as `compile(dynamic=)` takes
+    them), the kernels of the dynamic module are tuned for a distribution of the dimensions' values: at `samples`
+    (values per dimension) or a few log-spaced ones, each kernel's schedule the best on their mean
+    (`distribution.py`); `compile(dynamic=, db=)` then replays it on the symbolic kernels."""
+    if dynamic:
+        if target not in TARGETS or not backend_for(TARGETS[target]()).symbolic_dims or example_inputs is not None:
+            raise TilegradError(f"tune(dynamic=) tunes an ONNX model's dynamic dimensions for a target that compiles "
+                                f"them ({target!r} does not, or the model is not ONNX)")
+        return _tune_for_distribution(model, db=db, dynamic=dynamic, samples=samples, input_shapes=input_shapes,
+                                      opt_level=opt_level, policy=policy, cost_model=cost_model, measurer=measurer,
+                                      callbacks=[*default_callbacks(progress), *callbacks],
+                                      options=TuneOptions(**options))
+    if samples:
+        raise TilegradError("samples= names values of dynamic dimensions: give their bounds with dynamic= too")
     if target not in TARGETS:
         raise TilegradError(f"target {target!r} is not supported; available: {', '.join(TARGETS)}")
     machine = TARGETS[target]()
@@ -80,6 +95,41 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
                                      deadline=deadline, peers=peers)
         for cb in callbacks:
             cb.graph_confirmed(result.graph)
+    return result
+
+
+def _tune_for_distribution(model, *, db, dynamic, samples, input_shapes, opt_level: int, policy, cost_model,
+                           measurer: Measurer | None, callbacks: Sequence[Callback],
+                           options: TuneOptions) -> TuneResult:
+    """Tune the kernels of the graph `compile(dynamic=)` builds at sample points of its dimensions, then record
+    each one's schedule for their distribution (`distribution.py`). The budget counts the timings of the points'
+    best schedules at the other points, foretold at the run's mean seconds per candidate."""
+    from ..frontend.load import onnx_proto
+    from ..frontend.onnx_inputs import model_inputs, symbolic_shapes
+
+    proto = onnx_proto(model)
+    if proto is None:
+        raise TilegradError("tune(dynamic=) applies to an ONNX model (a path, bytes or onnx.ModelProto)")
+    shapes = {**(input_shapes or {}), **symbolic_shapes(model_inputs(proto, input_shapes), dynamic)}
+    graph, _ = optimize(import_model(proto, None, shapes), opt_level)
+    del proto
+    kernels = kernels_of(graph, sample_points(graph, samples))
+    points = max(len(k.at_points) for k in kernels)
+    crossings = sum(len(k.at_points) * (len(k.at_points) - 1) for k in kernels if k.dynamic)
+
+    def outside_s(run: TuningRun) -> float:
+        return crossings * run.elapsed() / max(1, run.done)
+
+    own = measurer is None
+    measurer = measurer or Measurer()
+    try:
+        result = tune_tasks(point_tasks(kernels), db, policy, options, cost_model=cost_model, measurer=measurer,
+                            callbacks=callbacks, outside_s=outside_s)
+        result.distribution = choose_for_distribution(kernels, db, measurer)
+    finally:
+        if own:
+            measurer.close()
+    result.points = points
     return result
 
 

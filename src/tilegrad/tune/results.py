@@ -45,6 +45,11 @@ class TuneResult:
     the task's key and the new best's trace as JSON. Lets a benchmark re-time what the search believed best."""
     graph: GraphDecision | None = None
     """Whole-graph timings of the default graph and the records' pick, when they were confirmed (`graph_choice`)."""
+    distribution: dict[str, float] | None = None
+    """Tuned for a distribution of dynamic dimensions (`distribution.py`): per dynamic kernel's key, the mean
+    latency over the sample points of the schedule recorded for it."""
+    points: int = 0
+    """How many sample points of the dynamic dimensions the kernels were tuned at (0: fixed shapes)."""
 
     def estimated_latency(self, tuned: bool = True) -> float:
         """Sum of weight x latency over the kernels of the graph `compile(db=)` builds: untuned, the default
