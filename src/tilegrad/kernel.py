@@ -43,7 +43,7 @@ def lower_kernel(computation: Computation, trace: Trace | None = None, *, name: 
         return lower(computation.state, name, args)
     inputs, outputs = node_compute(computation) if isinstance(computation, Node) else computation
     if trace is None and (dynamic := _dynamic_dims(outputs)):
-        trace = _representative_trace(outputs, dynamic, target)
+        trace = representative_trace(outputs, dynamic, target)
     state = apply_trace(outputs, trace) if trace is not None else default_schedule(list(outputs), target).state
     return lower(state, name, list(args) if args is not None else [*inputs, *state.outputs])
 
@@ -52,7 +52,7 @@ def _dynamic_dims(outputs: Sequence[Tensor]) -> list:
     return variables(t.shape for t in topo_order(outputs))
 
 
-def _representative_trace(outputs: Sequence[Tensor], dynamic: list, target: Target | None) -> Trace:
+def representative_trace(outputs: Sequence[Tensor], dynamic: list, target: Target | None) -> Trace:
     """The default rules' trace for a computation over dynamic dimensions: made on its specialisation at each
     dimension's representative value (`te/dims.py`), to be replayed on the symbolic computation."""
     made = specialize(outputs, {v.name: representative(v) for v in dynamic})

@@ -5,7 +5,8 @@ values it will see, not on one. The module's graph is built with the dimensions 
 builds it); each kernel over them becomes one task per sample point (the node specialised there, `ir/specialize`),
 and the tuner searches all of them, its task scheduler weighing each point's kernels as parts of one sum: the
 total latency over the points. Then, per kernel, the best schedule of each point is timed at every other point
-(what the search did not measure), and the schedule with the least mean latency over the points is recorded
+(what the search did not measure), as is the default rules' trace, and the schedule with the least mean latency
+over the points is recorded
 under the symbolic kernel's own workload key, which `compile(dynamic=, db=)` replays on the symbolic kernel
 (`kernel.lower_kernel`), as it replays the default rules' trace made at the representative value.
 
@@ -16,12 +17,14 @@ values together.
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import TilegradError
+from ..kernel import representative_trace
 from ..ir.compute import kernel_label, node_compute
 from ..ir.graph import Graph
 from ..ir.specialize import specialize_node
@@ -35,6 +38,7 @@ from .records import Database, Record
 from .task import Task, extract_tasks, workload_key
 
 SAMPLES = 3  # default points of a dynamic dimension
+_log = logging.getLogger(__name__)
 
 
 def sample_values(lo: int, hi: int, count: int = SAMPLES) -> list[int]:
@@ -75,6 +79,12 @@ class Kernel:
         self.dynamic = bool(variables(t.shape for t in topo_order(outputs)))
         self.at_points = [_specialized(task, p) for p in points] if self.dynamic else [task]
 
+    def default_trace(self):
+        """The trace compile replays on the symbolic kernel without records (the default rules at the
+        representative value)."""
+        outputs = node_compute(self.task.node)[1]
+        return representative_trace(outputs, variables(t.shape for t in topo_order(outputs)), self.task.target)
+
 
 def _specialized(task: Task, point: dict[str, int]) -> Task:
     nodes = [specialize_node(n, point) for n in task.nodes]
@@ -84,7 +94,20 @@ def _specialized(task: Task, point: dict[str, int]) -> Task:
 
 
 def kernels_of(graph: Graph, points: Sequence[dict[str, int]]) -> list[Kernel]:
-    return [Kernel(t, points) for t in extract_tasks(graph)]
+    """The graph's kernels at the points, less those whose inputs the measurements cannot draw at random (a fused
+    gather whose indices the module computes at run time from the dimensions: a random index falls outside the
+    data), which keep the default rules."""
+    kernels = [Kernel(t, points) for t in extract_tasks(graph)]
+    return [k for k in kernels if all(_drawable(t) for t in k.at_points)]
+
+
+def _drawable(task: Task) -> bool:
+    try:
+        task.reference(task.random_inputs())
+    except (IndexError, ValueError) as exc:
+        _log.info("%s is left to the default rules: its inputs cannot be drawn at random (%s)", task.name, exc)
+        return False
+    return True
 
 
 def point_tasks(kernels: Sequence[Kernel]) -> list[Task]:
@@ -106,13 +129,12 @@ def choose_for_distribution(kernels: Sequence[Kernel], db: str | Path, measurer:
         for k in kernels:
             if not k.dynamic:
                 continue
-            candidates = {}
+            default = k.default_trace()
+            candidates = {default.to_json(): default}  # what compile builds without the records: never worse
             for t in k.at_points:
                 best = database.best(t.key)
                 if best is not None and best.valid:
                     candidates.setdefault(best.trace_json, best.trace)
-            if not candidates:
-                continue
             latency = {(t.key, trace): math.inf for t in k.at_points for trace in candidates}
             for t in k.at_points:
                 for r in database.records(t.key):

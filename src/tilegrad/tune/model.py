@@ -114,16 +114,17 @@ def _tune_for_distribution(model, *, db, dynamic, samples, input_shapes, opt_lev
     graph, _ = optimize(import_model(proto, None, shapes), opt_level)
     del proto
     kernels = kernels_of(graph, sample_points(graph, samples))
+    tasks = point_tasks(kernels)
     points = max(len(k.at_points) for k in kernels)
-    crossings = sum(len(k.at_points) * (len(k.at_points) - 1) for k in kernels if k.dynamic)
+    crossings = sum(len(k.at_points) ** 2 for k in kernels if k.dynamic)  # each point's best and the default
 
-    def outside_s(run: TuningRun) -> float:
-        return crossings * run.elapsed() / max(1, run.done)
+    def outside_s(run: TuningRun) -> float:  # at the seconds per candidate so far, the defaults counted
+        return crossings * run.elapsed() / (run.done + len(tasks))
 
     own = measurer is None
     measurer = measurer or Measurer()
     try:
-        result = tune_tasks(point_tasks(kernels), db, policy, options, cost_model=cost_model, measurer=measurer,
+        result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
                             callbacks=callbacks, outside_s=outside_s)
         result.distribution = choose_for_distribution(kernels, db, measurer)
     finally:
