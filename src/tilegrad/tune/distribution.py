@@ -6,9 +6,9 @@ builds it); each kernel over them becomes one task per sample point (the node sp
 and the tuner searches all of them, its task scheduler weighing each point's kernels as parts of one sum: the
 total latency over the points. Then, per kernel, the best schedule of each point is timed at every other point
 (what the search did not measure), as is the default rules' trace, and the schedule with the least mean latency
-over the points is recorded
-under the symbolic kernel's own workload key, which `compile(dynamic=, db=)` replays on the symbolic kernel
-(`kernel.lower_kernel`), as it replays the default rules' trace made at the representative value.
+over the points is recorded under the symbolic kernel's own workload key, which `compile(dynamic=, db=)` replays
+on the symbolic kernel (`kernel.lower_kernel`), as it replays the default rules' trace made at the representative
+value.
 
 The points are the values a user names for each dimension (`samples`), or by default SAMPLES values spaced
 evenly in log scale between the bounds (the middles of equal log ranges); several dimensions take their k-th
@@ -75,15 +75,15 @@ class Kernel:
 
     def __init__(self, task: Task, points: Sequence[dict[str, int]]):
         self.task = task
-        outputs = node_compute(task.node)[1]
-        self.dynamic = bool(variables(t.shape for t in topo_order(outputs)))
+        self.outputs = node_compute(task.node)[1]
+        self.dims = variables(t.shape for t in topo_order(self.outputs))
+        self.dynamic = bool(self.dims)
         self.at_points = [_specialized(task, p) for p in points] if self.dynamic else [task]
 
     def default_trace(self):
         """The trace compile replays on the symbolic kernel without records (the default rules at the
         representative value)."""
-        outputs = node_compute(self.task.node)[1]
-        return representative_trace(outputs, variables(t.shape for t in topo_order(outputs)), self.task.target)
+        return representative_trace(self.outputs, self.dims, self.task.target)
 
 
 def _specialized(task: Task, point: dict[str, int]) -> Task:
@@ -140,8 +140,8 @@ def choose_for_distribution(kernels: Sequence[Kernel], db: str | Path, measurer:
                 for r in database.records(t.key):
                     if (t.key, r.trace_json) in latency:
                         latency[t.key, r.trace_json] = min(latency[t.key, r.trace_json], r.latency)
-            missing = [MeasureInput(t, candidates[trace]) for (key, trace), v in latency.items()
-                       for t in k.at_points if t.key == key and math.isinf(v)]
+            missing = [MeasureInput(t, candidates[trace]) for t in k.at_points for trace in candidates
+                       if math.isinf(latency[t.key, trace])]
             for inp, result in zip(missing, measurer.measure(missing) if missing else []):
                 database.add(Record.from_measurement(inp, result, origin="distribution"))
                 latency[inp.task.key, inp.trace.to_json()] = result.latency if result.valid else math.inf

@@ -40,8 +40,8 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     `options` are the fields of `TuneOptions` (`trials=`, `budget=`, ...); `policy` a registered name or a policy
     with its own settings. With `algorithms`, the kernels of each convolution's other algorithms (and of the
     attention kernels' other softmax form) are tuned too, and compile picks them by the records (algorithms.py).
-    With `fusion_plans`, the kernels of the stitched fusion plan are tuned too, and `compile(db=, fusion="stitch")` keeps whichever plan's kernels are
-    faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
+    With `fusion_plans`, the kernels of the stitched fusion plan are tuned too, and `compile(db=,
+    fusion="stitch")` keeps whichever plan's kernels are faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
     the records choose is timed whole against the default graph, tuned and untuned, and the fastest one is what
