@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -15,6 +16,7 @@ from tilegrad.api import compile_with_report
 from tilegrad.cli import main
 from tilegrad.errors import TilegradError
 from tilegrad.frontend.onnx import import_onnx
+from tilegrad.frontend.onnx_inputs import model_inputs, symbolic_shapes
 from tilegrad.passes import optimize
 from tilegrad.passes.attention_form import KEY_BLOCKS, choose_form, key_block_for, long_keys
 from tilegrad.target import TARGETS, host
@@ -101,6 +103,14 @@ def test_the_pass_writes_the_form_and_key_block_of_each_attention_by_shape():
     long, report = optimize(import_onnx(bert_attention(520)), target=L2_512K)
     assert forms(long) == [("blockwise", 176)]
     assert "blockwise softmax in blocks of 176 keys (520 keys > 512" in report.format()
+
+
+def test_a_dynamic_length_takes_the_form_of_its_representative_value_not_of_its_upper_bound():
+    model = bert_attention("seq")
+    shapes = symbolic_shapes(model_inputs(onnx.load_from_string(model), None), {"seq": (1, 2048)})
+    graph, report = optimize(import_onnx(model, input_shapes=shapes), target=L2_512K)
+    assert forms(graph) == [("two_pass", 64)]  # 64 = the power of two nearest sqrt(1 * 2048)
+    assert "two_pass softmax (64 keys <= 512" in report.format()
 
 
 def test_on_a_gpu_target_auto_leaves_the_products_and_softmax_apart_and_an_option_still_fuses():
