@@ -251,3 +251,29 @@ def test_a_tensor_with_a_degenerate_range_is_warned_of():
     data = [np.random.default_rng(k).standard_normal((4, 8)).astype("float32") for k in range(2)]
     with pytest.warns(tilegrad.quant.QuantizationWarning, match=r"took a single value .*'flat'"):
         tilegrad.quantize(model, data, method="max_min")
+
+
+def test_an_add_of_a_constant_stays_float_and_a_residual_add_is_quantized():
+    """A GELU after a product (bias add, 1 + erf, products) is quantized once, where it enters the next product;
+    the residual Add of two activations keeps its pairs, as ONNX Runtime's QLinearAdd."""
+    from onnx import helper, numpy_helper
+
+    from tilegrad.quant.qdq import plan
+
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((8, 8)).astype(np.float32) / 3 for _ in range(2))
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Constant", [], ["root2"], value=numpy_helper.from_array(np.float32(2 ** 0.5))),
+             helper.make_node("Div", ["hb", "root2"], ["s"]), helper.make_node("Erf", ["s"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["hb", "e1"], ["g"]),
+             helper.make_node("MatMul", ["g", "w2"], ["z"]), helper.make_node("Add", ["z", "x"], ["y"])]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(np.full(8, 0.1, np.float32), "b"), numpy_helper.from_array(np.float32(1), "one")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 8])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert plan(model, per_channel=True).activations == ["x", "h", "g", "z", "y"]
+    xs = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(4)]
+    q = tilegrad.quantize(model, xs, "max_min")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xs[0]})[0]
+    np.testing.assert_allclose(q.module(xs[0]), want, rtol=0, atol=0.1 * float(np.abs(want).max()))

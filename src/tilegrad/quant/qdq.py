@@ -1,7 +1,7 @@
 """Writing a QDQ ONNX model, as onnxruntime.quantization does with QuantFormat.QDQ: weights stored as int8 with a
 DequantizeLinear (per channel along their output axis), biases as int32 with scale s_x * s_w, and each
-activation that enters or leaves a quantized op (Conv, MatMul, Gemm, Add, pooling) passed through a
-QuantizeLinear -> DequantizeLinear pair. An op's output followed only by Relu or Clip is quantized after the
+activation that enters or leaves a quantized op (Conv, MatMul, Gemm, an Add of two activations, pooling) passed
+through a QuantizeLinear -> DequantizeLinear pair. An op's output followed only by Relu or Clip is quantized after the
 activation, which an integer kernel fuses. The pass that folds these pairs into integer kernels reads this form."""
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def plan(model: onnx.ModelProto, per_channel: bool) -> Plan:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
     outputs = {o.name for o in g.output}
+    constants = set(init) | {o for n in g.node if n.op_type == "Constant" for o in n.output}
     activations: list[str] = []
     weights: dict[str, int | None] = {}
     layers = []
@@ -55,7 +56,7 @@ def plan(model: onnx.ModelProto, per_channel: bool) -> Plan:
             activations.append(t)
 
     for n in g.node:
-        if n.op_type not in QUANTIZED_OPS:
+        if n.op_type not in QUANTIZED_OPS or _adds_constant(n, constants):
             continue
         axis = _weight_axis(n, init)
         if axis is not False:
@@ -70,6 +71,14 @@ def plan(model: onnx.ModelProto, per_channel: bool) -> Plan:
             out = after[0].output[0]
         add(out)
     return Plan(activations, weights, layers)
+
+
+def _adds_constant(n: onnx.NodeProto, constants: set[str]) -> bool:
+    """An Add of a constant (a bias, GELU's 1 + erf, a normalisation's epsilon) has no integer form worth its
+    rounding: quantizing its input and output added two QDQ pairs to each of BERT's GELUs (five roundings to
+    uint8 inside one epilogue), costing accuracy and, in the product's epilogue, about as much time as the
+    product itself. It stays in float, inside whatever kernel its neighbours fuse into."""
+    return n.op_type == "Add" and any(i in constants for i in n.input)
 
 
 def _weight_axis(n: onnx.NodeProto, init: dict) -> int | None | bool:
