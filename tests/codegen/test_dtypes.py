@@ -34,3 +34,21 @@ def test_bool_masks_and_casts():
     np.testing.assert_array_equal(build(sch).run(x), want)
     bool_out = build(default_schedule(te.compute((5, 7), lambda i, j: a[i, j] > 0.0, name="pos"))).run(x)
     assert bool_out.dtype == np.bool_ and (bool_out == (x > 0)).all()
+
+
+@pytest.mark.parametrize("dtype, lo, hi", [("uint8", 0, 255), ("int8", -128, 127)])
+def test_bytes_computed_in_float_are_rendered_through_a_float_array_and_round_like_numpy(dtype, lo, hi):
+    """A requantization (x / s rounded half to even, plus a zero point, clamped, cast to a byte) in a vectorized
+    loop: its floats are computed in their own loop, so they run in whole float vectors (codegen/c.py)."""
+    from tilegrad.codegen.c import render_c
+    from tilegrad.loop import lower
+
+    a = te.placeholder((4, 64), "float32", name="A")
+    clamped = lambda i, j: te.minimum(te.maximum(te.round(a[i, j] / 0.37) + 3.0, float(lo)), float(hi))  # noqa: E731
+    q = te.compute((4, 64), lambda i, j: te.cast(dtype, clamped(i, j)), name="Q")
+    sch = default_schedule(q)
+    assert "tg_wide_" in render_c(lower(sch.state, "q", [a, sch.state.outputs[0]]))
+    x = (np.random.default_rng(3).standard_normal((4, 64)) * 40).astype("float32")
+    x[0, :4] = [0.185, -0.185, 0.555, 0.37 * 200]  # ties at +-0.5 steps, and past the clamp
+    want = np.clip(np.round(x / np.float32(0.37)) + 3, lo, hi).astype(dtype)
+    np.testing.assert_array_equal(build(sch).run(x), want)

@@ -11,7 +11,7 @@ point opens one for all its kernels. Vectorized loops become `omp simd`, unrolle
 from __future__ import annotations
 
 from ..dtype import is_unsigned, itemsize
-from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, has_parallel
+from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
 from ..te import expr as E
 from ..te.simplify import simplify
 from .renderer import Renderer
@@ -247,6 +247,24 @@ class CRenderer(Renderer):
              E.Fmod: "fmod", E.Tan: "tan", E.Asin: "asin", E.Acos: "acos", E.Atan: "atan", E.Sinh: "sinh",
              E.Cosh: "cosh", E.Asinh: "asinh", E.Acosh: "acosh", E.Atanh: "atanh", E.Rsqrt: None, E.Sigmoid: None}
 
+    def _for(self, s: For, ind: int) -> None:
+        narrowed = _narrowed_float_store(s, self.target.vector_bits // 32)
+        if narrowed is None:
+            return super()._for(s, ind)
+        # A vectorized loop storing bytes computed in float (a requantization: round, clamp, cast to u8) is
+        # vectorized by the byte: 16 lanes of u8 make gcc compute the floats four to an xmm register. Computed
+        # into a float array first, the math runs in whole float vectors, and the narrowing is a second loop.
+        v, n, wide = s.var.name, s.extent.value, f"tg_wide_{s.var.name}"
+        self._emit(ind, f"{{ float {wide}[{n}] __attribute__((aligned(64)));")
+        target = f"{narrowed.buffer.name}[{self._flat(narrowed.buffer, narrowed.indices)}]"
+        for line in (f"{wide}[{v}] = {self.expr(narrowed.value.a)};",
+                     f"{target} = (({self.types[narrowed.buffer.dtype]}){wide}[{v}]);"):
+            self._emit(ind + 1, self.simd)
+            self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
+            self._emit(ind + 2, line)
+            self._emit(ind + 1, "}")
+        self._emit(ind, "}")
+
     def expr(self, e: E.Expr) -> str:
         if type(e) is E.Select and e.dtype == "float32" and safe_anyway(e.t) and safe_anyway(e.f):
             return f"TG_BLEND_F32({self.expr(e.cond)}, {self.expr(e.t)}, {self.expr(e.f)})"
@@ -400,6 +418,17 @@ class CRenderer(Renderer):
 def render_c(k: Kernel) -> str:
     """C source of kernel `k`."""
     return CRenderer().render(k)
+
+
+def _narrowed_float_store(s: For, lanes: int) -> Store | None:
+    """The store of a vectorized loop of at least `lanes` (float vector lanes) constant steps whose body is one
+    store of a one-byte integer cast from a float32 value; else None."""
+    body = s.body
+    if s.kind != "vectorized" or type(s.extent) is not E.Const or s.extent.value < lanes or type(body) is not Store:
+        return None
+    value = body.value
+    narrow = body.buffer.dtype in ("int8", "uint8") and type(value) is E.Cast
+    return body if narrow and value.a.dtype == "float32" else None
 
 
 def safe_anyway(e: E.Expr) -> bool:
