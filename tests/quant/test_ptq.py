@@ -275,5 +275,6 @@ def test_an_add_of_a_constant_stays_float_and_a_residual_add_is_quantized():
     assert plan(model, per_channel=True).activations == ["x", "h", "g", "z", "y"]
     xs = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(4)]
     q = tilegrad.quantize(model, xs, "max_min")
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xs[0]})[0]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": xs[0]})[0]
     np.testing.assert_allclose(q.module(xs[0]), want, rtol=0, atol=0.1 * float(np.abs(want).max()))
