@@ -183,6 +183,22 @@ def test_a_lone_convolution_is_left_to_blocked_conv():
     assert _ops(packed).count("blocked_conv") == 2
 
 
+@pytest.mark.parametrize("dilation, group", [(2, 1), (3, 1), (1, 4)])
+def test_a_lone_dilated_or_grouped_convolution_runs_blocked(dilation, group):
+    """Their NCHW form runs well below the blocked one (passes/layout.py, `_worth_blocking`): the lone
+    convolution is blocked, with one transform back for the output."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 11, 11))
+    w = _const(b, 16, 16 // group, 3, 3)
+    g = b.build(b.op("relu", b.op("conv", x, w, _const(b, 16), pads=[dilation] * 4, dilations=[dilation] * 2,
+                                  group=group)), ["y"])
+    out, _ = _run_pass(g)
+    _check_meaning(g, out)
+    assert _ops(out).count("conv_nchwc") == 1 and len(_transforms(out)) == 1
+    x = _inputs(g)
+    np.testing.assert_allclose(compile_graph(out)(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_graphs_without_convolutions_are_returned_as_they_are():
     b = GraphBuilder()
     x = b.input("x", (1, 8, 4, 4))
