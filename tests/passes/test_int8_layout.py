@@ -86,3 +86,26 @@ def test_a_lone_quantized_convolution_stays_nchw():
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("expand", TensorProto.UINT8, [1, 32, 9, 9]))
     graph, _ = optimize(import_model(model, None, None), 2, disable=("fuse",))
     assert [(n.op, n.attrs["layout"]) for n in graph.nodes] == [("quantized_im2col_conv", "NCHW")]
+
+
+def test_a_lone_convolution_over_channels_not_in_groups_of_4_runs_channels_last_and_matches_onnxruntime():
+    """An RGB stem before a float op: channels-last it reads its windows in place (whole_groups) instead of
+    gathering them byte by byte; exactly ONNX Runtime's bytes, between one transpose at each end."""
+    model = inverted_residual(3, 8, 15, 2)
+    del model.graph.node[1:]
+    del model.graph.node[0].attribute[:]
+    model.graph.node[0].attribute.extend([helper.make_attribute("kernel_shape", [3, 3]),
+                                          helper.make_attribute("strides", [2, 2]),
+                                          helper.make_attribute("pads", [1] * 4)])
+    w = RNG.integers(-60, 60, (24, 3, 3, 3), endpoint=True).astype(np.int8)
+    for i, t in enumerate(model.graph.initializer):
+        if t.name == "expand_w":
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(w, "expand_w"))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("expand", TensorProto.UINT8, [1, 24, 8, 8]))
+    graph, _ = optimize(import_model(model, None, None), 2, disable=("fuse",))
+    ops = [(n.op, n.attrs.get("layout")) for n in graph.nodes]
+    assert ("quantized_im2col_conv", "NHWC") in ops and [op for op, _ in ops].count("transpose") == 2
+    x = RNG.integers(0, 255, (1, 3, 15, 15), endpoint=True).astype(np.uint8)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    np.testing.assert_array_equal(tilegrad.compile(model)(x=x), expected)
