@@ -15,7 +15,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tilegrad
 from tilegrad.frontend.load import import_model
+from tilegrad.executor import compile_graph
+from tilegrad.ir.graph import GraphBuilder
+from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
+from tilegrad.passes.context import PassContext
+from tilegrad.passes.quantize import fold_qdq
 
 F = TensorProto.FLOAT
 
@@ -146,10 +151,6 @@ def test_s8_activations_and_8_bit_weights_keep_the_qdq_meaning(tmp_path, build, 
 
 def test_fold_leaves_a_float_weight_product_alone():
     """A conv whose weights are float (not dequantized) is not an integer product: the pass changes nothing."""
-    from tilegrad.ir.graph import GraphBuilder
-    from tilegrad.passes.context import PassContext
-    from tilegrad.passes.quantize import fold_qdq
-
     b = GraphBuilder()
     x = b.input("x", (1, 2, 4, 4), "uint8")
     dx = b.op("dequantize_linear", x, b.const(np.float32(0.1)), b.const(np.uint8(3)))
@@ -158,6 +159,23 @@ def test_fold_leaves_a_float_weight_product_alone():
     q = b.op("quantize_linear", y, b.const(np.float32(0.2)), b.const(np.uint8(0)))
     g = b.build(q)
     assert fold_qdq(g, PassContext()).nodes == g.nodes
+
+
+@pytest.mark.parametrize("dtype, zero_point", [("uint8", 3), ("int8", -5)])
+def test_a_max_pool_of_a_dequantized_value_pools_the_integers_with_the_same_floats(dtype, zero_point):
+    """Max commutes with the monotone dequantize; integer padding (the type's least value) never wins."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 9, 9), dtype)
+    dx = b.op("dequantize_linear", x, b.const(np.float32(0.1)), b.const(np.array(zero_point, dtype)), axis=1)
+    g = b.build(b.op("max_pool", dx, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], dilations=[1, 1],
+                     ceil_mode=0))
+    folded = fold_qdq(g, PassContext())
+    assert [(n.op, n.inputs[0].dtype) for n in folded.nodes] == [("max_pool", dtype), ("dequantize_linear", dtype)]
+    info = np.iinfo(dtype)
+    data = np.random.default_rng(0).integers(info.min, info.max, (1, 3, 9, 9), endpoint=True).astype(dtype)
+    data[0, 0] = info.min  # a window of least values beside the padding
+    want = run_reference(g, [data])[0]
+    np.testing.assert_array_equal(compile_graph(folded)(data), want)
 
 
 @pytest.mark.parametrize("alpha,trans_b", [(1.0, 1), (1.0, 0), (0.5, 1)])

@@ -8,7 +8,8 @@ It runs before constant folding (first in the pipeline): the weights' Dequantize
 constants, and folding would leave float weights without their integers. The import has already folded every
 other constant, so the scales and zero points the fold needs are constants here.
 
-What it leaves in float, as dequantize -> op -> quantize: MaxPool (exact: max commutes with a monotone map), Add,
+A MaxPool of a dequantized value pools the integers before the dequantize (exact: max commutes with the monotone
+map). What it leaves in float, as dequantize -> op -> quantize: Add,
 GlobalAveragePool, Concat and the rest (ONNX Runtime's QLinearAdd and QLinearGlobalAveragePool compute in float
 too; the results agree within one quantization step, where a float sum lands on a different side of a tie).
 """
@@ -54,7 +55,23 @@ def fold_qdq(g: Graph, ctx: PassContext) -> Graph:
             ctx.note(f"folded {product.name} ({product.op}) and {q.name} into one integer product")
         return folded
 
-    return map_nodes(g, fold)
+    folded = map_nodes(g, fold)
+    producers = folded.producers()
+    return map_nodes(folded, lambda ed, node: _pool_before_dequantize(ed, node, producers))
+
+
+def _pool_before_dequantize(ed: GraphEditor, node: Node, producers: dict):
+    """max_pool(dequantize(q)) as dequantize(max_pool(q)) for a per-tensor positive scale: the map is monotone, so
+    the two are the same floats, and the pool reads and writes a quarter of the bytes (its producer, an integer
+    convolution, then writes bytes too). Integer padding (the type's least value) never wins either."""
+    if node.op != "max_pool":
+        return None
+    found = _dequantized(node.inputs[0], producers, False)
+    if found is None or np.shape(found[1]) != () or not float(found[1]) > 0 or found[0].dtype not in ("uint8", "int8"):
+        return None
+    dq = producers[id(node.inputs[0])]
+    pooled = ed.op("max_pool", ed.get(found[0]), name=f"{node.name}_q", **node.attrs)
+    return ed.op("dequantize_linear", pooled, *(ed.get(v) for v in dq.inputs[1:]), name=node.name, **dq.attrs)
 
 
 def _dequantized(v: Value, producers: dict, constant: bool):
