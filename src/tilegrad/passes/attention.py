@@ -142,8 +142,8 @@ def _form_text(choice: FormChoice) -> str:
 def _form(node: Node, found: _Attention, ctx: PassContext) -> FormChoice:
     """The softmax form of the attention replacing `node`, the product P V: P is (..., Lq, Lk), V (..., Lk, Dv),
     and Q's last axis (its view's, for a fused projection) is D. A dynamic length is read at its representative
-    value, as the schedules' choices are: at its upper bound it made GPT-2's module for lengths up to 2048 take
-    the blockwise form, 1.5-2x slower than the two-pass one at every length from 355 to 1900 keys."""
+    value, as the schedules' choices are: read at a generous upper bound, it gave the blockwise form to a module
+    whose calls are mostly short (docs/dynamic.md)."""
     (lq, lk), dv = node.inputs[0].shape[-2:], node.inputs[1].shape[-1]
     return form_of(ctx.options, ctx.target, representative(lq), representative(lk), (found.view or found.q.shape)[-1],
                    dv)

@@ -17,9 +17,8 @@ convolution vectorises across channels. This pass:
 
 A chain of a single convolution stays NCHW: its kernel transposes either way, and a transform before and after it
 would only add two kernels. Except a GEMM convolution over channels that are not whole groups of 4, as ResNet-50's
-RGB stem before its max pool: on NCHW it gathers its windows byte by byte (int8 ResNet-50's stem 4.5 ms, an
-eighth of the model), channels-last it reads them in place; with its transforms the model's first kernels took
-5.5 -> 3.4 ms (Zen 3, `Module.profile`, bit-identical outputs).
+RGB stem before its max pool: on NCHW it gathers its windows byte by byte, channels-last it reads them in place,
+which pays for its two transforms (docs/quantization.md).
 """
 
 from __future__ import annotations

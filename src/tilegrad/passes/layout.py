@@ -127,9 +127,8 @@ def planned_chains(g: Graph, planned: dict[int, int]) -> list[list[Node]]:
 def _worth_blocking(chain: list[Node]) -> bool:
     """A lone `blocked_conv` or `winograd_conv` already reads and writes NCHW in the same kernel; blocking it alone
     would mostly add a copy of its output. Two convolutions, or any depthwise one or pool, gain; and so does a lone
-    dilated or grouped direct convolution, whose NCHW form runs well below its blocked one (one-node models, warm,
-    Zen 3: 3 x 3 dilation 2 over 256 channels at 28 x 28 141 -> 170 GFLOP/s, dilation 4 over 512 at 14 x 14
-    97 -> 137, 32 groups of 4 at 56 x 56 32 -> 49; a dense 1 x 1 or 3 x 3 lost 5-12%, a 1-D one 22%)."""
+    dilated or grouped direct convolution, whose NCHW form runs well below its blocked one, where a lone dense
+    one loses a little to the copy (docs/benchmarks.md, "Machine A, twenty-second session")."""
     heavy = [n for n in chain if n.op in BLOCKED_OPS]
     return len(heavy) > 1 or heavy[0].op not in CONVOLUTIONS or _dilated_or_grouped(heavy[0])
 

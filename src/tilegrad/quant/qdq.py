@@ -75,9 +75,8 @@ def plan(model: onnx.ModelProto, per_channel: bool) -> Plan:
 
 def _adds_constant(n: onnx.NodeProto, constants: set[str]) -> bool:
     """An Add of a constant (a bias, GELU's 1 + erf, a normalisation's epsilon) has no integer form worth its
-    rounding: quantizing its input and output added two QDQ pairs to each of BERT's GELUs (five roundings to
-    uint8 inside one epilogue), costing accuracy and, in the product's epilogue, about as much time as the
-    product itself. It stays in float, inside whatever kernel its neighbours fuse into."""
+    rounding: quantized, it put two more QDQ pairs into each GELU (five roundings to uint8 inside one product's
+    epilogue), costing accuracy and time. It stays in float, inside whatever kernel its neighbours fuse into."""
     return n.op_type == "Add" and any(i in constants for i in n.input)
 
 
