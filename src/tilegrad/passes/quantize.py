@@ -63,7 +63,8 @@ def fold_qdq(g: Graph, ctx: PassContext) -> Graph:
 def _pool_before_dequantize(ed: GraphEditor, node: Node, producers: dict):
     """max_pool(dequantize(q)) as dequantize(max_pool(q)) for a per-tensor positive scale: the map is monotone, so
     the two are the same floats, and the pool reads and writes a quarter of the bytes (its producer, an integer
-    convolution, then writes bytes too). Integer padding (the type's least value) never wins either."""
+    convolution, then writes bytes too). Integer padding (the type's least value) never wins either: every window
+    holds an input element (the window's type rule refuses one wholly in the padding)."""
     if node.op != "max_pool":
         return None
     found = _dequantized(node.inputs[0], producers, False)
