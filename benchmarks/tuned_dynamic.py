@@ -1,12 +1,16 @@
 """A dynamic module tuned for a distribution of lengths against the same module untuned and ONNX Runtime: GPT-2
 (transformers, random weights, `--layers` layers of GPT-2 small's width) exported with a dynamic `seq`, tuned with
 `tilegrad.tune(dynamic=)` for `--budget` seconds, then `compile(dynamic=)` with and without the records timed at
-`--lengths` log-spaced lengths in interleaved rounds (a pause between runtimes). Run:
+`--lengths` log-spaced lengths in interleaved rounds (a pause between runtimes). With `--compare`, the model is
+tuned twice with the same budget, each dynamic kernel as one task over the points (Felix's descent on the
+features bound at every point, `tune/range_task.py`: "tuned") and with a task per point and a choice among their
+best ("apart"), and both are timed. Run:
 
     python benchmarks/tuned_dynamic.py                         # table
-    python benchmarks/tuned_dynamic.py --budget 300 --json     # {"cpu", "isa", "tune_s", "points", "kernels",
-                                                               #  "rows": [{"seq", "untuned_ms", "tuned_ms",
-                                                               #            "onnxruntime_ms"}]}
+    python benchmarks/tuned_dynamic.py --budget 300 --json     # {"cpu", "isa", "tunings": {"tuned": {"tune_s",
+                                                               #  "trials", "points", "kernels"}}, "rows": [{"seq",
+                                                               #  "untuned_ms", "tuned_ms", "onnxruntime_ms"}]}
+    python benchmarks/tuned_dynamic.py --compare               # "apart" beside "tuned"
 
 The sample points are the tuner's default (three log-spaced values of the bounds); the lengths timed include
 values between and beyond them.
@@ -53,20 +57,24 @@ def _export(layers: int, path: Path) -> None:
     program.save(str(path))
 
 
-def measure(layers: int, budget: float, count: int, rounds: int, repeats: int) -> dict:
+def measure(layers: int, budget: float, count: int, rounds: int, repeats: int, compare: bool) -> dict:
     import onnxruntime as ort
 
     import tilegrad
 
     with tempfile.TemporaryDirectory() as tmp:
-        path, db = Path(tmp) / "gpt2.onnx", Path(tmp) / "tune.db"
+        path = Path(tmp) / "gpt2.onnx"
         _export(layers, path)
         bounds = {"seq": (LOW, HIGH)}
-        start = time.perf_counter()
-        result = tilegrad.tune(path, db=db, dynamic=bounds, budget=budget, progress=False)
-        tune_s = time.perf_counter() - start
-        untuned = tilegrad.compile(path, dynamic=bounds)
-        tuned = tilegrad.compile(path, dynamic=bounds, db=db)
+        modules, tunings = {"untuned": tilegrad.compile(path, dynamic=bounds)}, {}
+        for label, apart in [("tuned", False)] + [("apart", True)] * compare:
+            db = Path(tmp) / f"{label}.db"
+            start = time.perf_counter()
+            result = tilegrad.tune(path, db=db, dynamic=bounds, budget=budget, points_apart=apart, progress=False)
+            tunings[label] = {"tune_s": time.perf_counter() - start, "trials": result.trials,
+                              "points": result.points, "kernels": len(result.distribution or {})}
+            modules[label] = tilegrad.compile(path, dynamic=bounds, db=db)
+        tuned = modules["tuned"]
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         lengths = sorted({round(LOW * (HIGH / LOW) ** (k / max(1, count - 1))) for k in range(count)})
         rows = []
@@ -75,7 +83,7 @@ def measure(layers: int, budget: float, count: int, rounds: int, repeats: int) -
             want = session.run(None, {"ids": x})[0]
             got = tuned(x)
             error = float(np.abs(got - want).max() / max(1e-6, np.abs(want).max()))
-            contenders = {"untuned": lambda: untuned(x), "tuned": lambda: tuned(x),
+            contenders = {**{k: (lambda m=m: m(x)) for k, m in modules.items()},
                           "onnxruntime": lambda: session.run(None, {"ids": x})}
             times = {k: [] for k in contenders}
             for _ in range(rounds):
@@ -84,8 +92,7 @@ def measure(layers: int, budget: float, count: int, rounds: int, repeats: int) -
                     time.sleep(IDLE_S)
             rows.append({"seq": n, "max_rel_error": error,
                          **{f"{k}_ms": 1e3 * statistics.median(v) for k, v in times.items()}})
-    return {"layers": layers, "budget_s": budget, "tune_s": tune_s, "trials": result.trials, "points": result.points,
-            "kernels": len(result.distribution or {}), "rows": rows}
+    return {"layers": layers, "budget_s": budget, "tunings": tunings, "rows": rows}
 
 
 def _geomean(values) -> float:
@@ -100,26 +107,31 @@ def main(argv=None) -> int:
     parser.add_argument("--lengths", type=int, default=8, help="lengths timed, log-spaced 16 to 512")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--compare", action="store_true",
+                        help="also tune with a task per sample point (the same budget) and time it beside")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from tilegrad.target import host
 
     target = host()
-    r = measure(args.layers, args.budget, args.lengths, args.rounds, args.repeats)
+    r = measure(args.layers, args.budget, args.lengths, args.rounds, args.repeats, args.compare)
     if args.json:
         json.dump({"cpu": target.model, "isa": target.isa, **r}, sys.stdout, indent=1)
         print()
         return 0
-    print(f"CPU: {target.model} ({target.isa}); GPT-2 of {r['layers']} layers, tuned {r['tune_s']:.0f} s "
-          f"({r['trials']} candidates, {r['points']} points, {r['kernels']} dynamic kernels scheduled)")
-    print(f"{'seq':>5} {'untuned':>9} {'tuned':>9} {'ORT':>9} {'untuned/tuned':>14} {'ORT/tuned':>10} {'err':>8}")
+    print(f"CPU: {target.model} ({target.isa}); GPT-2 of {r['layers']} layers")
+    for label, t in r["tunings"].items():
+        print(f"{label}: {t['tune_s']:.0f} s, {t['trials']} candidates, {t['points']} points, {t['kernels']} dynamic "
+              "kernels scheduled")
+    labels = ["untuned", *r["tunings"], "onnxruntime"]
+    print(f"{'seq':>5} " + " ".join(f"{k[:11] + ' ms':>14}" for k in labels) + " "
+          + " ".join(f"{k[:11] + '/tuned':>17}" for k in labels if k != "tuned") + f" {'err':>8}")
     for row in r["rows"]:
-        print(f"{row['seq']:>5} {row['untuned_ms']:>9.2f} {row['tuned_ms']:>9.2f} {row['onnxruntime_ms']:>9.2f} "
-              f"{row['untuned_ms'] / row['tuned_ms']:>14.3f} {row['onnxruntime_ms'] / row['tuned_ms']:>10.3f} "
-              f"{row['max_rel_error']:>8.1e}")
-    print(f"geomean untuned/tuned {_geomean(x['untuned_ms'] / x['tuned_ms'] for x in r['rows']):.3f}, "
-          f"ORT/tuned {_geomean(x['onnxruntime_ms'] / x['tuned_ms'] for x in r['rows']):.3f}, "
-          f"ORT/untuned {_geomean(x['onnxruntime_ms'] / x['untuned_ms'] for x in r['rows']):.3f}")
+        print(f"{row['seq']:>5} " + " ".join(f"{row[k + '_ms']:>14.2f}" for k in labels) + " "
+              + " ".join(f"{row[k + '_ms'] / row['tuned_ms']:>17.3f}" for k in labels if k != "tuned")
+              + f" {row['max_rel_error']:>8.1e}")
+    print("geomean " + ", ".join(f"{k}/tuned {_geomean(x[k + '_ms'] / x['tuned_ms'] for x in r['rows']):.3f}"
+                                 for k in labels if k != "tuned"))
     return 0
 
 

@@ -28,12 +28,13 @@ from ..kernel import representative_trace
 from ..ir.compute import kernel_label, node_compute
 from ..ir.graph import Graph
 from ..ir.specialize import specialize_node
-from ..te.dims import name_of, variables
+from ..te.dims import name_of, representative, variables
 from ..te.flops import compute_flops
 from ..te.tensor import topo_order
 from .confirm import records_fingerprint
 from .measure import Measurer
 from .measure.result import MeasureInput
+from .range_task import RangeTask
 from .records import Database, Record
 from .task import Task, extract_tasks, workload_key
 
@@ -78,7 +79,14 @@ class Kernel:
         self.outputs = node_compute(task.node)[1]
         self.dims = variables(t.shape for t in topo_order(self.outputs))
         self.dynamic = bool(self.dims)
+        self.points = list(points)
         self.at_points = [_specialized(task, p) for p in points] if self.dynamic else [task]
+
+    def as_range_task(self) -> RangeTask:
+        """The kernel as one task over all the points (`range_task.py`), its sketches made at the dimensions'
+        representative values."""
+        middle = {v.name: representative(v) for v in self.dims}
+        return RangeTask.of(self.task, self.points, self.at_points, _specialized(self.task, middle))
 
     def default_trace(self):
         """The trace compile replays on the symbolic kernel without records (the default rules at the

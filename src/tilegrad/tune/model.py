@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from .distribution import choose_for_distribution, kernels_of, point_tasks, samp
 from .features.extract import feature_count
 from .graph_choice import compile_untuned, confirm_graph
 from .measure import Measurer
+from .range_task import PointsMeasurer, RangeTask
 from .records import machine_fingerprint
 from .results import TuneResult
 from .search import SearchPolicy
@@ -31,6 +33,7 @@ from .tuning_run import Callback, TuneOptions, TuningRun
 
 def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
          dynamic: Mapping[str, tuple[int, int]] | None = None, samples: Mapping[str, Sequence[int]] | None = None,
+         points_apart: bool = False,
          example_inputs=None, opt_level: int = 2, policy: str | SearchPolicy = "gradient",
          cost_model: str | CostModel | None = None, algorithms: bool = True, progress: bool = True,
          callbacks: Sequence[Callback] = (), fusion_plans: bool = False, measurer: Measurer | None = None,
@@ -51,13 +54,16 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     the GPU graph's, searched in their GPU sketches, scored on GPU features and timed on this machine's device
     (`_tune_on_device`). With `dynamic` (an ONNX model's dimensions with bounds, as `compile(dynamic=)` takes
     them), the kernels of the dynamic module are tuned for a distribution of the dimensions' values: at `samples`
-    (values per dimension) or a few log-spaced ones, each kernel's schedule the best on their mean
-    (`distribution.py`); `compile(dynamic=, db=)` then replays it on the symbolic kernels."""
+    (values per dimension) or a few log-spaced ones, each kernel's schedule the best on their mean: a sketch
+    policy searches each dynamic kernel as one task over the points (`range_task.py`), unless `points_apart`
+    asks for a task per point and a choice among their best after (`distribution.py`; what AutoTVM's templates
+    always do). `compile(dynamic=, db=)` then replays it on the symbolic kernels."""
     if dynamic:
         if target not in TARGETS or not backend_for(TARGETS[target]()).symbolic_dims or example_inputs is not None:
             raise TilegradError(f"tune(dynamic=) tunes an ONNX model's dynamic dimensions for a target that compiles "
                                 f"them ({target!r} does not, or the model is not ONNX)")
-        return _tune_for_distribution(model, db=db, dynamic=dynamic, samples=samples, input_shapes=input_shapes,
+        return _tune_for_distribution(model, db=db, dynamic=dynamic, samples=samples, points_apart=points_apart,
+                                      input_shapes=input_shapes,
                                       opt_level=opt_level, policy=policy, cost_model=cost_model, measurer=measurer,
                                       callbacks=[*default_callbacks(progress), *callbacks],
                                       options=TuneOptions(**options))
@@ -98,12 +104,15 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     return result
 
 
-def _tune_for_distribution(model, *, db, dynamic, samples, input_shapes, opt_level: int, policy, cost_model,
-                           measurer: Measurer | None, callbacks: Sequence[Callback],
+def _tune_for_distribution(model, *, db, dynamic, samples, points_apart: bool, input_shapes, opt_level: int,
+                           policy, cost_model, measurer: Measurer | None, callbacks: Sequence[Callback],
                            options: TuneOptions) -> TuneResult:
-    """Tune the kernels of the graph `compile(dynamic=)` builds at sample points of its dimensions, then record
-    each one's schedule for their distribution (`distribution.py`). The budget counts the timings of the points'
-    best schedules at the other points, foretold at the run's mean seconds per candidate."""
+    """Tune the kernels of the graph `compile(dynamic=)` builds for sample points of its dimensions. A policy
+    searching the sketches tunes each dynamic kernel as one task over the points (`range_task.py`: one descent
+    for the whole range, each candidate timed at every point, recorded under the kernel's key with the mean);
+    with `points_apart`, or with a policy of its own space (AutoTVM's templates), each point is a task, and then
+    each kernel's schedule for the distribution is chosen among the points' best (`distribution.py`), the budget
+    counting those timings, foretold at the run's mean seconds per candidate."""
     from ..frontend.load import onnx_proto
     from ..frontend.onnx_inputs import model_inputs, symbolic_shapes
 
@@ -114,19 +123,26 @@ def _tune_for_distribution(model, *, db, dynamic, samples, input_shapes, opt_lev
     graph, _ = optimize(import_model(proto, None, shapes), opt_level)
     del proto
     kernels = kernels_of(graph, sample_points(graph, samples))
-    tasks = point_tasks(kernels)
     points = max(len(k.at_points) for k in kernels)
-    crossings = sum(len(k.at_points) ** 2 for k in kernels if k.dynamic)  # each point's best and the default
-
-    def outside_s(run: TuningRun) -> float:  # at the seconds per candidate so far, the defaults counted
-        return crossings * run.elapsed() / (run.done + len(tasks))
-
     own = measurer is None
     measurer = measurer or Measurer()
     try:
-        result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
-                            callbacks=callbacks, outside_s=outside_s)
-        result.distribution = choose_for_distribution(kernels, db, measurer)
+        if not points_apart and getattr(make_policy(policy), "space_for", None) is None:
+            tasks = list({t.key: t for t in (k.as_range_task() if k.dynamic else k.task for k in kernels)}.values())
+            result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=PointsMeasurer(measurer),
+                                callbacks=callbacks)
+            result.distribution = {r.task.key: r.best_s for r in result.tasks
+                                   if isinstance(r.task, RangeTask) and math.isfinite(r.best_s)}
+        else:
+            tasks = point_tasks(kernels)
+            crossings = sum(len(k.at_points) ** 2 for k in kernels if k.dynamic)  # each point's best, the default
+
+            def outside_s(run: TuningRun) -> float:  # at the seconds per candidate so far, the defaults counted
+                return crossings * run.elapsed() / (run.done + len(tasks))
+
+            result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
+                                callbacks=callbacks, outside_s=outside_s)
+            result.distribution = choose_for_distribution(kernels, db, measurer)
     finally:
         if own:
             measurer.close()

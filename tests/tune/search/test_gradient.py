@@ -124,7 +124,7 @@ def test_objective_gradient_is_autograds_through_the_smooth_features(matmul_task
     features = _log_features_torch(smooth(reference)).to(net.mean.dtype)
     (-net(features).sum()).backward()
     expected = reference.grad.numpy() + search.options.penalty * box.penalty(x)[1]
-    (got,) = search._objective_gradients([(smooth, box, x)])
+    (got,) = search._objective_gradients([([(1.0, smooth)], box, x)])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
 
 

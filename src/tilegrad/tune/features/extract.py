@@ -75,6 +75,23 @@ class FeatureRows:
                 out[s, f] = float(e.value)
         return out
 
+    def at(self, values: dict[str, int]) -> FeatureRows:
+        """The rows with the variables named in `values` (a kernel's dynamic dimensions) bound to numbers: the
+        features at one point of the dimensions, formulas of the schedule's variables alone."""
+        memo: dict[int, E.Expr] = {}
+
+        def bind(x: E.Expr) -> E.Expr:
+            if type(x) is E.Var:
+                return E.const(int(values[x.name]), x.dtype) if x.name in values else x
+            if type(x) is E.Const:
+                return x
+            out = memo.get(id(x))
+            if out is None:
+                out = memo[id(x)] = E.map_children(x, bind)
+            return out
+
+        return FeatureRows(self.names, self.stores, tuple(tuple(bind(e) for e in row) for row in self.rows))
+
 
 def extract(kernel: Kernel, gpu: bool | None = None) -> FeatureRows:
     """The features of every store of `kernel`; with `gpu` (by default, where a loop is bound to a GPU axis) the

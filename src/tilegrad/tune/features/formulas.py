@@ -28,11 +28,14 @@ class FeatureFormulas:
     """The features of a symbolic kernel as formulas of its schedule variables, numbered for batches.
 
     `variables` are the schedule variables (Vars or names) an assignment gives; by default every free variable of
-    the formulas. `gpu` as for `extract`. `derive_seconds` records how long extracting and numbering took."""
+    the formulas. `gpu` as for `extract`; `rows`, the kernel's features where they are extracted already (bound
+    at one point of its dynamic dimensions: `FeatureRows.at`). `derive_seconds` records how long extracting and
+    numbering took."""
 
-    def __init__(self, kernel: Kernel, variables: Sequence[E.Var | str] | None = None, gpu: bool | None = None):
+    def __init__(self, kernel: Kernel, variables: Sequence[E.Var | str] | None = None, gpu: bool | None = None,
+                 rows: FeatureRows | None = None):
         start = time.perf_counter()
-        self.rows: FeatureRows = extract(kernel, gpu)
+        self.rows: FeatureRows = rows if rows is not None else extract(kernel, gpu)
         self.dag = number([e for row in self.rows.rows for e in row])
         self.program = BatchProgram(self.dag)
         free = self.program.variables

@@ -128,8 +128,7 @@ class EvolutionarySearch:
     def _score(self, population: list[Candidate], scored: dict[Candidate, float]) -> np.ndarray:
         new = [c for c in dict.fromkeys(population) if c not in scored]
         if new:
-            x = self.space.features(new)
-            for c, s in zip(new, self.model.predict(x)):
+            for c, s in zip(new, self.space.scores(self.model, new)):
                 scored[c] = float(s)
         return np.array([scored[c] for c in population])
 

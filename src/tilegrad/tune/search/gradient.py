@@ -171,9 +171,11 @@ def log_features(rows: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], n
 
 
 class _Descent:
-    """One structure's points under Adam: where they are, and the distinct rounded points visited so far."""
+    """One structure's points under Adam: where they are, and the distinct rounded points visited so far.
+    `smooth` holds (weight, smooth formulas) per point of the task's dimensions (`TaskSpace.smooth_points`)."""
 
-    def __init__(self, key: tuple, smooth, box: ParameterBox, seeds: list[Candidate], learning_rate: float):
+    def __init__(self, key: tuple, smooth: list[tuple[float, object]], box: ParameterBox, seeds: list[Candidate],
+                 learning_rate: float):
         self.key, self.smooth, self.box = key, smooth, box
         self.x = box.encode([c.values for c in seeds])
         self.learning_rate = learning_rate
@@ -271,7 +273,7 @@ class GradientSearch:
         return self._rank(pool)[:n] if len(pool) > n else pool
 
     def _smooth(self, c: Candidate):
-        return self.space.smooth_formulas(self.space.structure_key(c), self.options.tau)
+        return self.space.smooth_points(self.space.structure_key(c), self.options.tau)
 
     def _box(self, key: tuple) -> ParameterBox:
         if key not in self._boxes:
@@ -284,7 +286,7 @@ class GradientSearch:
         once on all their points (a call on a few rows costs about as much as on a few dozen); every visited
         point, rounded, as a valid candidate."""
         opt = self.options
-        runs = [_Descent(key, self.space.smooth_formulas(key, opt.tau), self._box(key), seeds, opt.learning_rate)
+        runs = [_Descent(key, self.space.smooth_points(key, opt.tau), self._box(key), seeds, opt.learning_rate)
                 for key, seeds in groups.items()]
         moving = [r for r in runs if r.x.shape[1]]
         for _ in range(opt.steps):
@@ -303,24 +305,29 @@ class GradientSearch:
         return out
 
     def _objective_gradients(self, parts: list[tuple]) -> list[np.ndarray]:
-        """d/dx of -C(log-features(x)) + penalty * sum_r max(p_r(x), 0)^2 per point, for each (smooth formulas,
-        box, points x) of `parts`, with one call of the cost model on the points of all of them."""
+        """d/dx of -sum_p w_p C(log-features_p(x)) + penalty * sum_r max(p_r(x), 0)^2 per point x, for each
+        (weighted smooth formulas of the dimensions' points, box, points x) of `parts` (a task without dynamic
+        dimensions has one point of weight 1), with one call of the cost model on the points of all of them."""
         vjps, features = [], []
-        for smooth, _, x in parts:
-            rows, rows_vjp = smooth.value_and_vjp(x)
-            f, features_vjp = log_features(rows)
-            vjps.append((rows_vjp, features_vjp))
-            features.append(f)
+        for points, _, x in parts:
+            for weight, smooth in points:
+                rows, rows_vjp = smooth.value_and_vjp(x)
+                f, features_vjp = log_features(rows)
+                vjps.append((weight, rows_vjp, features_vjp))
+                features.append(f)
         _, score_grad = self.model.score_and_gradient(np.concatenate(features))
-        out, start = [], 0
-        for (rows_vjp, features_vjp), (_, box, x) in zip(vjps, parts):
-            g = -score_grad[start:start + len(x)]
-            start += len(x)
-            out.append(rows_vjp(features_vjp(g)) + self.options.penalty * box.penalty(x)[1])
+        out, start, parts_vjps = [], 0, iter(vjps)
+        for points, box, x in parts:
+            grad = self.options.penalty * box.penalty(x)[1]
+            for _ in points:
+                weight, rows_vjp, features_vjp = next(parts_vjps)
+                grad = grad + rows_vjp(features_vjp(-weight * score_grad[start:start + len(x)]))
+                start += len(x)
+            out.append(grad)
         return out
 
     def _rank(self, cands: list[Candidate]) -> list[Candidate]:
         if not cands:
             return []
-        scores = self.model.predict(self.space.features(cands))
+        scores = self.space.scores(self.model, cands)
         return [cands[i] for i in np.argsort(-scores, kind="stable")]

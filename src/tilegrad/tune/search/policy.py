@@ -43,11 +43,14 @@ class SearchPolicy(Protocol):
 
 def task_space(policy: SearchPolicy, task: Task) -> TaskSpace:
     """The space the tuner binds `policy` to for `task`: the policy's own (`space_for`), else the task's
-    sketches."""
+    sketches (a dynamic kernel's over its sample points: `range_task.RangeSpace`)."""
+    from ..range_task import RangeSpace, RangeTask
     from .space import TaskSpace
 
     space_for = getattr(policy, "space_for", None)
-    return space_for(task) if space_for is not None else TaskSpace(task)
+    if space_for is not None:
+        return space_for(task)
+    return RangeSpace(task) if isinstance(task, RangeTask) else TaskSpace(task)
 
 
 POLICIES: dict[str, Callable[[], SearchPolicy]] = {}

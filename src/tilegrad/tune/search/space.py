@@ -163,16 +163,30 @@ class TaskSpace:
             self._smooth[key, tau] = None if formulas is None else SmoothFormulas(formulas, tau)
         return self._smooth[key, tau]
 
+    def smooth_points(self, key: tuple, tau: float) -> list[tuple[float, object]] | None:
+        """(weight, smooth formulas) for each point the structure's objective sums the cost model's scores over:
+        here the one program of the task, weight 1 (a kernel over dynamic dimensions has one per sample point:
+        `tune/range_task.py`). None where its features are not derived."""
+        smooth = self.smooth_formulas(key, tau)
+        return None if smooth is None else [(1.0, smooth)]
+
+    def scores(self, model, candidates: list[Candidate]) -> np.ndarray:
+        """The cost model's score of each candidate (higher is faster): what the search policies rank by."""
+        return model.predict(self.features(candidates))
+
     def features(self, candidates: list[Candidate]) -> np.ndarray:
         """One aggregated feature vector per candidate, evaluated in one batch per sketch structure. A
         structure whose symbolic program cannot be derived gets NaN features (the model treats them as
         missing)."""
+        return self._features(candidates, self._formulas_for)
+
+    def _features(self, candidates: list[Candidate], formulas_of) -> np.ndarray:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, c in enumerate(candidates):
             groups[self.structure_key(c)].append(i)
         out: np.ndarray | None = None
         for key, idx in groups.items():
-            formulas = self._formulas_for(key)
+            formulas = formulas_of(key)
             if formulas is None:
                 continue
             batch = {v: np.array([candidates[i].values[v] for i in idx], np.int64) for v in formulas.variables}
@@ -187,14 +201,21 @@ class TaskSpace:
 
     def _formulas_for(self, key: tuple) -> FeatureFormulas | None:
         if key not in self._formulas:
-            sketch_index, structure = key
-            trace, space = self.sketches[sketch_index].space(dict(structure))
-            numeric = [t for tiling in space.tilings for t in tiling.vars] + [c.var for c in space.choices]
-            try:
-                kernel = lower_kernel(self.task.compute(), trace.bind(dict(structure)), name="candidate")
-                if _too_big(kernel):
-                    raise ValueError("too many reads for per-read features")
-                self._formulas[key] = FeatureFormulas(kernel, numeric, gpu=self.gpu)
-            except Exception:  # noqa: BLE001 - a structure the analysis cannot handle is scored as unknown
-                self._formulas[key] = None
+            self._formulas[key] = self._derived(
+                key, self.task.compute(), lambda kernel, numeric: FeatureFormulas(kernel, numeric, gpu=self.gpu))
         return self._formulas[key]
+
+    def _derived(self, key: tuple, computation, derive):
+        """`derive(kernel, numeric variables)` of the structure's program lowered from `computation` (inputs,
+        outputs) with its numeric parameters left as variables; None where the analysis cannot handle it (the
+        structure is then scored as unknown)."""
+        sketch_index, structure = key
+        trace, space = self.sketches[sketch_index].space(dict(structure))
+        numeric = [t for tiling in space.tilings for t in tiling.vars] + [c.var for c in space.choices]
+        try:
+            kernel = lower_kernel(computation, trace.bind(dict(structure)), name="candidate")
+            if _too_big(kernel):
+                raise ValueError("too many reads for per-read features")
+            return derive(kernel, numeric)
+        except Exception:  # noqa: BLE001 - a structure the analysis cannot handle is scored as unknown
+            return None
