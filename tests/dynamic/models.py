@@ -110,3 +110,45 @@ def masked_attention(heads: int = 2, d: int = 8) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "attention", inputs,
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, heads, "seq", d])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def image_net(ceil_mode: int = 0, resize_scale: float = 2.0, seed: int = 0) -> onnx.ModelProto:
+    """A small convolutional network over x[n, 3, h, w] with every window the dynamic image size meets: a strided
+    7 x 7 stem, a max pool (`ceil_mode`), grouped, dilated, depthwise strided and 1 x 1 convolutions, a transposed
+    convolution, an average pool that leaves padding out, a nearest Resize by `resize_scale`, a global average
+    pool and a classifier; outputs the logits and the feature map before the Resize."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def weight(*shape):
+        t = numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), f"w{len(inits)}")
+        inits.append(t)
+        return t.name
+
+    def node(op, ins, out=None, **attrs):
+        out = out or f"t{len(nodes)}"
+        nodes.append(helper.make_node(op, ins, [out], **attrs))
+        return out
+
+    def conv(x, cin, cout, k, stride=1, pad=0, dilation=1, group=1):
+        return node("Relu", [node("Conv", [x, weight(cout, cin // group, k, k), weight(cout)], kernel_shape=[k, k],
+                                  strides=[stride] * 2, pads=[pad] * 4, dilations=[dilation] * 2, group=group)])
+
+    y = conv("x", 3, 16, 7, stride=2, pad=3)
+    y = node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=ceil_mode)
+    y = node("Add", [y, conv(y, 16, 16, 3, pad=1, group=4)])
+    y = conv(conv(y, 16, 16, 3, pad=2, dilation=2), 16, 16, 3, stride=2, pad=1, group=16)
+    y = conv(y, 16, 24, 1)
+    y = node("ConvTranspose", [y, weight(24, 8, 2, 2)], kernel_shape=[2, 2], strides=[2, 2])
+    feature = node("AveragePool", [y], "feature", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+                   count_include_pad=0)
+    scales = numpy_helper.from_array(np.array([1, 1, resize_scale, resize_scale], np.float32), "scales")
+    inits.append(scales)
+    y = node("Resize", [feature, "", "scales"], mode="nearest")
+    y = node("Flatten", [node("GlobalAveragePool", [y])])
+    node("Gemm", [y, weight(10, 8), weight(10)], "logits", transB=1)
+    graph = helper.make_graph(
+        nodes, "images", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 10]),
+         helper.make_tensor_value_info("feature", TensorProto.FLOAT, ["n", 8, None, None])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -176,8 +176,8 @@ def _convnet(spatial: str | int) -> onnx.ModelProto:
 @pytest.mark.parametrize("spatial", [16, "H"])
 def test_a_convolution_network_over_changing_batches_and_images(spatial):
     """A batch that changes makes one dynamic module (its convolution's algorithm chosen at the batch its schedules
-    are); images whose size changes fall back to a module per shape (convolutions over a dynamic image size are not
-    compiled yet), the batch's dynamic module still serving what it covers: right either way."""
+    are); an image size that changes after it compiles the dynamic module again with the image size dynamic too,
+    and every later shape runs on it."""
     model = _convnet(spatial)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     module = tilegrad.compile(model)
@@ -186,9 +186,6 @@ def test_a_convolution_network_over_changing_batches_and_images(spatial):
         x = np.random.default_rng(n * size).standard_normal((n, 3, size, size)).astype(np.float32)
         np.testing.assert_allclose(module(x), session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4,
                                    err_msg=f"x {x.shape}")
-    assert module.dynamic_bounds == {"N": (1, 64), **({"H": 16} if spatial == "H" else {})}
-    assert metrics.counters["dynamic_modules_compiled"] == 1
-    if spatial == "H":
-        assert "Conv" in module.dynamic_unavailable and metrics.counters["specializations_compiled"] == 4
-    else:
-        assert module.dynamic_unavailable is None and metrics.counters["specializations_compiled"] == 1
+    assert module.dynamic_bounds == {"N": (1, 64), **({"H": (1, 64)} if spatial == "H" else {})}
+    assert metrics.counters["dynamic_modules_compiled"] == (2 if spatial == "H" else 1)
+    assert module.dynamic_unavailable is None and metrics.counters["specializations_compiled"] == 1

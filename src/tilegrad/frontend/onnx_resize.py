@@ -10,10 +10,13 @@ The reader (`onnx.py`) imports this module, which registers it."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedFeatureError
+from ..te import dims
+from ..te import expr as E
 from .onnx_builder import OnnxBuilder as B
 from .onnx_op_table import constant_input, onnx_op
 
@@ -41,11 +44,19 @@ def _resize(b: B, name, x, roi=None, scales=None, sizes=None, *, mode="nearest",
     rank = len(x.shape)
     chosen = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
     factors, out = _plan(b, name, x.shape, chosen, scales, sizes, keep_aspect_ratio_policy)
+    exact = all(_scaled_exactly(n, f, o) for n, f, o in zip(x.shape, factors, out))
     simple = (mode != "cubic" and not antialias and not exclude_outside and transform in _BUILT_IN
-              and rank >= 2 and out[:2] == x.shape[:2] and x.dtype.startswith("float")
-              and all(math.isclose(o, n * f) for n, f, o in zip(x.shape, factors, out)))
-    if simple:
-        return b.op("resize", x, name=name, sizes=out, mode=mode, transform=transform, nearest_mode=nearest_mode)
+              and rank >= 2 and all(dims.equal(o, n) for o, n in zip(out[:2], x.shape[:2]))
+              and x.dtype.startswith("float") and (exact or not dims.is_static(x.shape)))
+    if simple:  # a fraction of a dynamic size: the registry op takes the scales, its sizes rounded down
+        scaled = {} if exact else {"scales": tuple(float(f) for f in factors)}
+        return b.op("resize", x, name=name, sizes=out, mode=mode, transform=transform, nearest_mode=nearest_mode,
+                    **scaled)
+    if not dims.is_static(x.shape):
+        raise UnsupportedFeatureError(f"node {name!r}: Resize of the dynamic shape {list(x.shape)} in mode {mode!r} "
+                                      f"with these attributes is not supported (only nearest and linear resizing "
+                                      f"by whole factors, with the half_pixel, pytorch_half_pixel, align_corners "
+                                      f"or asymmetric transformation)")
     if not x.dtype.startswith("float"):
         raise UnsupportedFeatureError(f"node {name!r}: Resize of {x.dtype} in mode {mode!r} with these attributes "
                                       f"is not supported (floats only)")
@@ -79,6 +90,25 @@ def _upsample(b: B, name, x, factors=None, *, mode="nearest", scales=None):
     return _resize(b, name, x, *inputs, mode=mode, coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
+def _scaled_exactly(n, factor: float, out) -> bool:
+    """Whether `out` is `n` times `factor` exactly, so that the scale the registry op derives from the sizes is
+    the one given (for a dynamic `n`, whatever its value: a whole factor)."""
+    if isinstance(n, E.Expr) or isinstance(out, E.Expr):
+        return float(factor).is_integer() and dims.equal(out, n * int(factor))
+    return math.isclose(out, n * factor)
+
+
+def _scaled_size(name, n, factor: float):
+    """floor(n * factor): for a dynamic `n`, (n * p) // q for the fraction p / q the factor is."""
+    if not isinstance(n, E.Expr):
+        return int(math.floor(n * factor))
+    ratio = Fraction(factor).limit_denominator(64)
+    if float(ratio) != factor:
+        raise UnsupportedFeatureError(f"node {name!r}: Resize scale {factor} of the dynamic dimension {n} is not a "
+                                      f"fraction with a small denominator")
+    return dims.dim(n * ratio.numerator // ratio.denominator)
+
+
 def _plan(b: B, name, shape, chosen, scales, sizes, policy):
     """(the scale of every axis, the output shape), from `sizes` or `scales` (given for `chosen` axes), as ONNX
     defines them: sizes set the scales (one shared scale under a keep-aspect-ratio policy, the sizes then
@@ -91,6 +121,9 @@ def _plan(b: B, name, shape, chosen, scales, sizes, policy):
         wanted = [int(v) for v in np.ravel(size_data)]
         if len(wanted) != len(chosen):
             raise ShapeError(f"node {name!r}: Resize sizes {wanted} need one entry per resized axis {chosen}")
+        if not dims.is_static(shape[a] for a in chosen):
+            raise UnsupportedFeatureError(f"node {name!r}: Resize to the fixed sizes {wanted} from the dynamic "
+                                          f"shape {list(shape)} is not supported")
         ratios = {a: w / shape[a] for a, w in zip(chosen, wanted)}
         if policy != "stretch":
             shared = (min if policy == "not_larger" else max)(ratios.values())
@@ -104,10 +137,10 @@ def _plan(b: B, name, shape, chosen, scales, sizes, policy):
             raise ShapeError(f"node {name!r}: Resize scales {given} need one positive entry per resized axis "
                              f"{chosen}")
         for a, f in zip(chosen, given):
-            factors[a], out[a] = f, int(math.floor(shape[a] * f))
+            factors[a], out[a] = f, _scaled_size(name, shape[a], f)
     else:
         raise ShapeError(f"node {name!r}: Resize needs scales or sizes")
-    if min(out) < 0:
+    if any(dims.is_negative(o) for o in out):
         raise ShapeError(f"node {name!r}: Resize gives the negative output shape {out}")
     return factors, tuple(out)
 

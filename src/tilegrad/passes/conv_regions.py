@@ -26,7 +26,7 @@ import math
 from typing import NamedTuple
 
 from ..ir.graph import Node, Value
-from ..te.dims import representative
+from ..te.dims import is_static, representative
 from ..te.tiling import row_tile
 from .context import PassContext
 from .conv_algorithm import DIRECT_COLUMNS, TRANSFORM, WEIGHT_LOAD
@@ -73,8 +73,8 @@ def _axes(node: Node) -> list[list[Band]] | None:
     """Each spatial axis's bands, or None where a region split does not apply."""
     x, wpack = node.inputs[:2]
     a = node.attrs
-    if a["taps"] is not None or not any(p > 0 for p in a["pads"] or ()):
-        return None
+    if a["taps"] is not None or not any(p > 0 for p in a["pads"] or ()) or not is_static(x.shape[2:4]):
+        return None  # a dynamic size's bands are not known until the call
     strides, dilations, pads = a["strides"] or (1, 1), a["dilations"] or (1, 1), a["pads"]
     out = node.outputs[0].shape[2:4]
     axes = [bands(x.shape[2 + i], wpack.shape[2 + i], strides[i], pads[i], dilations[i], out[i]) for i in (0, 1)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
+from ..te import dims
 from ..ir.registry import lookup
 from .editor import GraphEditor
 from .context import PassContext
@@ -107,7 +108,7 @@ def _unit_operand(fill: int, *, commutative: bool):
 def _drop_padding_taps(walk: _Walk, node: Node, inputs: tuple[Value, ...]) -> Value | None:
     x, w, *rest = inputs
     rank = len(x.shape) - 2
-    if not w.is_constant or rank < 1:
+    if not w.is_constant or rank < 1 or not dims.is_static(x.shape[2:]):  # a tap reads only padding in tiny inputs
         return None
     a = node.attrs
     strides, dilations = a["strides"] or (1,) * rank, a["dilations"] or (1,) * rank

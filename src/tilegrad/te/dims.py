@@ -33,6 +33,11 @@ def upper(d) -> int:
     return int(hi)
 
 
+def lower(d) -> int:
+    """The least value `d` takes within its variables' bounds."""
+    return int(d) if not isinstance(d, E.Expr) else int(simplify(d).lo)
+
+
 def upper_shape(shape: Sequence) -> tuple[int, ...]:
     return tuple(upper(d) for d in shape)
 

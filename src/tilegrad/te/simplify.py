@@ -92,23 +92,36 @@ def linear_merged(e: E.Expr) -> tuple[dict[Monomial, int], int]:
 
 
 def _merged_div_mod(terms: dict[Monomial, int], constant: int) -> tuple[dict[Monomial, int], int]:
-    """`x % c * k + x // c * (c * k)` as `x * k` (floor division and modulo by c > 0), so that a loop fused from a
-    split one indexes as the loop it was (the split's two indices, rebuilt from the fused one, add up to it)."""
+    """`x % c * k + x // c * (c * k)` as `x * k` (floor division and modulo by c > 0, a constant or an expression
+    of dynamic dimensions), so that a loop fused from a split one indexes as the loop it was (the split's two
+    indices, rebuilt from the fused one, add up to it)."""
     for mono in [m for m in terms if len(m) == 1 and type(m[0]) is E.FloorMod]:
         mod = mono[0]
-        if mono not in terms or type(mod.b) is not E.Const or mod.b.value <= 0:
+        if mono not in terms or mod.b.lo <= 0:
             continue
-        div = (E.FloorDiv(mod.a, mod.b),)
         k = terms[mono]
-        if terms.get(div) != k * mod.b.value:
+        quotient = _times_divisor(mod, k)
+        if any(terms.get(m) != j for m, j in quotient.items()):
             continue
-        del terms[mono], terms[div]
+        del terms[mono]
+        for m in quotient:
+            del terms[m]
         inner, c = linear(mod.a)
         for m, j in inner.items():
             terms[m] = terms.get(m, 0) + k * j
         terms = {m: j for m, j in terms.items() if j}
         constant += k * c
     return terms, constant
+
+
+def _times_divisor(mod: E.FloorMod, k: int) -> dict[Monomial, int]:
+    """The terms of `k * (x // d) * d` for `mod` = x % d: one per term of d's polynomial, each times x // d."""
+    div = E.FloorDiv(mod.a, mod.b)
+    d_terms, d_constant = linear(mod.b)
+    out = {tuple(sorted((div, *m), key=_atom_key)): k * j for m, j in d_terms.items()}
+    if d_constant:
+        out[(div,)] = k * d_constant
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------

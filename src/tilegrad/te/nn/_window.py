@@ -12,6 +12,7 @@ import dataclasses
 from typing import Callable, Sequence
 
 from ...errors import ShapeError
+from .. import dims
 from .. import expr as E
 from ..tensor import Tensor
 from ._arguments import int_tuple, side_pads
@@ -29,30 +30,33 @@ def named_indices(nd: int, body: Callable) -> Callable:
     return lambda n, c, d, h, w: body(n, c, (d, h, w))
 
 
-def output_extents(op: str, sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
-                   pads: Sequence[tuple[int, int]], dilation: Sequence[int],
-                   ceil_mode: bool = False) -> tuple[int, ...]:
-    """The number of window positions along each spatial dimension; a ShapeError if a window does not fit."""
+def output_extents(op: str, sizes: Sequence, kernel: Sequence[int], stride: Sequence[int],
+                   pads: Sequence[tuple[int, int]], dilation: Sequence[int], ceil_mode: bool = False) -> tuple:
+    """The number of window positions along each spatial dimension (an expression of a dynamic size, docs/
+    dynamic.md); a ShapeError if a window does not fit, for a dynamic size at some value within its bounds."""
     out = []
     for d, (size, k, s, p, dl) in enumerate(zip(sizes, kernel, stride, pads, dilation)):
-        extent = _extent(size, k, s, p, dl, ceil_mode)
-        if extent <= 0:
-            raise ShapeError(f"{op}: spatial dimension {d} has size {size} + padding {p}, smaller than the dilated "
-                             f"kernel extent {dl * (k - 1) + 1}")
-        out.append(extent)
+        room = size + p[0] + p[1] - (dl * (k - 1) + 1)
+        if not dims.provably_le(0, room):
+            within = f" (its bounds allow {dims.lower(size)})" if isinstance(size, E.Expr) else ""
+            raise ShapeError(f"{op}: spatial dimension {d} has size {size}{within} + padding {p}, smaller than the "
+                             f"dilated kernel extent {dl * (k - 1) + 1}")
+        out.append(_extent(size, room, s, p, ceil_mode))
     return tuple(out)
 
 
-def _extent(size: int, kernel: int, stride: int, pad: tuple[int, int], dilation: int, ceil_mode: bool) -> int:
-    """The number of windows; with `ceil_mode` a last, partial window counts if it starts inside the input or its
-    leading padding, as PyTorch and ONNX define it."""
-    room = size + pad[0] + pad[1] - (dilation * (kernel - 1) + 1)
-    if room < 0:
-        return 0
-    steps = -(-room // stride) if ceil_mode else room // stride
-    if ceil_mode and steps * stride >= size + pad[0]:
-        steps -= 1
-    return steps + 1
+def _extent(size, room, stride: int, pad: tuple[int, int], ceil_mode: bool):
+    """The number of windows given `room` >= 0 (the positions past the first window); with `ceil_mode` a last,
+    partial window counts if it starts inside the input or its leading padding, as PyTorch and ONNX define it."""
+    if not isinstance(room, E.Expr):
+        steps = -(-room // stride) if ceil_mode else room // stride
+        if ceil_mode and steps * stride >= size + pad[0]:
+            steps -= 1
+        return steps + 1
+    if not ceil_mode:
+        return dims.dim(room // stride + 1)
+    # the last window must start before the input's end: at most (size + pad_before - 1) // stride steps
+    return dims.dim(E.minimum(E.ceildiv(room, stride), (size + pad[0] - 1) // stride) + 1)
 
 
 def window_coords(out: Sequence[E.Expr], taps: Sequence[E.Expr], stride: Sequence[int],
@@ -61,22 +65,23 @@ def window_coords(out: Sequence[E.Expr], taps: Sequence[E.Expr], stride: Sequenc
     return tuple(o * s + k * d - p[0] for o, k, s, p, d in zip(out, taps, stride, pads, dilation))
 
 
-def in_bounds(coords: Sequence[E.Expr], sizes: Sequence[int]) -> E.Expr:
+def in_bounds(coords: Sequence[E.Expr], sizes: Sequence) -> E.Expr:
     """`0 <= c < size` for each coordinate, leaving out the tests its bounds already decide (True if none)."""
     conds = []
     for c, n in zip(coords, sizes):
         if c.lo < 0:
             conds.append(c >= 0)
-        if c.hi > n - 1:
+        if (c.hi > n - 1) if not isinstance(n, E.Expr) else not dims.provably_le(c + 1, n):
             conds.append(c < n)
     return E.all_of(conds)
 
 
-def taps_between(start: E.Expr, kernel: int, dilation: int, lo: int, hi: int) -> E.Expr:
+def taps_between(start: E.Expr, kernel: int, dilation: int, lo, hi) -> E.Expr:
     """How many taps `start + j * dilation` (0 <= j < kernel) lie in [lo, hi); constant where bounds decide it."""
     last = start + (kernel - 1) * dilation
+    inside = (last.hi < hi) if not isinstance(hi, E.Expr) else dims.provably_le(last + 1, hi)
     first_j = 0 if start.lo >= lo else E.maximum(0, E.ceildiv(lo - start, dilation))
-    last_j = kernel - 1 if last.hi < hi else E.minimum(kernel - 1, (hi - 1 - start) // dilation)
+    last_j = kernel - 1 if inside else E.minimum(kernel - 1, (hi - 1 - start) // dilation)
     return last_j - first_j + 1
 
 
@@ -128,18 +133,26 @@ class Window:
                                  f"dilation {dilation} in each dimension")
         out_sizes = tuple((n - 1) * s - p[0] - p[1] + d * (k - 1) + e + 1
                           for n, s, p, d, k, e in zip(sizes, stride, pads, dilation, kernel, extra))
-        if min(out_sizes) <= 0:
+        if not all(dims.provably_le(1, o) for o in out_sizes):
             raise ShapeError(f"{op}: padding {pads} leaves no output (output size {out_sizes})")
         return Window(tuple(sizes), kernel, stride, pads, dilation, out_sizes), extra
 
     def check_inside(self, op: str) -> None:
-        """A ShapeError if some window reads only padding (a pool would have nothing to take the max or mean of)."""
-        for d, (size, k, s, p, dl, n) in enumerate(zip(self.sizes, self.kernel, self.stride, self.pads,
-                                                        self.dilation, self.out_sizes)):
-            for o in range(n):
-                if not any(0 <= o * s - p[0] + j * dl < size for j in range(k)):
-                    raise ShapeError(f"{op}: window {o} of spatial dimension {d} lies wholly in the padding {p}; "
-                                     f"use less padding than the kernel {self.kernel}")
+        """A ShapeError if some window reads only padding (a pool would have nothing to take the max or mean of);
+        dynamic sizes are checked at their bounds, where the padding is the largest share of the input and where
+        it is the least."""
+        variables = dims.variables([self.sizes])
+        for bound in ("lo", "hi"):
+            env = {v.name: int(getattr(v, bound)) for v in variables}
+            sizes = [dims.evaluate(n, env) for n in self.sizes]
+            for d, (size, k, s, p, dl, n) in enumerate(zip(sizes, self.kernel, self.stride, self.pads, self.dilation,
+                                                            [dims.evaluate(n, env) for n in self.out_sizes])):
+                for o in range(n):
+                    if not any(0 <= o * s - p[0] + j * dl < size for j in range(k)):
+                        raise ShapeError(f"{op}: window {o} of spatial dimension {d} lies wholly in the padding "
+                                         f"{p}; use less padding than the kernel {self.kernel}")
+            if not variables:
+                return
 
     def taps(self, out, taps) -> tuple[E.Expr, ...]:
         """The input coordinates that output `out` reads at window `taps`, in the unpadded input."""

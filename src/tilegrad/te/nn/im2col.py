@@ -22,13 +22,16 @@ import numpy as np
 
 from ...errors import ShapeError
 from .. import expr as E
+from ..dims import dim, representative
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
 from ._window import Window, guarded_load
 
 
-def position_tile(out_width: int) -> int:
-    """nr, the output positions per register tile: two AVX2 vectors, or one where that wastes less of the row."""
+def position_tile(out_width) -> int:
+    """nr, the output positions per register tile: two AVX2 vectors, or one where that wastes less of the row (a
+    dynamic width's at its representative value, where schedules are chosen)."""
+    out_width = representative(out_width)
     return 8 if -(-out_width // 8) * 8 < -(-out_width // 16) * 16 else 16
 
 
@@ -100,7 +103,7 @@ def im2col_conv2d_packed(x: te.Tensor, wm: te.Tensor, out_channels: int, kernel,
     win = Window.of("im2col_conv2d", (height, width), (kh, kw), stride, padding, dilation)
     stride, dilation, pads, (oh, ow) = win.stride, win.dilation, win.pads, win.out_sizes
     nr = position_tile(ow)
-    row_panels = -(-ow // nr)
+    row_panels = dim(E.ceildiv(ow, nr)) if isinstance(ow, E.Expr) else -(-ow // nr)
     attrs = {"mr": mr, "nr": nr, "kernel": (kh, kw), "stride": stride, "padding": pads, "dilation": dilation}
     (sh, sw), (dh, dw), ((pt, _), (pl, _)) = stride, dilation, pads
 

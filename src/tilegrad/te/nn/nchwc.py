@@ -24,6 +24,7 @@ reduction, and the bias addition when there is one), a depthwise convolution's "
 from __future__ import annotations
 
 from ...errors import ShapeError
+from .. import dims
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
@@ -255,7 +256,7 @@ def global_avg_pool_nchwc(x: te.Tensor, name: str = "global_avg_pool_nchwc") -> 
     attrs = {"pool_type": "global_avg"}
     sums = te.compute(shape, lambda n, cb, h, w, ci: te.sum(x[n, cb, ry, rx, ci], axis=[ry, rx]), name=f"{name}_sum",
                       tag="pool_nchwc", attrs=attrs)
-    count = E.const(float(height * width), x.dtype)
+    count = dims.count(height * width, x.dtype)
     return te.compute(shape, lambda n, cb, h, w, ci: sums[n, cb, h, w, ci] / count, name=name, tag="pool_nchwc",
                       attrs=attrs)
 
