@@ -19,7 +19,8 @@ from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.knobs import Defaults
 from tilegrad.target import Target, host
 from tilegrad.schedule.rules_nchwc import default_blocks, tile_columns
-from tilegrad.te import nn
+from tilegrad.te import dims, nn
+from tilegrad.te.specialize import DYNAMIC_AXES, specialize
 from tilegrad.te.interpret import interpret
 from tilegrad.te.nn import nchwc
 
@@ -193,6 +194,22 @@ def test_avx2_tiles_span_two_blocks_where_their_six_columns_fill_the_rows():
     w = te.placeholder((4, 64, 3, 3, 8), name="W")
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w, 1, 1), avx2).trace)
     assert "split(conv2d_nchwc.w, factor=6)" in text and "split(conv2d_nchwc.cb, factor=2)" in text
+
+
+def test_a_dynamic_width_chooses_its_blocks_by_the_widths_it_will_take():
+    """Specialised at 32 (an image of 64..512 at its representative 256), two blocks x 6 columns fill 32 / 36 of
+    the row, under TWO_BLOCK_FILL, but 0.94 on average over the widths around it (28 among them): the dynamic
+    kernel takes two blocks, as the 28-wide one specialised does; the specialisation says which axes were
+    dynamic."""
+    avx2 = Target.with_lanes(8)
+    assert [default_blocks(32, 8, 4, avx2, depth=1152, dynamic_width=d) for d in (False, True)] == [1, 2]
+    assert default_blocks(16, 8, 4, avx2, depth=1152, dynamic_width=True) == 1  # 0.88 on average
+    h = dims.dimension("h", 8, 64)
+    x = te.placeholder((1, 8, h, h, 8), name="X")
+    made = specialize([out := nchwc.conv2d_nchwc(x, te.placeholder((4, 64, 3, 3, 8), name="W"), 1, 1)], {h.name: 32})
+    assert made[out].op.attrs[DYNAMIC_AXES] == ("h", "w")
+    text = str(default_schedule([made[out]], avx2).trace)
+    assert "split(conv2d_nchwc.cb, factor=2)" in text
 
 
 def test_a_two_vector_block_halves_the_register_tiles_columns():

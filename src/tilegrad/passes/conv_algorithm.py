@@ -49,7 +49,7 @@ from ..mapped import release_pages
 from ..ir.registry import lookup
 from ..target import Target
 from ..te.nn import im2col, winograd
-from ..te.dims import is_static, representative
+from ..te.dims import representative
 from ..te.nn.conv_groups import BlockGroups
 from ..te.tiling import row_tile
 from .editor import GraphEditor, map_nodes
@@ -101,10 +101,8 @@ def _shape(x: Value, w: Value, attrs: dict):
     return n, c, o, oh, ow, kh, kw
 
 
-def _winograd_applies(x: Value, w: Value, attrs: dict) -> str | None:
+def _winograd_applies(w: Value, attrs: dict) -> str | None:
     """None where Winograd applies, else why not."""
-    if not is_static(x.shape[2:]):
-        return f"Winograd's tiles are counted at compile time, and the image size {list(x.shape[2:])} is dynamic"
     try:
         winograd.check_applicable(w.shape[2:], attrs["strides"] or (1, 1), attrs["dilations"] or (1, 1))
     except ShapeError as e:
@@ -125,7 +123,7 @@ def multiplies(x: Value, w: Value, attrs: dict) -> dict[str, int]:
     """The multiplications of each algorithm: the direct convolution's, and Winograd's GEMMs'."""
     n, c, o, oh, ow, kh, kw = _shape(x, w, attrs)
     out = {"direct": n * o * oh * ow * c * kh * kw}
-    if _winograd_applies(x, w, attrs) is None:
+    if _winograd_applies(w, attrs) is None:
         for m in (2, 4):
             out[f"winograd{m}"] = (m + 2) ** 2 * n * -(-oh // m) * -(-ow // m) * c * o
     return out
@@ -173,7 +171,7 @@ def choose(node: Node, x: Value, w: Value, options: dict) -> tuple[str, dict[str
         return choice, costs, "by option"
     if choice is not None and by_name:
         raise ShapeError(f"node {node.name!r}: conv_algorithm {choice!r} was requested, but "
-                         f"{_winograd_applies(x, w, node.attrs)}")
+                         f"{_winograd_applies(w, node.attrs)}")
     best = min(costs, key=costs.get)
     return best, costs, "cheapest estimate" if choice is None else f"cheapest estimate ({choice} does not apply)"
 

@@ -22,6 +22,7 @@ import math
 
 from ..dtype import itemsize
 from ..target import Target
+from ..te.specialize import DYNAMIC_AXES
 from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
@@ -55,8 +56,10 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     elif pixels:
         read_in_place(sch, s, acc)
     width = extent(s, w)
+    dynamic = set(s.op.attrs.get(DYNAMIC_AXES, ())) & {a.name for a in s.op.axes[2:4]}
     default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs), flat,
-                             reduction_work(sch, acc), one_row=s.tensor.shape[2] == 1) if two else 1
+                             reduction_work(sch, acc), one_row=s.tensor.shape[2] == 1,
+                             dynamic_width=bool(dynamic)) if two else 1
     per_tile = knobs.pick(f"{s.name}_blocks", (1, 2) if two else (1,), default)
     wr_d = tile_columns(width, block, target, per_tile)
     wr = knobs.choice(f"{s.name}_wr", range(1, min(width, _column_budget(block, target, per_tile)) + 1), wr_d)
@@ -258,7 +261,7 @@ def default_flat(target: Target) -> int:
 
 
 def default_blocks(width: int, block: int, blocks: int, target: Target, strided_1x1: bool = False,
-                   flat: bool = False, depth: int = 0, one_row: bool = False) -> int:
+                   flat: bool = False, depth: int = 0, one_row: bool = False, dynamic_width: bool = False) -> int:
     """Channel blocks per tile by default. With 32 vector registers and one-vector blocks (AVX-512), two wherever
     the two-block tile keeps MIN_CHAINS accumulators, without a guarded tail where one block's tile has none (a
     9-wide row runs as one tile of 9, not 5 + 4): each broadcast input then feeds two FMAs from one register
@@ -274,7 +277,9 @@ def default_blocks(width: int, block: int, blocks: int, target: Target, strided_
     14 columns loads 15 per 14); but not on an image of one row (`one_row`, a 1-D convolution), whose tiles share
     no input rows and stream their weights, all input channels x taps, from L2 for every tile: one block's 14
     columns share each weight vector where two blocks' 6 do (docs/benchmarks.md, machine A, nineteenth session);
-    else one."""
+    else one. A `dynamic_width` (an image of any size, specialised at `width`) counts the fill its tiles have on
+    average over the widths from half to twice it: how the tiles divide the one width it is specialised at says
+    nothing of the others."""
     if blocks % 2:
         return 1
     vectors = -(-block // target.vector_lanes)
@@ -283,7 +288,8 @@ def default_blocks(width: int, block: int, blocks: int, target: Target, strided_
         return 2 if pairs_pay(width, one, two) else 1
     if one * vectors < MIN_CHAINS and two == one:
         return 2
-    full = two == _column_budget(block, target, 2) and rows_filled(width, two) >= TWO_BLOCK_FILL
+    fill = expected_fill(width, two) if dynamic_width else rows_filled(width, two)
+    full = two == _column_budget(block, target, 2) and fill >= TWO_BLOCK_FILL
     full = full and depth >= TWO_BLOCK_DEPTH and not one_row
     return 2 if vectors == 1 and (strided_1x1 or flat or full) else 1
 
@@ -292,6 +298,12 @@ def rows_filled(width: int, columns: int) -> float:
     """The share of a row's tiles of `columns` that falls on the row: 1 where they divide it, less the guarded
     tail's idle columns otherwise."""
     return width / (-(-width // columns) * columns)
+
+
+def expected_fill(width: int, columns: int) -> float:
+    """`rows_filled` on average over the widths from half to twice `width`."""
+    widths = range(max(1, width // 2), 2 * width + 1)
+    return sum(rows_filled(v, columns) for v in widths) / len(widths)
 
 
 def strided_pointwise(attrs: dict) -> bool:

@@ -26,8 +26,16 @@ def specialize(outputs: Sequence[Tensor], values: Mapping[str, int]) -> dict[Ten
         axes = tuple(axis_var(a.name, n) for a, n in zip(op.axes, shape))
         mapping: dict = {**values, **{a.name: b for a, b in zip(op.axes, axes)}}
         body = _rewrite(op.body, mapping, made, values)
-        made[t] = Tensor(t.name, shape, t.dtype, ComputeOp(op.name, axes, body, op.tag, op.attrs))
+        dynamic = tuple(a.name for a, d in zip(op.axes, t.shape) if isinstance(d, E.Expr))
+        attrs = {**op.attrs, DYNAMIC_AXES: dynamic} if dynamic else op.attrs
+        made[t] = Tensor(t.name, shape, t.dtype, ComputeOp(op.name, axes, body, op.tag, attrs))
     return made
+
+
+DYNAMIC_AXES = "dynamic_axes"
+"""The attribute naming the axes of a specialised stage whose extents were dynamic: a rule that chooses by how a
+tile divides an extent (`rules_nchwc.default_blocks`) weighs the values the extent will take, not the one it is
+specialised at."""
 
 
 def _fixed(d, values: Mapping[str, int]):

@@ -26,6 +26,7 @@ from fractions import Fraction as F
 import numpy as np
 
 from ...errors import ShapeError
+from .. import dims
 from .. import expr as E
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple, side_pads
@@ -151,13 +152,14 @@ def row_tile(tiles: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class _Tiling:
-    """How the output is cut into m x m tiles: th x tw per image, `tiles` in all, `rows` padded for the GEMM."""
+    """How the output is cut into m x m tiles: th x tw per image, `tiles` in all, `rows` padded for the GEMM (each
+    an int, or an expression of a dynamic image size)."""
 
     m: int
-    th: int
-    tw: int
-    tiles: int
-    rows: int
+    th: object
+    tw: object
+    tiles: object
+    rows: object
 
     def tile(self, b, h0, w0):
         """The tile holding output (h0 * m, w0 * m) of image b."""
@@ -185,13 +187,15 @@ def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m
     if not (blocks - 1) * block < out_channels <= blocks * block:
         raise ShapeError(f"winograd_conv2d: {out_channels} output channels do not fit {blocks} blocks of {block}")
     pads = side_pads(padding, 2, "winograd_conv2d")
-    oh, ow = height + sum(pads[0]) - 2, width + sum(pads[1]) - 2
-    if oh < 1 or ow < 1:
+    oh, ow = dims.dim(height + sum(pads[0]) - 2), dims.dim(width + sum(pads[1]) - 2)
+    if not (dims.provably_le(1, oh) and dims.provably_le(1, ow)):
         raise ShapeError(f"winograd_conv2d: a 3 x 3 kernel does not fit the padded input of {x.shape}")
-    th, tw = -(-oh // m), -(-ow // m)
-    mr = row_tile(n * th * tw)
-    tiling = _Tiling(m, th, tw, n * th * tw, -(-(n * th * tw) // mr) * mr)
-    attrs = {"m": m, "mr": mr, "block": block, "tiles": (n, th, tw), "padding": pads}
+    th, tw = _ceildiv(oh, m), _ceildiv(ow, m)
+    tiles = dims.dim(n * th * tw)
+    mr = row_tile(dims.representative(tiles))  # a dynamic image's at the size its schedules are chosen for
+    tiling = _Tiling(m, th, tw, tiles, dims.dim(_ceildiv(tiles, mr) * mr))
+    attrs = {"m": m, "mr": mr, "block": block, "tiles": tuple(dims.representative(t) for t in (n, th, tw)),
+             "padding": pads}
     v = _input_transform(x, channels, tiling, pads, attrs, name)
     rc = te.reduce_axis(channels, "rc")
     gemm = te.compute((alpha * alpha, tiling.rows, blocks * block),
@@ -270,6 +274,11 @@ def _output_transform(gemm: te.Tensor, tiling: _Tiling, shape, bias: te.Tensor |
 
     return te.compute((n, lanes // out_block, oh, ow, out_block), blocked, name=name, tag="winograd_conv2d",
                       attrs=attrs)
+
+
+def _ceildiv(a, b: int):
+    """ceil(a / b) for a size or an expression of dynamic dimensions."""
+    return dims.dim(E.ceildiv(a, b)) if isinstance(a, E.Expr) else -(-a // b)
 
 
 def _combine(terms, dtype: str) -> E.Expr:
