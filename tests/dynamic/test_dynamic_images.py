@@ -1,6 +1,6 @@
 """Convolutions, pools, transposed convolutions and Resize over a dynamic image size: one compile serves every
 height, width and batch within the bounds (against ONNX Runtime, lengths at the bounds, primes and odd sizes
-included); the window arithmetic's expressions equal the concrete extents at every value; a size the windows do
+included; Winograd's tiles counted per call); the window arithmetic's expressions equal the concrete extents at every value; a size the windows do
 not fit is refused with the bounds."""
 
 import numpy as np
@@ -90,3 +90,22 @@ def test_without_dynamic_a_changed_image_size_compiles_one_module_for_the_sizes_
         x = np.random.default_rng(h).standard_normal((1, 3, h, w)).astype(np.float32)
         np.testing.assert_allclose(module(x)[0], session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
     assert _compiles() == before
+
+
+def test_winograd_counts_its_tiles_per_call_over_a_dynamic_image():
+    rng = np.random.default_rng(0)
+    conv = helper.make_node("Conv", ["x", "k", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [conv, helper.make_node("Relu", ["y"], ["z"])], "winograd",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, "h", "w"])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array((rng.standard_normal((64, 64, 3, 3)) * 0.1).astype(np.float32), "k"),
+         numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    module = tilegrad.compile(model, dynamic={"h": (16, 64), "w": (16, 64)})
+    assert [k.label.split("[")[0] for k in module.spec.kernels] == ["winograd_conv+relu"]
+    for h, w in [(16, 16), (17, 23), (64, 64), (33, 50), (61, 16)]:  # tiles that divide the size and ones that do not
+        x = rng.standard_normal((1, 64, h, w)).astype(np.float32)
+        np.testing.assert_allclose(module(x), session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4,
+                                   err_msg=f"{h} x {w}")
