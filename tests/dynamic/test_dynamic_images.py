@@ -1,7 +1,7 @@
 """Convolutions, pools, transposed convolutions and Resize over a dynamic image size: one compile serves every
 height, width and batch within the bounds (against ONNX Runtime, lengths at the bounds, primes and odd sizes
-included; Winograd's tiles counted per call); the window arithmetic's expressions equal the concrete extents at every value; a size the windows do
-not fit is refused with the bounds."""
+included; Winograd's tiles counted per call); the window arithmetic's expressions equal the concrete extents at
+every value; a size the windows do not fit is refused with the bounds."""
 
 import numpy as np
 import onnxruntime as ort
