@@ -186,6 +186,6 @@ def test_a_convolution_network_over_changing_batches_and_images(spatial):
         x = np.random.default_rng(n * size).standard_normal((n, 3, size, size)).astype(np.float32)
         np.testing.assert_allclose(module(x), session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4,
                                    err_msg=f"x {x.shape}")
-    assert module.dynamic_bounds == {"N": (1, 64), **({"H": (1, 64)} if spatial == "H" else {})}
+    assert module.dynamic_bounds == {"N": (1, 64), **({"H": (2, 64)} if spatial == "H" else {})}  # 9 // 4 up
     assert metrics.counters["dynamic_modules_compiled"] == (2 if spatial == "H" else 1)
     assert module.dynamic_unavailable is None and metrics.counters["specializations_compiled"] == 1

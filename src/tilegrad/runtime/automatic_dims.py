@@ -3,12 +3,15 @@ dynamic module serving them is compiled for.
 
 An ONNX model whose inputs leave dimensions open (dim_params) and that is compiled without `dynamic=` compiles
 its first call's shapes as fixed ones. A later call that changes a dimension makes that dimension dynamic: one
-module is compiled with every dimension seen to change as a variable from 1 up to `upper` of its largest value,
-and the dimensions that never changed fixed, and it serves every later call within those bounds (torch dynamo's
-automatic dynamic shapes make the same bet: a shape that changed once will change again). A call outside them
-(a larger value, or a fixed dimension that now changes) compiles the dynamic module again with the bounds
-widened, so the compiles a stream of calls pays grow with the logarithm of its largest value, not with the
-number of its shapes. The first call's signature keeps its fixed module, as a fast path for the common shape.
+module is compiled with every dimension seen to change as a variable from `lower` of its least value up to
+`upper` of its largest, and the dimensions that never changed fixed, and it serves every later call within
+those bounds (torch dynamo's automatic dynamic shapes make the same bet: a shape that changed once will change
+again). A call outside them (a value beyond either bound, or a fixed dimension that now changes) compiles the
+dynamic module again with the bounds widened, so the compiles a stream of calls pays grow with the logarithm of
+its range, not with the number of its shapes. The bounds are spread evenly in log scale about the values seen,
+a factor HEADROOM below and above, because the schedules are chosen at their geometric middle (`te/dims.
+representative`): from 1 instead, an image seen at 200 and 224 was scheduled for 32 x 32 and ran a 240 x 240
+call in twice the time its own bounds give (docs/dynamic.md). The first call's signature keeps its fixed module, as a fast path for the common shape.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ MIN_UPPER = 64  # the least upper bound a dynamic dimension is compiled for
 HEADROOM = 4  # the bound is the power of two at or above this many times the largest value seen
 
 Bounds = dict[str, int | tuple[int, int]]  # per dimension: fixed to a size, or (lo, hi)
+
+
+def lower(value: int) -> int:
+    """The lower bound a dimension whose least value so far is `value` is compiled for."""
+    return max(1, value // HEADROOM)
 
 
 def upper(value: int) -> int:
@@ -61,9 +69,9 @@ class DimensionWatch:
         return any(lo != hi for lo, hi in self.seen.values())
 
     def bounds(self) -> Bounds:
-        """The dynamic module's dimensions: those seen to change from 1 to `upper` of their largest value, the
-        others fixed at the one value seen."""
-        return {dim: (1, upper(hi)) if lo != hi else lo for dim, (lo, hi) in self.seen.items()}
+        """The dynamic module's dimensions: those seen to change from `lower` of their least value to `upper` of
+        their largest, the others fixed at the one value seen."""
+        return {dim: (lower(lo), upper(hi)) if lo != hi else lo for dim, (lo, hi) in self.seen.items()}
 
 
 def admits(bounds: Bounds, values: Mapping[str, int]) -> bool:
