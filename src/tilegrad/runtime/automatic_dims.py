@@ -11,7 +11,8 @@ dynamic module again with the bounds widened, so the compiles a stream of calls 
 its range, not with the number of its shapes. The bounds are spread evenly in log scale about the values seen,
 a factor HEADROOM below and above, because the schedules are chosen at their geometric middle (`te/dims.
 representative`): from 1 instead, an image seen at 200 and 224 was scheduled for 32 x 32 and ran a 240 x 240
-call in twice the time its own bounds give (docs/dynamic.md). The first call's signature keeps its fixed module, as a fast path for the common shape.
+call in twice the time its own bounds give (docs/dynamic.md). The first call's signature keeps its fixed module,
+as a fast path for the common shape.
 """
 
 from __future__ import annotations
