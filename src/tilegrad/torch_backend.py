@@ -30,7 +30,7 @@ from .backend import backend_for
 from .errors import ShapeError, TilegradError, UnsupportedOpError
 from .target import TARGETS
 from .torch_partition import FrozenWeights, as_array
-from .runtime.automatic_dims import upper
+from .runtime.automatic_dims import lower, upper
 from .torch_sizes import NotDimensions, dynamic_shapes, sizes_of
 
 OPTIONS = ("db", "opt_level", "disable_passes", "enable_passes")
@@ -62,7 +62,8 @@ class CompiledGraph:
         self.scalars = {i: float(t) for i, t in _lifted_floats(gm, example_inputs).items()}
         self.user = [i for i, t in enumerate(example_inputs)
                      if i not in self.weights and i not in self.scalars and isinstance(t, torch.Tensor)]
-        self.bounds: dict[str, int] = {}  # symbol -> the largest value it is compiled for
+        self.seen: dict[str, tuple[int, int]] = {}  # symbol -> the least and largest value compiled for so far
+        self.bounds: dict[str, tuple[int, int]] = {}  # symbol -> the least and largest value it is compiled for
         try:  # size inputs (a graph with symbolic shapes): slot -> symbol; symbol -> its Size
             self.slots, self.sizes = sizes_of(gm, example_inputs, self.user)
             self.not_sizes = None
@@ -89,7 +90,12 @@ class CompiledGraph:
             tensors = tuple(example_inputs[i].cpu() for i in self.user)
             dynamic = {}
             if self.sizes:
-                self.bounds = {name: upper(max(self.bounds.get(name, 0), _value(s, tensors)))
+                for name, s in self.sizes.items():
+                    value = _value(s, tensors)
+                    least, largest = self.seen.get(name, (value, value))
+                    self.seen[name] = (min(least, value), max(largest, value))
+                # a factor HEADROOM about the values seen (runtime/automatic_dims), never below dynamo's least
+                self.bounds = {name: (max(s.lo, lower(self.seen[name][0])), upper(self.seen[name][1]))
                                for name, s in self.sizes.items()}
                 dynamic = {"dynamic": {"inputs": dynamic_shapes(self.sizes, self.bounds, len(tensors))}}
             try:
@@ -117,7 +123,8 @@ class CompiledGraph:
         if self.module is None:
             return self.gm(*args)
         if any(args[i] is not t or _version(t) != self.versions[i] for i, t in self.weights.items()) \
-                or any(args[slot] > self.bounds[name] for slot, name in self.slots.items()) \
+                or any(not self.bounds[name][0] <= args[slot] <= self.bounds[name][1]
+                       for slot, name in self.slots.items()) \
                 or any(float(args[i]) != value for i, value in self.scalars.items()):
             self.weights = {i: args[i] for i in self.weights}
             self.module = self._compile(list(args))

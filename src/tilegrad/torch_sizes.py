@@ -4,10 +4,11 @@ compiled for.
 
 Dynamo passes a symbolic size as an input of its own (a `SymInt` beside the tensors) and marks the tensors' axes
 with the same symbols. The backend compiles the graph once with those axes dynamic (`tilegrad.compile` with
-torch.export Dims named after the symbols) from the least value dynamo allows up to an upper bound: a few times
-the first value seen (`runtime/automatic_dims.upper`, as for an ONNX model's dimensions). A call beyond the
-bound compiles again with a bound from the new value, so memory planned for the largest value stays in
-proportion to what the model is called with.
+torch.export Dims named after the symbols) within bounds a factor four about the values seen
+(`runtime/automatic_dims.lower` and `upper`, as for an ONNX model's dimensions; never below the least value
+dynamo allows). A call beyond them compiles again with bounds from the new value, so memory planned for the
+largest value stays in proportion to what the model is called with, and the schedules, chosen at the bounds'
+geometric middle, suit the values the model is called with.
 """
 
 from __future__ import annotations
@@ -62,14 +63,14 @@ def sizes_of(gm: torch.fx.GraphModule, example_inputs: list, tensors: list[int])
     return slots, sizes
 
 
-def dynamic_shapes(sizes: dict[str, Size], bounds: dict[str, int], count: int) -> tuple:
-    """torch.export's dynamic_shapes for the `count` input tensors: each size's axis a Dim of its name, up to
-    its bound."""
+def dynamic_shapes(sizes: dict[str, Size], bounds: dict[str, tuple[int, int]], count: int) -> tuple:
+    """torch.export's dynamic_shapes for the `count` input tensors: each size's axis a Dim of its name, within
+    its (least, largest) bounds."""
     from torch.export import Dim
 
     specs: list[dict | None] = [None] * count
     for s in sizes.values():
-        dim = Dim(s.name, min=s.lo, max=bounds[s.name])
+        dim = Dim(s.name, min=bounds[s.name][0], max=bounds[s.name][1])
         for tensor, axis in s.places:
             specs[tensor] = {**(specs[tensor] or {}), axis: dim}
     return tuple(specs)

@@ -233,6 +233,20 @@ def test_dynamic_shapes_compile_once_up_to_a_bound_then_again_beyond_it(compiles
     assert len(compiles) == 2 and metrics.counters["torch_backend.compiled"] == 2
 
 
+def test_dynamic_shapes_are_bounded_a_factor_four_about_the_values_seen(compiles):
+    """The bounds sit a factor four below and above the values compiled for (their geometric middle is where the
+    schedules are chosen): a length of 40 admits 10 to 256; 5 compiles again, with the bounds widened down."""
+    module = SizeMixer().eval()
+    opt = torch.compile(module, backend="tilegrad", dynamic=True)
+    for shape in [(8, 40, 16), (3, 12, 16), (8, 250, 16)]:
+        x = torch.randn(*shape)
+        _assert_close(_run(opt, (x,)), module(x))
+    assert len(compiles) == 1
+    x = torch.randn(3, 5, 16)
+    _assert_close(_run(opt, (x,)), module(x))
+    assert len(compiles) == 2
+
+
 def test_a_second_shape_compiles_a_dynamic_module_not_an_eager_fallback(compiles):
     """Without dynamic=, dynamo recompiles with symbolic shapes when it sees a second shape: that graph is
     compiled with dynamic dimensions too, and a third shape compiles nothing."""
