@@ -77,6 +77,7 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
                 cb.started(run)
             sched = TaskScheduler.for_tasks(list(tasks), strategy=options.scheduler,
                                             initial_latencies=[s.best_s for s in states])
+            run.search_start = run.elapsed()
             while not _finished(run):
                 i = sched.next_task()
                 if i is None:
@@ -154,10 +155,13 @@ def _challenge(st: TaskState, batch: list[Candidate], results: list[MeasureResul
 
 
 def _finished(run: TuningRun) -> bool:
+    """Whether the trials are spent, or the budget is: the next round, at half its mean length, would end past
+    the time the final confirmation needs (so the rounds end about the deadline, early or late by half a round,
+    rather than late by a whole one)."""
     trials = run.options.trials
     deadline = run.deadline()
     return (trials is not None and run.done >= trials) or (
-        deadline is not None and run.clock() + run.confirmation_s() >= deadline)
+        deadline is not None and run.clock() + run.round_s() / 2 + run.confirmation_s() >= deadline)
 
 
 def _resume(states: list[TaskState], database: Database, from_defaults: bool) -> None:

@@ -71,6 +71,15 @@ class TuningRun:
     built: int = 0
     confirmed: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     """Per task key, the (default, best) latencies of the final confirmation, once it ran."""
+    search_start: float | None = None  # `elapsed()` when the first round began
+
+    def round_s(self) -> float:
+        """The mean seconds of a search round so far (0 before one ended): a round begun just before the deadline
+        ends about that long after it, and a task whose candidates are timed at several points (`range_task.py`)
+        has long ones."""
+        if self.search_start is None or not self.history:
+            return 0.0
+        return (self.history[-1][0] - self.search_start) / len(self.history)
 
     def elapsed(self) -> float:
         return self.clock() - self.start
