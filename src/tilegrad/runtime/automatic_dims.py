@@ -10,9 +10,9 @@ again). A call outside them (a value beyond either bound, or a fixed dimension t
 dynamic module again with the bounds widened, so the compiles a stream of calls pays grow with the logarithm of
 its range, not with the number of its shapes. The bounds are spread evenly in log scale about the values seen,
 a factor HEADROOM below and above, because the schedules are chosen at their geometric middle (`te/dims.
-representative`): from 1 instead, an image seen at 200 and 224 was scheduled for 32 x 32 and ran a 240 x 240
-call in twice the time its own bounds give (docs/dynamic.md). The first call's signature keeps its fixed module,
-as a fast path for the common shape.
+representative`): from 1 instead, an image size seen at 200 and 224 was scheduled for a far smaller one
+(the measurement: docs/dynamic.md). The first call's signature keeps its fixed module, as a fast path for the
+common shape.
 """
 
 from __future__ import annotations
