@@ -143,6 +143,11 @@ def _product_of(keys: tuple[str, ...], *sources) -> E.Expr:
     return out
 
 
+def ceildiv(d, n: int):
+    """ceil(d / n) for a size or an expression of dynamic dimensions (then simplified)."""
+    return dim(E.ceildiv(d, n)) if isinstance(d, E.Expr) else -(-int(d) // n)
+
+
 def product(shape: Sequence):
     out = 1
     for d in shape:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from .. import expr as E
-from ..dims import dim, representative
+from ..dims import ceildiv, representative
 from .. import tensor as te
 from ._arguments import check_same_dtype, int_tuple
 from ._window import Window, guarded_load
@@ -103,7 +103,7 @@ def im2col_conv2d_packed(x: te.Tensor, wm: te.Tensor, out_channels: int, kernel,
     win = Window.of("im2col_conv2d", (height, width), (kh, kw), stride, padding, dilation)
     stride, dilation, pads, (oh, ow) = win.stride, win.dilation, win.pads, win.out_sizes
     nr = position_tile(ow)
-    row_panels = dim(E.ceildiv(ow, nr)) if isinstance(ow, E.Expr) else -(-ow // nr)
+    row_panels = ceildiv(ow, nr)
     attrs = {"mr": mr, "nr": nr, "kernel": (kh, kw), "stride": stride, "padding": pads, "dilation": dilation}
     (sh, sw), (dh, dw), ((pt, _), (pl, _)) = stride, dilation, pads
 

@@ -190,10 +190,10 @@ def winograd_conv2d_transformed(x: te.Tensor, u: te.Tensor, out_channels: int, m
     oh, ow = dims.dim(height + sum(pads[0]) - 2), dims.dim(width + sum(pads[1]) - 2)
     if not (dims.provably_le(1, oh) and dims.provably_le(1, ow)):
         raise ShapeError(f"winograd_conv2d: a 3 x 3 kernel does not fit the padded input of {x.shape}")
-    th, tw = _ceildiv(oh, m), _ceildiv(ow, m)
+    th, tw = dims.ceildiv(oh, m), dims.ceildiv(ow, m)
     tiles = dims.dim(n * th * tw)
     mr = row_tile(dims.representative(tiles))  # a dynamic image's at the size its schedules are chosen for
-    tiling = _Tiling(m, th, tw, tiles, dims.dim(_ceildiv(tiles, mr) * mr))
+    tiling = _Tiling(m, th, tw, tiles, dims.dim(dims.ceildiv(tiles, mr) * mr))
     attrs = {"m": m, "mr": mr, "block": block, "tiles": tuple(dims.representative(t) for t in (n, th, tw)),
              "padding": pads}
     v = _input_transform(x, channels, tiling, pads, attrs, name)
@@ -274,11 +274,6 @@ def _output_transform(gemm: te.Tensor, tiling: _Tiling, shape, bias: te.Tensor |
 
     return te.compute((n, lanes // out_block, oh, ow, out_block), blocked, name=name, tag="winograd_conv2d",
                       attrs=attrs)
-
-
-def _ceildiv(a, b: int):
-    """ceil(a / b) for a size or an expression of dynamic dimensions."""
-    return dims.dim(E.ceildiv(a, b)) if isinstance(a, E.Expr) else -(-a // b)
 
 
 def _combine(terms, dtype: str) -> E.Expr:
