@@ -89,9 +89,8 @@ static inline __attribute__((always_inline)) float tg_expf(float x) {
   out = x < -87.0f ? 0.0f : out;
   return x != x ? x : out;
 }
-/* tanh: the odd Taylor series (to x^15, error < 1e-7) below 0.55, else 1 - 2 / (exp(2|x|) + 1); and erf: the
-   Taylor series (to x^13) below 0.5, else Abramowitz & Stegun 7.1.26 (relative error < 3e-7). Both branches are
-   computed and one is selected, so gcc vectorises them like tg_expf. */
+/* tanh: the odd Taylor series (to x^15, error < 1e-7) below 0.55, else 1 - 2 / (exp(2|x|) + 1). Both branches are
+   computed and one is selected, so gcc vectorises it like tg_expf. */
 static inline float tg_tanhf(float x) {
   float a = x < 0.0f ? -x : x;
   float x2 = x * x;
@@ -108,21 +107,22 @@ static inline float tg_tanhf(float x) {
   large = x < 0.0f ? -large : large;
   return x != x ? x : a < 0.55f ? small : large;
 }
+/* erf: one rational function x P(x^2) / Q(x^2), degrees 5 and 5 in x^2, fitted for the least relative error on
+   [0, 3.925] by reweighted least squares (float64: 2e-8; in float: under 4e-7, against 6e-7 for the Taylor series
+   and Abramowitz & Stegun 7.1.26 it replaced); past 3.925 erf rounds to 1 in float. Eleven multiply-adds and one
+   division, no exp and no second branch: a GELU epilogue is a large part of its product's time. */
 static inline float tg_erff(float x) {
   float a = x < 0.0f ? -x : x;
-  float x2 = x * x;
-  float small = x * ((((((0.00012055332981789664f * x2
-      + -0.0008548327023450852f) * x2
-      + 0.005223977625442188f) * x2
-      + -0.026866170645131252f) * x2
-      + 0.11283791670955126f) * x2
-      + -0.37612638903183754f) * x2
-      + 1.1283791670955126f);
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float poly = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
-  float large = 1.0f - poly * tg_expf(-(a < 10.0f ? a * a : 100.0f));
-  large = x < 0.0f ? -large : large;
-  return x != x ? x : a < 0.5f ? small : large;
+  a = a < 3.925f ? a : 3.925f;
+  float t = a * a;
+  float p = ((((2.046186637e-06f * t + 2.848340373e-04f) * t + 3.771943506e-03f) * t + 5.276741087e-02f) * t
+      + 1.905789971e-01f) * t + 1.128379107e+00f;
+  float q = ((((3.804895096e-05f * t + 1.163719222e-03f) * t + 1.498196833e-02f) * t + 1.141766757e-01f) * t
+      + 5.022289753e-01f) * t + 1.0f;
+  float r = a * p / q;
+  r = r < 1.0f ? r : 1.0f;
+  r = x < 0.0f ? -r : r;
+  return x != x ? x : r;
 }
 /* min and max propagate NaN from either side, as ONNX Runtime's Min and Max do (a NaN `a` fails every comparison,
    hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
