@@ -4,11 +4,14 @@
 `--lengths` log-spaced lengths in interleaved rounds (a pause between runtimes). With `--compare`, the model is
 tuned twice with the same budget, each dynamic kernel as one task over the points (Felix's descent on the
 features bound at every point, `tune/range_task.py`: "tuned") and with a task per point and a choice among their
-best ("apart"), and both are timed. Run:
+best ("apart"), and both are timed. Each tuning ends by timing the module at its sample points with the records and
+without ("confirmed_s", summed over the points), and compile replays the records only where they were faster
+("chosen": "tuned", else "untuned", and then the "tuned" module is the untuned one). Run:
 
     python benchmarks/tuned_dynamic.py                         # table
     python benchmarks/tuned_dynamic.py --budget 300 --json     # {"cpu", "isa", "tunings": {"tuned": {"tune_s",
-                                                               #  "trials", "points", "kernels"}}, "rows": [{"seq",
+                                                               #  "trials", "points", "kernels", "confirmed_s",
+                                                               #  "chosen"}}, "rows": [{"seq",
                                                                #  "untuned_ms", "tuned_ms", "onnxruntime_ms"}]}
     python benchmarks/tuned_dynamic.py --compare               # "apart" beside "tuned"
 
@@ -52,7 +55,7 @@ def _export(layers: int, path: Path) -> None:
             return self.model(input_ids=ids, use_cache=False).last_hidden_state
 
     ids = torch.zeros((1, 32), dtype=torch.int64)
-    program = torch.onnx.export(LastHidden(), (ids,), dynamic_shapes={"ids": {1: Dim("seq", min=1, max=HIGH)}},
+    program = torch.onnx.export(LastHidden().eval(), (ids,), dynamic_shapes={"ids": {1: Dim("seq", min=1, max=HIGH)}},
                                 dynamo=True, verbose=False)
     program.save(str(path))
 
@@ -71,8 +74,10 @@ def measure(layers: int, budget: float, count: int, rounds: int, repeats: int, c
             db = Path(tmp) / f"{label}.db"
             start = time.perf_counter()
             result = tilegrad.tune(path, db=db, dynamic=bounds, budget=budget, points_apart=apart, progress=False)
+            confirmed = result.graph
             tunings[label] = {"tune_s": time.perf_counter() - start, "trials": result.trials,
-                              "points": result.points, "kernels": len(result.distribution or {})}
+                              "points": result.points, "kernels": len(result.distribution or {}),
+                              "confirmed_s": confirmed and confirmed.seconds, "chosen": confirmed and confirmed.chosen}
             modules[label] = tilegrad.compile(path, dynamic=bounds, db=db)
         tuned = modules["tuned"]
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -122,7 +127,9 @@ def main(argv=None) -> int:
     print(f"CPU: {target.model} ({target.isa}); GPT-2 of {r['layers']} layers")
     for label, t in r["tunings"].items():
         print(f"{label}: {t['tune_s']:.0f} s, {t['trials']} candidates, {t['points']} points, {t['kernels']} dynamic "
-              "kernels scheduled")
+              "kernels scheduled" + (f"; the module at the points, untuned {t['confirmed_s']['untuned'] * 1e3:.2f} ms, "
+                                     f"with the records {t['confirmed_s']['tuned'] * 1e3:.2f} ms -> {t['chosen']}"
+                                     if t["chosen"] else ""))
     labels = ["untuned", *r["tunings"], "onnxruntime"]
     print(f"{'seq':>5} " + " ".join(f"{k[:11] + ' ms':>14}" for k in labels) + " "
           + " ".join(f"{k[:11] + '/tuned':>17}" for k in labels if k != "tuned") + f" {'err':>8}")

@@ -241,10 +241,14 @@ def _compile_passes_and_kernels(imported: Graph, options: CompileOptions) -> Com
         if options.db is None:
             return Compilation(backend.compile_graph(graph, None, None, machine), report, graph)
         from .tune.apply import BestRecords
+        from .tune.graph_choice import records_chosen
         from .tune.records import target_fingerprint
 
         with BestRecords(options.db, fingerprint=target_fingerprint(machine)) as chooser:  # this device's records
-            return Compilation(backend.compile_graph(graph, None, chooser, machine), report, graph)
+            replay = not dynamic or records_chosen(imported, chooser, opt_level=options.opt_level,
+                                                   disable=options.disable_passes, enable=options.enable_passes)
+            return Compilation(backend.compile_graph(graph, None, chooser if replay else None, machine), report,
+                               graph)
     from .tune.apply import BestRecords
     from .tune.graph_choice import chosen_graph
 

@@ -18,6 +18,7 @@ from tilegrad.ir.specialize import specialize_node
 from tilegrad.passes import optimize
 from tilegrad.te.specialize import specialize
 from tilegrad.tune.distribution import kernels_of, sample_points, sample_values
+from tilegrad.tune.graph_choice import graph_digest
 from tilegrad.tune.records import Database
 from tilegrad.tune.autotvm.annealing import AnnealingOptions
 from tilegrad.tune.autotvm.policy import AutoTVMPolicy
@@ -91,7 +92,30 @@ def test_tuning_for_a_distribution_records_each_dynamic_kernel_and_compile_repla
             # a sketch policy times each candidate at every point under the kernel's own key; AutoTVM's templates
             # tune the points apart, and the choice among their best is recorded after
             assert (best.origin == "distribution") == (policy is AUTOTVM)
-    _check_replayed(model, db, len(dynamic))
+    # the module was timed whole at the points with the records and without, and compile follows the faster
+    assert set(result.graph.seconds) == {"untuned", "tuned"}
+    _check_replayed(model, db, len(dynamic) if result.graph.chosen == "tuned" else 0)
+
+
+def test_compile_replays_a_distributions_records_only_where_the_module_timed_faster_with_them(tmp_path):
+    """The decision `confirm_dynamic` stores under the imported graph's digest: "untuned" leaves compile(dynamic=,
+    db=) building the module without the records, "tuned" replays them."""
+    model = _rows_model()
+    db = tmp_path / "tune.db"
+    tilegrad.tune(model, db=db, dynamic={"seq": (1, 64)}, samples={"seq": [4, 24]}, policy=SMALL, trials=8,
+                  confirm=0, recheck=0, progress=False)
+    imported = import_model(model, None, symbolic_shapes(model_inputs(model, None), {"seq": (1, 64)}))
+    dynamic = sum(k.dynamic for k in kernels_of(_graph(model, {"seq": (1, 64)}), [{"dyn_seq": 4}]))
+    for chosen, applied in (("untuned", 0), ("tuned", dynamic)):
+        with Database(db) as records:
+            records.set_graph_choice(graph_digest(imported, opt_level=2), {"choice": None, "chosen": chosen})
+        _check_replayed(model, db, applied)
+
+
+def test_a_dynamic_module_benchmarks_at_the_values_it_is_given():
+    module = tilegrad.compile(_rows_model(), dynamic={"seq": (1, 4096)})
+    assert module.benchmark(repeats=3, min_repeat_s=0.0, dims={"seq": 1}) < module.benchmark(repeats=3,
+                                                                                             min_repeat_s=0.0)
 
 
 def _check_replayed(model, db, dynamic_kernels: int):

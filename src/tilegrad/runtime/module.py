@@ -17,7 +17,7 @@ import ctypes
 import dataclasses
 import math
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -220,10 +220,13 @@ class Module:
             self._frames.give_back(frame)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def benchmark(self, repeats: int = 10, min_repeat_s: float = 0.05) -> float:
-        """Median latency in seconds, on random inputs (of the dynamic dimensions' largest values)."""
-        largest = {d.key: d.hi for d in self.spec.dims}
-        inputs = list(benchmark_inputs([BufferSpec(s.name, shape_at(s.shape, largest), s.dtype)
+    def benchmark(self, repeats: int = 10, min_repeat_s: float = 0.05,
+                  dims: Mapping[str, int] | None = None) -> float:
+        """Median latency in seconds, on random inputs at `dims` (a dynamic dimension's key or name -> its value;
+        those left out at their largest)."""
+        keys = {d.name: d.key for d in self.spec.dims}
+        values = {d.key: d.hi for d in self.spec.dims} | {keys.get(k, k): v for k, v in (dims or {}).items()}
+        inputs = list(benchmark_inputs([BufferSpec(s.name, shape_at(s.shape, values), s.dtype)
                                         for s in self.spec.inputs]).values())
         frame = self._frames.take()
         try:

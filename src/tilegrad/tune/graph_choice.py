@@ -8,7 +8,9 @@ compiles the estimate's pick and the default graph with the tuned schedules, and
 times them end to end, interleaved, and stores the fastest one's choice in the records database under a digest of
 the imported graph; `chosen_graph` builds that choice when it finds one, and falls back to the estimate otherwise.
 A tuning run whose records make the model slower (timed on a busy machine, say) thus leaves compile(db=) building
-the untuned model: a tuned model that timed slower end to end than the untuned one is not installed.
+the untuned model: a tuned model that timed slower end to end than the untuned one is not installed. A module
+with dynamic dimensions has one graph; `confirm_dynamic` times it with and without the records at the sample
+points of its dimensions, and `records_chosen` tells compile(dynamic=, db=) whether to replay them.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ class Untuned:
 
     module: Module
     compile_s: float  # with its libraries in the build cache, as they usually are: the passes and the code
-    latency_s: float
+    latency_s: float  # of one call; of one call at each sample point together, for a dynamic module
+    points: int = 1  # the sample points each round times a dynamic module at
 
     def confirmation_s(self, build_s: float, peers: int = 0) -> float:
         """About how long `confirm_graph` takes with this baseline: two more compiles, one of them building every
@@ -97,7 +100,8 @@ class Untuned:
         once a kernel is retuned: else the search runs on until the forecast jumps past the deadline and leaves
         nothing for the final confirmation."""
         rebuild_s = len(self.module.spec.kernels) * build_s / build_workers()
-        rounds_s = ROUNDS * (3 + peers) * (PAUSE_S + 5 * max(self.latency_s, MIN_REPEAT_S))
+        rounds_s = ROUNDS * (3 + peers) * (PAUSE_S + 5 * self.points * max(self.latency_s / self.points,
+                                                                            MIN_REPEAT_S))
         return 2 * self.compile_s + rebuild_s + rounds_s
 
 
@@ -106,6 +110,48 @@ def compile_untuned(imported: Graph, **passes) -> Untuned:
     module = compile_graph(build_variant(imported, **passes).graph)
     compiled = time.monotonic()
     return Untuned(module, compiled - start, module.benchmark(repeats=1, min_repeat_s=0.0))
+
+
+def compile_untuned_dynamic(graph: Graph, points: Sequence[Mapping[str, int]]) -> Untuned:
+    """The dynamic module of `graph` (optimised, its dimensions symbolic) with its default schedules, and one
+    call's latency at each of `points` (dimension -> value) together."""
+    start = time.monotonic()
+    module = compile_graph(graph)
+    compiled = time.monotonic()
+    latency = sum(module.benchmark(repeats=1, min_repeat_s=0.0, dims=p) for p in points)
+    return Untuned(module, compiled - start, latency, len(points))
+
+
+def confirm_dynamic(graph: Graph, digest: str, db, points: Sequence[Mapping[str, int]], *,
+                    untuned: Untuned | None = None, deadline: float | None = None) -> GraphDecision:
+    """Time the dynamic module of `graph` untuned and with the records of `db`, at every one of `points` in each
+    of the interleaved rounds (as `confirm_graph`, `deadline` too), by the sum of a call at each point: what a
+    server that sees the points equally often spends. Store which was faster under `digest` (the imported
+    graph's, `graph_digest`), so that compile(dynamic=, db=) replays the records only where they paid."""
+    untuned = untuned or compile_untuned_dynamic(graph, points)
+    with BestRecords(db) as chooser:
+        modules = {UNTUNED: untuned.module, "tuned": compile_graph(graph, choose=chooser)}
+        times: dict[str, list[float]] = {label: [] for label in modules}
+        for done in range(ROUNDS if deadline is None else MAX_ROUNDS):
+            started = time.monotonic()
+            for label, module in modules.items():
+                time.sleep(PAUSE_S)
+                times[label].append(sum(module.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S, dims=p)
+                                        for p in points))
+            if deadline is not None and done + 1 >= MIN_ROUNDS and 2 * time.monotonic() - started > deadline:
+                break
+        seconds = {label: statistics.median(ts) for label, ts in times.items()}
+        chosen = min(seconds, key=seconds.get)
+        chooser.db.set_graph_choice(digest, {"choice": None, "fusion": "rules", "seconds": seconds,
+                                             "chosen": chosen})
+        return GraphDecision(seconds, chosen)
+
+
+def records_chosen(imported: Graph, chooser: BestRecords, **passes) -> bool:
+    """Whether compile(dynamic=, db=) replays the records on the graph of `imported`: unless `confirm_dynamic`
+    timed the module faster without them."""
+    decision = chooser.db.graph_choice(graph_digest(imported, **passes))
+    return decision is None or decision.get("chosen") != UNTUNED
 
 
 def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: Untuned | None = None,

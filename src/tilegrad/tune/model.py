@@ -19,7 +19,7 @@ from .callbacks import default_callbacks
 from .cost_model import CostModel
 from .distribution import choose_for_distribution, kernels_of, point_tasks, sample_points
 from .features.extract import feature_count
-from .graph_choice import compile_untuned, confirm_graph
+from .graph_choice import compile_untuned, compile_untuned_dynamic, confirm_dynamic, confirm_graph, graph_digest
 from .measure import Measurer
 from .range_task import PointsMeasurer, RangeTask
 from .records import machine_fingerprint
@@ -116,21 +116,31 @@ def _tune_for_distribution(model, *, db, dynamic, samples, points_apart: bool, i
     from ..frontend.load import onnx_proto
     from ..frontend.onnx_inputs import model_inputs, symbolic_shapes
 
+    started = time.monotonic()
     proto = onnx_proto(model)
     if proto is None:
         raise TilegradError("tune(dynamic=) applies to an ONNX model (a path, bytes or onnx.ModelProto)")
     shapes = {**(input_shapes or {}), **symbolic_shapes(model_inputs(proto, input_shapes), dynamic)}
-    graph, _ = optimize(import_model(proto, None, shapes), opt_level)
+    imported = import_model(proto, None, shapes)
+    graph, _ = optimize(imported, opt_level)
     del proto
-    kernels = kernels_of(graph, sample_points(graph, samples))
+    at = sample_points(graph, samples)
+    kernels = kernels_of(graph, at)
     points = max(len(k.at_points) for k in kernels)
+    timed_here = measurer is None or measurer.fingerprint in (None, machine_fingerprint())
+    untuned = compile_untuned_dynamic(graph, at) if timed_here else None
+    before = time.monotonic() - started
+
+    def after_s(run: TuningRun) -> float:  # what came before the search, and the module's confirmation after
+        return before + (untuned.confirmation_s(run.build_s) if untuned is not None else 0.0)
+
     own = measurer is None
     measurer = measurer or Measurer()
     try:
         if not points_apart and getattr(make_policy(policy), "space_for", None) is None:
             tasks = list({t.key: t for t in (k.as_range_task() if k.dynamic else k.task for k in kernels)}.values())
             result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=PointsMeasurer(measurer),
-                                callbacks=callbacks)
+                                callbacks=callbacks, outside_s=after_s)
             result.distribution = {r.task.key: r.best_s for r in result.tasks
                                    if isinstance(r.task, RangeTask) and math.isfinite(r.best_s)}
         else:
@@ -138,7 +148,7 @@ def _tune_for_distribution(model, *, db, dynamic, samples, points_apart: bool, i
             crossings = sum(len(k.at_points) ** 2 for k in kernels if k.dynamic)  # each point's best, the default
 
             def outside_s(run: TuningRun) -> float:  # at the seconds per candidate so far, the defaults counted
-                return crossings * run.elapsed() / (run.done + len(tasks))
+                return crossings * run.elapsed() / (run.done + len(tasks)) + after_s(run)
 
             result = tune_tasks(tasks, db, policy, options, cost_model=cost_model, measurer=measurer,
                                 callbacks=callbacks, outside_s=outside_s)
@@ -147,6 +157,12 @@ def _tune_for_distribution(model, *, db, dynamic, samples, points_apart: bool, i
         if own:
             measurer.close()
     result.points = points
+    if untuned is not None and result.trials:
+        deadline = None if options.budget is None else started + options.budget
+        result.graph = confirm_dynamic(graph, graph_digest(imported, opt_level=opt_level), db, at, untuned=untuned,
+                                       deadline=deadline)
+        for cb in callbacks:
+            cb.graph_confirmed(result.graph)
     return result
 
 
