@@ -38,6 +38,20 @@ def test_one_module_runs_every_image_size_within_the_bounds(ceil_mode):
     assert _compiles() == before  # nothing compiled for any size
 
 
+def test_an_int8_model_over_a_dynamic_image_size_computes_what_its_fixed_sizes_do():
+    """tilegrad.quantize's QDQ model compiled once over the bounds: at each size the bytes of a module compiled for
+    that size alone (int8 rounds as tilegrad does everywhere, so the reference is tilegrad's own fixed module)."""
+    rng = np.random.default_rng(0)
+    model = tilegrad.quantize(image_net(), [{"x": rng.standard_normal((1, 3, 48, 48)).astype(np.float32)}],
+                              "max_min").model
+    module = tilegrad.compile(model, dynamic=BOUNDS)
+    for n, h, w in [(2, 37, 53), (1, 96, 64)]:
+        x = rng.standard_normal((n, 3, h, w)).astype(np.float32)
+        fixed = tilegrad.compile(model, input_shapes={"x": [n, 3, h, w]})
+        for got, want in zip(module(x), fixed(x)):
+            np.testing.assert_array_equal(got, want, err_msg=f"shape {x.shape}")
+
+
 def test_a_resize_by_a_fraction_of_a_dynamic_size_rounds_down_as_onnx_does():
     model = image_net(resize_scale=0.5)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

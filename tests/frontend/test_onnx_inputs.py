@@ -72,6 +72,9 @@ def test_input_shapes_fix_symbolic_dimensions_and_are_checked():
         model_inputs(model, {"z": (2, 5)})
     with pytest.raises(ShapeError, match="3 dimension"):
         model_inputs(model, {"x": (2, 4, 1)})
+    for shape in (("N", 4), (2.5, 4), (-1, 4)):  # a name or a fraction is not a size: dynamic= bounds names
+        with pytest.raises(ShapeError, match=r"input 'x' the shape .*: it fixes every dimension to a whole number"):
+            model_inputs(model, {"x": shape})
 
 
 def test_a_specialised_model_holds_the_values_and_matches_onnxruntime():

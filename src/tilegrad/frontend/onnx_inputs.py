@@ -12,6 +12,7 @@ are floats; an If's condition and a Loop's trip count decide which nodes exist).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
 
@@ -81,7 +82,7 @@ def model_inputs(proto, input_shapes: Mapping[str, Sequence[int]] | None = None)
         dtype = onnx_dtype(tensor.elem_type, f"input {vi.name!r}")
         dims = _declared_dims(tensor)
         if vi.name in shapes:
-            dims = _fixed(vi.name, tuple(int(d) for d in shapes[vi.name]), dims)
+            dims = _fixed(vi.name, shapes[vi.name], dims)
         empty = dims is not None and 0 in dims  # its value is known: no elements
         out.append(ModelInput(vi.name, dtype, dims, () if empty else tuple(uses.get(vi.name, ())), kind))
     return tuple(out)
@@ -166,8 +167,12 @@ def _declared_dims(tt) -> tuple[int | str, ...] | None:
     return tuple(declared_dim(d) for d in tt.shape.dim)
 
 
-def _fixed(name: str, shape: tuple[int, ...], declared: tuple[int | str, ...] | None) -> tuple[int, ...]:
-    """`shape` from input_shapes, checked against the declared rank and static dimensions."""
+def _fixed(name: str, given: Sequence, declared: tuple[int | str, ...] | None) -> tuple[int, ...]:
+    """The shape `given` by input_shapes, checked: whole numbers, the declared rank and static dimensions."""
+    if not all(isinstance(d, numbers.Integral) and d >= 0 for d in given):
+        raise ShapeError(f"input_shapes gives input {name!r} the shape {list(given)}: it fixes every dimension to a "
+                         f"whole number; a dimension that varies keeps its name in the model, bounded by dynamic=")
+    shape = tuple(int(d) for d in given)
     if declared is not None and len(shape) != len(declared):
         raise ShapeError(f"input_shapes gives input {name!r} {len(shape)} dimension(s), {shape}, but the model "
                          f"declares {len(declared)}")
