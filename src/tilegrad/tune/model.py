@@ -44,7 +44,8 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     with its own settings. With `algorithms`, the kernels of each convolution's other algorithms (and of the
     attention kernels' other softmax form) are tuned too, and compile picks them by the records (algorithms.py).
     With `fusion_plans`, the kernels of the stitched fusion plan are tuned too, and `compile(db=,
-    fusion="stitch")` keeps whichever plan's kernels are faster. `callbacks` run after the default ones (say, `report.WriteReport`). `measurer` builds and times the
+    fusion="stitch")` keeps whichever plan's kernels are faster. `callbacks` run after the default ones (say,
+    `report.WriteReport`). `measurer` builds and times the
     candidates (default: on this machine; `measure.ray_cluster.ray_measurer(...)` on a Ray cluster), and is
     left open for the caller to close. Then, if the candidates were timed on a machine like this one, the graph
     the records choose is timed whole against the default graph, tuned and untuned, and the fastest one is what
@@ -57,7 +58,9 @@ def tune(model, *, db: str | Path, input_shapes: Mapping[str, Sequence[int]] | N
     (values per dimension) or a few log-spaced ones, each kernel's schedule the best on their mean: a sketch
     policy searches each dynamic kernel as one task over the points (`range_task.py`), unless `points_apart`
     asks for a task per point and a choice among their best after (`distribution.py`; what AutoTVM's templates
-    always do). `compile(dynamic=, db=)` then replays it on the symbolic kernels."""
+    always do). Then, timed on this machine, the module is timed whole at the points with the records and
+    without (`graph_choice.confirm_dynamic`; `TuneResult.graph`), and `compile(dynamic=, db=)` replays the records
+    on the symbolic kernels only where the module ran faster with them."""
     if dynamic:
         if target not in TARGETS or not backend_for(TARGETS[target]()).symbolic_dims or example_inputs is not None:
             raise TilegradError(f"tune(dynamic=) tunes an ONNX model's dynamic dimensions for a target that compiles "
