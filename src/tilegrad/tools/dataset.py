@@ -466,9 +466,33 @@ class Dataset:
     without_features: int  # records left out because their program's features are not derived
 
 
-def load_dataset(db_path: str | Path, tasks: list[Task], peaks=None) -> Dataset:
+def load_dataset(db_path: str | Path, tasks: list[Task], peaks=None, workers: int = 1) -> Dataset:
     """The records of `tasks` on this machine, with the features of each program (from its origin) and its
-    speed (`speed_of` with the machine's `peaks`)."""
+    speed (`speed_of` with the machine's `peaks`). Deriving a task's features takes most of a second (its
+    sketches lowered symbolically), so `workers` processes share the tasks, in contiguous chunks whose results
+    are joined in the tasks' order: the same dataset whatever their number."""
+    count = max(1, min(workers, len(tasks)))
+    size = max(1, -(-len(tasks) // count))
+    chunks = [tasks[k:k + size] for k in range(0, len(tasks), size)]
+    if count == 1:
+        parts = [_task_rows(db_path, chunk, peaks) for chunk in chunks]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawned, not forked: a fork of a process whose torch and OpenMP threads are running may hang
+        with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(_task_rows, [db_path] * len(chunks), chunks, [peaks] * len(chunks)))
+    xs = [x for part in parts for x in part[0]]
+    if not xs:
+        raise ValueError(f"{db_path}: no records of the suite's tasks on this machine; run `generate` first")
+    return Dataset(np.concatenate(xs), np.concatenate([t for part in parts for t in part[1]]),
+                   np.asarray([g for part in parts for g in part[2]]), sum(part[3] for part in parts))
+
+
+def _task_rows(db_path: str | Path, tasks: list[Task], peaks) -> tuple[list, list, list, int]:
+    """`load_dataset`'s rows of `tasks`: per task with records, its programs' features and speeds; the task key
+    per row; and how many records were left out for want of features."""
     xs, tps, groups, dropped = [], [], [], 0
     with Database(db_path) as db:
         for task in tasks:
@@ -489,9 +513,7 @@ def load_dataset(db_path: str | Path, tasks: list[Task], peaks=None) -> Dataset:
             xs.append(x[ok])
             tps.append(speed_of(task, np.array(list(latency.values()))[ok], peaks))
             groups += [task.key] * int(ok.sum())
-    if not xs:
-        raise ValueError(f"{db_path}: no records of the suite's tasks on this machine; run `generate` first")
-    return Dataset(np.concatenate(xs), np.concatenate(tps), np.asarray(groups), dropped)
+    return xs, tps, groups, dropped
 
 
 def _top1_throughput(model, x: np.ndarray, tp: np.ndarray, groups: np.ndarray) -> float:
@@ -532,7 +554,7 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
     if unknown:
         raise ValueError(f"held-out models {sorted(unknown)} are not in the {suite} suite")
     model = MLPCostModel(seed=seed, threads=threads, label=label)
-    data = load_dataset(db_path, loaded.tasks, labelling_peaks(model))
+    data = load_dataset(db_path, loaded.tasks, labelling_peaks(model), workers=threads)
     in_validation = np.array([bool(loaded.models[key] & held_out) for key in data.groups])
     val, fit = np.flatnonzero(in_validation), np.flatnonzero(~in_validation)
     if not len(fit) or not len(val):
@@ -583,7 +605,8 @@ def main(argv: list[str] | None = None) -> None:
     tr.add_argument("--epochs", type=int, default=TRAIN_EPOCHS)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--suite", choices=sorted(SUITES), default="full")
-    tr.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    tr.add_argument("--threads", type=int, default=1,
+                    help="torch threads for training, and processes deriving the programs' features")
     tr.add_argument("--label", choices=LABELS, default="task",
                     help="what the model predicts: the fraction of the roofline, or of the task's best")
     tr.add_argument("--held-out", default=None,

@@ -159,6 +159,11 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     dataset.main(generate)  # every task already has its programs: nothing is measured again
     assert "measured 0 programs" in capsys.readouterr().out
 
+    tasks_of_suite = dataset.suite_tasks("small")
+    one, two = (dataset.load_dataset(db, tasks_of_suite, workers=w) for w in (1, 2))
+    assert np.array_equal(one.x, two.x, equal_nan=True) and np.array_equal(one.throughput, two.throughput)
+    assert list(one.groups) == list(two.groups) and one.without_features == two.without_features
+
     dataset.main(["train", "--db", str(db), "--out", str(out), "--epochs", "2", "--suite", "small"])
     provenance = json.loads(out.with_suffix(".json").read_text())
     assert provenance["programs"] == 4 * tasks and provenance["tasks"] == tasks
