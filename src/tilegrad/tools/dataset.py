@@ -468,9 +468,9 @@ class Dataset:
 
 def load_dataset(db_path: str | Path, tasks: list[Task], peaks=None, workers: int = 1) -> Dataset:
     """The records of `tasks` on this machine, with the features of each program (from its origin) and its
-    speed (`speed_of` with the machine's `peaks`). Deriving a task's features takes most of a second (its
-    sketches lowered symbolically), so `workers` processes share the tasks, in contiguous chunks whose results
-    are joined in the tasks' order: the same dataset whatever their number."""
+    speed (`speed_of` with the machine's `peaks`). Deriving the features (each task's sketches lowered
+    symbolically) is most of training's time, so `workers` processes share the tasks, in contiguous chunks whose
+    results are joined in the tasks' order: the same dataset whatever their number."""
     count = max(1, min(workers, len(tasks)))
     size = max(1, -(-len(tasks) // count))
     chunks = [tasks[k:k + size] for k in range(0, len(tasks), size)]
