@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..executor import compile_graph
@@ -131,15 +131,9 @@ def confirm_dynamic(graph: Graph, digest: str, db, points: Sequence[Mapping[str,
     untuned = untuned or compile_untuned_dynamic(graph, points)
     with BestRecords(db) as chooser:
         modules = {UNTUNED: untuned.module, "tuned": compile_graph(graph, choose=chooser)}
-        times: dict[str, list[float]] = {label: [] for label in modules}
-        for done in range(ROUNDS if deadline is None else MAX_ROUNDS):
-            started = time.monotonic()
-            for label, module in modules.items():
-                time.sleep(PAUSE_S)
-                times[label].append(sum(module.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S, dims=p)
-                                        for p in points))
-            if deadline is not None and done + 1 >= MIN_ROUNDS and 2 * time.monotonic() - started > deadline:
-                break
+        times = _interleaved_rounds({label: lambda m=m: sum(m.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S, dims=p)
+                                                            for p in points) for label, m in modules.items()},
+                                    deadline)
         seconds = {label: statistics.median(ts) for label, ts in times.items()}
         chosen = min(seconds, key=seconds.get)
         chooser.db.set_graph_choice(digest, {"choice": None, "fusion": "rules", "seconds": seconds,
@@ -173,14 +167,10 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
             candidates["estimate"] = estimate
         modules = {label: untuned.module if label == UNTUNED else compile_graph(v.graph, choose=chooser)
                    for label, v in candidates.items()}
-        times: dict[str, list[float]] = {label: [] for label in modules}
         peer_times: dict[str, list[float]] = {label: [] for label in peers or {}}
         why_not: dict[str, str] = {}
-        for done in range(ROUNDS if deadline is None else MAX_ROUNDS):
-            started = time.monotonic()
-            for label, module in modules.items():
-                time.sleep(PAUSE_S)  # let the other module's threads go idle
-                times[label].append(module.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S))
+
+        def time_peers() -> None:
             for label in [p for p in peer_times if p not in why_not]:
                 time.sleep(PAUSE_S)
                 seconds, why = peers[label](untuned.module.spec.inputs)
@@ -188,8 +178,9 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
                     why_not[label] = why
                 else:
                     peer_times[label].append(seconds)
-            if deadline is not None and done + 1 >= MIN_ROUNDS and 2 * time.monotonic() - started > deadline:
-                break
+
+        times = _interleaved_rounds({label: lambda m=m: m.benchmark(repeats=3, min_repeat_s=MIN_REPEAT_S)
+                                     for label, m in modules.items()}, deadline, time_peers)
         seconds = {label: statistics.median(ts) for label, ts in times.items()}
         chosen = min(seconds, key=seconds.get)
         winner = candidates[chosen]
@@ -200,3 +191,21 @@ def confirm_graph(imported: Graph, db, *, fusion_plans: bool = False, untuned: U
         timed_peers = {label: (statistics.median(ts), "") if ts else (None, why_not[label])
                        for label, ts in peer_times.items()}
         return GraphDecision(seconds, chosen, timed_peers)
+
+
+def _interleaved_rounds(timers: Mapping[str, Callable[[], float]], deadline: float | None,
+                        also: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """Each of `timers` (label -> a timing in seconds) once per round, after a pause that lets the last one's
+    threads go idle, then `also`; ROUNDS rounds without a `deadline`, else until the next round would end past it
+    (MIN_ROUNDS at least, MAX_ROUNDS at most). Returns each label's timings."""
+    times: dict[str, list[float]] = {label: [] for label in timers}
+    for done in range(ROUNDS if deadline is None else MAX_ROUNDS):
+        started = time.monotonic()
+        for label, timer in timers.items():
+            time.sleep(PAUSE_S)
+            times[label].append(timer())
+        if also is not None:
+            also()
+        if deadline is not None and done + 1 >= MIN_ROUNDS and 2 * time.monotonic() - started > deadline:
+            break
+    return times
