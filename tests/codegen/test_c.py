@@ -209,8 +209,8 @@ def test_a_select_between_reads_in_bounds_is_a_blend_of_bits():
     blended = te.compute((16, 8), lambda i, j: E.select(i < 15, a[E.minimum(i + 1, 15), j], 0.0), name="B")
     src = build(default_schedule(blended)).source
     assert "= TG_BLEND_F32(" in src
-    reg = "zmm" if host().vector_lanes == 16 else "ymm"
-    assert re.search(rf"v[a-z]+\s.*%{reg}", assemble(src)), "the blended select was not vectorised"
+    # rows of 8 float32s fill a ymm register; an AVX-512 host keeps them in ymm too
+    assert re.search(r"v[a-z]+\s.*%[yz]mm", assemble(src)), "the blended select was not vectorised"
     x = np.arange(128, dtype="float32").reshape(16, 8)
     x[15] = np.nan  # read (clamped) by row 15, whose condition chooses 0
     want = np.concatenate([x[1:], np.zeros((1, 8), "float32")])
