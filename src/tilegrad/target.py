@@ -18,6 +18,7 @@ from pathlib import Path
 class Target:
     kind: str = "cpu"
     model: str = ""  # the CPU's model name
+    vendor: str = ""  # the CPU's vendor id (GenuineIntel, AuthenticAMD, ...), where a rule differs by microarchitecture
     flags: frozenset[str] = frozenset()  # ISA extensions (avx2, avx512f, fma, neon, ...)
     vector_bits: int = 256  # the widest vector register the generated code uses
     cores: int = 1
@@ -81,10 +82,10 @@ class Target:
 @functools.lru_cache(maxsize=1)
 def host() -> Target:
     """This machine, read from /proc/cpuinfo and sysfs; defaults where they are absent."""
-    model, flags = _cpuinfo()
+    model, vendor, flags = _cpuinfo()
     vector_bits = 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
     caches = _cache_sizes()
-    return Target(model=model, flags=flags, vector_bits=vector_bits, cores=os.cpu_count() or 1,
+    return Target(model=model, vendor=vendor, flags=flags, vector_bits=vector_bits, cores=os.cpu_count() or 1,
                   cache_line_bytes=caches.get("line", 64), l1d_bytes=caches.get("L1d", 32 * 1024),
                   l2_bytes=caches.get("L2", 512 * 1024), l3_bytes=caches.get("L3", 16 * 1024 * 1024))
 
@@ -135,8 +136,8 @@ def cuda() -> Target:
 TARGETS = {"cpu": host, "cuda": cuda}
 
 
-def _cpuinfo() -> tuple[str, frozenset[str]]:
-    model, flags = "", frozenset()
+def _cpuinfo() -> tuple[str, str, frozenset[str]]:
+    model, vendor, flags = "", "", frozenset()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -144,11 +145,13 @@ def _cpuinfo() -> tuple[str, frozenset[str]]:
                 key = key.strip()
                 if key == "model name" and not model:
                     model = value.strip()
+                elif key == "vendor_id" and not vendor:
+                    vendor = value.strip()
                 elif key in ("flags", "Features") and not flags:
                     flags = frozenset(value.split())
     except OSError:
         pass
-    return model or platform.processor() or platform.machine(), flags
+    return model or platform.processor() or platform.machine(), vendor, flags
 
 
 def _cache_sizes() -> dict[str, int]:

@@ -27,9 +27,9 @@ CONV_OPS = {"direct": "blocked_conv", "im2col": "im2col_conv", "winograd2": "win
             "winograd4": "winograd_conv"}
 
 
-def _run(g, **options):
-    """The pass alone; the result and its notes."""
-    ctx = PassContext(1, options=options)
+def _run(g, target=None, **options):
+    """The pass alone (for `target`, default this machine); the result and its notes."""
+    ctx = PassContext(1, target=target or host(), options=options)
     return conv_algorithm(g, ctx), ctx.notes
 
 
@@ -107,13 +107,26 @@ def _conv_graph(convs, size):
     (32, 2, 5, 1, "im2col"),  # a row of two columns: two accumulators are too few FMA chains
 ])
 def test_the_default_choice_follows_the_estimates(channels, size, kernel, stride, algorithm):
+    """With AVX2 (8 lanes)."""
     g, _ = _conv_graph([(channels, 0, 0, ""), (channels, kernel, stride, "conv")], size)
-    out, (note,) = _run(g)
+    out, (note,) = _run(g, Target.with_lanes(8))
     assert _ops(out) == [CONV_OPS[algorithm]]
     assert note.startswith(f"conv: {algorithm} (cheapest estimate); multiplies: direct ")
     assert "estimated multiply-adds: direct" in note
     if algorithm.startswith("winograd"):
         assert out.nodes[0].attrs["m"] == int(algorithm[-1])
+
+
+@pytest.mark.parametrize("channels,size,algorithm", [
+    (64, 56, "winograd4"),
+    (128, 28, "winograd4"),
+    (256, 14, "winograd2"),  # each FMA does twice the work a streamed weight costs with 8 lanes: larger weights lose
+    (512, 7, "winograd2"),
+])
+def test_with_avx512_streamed_weights_cost_twice_the_multiply_adds(channels, size, algorithm):
+    g, _ = _conv_graph([(channels, 0, 0, ""), (channels, 3, 1, "conv")], size)
+    out, (note,) = _run(g, Target.with_lanes(16))
+    assert note.startswith(f"conv: {algorithm} (cheapest estimate)")
 
 
 @pytest.mark.parametrize("algorithm", ["direct", "im2col", "winograd2", "winograd4"])

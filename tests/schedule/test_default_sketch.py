@@ -198,7 +198,7 @@ def test_random_points_of_each_rule_match_the_interpreter(rule, data):
 NON_DIVIDING = [  # tiles that leave tails, with the other choices off their defaults
     ("packed_matmul_37x29x13_bt", {"C_mb": 30, "C_nc": 2, "C_order": 1, "C_grain": 2, "C_padded_unroll": 0}),
     ("packed_matmul_200x64x96", {"C_mb": 66, "C_nc": 4, "C_grain": 2, "C_order": 0}),
-    ("packed_matmul_70x70x40", {"C_padded_kblocks": 4, "C_mb": 54, "C_padded_grain": 1}),  # k: 3 x 18 + 16
+    ("packed_matmul_70x70x40", {"C_padded_kblocks": 4, "C_mb": 54, "C_grain": 1}),  # k: 3 x 18 + 16
     ("packed_matmul_70x70x40", {"C_padded_kblocks": 2, "C_mb": 30, "C_padded_unroll": 0}),
     ("packed_conv2d_o11_block8", {"Y_blocks": 2, "Y_wr": 3, "Y_blocked_taps_outer": 1, "Y_grain": 1}),
     ("conv2d_nchwc_c4", {"Y_wr": 3, "Y_local_taps_outer": 1, "Y_local_unroll": 0, "Y_grain": 2}),

@@ -21,7 +21,7 @@ N*O*OH*OW*C*KH*KW, slowed by its register tile where it holds fewer than 4 colum
 the last one guarded where it does not divide the width) and by that tail's padding; the same for
 im2col, slowed by a constant factor, plus building its columns; Winograd's (m + 2)^2 multiplies per tile over
 ceil(OH/m) * ceil(OW/m) tiles per channel pair, plus the terms of its input and output transforms; and for each,
-WEIGHT_LOAD per weight element streamed from memory (Winograd's weights are (m + 2)^2 / 9 times larger, which is
+`weight_load` per weight element streamed from memory (Winograd's weights are (m + 2)^2 / 9 times larger, which is
 what makes F(2, 3) beat F(4, 3) on the 512-channel 7 x 7 layer). The constants come from timings of the four
 kernels on ResNet-50's 3 x 3 layers and a few other shapes (docs/benchmark-history.md, "Cost constants of the
 conv_algorithm pass"), so Winograd is picked where it applies and the estimate says so (from about 16 channels up,
@@ -65,7 +65,7 @@ DIRECT_COLUMNS = 7  # the direct kernel's widest register tile: 7 output columns
 DIRECT_FULL_SPEED = 4  # register-tile columns from which the direct kernel keeps the FMA units busy
 IM2COL_SLOWDOWN = 1.5  # im2col's GEMM against a well-tiled direct convolution
 TRANSFORM = 2.0  # multiply-adds per term of a Winograd transform or element of im2col's columns
-WEIGHT_LOAD = 7.0  # multiply-adds per weight element streamed from memory
+WEIGHT_LOAD_PER_LANE = 7.0 / 8  # per float32 lane of the vector: `weight_load`
 
 
 class ConvChoice(NamedTuple):
@@ -129,17 +129,28 @@ def multiplies(x: Value, w: Value, attrs: dict) -> dict[str, int]:
     return out
 
 
-def estimate_costs(x: Value, w: Value, attrs: dict) -> dict[str, float]:
+def weight_load(target: Target) -> float:
+    """Multiply-adds that streaming one weight element from memory costs: 7 with AVX2 (fitted on ResNet-50's
+    layers, above), as many more as the vector has lanes beyond 8. The bytes a core streams per second are about
+    the same on these machines while an FMA does twice the work with AVX-512, so Winograd's four-times larger
+    weights cost twice the FMAs there: on a Sapphire Rapids the constant of AVX2 kept F(4, 3) on the 14 x 14
+    layers and F(2, 3) on the 7 x 7, whose weights then streamed at 95-100 GFLOP/s (docs/benchmarks.md, machine
+    E)."""
+    return WEIGHT_LOAD_PER_LANE * target.vector_lanes
+
+
+def estimate_costs(x: Value, w: Value, attrs: dict, target: Target) -> dict[str, float]:
     """Each applicable algorithm's estimated cost in multiply-adds (the module docstring gives the model)."""
     n, c, o, oh, ow, kh, kw = _shape(x, w, attrs)
+    load = weight_load(target)
     macs = multiplies(x, w, attrs)
     columns = row_tile(ow, DIRECT_COLUMNS)
     slowdown = max(1.0, DIRECT_FULL_SPEED / columns) * -(-ow // columns) * columns / ow  # the tail tile's padding
     weights = o * c * kh * kw
-    costs = {"direct": macs["direct"] * slowdown + WEIGHT_LOAD * weights}
+    costs = {"direct": macs["direct"] * slowdown + load * weights}
     width = -(-ow // im2col.position_tile(ow)) * im2col.position_tile(ow)
     costs["im2col"] = (macs["direct"] * IM2COL_SLOWDOWN + TRANSFORM * n * oh * width * c * kh * kw
-                       + WEIGHT_LOAD * weights)
+                       + load * weights)
     for m in (2, 4):
         if f"winograd{m}" in macs:
             th, tw = -(-oh // m), -(-ow // m)
@@ -147,7 +158,7 @@ def estimate_costs(x: Value, w: Value, attrs: dict) -> dict[str, float]:
             padded_input = n * c * (th * m + 2) * (tw * m + 2)
             transforms = _winograd_terms(m, "BT") * tiles * c + _winograd_terms(m, "AT") * tiles * o + padded_input
             costs[f"winograd{m}"] = (macs[f"winograd{m}"] + TRANSFORM * transforms
-                                     + WEIGHT_LOAD * (m + 2) ** 2 * o * c)
+                                     + load * (m + 2) ** 2 * o * c)
     return costs
 
 
@@ -163,9 +174,9 @@ def _requested(node: Node, options: dict) -> tuple[str | None, bool]:
     return choice, by_name
 
 
-def choose(node: Node, x: Value, w: Value, options: dict) -> tuple[str, dict[str, float], str]:
+def choose(node: Node, x: Value, w: Value, options: dict, target: Target) -> tuple[str, dict[str, float], str]:
     """The algorithm for a convolution node, the estimates, and why it was chosen."""
-    costs = estimate_costs(x, w, node.attrs)
+    costs = estimate_costs(x, w, node.attrs, target)
     choice, by_name = _requested(node, options)
     if choice is not None and choice in costs:
         return choice, costs, "by option"
@@ -227,7 +238,7 @@ def _conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, b
     a = node.attrs
     if a["group"] != 1:
         return _grouped_conv2d(ed, node, ctx, x, w, bias)
-    algorithm, costs, why = choose(node, x, w, ctx.options)
+    algorithm, costs, why = choose(node, x, w, ctx.options, ctx.target)
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())
     ctx.note(f"{node.name}: {algorithm} ({why}); multiplies: {counts}; estimated multiply-adds: {estimates}")

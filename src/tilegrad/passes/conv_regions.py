@@ -27,9 +27,10 @@ from typing import NamedTuple
 
 from ..ir.graph import Node, Value
 from ..te.dims import is_static, representative
+from ..target import Target
 from ..te.tiling import row_tile
 from .context import PassContext
-from .conv_algorithm import DIRECT_COLUMNS, TRANSFORM, WEIGHT_LOAD
+from .conv_algorithm import DIRECT_COLUMNS, TRANSFORM, weight_load
 from .editor import GraphEditor, map_nodes
 
 MIN_GAIN = 0.1  # the fraction of the whole convolution's estimated cost the regions must save
@@ -89,8 +90,9 @@ def slowdown(width: int) -> float:
     return max(1.0, FULL_SPEED_COLUMNS / columns) * -(-width // columns) * columns / width
 
 
-def estimate(node: Node, axes: list[list[Band]]) -> tuple[float, float]:
+def estimate(node: Node, axes: list[list[Band]], target: Target) -> tuple[float, float]:
     """The estimated cost of the convolution whole and in regions, in multiply-adds."""
+    load = weight_load(target)
     x, wpack = node.inputs[:2]
     out_shape = [representative(d) for d in node.outputs[0].shape]  # a dynamic batch at its schedules' value
     n, blocks, oh, ow, block = out_shape
@@ -99,7 +101,7 @@ def estimate(node: Node, axes: list[list[Band]]) -> tuple[float, float]:
     h, w = (representative(d) for d in x.shape[2:4])
     pads = node.attrs["pads"]
     padded = n * channels * (h + pads[0] + pads[2]) * (w + pads[1] + pads[3])
-    whole = (per_tap * oh * ow * kh * kw * slowdown(ow) + WEIGHT_LOAD * blocks * block * channels * kh * kw
+    whole = (per_tap * oh * ow * kh * kw * slowdown(ow) + load * blocks * block * channels * kh * kw
              + TRANSFORM * padded)
     split = TRANSFORM * math.prod(out_shape) * ((len(axes[0]) > 1) + (len(axes[1]) > 1))  # concats
     for rows in axes[0]:
@@ -107,7 +109,7 @@ def estimate(node: Node, axes: list[list[Band]]) -> tuple[float, float]:
             taps = (rows.last - rows.first) * (cols.last - cols.first)
             width = cols.stop - cols.start
             split += (per_tap * (rows.stop - rows.start) * width * taps * slowdown(width)
-                      + WEIGHT_LOAD * blocks * block * channels * taps)
+                      + load * blocks * block * channels * taps)
     return whole, split
 
 
@@ -132,7 +134,7 @@ def conv_regions(g, ctx: PassContext):
         axes = _axes(node) if node.op == "conv_nchwc" else None
         if axes is None or len(axes[0]) * len(axes[1]) == 1:
             return None
-        whole, split = estimate(node, axes)
+        whole, split = estimate(node, axes, ctx.target)
         if split > (1 - MIN_GAIN) * whole:
             return None
         ctx.note(f"{node.name}: {len(axes[0])} x {len(axes[1])} regions reading no padding (estimated "

@@ -42,7 +42,7 @@ def row_blocks(sch: Schedule, s: Stage, padded: str, mr: int, tiles_per_block: i
 
 
 def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs,
-                      wide: bool = False, row_span: int | None = None) -> int:
+                      wide: bool = False, row_span: int | None = None, kblocks: int = 1) -> int:
     """The output's loops around a register tile: column panels of nr and row blocks of mb outermost (their order
     and the panels per chunk `nc` are parameters) and in parallel, the tile's rows and vectorised columns inside,
     and the padded product's tile computed at the tile-row loop (its own loops are the caller's). With `wide`,
@@ -54,7 +54,7 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     mr, nr, mb, mb_d = tile
     i, j = [a.name for a in s.op.axes]
     m, panels = extent(s, i), -(-extent(s, j) // nr)
-    spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if wide or row_span else [1]
+    spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if (wide or row_span) and kblocks == 1 else [1]
     if row_span:
         fitting = max(v for v in spans if mr * v * -(-nr // target.vector_lanes) <= row_span or v == 1)
     else:
@@ -82,8 +82,34 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
                    mb_d * nr * nc * per_tile * reduction_work(sch, padded), knobs)
     sch.vectorize(s.name, sch.fuse(s.name, *tile_panels, j1) if row_span and tile_panels else j1)
-    sch.compute_at(padded, s.name, i10)
+    if kblocks > 1:
+        loops = sch.loops(s.name)  # the parallel grain may have fused the outer loops
+        sch.compute_at(padded, s.name, loops[loops.index(i10) - 1])
+        k_blocks_in_block(sch, padded, mr, kblocks, knobs)
+    else:
+        sch.compute_at(padded, s.name, i10)
     return per_tile
+
+
+def k_blocks_in_block(sch: Schedule, padded: str, mr: int, kblocks: int, knobs: Knobs) -> None:
+    """GotoBLAS's kc inside one row block x panel of the padded product (computed there, in L1): k in `kblocks`
+    blocks outside the block's register tiles, each tile summing one block of k in registers (the rfactor of the
+    split's outer part, computed per tile) and adding it to the block. Every tile of the row block then reads the
+    same block of the B panel from L1, where with all of k per tile each tile streams the whole panel from L2."""
+    part, _ = sch.split(padded, sch.loops(padded)[2], nparts=kblocks)
+    partial = sch.rfactor(padded, part)
+    pi, pj, p = sch.loops(padded)
+    i0, i1 = sch.split(padded, pi, mr)
+    sch.reorder(padded, p, i0, i1, pj)
+    sch.unroll(padded, i1)
+    sch.vectorize(padded, pj)
+    sch.set_scope(partial, "local")
+    sch.compute_at(partial, padded, i0)
+    _, ri, rj, rk = sch.loops(partial)
+    sch.reorder(partial, rk, ri, rj)
+    if knobs.pick(f"{padded}_unroll", (0, 1), 1):
+        sch.unroll(partial, ri)
+    sch.vectorize(partial, rj)
 
 
 WIDE_TILE_CHAINS = 8  # accumulators a tile of few rows spreads over panels to reach: two FMA ports x 4 cycles

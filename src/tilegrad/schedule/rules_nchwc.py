@@ -246,6 +246,7 @@ def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
 
 MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles x 2)
 PAIRED_ACCUMULATORS = 14  # a two-block tile's accumulators with 32 vector registers: 2 x 7 (docs/benchmarks.md)
+INTEL_PAIRED_ACCUMULATORS = 28  # on Intel's AVX-512 cores: 2 x 14 (`paired_accumulators`)
 TWO_BLOCK_FILL = 0.9  # on AVX2, two blocks x 6 columns where the tiles fill at least this share of a row (28, 56,
 # 112 columns: 0.93-0.98; not 7: 0.58, nor 14, whose 5 + 5 + 4 columns measured slower than one tile of 14)
 TWO_BLOCK_DEPTH = 128  # and sum at least this many steps: a 3 x 3 stem over 3 (8) input channels (27 or 72 steps)
@@ -320,12 +321,23 @@ def pairs_pay(width: int, one: int, two: int) -> bool:
 def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> int:
     """Output columns in the register tile of `per_tile` channel blocks: the fewest tiles per row, then the least
     padding (`row_tile`: a divisor of the width where one does as well; else the last tile runs guarded), of at
-    most the columns `_column_budget` allows; a tile of several blocks with 32
-    registers holds at most PAIRED_ACCUMULATORS (2 x 14 ran a third slower than 2 x 7: docs/benchmarks.md)."""
+    most the columns `_column_budget` allows; a tile of several blocks with 32 registers holds at most
+    `paired_accumulators`."""
     budget = _column_budget(block, target, per_tile)
     if per_tile > 1 and target.vector_registers >= 32:
-        budget = min(budget, max(1, PAIRED_ACCUMULATORS // (-(-block // target.vector_lanes) * per_tile)))
+        budget = min(budget, max(1, paired_accumulators(target) // (-(-block // target.vector_lanes) * per_tile)))
     return row_tile(width, budget)
+
+
+def paired_accumulators(target: Target) -> int:
+    """The accumulators of a tile of several channel blocks with 32 registers. The two AVX-512 machines measured
+    disagree: on AMD's Zen 5, two blocks x 14 columns ran a third slower than 2 x 7 on ResNet-50's convolutions
+    (one core, warm: docs/benchmarks.md, machine D); on Intel's Sapphire Rapids, 2 x 14 ran ResNet-50 2.5-4.5%
+    faster whole, its 1 x 1 1024 -> 256 on 14 x 14 at 222-224 GFLOP/s against 165-185 (machine E), and a C
+    harness of the tile with its weights streamed from L2 ran 2 x 14 at 1.07x 2 x 7 on one core. Neither gcc's
+    code (no spill in either) nor the loads per FMA (0.57 against 0.64) explains the Zen 5 figure, so the vendor
+    decides: 28 on Intel, else PAIRED_ACCUMULATORS."""
+    return INTEL_PAIRED_ACCUMULATORS if target.vendor == "GenuineIntel" else PAIRED_ACCUMULATORS
 
 
 def _column_budget(block: int, target: Target, per_tile: int) -> int:

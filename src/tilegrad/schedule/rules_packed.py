@@ -35,21 +35,19 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
     mr and nr are not parameters here: the compute packs A in panels of mr rows and B in panels of nr columns, so
     they are fixed by its layout (the TE graph). The parameters are the rows per block `mb` (whole tiles, by
     default the largest divisor of the tile count up to `tiles_per_block`; one that does not divide leaves a
-    guarded tail block), the k blocking (`kblocks`: 1 keeps the whole of k in each tile, more computes the product
-    at the root in that many blocks of k, `_k_blocked_tiles`), and then the column panels per parallel chunk `nc`,
-    the loop order (panels or row blocks outermost), the parallel grain, and whether the tile's rows are
-    unrolled."""
+    guarded tail block), the k blocking (`kblocks`: 1 keeps the whole of k in each tile, more computes each row
+    block of a panel in that many blocks of k, packed_gemm.k_blocks_in_block), and then the column panels per
+    parallel chunk `nc`, the loop order (panels or row blocks outermost), the parallel grain, and whether the
+    tile's rows are unrolled."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     padded = stage_tagged(sch, "packed_matmul_tiles")
     mb, mb_d = row_blocks(sch, s, padded, mr, tiles_per_block, knobs)
     depth = reduction_work(sch, padded)
-    kblocks = knobs.pick(f"{padded}_kblocks", [b for b in (1, 2, 4, 8) if b == 1 or 16 * b <= depth], 1)
-    if kblocks > 1:
-        _k_blocked_tiles(sch, s, padded, Tile(mr, nr, mb, mb_d), kblocks, target, knobs)
-    else:
-        _tiles_at_output(sch, s, padded, Tile(mr, nr, mb, mb_d), target, knobs)
     stages = {st.name for st in sch.state.stages}
-    for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not a prepacked input
+    packs = [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]  # not a prepacked input
+    kblocks = knobs.pick(f"{padded}_kblocks", [b for b in (1, 2, 4, 8) if b == 1 or 16 * b <= depth], 1)
+    _tiles_at_output(sch, s, padded, Tile(mr, nr, mb, mb_d), kblocks, target, knobs)
+    for pack in packs:
         if sch.state.stage(padded).tensor.shape[0] == mr:  # one row tile (a few rows): read A where it lies
             sch.compute_inline(pack)
             continue
@@ -68,10 +66,14 @@ def default_packed_blocks(width: int, vectors: int, channel_blocks: int, accumul
     return 2 if pairs_pay(width, one, two) else 1
 
 
-def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, target: Target, knobs: Knobs) -> None:
+def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, kblocks: int, target: Target,
+                     knobs: Knobs) -> None:
     """Each register tile computed over all of k at the output's row-tile loop, then copied out; a tile of
-    several panels steps through them inside each row."""
-    per_tile = tile_output_loops(sch, s, padded, tile, target, knobs, wide=True)
+    several panels steps through them inside each row. With `kblocks` > 1, each row block of a panel is computed
+    at once, k in that many blocks outside its tiles (packed_gemm.k_blocks_in_block)."""
+    per_tile = tile_output_loops(sch, s, padded, tile, target, knobs, wide=True, kblocks=kblocks)
+    if kblocks > 1:
+        return
     pi, pj, pk = sch.loops(padded)
     panels = []
     if per_tile > 1:
@@ -83,32 +85,6 @@ def _tiles_at_output(sch: Schedule, s: Stage, padded: str, tile: Tile, target: T
     for pp in panels:
         sch.unroll(padded, pp)
     sch.vectorize(padded, pj)
-
-
-def _k_blocked_tiles(sch: Schedule, s: Stage, padded: str, tile: Tile, kblocks: int, target: Target,
-                     knobs: Knobs) -> None:
-    """GotoBLAS's kc: the padded product computed at the root, column panels and row blocks outermost (in
-    parallel), then k in `kblocks` blocks (the last may be short), each block accumulating into every mr x nr
-    tile of the row block, so a block of the packed panels is read while it is in cache; the output is copied
-    out of the product in parallel rows."""
-    mr, nr, mb, mb_d = tile
-    pst = sch.state.stage(padded)
-    rows, cols = pst.tensor.shape[:2]
-    pi, pj, pk = sch.loops(padded)
-    j0, j1 = sch.split(padded, pj, nr)
-    i0, i1 = sch.split(padded, pi, mb)
-    i10, i11 = sch.split(padded, i1, mr)
-    k0, k1 = sch.split(padded, pk, nparts=kblocks)
-    sch.reorder(padded, j0, i0, k0, i10, k1, i11, j1)
-    parallel_grain(sch, pst, [j0, i0], [cols // nr, -(-rows // mb_d)], target, mb_d * nr * reduction_work(sch, padded),
-                   knobs)
-    if knobs.pick(f"{padded}_unroll", (0, 1), 1):
-        sch.unroll(padded, i11)
-    sch.vectorize(padded, j1)
-    i, j = [a.name for a in s.op.axes]
-    j0, j1 = sch.split(s.name, j, nr)
-    parallel_outer(sch, s, [i], target, extent(s, j))
-    sch.vectorize(s.name, j1)
 
 
 @rule("packed_conv2d")
