@@ -3,6 +3,8 @@ as its docstring says (estimates, options), lays the weights out as constants, a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,7 +16,7 @@ from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
-from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_tile_rows, winograd_block
+from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_panel, matmul_tile_rows, winograd_block
 from tilegrad.target import Target, host
 from tilegrad.passes.context import PassContext
 from tilegrad.schedule.defaults import default_schedule
@@ -268,6 +270,15 @@ def test_the_gemm_tile_has_the_rows_that_pad_least():
     assert [matmul_tile_rows(r, avx512) for r in (1, 5, 6, 12, 16, 17, 24, 40, 56, 112, 128, 197, 512)] == \
         [1, 5, 6, 6, 8, 6, 8, 8, 14, 14, 8, 8, 14]
     assert [matmul_tile_rows(r, avx2) for r in (1, 16, 128)] == [1, 6, 6]
+
+
+def test_intels_avx512_gemm_panels_are_three_vectors_wide_with_tiles_of_eight_rows():
+    """A tile of 8 rows x 3 vectors (24 accumulators) reads less of A per FMA; 14 rows x 3 would not fit the
+    registers, so 112 rows run as tiles of 8 there. Other CPUs keep panels of two vectors."""
+    intel = dataclasses.replace(Target.with_lanes(16), vendor="GenuineIntel")
+    amd, avx2 = dataclasses.replace(Target.with_lanes(16), vendor="AuthenticAMD"), Target.with_lanes(8)
+    assert [matmul_panel(t) for t in (intel, amd, avx2)] == [48, 32, 16]
+    assert [matmul_tile_rows(r, intel) for r in (1, 5, 16, 112, 128, 197)] == [1, 5, 8, 8, 8, 8]
 
 
 def test_winograd_weights_come_in_blocks_of_two_vectors_where_the_channels_fill_them():

@@ -57,6 +57,7 @@ from .context import PassContext
 
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
 MATMUL_PANEL_VECTORS = 2  # vectors per panel of a packed constant matmul operand (and per GEMM register tile row)
+INTEL_PANEL_VECTORS = 3  # on Intel's AVX-512 cores (`panel_vectors`)
 TALL_TILE_ROWS = 14  # the GEMM register tile's rows where the registers allow (AVX-512: 28 accumulators of 32)
 TILE_STEP_LOAD = 0.5  # a GEMM tile step's load of its B panel row, in rows of FMAs
 ALGORITHMS = ("direct", "im2col", "winograd2", "winograd4")
@@ -287,17 +288,25 @@ def _packable(a: Value, w: Value) -> bool:
 
 
 def matmul_panel(target: Target) -> int:
-    """Columns per panel of a packed matmul operand: `MATMUL_PANEL_VECTORS` of the target's vectors, so that each
-    row of the GEMM's register tile holds two accumulators (one vector per row gives a 6-row tile 6 FMA chains,
-    too few to cover their latency on two FMA ports)."""
-    return MATMUL_PANEL_VECTORS * target.vector_lanes
+    """Columns per panel of a packed matmul operand: `panel_vectors` of the target's vectors."""
+    return panel_vectors(target) * target.vector_lanes
+
+
+def panel_vectors(target: Target) -> int:
+    """Vectors per GEMM panel: MATMUL_PANEL_VECTORS, so that each row of the register tile holds two accumulators
+    (one vector per row gives a 6-row tile 6 FMA chains, too few to cover their latency on two FMA ports); three on
+    Intel's AVX-512 cores, where a tile of 8 rows x 3 vectors (24 accumulators) reads a third less of A per FMA
+    than 8 x 2, which the L2 feeds slowly there: a C harness of BERT's 128 x 768 x 3072 product ran 1.06x faster,
+    BERT-base 0.966x the time (docs/benchmarks.md, machine E). AMD's AVX-512 was not measured with it."""
+    wide = target.vector_registers >= 32 and target.vendor == "GenuineIntel"
+    return INTEL_PANEL_VECTORS if wide else MATMUL_PANEL_VECTORS
 
 
 def matmul_tile_rows(rows, target: Target) -> int:
     """Rows of the GEMM's register tile: the rows themselves where there are fewer than 6 (a decoding step's one
     row padded to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else,
     of 6, 8 and (from `4 * TALL_TILE_ROWS` rows on) `TALL_TILE_ROWS`, those the registers hold beside the panel's
-    two vectors and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
+    vectors and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
     loads one row of the B panel (streamed from L2 when k is long) for all its rows, about TILE_STEP_LOAD of a
     row's FMAs. So 128 rows run as 16 tiles of 8, not 10 of 14, and 112 as 8 of 14 (the measurements:
     docs/passes.md, "Convolution algorithms")."""
@@ -305,7 +314,7 @@ def matmul_tile_rows(rows, target: Target) -> int:
         return rows
     if not isinstance(rows, int):
         return 6
-    tiles = [mr for mr in (TALL_TILE_ROWS, 8) if mr * MATMUL_PANEL_VECTORS + 3 <= target.vector_registers
+    tiles = [mr for mr in (TALL_TILE_ROWS, 8) if mr * panel_vectors(target) + 3 <= target.vector_registers
              and (mr < TALL_TILE_ROWS or rows >= 4 * TALL_TILE_ROWS)]
     return min((*tiles, 6), key=lambda mr: -(-rows // mr) * mr * (1 + TILE_STEP_LOAD / mr))
 
