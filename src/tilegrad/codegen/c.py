@@ -11,6 +11,7 @@ point opens one for all its kernels. Vectorized loops become `omp simd`, unrolle
 from __future__ import annotations
 
 from ..dtype import is_unsigned, itemsize
+from ..loop.prefetch import PREFETCH
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
 from ..te import expr as E
 from ..te.simplify import simplify
@@ -240,8 +241,10 @@ class CRenderer(Renderer):
     narrow = {"bfloat16": "tg_float_to_bf16"}
     helpers = {"bfloat16": BFLOAT16}
     promoted = ("int8", "uint8", "int16", "uint16")
-    intrinsics = {f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}" for kind in ("u8s8", "u8s7") for lanes in (8, 16)}
+    intrinsics = {PREFETCH: "__builtin_prefetch", **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
+                                                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}}
     intrinsic_helpers = DOT4
+    prefetches_streams = True
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",
              E.Fmod: "fmod", E.Tan: "tan", E.Asin: "asin", E.Acos: "acos", E.Atan: "atan", E.Sinh: "sinh",

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dtype import is_unsigned
 from ..loop.dot4 import use_dot4
+from ..loop.prefetch import PREFETCH, prefetch_streams
 from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, walk
 from ..loop.tails import version_tails
 from ..target import Target, host
@@ -47,6 +48,7 @@ class Renderer:
     # kernel that calls one).
     intrinsics: dict[str, str] = {}
     intrinsic_helpers = ""
+    prefetches_streams = False  # prefetch what long reduction loops stream (loop/prefetch.py), as "prefetch" spells
     binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
                   E.And: "&&", E.Or: "||", E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.ShiftLeft: "<<",
                   E.ShiftRight: ">>"}
@@ -65,6 +67,8 @@ class Renderer:
             k = version_tails(k)
         if self.intrinsics:
             k = use_dot4(k)
+        if self.prefetches_streams:
+            k = prefetch_streams(k)
         self._lines: list[str] = []
         self._scalars = _scalar_reads(k)
         self._parallel_depth = 0
@@ -139,7 +143,7 @@ class Renderer:
             if self.barrier is not None:  # a serial rendering of a GPU kernel needs none
                 self._emit(ind, self.barrier)
         elif isinstance(s, Intrinsic):
-            self._uses_intrinsics = True
+            self._uses_intrinsics |= s.name != PREFETCH
             args = ", ".join(f"&{b.name}[{self._flat(b, idx)}]" for b, idx in s.operands)
             self._emit(ind, f"{self.intrinsics[s.name]}({args});")
         else:
@@ -243,7 +247,7 @@ def _scalar_reads(k: Kernel) -> dict[E.Load, str]:
     start it is one read, always in bounds (a constant index within the buffer's numeric shape)."""
     params = set(k.params)
     written = {s.buffer for s in walk(k.body) if isinstance(s, Store)}
-    written |= {b for s in walk(k.body) if isinstance(s, Intrinsic) for b, _ in s.operands}
+    written |= {b for s in walk(k.body) if isinstance(s, Intrinsic) and s.name != PREFETCH for b, _ in s.operands}
     out: dict[E.Load, str] = {}
     for s in walk(k.body):
         if not isinstance(s, Store):

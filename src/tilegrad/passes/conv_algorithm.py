@@ -134,9 +134,8 @@ def weight_load(target: Target) -> float:
     """Multiply-adds that streaming one weight element from memory costs: 7 with AVX2 (fitted on ResNet-50's
     layers, above), as many more as the vector has lanes beyond 8. The bytes a core streams per second are about
     the same on these machines while an FMA does twice the work with AVX-512, so Winograd's four-times larger
-    weights cost twice the FMAs there: on a Sapphire Rapids the constant of AVX2 kept F(4, 3) on the 14 x 14
-    layers and F(2, 3) on the 7 x 7, whose weights then streamed at 95-100 GFLOP/s (docs/benchmarks.md, machine
-    E)."""
+    weights cost twice the FMAs there: with AVX2's constant an Intel Xeon ran F(4, 3) on ResNet-50's 14 x 14 layers
+    and F(2, 3) on its 7 x 7 layers at a fraction of the direct kernel's rate (docs/benchmarks.md, machine E)."""
     return WEIGHT_LOAD_PER_LANE * target.vector_lanes
 
 
@@ -296,8 +295,8 @@ def panel_vectors(target: Target) -> int:
     """Vectors per GEMM panel: MATMUL_PANEL_VECTORS, so that each row of the register tile holds two accumulators
     (one vector per row gives a 6-row tile 6 FMA chains, too few to cover their latency on two FMA ports); three on
     Intel's AVX-512 cores, where a tile of 8 rows x 3 vectors (24 accumulators) reads a third less of A per FMA
-    than 8 x 2, which the L2 feeds slowly there: a C harness of BERT's 128 x 768 x 3072 product ran 1.06x faster,
-    BERT-base 0.966x the time (docs/benchmarks.md, machine E). AMD's AVX-512 was not measured with it."""
+    than 8 x 2, which the L2 feeds slowly there: the transformers' products ran faster (docs/benchmarks.md,
+    machine E). AMD's AVX-512 was not measured with it."""
     wide = target.vector_registers >= 32 and target.vendor == "GenuineIntel"
     return INTEL_PANEL_VECTORS if wide else MATMUL_PANEL_VECTORS
 

@@ -331,12 +331,10 @@ def tile_columns(width: int, block: int, target: Target, per_tile: int = 1) -> i
 
 def paired_accumulators(target: Target) -> int:
     """The accumulators of a tile of several channel blocks with 32 registers. The two AVX-512 machines measured
-    disagree: on AMD's Zen 5, two blocks x 14 columns ran a third slower than 2 x 7 on ResNet-50's convolutions
-    (one core, warm: docs/benchmarks.md, machine D); on Intel's Sapphire Rapids, 2 x 14 ran ResNet-50 2.5-4.5%
-    faster whole, its 1 x 1 1024 -> 256 on 14 x 14 at 222-224 GFLOP/s against 165-185 (machine E), and a C
-    harness of the tile with its weights streamed from L2 ran 2 x 14 at 1.07x 2 x 7 on one core. Neither gcc's
-    code (no spill in either) nor the loads per FMA (0.57 against 0.64) explains the Zen 5 figure, so the vendor
-    decides: 28 on Intel, else PAIRED_ACCUMULATORS."""
+    disagree (docs/benchmarks.md, machines D and E): on AMD's Zen 5, two blocks x 14 columns ran slower than
+    2 x 7 on ResNet-50's convolutions; on an Intel Xeon they ran faster, in the model and in a C harness of the tile
+    with its weights streamed from L2. Neither gcc's code (no spill in either) nor the loads per FMA explains the
+    Zen 5 figure, so the vendor decides: 28 on Intel, else PAIRED_ACCUMULATORS."""
     return INTEL_PAIRED_ACCUMULATORS if target.vendor == "GenuineIntel" else PAIRED_ACCUMULATORS
 
 

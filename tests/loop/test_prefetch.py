@@ -1,0 +1,80 @@
+"""The prefetch lowering (loop/prefetch.py): a long reduction loop that moves a read-only parameter's index by a
+cache line or more per iteration prefetches the lines DISTANCE iterations ahead, one call per distinct line of its
+inner loops; short loops, written buffers and reads that move less than a line per step are left alone;
+and the compiled product with the prefetches equals NumPy's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilegrad import te
+from tilegrad.te import nn
+from tilegrad.kernel import build, lower_kernel
+from tilegrad.loop.ir import For, Intrinsic, Kernel, Seq, Store, walk
+from tilegrad.loop.prefetch import DISTANCE, MAX_LINES, PREFETCH, prefetch_streams
+from tilegrad.target import Target
+
+M, K, N = 20, 256, 96
+
+
+def _panel_gemm(target: Target):
+    """A @ W with W packed in panels of two of the target's vectors (te.nn.panel_matmul's packed operand), lowered
+    under the default rules."""
+    nr = 2 * target.vector_lanes
+    phs = [te.placeholder((M, K), "float32", "a"), te.placeholder((N // nr, K, nr), "float32", "w")]
+    out = nn.panel_matmul(*phs, N, mr=6, name="C")
+    return phs, out, lower_kernel((phs, [out]), target=target)
+
+
+def _prefetches(k: Kernel) -> list[Intrinsic]:
+    return [s for s in walk(k.body) if isinstance(s, Intrinsic) and s.name == PREFETCH]
+
+
+def test_the_gemms_panel_is_prefetched_ahead_one_call_per_line():
+    target = Target.with_lanes(8)
+    _, _, loop = _panel_gemm(target)
+    calls = _prefetches(prefetch_streams(loop))
+    assert calls and {b.name for c in calls for b, _ in c.operands} == {"w"}  # not A: it moves 24 bytes a step
+    reduction = next(s for s in walk(prefetch_streams(loop).body)
+                     if isinstance(s, For) and isinstance(s.body, Seq) and isinstance(s.body.stmts[0], Intrinsic))
+    assert reduction.kind == "serial" and reduction.extent.value == K
+    assert len(reduction.body.stmts) - 1 == 1  # a panel row of 16 float32s: one line
+    (_, indices), = reduction.body.stmts[0].operands
+    moved = [str(i) for i in indices]
+    assert any(f"{reduction.var.name} + {DISTANCE}" in text or f"{DISTANCE} + {reduction.var.name}" in text
+               for text in moved), moved
+
+
+def test_short_loops_and_written_buffers_are_left_alone():
+    x = te.placeholder((8, 32), name="X")
+    r = te.reduce_axis(32, "r")
+    short = te.compute((8,), lambda i: te.sum(x[i, r] * 2.0, axis=r), name="S")  # a loop of 32 steps
+    loop = lower_kernel(([x], [short]), target=Target.with_lanes(8))
+    assert prefetch_streams(loop) is loop
+    _, _, gemm = _panel_gemm(Target.with_lanes(8))
+    written = {s.buffer for s in walk(gemm.body) if isinstance(s, Store)}
+    assert not {b for c in _prefetches(prefetch_streams(gemm)) for b, _ in c.operands} & written
+
+
+def test_a_wider_panel_row_is_prefetched_line_by_line():
+    """Panels of 32 float32s (two AVX-512 vectors): 128 bytes a step, two lines, two calls a line apart."""
+    _, _, loop = _panel_gemm(Target.with_lanes(16))
+    calls = _prefetches(prefetch_streams(loop))
+    assert len(calls) == 2 and MAX_LINES >= 2
+    (_, first), (_, second) = (c.operands[0] for c in calls)
+    assert [str(i) for i in first[:2]] == [str(i) for i in second[:2]]
+    assert {str(first[2]), str(second[2])} == {"0", "16"}
+
+
+def test_the_compiled_product_with_prefetches_equals_numpy():
+    phs, out, _ = _panel_gemm(Target.with_lanes(8))
+    built = build(([*phs], [out]), target=Target.with_lanes(8))
+    assert "__builtin_prefetch(&w[" in built.source
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype("float32")
+    w = rng.standard_normal((K, N)).astype("float32")
+    nr = phs[1].shape[2]
+    packed = np.ascontiguousarray(w.reshape(K, N // nr, nr).transpose(1, 0, 2))
+    got = np.zeros((M, N), "float32")
+    built(a, packed, got)
+    np.testing.assert_allclose(got, a @ w, rtol=1e-4, atol=1e-4)
