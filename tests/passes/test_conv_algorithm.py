@@ -274,11 +274,14 @@ def test_the_gemm_tile_has_the_rows_that_pad_least():
 
 def test_intels_avx512_gemm_panels_are_three_vectors_wide_with_tiles_of_eight_rows():
     """A tile of 8 rows x 3 vectors (24 accumulators) reads less of A per FMA; 14 rows x 3 would not fit the
-    registers, so 112 rows run as tiles of 8 there. Other CPUs keep panels of two vectors."""
+    registers, so 112 rows run as tiles of 8 there. Columns that three vectors would pad by more than two and more
+    than 2% (512, 1024) keep two, as other CPUs do."""
     intel = dataclasses.replace(Target.with_lanes(16), vendor="GenuineIntel")
     amd, avx2 = dataclasses.replace(Target.with_lanes(16), vendor="AuthenticAMD"), Target.with_lanes(8)
-    assert [matmul_panel(t) for t in (intel, amd, avx2)] == [48, 32, 16]
-    assert [matmul_tile_rows(r, intel) for r in (1, 5, 16, 112, 128, 197)] == [1, 5, 8, 8, 8, 8]
+    assert [matmul_panel(t, 768) for t in (intel, amd, avx2)] == [48, 32, 16]
+    assert [matmul_panel(intel, n) for n in (64, 512, 1000, 1024, 2304, 3072, 4096, 50257)] == \
+        [32, 32, 48, 32, 48, 48, 48, 48]
+    assert [matmul_tile_rows(r, intel, 3) for r in (1, 5, 16, 112, 128, 197)] == [1, 5, 8, 8, 8, 8]
 
 
 def test_winograd_weights_come_in_blocks_of_two_vectors_where_the_channels_fill_them():

@@ -103,7 +103,8 @@ def test_the_pre_norm_rows_stay_in_a_block_buffer():
     trace, ir = _loops(_check(120, 24, 64))
     assert "parallel for" in ir and "compute_with" not in trace
     block = ir.index("parallel for")
-    rows, panel = matmul_tile_rows(120, host()), matmul_panel(host())
+    panel = matmul_panel(host(), 64)
+    rows = matmul_tile_rows(120, host(), panel // host().vector_lanes)
     kept = re.search(r"allocate add: float32\[(\d+), 64\] local", ir[block:])  # a block of whole tiles, not all rows
     assert kept and int(kept[1]) % rows == 0 and int(kept[1]) < 120
     assert ir.index(f"allocate gemm_padded: float32[{rows}, {panel}] local") > block  # a register tile inside it

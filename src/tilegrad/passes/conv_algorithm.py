@@ -7,7 +7,7 @@ the graph and no kernel repacks it per call. At opt_level 0 the pass does not ru
 they are.
 
 - A `matmul` or `gemm` with a constant 2-D float32 right operand becomes the panel GEMM (`panel_matmul`, the
-  operand in panels of `matmul_panel(target)` columns, A's leading axes flattened into rows).
+  operand in panels of `matmul_panel(target, n)` columns, A's leading axes flattened into rows).
 - A 2-D float32 `conv` with a constant weight, ungrouped, becomes one of the following (a 1-D one too, as a 2-D
   convolution of height 1 between two reshapes); grouped, where its groups line up with blocks of output
   channels (te/nn/conv_groups.py), "direct" with the weights of each block's groups packed together:
@@ -58,6 +58,7 @@ from .context import PassContext
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
 MATMUL_PANEL_VECTORS = 2  # vectors per panel of a packed constant matmul operand (and per GEMM register tile row)
 INTEL_PANEL_VECTORS = 3  # on Intel's AVX-512 cores (`panel_vectors`)
+PANEL_PADDING = 0.02  # the share of a product's columns that wider panels may add as padding
 TALL_TILE_ROWS = 14  # the GEMM register tile's rows where the registers allow (AVX-512: 28 accumulators of 32)
 TILE_STEP_LOAD = 0.5  # a GEMM tile step's load of its B panel row, in rows of FMAs
 ALGORITHMS = ("direct", "im2col", "winograd2", "winograd4")
@@ -286,26 +287,31 @@ def _packable(a: Value, w: Value) -> bool:
     return w.is_constant and len(w.shape) == 2 and len(a.shape) >= 2 and a.dtype == w.dtype == "float32"
 
 
-def matmul_panel(target: Target) -> int:
-    """Columns per panel of a packed matmul operand: `panel_vectors` of the target's vectors."""
-    return panel_vectors(target) * target.vector_lanes
+def matmul_panel(target: Target, n: int) -> int:
+    """Columns per panel of a packed matmul operand of `n` columns: `panel_vectors` of the target's vectors."""
+    return panel_vectors(target, n) * target.vector_lanes
 
 
-def panel_vectors(target: Target) -> int:
+def panel_vectors(target: Target, n: int) -> int:
     """Vectors per GEMM panel: MATMUL_PANEL_VECTORS, so that each row of the register tile holds two accumulators
     (one vector per row gives a 6-row tile 6 FMA chains, too few to cover their latency on two FMA ports); three on
-    Intel's AVX-512 cores, where a tile of 8 rows x 3 vectors (24 accumulators) reads a third less of A per FMA
-    than 8 x 2, which the L2 feeds slowly there: the transformers' products ran faster (docs/benchmarks.md,
-    machine E). AMD's AVX-512 was not measured with it."""
-    wide = target.vector_registers >= 32 and target.vendor == "GenuineIntel"
-    return INTEL_PANEL_VECTORS if wide else MATMUL_PANEL_VECTORS
+    Intel's AVX-512 cores where that pads the `n` columns no more than two do or by at most PANEL_PADDING of them
+    (768, 3072, 4096 or 50257 columns; not 512 or 1024): a tile of 8 rows x 3 vectors (24 accumulators) reads a third less of A per FMA than 8 x 2, which the
+    L2 feeds slowly there, and the transformers' products ran faster (docs/benchmarks.md, machine E). AMD's
+    AVX-512 was not measured with it."""
+    if target.vector_registers >= 32 and target.vendor == "GenuineIntel":
+        wide, narrow = (v * target.vector_lanes for v in (INTEL_PANEL_VECTORS, MATMUL_PANEL_VECTORS))
+        padding = [-(-n // w) * w - n for w in (wide, narrow)]
+        if padding[0] <= max(padding[1], PANEL_PADDING * n):
+            return INTEL_PANEL_VECTORS
+    return MATMUL_PANEL_VECTORS
 
 
-def matmul_tile_rows(rows, target: Target) -> int:
+def matmul_tile_rows(rows, target: Target, vectors: int = MATMUL_PANEL_VECTORS) -> int:
     """Rows of the GEMM's register tile: the rows themselves where there are fewer than 6 (a decoding step's one
     row padded to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else,
     of 6, 8 and (from `4 * TALL_TILE_ROWS` rows on) `TALL_TILE_ROWS`, those the registers hold beside the panel's
-    vectors and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
+    `vectors` and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
     loads one row of the B panel (streamed from L2 when k is long) for all its rows, about TILE_STEP_LOAD of a
     row's FMAs. So 128 rows run as 16 tiles of 8, not 10 of 14, and 112 as 8 of 14 (the measurements:
     docs/passes.md, "Convolution algorithms")."""
@@ -313,7 +319,7 @@ def matmul_tile_rows(rows, target: Target) -> int:
         return rows
     if not isinstance(rows, int):
         return 6
-    tiles = [mr for mr in (TALL_TILE_ROWS, 8) if mr * panel_vectors(target) + 3 <= target.vector_registers
+    tiles = [mr for mr in (TALL_TILE_ROWS, 8) if mr * vectors + 3 <= target.vector_registers
              and (mr < TALL_TILE_ROWS or rows >= 4 * TALL_TILE_ROWS)]
     return min((*tiles, 6), key=lambda mr: -(-rows // mr) * mr * (1 + TILE_STEP_LOAD / mr))
 
@@ -323,12 +329,13 @@ def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[V
     """A @ W with W packed into column panels, A's leading axes flattened into rows and restored after."""
     n = w.shape[0] if transpose_b else w.shape[1]
     rows_of_a = math.prod(a.shape[:-1]) if all(isinstance(d, int) for d in a.shape[:-1]) else None
+    vectors = panel_vectors(target, n)
     wpack = _packed(ed, "matmul_weight_pack", w, f"{node.name}_wpack", transpose=int(transpose_b),
-                    nr=matmul_panel(target))
+                    nr=vectors * target.vector_lanes)
     lead = a.shape[:-1]
     rows = a if len(a.shape) == 2 else ed.op("reshape", a, name=f"{node.name}_rows", shape=(-1, a.shape[-1]))
-    out = ed.op("panel_matmul", rows, wpack, *bias, name=node.name, n=n, mr=matmul_tile_rows(rows_of_a, target),
-                alpha=float(alpha), beta=float(beta))
+    out = ed.op("panel_matmul", rows, wpack, *bias, name=node.name, n=n,
+                mr=matmul_tile_rows(rows_of_a, target, vectors), alpha=float(alpha), beta=float(beta))
     return out if len(a.shape) == 2 else ed.op("reshape", out, name=f"{node.name}_unrows", shape=(*lead, n))
 
 
