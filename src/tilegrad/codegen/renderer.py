@@ -48,7 +48,7 @@ class Renderer:
     # kernel that calls one).
     intrinsics: dict[str, str] = {}
     intrinsic_helpers = ""
-    prefetches_streams = False  # prefetch what long reduction loops stream (loop/prefetch.py), as "prefetch" spells
+    prefetches_streams = False  # prefetch what long loops stream (loop/prefetch.py); `intrinsics` spells "prefetch"
     binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
                   E.And: "&&", E.Or: "||", E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.ShiftLeft: "<<",
                   E.ShiftRight: ">>"}

@@ -74,18 +74,20 @@ def _prefetches(var: E.Var, body: Stmt, readonly: set) -> list[Intrinsic]:
         if not isinstance(s, Store):
             continue
         for load in E.loads(s.value):
-            if load.buffer not in readonly or load in seen or unknown & E.free_vars(_flat(load)):
+            if load.buffer not in readonly or load in seen:
                 continue
             seen.add(load)
-            calls += _lines_ahead(load, var, inner)
+            flat = _flat(load)
+            if not unknown & E.free_vars(flat):
+                calls += _lines_ahead(load, flat, var, inner)
     return calls
 
 
-def _lines_ahead(load: E.Load, var: E.Var, inner: dict) -> list[Intrinsic]:
-    """One prefetch per distinct line that `load` reads in iteration var + DISTANCE, where its index moves by at
-    least a line per iteration and the inner loops it depends on span at most MAX_LINES lines."""
+def _lines_ahead(load: E.Load, flat: E.Expr, var: E.Var, inner: dict) -> list[Intrinsic]:
+    """One prefetch per distinct line that `load` (its row-major offset `flat`) reads in iteration var + DISTANCE,
+    where its index moves by at least a line per iteration and the inner loops it depends on span at most
+    MAX_LINES lines."""
     size = itemsize(load.buffer.dtype)
-    flat = _flat(load)
     step = _coefficient(flat, var)
     if step is None or abs(step) * size < LINE:
         return []
