@@ -1,7 +1,8 @@
 """The prefetch lowering (loop/prefetch.py): a long reduction loop that moves a read-only parameter's index by a
 cache line or more per iteration prefetches the lines DISTANCE iterations ahead, one call per distinct line of its
-inner loops; short loops, written buffers and reads that move less than a line per step are left alone;
-and the compiled product with the prefetches equals NumPy's."""
+inner loops; so does a nest of short loops that reads one contiguous stream (a direct convolution's weights);
+short loops, written buffers and reads that move less than a line per step are left alone; and the compiled
+product and convolution with the prefetches equal NumPy's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from tilegrad import te
 from tilegrad.te import nn
+from tilegrad.te.nn.nchwc import conv2d_nchwc
 from tilegrad.kernel import build, lower_kernel
 from tilegrad.loop.ir import For, Intrinsic, Kernel, Seq, Store, walk
 from tilegrad.loop.prefetch import DISTANCE, MAX_LINES, PREFETCH, prefetch_streams
@@ -78,3 +80,42 @@ def test_the_compiled_product_with_prefetches_equals_numpy():
     got = np.zeros((M, N), "float32")
     built(a, packed, got)
     np.testing.assert_allclose(got, a @ w, rtol=1e-4, atol=1e-4)
+
+
+def _blocked_conv(target: Target):
+    """A 3 x 3 convolution in NCHW16c, 64 -> 32 channels: its weights (O / 16, C, 3, 3, 16) are read in the order
+    of its reduction loops, input channel by tap, one 64-byte vector a step: 576 steps in loops of 3 to 64."""
+    x, w = te.placeholder((1, 4, 9, 9, 16), "float32", "x"), te.placeholder((2, 64, 3, 3, 16), "float32", "w")
+    out = conv2d_nchwc(x, w, padding=1, name="Y")
+    return [x, w], out, lower_kernel(([x, w], [out]), target=target)
+
+
+def test_a_convolutions_weights_are_prefetched_along_its_reduction_nest():
+    _, _, loop = _blocked_conv(Target.with_lanes(16))
+    calls = _prefetches(prefetch_streams(loop))
+    assert calls and {b.name for c in calls for b, _ in c.operands} == {"w"}  # the input moves 4 bytes a step
+    innermost = next(s for s in walk(prefetch_streams(loop).body)
+                     if isinstance(s, For) and isinstance(s.body, Seq) and isinstance(s.body.stmts[0], Intrinsic))
+    assert innermost.kind == "serial" and innermost.extent.value < 64  # a window's columns, not a long loop
+    assert all(any(f"{innermost.var.name} + {DISTANCE}" in str(i) or f"{DISTANCE} + {innermost.var.name}" in str(i)
+                   for i in c.operands[0][1]) for c in calls)
+
+
+def test_the_compiled_convolution_with_prefetches_equals_numpy():
+    target = Target.with_lanes(8)
+    phs, out, _ = _blocked_conv(target)
+    built = build((phs, [out]), target=target)
+    assert "__builtin_prefetch(&w[" in built.source
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 64, 9, 9)).astype("float32")
+    w = rng.standard_normal((32, 64, 3, 3)).astype("float32")
+    blocked = np.ascontiguousarray(x.reshape(1, 4, 16, 9, 9).transpose(0, 1, 3, 4, 2))
+    packed = np.ascontiguousarray(w.reshape(2, 16, 64, 3, 3).transpose(0, 2, 3, 4, 1))
+    got = np.zeros((1, 2, 9, 9, 16), "float32")
+    built(blocked, packed, got)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 32, 9, 9), "float32")
+    for ky in range(3):
+        for kx in range(3):
+            want += np.einsum("nchw,oc->nohw", padded[:, :, ky:ky + 9, kx:kx + 9], w[:, :, ky, kx])
+    np.testing.assert_allclose(got.transpose(0, 1, 4, 2, 3).reshape(1, 32, 9, 9), want, rtol=1e-4, atol=1e-3)

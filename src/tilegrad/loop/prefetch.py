@@ -2,10 +2,13 @@
 
 A GEMM's register tile reads one row of its B panel per step of k: a new cache line or two every few cycles,
 from L2, L3 or memory, through a hardware prefetcher that stops at each 4 KiB page and does not run far enough
-ahead to keep one core's stream busy. `prefetch_streams` gives each innermost serial loop of at least
-`MIN_STEPS` iterations (a static extent), for each kernel parameter it reads (never writes) whose index moves by
-at least a cache line per iteration, `Intrinsic("prefetch")` calls at the top of its body for the lines that
-iteration `DISTANCE` steps later reads (one per distinct line of the inner unrolled and vectorised loops, at most
+ahead to keep one core's stream busy. A direct convolution reads its weights the same way, one vector per output
+channel block per step of its reduction, but over a nest of loops (input channel blocks, channels, window rows,
+columns) whose weights lie in that order, one contiguous stream. `prefetch_streams` gives each innermost serial
+loop, for each kernel parameter it reads (never writes) whose index moves by at least a cache line per iteration
+and then on contiguously through the perfectly nested serial loops around it for at least `MIN_STEPS` steps in
+all (static extents), `Intrinsic("prefetch")` calls at the top of its body for the lines that the step
+`DISTANCE` steps later reads (one per distinct line of the inner unrolled and vectorised loops, at most
 `MAX_LINES`). The loads themselves are unchanged, so the kernel computes the same; a prefetch past a buffer's end
 reads nothing and faults nowhere. Made just before rendering, like loop/dot4.py, so features and bounds read the
 plain loops. docs/benchmarks.md (machine E) has the measurements that set DISTANCE.
@@ -34,11 +37,14 @@ def prefetch_streams(k: Kernel) -> Kernel:
     return k if body is k.body else Kernel(k.name, k.params, body, k.dims)
 
 
-def _rewrite(s: Stmt, readonly: set) -> Stmt:
+def _rewrite(s: Stmt, readonly: set, nest: tuple[For, ...] = ()) -> Stmt:
+    """`s` with its streams prefetched; `nest`: the serial loops of static extent that `s` is the whole body of,
+    innermost last."""
     if isinstance(s, For):
-        body = _rewrite(s.body, readonly)
-        if s.kind == "serial" and _long(s.extent) and not _has_serial_loop(body):
-            calls = _prefetches(s.var, body, readonly)
+        serial = s.kind == "serial" and type(s.extent) is E.Const
+        body = _rewrite(s.body, readonly, (*nest, s) if serial else ())
+        if serial and not _has_serial_loop(body):
+            calls = _prefetches((*nest, s), body, readonly)
             if calls:
                 body = Seq((*calls, body))
         return s if body is s.body else For(s.var, s.extent, s.kind, body, s.unroll_if)
@@ -55,17 +61,13 @@ def _rewrite(s: Stmt, readonly: set) -> Stmt:
     return s
 
 
-def _long(extent: E.Expr) -> bool:
-    """A static extent of at least MIN_STEPS (a tile's guarded tail, a dynamic length: not a known stream)."""
-    return type(extent) is E.Const and extent.value >= MIN_STEPS
-
-
 def _has_serial_loop(s: Stmt) -> bool:
     return any(isinstance(x, For) and x.kind == "serial" for x in walk(s))
 
 
-def _prefetches(var: E.Var, body: Stmt, readonly: set) -> list[Intrinsic]:
-    """The prefetches of the lines iteration var + DISTANCE reads of each streamed read-only parameter."""
+def _prefetches(nest: tuple[For, ...], body: Stmt, readonly: set) -> list[Intrinsic]:
+    """The prefetches of the lines that the step DISTANCE steps ahead in the innermost loop of `nest` reads, of
+    each read-only parameter that the nest streams."""
     loops = [x for x in walk(body) if isinstance(x, For)]
     inner = {x.var: x.extent.value for x in loops if type(x.extent) is E.Const}
     unknown = {x.var for x in loops} - set(inner)  # bound by a loop of varying extent: no one line to fetch
@@ -78,19 +80,37 @@ def _prefetches(var: E.Var, body: Stmt, readonly: set) -> list[Intrinsic]:
                 continue
             seen.add(load)
             flat = _flat(load)
-            if not unknown & E.free_vars(flat):
+            if unknown & E.free_vars(flat):
+                continue
+            var, steps = _stream(flat, nest, itemsize(load.buffer.dtype))
+            if steps >= MIN_STEPS:
                 calls += _lines_ahead(load, flat, var, inner)
     return calls
 
 
+def _stream(flat: E.Expr, nest: tuple[For, ...], size: int) -> tuple[E.Var | None, int]:
+    """The loop of `nest` whose step moves `flat` (an offset in elements of `size` bytes) along a stream, and how
+    many steps of the nest read it as one contiguous stream: the innermost loop that iterates moves the offset by
+    a line or more, and each loop around it by exactly the extent of the stream inside it, as a direct
+    convolution's weights in the order of its reduction loops. (None, 0) where the innermost step moves less."""
+    loops = [loop for loop in reversed(nest) if loop.extent.value > 1]
+    if not loops:
+        return None, 0
+    stride = _coefficient(flat, loops[0].var)
+    if stride is None or abs(stride) * size < LINE:
+        return None, 0
+    steps = 1
+    for loop in loops:
+        if _coefficient(flat, loop.var) != stride * steps:
+            break
+        steps *= loop.extent.value
+    return loops[0].var, steps
+
+
 def _lines_ahead(load: E.Load, flat: E.Expr, var: E.Var, inner: dict) -> list[Intrinsic]:
-    """One prefetch per distinct line that `load` (its row-major offset `flat`) reads in iteration var + DISTANCE,
-    where its index moves by at least a line per iteration and the inner loops it depends on span at most
-    MAX_LINES lines."""
+    """One prefetch per distinct line that `load` (its row-major offset `flat`) reads DISTANCE steps of `var`
+    ahead, where the inner loops it depends on span at most MAX_LINES lines."""
     size = itemsize(load.buffer.dtype)
-    step = _coefficient(flat, var)
-    if step is None or abs(step) * size < LINE:
-        return []
     spans = {v: n for v, n in inner.items() if v in E.free_vars(flat)}
     coefficients = {v: _coefficient(flat, v) for v in spans}
     if any(c is None for c in coefficients.values()):
