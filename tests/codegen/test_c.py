@@ -84,6 +84,17 @@ def test_vectorized_loop_uses_vector_registers():
     assert re.search(rf"v(add|mov)[a-z]*ps\s.*%{reg}", asm), f"no packed {reg} instructions"
 
 
+def test_an_offset_sums_its_terms_from_the_outermost_loops_to_the_innermost():
+    """The outer loop's term first, the unrolled inner loop's last (not by name): then gcc addresses the unrolled
+    reads from one base with displacements instead of one register each."""
+    a = te.placeholder((8, 4), name="A")
+    c = te.compute((4, 8), lambda z, a_: a[a_, z] * 2.0, name="C")
+    sch = Schedule(c)
+    sch.unroll("C", "a_")
+    source = render_c(lower(sch.state, "transposed"))
+    assert "A[(z + (a_ * 4))]" in source, source
+
+
 def test_avx512_code_with_avx512_flags():
     from tilegrad import config
 

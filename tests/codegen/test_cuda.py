@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(4) add(float* __restrict__ A, float
     for (int64_t j_0 = 0; j_0 < 2; ++j_0) {
       {
         const int64_t j_1 = (int64_t)threadIdx.x;
-        C[(((i * 8) + (j_0 * 4)) + j_1)] = (__expf(A[(((i * 8) + (j_0 * 4)) + j_1)]) + B[((j_0 * 4) + j_1)]);
+        C[((i * 8) + (j_0 * 4) + j_1)] = (__expf(A[((i * 8) + (j_0 * 4) + j_1)]) + B[((j_0 * 4) + j_1)]);
       }
     }
   }

@@ -13,13 +13,13 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
                   for (int64_t Y_sum_h = 0; Y_sum_h < 1; ++Y_sum_h) {
                     #pragma omp simd
                     for (int64_t w = 0; w < 7; ++w) {
-                      Y_sum[((((Y_sum_c * 7) + (Y_sum_h * 7)) + (Y_sum_n * 7)) + w)] = 0.0f;
+                      Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] = 0.0f;
                     }
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 7; ++w) {
-                          Y_sum[((((Y_sum_c * 7) + (Y_sum_h * 7)) + (Y_sum_n * 7)) + w)] = (Y_sum[((((Y_sum_c * 7) + (Y_sum_h * 7)) + (Y_sum_n * 7)) + w)] + (((0 <= (((kw + (w * 2)) + (w_0 * 14)) - 1)) && ((((kw + (w * 2)) + (w_0 * 14)) - 1) < 12)) ? X[(((((((((((Y_sum_c * 132) + (Y_sum_h * 24)) + (Y_sum_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 14)) - 13)] : 0.0f));
+                          Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] = (Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] + (((0 <= (((kw + (w * 2)) + (w_0 * 14)) - 1)) && ((((kw + (w * 2)) + (w_0 * 14)) - 1) < 12)) ? X[(((((((((((Y_sum_c * 132) + (Y_sum_h * 24)) + (Y_sum_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 14)) - 13)] : 0.0f));
                         }
                       }
                     }
@@ -28,7 +28,7 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
               }
               #pragma omp simd
               for (int64_t w_1 = 0; w_1 < 7; ++w_1) {
-                Y[(((((c * 42) + (h * 7)) + (n * 126)) + (w_0 * 7)) + w_1)] = (Y_sum[w_1] / ((float)((TG_MIN(2, (((w_0 * -14) - (w_1 * 2)) + 13)) * 3) + 3)));
+                Y[((n * 126) + (c * 42) + (h * 7) + (w_0 * 7) + w_1)] = (Y_sum[w_1] / ((float)((TG_MIN(2, (((w_0 * -14) - (w_1 * 2)) + 13)) * 3) + 3)));
               }
             }
           } else {
@@ -39,13 +39,13 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
                   for (int64_t Y_sum_h = 0; Y_sum_h < 1; ++Y_sum_h) {
                     #pragma omp simd
                     for (int64_t w = 0; w < 7; ++w) {
-                      Y_sum[((((Y_sum_c * 7) + (Y_sum_h * 7)) + (Y_sum_n * 7)) + w)] = 0.0f;
+                      Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] = 0.0f;
                     }
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 7; ++w) {
-                          Y_sum[((((Y_sum_c * 7) + (Y_sum_h * 7)) + (Y_sum_n * 7)) + w)] = (Y_sum[((((Y_sum_c * 7) + (Y_sum_h * 7)) + (Y_sum_n * 7)) + w)] + (((((0 <= ((((Y_sum_h * 2) + (h * 2)) + kh) - 1)) && (((((Y_sum_h * 2) + (h * 2)) + kh) - 1) < 11)) && (0 <= (((kw + (w * 2)) + (w_0 * 14)) - 1))) && ((((kw + (w * 2)) + (w_0 * 14)) - 1) < 12)) ? X[(((((((((((Y_sum_c * 132) + (Y_sum_h * 24)) + (Y_sum_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 14)) - 13)] : 0.0f));
+                          Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] = (Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] + (((((0 <= ((((Y_sum_h * 2) + (h * 2)) + kh) - 1)) && (((((Y_sum_h * 2) + (h * 2)) + kh) - 1) < 11)) && (0 <= (((kw + (w * 2)) + (w_0 * 14)) - 1))) && ((((kw + (w * 2)) + (w_0 * 14)) - 1) < 12)) ? X[(((((((((((Y_sum_c * 132) + (Y_sum_h * 24)) + (Y_sum_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 14)) - 13)] : 0.0f));
                         }
                       }
                     }
@@ -54,7 +54,7 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
               }
               #pragma omp simd
               for (int64_t w_1 = 0; w_1 < 7; ++w_1) {
-                Y[(((((c * 42) + (h * 7)) + (n * 126)) + (w_0 * 7)) + w_1)] = (Y_sum[w_1] / ((float)((TG_MIN(2, (((w_0 * -14) - (w_1 * 2)) + 13)) * 3) + 3)));
+                Y[((n * 126) + (c * 42) + (h * 7) + (w_0 * 7) + w_1)] = (Y_sum[w_1] / ((float)((TG_MIN(2, (((w_0 * -14) - (w_1 * 2)) + 13)) * 3) + 3)));
               }
             }
           }

@@ -14,7 +14,7 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
                 for (int64_t i1 = 0; i1 < 4; ++i1) {
                   #pragma omp simd
                   for (int64_t i2 = 0; i2 < 9; ++i2) {
-                    C_local[(((C_local_i0 * 36) + (i1 * 9)) + i2)] = 0.0f;
+                    C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] = 0.0f;
                   }
                 }
                 for (int64_t k_0 = 0; k_0 < 1; ++k_0) {
@@ -23,7 +23,7 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
                     for (int64_t i1 = 0; i1 < 4; ++i1) {
                       #pragma omp simd
                       for (int64_t i2 = 0; i2 < 9; ++i2) {
-                        C_local[(((C_local_i0 * 36) + (i1 * 9)) + i2)] = (C_local[(((C_local_i0 * 36) + (i1 * 9)) + i2)] + (A[(((((((C_local_i0 * 204) + (i0 * 204)) + (i1 * 12)) + (i1_0 * 204)) + (i1_1_0 * 48)) + (k_0 * 12)) + k_1)] * B[((((((C_local_i0 * 108) + (i0 * 108)) + i2) + (i2_0 * 9)) + (k_0 * 108)) + (k_1 * 9))]));
+                        C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] = (C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] + (A[((i0 * 204) + (i1_0 * 204) + (i1_1_0 * 48) + (C_local_i0 * 204) + (k_0 * 12) + k_1 + (i1 * 12))] * B[((i0 * 108) + (i2_0 * 9) + (C_local_i0 * 108) + (k_0 * 108) + (k_1 * 9) + i2)]));
                       }
                     }
                   }
@@ -35,7 +35,7 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
                 for (int64_t i1 = 0; i1 < TG_MIN(4, (((i1_0 * -17) - (i1_1_0 * 4)) + 17)); ++i1) {
                   #pragma omp simd
                   for (int64_t i2 = 0; i2 < 9; ++i2) {
-                    C_local[(((C_local_i0 * 36) + (i1 * 9)) + i2)] = 0.0f;
+                    C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] = 0.0f;
                   }
                 }
                 for (int64_t k_0 = 0; k_0 < 1; ++k_0) {
@@ -44,7 +44,7 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
                     for (int64_t i1 = 0; i1 < TG_MIN(4, (((i1_0 * -17) - (i1_1_0 * 4)) + 17)); ++i1) {
                       #pragma omp simd
                       for (int64_t i2 = 0; i2 < 9; ++i2) {
-                        C_local[(((C_local_i0 * 36) + (i1 * 9)) + i2)] = (C_local[(((C_local_i0 * 36) + (i1 * 9)) + i2)] + (A[(((((((C_local_i0 * 204) + (i0 * 204)) + (i1 * 12)) + (i1_0 * 204)) + (i1_1_0 * 48)) + (k_0 * 12)) + k_1)] * B[((((((C_local_i0 * 108) + (i0 * 108)) + i2) + (i2_0 * 9)) + (k_0 * 108)) + (k_1 * 9))]));
+                        C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] = (C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] + (A[((i0 * 204) + (i1_0 * 204) + (i1_1_0 * 48) + (C_local_i0 * 204) + (k_0 * 12) + k_1 + (i1 * 12))] * B[((i0 * 108) + (i2_0 * 9) + (C_local_i0 * 108) + (k_0 * 108) + (k_1 * 9) + i2)]));
                       }
                     }
                   }
@@ -55,14 +55,14 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
               for (int64_t i1_1_1 = 0; i1_1_1 < 4; ++i1_1_1) {
                 #pragma omp simd
                 for (int64_t i2_1 = 0; i2_1 < 9; ++i2_1) {
-                  C[((((((i0 * 153) + (i1_0 * 153)) + (i1_1_0 * 36)) + (i1_1_1 * 9)) + (i2_0 * 9)) + i2_1)] = C_local[((i1_1_1 * 9) + i2_1)];
+                  C[((i0 * 153) + (i1_0 * 153) + (i2_0 * 9) + (i1_1_0 * 36) + (i1_1_1 * 9) + i2_1)] = C_local[((i1_1_1 * 9) + i2_1)];
                 }
               }
             } else {
               for (int64_t i1_1_1 = 0; i1_1_1 < TG_MIN(TG_MIN(4, ((i1_1_0 * -4) + 17)), (((i1_0 * -17) - (i1_1_0 * 4)) + 17)); ++i1_1_1) {
                 #pragma omp simd
                 for (int64_t i2_1 = 0; i2_1 < 9; ++i2_1) {
-                  C[((((((i0 * 153) + (i1_0 * 153)) + (i1_1_0 * 36)) + (i1_1_1 * 9)) + (i2_0 * 9)) + i2_1)] = C_local[((i1_1_1 * 9) + i2_1)];
+                  C[((i0 * 153) + (i1_0 * 153) + (i2_0 * 9) + (i1_1_0 * 36) + (i1_1_1 * 9) + i2_1)] = C_local[((i1_1_1 * 9) + i2_1)];
                 }
               }
             }

@@ -7,7 +7,7 @@ void broadcast_where_team(void** args, tg_team* tg) {
       for (int64_t i1 = 0; i1 < 4; ++i1) {
         #pragma omp simd
         for (int64_t i2 = 0; i2 < 5; ++i2) {
-          Y[(((i0 * 20) + (i1 * 5)) + i2)] = TG_BLEND_F32((A[((i0 * 5) + i2)] < B[i1]), A[((i0 * 5) + i2)], (1.0f / (1.0f + tg_expf(-B[i1]))));
+          Y[((i0 * 20) + (i1 * 5) + i2)] = TG_BLEND_F32((A[((i0 * 5) + i2)] < B[i1]), A[((i0 * 5) + i2)], (1.0f / (1.0f + tg_expf(-B[i1]))));
         }
       }
     }

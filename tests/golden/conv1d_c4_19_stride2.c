@@ -13,24 +13,24 @@ void conv1d_c4_19_stride2_team(void** args, tg_team* tg) {
             if ((((i2_0 * 16) + 15) < 21)) {
               #pragma omp simd
               for (int64_t i2_1 = 0; i2_1 < 16; ++i2_1) {
-                Y_pad[((((i0 * 84) + (i1 * 21)) + (i2_0 * 16)) + i2_1)] = X[(((((i0 * 76) + (i1 * 19)) + (i2_0 * 16)) + i2_1) - 1)];
+                Y_pad[((i0 * 84) + (i1 * 21) + (i2_0 * 16) + i2_1)] = X[(((((i0 * 76) + (i1 * 19)) + (i2_0 * 16)) + i2_1) - 1)];
               }
             } else {
               #pragma omp simd
               for (int64_t i2_1 = 0; i2_1 < 5; ++i2_1) {
-                Y_pad[((((i0 * 84) + (i1 * 21)) + i2_1) + 16)] = (((i2_1 + 15) < 19) ? X[((((i0 * 76) + (i1 * 19)) + i2_1) + 15)] : 0.0f);
+                Y_pad[((i0 * 84) + (i1 * 21) + i2_1 + 16)] = (((i2_1 + 15) < 19) ? X[((i0 * 76) + (i1 * 19) + i2_1 + 15)] : 0.0f);
               }
             }
           } else {
             if ((((i2_0 * 16) + 15) < 21)) {
               #pragma omp simd
               for (int64_t i2_1 = 0; i2_1 < 16; ++i2_1) {
-                Y_pad[((((i0 * 84) + (i1 * 21)) + (i2_0 * 16)) + i2_1)] = (((0 <= (((i2_0 * 16) + i2_1) - 1)) && ((((i2_0 * 16) + i2_1) - 1) < 19)) ? X[(((((i0 * 76) + (i1 * 19)) + (i2_0 * 16)) + i2_1) - 1)] : 0.0f);
+                Y_pad[((i0 * 84) + (i1 * 21) + (i2_0 * 16) + i2_1)] = (((0 <= (((i2_0 * 16) + i2_1) - 1)) && ((((i2_0 * 16) + i2_1) - 1) < 19)) ? X[(((((i0 * 76) + (i1 * 19)) + (i2_0 * 16)) + i2_1) - 1)] : 0.0f);
               }
             } else {
               #pragma omp simd
               for (int64_t i2_1 = 0; i2_1 < 5; ++i2_1) {
-                Y_pad[((((i0 * 84) + (i1 * 21)) + i2_1) + 16)] = (((i2_1 + 15) < 19) ? X[((((i0 * 76) + (i1 * 19)) + i2_1) + 15)] : 0.0f);
+                Y_pad[((i0 * 84) + (i1 * 21) + i2_1 + 16)] = (((i2_1 + 15) < 19) ? X[((i0 * 76) + (i1 * 19) + i2_1 + 15)] : 0.0f);
               }
             }
           }
@@ -46,7 +46,7 @@ void conv1d_c4_19_stride2_team(void** args, tg_team* tg) {
             for (int64_t c = 0; c < 8; ++c) {
               #pragma omp simd
               for (int64_t w = 0; w < 10; ++w) {
-                Y_local[(((Y_local_n * 80) + (c * 10)) + w)] = 0.0f;
+                Y_local[((Y_local_n * 80) + (c * 10) + w)] = 0.0f;
               }
             }
             for (int64_t rc = 0; rc < 4; ++rc) {
@@ -55,7 +55,7 @@ void conv1d_c4_19_stride2_team(void** args, tg_team* tg) {
                 for (int64_t c = 0; c < 8; ++c) {
                   #pragma omp simd
                   for (int64_t w = 0; w < 10; ++w) {
-                    Y_local[(((Y_local_n * 80) + (c * 10)) + w)] = (Y_local[(((Y_local_n * 80) + (c * 10)) + w)] + (Y_pad[((((((Y_local_n * 84) + kw) + (n * 84)) + (rc * 21)) + (w * 2)) + (w_0 * 20))] * W[((((c * 12) + (c_0 * 96)) + kw) + (rc * 3))]));
+                    Y_local[((Y_local_n * 80) + (c * 10) + w)] = (Y_local[((Y_local_n * 80) + (c * 10) + w)] + (Y_pad[((n * 84) + (w_0 * 20) + (Y_local_n * 84) + (rc * 21) + kw + (w * 2))] * W[((c_0 * 96) + (rc * 3) + kw + (c * 12))]));
                   }
                 }
               }
@@ -64,7 +64,7 @@ void conv1d_c4_19_stride2_team(void** args, tg_team* tg) {
           for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
             #pragma omp simd
             for (int64_t w_1 = 0; w_1 < 10; ++w_1) {
-              Y[(((((c_0 * 80) + (c_1 * 10)) + (n * 80)) + (w_0 * 10)) + w_1)] = Y_local[((c_1 * 10) + w_1)];
+              Y[((n * 80) + (c_0 * 80) + (w_0 * 10) + (c_1 * 10) + w_1)] = Y_local[((c_1 * 10) + w_1)];
             }
           }
         }

@@ -11,7 +11,7 @@ void conv2d_3x3_c4_14x14_team(void** args, tg_team* tg) {
         for (int64_t i2 = 0; i2 < 16; ++i2) {
           #pragma omp simd
           for (int64_t i3 = 0; i3 < 16; ++i3) {
-            Y_pad[((((i0 * 1024) + (i1 * 256)) + (i2 * 16)) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 14)) && (0 <= (i3 - 1))) && ((i3 - 1) < 14)) ? X[(((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) - 15)] : 0.0f);
+            Y_pad[((i0 * 1024) + (i1 * 256) + (i2 * 16) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 14)) && (0 <= (i3 - 1))) && ((i3 - 1) < 14)) ? X[(((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) - 15)] : 0.0f);
           }
         }
       }
@@ -29,7 +29,7 @@ void conv2d_3x3_c4_14x14_team(void** args, tg_team* tg) {
               for (int64_t c = 0; c < 8; ++c) {
                 #pragma omp simd
                 for (int64_t w = 0; w < 14; ++w) {
-                  Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = 0.0f;
+                  Y_local[((n * 112) + (h * 14) + (c * 14) + w)] = 0.0f;
                 }
               }
               for (int64_t rc = 0; rc < 4; ++rc) {
@@ -39,7 +39,7 @@ void conv2d_3x3_c4_14x14_team(void** args, tg_team* tg) {
                     for (int64_t c = 0; c < 8; ++c) {
                       #pragma omp simd
                       for (int64_t w = 0; w < 14; ++w) {
-                        Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 112)) + w)] + (Y_pad[((((((((h * 16) + (kh * 16)) + kw) + (n * 1024)) + (n_c_0_h_fused * 16)) + (rc * 256)) + w) + (w_0 * 14))] * W[((((c * 36) + (kh * 3)) + kw) + (rc * 9))]));
+                        Y_local[((n * 112) + (h * 14) + (c * 14) + w)] = (Y_local[((n * 112) + (h * 14) + (c * 14) + w)] + (Y_pad[((n_c_0_h_fused * 16) + (w_0 * 14) + (n * 1024) + (h * 16) + (rc * 256) + (kh * 16) + kw + w)] * W[((rc * 9) + (kh * 3) + kw + (c * 36))]));
                       }
                     }
                   }
@@ -50,7 +50,7 @@ void conv2d_3x3_c4_14x14_team(void** args, tg_team* tg) {
           for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
             #pragma omp simd
             for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-              Y[((((c_1 * 196) + (n_c_0_h_fused * 14)) + (w_0 * 14)) + w_1)] = Y_local[((c_1 * 14) + w_1)];
+              Y[((n_c_0_h_fused * 14) + (w_0 * 14) + (c_1 * 196) + w_1)] = Y_local[((c_1 * 14) + w_1)];
             }
           }
         }

@@ -12,7 +12,7 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
               for (int64_t i2 = 0; i2 < 5; ++i2) {
                 #pragma omp simd
                 for (int64_t i3 = 0; i3 < 18; ++i3) {
-                  Y_pad[((((i0 * 180) + (i1 * 90)) + (i2 * 18)) + i3)] = (((0 <= (i3 - 2)) && ((i3 - 2) < 14)) ? X[(((((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) + ((n_c_h_fused % 14) * 14)) + ((n_c_h_fused / 56) * 392)) - 30)] : 0.0f);
+                  Y_pad[((i0 * 180) + (i1 * 90) + (i2 * 18) + i3)] = (((0 <= (i3 - 2)) && ((i3 - 2) < 14)) ? X[(((((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) + ((n_c_h_fused % 14) * 14)) + ((n_c_h_fused / 56) * 392)) - 30)] : 0.0f);
                 }
               }
             }
@@ -24,14 +24,14 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
                 for (int64_t h = 0; h < 1; ++h) {
                   #pragma omp simd
                   for (int64_t w = 0; w < 14; ++w) {
-                    Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] = 0.0f;
+                    Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = 0.0f;
                   }
                   for (int64_t rc = 0; rc < 2; ++rc) {
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 14; ++w) {
-                          Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] + (Y_pad[(((((((((h * 18) + (kh * 36)) + (kw * 2)) + (n * 180)) + (rc * 90)) + w) + (w_0 * 14)) + (((c + (n_c_h_fused / 14)) / 4) * 180)) - ((n_c_h_fused / 56) * 180))] * W[(((((c * 18) + (kh * 3)) + kw) + (rc * 9)) + ((n_c_h_fused / 14) * 18))]));
+                          Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = (Y_local[((n * 14) + (c * 14) + (h * 14) + w)] + (Y_pad[(((((((((h * 18) + (kh * 36)) + (kw * 2)) + (n * 180)) + (rc * 90)) + w) + (w_0 * 14)) + (((c + (n_c_h_fused / 14)) / 4) * 180)) - ((n_c_h_fused / 56) * 180))] * W[(((n_c_h_fused / 14) * 18) + (c * 18) + (rc * 9) + (kh * 3) + kw)]));
                         }
                       }
                     }
@@ -41,7 +41,7 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
             }
             #pragma omp simd
             for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-              Y[(((n_c_h_fused * 14) + (w_0 * 14)) + w_1)] = Y_local[w_1];
+              Y[((n_c_h_fused * 14) + (w_0 * 14) + w_1)] = Y_local[w_1];
             }
           }
         } else {
@@ -51,7 +51,7 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
               for (int64_t i2 = 0; i2 < 5; ++i2) {
                 #pragma omp simd
                 for (int64_t i3 = 0; i3 < 18; ++i3) {
-                  Y_pad[((((i0 * 180) + (i1 * 90)) + (i2 * 18)) + i3)] = (((((0 <= ((i2 + (n_c_h_fused % 14)) - 2)) && (((i2 + (n_c_h_fused % 14)) - 2) < 14)) && (0 <= (i3 - 2))) && ((i3 - 2) < 14)) ? X[(((((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) + ((n_c_h_fused % 14) * 14)) + ((n_c_h_fused / 56) * 392)) - 30)] : 0.0f);
+                  Y_pad[((i0 * 180) + (i1 * 90) + (i2 * 18) + i3)] = (((((0 <= ((i2 + (n_c_h_fused % 14)) - 2)) && (((i2 + (n_c_h_fused % 14)) - 2) < 14)) && (0 <= (i3 - 2))) && ((i3 - 2) < 14)) ? X[(((((((i0 * 784) + (i1 * 196)) + (i2 * 14)) + i3) + ((n_c_h_fused % 14) * 14)) + ((n_c_h_fused / 56) * 392)) - 30)] : 0.0f);
                 }
               }
             }
@@ -63,14 +63,14 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
                 for (int64_t h = 0; h < 1; ++h) {
                   #pragma omp simd
                   for (int64_t w = 0; w < 14; ++w) {
-                    Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] = 0.0f;
+                    Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = 0.0f;
                   }
                   for (int64_t rc = 0; rc < 2; ++rc) {
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 14; ++w) {
-                          Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] + (Y_pad[(((((((((h * 18) + (kh * 36)) + (kw * 2)) + (n * 180)) + (rc * 90)) + w) + (w_0 * 14)) + (((c + (n_c_h_fused / 14)) / 4) * 180)) - ((n_c_h_fused / 56) * 180))] * W[(((((c * 18) + (kh * 3)) + kw) + (rc * 9)) + ((n_c_h_fused / 14) * 18))]));
+                          Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = (Y_local[((n * 14) + (c * 14) + (h * 14) + w)] + (Y_pad[(((((((((h * 18) + (kh * 36)) + (kw * 2)) + (n * 180)) + (rc * 90)) + w) + (w_0 * 14)) + (((c + (n_c_h_fused / 14)) / 4) * 180)) - ((n_c_h_fused / 56) * 180))] * W[(((n_c_h_fused / 14) * 18) + (c * 18) + (rc * 9) + (kh * 3) + kw)]));
                         }
                       }
                     }
@@ -80,7 +80,7 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
             }
             #pragma omp simd
             for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-              Y[(((n_c_h_fused * 14) + (w_0 * 14)) + w_1)] = Y_local[w_1];
+              Y[((n_c_h_fused * 14) + (w_0 * 14) + w_1)] = Y_local[w_1];
             }
           }
         }

@@ -12,14 +12,14 @@ void conv2d_transpose_stride2_team(void** args, tg_team* tg) {
               for (int64_t h = 0; h < 1; ++h) {
                 #pragma omp simd
                 for (int64_t w = 0; w < 14; ++w) {
-                  Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] = 0.0f;
+                  Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = 0.0f;
                 }
                 for (int64_t rc = 0; rc < 4; ++rc) {
                   for (int64_t kh = 0; kh < 3; ++kh) {
                     for (int64_t kw = 0; kw < 3; ++kw) {
                       #pragma omp simd
                       for (int64_t w = 0; w < 14; ++w) {
-                        Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] = (Y_local[((((c * 14) + (h * 14)) + (n * 14)) + w)] + (((((tg_floormod((((h + (n_c_h_fused % 12)) - kh) + 1), 2) == 0) && (tg_floormod(((w - kw) + 1), 2) == 0)) && ((((0 <= tg_floordiv((((h + (n_c_h_fused % 12)) - kh) + 1), 2)) && (tg_floordiv((((h + (n_c_h_fused % 12)) - kh) + 1), 2) < 6)) && (0 <= ((w_0 * 7) + tg_floordiv(((w - kw) + 1), 2)))) && (((w_0 * 7) + tg_floordiv(((w - kw) + 1), 2)) < 7))) ? X[(((((n * 168) + (rc * 42)) + (w_0 * 7)) + (tg_floordiv((((h + (n_c_h_fused % 12)) - kh) + 1), 2) * 7)) + tg_floordiv(((w - kw) + 1), 2))] : 0.0f) * W[(((((c * 9) + (kh * 3)) + kw) + (rc * 27)) + ((n_c_h_fused / 12) * 9))]));
+                        Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = (Y_local[((n * 14) + (c * 14) + (h * 14) + w)] + (((((tg_floormod((((h + (n_c_h_fused % 12)) - kh) + 1), 2) == 0) && (tg_floormod(((w - kw) + 1), 2) == 0)) && ((((0 <= tg_floordiv((((h + (n_c_h_fused % 12)) - kh) + 1), 2)) && (tg_floordiv((((h + (n_c_h_fused % 12)) - kh) + 1), 2) < 6)) && (0 <= ((w_0 * 7) + tg_floordiv(((w - kw) + 1), 2)))) && (((w_0 * 7) + tg_floordiv(((w - kw) + 1), 2)) < 7))) ? X[((w_0 * 7) + (n * 168) + (rc * 42) + (tg_floordiv((((h + (n_c_h_fused % 12)) - kh) + 1), 2) * 7) + tg_floordiv(((w - kw) + 1), 2))] : 0.0f) * W[(((n_c_h_fused / 12) * 9) + (c * 9) + (rc * 27) + (kh * 3) + kw)]));
                       }
                     }
                   }
@@ -29,7 +29,7 @@ void conv2d_transpose_stride2_team(void** args, tg_team* tg) {
           }
           #pragma omp simd
           for (int64_t w_1 = 0; w_1 < 14; ++w_1) {
-            Y[(((n_c_h_fused * 14) + (w_0 * 14)) + w_1)] = Y_local[w_1];
+            Y[((n_c_h_fused * 14) + (w_0 * 14) + w_1)] = Y_local[w_1];
           }
         }
       }

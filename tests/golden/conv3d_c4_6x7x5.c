@@ -12,7 +12,7 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
           for (int64_t i3 = 0; i3 < 7; ++i3) {
             #pragma omp simd
             for (int64_t i4 = 0; i4 < 7; ++i4) {
-              Y_pad[(((((i0 * 1568) + (i1 * 392)) + (i2 * 49)) + (i3 * 7)) + i4)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 6)) && (0 <= (i4 - 1))) && ((i4 - 1) < 5)) ? X[((((((i0 * 840) + (i1 * 210)) + (i2 * 35)) + (i3 * 5)) + i4) - 36)] : 0.0f);
+              Y_pad[((i0 * 1568) + (i1 * 392) + (i2 * 49) + (i3 * 7) + i4)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 6)) && (0 <= (i4 - 1))) && ((i4 - 1) < 5)) ? X[((((((i0 * 840) + (i1 * 210)) + (i2 * 35)) + (i3 * 5)) + i4) - 36)] : 0.0f);
             }
           }
         }
@@ -32,7 +32,7 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
                 for (int64_t c = 0; c < 8; ++c) {
                   #pragma omp simd
                   for (int64_t w = 0; w < 5; ++w) {
-                    Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = 0.0f;
+                    Y_local[((n * 40) + (d * 5) + (h * 5) + (c * 5) + w)] = 0.0f;
                   }
                 }
                 for (int64_t rc = 0; rc < 4; ++rc) {
@@ -43,7 +43,7 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
                         for (int64_t c = 0; c < 8; ++c) {
                           #pragma omp simd
                           for (int64_t w = 0; w < 5; ++w) {
-                            Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] = (Y_local[(((((c * 5) + (d * 5)) + (h * 5)) + (n * 40)) + w)] + (Y_pad[(((((((((((d * 49) + (h * 7)) + (kd * 49)) + (kh * 7)) + kw) + (n * 1568)) + (rc * 392)) + w) + (w_0 * 5)) + ((n_c_0_d_h_fused % 5) * 7)) + ((n_c_0_d_h_fused / 5) * 49))] * W[(((((c * 108) + (kd * 9)) + (kh * 3)) + kw) + (rc * 27))]));
+                            Y_local[((n * 40) + (d * 5) + (h * 5) + (c * 5) + w)] = (Y_local[((n * 40) + (d * 5) + (h * 5) + (c * 5) + w)] + (Y_pad[(((n_c_0_d_h_fused % 5) * 7) + ((n_c_0_d_h_fused / 5) * 49) + (w_0 * 5) + (n * 1568) + (d * 49) + (h * 7) + (rc * 392) + (kd * 49) + (kh * 7) + kw + w)] * W[((rc * 27) + (kd * 9) + (kh * 3) + kw + (c * 108))]));
                           }
                         }
                       }
@@ -56,7 +56,7 @@ void conv3d_c4_6x7x5_team(void** args, tg_team* tg) {
           for (int64_t c_1 = 0; c_1 < 8; ++c_1) {
             #pragma omp simd
             for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-              Y[((((c_1 * 150) + (n_c_0_d_h_fused * 5)) + (w_0 * 5)) + w_1)] = Y_local[((c_1 * 5) + w_1)];
+              Y[((n_c_0_d_h_fused * 5) + (w_0 * 5) + (c_1 * 150) + w_1)] = Y_local[((c_1 * 5) + w_1)];
             }
           }
         }

@@ -13,7 +13,7 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
                 for (int64_t i2 = 0; i2 < 3; ++i2) {
                   #pragma omp simd
                   for (int64_t i3 = 0; i3 < 17; ++i3) {
-                    Y_pad[((((i0 * 51) + (i1 * 51)) + (i2 * 17)) + i3)] = (((0 <= (i3 - 1)) && ((i3 - 1) < 15)) ? X[((((((((c * 195) + (h * 30)) + (i0 * 1560)) + (i1 * 195)) + (i2 * 15)) + i3) + (n * 1560)) - 16)] : 0.0f);
+                    Y_pad[((i0 * 51) + (i1 * 51) + (i2 * 17) + i3)] = (((0 <= (i3 - 1)) && ((i3 - 1) < 15)) ? X[((((((((c * 195) + (h * 30)) + (i0 * 1560)) + (i1 * 195)) + (i2 * 15)) + i3) + (n * 1560)) - 16)] : 0.0f);
                   }
                 }
               }
@@ -25,13 +25,13 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
                   for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
                     #pragma omp simd
                     for (int64_t w = 0; w < 8; ++w) {
-                      Y_local[((((Y_local_c * 8) + (Y_local_h * 8)) + (Y_local_n * 8)) + w)] = 0.0f;
+                      Y_local[((Y_local_n * 8) + (Y_local_c * 8) + (Y_local_h * 8) + w)] = 0.0f;
                     }
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 8; ++w) {
-                          Y_local[((((Y_local_c * 8) + (Y_local_h * 8)) + (Y_local_n * 8)) + w)] = (Y_local[((((Y_local_c * 8) + (Y_local_h * 8)) + (Y_local_n * 8)) + w)] + (Y_pad[(((((((Y_local_c * 51) + (Y_local_h * 34)) + (Y_local_n * 51)) + (kh * 17)) + kw) + (w * 2)) + (w_0 * 16))] * W[((((Y_local_c * 9) + (c * 9)) + (kh * 3)) + kw)]));
+                          Y_local[((Y_local_n * 8) + (Y_local_c * 8) + (Y_local_h * 8) + w)] = (Y_local[((Y_local_n * 8) + (Y_local_c * 8) + (Y_local_h * 8) + w)] + (Y_pad[((w_0 * 16) + (Y_local_n * 51) + (Y_local_c * 51) + (Y_local_h * 34) + (kh * 17) + kw + (w * 2))] * W[((c * 9) + (Y_local_c * 9) + (kh * 3) + kw)]));
                         }
                       }
                     }
@@ -40,7 +40,7 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
               }
               #pragma omp simd
               for (int64_t w_1 = 0; w_1 < 8; ++w_1) {
-                Y[(((((c * 56) + (h * 8)) + (n * 448)) + (w_0 * 8)) + w_1)] = Y_local[w_1];
+                Y[((n * 448) + (c * 56) + (h * 8) + (w_0 * 8) + w_1)] = Y_local[w_1];
               }
             }
           } else {
@@ -50,7 +50,7 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
                 for (int64_t i2 = 0; i2 < 3; ++i2) {
                   #pragma omp simd
                   for (int64_t i3 = 0; i3 < 17; ++i3) {
-                    Y_pad[((((i0 * 51) + (i1 * 51)) + (i2 * 17)) + i3)] = (((((0 <= (((h * 2) + i2) - 1)) && ((((h * 2) + i2) - 1) < 13)) && (0 <= (i3 - 1))) && ((i3 - 1) < 15)) ? X[((((((((c * 195) + (h * 30)) + (i0 * 1560)) + (i1 * 195)) + (i2 * 15)) + i3) + (n * 1560)) - 16)] : 0.0f);
+                    Y_pad[((i0 * 51) + (i1 * 51) + (i2 * 17) + i3)] = (((((0 <= (((h * 2) + i2) - 1)) && ((((h * 2) + i2) - 1) < 13)) && (0 <= (i3 - 1))) && ((i3 - 1) < 15)) ? X[((((((((c * 195) + (h * 30)) + (i0 * 1560)) + (i1 * 195)) + (i2 * 15)) + i3) + (n * 1560)) - 16)] : 0.0f);
                   }
                 }
               }
@@ -62,13 +62,13 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
                   for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
                     #pragma omp simd
                     for (int64_t w = 0; w < 8; ++w) {
-                      Y_local[((((Y_local_c * 8) + (Y_local_h * 8)) + (Y_local_n * 8)) + w)] = 0.0f;
+                      Y_local[((Y_local_n * 8) + (Y_local_c * 8) + (Y_local_h * 8) + w)] = 0.0f;
                     }
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 8; ++w) {
-                          Y_local[((((Y_local_c * 8) + (Y_local_h * 8)) + (Y_local_n * 8)) + w)] = (Y_local[((((Y_local_c * 8) + (Y_local_h * 8)) + (Y_local_n * 8)) + w)] + (Y_pad[(((((((Y_local_c * 51) + (Y_local_h * 34)) + (Y_local_n * 51)) + (kh * 17)) + kw) + (w * 2)) + (w_0 * 16))] * W[((((Y_local_c * 9) + (c * 9)) + (kh * 3)) + kw)]));
+                          Y_local[((Y_local_n * 8) + (Y_local_c * 8) + (Y_local_h * 8) + w)] = (Y_local[((Y_local_n * 8) + (Y_local_c * 8) + (Y_local_h * 8) + w)] + (Y_pad[((w_0 * 16) + (Y_local_n * 51) + (Y_local_c * 51) + (Y_local_h * 34) + (kh * 17) + kw + (w * 2))] * W[((c * 9) + (Y_local_c * 9) + (kh * 3) + kw)]));
                         }
                       }
                     }
@@ -77,7 +77,7 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
               }
               #pragma omp simd
               for (int64_t w_1 = 0; w_1 < 8; ++w_1) {
-                Y[(((((c * 56) + (h * 8)) + (n * 448)) + (w_0 * 8)) + w_1)] = Y_local[w_1];
+                Y[((n * 448) + (c * 56) + (h * 8) + (w_0 * 8) + w_1)] = Y_local[w_1];
               }
             }
           }

@@ -6,7 +6,7 @@ void gather_axis0_team(void** args, tg_team* tg) {
     for (int64_t i0 = 0; i0 < 4; ++i0) {
       #pragma omp simd
       for (int64_t i1 = 0; i1 < 5; ++i1) {
-        Y[((i0 * 5) + i1)] = X[(i1 + (TG_MIN(TG_MAX(((idx[i0] < 0) ? (idx[i0] + 7) : idx[i0]), 0), 6) * 5))];
+        Y[((i0 * 5) + i1)] = X[((TG_MIN(TG_MAX(((idx[i0] < 0) ? (idx[i0] + 7) : idx[i0]), 0), 6) * 5) + i1)];
       }
     }
   }

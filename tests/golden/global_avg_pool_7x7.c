@@ -8,10 +8,10 @@ void global_avg_pool_7x7_team(void** args, tg_team* tg) {
         for (int64_t i1 = 0; i1 < 1; ++i1) {
           for (int64_t i2 = 0; i2 < 1; ++i2) {
             for (int64_t Y_sum_i3 = 0; Y_sum_i3 < 1; ++Y_sum_i3) {
-              Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] = 0.0f;
+              Y_sum[(i0 + i1 + i2 + Y_sum_i3)] = 0.0f;
               for (int64_t r2 = 0; r2 < 7; ++r2) {
                 for (int64_t r3 = 0; r3 < 7; ++r3) {
-                  Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] = (Y_sum[(((Y_sum_i3 + i0) + i1) + i2)] + X[(((((i0 * 245) + (i0_i1_i2_fused * 49)) + (i1 * 49)) + (r2 * 7)) + r3)]);
+                  Y_sum[(i0 + i1 + i2 + Y_sum_i3)] = (Y_sum[(i0 + i1 + i2 + Y_sum_i3)] + X[((i0_i1_i2_fused * 49) + (i0 * 245) + (i1 * 49) + (r2 * 7) + r3)]);
                 }
               }
             }

@@ -17,7 +17,7 @@ void layernorm_6x64_team(void** args, tg_team* tg) {
         for (int64_t Y_mean_rf_r1_0 = 0; Y_mean_rf_r1_0 < 4; ++Y_mean_rf_r1_0) {
           #pragma omp simd
           for (int64_t Y_mean_rf_r1_1 = 0; Y_mean_rf_r1_1 < 16; ++Y_mean_rf_r1_1) {
-            Y_mean_rf[(Y_mean_rf_i0 + Y_mean_rf_r1_1)] = (Y_mean_rf[(Y_mean_rf_i0 + Y_mean_rf_r1_1)] + (X[((((Y_mean_rf_i0 * 64) + (Y_mean_rf_r1_0 * 16)) + Y_mean_rf_r1_1) + (i0 * 64))] / 64.0f));
+            Y_mean_rf[(Y_mean_rf_i0 + Y_mean_rf_r1_1)] = (Y_mean_rf[(Y_mean_rf_i0 + Y_mean_rf_r1_1)] + (X[((i0 * 64) + (Y_mean_rf_i0 * 64) + (Y_mean_rf_r1_0 * 16) + Y_mean_rf_r1_1)] / 64.0f));
           }
         }
       }
@@ -35,7 +35,7 @@ void layernorm_6x64_team(void** args, tg_team* tg) {
         for (int64_t r1_0 = 0; r1_0 < 4; ++r1_0) {
           #pragma omp simd
           for (int64_t Y_var_rf_r1_1 = 0; Y_var_rf_r1_1 < 16; ++Y_var_rf_r1_1) {
-            Y_var_rf[(Y_var_rf_i0 + Y_var_rf_r1_1)] = (Y_var_rf[(Y_var_rf_i0 + Y_var_rf_r1_1)] + (((X[((((Y_var_rf_i0 * 64) + Y_var_rf_r1_1) + (i0 * 64)) + (r1_0 * 16))] - Y_mean[Y_var_rf_i0]) * (X[((((Y_var_rf_i0 * 64) + Y_var_rf_r1_1) + (i0 * 64)) + (r1_0 * 16))] - Y_mean[Y_var_rf_i0])) / 64.0f));
+            Y_var_rf[(Y_var_rf_i0 + Y_var_rf_r1_1)] = (Y_var_rf[(Y_var_rf_i0 + Y_var_rf_r1_1)] + (((X[((i0 * 64) + (Y_var_rf_i0 * 64) + (r1_0 * 16) + Y_var_rf_r1_1)] - Y_mean[Y_var_rf_i0]) * (X[((i0 * 64) + (Y_var_rf_i0 * 64) + (r1_0 * 16) + Y_var_rf_r1_1)] - Y_mean[Y_var_rf_i0])) / 64.0f));
           }
         }
       }

@@ -24,14 +24,14 @@ void log_softmax_axis0_team(void** args, tg_team* tg) {
         for (int64_t Y_max_r0 = 0; Y_max_r0 < 5; ++Y_max_r0) {
           #pragma omp simd
           for (int64_t Y_max_i0_1 = 0; Y_max_i0_1 < 16; ++Y_max_i0_1) {
-            Y_max[((Y_max_i0_0 * 16) + Y_max_i0_1)] = TG_MAX(Y_max[((Y_max_i0_0 * 16) + Y_max_i0_1)], X[(((Y_max_i0_0 * 16) + Y_max_i0_1) + (Y_max_r0 * 18))]);
+            Y_max[((Y_max_i0_0 * 16) + Y_max_i0_1)] = TG_MAX(Y_max[((Y_max_i0_0 * 16) + Y_max_i0_1)], X[((Y_max_i0_0 * 16) + (Y_max_r0 * 18) + Y_max_i0_1)]);
           }
         }
       } else {
         for (int64_t Y_max_r0 = 0; Y_max_r0 < 5; ++Y_max_r0) {
           #pragma omp simd
           for (int64_t Y_max_i0_1 = 0; Y_max_i0_1 < 2; ++Y_max_i0_1) {
-            Y_max[(Y_max_i0_1 + 16)] = TG_MAX(Y_max[(Y_max_i0_1 + 16)], X[((Y_max_i0_1 + (Y_max_r0 * 18)) + 16)]);
+            Y_max[(Y_max_i0_1 + 16)] = TG_MAX(Y_max[(Y_max_i0_1 + 16)], X[((Y_max_r0 * 18) + Y_max_i0_1 + 16)]);
           }
         }
       }
@@ -52,14 +52,14 @@ void log_softmax_axis0_team(void** args, tg_team* tg) {
         for (int64_t r0 = 0; r0 < 5; ++r0) {
           #pragma omp simd
           for (int64_t i0_1 = 0; i0_1 < 16; ++i0_1) {
-            Y_expsum[((i0_0 * 16) + i0_1)] = (Y_expsum[((i0_0 * 16) + i0_1)] + tg_expf((X[(((i0_0 * 16) + i0_1) + (r0 * 18))] - Y_max[((i0_0 * 16) + i0_1)])));
+            Y_expsum[((i0_0 * 16) + i0_1)] = (Y_expsum[((i0_0 * 16) + i0_1)] + tg_expf((X[((i0_0 * 16) + (r0 * 18) + i0_1)] - Y_max[((i0_0 * 16) + i0_1)])));
           }
         }
       } else {
         for (int64_t r0 = 0; r0 < 5; ++r0) {
           #pragma omp simd
           for (int64_t i0_1 = 0; i0_1 < 2; ++i0_1) {
-            Y_expsum[(i0_1 + 16)] = (Y_expsum[(i0_1 + 16)] + tg_expf((X[((i0_1 + (r0 * 18)) + 16)] - Y_max[(i0_1 + 16)])));
+            Y_expsum[(i0_1 + 16)] = (Y_expsum[(i0_1 + 16)] + tg_expf((X[((r0 * 18) + i0_1 + 16)] - Y_max[(i0_1 + 16)])));
           }
         }
       }

@@ -21,7 +21,7 @@ void matmul_64x48x40_team(void** args, tg_team* tg) {
                 for (int64_t i = 0; i < 4; ++i) {
                   #pragma omp simd
                   for (int64_t j = 0; j < 32; ++j) {
-                    C_local[((i * 32) + j)] = (C_local[((i * 32) + j)] + (A[((((i * 48) + (i_1_0 * 192)) + (k_0 * 48)) + k_1)] * B[((((i_0_j_0_fused * 32) + j) + (k_0 * 1920)) + (k_1 * 40))]));
+                    C_local[((i * 32) + j)] = (C_local[((i * 32) + j)] + (A[((i_1_0 * 192) + (k_0 * 48) + k_1 + (i * 48))] * B[((i_0_j_0_fused * 32) + (k_0 * 1920) + (k_1 * 40) + j)]));
                   }
                 }
               }
@@ -29,7 +29,7 @@ void matmul_64x48x40_team(void** args, tg_team* tg) {
             for (int64_t i_1_1 = 0; i_1_1 < 4; ++i_1_1) {
               #pragma omp simd
               for (int64_t j_1 = 0; j_1 < 32; ++j_1) {
-                C[((((i_0_j_0_fused * 32) + (i_1_0 * 160)) + (i_1_1 * 40)) + j_1)] = C_local[((i_1_1 * 32) + j_1)];
+                C[((i_0_j_0_fused * 32) + (i_1_0 * 160) + (i_1_1 * 40) + j_1)] = C_local[((i_1_1 * 32) + j_1)];
               }
             }
           }
@@ -49,7 +49,7 @@ void matmul_64x48x40_team(void** args, tg_team* tg) {
                 for (int64_t i = 0; i < 4; ++i) {
                   #pragma omp simd
                   for (int64_t j = 0; j < 8; ++j) {
-                    C_local[((i * 32) + j)] = (C_local[((i * 32) + j)] + (A[((((i * 48) + (i_1_0 * 192)) + (k_0 * 48)) + k_1)] * B[(((j + (k_0 * 1920)) + (k_1 * 40)) + 32)]));
+                    C_local[((i * 32) + j)] = (C_local[((i * 32) + j)] + (A[((i_1_0 * 192) + (k_0 * 48) + k_1 + (i * 48))] * B[((k_0 * 1920) + (k_1 * 40) + j + 32)]));
                   }
                 }
               }
@@ -57,7 +57,7 @@ void matmul_64x48x40_team(void** args, tg_team* tg) {
             for (int64_t i_1_1 = 0; i_1_1 < 4; ++i_1_1) {
               #pragma omp simd
               for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-                C[((((i_1_0 * 160) + (i_1_1 * 40)) + j_1) + 32)] = C_local[((i_1_1 * 32) + j_1)];
+                C[((i_1_0 * 160) + (i_1_1 * 40) + j_1 + 32)] = C_local[((i_1_1 * 32) + j_1)];
               }
             }
           }

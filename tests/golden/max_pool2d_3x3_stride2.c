@@ -13,13 +13,13 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
                   for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
                     #pragma omp simd
                     for (int64_t w = 0; w < 6; ++w) {
-                      Y_local[((((Y_local_c * 6) + (Y_local_h * 6)) + (Y_local_n * 6)) + w)] = (-INFINITY);
+                      Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)] = (-INFINITY);
                     }
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 6; ++w) {
-                          Y_local[((((Y_local_c * 6) + (Y_local_h * 6)) + (Y_local_n * 6)) + w)] = TG_MAX(Y_local[((((Y_local_c * 6) + (Y_local_h * 6)) + (Y_local_n * 6)) + w)], ((0 <= (((kw + (w * 2)) + (w_0 * 12)) - 1)) ? X[(((((((((((Y_local_c * 132) + (Y_local_h * 24)) + (Y_local_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 12)) - 13)] : (-INFINITY)));
+                          Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)] = TG_MAX(Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)], ((0 <= (((kw + (w * 2)) + (w_0 * 12)) - 1)) ? X[(((((((((((Y_local_c * 132) + (Y_local_h * 24)) + (Y_local_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 12)) - 13)] : (-INFINITY)));
                         }
                       }
                     }
@@ -28,7 +28,7 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
               }
               #pragma omp simd
               for (int64_t w_1 = 0; w_1 < 6; ++w_1) {
-                Y[(((((c * 36) + (h * 6)) + (n * 108)) + (w_0 * 6)) + w_1)] = Y_local[w_1];
+                Y[((n * 108) + (c * 36) + (h * 6) + (w_0 * 6) + w_1)] = Y_local[w_1];
               }
             }
           } else {
@@ -39,13 +39,13 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
                   for (int64_t Y_local_h = 0; Y_local_h < 1; ++Y_local_h) {
                     #pragma omp simd
                     for (int64_t w = 0; w < 6; ++w) {
-                      Y_local[((((Y_local_c * 6) + (Y_local_h * 6)) + (Y_local_n * 6)) + w)] = (-INFINITY);
+                      Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)] = (-INFINITY);
                     }
                     for (int64_t kh = 0; kh < 3; ++kh) {
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 6; ++w) {
-                          Y_local[((((Y_local_c * 6) + (Y_local_h * 6)) + (Y_local_n * 6)) + w)] = TG_MAX(Y_local[((((Y_local_c * 6) + (Y_local_h * 6)) + (Y_local_n * 6)) + w)], ((((0 <= ((((Y_local_h * 2) + (h * 2)) + kh) - 1)) && (((((Y_local_h * 2) + (h * 2)) + kh) - 1) < 11)) && (0 <= (((kw + (w * 2)) + (w_0 * 12)) - 1))) ? X[(((((((((((Y_local_c * 132) + (Y_local_h * 24)) + (Y_local_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 12)) - 13)] : (-INFINITY)));
+                          Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)] = TG_MAX(Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)], ((((0 <= ((((Y_local_h * 2) + (h * 2)) + kh) - 1)) && (((((Y_local_h * 2) + (h * 2)) + kh) - 1) < 11)) && (0 <= (((kw + (w * 2)) + (w_0 * 12)) - 1))) ? X[(((((((((((Y_local_c * 132) + (Y_local_h * 24)) + (Y_local_n * 396)) + (c * 132)) + (h * 24)) + (kh * 12)) + kw) + (n * 396)) + (w * 2)) + (w_0 * 12)) - 13)] : (-INFINITY)));
                         }
                       }
                     }
@@ -54,7 +54,7 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
               }
               #pragma omp simd
               for (int64_t w_1 = 0; w_1 < 6; ++w_1) {
-                Y[(((((c * 36) + (h * 6)) + (n * 108)) + (w_0 * 6)) + w_1)] = Y_local[w_1];
+                Y[((n * 108) + (c * 36) + (h * 6) + (w_0 * 6) + w_1)] = Y_local[w_1];
               }
             }
           }

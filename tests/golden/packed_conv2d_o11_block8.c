@@ -14,7 +14,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
         for (int64_t i2 = 0; i2 < 11; ++i2) {
           #pragma omp simd
           for (int64_t i3 = 0; i3 < 12; ++i3) {
-            Y_pad[((((i0 * 660) + (i1 * 132)) + (i2 * 12)) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 9)) && (0 <= (i3 - 1))) && ((i3 - 1) < 10)) ? X[(((((i0 * 450) + (i1 * 90)) + (i2 * 10)) + i3) - 11)] : 0.0f);
+            Y_pad[((i0 * 660) + (i1 * 132) + (i2 * 12) + i3)] = (((((0 <= (i2 - 1)) && ((i2 - 1) < 9)) && (0 <= (i3 - 1))) && ((i3 - 1) < 10)) ? X[(((((i0 * 450) + (i1 * 90)) + (i2 * 10)) + i3) - 11)] : 0.0f);
           }
         }
       }
@@ -26,7 +26,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
             for (int64_t z = 0; z < 3; ++z) {
               #pragma omp simd
               for (int64_t Y_wpack_cb = 0; Y_wpack_cb < 8; ++Y_wpack_cb) {
-                Y_wpack[((((Y_wpack_cb + (Y_wpack_co * 360)) + (c * 72)) + (y * 24)) + (z * 8))] = W[((((c * 9) + (y * 3)) + z) + (TG_MIN((Y_wpack_cb + (Y_wpack_co * 8)), 10) * 45))];
+                Y_wpack[((Y_wpack_co * 360) + (c * 72) + (y * 24) + (z * 8) + Y_wpack_cb)] = W[((c * 9) + (y * 3) + z + (TG_MIN((Y_wpack_cb + (Y_wpack_co * 8)), 10) * 45))];
               }
             }
           }
@@ -37,7 +37,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
             for (int64_t z = 0; z < 3; ++z) {
               #pragma omp simd
               for (int64_t Y_wpack_cb = 0; Y_wpack_cb < 8; ++Y_wpack_cb) {
-                Y_wpack[((((Y_wpack_cb + (Y_wpack_co * 360)) + (c * 72)) + (y * 24)) + (z * 8))] = TG_BLEND_F32(((Y_wpack_cb + (Y_wpack_co * 8)) < 11), W[((((c * 9) + (y * 3)) + z) + (TG_MIN((Y_wpack_cb + (Y_wpack_co * 8)), 10) * 45))], 0.0f);
+                Y_wpack[((Y_wpack_co * 360) + (c * 72) + (y * 24) + (z * 8) + Y_wpack_cb)] = TG_BLEND_F32(((Y_wpack_cb + (Y_wpack_co * 8)) < 11), W[((c * 9) + (y * 3) + z + (TG_MIN((Y_wpack_cb + (Y_wpack_co * 8)), 10) * 45))], 0.0f);
               }
             }
           }
@@ -59,7 +59,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
                 for (int64_t co = 0; co < 2; ++co) {
                   #pragma omp simd
                   for (int64_t cb = 0; cb < 8; ++cb) {
-                    Y_blocked[(((((b * 80) + cb) + (co * 40)) + (h * 40)) + (w * 8))] = 0.0f;
+                    Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] = 0.0f;
                   }
                 }
               }
@@ -72,7 +72,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
                       for (int64_t co = 0; co < 2; ++co) {
                         #pragma omp simd
                         for (int64_t cb = 0; cb < 8; ++cb) {
-                          Y_blocked[(((((b * 80) + cb) + (co * 40)) + (h * 40)) + (w * 8))] = (Y_blocked[(((((b * 80) + cb) + (co * 40)) + (h * 40)) + (w * 8))] + (Y_pad[((((((((b * 660) + (b_c_0_h_fused * 12)) + (h * 12)) + (rc * 132)) + rx) + (ry * 12)) + (w * 2)) + (w_0 * 10))] * Y_wpack[((((cb + (co * 360)) + (rc * 72)) + (rx * 8)) + (ry * 24))]));
+                          Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] = (Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] + (Y_pad[((b_c_0_h_fused * 12) + (w_0 * 10) + (b * 660) + (h * 12) + (rc * 132) + (ry * 12) + rx + (w * 2))] * Y_wpack[((rc * 72) + (ry * 24) + (rx * 8) + (co * 360) + cb)]));
                         }
                       }
                     }
@@ -85,13 +85,13 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
             if ((((c_1_0 * 8) + 7) < 11)) {
               for (int64_t c_1_1 = 0; c_1_1 < 8; ++c_1_1) {
                 for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-                  Y[(((((b_c_0_h_fused * 5) + (c_1_0 * 360)) + (c_1_1 * 45)) + (w_0 * 5)) + w_1)] = Y_blocked[(((c_1_0 * 40) + c_1_1) + (w_1 * 8))];
+                  Y[((b_c_0_h_fused * 5) + (w_0 * 5) + (c_1_0 * 360) + (c_1_1 * 45) + w_1)] = Y_blocked[((c_1_0 * 40) + c_1_1 + (w_1 * 8))];
                 }
               }
             } else {
               for (int64_t c_1_1 = 0; c_1_1 < 3; ++c_1_1) {
                 for (int64_t w_1 = 0; w_1 < 5; ++w_1) {
-                  Y[(((((b_c_0_h_fused * 5) + (c_1_1 * 45)) + (w_0 * 5)) + w_1) + 360)] = Y_blocked[((c_1_1 + (w_1 * 8)) + 40)];
+                  Y[((b_c_0_h_fused * 5) + (w_0 * 5) + (c_1_1 * 45) + w_1 + 360)] = Y_blocked[(c_1_1 + (w_1 * 8) + 40)];
                 }
               }
             }

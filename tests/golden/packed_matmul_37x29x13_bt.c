@@ -14,14 +14,14 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
         for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
           #pragma omp simd
           for (int64_t ii = 0; ii < 6; ++ii) {
-            C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))];
+            C_apack[((io * 78) + (C_apack_k * 6) + ii)] = A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))];
           }
         }
       } else {
         for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
           #pragma omp simd
           for (int64_t ii = 0; ii < 6; ++ii) {
-            C_apack[(((C_apack_k * 6) + ii) + (io * 78))] = TG_BLEND_F32(((ii + (io * 6)) < 37), A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))], 0.0f);
+            C_apack[((io * 78) + (C_apack_k * 6) + ii)] = TG_BLEND_F32(((ii + (io * 6)) < 37), A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))], 0.0f);
           }
         }
       }
@@ -31,14 +31,14 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
         for (int64_t kk = 0; kk < 13; ++kk) {
           #pragma omp simd
           for (int64_t ji = 0; ji < 8; ++ji) {
-            C_bpack[((ji + (jo * 104)) + (kk * 8))] = B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))];
+            C_bpack[((jo * 104) + (kk * 8) + ji)] = B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))];
           }
         }
       } else {
         for (int64_t kk = 0; kk < 13; ++kk) {
           #pragma omp simd
           for (int64_t ji = 0; ji < 8; ++ji) {
-            C_bpack[((ji + (jo * 104)) + (kk * 8))] = TG_BLEND_F32(((ji + (jo * 8)) < 29), B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))], 0.0f);
+            C_bpack[((jo * 104) + (kk * 8) + ji)] = TG_BLEND_F32(((ji + (jo * 8)) < 29), B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))], 0.0f);
           }
         }
       }
@@ -62,7 +62,7 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
             for (int64_t i = 0; i < 6; ++i) {
               #pragma omp simd
               for (int64_t j = 0; j < 8; ++j) {
-                C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[((i + (i_1_0 * 78)) + (k * 6))] * C_bpack[((j + (j_0_i_0_fused * 104)) + (k * 8))]));
+                C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[((i_1_0 * 78) + (k * 6) + i)] * C_bpack[((j_0_i_0_fused * 104) + (k * 8) + j)]));
               }
             }
           }
@@ -71,14 +71,14 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
               for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
                 #pragma omp simd
                 for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-                  C[((((i_1_0 * 174) + (i_1_1 * 29)) + (j_0_i_0_fused * 8)) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
+                  C[((j_0_i_0_fused * 8) + (i_1_0 * 174) + (i_1_1 * 29) + j_1)] = C_padded[((i_1_1 * 8) + j_1)];
                 }
               }
             } else {
               for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
                 #pragma omp simd
                 for (int64_t j_1 = 0; j_1 < 8; ++j_1) {
-                  C[((((i_1_1 * 29) + (j_0_i_0_fused * 8)) + j_1) + 1044)] = C_padded[((i_1_1 * 8) + j_1)];
+                  C[((j_0_i_0_fused * 8) + (i_1_1 * 29) + j_1 + 1044)] = C_padded[((i_1_1 * 8) + j_1)];
                 }
               }
             }
@@ -87,14 +87,14 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
               for (int64_t i_1_1 = 0; i_1_1 < 6; ++i_1_1) {
                 #pragma omp simd
                 for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
-                  C[((((i_1_0 * 174) + (i_1_1 * 29)) + j_1) + 24)] = C_padded[((i_1_1 * 8) + j_1)];
+                  C[((i_1_0 * 174) + (i_1_1 * 29) + j_1 + 24)] = C_padded[((i_1_1 * 8) + j_1)];
                 }
               }
             } else {
               for (int64_t i_1_1 = 0; i_1_1 < 1; ++i_1_1) {
                 #pragma omp simd
                 for (int64_t j_1 = 0; j_1 < 5; ++j_1) {
-                  C[(((i_1_1 * 29) + j_1) + 1068)] = C_padded[((i_1_1 * 8) + j_1)];
+                  C[((i_1_1 * 29) + j_1 + 1068)] = C_padded[((i_1_1 * 8) + j_1)];
                 }
               }
             }

@@ -7,10 +7,10 @@ void reduce_mean_keepdims_team(void** args, tg_team* tg) {
       for (int64_t i0 = 0; i0 < 1; ++i0) {
         for (int64_t i1 = 0; i1 < 1; ++i1) {
           for (int64_t Y_sum_i2 = 0; Y_sum_i2 < 1; ++Y_sum_i2) {
-            Y_sum[((Y_sum_i2 + i0) + i1)] = 0.0f;
+            Y_sum[(i0 + i1 + Y_sum_i2)] = 0.0f;
             for (int64_t r0 = 0; r0 < 6; ++r0) {
               for (int64_t r2 = 0; r2 < 9; ++r2) {
-                Y_sum[((Y_sum_i2 + i0) + i1)] = (Y_sum[((Y_sum_i2 + i0) + i1)] + X[((((i0_i1_fused * 9) + (i1 * 9)) + (r0 * 63)) + r2)]);
+                Y_sum[(i0 + i1 + Y_sum_i2)] = (Y_sum[(i0 + i1 + Y_sum_i2)] + X[((i0_i1_fused * 9) + (i1 * 9) + (r0 * 63) + r2)]);
               }
             }
           }

@@ -10,7 +10,7 @@ void softmax_4x6x40_team(void** args, tg_team* tg) {
         for (int64_t Y_max_i1 = 0; Y_max_i1 < 1; ++Y_max_i1) {
           Y_max[(Y_max_i0 + Y_max_i1)] = (-INFINITY);
           for (int64_t Y_max_r2 = 0; Y_max_r2 < 40; ++Y_max_r2) {
-            Y_max[(Y_max_i0 + Y_max_i1)] = TG_MAX(Y_max[(Y_max_i0 + Y_max_i1)], X[((((Y_max_i0 * 240) + (Y_max_i1 * 40)) + Y_max_r2) + (i0_i1_fused * 40))]);
+            Y_max[(Y_max_i0 + Y_max_i1)] = TG_MAX(Y_max[(Y_max_i0 + Y_max_i1)], X[((i0_i1_fused * 40) + (Y_max_i0 * 240) + (Y_max_i1 * 40) + Y_max_r2)]);
           }
         }
       }
@@ -18,7 +18,7 @@ void softmax_4x6x40_team(void** args, tg_team* tg) {
         for (int64_t Y_exp_i1 = 0; Y_exp_i1 < 1; ++Y_exp_i1) {
           #pragma omp simd
           for (int64_t Y_exp_i2 = 0; Y_exp_i2 < 40; ++Y_exp_i2) {
-            Y_exp[(((Y_exp_i0 * 40) + (Y_exp_i1 * 40)) + Y_exp_i2)] = tg_expf((X[((((Y_exp_i0 * 240) + (Y_exp_i1 * 40)) + Y_exp_i2) + (i0_i1_fused * 40))] - Y_max[(Y_exp_i0 + Y_exp_i1)]));
+            Y_exp[((Y_exp_i0 * 40) + (Y_exp_i1 * 40) + Y_exp_i2)] = tg_expf((X[((i0_i1_fused * 40) + (Y_exp_i0 * 240) + (Y_exp_i1 * 40) + Y_exp_i2)] - Y_max[(Y_exp_i0 + Y_exp_i1)]));
           }
         }
       }
@@ -26,7 +26,7 @@ void softmax_4x6x40_team(void** args, tg_team* tg) {
         for (int64_t i1 = 0; i1 < 1; ++i1) {
           Y_expsum[(i0 + i1)] = 0.0f;
           for (int64_t r2 = 0; r2 < 40; ++r2) {
-            Y_expsum[(i0 + i1)] = (Y_expsum[(i0 + i1)] + Y_exp[(((i0 * 40) + (i1 * 40)) + r2)]);
+            Y_expsum[(i0 + i1)] = (Y_expsum[(i0 + i1)] + Y_exp[((i0 * 40) + (i1 * 40) + r2)]);
           }
         }
       }

@@ -6,7 +6,7 @@ void transpose_3d_team(void** args, tg_team* tg) {
       for (int64_t i1 = 0; i1 < 3; ++i1) {
         #pragma omp simd
         for (int64_t i2 = 0; i2 < 4; ++i2) {
-          Y[(((i0 * 12) + (i1 * 4)) + i2)] = X[((i0 + (i1 * 20)) + (i2 * 5))];
+          Y[((i0 * 12) + (i1 * 4) + i2)] = X[(i0 + (i1 * 20) + (i2 * 5))];
         }
       }
     }

@@ -70,6 +70,7 @@ class Renderer:
         if self.prefetches_streams:
             k = prefetch_streams(k)
         self._lines: list[str] = []
+        self._depths = _loop_depths(k.body)
         self._scalars = _scalar_reads(k)
         self._parallel_depth = 0
         self._stored: set[str] = set()  # dtypes whose storage helpers the kernel uses
@@ -168,12 +169,24 @@ class Renderer:
         self._emit(ind, "}")
 
     def _flat(self, b: Buffer, indices) -> str:
+        """The row-major offset of `indices` in `b`, its terms summed from the outermost loop's to the
+        innermost's (constants last). In the order of the simplifier's terms (by name), gcc made one induction
+        variable per unrolled column of a register tile, where offsets from one base are its addressing mode's
+        displacements: a convolution's tile of 14 columns spent its registers and reloads from the stack on them
+        (docs/benchmarks.md, machine E)."""
         flat: E.Expr = E.Const(0, E.INDEX)
         stride: E.Expr = E.Const(1, E.INDEX)
         for idx, dim in zip(reversed(indices), reversed(b.shape)):
             flat = flat + idx * stride
             stride = stride * dim
-        return self.expr(simplify(flat))
+        terms = _terms(simplify(flat))
+        if len(terms) == 1:
+            return self.expr(terms[0])
+        return "(" + " + ".join(self.expr(t) for t in sorted(terms, key=self._depth)) + ")"
+
+    def _depth(self, term: E.Expr) -> float:
+        """The nesting depth of the innermost loop whose variable `term` reads; a constant's is infinite."""
+        return max((self._depths.get(v, -1) for v in E.free_vars(term)), default=math.inf)
 
     # -- expressions ------------------------------------------------------------------------------------------
     def expr(self, e: E.Expr) -> str:
@@ -263,3 +276,30 @@ def _scalar_reads(k: Kernel) -> dict[E.Load, str]:
 def _within(indices, shape) -> bool:
     """Whether constant `indices` lie within a numeric `shape`."""
     return all(type(i) is E.Const and type(d) is E.Const and 0 <= i.value < d.value for i, d in zip(indices, shape))
+
+
+def _terms(e: E.Expr) -> list[E.Expr]:
+    """The summands of a chain of additions."""
+    return [*_terms(e.a), *_terms(e.b)] if type(e) is E.Add else [e]
+
+
+def _loop_depths(body: Stmt) -> dict[E.Var, int]:
+    """Each loop variable of `body` -> how many loops enclose its loop."""
+    depths: dict[E.Var, int] = {}
+
+    def visit(s: Stmt, depth: int) -> None:
+        if isinstance(s, For):
+            depths[s.var] = depth
+            visit(s.body, depth + 1)
+        elif isinstance(s, Seq):
+            for x in s.stmts:
+                visit(x, depth)
+        elif isinstance(s, Allocate):
+            visit(s.body, depth)
+        elif isinstance(s, IfThenElse):
+            visit(s.then, depth)
+            if s.orelse is not None:
+                visit(s.orelse, depth)
+
+    visit(body, 0)
+    return depths
