@@ -328,6 +328,23 @@ def test_rows_run_outside_the_blocks_where_the_input_outgrows_l2(size, channels,
     assert ("fuse(conv2d_nchwc, loops=[n, h, cb" in text) == rows_outer
 
 
+@pytest.mark.parametrize("size,channels,out_blocks,rows_outer", [(14, 1024, 16, True), (56, 64, 16, True),
+                                                                  (14, 256, 64, False), (7, 2048, 32, False),
+                                                                  (14, 1024, 32, False), (28, 128, 32, False),
+                                                                  (28, 2048, 32, True)])
+def test_intel_rows_run_outside_where_the_input_outgrows_a_quarter_of_l2_and_the_weights_fit_half(
+        size, channels, out_blocks, rows_outer):
+    """On an Intel Xeon (2 MiB of L2): ResNet-50's 1024 -> 256 on 14 x 14 (0.8 MiB of input, 1 MiB of weights)
+    and 64 -> 256 on 56 x 56 run the rows outside; 256 -> 1024 on 14 x 14 and 2048 -> 512 on 7 x 7 (0.2 and 0.4
+    MiB of input), 1024 -> 512 (2 MiB of weights) and 128 -> 512 on 28 x 28 (0.4 MiB) keep the blocks outside;
+    DeepLab's 2048 -> 512 on 28 x 28 (6.4 MiB of input, 4 MiB of weights) runs the rows outside as elsewhere."""
+    x = te.placeholder((1, channels // 16, size, size, 16), name="X")
+    w = te.placeholder((out_blocks, channels, 1, 1, 16), name="W")
+    target = dataclasses.replace(Target.with_lanes(16), l2_bytes=2 << 20, vendor="GenuineIntel")
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), target).trace)
+    assert ("fuse(conv2d_nchwc, loops=[n, h, cb" in text) == rows_outer
+
+
 @pytest.mark.parametrize("size,channels,out_blocks,rows_outer", [(14, 1024, 32, True), (7, 2048, 64, True),
                                                                   (28, 1024, 256, True), (14, 256, 32, False)])
 def test_avx2_rows_run_outside_the_blocks_wherever_the_input_outgrows_half_of_l2(size, channels, out_blocks,

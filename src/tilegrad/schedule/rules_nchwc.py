@@ -237,11 +237,22 @@ def default_rows_outer(sch: Schedule, acc: str, target: Target) -> int:
     registers, the 1 x 1 tiles along the pixels) that holds where the weights outweigh the input too (ResNet-50's
     1 x 1 convolutions on 14 x 14 and 7 x 7, DeepLab's 1024 -> 2048 on 28 x 28: docs/benchmarks.md, "Machine A,
     sixteenth session"); with 32 registers the weights-heavier layers keep the blocks outside, as measured there
-    (docs/passes.md, "Layout")."""
+    (docs/passes.md, "Layout"). On an Intel Xeon more layers run the rows outside (`intel_rows_outer`)."""
     data, weights = (sch.state.stage(acc).op.inputs[k] for k in (0, 1))
     nbytes = [math.prod(t.shape) * itemsize(t.dtype) for t in (data, weights)]
     floor = target.l2_bytes // 2 if target.vector_registers < 32 else max(nbytes[1], target.l2_bytes // 2)
-    return int(nbytes[0] > floor)
+    intel = target.vector_registers >= 32 and target.vendor == "GenuineIntel"
+    return int(nbytes[0] > floor or intel and intel_rows_outer(*nbytes, target))
+
+
+def intel_rows_outer(data_bytes: int, weight_bytes: int, target: Target) -> bool:
+    """Whether the rows run outside on an Intel Xeon with AVX-512 where `default_rows_outer`'s rule keeps them
+    inside: where the input outgrows a quarter of L2 and the weights fit in half of it. Read again per block, such
+    an input comes from L2 in a short run per channel block and tile; read again per row, the weights come from L2
+    in one stream that the prefetch lowering runs ahead of (loop/prefetch.py). On ResNet-50's layers
+    (docs/benchmarks.md, machine E) the rows outside ran faster wherever both held (800 KB inputs, 16 KB to 1 MB
+    of weights) and slower on 400 KB inputs or beside 2 MB of weights or more, read again per row from L3."""
+    return data_bytes > target.l2_bytes // 4 and weight_bytes <= target.l2_bytes // 2
 
 
 MIN_CHAINS = 8  # accumulators that cover the FMA latency on two ports (4 cycles x 2)
