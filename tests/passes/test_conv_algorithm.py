@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tilegrad.errors import ShapeError, TilegradError
 from tilegrad.executor import compile_graph
+from tilegrad.kernel import build
 from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
@@ -260,6 +261,27 @@ def test_a_product_of_few_rows_is_not_padded_and_its_tile_spans_panels(rows, dep
     panels, vectors = packed.inputs[1].shape[0], packed.inputs[1].shape[2] // host().vector_lanes
     chains = rows * per_tile * vectors
     assert (per_tile == 1 or chains <= 8) and (panels % (2 * per_tile) or chains * 2 > 8)  # the most chains up to 8
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 5), st.integers(1, 40), st.booleans())
+def test_a_product_whose_rows_fill_its_tiles_reads_a_where_it_lies(tiles, extra, depth, transpose_a):
+    """Rows a multiple of mr: no zero rows to add, so each tile reads its mr rows of A in place (no packing copy,
+    no barrier); other row counts pack A with zero rows past its end. Both equal NumPy's product."""
+    mr, columns = 6, 20
+    rows = tiles * mr + extra
+    a = te.placeholder((depth, rows) if transpose_a else (rows, depth), name="a")
+    wpack = te.placeholder((-(-columns // 8), depth, 8), name="w")
+    out = nn.panel_matmul(a, wpack, columns, transpose_a=transpose_a, mr=mr)
+    sch = default_schedule(out)
+    assert (next(st for st in sch.state.stages if st.name == "matmul_apack").attach == "inline") == (extra == 0)
+    x = RNG.standard_normal(a.shape).astype("float32")
+    w = RNG.standard_normal((depth, columns)).astype("float32")
+    packed = np.zeros(wpack.shape, "float32")
+    for p in range(wpack.shape[0]):
+        packed[p, :, :min(8, columns - 8 * p)] = w[:, 8 * p:8 * p + 8]
+    got = build(sch, args=[a, wpack, out]).run(x, packed)
+    np.testing.assert_allclose(got, (x.T if transpose_a else x) @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_the_gemm_tile_has_the_rows_that_pad_least():

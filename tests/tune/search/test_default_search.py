@@ -63,7 +63,9 @@ def test_both_searches_seed_from_the_default_point(matmul_task):
     space = TaskSpace(matmul_task(40, 64, 48))
     gradient = GradientSearch(space, MLPCostModel(), GradientPolicy(seeds=4, steps=5), seed=0)
     assert gradient._default_seeds()[0] == space.default()
-    evolutionary = EvolutionarySearch(space, TreeCostModel(), EvolutionaryPolicy(population=40), seed=0)
+    policy = EvolutionaryPolicy(population=40)
+    evolutionary = EvolutionarySearch(space, TreeCostModel(), policy, seed=0)
+    evolutionary._room = policy.new_structures  # as a round opens, before it seeds its population
     start = evolutionary._default_and_mutations(6)
     assert start[0] == space.default() and len(start) > 1
     assert all(c.sketch == 0 and space.valid(c) for c in start)
