@@ -2,30 +2,10 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
   float* restrict A = (float*)args[0];
   float* restrict B = (float*)args[1];
   float* restrict C = (float*)args[2];
-  static __thread float* tg_kept_C_apack;
-  if (tg->tid == 0 && !tg_kept_C_apack) tg_kept_C_apack = (float*)tg_keep(64, 2240);
-  float* restrict C_apack = (float*)tg_broadcast(tg, tg_kept_C_apack);
   static __thread float* tg_kept_C_bpack;
   if (tg->tid == 0 && !tg_kept_C_bpack) tg_kept_C_bpack = (float*)tg_keep(64, 1664);
   float* restrict C_bpack = (float*)tg_broadcast(tg, tg_kept_C_bpack);
   if (tg->tid == 0) {
-    for (int64_t io = 0; io < 7; ++io) {
-      if ((((io * 6) + 5) < 37)) {
-        for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
-          #pragma omp simd
-          for (int64_t ii = 0; ii < 6; ++ii) {
-            C_apack[((io * 78) + (C_apack_k * 6) + ii)] = A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))];
-          }
-        }
-      } else {
-        for (int64_t C_apack_k = 0; C_apack_k < 13; ++C_apack_k) {
-          #pragma omp simd
-          for (int64_t ii = 0; ii < 6; ++ii) {
-            C_apack[((io * 78) + (C_apack_k * 6) + ii)] = TG_BLEND_F32(((ii + (io * 6)) < 37), A[(C_apack_k + (TG_MIN((ii + (io * 6)), 36) * 13))], 0.0f);
-          }
-        }
-      }
-    }
     for (int64_t jo = 0; jo < 4; ++jo) {
       if ((((jo * 8) + 7) < 29)) {
         for (int64_t kk = 0; kk < 13; ++kk) {
@@ -62,7 +42,7 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
             for (int64_t i = 0; i < 6; ++i) {
               #pragma omp simd
               for (int64_t j = 0; j < 8; ++j) {
-                C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (C_apack[((i_1_0 * 78) + (k * 6) + i)] * C_bpack[((j_0_i_0_fused * 104) + (k * 8) + j)]));
+                C_padded[((i * 8) + j)] = (C_padded[((i * 8) + j)] + (A[(k + (TG_MIN((i + (i_1_0 * 6)), 36) * 13))] * C_bpack[((j_0_i_0_fused * 104) + (k * 8) + j)]));
               }
             }
           }

@@ -21,6 +21,7 @@ from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_panel, matmul_
 from tilegrad.target import Target, host
 from tilegrad.passes.context import PassContext
 from tilegrad.schedule.defaults import default_schedule
+from tilegrad.schedule.knobs import Defaults
 from tilegrad.schedule.rules_conv_algorithms import winograd_rows
 from tilegrad import te
 from tilegrad.te import nn
@@ -263,18 +264,25 @@ def test_a_product_of_few_rows_is_not_padded_and_its_tile_spans_panels(rows, dep
     assert (per_tile == 1 or chains <= 8) and (panels % (2 * per_tile) or chains * 2 > 8)  # the most chains up to 8
 
 
+class _Packed(Defaults):
+    """The defaults, but A packed before the product."""
+
+    def pick(self, name, values, default):
+        return 0 if name.endswith("_apack_in_place") else super().pick(name, values, default)
+
+
 @settings(max_examples=8, deadline=None)
-@given(st.integers(2, 5), st.integers(0, 5), st.integers(1, 40), st.booleans())
-def test_a_product_whose_rows_fill_its_tiles_reads_a_where_it_lies(tiles, extra, depth, transpose_a):
-    """Rows a multiple of mr: no zero rows to add, so each tile reads its mr rows of A in place (no packing copy,
-    no barrier); other row counts pack A with zero rows past its end. Both equal NumPy's product."""
+@given(st.integers(2, 5), st.integers(0, 5), st.integers(1, 40), st.booleans(), st.booleans())
+def test_a_product_reads_a_where_it_lies_or_packs_it_with_the_same_numbers(tiles, extra, depth, transpose_a, pack):
+    """By default each tile reads its mr rows of A in place (no packing copy, no barrier), the rows past A's end
+    repeating its last; packed, A is copied in panels first. Any row count, both equal to NumPy's product."""
     mr, columns = 6, 20
     rows = tiles * mr + extra
     a = te.placeholder((depth, rows) if transpose_a else (rows, depth), name="a")
     wpack = te.placeholder((-(-columns // 8), depth, 8), name="w")
     out = nn.panel_matmul(a, wpack, columns, transpose_a=transpose_a, mr=mr)
-    sch = default_schedule(out)
-    assert (next(st for st in sch.state.stages if st.name == "matmul_apack").attach == "inline") == (extra == 0)
+    sch = default_schedule(out, knobs=_Packed() if pack else None)
+    assert (next(st for st in sch.state.stages if st.name == "matmul_apack").attach == "inline") != pack
     x = RNG.standard_normal(a.shape).astype("float32")
     w = RNG.standard_normal((depth, columns)).astype("float32")
     packed = np.zeros(wpack.shape, "float32")

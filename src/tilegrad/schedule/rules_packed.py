@@ -29,10 +29,11 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
                             tiles_per_block: int = 9) -> None:
     """The packed GEMM (te.nn.packed_matmul): each mr x nr register tile of the padded product accumulates over
     all of k inside the output's loops and is copied out (the only guarded part); blocks of output rows and column
-    panels run in parallel; the packing stages run in parallel at the root, except that each tile reads A where it
-    lies (no copy, no barrier) where the product has a single row tile (6 rows or fewer: a decoding step has one)
-    and, by default (`{name}_apack_in_place`), where A's rows fill the tiles: packing A then only copies it, in a
-    transposing gather that costs more than the tiles' reads of A's rows in place (docs/benchmarks.md, machine E).
+    panels run in parallel. Each tile reads its mr rows of A where they lie, the rows past A's end repeating its
+    last (te.nn.panel_matmul), with no copy and no barrier: a product of a single row tile (6 rows or fewer: a
+    decoding step has one) always, any other by default (`{name}_apack_in_place`, else the packing stage runs in
+    parallel at the root): packing A copied it in a transposing gather that cost more than the tiles' reads of
+    A's rows in place (docs/benchmarks.md, machine E).
 
     mr and nr are not parameters here: the compute packs A in panels of mr rows and B in panels of nr columns, so
     they are fixed by its layout (the TE graph). The parameters are the rows per block `mb` (whole tiles, by
@@ -51,20 +52,12 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
     _tiles_at_output(sch, s, padded, Tile(mr, nr, mb, mb_d), kblocks, target, knobs)
     rows = sch.state.stage(padded).tensor.shape[0]
     for pack in packs:
-        if rows == mr or pack.endswith("_apack") and knobs.pick(f"{pack}_in_place", (0, 1),
-                                                                   int(_unpadded(sch, pack, anchor, rows))):
+        if rows == mr or pack.endswith("_apack") and knobs.pick(f"{pack}_in_place", (0, 1), 1):
             sch.compute_inline(pack)  # read A where it lies: no copy, no barrier
             continue
         outer, _, inner = sch.loops(pack)
         parallel_outer(sch, sch.state.stage(pack), [outer], target, math.prod(sch.state.stage(pack).tensor.shape[1:]))
         sch.vectorize(pack, inner)
-
-
-def _unpadded(sch: Schedule, pack: str, anchor: Anchor, rows: int) -> bool:
-    """Whether A's rows fill the padded product's (a multiple of mr): then a tile reading A in place reads it
-    unguarded, from mr rows of A at once, and packing it would only copy it."""
-    a = sch.state.stage(pack).op.inputs[0]
-    return (a.shape[1] if anchor.attrs["transpose_a"] else a.shape[0]) == rows
 
 
 def default_packed_blocks(width: int, vectors: int, channel_blocks: int, accumulators: int, target: Target) -> int:

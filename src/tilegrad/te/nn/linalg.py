@@ -107,9 +107,10 @@ def panel_matmul(a: te.Tensor, bpack: te.Tensor, n: int, transpose_a: bool = Fal
                  bias: te.Tensor | None = None, alpha: float = 1.0, beta: float = 1.0,
                  name: str = "matmul") -> te.Tensor:
     """alpha * A @ B (+ beta * bias over the columns) with B packed by `pack_matmul_rhs`: `{name}_apack` holds A
-    as panels of `mr` rows (M padded with zeros), `{name}_padded` multiplies the panels, and the output (tag
-    "packed_matmul") crops the padding. The padding lets a schedule run every mr x nr register tile without
-    bounds checks."""
+    as panels of `mr` rows (M padded by repeating A's last row), `{name}_padded` multiplies the panels, and the
+    output (tag "packed_matmul") crops the padding. The padding lets a schedule run every mr x nr register tile
+    without bounds checks, and a tile that reads A in place (the pack inlined) read it unguarded: the padding
+    rows' products are never read."""
     check_rank(a, 2, "packed_matmul", "K, M" if transpose_a else "M, K")
     if bpack.ndim != 3:
         raise ShapeError(f"panel_matmul: packed B must be (N / nr, K, nr), got {bpack.shape}")
@@ -124,12 +125,10 @@ def panel_matmul(a: te.Tensor, bpack: te.Tensor, n: int, transpose_a: bool = Fal
     if bias is not None and bias.shape not in ((n,), (1, n), (1,), ()):
         raise ShapeError(f"panel_matmul: the bias must broadcast along the columns, got shape {bias.shape}")
     mp = -(-m // mr) * mr
-    zero = E.const(0, dtype)
 
     def a_panel(io, k, ii):
-        row = io * mr + ii
-        safe = E.minimum(row, m - 1)
-        return E.select(row < m, a[k, safe] if transpose_a else a[safe, k], zero)
+        safe = E.minimum(io * mr + ii, m - 1)  # rows past A's repeat its last: the output crops their products
+        return a[k, safe] if transpose_a else a[safe, k]
 
     attrs = {"mr": mr, "nr": nr, "transpose_a": transpose_a}
     ap = te.compute((mp // mr, ka, mr), a_panel, name=f"{name}_apack", tag="pack")
