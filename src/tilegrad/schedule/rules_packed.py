@@ -52,6 +52,7 @@ def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anch
     _tiles_at_output(sch, s, padded, Tile(mr, nr, mb, mb_d), kblocks, target, knobs)
     rows = sch.state.stage(padded).tensor.shape[0]
     for pack in packs:
+        # 0 first: records from before this choice measured A packed (TaskSpace.from_origin)
         if rows == mr or pack.endswith("_apack") and knobs.pick(f"{pack}_in_place", (0, 1), 1):
             sch.compute_inline(pack)  # read A where it lies: no copy, no barrier
             continue

@@ -44,6 +44,17 @@ def test_a_record_of_the_parameterless_default_sketch_reads_as_the_default_point
     assert space.from_origin(moved) is None  # not a point of the space
 
 
+def test_a_record_from_before_a_structural_choice_reads_with_the_choices_first_value(matmul_task):
+    """Records of the packed GEMM written before it could read A in place measured A packed: they read with
+    `gemm_apack_in_place` 0 (its first value), not the default 1."""
+    space = TaskSpace(matmul_task(40, 64, 48))
+    default = space.default().values
+    assert default["gemm_apack_in_place"] == 1
+    before = {k: v for k, v in default.items() if k != "gemm_apack_in_place"}
+    read = space.from_origin(json.dumps({"policy": "default", "sketch": "default", "params": before}))
+    assert read == Candidate.of(0, {**before, "gemm_apack_in_place": 0}) and space.valid(read)
+
+
 def test_a_neighbour_of_the_default_changes_one_choice(matmul_task):
     space = TaskSpace(matmul_task(40, 64, 48))
     default = space.default().values

@@ -109,7 +109,7 @@ def panel_matmul(a: te.Tensor, bpack: te.Tensor, n: int, transpose_a: bool = Fal
     """alpha * A @ B (+ beta * bias over the columns) with B packed by `pack_matmul_rhs`: `{name}_apack` holds A
     as panels of `mr` rows (M padded by repeating A's last row), `{name}_padded` multiplies the panels, and the
     output (tag "packed_matmul") crops the padding. The padding lets a schedule run every mr x nr register tile
-    without bounds checks, and a tile that reads A in place (the pack inlined) read it unguarded: the padding
+    without bounds checks, and a tile that reads A in place (the pack inlined) reads it unguarded: the padding
     rows' products are never read."""
     check_rank(a, 2, "packed_matmul", "K, M" if transpose_a else "M, K")
     if bpack.ndim != 3:

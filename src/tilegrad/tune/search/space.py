@@ -132,7 +132,9 @@ class TaskSpace:
 
     def from_origin(self, origin: str) -> Candidate | None:
         """The candidate an origin names, or None. A record of the default sketch without parameters (written
-        before the default rules had them) is the default point."""
+        before the default rules had them) is the default point. A record written before a rule made one of its
+        structural choices reads with that choice at its first value: a choice added to a rule lists first the
+        value that keeps the program the rule made before it (`{name}_apack_in_place`: 0, A packed)."""
         try:
             obj = json.loads(origin)
             names = [s.name for s in self.sketches]
@@ -141,7 +143,20 @@ class TaskSpace:
             return None
         if c == Candidate(0, ()):
             return self.default()
+        if not self.valid(c):
+            c = Candidate.of(c.sketch, self._with_earlier_choices(c))
         return c if self.valid(c) else None
+
+    def _with_earlier_choices(self, c: Candidate) -> dict[str, int]:
+        """`c`'s parameters with each structural choice they lack at its first value, in the order the trace
+        makes them."""
+        sketch, params = self.sketches[c.sketch], dict(c.values)
+        while True:
+            _, space = sketch.space(sketch.structure_of(params))
+            pending = [choice for choice in space.structural if choice.var not in params]
+            if not pending:
+                return params
+            params[pending[0].var] = pending[0].values[0]
 
     def structure_key(self, c: Candidate) -> tuple:
         """The sketch and structural choices of `c`: candidates with one key share their feature formulas."""
