@@ -29,7 +29,8 @@ ACCUMULATORS = 14
 def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """Each mr x nr register tile accumulates over all of k at the output's tile-row loop; column panels (in
     chunks of `panels_per_chunk`) and row blocks (whole tiles) run outermost, in the order and to the parallel grain
-    the knobs say; the packing stages run in parallel at the root."""
+    the knobs say; each tile reads A in place (`a_in_place`, as the rule's default, and always where the product
+    has one row tile) or the packing stages run in parallel at the root."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     padded = _stage_tagged(sch, "packed_matmul_tiles")
     i, j = [a.name for a in s.op.axes]
@@ -44,6 +45,7 @@ def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target,
     work = mb_tiles * mr * nr * reduction_work(sch, padded)
     cfg.define_knob("grain", range(3), parallel_count([panels, -(-m // (mb_tiles * mr))], target, work))
     cfg.define_annotate("ann_tile", ["i"], "try_unroll", default=("unroll",))
+    cfg.define_knob("a_in_place", (0, 1), 1)
 
     j0, j1 = sch.split(s.name, j, nr)
     i0, i10, i11 = cfg["tile_i"].apply(sch, s.name, i)
@@ -60,6 +62,9 @@ def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target,
     sch.vectorize(padded, pj)
     stages = {st.name for st in sch.state.stages}
     for pack in [t.name for t in sch.state.stage(padded).op.inputs if t.name in stages]:  # not prepacked
+        if pack.endswith("_apack") and (tiles == 1 or cfg["a_in_place"].val):
+            sch.compute_inline(pack)
+            continue
         pack_outer, _, pack_inner = sch.loops(pack)
         pst = sch.state.stage(pack)
         parallelize(sch, pack, [pack_outer], parallel_count([extent(pst, pack_outer)], target,
