@@ -250,8 +250,8 @@ def intel_rows_outer(data_bytes: int, weight_bytes: int, target: Target) -> bool
     inside: where the input outgrows a quarter of L2 and the weights fit in half of it. Read again per block, such
     an input comes from L2 in a short run per channel block and tile; read again per row, the weights come from L2
     in one stream that the prefetch lowering runs ahead of (loop/prefetch.py). On ResNet-50's layers
-    (docs/benchmarks.md, machine E) the rows outside ran faster wherever both held (800 KB inputs, 16 KB to 1 MB
-    of weights) and slower on 400 KB inputs or beside 2 MB of weights or more, read again per row from L3."""
+    (docs/benchmarks.md, machine E) the rows outside ran faster wherever both held, and slower where a smaller
+    input stays in L2 across the blocks or where weights past half of L2 come again per row from L3."""
     return data_bytes > target.l2_bytes // 4 and weight_bytes <= target.l2_bytes // 2
 
 
