@@ -43,6 +43,11 @@ class Config:
     # time slice (40x slower); a sleeping one is woken promptly (docs/benchmarks.md, busy core). Within one call
     # a model's kernels share one region and wait at their own barrier (codegen/team.py), whatever this is.
     spin_us: int = 0
+    # Whether kernels treat denormal floats (below 1.2e-38) as zero, as operands and as results (x86's FTZ and DAZ,
+    # set on each thread for the call and restored after it, codegen/team.py). An Intel core takes a hundred cycles
+    # and more per operation on a denormal: a network whose activations decay into them ran 27x slower. XLA and
+    # TensorFlow flush them too; off (TILEGRAD_FLUSH_DENORMALS=0) keeps IEEE gradual underflow, as NumPy does.
+    flush_denormals: bool = True
     # The largest constant the import computes (a ConstantOfShape, a Range, a folded node), in bytes: enough for
     # any real weight (VGG's 400 MB classifier), not enough for a hostile model to exhaust the machine.
     constant_bytes: int = dataclasses.field(default_factory=_quarter_of_memory)
@@ -55,8 +60,10 @@ class Config:
 
     @property
     def compile_flags(self) -> tuple[str, ...]:
-        """What every build passes to the compiler: `cflags`, the sanitizer's flags, then `extra_cflags`."""
-        return self.cflags + SANITIZER_FLAGS.get(self.sanitize, ()) + self.extra_cflags
+        """What every build passes to the compiler: `cflags`, the sanitizer's flags, then `extra_cflags` (and the
+        define that keeps denormals, where they are not flushed)."""
+        keep = () if self.flush_denormals else ("-DTG_KEEP_DENORMALS",)
+        return self.cflags + SANITIZER_FLAGS.get(self.sanitize, ()) + self.extra_cflags + keep
 
 
 def usable_cpus() -> int:
@@ -109,6 +116,8 @@ def _from_environment() -> Config:
         kwargs["num_threads"] = int(env["TILEGRAD_NUM_THREADS"])
     if env.get("TILEGRAD_SPIN_US"):
         kwargs["spin_us"] = int(env["TILEGRAD_SPIN_US"])
+    if env.get("TILEGRAD_FLUSH_DENORMALS"):
+        kwargs["flush_denormals"] = env["TILEGRAD_FLUSH_DENORMALS"] not in ("0", "false", "no", "off")
     if env.get("TILEGRAD_CONSTANT_BYTES"):
         kwargs["constant_bytes"] = int(env["TILEGRAD_CONSTANT_BYTES"])
     if env.get("TILEGRAD_DEBUG"):

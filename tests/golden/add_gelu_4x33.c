@@ -22,5 +22,5 @@ void add_gelu_4x33_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void add_gelu_4x33(void** args) {
-  TG_TEAM_ALONE add_gelu_4x33_team(args, tg);
+  TG_TEAM_ALONE add_gelu_4x33_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -65,5 +65,5 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void avg_pool2d_ceil(void** args) {
-  TG_TEAM_ALONE avg_pool2d_ceil_team(args, tg);
+  TG_TEAM_ALONE avg_pool2d_ceil_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -74,5 +74,5 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void batch_matmul_3x17x12x9(void** args) {
-  TG_TEAM_ALONE batch_matmul_3x17x12x9_team(args, tg);
+  TG_TEAM_ALONE batch_matmul_3x17x12x9_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -15,5 +15,5 @@ void broadcast_where_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void broadcast_where(void** args) {
-  TG_TEAM_ALONE broadcast_where_team(args, tg);
+  TG_TEAM_ALONE broadcast_where_team(args, tg); TG_TEAM_ALONE_END
 }

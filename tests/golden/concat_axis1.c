@@ -15,5 +15,5 @@ void concat_axis1_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void concat_axis1(void** args) {
-  TG_TEAM_ALONE concat_axis1_team(args, tg);
+  TG_TEAM_ALONE concat_axis1_team(args, tg); TG_TEAM_ALONE_END
 }

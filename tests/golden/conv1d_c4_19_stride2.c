@@ -74,5 +74,5 @@ void conv1d_c4_19_stride2_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void conv1d_c4_19_stride2(void** args) {
-  TG_TEAM_ALONE conv1d_c4_19_stride2_team(args, tg);
+  TG_TEAM_ALONE conv1d_c4_19_stride2_team(args, tg); TG_TEAM_ALONE_END
 }

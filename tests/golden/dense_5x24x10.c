@@ -72,5 +72,5 @@ void dense_5x24x10_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void dense_5x24x10(void** args) {
-  TG_TEAM_ALONE dense_5x24x10_team(args, tg);
+  TG_TEAM_ALONE dense_5x24x10_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -88,5 +88,5 @@ void depthwise_conv2d_c8_stride2_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void depthwise_conv2d_c8_stride2(void** args) {
-  TG_TEAM_ALONE depthwise_conv2d_c8_stride2_team(args, tg);
+  TG_TEAM_ALONE depthwise_conv2d_c8_stride2_team(args, tg); TG_TEAM_ALONE_END
 }

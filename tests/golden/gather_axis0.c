@@ -13,5 +13,5 @@ void gather_axis0_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void gather_axis0(void** args) {
-  TG_TEAM_ALONE gather_axis0_team(args, tg);
+  TG_TEAM_ALONE gather_axis0_team(args, tg); TG_TEAM_ALONE_END
 }

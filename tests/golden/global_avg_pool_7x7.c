@@ -27,5 +27,5 @@ void global_avg_pool_7x7_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void global_avg_pool_7x7(void** args) {
-  TG_TEAM_ALONE global_avg_pool_7x7_team(args, tg);
+  TG_TEAM_ALONE global_avg_pool_7x7_team(args, tg); TG_TEAM_ALONE_END
 }

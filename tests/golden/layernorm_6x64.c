@@ -54,5 +54,5 @@ void layernorm_6x64_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void layernorm_6x64(void** args) {
-  TG_TEAM_ALONE layernorm_6x64_team(args, tg);
+  TG_TEAM_ALONE layernorm_6x64_team(args, tg); TG_TEAM_ALONE_END
 }

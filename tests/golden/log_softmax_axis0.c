@@ -72,5 +72,5 @@ void log_softmax_axis0_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void log_softmax_axis0(void** args) {
-  TG_TEAM_ALONE log_softmax_axis0_team(args, tg);
+  TG_TEAM_ALONE log_softmax_axis0_team(args, tg); TG_TEAM_ALONE_END
 }

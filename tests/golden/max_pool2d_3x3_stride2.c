@@ -65,5 +65,5 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void max_pool2d_3x3_stride2(void** args) {
-  TG_TEAM_ALONE max_pool2d_3x3_stride2_team(args, tg);
+  TG_TEAM_ALONE max_pool2d_3x3_stride2_team(args, tg); TG_TEAM_ALONE_END
 }

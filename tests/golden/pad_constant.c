@@ -12,5 +12,5 @@ void pad_constant_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void pad_constant(void** args) {
-  TG_TEAM_ALONE pad_constant_team(args, tg);
+  TG_TEAM_ALONE pad_constant_team(args, tg); TG_TEAM_ALONE_END
 }

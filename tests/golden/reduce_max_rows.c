@@ -12,5 +12,5 @@ void reduce_max_rows_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void reduce_max_rows(void** args) {
-  TG_TEAM_ALONE reduce_max_rows_team(args, tg);
+  TG_TEAM_ALONE reduce_max_rows_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -25,5 +25,5 @@ void reduce_mean_keepdims_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void reduce_mean_keepdims(void** args) {
-  TG_TEAM_ALONE reduce_mean_keepdims_team(args, tg);
+  TG_TEAM_ALONE reduce_mean_keepdims_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -12,5 +12,5 @@ void reshape_4x6x5_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void reshape_4x6x5(void** args) {
-  TG_TEAM_ALONE reshape_4x6x5_team(args, tg);
+  TG_TEAM_ALONE reshape_4x6x5_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -12,5 +12,5 @@ void slice_steps_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void slice_steps(void** args) {
-  TG_TEAM_ALONE slice_steps_team(args, tg);
+  TG_TEAM_ALONE slice_steps_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -39,5 +39,5 @@ void softmax_4x6x40_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void softmax_4x6x40(void** args) {
-  TG_TEAM_ALONE softmax_4x6x40_team(args, tg);
+  TG_TEAM_ALONE softmax_4x6x40_team(args, tg); TG_TEAM_ALONE_END
 }

@@ -14,5 +14,5 @@ void transpose_3d_team(void** args, tg_team* tg) {
   tg_barrier(tg);
 }
 void transpose_3d(void** args) {
-  TG_TEAM_ALONE transpose_3d_team(args, tg);
+  TG_TEAM_ALONE transpose_3d_team(args, tg); TG_TEAM_ALONE_END
 }

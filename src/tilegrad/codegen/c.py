@@ -69,8 +69,9 @@ static inline int64_t tg_floormod(int64_t a, int64_t b) {
 }
 #include <string.h>
 /* exp for float32 that gcc can vectorise (libm's expf is a scalar call): Cody-Waite range reduction to
-   [-ln2/2, ln2/2], a degree-6 polynomial (Cephes), and 2^n built in the exponent bits. About 1 ulp; results below
-   2^-126 flush to zero. Rounding to nearest uses the 1.5 * 2^23 trick, which vectorises where floorf does not. */
+   [-ln2/2, ln2/2], a degree-6 polynomial (Cephes), and 2^n built in the exponent bits, as two normal halves
+   (2^128 has no float, 2^-127 is a denormal that FTZ/DAZ would read as zero). About 1 ulp; results below 2^-126
+   flush to zero. Rounding to nearest uses the 1.5 * 2^23 trick, which vectorises where floorf does not. */
 static inline __attribute__((always_inline)) float tg_expf(float x) {
   float c = x < 88.7228390520683f ? x : 88.7228390520683f;
   c = c > -87.0f ? c : -87.0f;
@@ -83,10 +84,12 @@ static inline __attribute__((always_inline)) float tg_expf(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * (r * r) + r + 1.0f;
-  int32_t bits = ((int32_t)n + 126) << 23;
-  float half_scale;
-  memcpy(&half_scale, &bits, sizeof half_scale);
-  float out = (y * half_scale) * 2.0f;
+  int32_t e = (int32_t)n, half = e >> 1;
+  int32_t low_bits = (half + 127) << 23, high_bits = (e - half + 127) << 23;
+  float low, high;
+  memcpy(&low, &low_bits, sizeof low);
+  memcpy(&high, &high_bits, sizeof high);
+  float out = (y * low) * high;
   out = x < -87.0f ? 0.0f : out;
   return x != x ? x : out;
 }
@@ -330,7 +333,7 @@ class CRenderer(Renderer):
         if has_parallel(k.body):
             self._emit(1, f"TG_TEAM_BEGIN {k.name}_team(args, tg); TG_TEAM_END")
         else:
-            self._emit(1, f"TG_TEAM_ALONE {k.name}_team(args, tg);")
+            self._emit(1, f"TG_TEAM_ALONE {k.name}_team(args, tg); TG_TEAM_ALONE_END")
         self._emit(0, "}")
 
     def _team(self, s: Stmt, ind: int) -> None:

@@ -63,7 +63,7 @@ def _team(calls: Sequence[KernelCall]) -> tuple[str, str]:
     of one (no region: nothing to wake, and a process forked later does not hang in libgomp's first region)."""
     if any(c.parallel for c in calls):
         return "TG_TEAM_BEGIN", "TG_TEAM_END"
-    return "{ TG_TEAM_ALONE", "}"
+    return "{ TG_TEAM_ALONE", "TG_TEAM_ALONE_END }"
 
 
 def _declarations(calls: Sequence[KernelCall]) -> str:

@@ -114,11 +114,22 @@ static inline int tg_next(tg_team* t, tg_loop* l, int64_t* lo, int64_t* hi) {
   }
   return 0;
 }
-#define TG_TEAM_BEGIN tg_shared tg_sh = {0}; _Pragma("omp parallel") { \\
+/* Denormal floats read and written as zero (MXCSR's DAZ and FTZ) by every thread of a call, each thread's own
+   mode restored as the call ends, so the caller's arithmetic keeps its own (Config.flush_denormals). */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(TG_KEEP_DENORMALS)
+#include <xmmintrin.h>
+#define TG_DENORMALS_OFF unsigned tg_mxcsr = _mm_getcsr(); _mm_setcsr(tg_mxcsr | 0x8040u);
+#define TG_DENORMALS_BACK _mm_setcsr(tg_mxcsr);
+#else
+#define TG_DENORMALS_OFF
+#define TG_DENORMALS_BACK
+#endif
+#define TG_TEAM_BEGIN tg_shared tg_sh = {0}; _Pragma("omp parallel") { TG_DENORMALS_OFF \\
   tg_team tg_t = {&tg_sh, omp_get_thread_num(), omp_get_num_threads(), 0}; tg_team* tg = &tg_t;
-#define TG_TEAM_END }
+#define TG_TEAM_END TG_DENORMALS_BACK }
 /* A kernel with no parallel loop, called alone, runs as a team of one: no region, no thread woken. */
-#define TG_TEAM_ALONE tg_shared tg_sh = {0}; tg_team tg_t = {&tg_sh, 0, 1, 0}; tg_team* tg = &tg_t;
+#define TG_TEAM_ALONE tg_shared tg_sh = {0}; tg_team tg_t = {&tg_sh, 0, 1, 0}; tg_team* tg = &tg_t; TG_DENORMALS_OFF
+#define TG_TEAM_ALONE_END TG_DENORMALS_BACK
 /* The team of one in which thread 0 runs, inside the region, the kernels too small to share. */
 #define TG_TEAM_OF_ONE tg_shared tg_one_sh = {0}; tg_team tg_one_t = {&tg_one_sh, 0, 1, 0}; \
   tg_team* tg_one = &tg_one_t; (void)tg_one;
