@@ -45,8 +45,9 @@ class Config:
     spin_us: int = 0
     # Whether kernels treat denormal floats (below 1.2e-38) as zero, as operands and as results (x86's FTZ and DAZ,
     # set on each thread for the call and restored after it, codegen/team.py). An Intel core takes a hundred cycles
-    # and more per operation on a denormal: a network whose activations decay into them ran 27x slower. XLA and
-    # TensorFlow flush them too; off (TILEGRAD_FLUSH_DENORMALS=0) keeps IEEE gradual underflow, as NumPy does.
+    # and more per operation on a denormal, so a network whose activations decay into them runs many times slower
+    # (docs/benchmarks.md, machine E). XLA and TensorFlow flush them too; off (TILEGRAD_FLUSH_DENORMALS=0) keeps
+    # IEEE gradual underflow, as NumPy does.
     flush_denormals: bool = True
     # The largest constant the import computes (a ConstantOfShape, a Range, a folded node), in bytes: enough for
     # any real weight (VGG's 400 MB classifier), not enough for a hostile model to exhaust the machine.
