@@ -65,12 +65,14 @@ def _isa() -> tuple[str, int, int]:
     raise SystemExit("microkernel_ceiling: needs x86-64 with AVX2 and FMA, or AVX-512")
 
 
-def _body(reg: str, mr: int, nv: int, loads: bool, broadcasts: bool, prefetch: bool, spare: int) -> tuple[str, int]:
+def _body(reg: str, mr: int, nv: int, loads: bool, broadcasts: bool, prefetch: bool,
+          registers: int) -> tuple[str, str]:
     """One step of an mr x nv tile: nv vector loads of B (or B in registers), mr broadcasts of A (or one A in a
-    register), mr * nv FMAs; the registers above the accumulators hold B's vectors and the broadcast value."""
+    register), mr * nv FMAs; the registers above the accumulators hold B's vectors and the broadcast value.
+    Returns the step's assembly and the assembly that zeroes every register it uses."""
     b = [mr * nv + v for v in range(nv)]
     a = mr * nv + nv
-    assert a < spare, "the tile needs more registers than the ISA has"
+    assert a < registers, "the tile needs more registers than the ISA has"
     lines = [f"vmovups {64 * v}(%1), %%{reg}{b[v]}" for v in range(nv)] if loads else []
     lines += [f"prefetcht0 {8192 + 64 * v}(%1)" for v in range(nv)] if prefetch else []
     acc = 0
@@ -84,16 +86,16 @@ def _body(reg: str, mr: int, nv: int, loads: bool, broadcasts: bool, prefetch: b
     return "".join(f"{line}\\n\\t" for line in lines), init
 
 
-def _cases(reg: str, registers: int) -> list[tuple[str, int, int, bool, bool, bool]]:
+def _cases(lanes: int, registers: int) -> list[tuple[str, int, int, bool, bool, bool]]:
     """(name, mr, nv, loads, broadcasts, prefetch): the pure rate, each operand alone, the tiles that fit."""
     acc = registers - 4  # independent chains: far more than the FMA latency x the FMAs issued per cycle
     tiles = [(8, 3), (6, 4), (4, 6), (12, 2), (14, 2)] if registers == 32 else [(6, 2), (4, 3), (4, 2)]
     cases = [("pure FMA", acc, 1, False, False, False)]
     mr, nv = tiles[0]
     cases += [("B loads only", mr, nv, True, False, False), ("A broadcasts only", mr, nv, False, True, False)]
-    cases += [(f"{mr} x {nv * (16 if reg == 'zmm' else 8)} tile", mr, nv, True, True, False) for mr, nv in tiles
+    cases += [(f"{mr} x {nv * lanes} tile", mr, nv, True, True, False) for mr, nv in tiles
               if mr * nv + nv + 1 <= registers]
-    cases.append((f"{mr} x {nv * (16 if reg == 'zmm' else 8)} tile + prefetch", mr, nv, True, True, True))
+    cases.append((f"{mr} x {nv * lanes} tile + prefetch", mr, nv, True, True, True))
     return cases
 
 
@@ -102,7 +104,7 @@ def run(threads: int) -> dict:
     cc = find_compiler()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, mr, nv, loads, broadcasts, prefetch in _cases(reg, registers):
+        for name, mr, nv, loads, broadcasts, prefetch in _cases(lanes, registers):
             body, init = _body(reg, mr, nv, loads, broadcasts, prefetch, registers)
             source = (_PROGRAM.replace("STEPS", str(STEPS)).replace("INIT", f'"{init}"')
                       .replace("BODY", f'"{body}"'))
