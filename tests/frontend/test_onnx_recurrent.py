@@ -121,9 +121,12 @@ def test_compiled_bidirectional_lstm_with_lengths_matches_onnxruntime():
     import tilegrad
 
     model, x = _layer("LSTM", direction="bidirectional", lens=[2, 5, 4], peepholes=True, initial=True)
-    got = tilegrad.compile(model)(x)
+    compiled = tilegrad.compile(model)
+    got = compiled(x)
     for a, w in zip(got, run_onnxruntime(model, {"X": x})):
         np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+    packed = [s.name for s in compiled.spec.weights if s.name.endswith("_rec_wpack")]
+    assert len(packed) == 2, packed  # the steps of a direction share its packed recurrent weights
 
 
 def test_run_time_sequence_lengths_are_refused_like_other_run_time_operands():

@@ -303,6 +303,37 @@ def test_cse_near_misses_stay():
     _assert_same_numbers(g, after)
 
 
+def test_cse_compares_large_constants_whole_not_by_their_sample():
+    """Two weights alike except for one byte between the sampled ones stay two; an exact copy merges."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 40000))
+    w = np.random.default_rng(0).standard_normal(40000).astype("float32")
+    near = w.copy()
+    near[20001] = -near[20001]  # byte 80004..80007: between the evenly spaced samples
+    outs = [b.op("mul", x, b.const(w, "w")), b.op("mul", x, b.const(near, "near")),
+            b.op("add", x, b.const(w.copy(), "copy"))]
+    g = b.build(outs, names=["a", "b", "c"])
+    after, notes = _apply(eliminate_common_subexpressions, g)
+    assert len(after.constants) == 2 and notes == ["constant copy is w"]
+    _assert_same_numbers(g, after)
+
+
+def test_products_sharing_a_weight_read_one_packed_copy():
+    """Each product packs its weight as `conv_algorithm` rewrites it; `cse_late` leaves one pack per weight, as in
+    an unrolled recurrence whose steps all multiply by the same matrix."""
+    b = GraphBuilder()
+    w = b.const(np.random.default_rng(1).standard_normal((64, 96)).astype("float32"), "w")
+    h = b.input("h", (1, 64))
+    for step in range(4):
+        h = b.op("tanh", b.op("slice", b.op("matmul", h, w), starts=[0], ends=[64], axes=[1]))
+    g = b.build(h)
+    after, report = optimize(g, target=tilegrad.target.host())
+    packed = [c for c in after.constants if c.name.endswith("_wpack")]
+    assert len(packed) == 1, [c.name for c in after.constants]
+    assert any(r.name == "cse_late" and r.notes for r in report.records)
+    _assert_same_numbers(g, after)
+
+
 # ---- bn_fold ----
 
 def _batch_norm(b, rng, x, channels, name="bn"):

@@ -1,11 +1,12 @@
 """Common-subexpression elimination: nodes that apply the same op with the same attributes to the same values
 compute the same thing, so all but the first are dropped and their readers read the first.
 
-Constants are merged first, by dtype, shape and a digest of their bytes (confirmed element for element), so two
-copies of a weight, or the same small constant made twice, become one, and the nodes reading them can then merge
-too. One forward walk suffices: a node's inputs are already merged when it is visited. Every op in the registry is
-a pure function of its inputs and attributes, so merging never changes a result.
-"""
+Constants are merged first, by dtype, shape and bytes, so two copies of a weight, or the same small constant made
+twice, become one, and the nodes reading them can then merge too. One forward walk suffices: a node's inputs are
+already merged when it is visited. Every op in the registry is a pure function of its inputs and attributes, so
+merging never changes a result. The pipeline runs it twice: early, and again after the passes that pack weights
+(`cse_late`), since each product or convolution packs its own copy of a weight it shares with others (an unrolled
+recurrence's steps, tied layers), and a copy per reader is memory every call streams again."""
 
 from __future__ import annotations
 
@@ -50,15 +51,35 @@ def eliminate_common_subexpressions(g: Graph, ctx: PassContext) -> Graph:
 
 def _merge_constant(constants: dict[tuple, list[Value]], c: Value) -> Value:
     """The first constant seen with `c`'s bytes (`c` itself if it is the first). Bytes, not values: 0.0 and -0.0
-    differ, and a NaN equals its own copy."""
-    key = (c.dtype, c.shape, hashlib.sha256(np.ascontiguousarray(c.data)).digest())
-    release_pages(c.data)  # a weight mapped from its file is read here once; its pages need not stay
+    differ, and a NaN equals its own copy. Constants are bucketed by a digest of a sample of their bytes, and only
+    those whose samples agree are compared whole, so the pass reads a model's weights once more only where they
+    are copies (it runs twice: the later passes make packed copies of shared weights)."""
+    data = _bytes_of(c.data)
+    key = (c.dtype, c.shape, hashlib.sha256(_sample(data)).digest())
     bucket = constants.setdefault(key, [])
     for other in bucket:
-        if other.data.tobytes() == c.data.tobytes():
+        if np.array_equal(_bytes_of(other.data), data):
+            release_pages(c.data)
             return other
+    release_pages(c.data)  # a weight mapped from its file: its pages need not stay
     bucket.append(c)
     return c
+
+
+def _bytes_of(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+_SAMPLE_BYTES = 4096
+
+
+def _sample(data: np.ndarray) -> bytes:
+    """The first and last `_SAMPLE_BYTES` and as many spread evenly between: two different weights almost never
+    agree on all of them."""
+    if data.size <= 3 * _SAMPLE_BYTES:
+        return data.tobytes()
+    step = data.size // _SAMPLE_BYTES
+    return b"".join((data[:_SAMPLE_BYTES].tobytes(), data[::step].tobytes(), data[-_SAMPLE_BYTES:].tobytes()))
 
 
 def _key(node: Node, inputs: tuple[Value, ...]) -> tuple:

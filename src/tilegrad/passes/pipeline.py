@@ -61,6 +61,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("layout", layout, level=2, targets=("cpu",)),
     Pass("int8_layout", int8_layout, level=2, targets=("cpu",)),
     Pass("conv_regions", conv_regions, level=2, targets=("cpu",)),
+    Pass("cse_late", eliminate_common_subexpressions, level=1),
     Pass("fuse", fuse, level=1),
 )
 
