@@ -21,7 +21,7 @@ def _scalars(prefix: str, scale: float, zero_point: int, dtype=np.uint8) -> list
             numpy_helper.from_array(np.array(zero_point, dtype), f"{prefix}_z")]
 
 
-def inverted_residual(channels: int, expand: int, size: int, stride: int) -> onnx.ModelProto:
+def inverted_residual(channels: int, expand: int, size: int, stride: int, batch: int = 1) -> onnx.ModelProto:
     """u8 x -> 1x1 expansion -> 3x3 depthwise (stride) -> 1x1 projection, and with stride 1 the residual add of
     the dequantized input and projection, requantized: MobileNetV2's block as QLinear ops."""
     wide = channels * expand
@@ -51,19 +51,22 @@ def inverted_residual(channels: int, expand: int, size: int, stride: int) -> onn
     else:
         nodes.append(helper.make_node("Identity", ["project"], ["y"]))
     graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.UINT8,
-                                                                             [1, channels, size, size])],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, channels, out, out])], init)
+                                                                             [batch, channels, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [batch, channels, out, out])],
+                              init)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-@pytest.mark.parametrize("channels, expand, size, stride", [(8, 4, 9, 1), (6, 3, 7, 2), (16, 6, 12, 1),
-                                                            (5, 3, 11, 2)])
-def test_a_quantized_block_runs_channels_last_and_matches_onnxruntime(channels, expand, size, stride):
+@pytest.mark.parametrize("channels, expand, size, stride, batch", [(8, 4, 9, 1, 1), (6, 3, 7, 2, 1),
+                                                                   (16, 6, 12, 1, 1), (5, 3, 11, 2, 1),
+                                                                   (8, 3, 7, 1, 3), (4, 2, 5, 2, 2)])
+def test_a_quantized_block_runs_channels_last_and_matches_onnxruntime(channels, expand, size, stride, batch):
     """The convolutions are exact; the residual's float add then quantize may round a tie the other way (ONNX
     Runtime itself gives 1 apart with and without its graph optimisations), so with it: within 1, and channels-last
-    exactly what NCHW gives."""
-    model = inverted_residual(channels, expand, size, stride)
-    x = RNG.integers(0, 255, (1, channels, size, size), endpoint=True).astype(np.uint8)
+    exactly what NCHW gives. With a batch, the GEMM's rows run over the images' pixels as one loop, which the
+    epilogue's (image, row, column) index must fold back into."""
+    model = inverted_residual(channels, expand, size, stride, batch)
+    x = RNG.integers(0, 255, (batch, channels, size, size), endpoint=True).astype(np.uint8)
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
     nhwc, nchw = tilegrad.compile(model)(x=x), tilegrad.compile(model, disable_passes=("int8_layout",))(x=x)

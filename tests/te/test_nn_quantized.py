@@ -4,6 +4,7 @@ convolution with the zero point folded into the bias and the requantization epil
 
 from __future__ import annotations
 
+import re
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -167,6 +168,24 @@ def test_a_byte_output_vectorises_over_bytes_and_stays_exact():
     data = np.random.default_rng(5).uniform(-3, 3, (2, 3, 70)).astype(np.float32)
     got = build(([x, scale, zero_point], [q]), target=target).run(data, np.array(0.02, np.float32), np.array(130, np.uint8))
     np.testing.assert_array_equal(got, np.clip(np.rint(data / np.float32(0.02)) + 130, 0, 255).astype(np.uint8))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_channels_last_convolution_writes_its_output_from_the_gemm_epilogue(batch):
+    """Channels-last, the GEMM's rows are the output's pixels: its epilogue is the (N, OH, OW, O) output itself
+    (no reshaping copy after it), and each register tile's sums are those of one tile of rows, not recomputed
+    for the whole output per tile (the epilogue's (image, row, column) index folds back into the GEMM's row)."""
+    from tilegrad.te.nn.quantized import int8_conv_weight_shape, quantized_im2col_conv
+
+    x = te.placeholder((batch, 7, 7, 8), "uint8", "x")
+    wpack = te.placeholder(int8_conv_weight_shape(16, 8), "int8", "w")
+    bias, multiplier = te.placeholder((16,), "int32", "b"), te.placeholder((16,), "float32", "m")
+    y = quantized_im2col_conv(x, wpack, bias, multiplier, 16, (1, 1), 3, (1, 1), ((0, 0), (0, 0)), (1, 1), 0, 0,
+                              255, "uint8", channels_last=True)
+    assert (y.shape, y.op.tag) == ((batch, 7, 7, 16), "packed_int8_matmul")
+    source = build(([x, wpack, bias, multiplier], [y])).source
+    sums = [int(n) for n in re.findall(r"int32_t qconv_padded\[(\d+)\]", source)]
+    assert sums and max(sums) <= 8 * 16, sums  # a tile of at most 8 rows of the 16 columns, not the 98 x 16
 
 
 @pytest.mark.parametrize("width,stride", [(56, 1), (14, 2), (9, 1)])

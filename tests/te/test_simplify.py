@@ -117,6 +117,18 @@ def test_narrowing_cast_bounds_are_not_trusted():
     assert evaluate(simplify(e), {"x": 200}) == evaluate(e, {"x": 200}) is False
 
 
+def test_an_index_rebuilt_from_a_loop_fused_from_three_folds_back():
+    """(n, h, w) fused into f: n = f // (H W), h = f // W % H, w = f % W; the row (n H + h) W + w is f (a
+    channels-last convolution's pixels, numbered as its GEMM's rows)."""
+    f = E.Var("f", lo=0)
+    n, h, w = f // (56 * 56), f // 56 % 56, f % 56
+    assert simplify(((n * 56 + h) * 56 + w) * 24 + 3) == simplify(f * 24 + 3)
+    assert simplify(f // 12 % 5 * 12 + f // 60 * 60 + f % 12) == f
+    assert simplify(f // 12 % 5 * 12 + f // 60 * 48 + f % 12) != f  # not the same multiple: kept
+    for v in range(0, 400, 7):
+        assert evaluate(f // 12 % 5 * 12 + f // 60 * 60 + f % 12, {"f": v}) == v
+
+
 def test_simplify_returns_the_same_object_at_a_fixpoint():
     e = simplify(a * 3 + b // 2)
     assert simplify(e) is e

@@ -52,7 +52,7 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     loop's vectors by its narrowest type, so 16 columns of bytes ran on 16-byte vectors). Returns the panels per
     tile."""
     mr, nr, mb, mb_d = tile
-    i, j = [a.name for a in s.op.axes]
+    i, j = sch.loops(s.name)[-2:]  # the rows (fused, where the output has more axes) and the columns
     m, panels = extent(s, i), -(-extent(s, j) // nr)
     spans = [v for v in (1, 2, 4, 8) if panels % v == 0] if (wide or row_span) and kblocks == 1 else [1]
     if row_span:

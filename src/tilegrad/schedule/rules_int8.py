@@ -9,7 +9,8 @@ columns, so the compiler vectorises the columns. A tile spans as many column pan
 vector registers hold in accumulators (4 panels of 16 with AVX-512), and its requantization runs over them in
 one vectorised loop per row: 16 columns of bytes were 16-byte vectors. The parameters (knobs) are the rows per
 block `mb`, the panels per tile, the column panels per parallel chunk, the loop order, the parallel grain and the
-unrolling of the tile's rows.
+unrolling of the tile's rows. A channels-last convolution's output is (N, OH, OW, O): its pixel axes are fused
+into the one row loop the GEMM's tiles number.
 
 The channels-last depthwise convolution (te.nn.quantized_depthwise_nhwc) has its own rule below.
 """
@@ -37,6 +38,9 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
     """The tiles of `packed_int8_tiles` at the output's row tiles; blocks of rows and column panels in
     parallel; the packing of a in parallel at the root."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
+    rows = [a.name for a in s.op.axes[:-1] if extent(s, a.name) > 1]
+    if len(rows) > 1:  # a convolution's output pixels: one loop of rows, as the GEMM numbers them
+        sch.fuse(s.name, *rows)  # (a unit axis left out: an element-wise consumer indexes it by 0, not by the row)
     padded = stage_tagged(sch, "packed_int8_tiles")
     mb, mb_d = row_blocks(sch, s, padded, mr, tiles_per_block, knobs)
     accumulators = target.vector_registers * 3 // 4  # the rest hold the panels' weights and the broadcast

@@ -115,8 +115,11 @@ def _merged_div_mod(terms: dict[Monomial, int], constant: int) -> tuple[dict[Mon
 
 
 def _times_divisor(mod: E.FloorMod, k: int) -> dict[Monomial, int]:
-    """The terms of `k * (x // d) * d` for `mod` = x % d: one per term of d's polynomial, each times x // d."""
-    div = E.FloorDiv(mod.a, mod.b)
+    """The terms of `k * (x // d) * d` for `mod` = x % d: one per term of d's polynomial, each times x // d, in the
+    form the simplifier leaves it in (`y // a // d` as `y // (a * d)`: the outer index of a loop fused from three
+    or more, as a channels-last output's pixels are)."""
+    nested = type(mod.a) is E.FloorDiv and type(mod.a.b) is E.Const and type(mod.b) is E.Const and mod.a.b.value > 0
+    div = E.floordiv(mod.a.a, mod.a.b.value * mod.b.value) if nested else E.FloorDiv(mod.a, mod.b)
     d_terms, d_constant = linear(mod.b)
     out = {tuple(sorted((div, *m), key=_atom_key)): k * j for m, j in d_terms.items()}
     if d_constant:

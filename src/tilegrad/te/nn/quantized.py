@@ -224,13 +224,14 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
         return nhwc[n_, h * sh + tap_row * dh, w_ * sw + tap_col * dw, c]
 
     outer = (kh, kw, lanes // DOT_GROUP) if in_place else (wpack.shape[1],)
+
+    def epilogue(acc, i, j):
+        return requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi, out_dtype)
+    if channels_last:  # the GEMM's rows are the output's pixels: its epilogue writes the output itself
+        return _int8_gemm((batch * oh * ow, k), a_value, outer, not in_place, wpack, out_channels, 6, weight_bits,
+                          name, epilogue, out_shape=(batch, oh, ow, out_channels))
     gemm = _int8_gemm((batch * oh * ow, k), a_value, outer, not in_place, wpack, out_channels, 6, weight_bits,
-                      f"{name}_gemm",
-                      lambda acc, i, j: requantize(acc[i, j] + bias[j], _scale(multiplier, j), zero_point, lo, hi,
-                                                   out_dtype))
-    if channels_last:
-        return te.compute((batch, oh, ow, out_channels), lambda n_, h, w_, c: gemm[(n_ * oh + h) * ow + w_, c],
-                          name=name, tag="injective")
+                      f"{name}_gemm", epilogue)
     return te.compute((batch, out_channels, oh, ow), lambda n_, c, h, w_: gemm[(n_ * oh + h) * ow + w_, c],
                       name=name, tag="injective")
 
@@ -268,7 +269,7 @@ def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
 
 
 def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: bool, wpack: te.Tensor, n: int,
-               mr: int, weight_bits: int, name: str, epilogue):
+               mr: int, weight_bits: int, name: str, epilogue, out_shape: tuple[int, ...] | None = None):
     """The int8 GEMM's stages. The k groups are numbered by the indices of `outer` (row-major: a convolution's
     tap row, tap column and group of channels, so that each has a loop and the tiles' addresses stay affine), and
     `a_value(row, ko, g)` is the u8 value of row `row` in value g of group `ko` (a tuple of those indices). With
@@ -277,7 +278,9 @@ def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: 
     past the last read the last: their sums are cropped). `{name}_padded` (tag
     "packed_int8_tiles") sums the int32 products of each register tile over the k groups and the 4 values of
     each, and the output (tag "packed_int8_matmul") is `epilogue(tiles, i, j)` (schedule/rules_int8.py schedules
-    them; loop/dot4.py gives the tile's inner loops to the dot-product instruction).
+    them; loop/dot4.py gives the tile's inner loops to the dot-product instruction). With `out_shape`, whose
+    leading axes number the m rows in row-major order and whose last is the n columns, the output has that shape
+    (a channels-last convolution's (N, OH, OW, O)), so that no copy reshapes it after.
 
     With 7-bit weights (`weight_bits` 7) a group is summed as two int16 sums of two products each, which cannot
     overflow (2 * 255 * 64 = 32640 < 2**15): the form of AVX2's vpmaddubsw, which saturates there, so that the lowering
@@ -320,7 +323,18 @@ def _int8_gemm(shape: tuple[int, int], a_value, outer: tuple[int, ...], pack_a: 
                           axis=[*axes, g])
 
     padded = te.compute((mp, panels * nr), body, name=f"{name}_padded", tag="packed_int8_tiles", attrs=attrs)
-    return te.compute((m, n), lambda i, j: epilogue(padded, i, j), name=name, tag="packed_int8_matmul", attrs=attrs)
+    if out_shape is None:
+        return te.compute((m, n), lambda i, j: epilogue(padded, i, j), name=name, tag="packed_int8_matmul",
+                          attrs=attrs)
+    if math.prod(out_shape[:-1]) != m or out_shape[-1] != n:
+        raise ShapeError(f"{name}: an output of {list(out_shape)} does not hold {m} rows of {n} columns")
+
+    def shaped(*index):
+        row = index[0]
+        for axis, size in zip(index[1:-1], out_shape[1:-1]):
+            row = row * size + axis
+        return epilogue(padded, row, index[-1])
+    return te.compute(out_shape, shaped, name=name, tag="packed_int8_matmul", attrs=attrs)
 
 
 def _range(dtype: str, where: str) -> tuple[int, int]:
