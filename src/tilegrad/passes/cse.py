@@ -57,11 +57,10 @@ def _merge_constant(constants: dict[tuple, list[Value]], c: Value) -> Value:
     data = _bytes_of(c.data)
     key = (c.dtype, c.shape, hashlib.sha256(_sample(data)).digest())
     bucket = constants.setdefault(key, [])
-    for other in bucket:
-        if np.array_equal(_bytes_of(other.data), data):
-            release_pages(c.data)
-            return other
+    same = next((other for other in bucket if np.array_equal(_bytes_of(other.data), data)), None)
     release_pages(c.data)  # a weight mapped from its file: its pages need not stay
+    if same is not None:
+        return same
     bucket.append(c)
     return c
 
