@@ -20,7 +20,7 @@ void global_avg_pool_7x7_team(void** args, tg_team* tg) {
       }
       #pragma omp simd
       for (int64_t i3 = 0; i3 < 1; ++i3) {
-        Y[(i0_i1_i2_fused + i3)] = (Y_sum[i3] / 49.0f);
+        Y[(i0_i1_i2_fused + i3)] = tg_div_by(Y_sum[i3], 49.0f);
       }
     }
   }

@@ -18,7 +18,7 @@ void reduce_mean_keepdims_team(void** args, tg_team* tg) {
       }
       #pragma omp simd
       for (int64_t i2 = 0; i2 < 1; ++i2) {
-        Y[(i0_i1_fused + i2)] = (Y_sum[i2] / 54.0f);
+        Y[(i0_i1_fused + i2)] = tg_div_by(Y_sum[i2], 54.0f);
       }
     }
   }

@@ -10,6 +10,8 @@ point opens one for all its kernels. Vectorized loops become `omp simd`, unrolle
 
 from __future__ import annotations
 
+import math
+
 from ..dtype import is_unsigned, itemsize
 from ..loop.prefetch import PREFETCH
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
@@ -127,6 +129,19 @@ static inline float tg_erff(float x) {
   r = r < 1.0f ? r : 1.0f;
   r = x < 0.0f ? -r : r;
   return x != x ? x : r;
+}
+/* x / y for a y that the loop around does not change, correctly rounded with no division in the loop: gcc hoists
+   1 / y out of it, and the quotient by that reciprocal is corrected once by its remainder, which one multiply-add
+   computes exactly (Markstein's theorem: r the rounded 1 / y and q within an ulp of x / y, q + (x - q y) r
+   rounds to x / y). A y past 2^126, whose reciprocal would be denormal, is scaled by 2^-64 first. Zeros,
+   infinities and NaNs come out as division's; so does every quotient with x and x / y at least 2^-100 in size
+   (tests/codegen/test_division.py), which the corrections need as normal floats; below, within an ulp. A
+   division of an AVX-512 vector is one instruction every 10-16 cycles on Intel cores: GELU's x / sqrt(2) and a
+   quantization's x / scale were most of an int8 product's epilogue. */
+static inline float tg_div_by(float x, float y) {
+  float s = fabsf(y) > 0x1p126f ? 0x1p-64f : 1.0f, ys = y * s, r = 1.0f / ys;
+  float q = x * r, e = fmaf(-q, ys, x), c = fmaf(e, r, q);
+  return (e == 0.0f || c != c ? q : c) * s;
 }
 /* min and max propagate NaN from either side, as ONNX Runtime's Min and Max do (a NaN `a` fails every comparison,
    hence `_x != _x`; for integers that test folds away). Between -0.0 and 0.0 they return `b`, as ONNX Runtime does. */
@@ -263,7 +278,7 @@ class CRenderer(Renderer):
         v, n, wide = s.var.name, s.extent.value, f"tg_wide_{s.var.name}"
         self._emit(ind, f"{{ float {wide}[{n}] __attribute__((aligned(64)));")
         target = f"{narrowed.buffer.name}[{self._flat(narrowed.buffer, narrowed.indices)}]"
-        for line in (f"{wide}[{v}] = {self.expr(narrowed.value.a)};",
+        for line in (f"{wide}[{v}] = {self._in_loop(s.var, self.expr, narrowed.value.a)};",
                      f"{target} = (({self.types[narrowed.buffer.dtype]}){wide}[{v}]);"):
             self._emit(ind + 1, self.simd)
             self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
@@ -274,7 +289,17 @@ class CRenderer(Renderer):
     def expr(self, e: E.Expr) -> str:
         if type(e) is E.Select and e.dtype == "float32" and safe_anyway(e.t) and safe_anyway(e.f):
             return f"TG_BLEND_F32({self.expr(e.cond)}, {self.expr(e.t)}, {self.expr(e.f)})"
+        if type(e) is E.Div and e.dtype == "float32" and self._by_reciprocal(e.b):
+            return f"tg_div_by({self.expr(e.a)}, {self.expr(e.b)})"
         return super().expr(e)
+
+    def _by_reciprocal(self, divisor: E.Expr) -> bool:
+        """Whether a division by `divisor` is `tg_div_by`'s: the divisor is the same in every iteration of the
+        innermost loop around it, and not a power of two (whose exact reciprocal gcc multiplies by itself)."""
+        if "fma" not in self.target.flags or self._innermost is None or self._innermost in E.free_vars(divisor):
+            return False
+        return not (type(divisor) is E.Const and math.isfinite(divisor.value) and divisor.value != 0
+                    and math.frexp(divisor.value)[0] in (0.5, -0.5))
 
     @property
     def alignment(self) -> int:
@@ -357,7 +382,7 @@ class CRenderer(Renderer):
             self._emit(ind + 1, f"while (tg_next(tg, &{v}_loop, &{v}_lo, &{v}_hi)) {{")
             self._emit(ind + 2, f"for (int64_t {v} = {v}_lo; {v} < {v}_hi; ++{v}) {{")
             self._parallel_depth += 1
-            self._stmt(s.body, ind + 3)
+            self._in_loop(s.var, self._stmt, s.body, ind + 3)
             self._parallel_depth -= 1
             self._emit(ind + 2, "}")
             self._emit(ind + 1, "}")

@@ -49,6 +49,7 @@ class Renderer:
     intrinsics: dict[str, str] = {}
     intrinsic_helpers = ""
     prefetches_streams = False  # prefetch what long loops stream (loop/prefetch.py); `intrinsics` spells "prefetch"
+    _innermost: E.Var | None = None  # the variable of the innermost loop around what is being rendered
     binary_ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=",
                   E.And: "&&", E.Or: "||", E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.ShiftLeft: "<<",
                   E.ShiftRight: ">>"}
@@ -164,9 +165,17 @@ class Renderer:
         self._emit(ind, f"for (int64_t {v} = 0; {v} < {self.expr(s.extent)}; ++{v}) {{")
         blocks_parallel = s.kind in ("parallel", "vectorized")
         self._parallel_depth += blocks_parallel
-        self._stmt(s.body, ind + 1)
+        self._in_loop(s.var, self._stmt, s.body, ind + 1)
         self._parallel_depth -= blocks_parallel
         self._emit(ind, "}")
+
+    def _in_loop(self, var: E.Var, render, *args):
+        """`render(*args)` with `var` as the innermost loop's variable."""
+        outer, self._innermost = self._innermost, var
+        try:
+            return render(*args)
+        finally:
+            self._innermost = outer
 
     def _flat(self, b: Buffer, indices) -> str:
         """The row-major offset of `indices` in `b`, its terms summed from the outermost loop's to the

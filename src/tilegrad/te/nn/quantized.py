@@ -45,7 +45,7 @@ def quantize(x: te.Tensor, scale: te.Tensor, zero_point: te.Tensor, axis: int = 
     def body(*i):
         channel = i[axis] if scale.ndim else None
         q = E.round_(x[i] / _per_channel(scale, channel)) + E.cast(x.dtype, _per_channel(zero_point, channel))
-        return E.cast(zero_point.dtype, E.minimum(E.maximum(q, float(lo)), float(hi)))
+        return E.cast(zero_point.dtype, _saturated(q, lo, hi))
 
     return te.compute(x.shape, body, name=name, tag="elemwise", attrs={"axis": axis})
 
@@ -66,11 +66,15 @@ def requantize(acc: E.Expr, multiplier: E.Expr | None, zero_point: int, lo: int,
     to [lo, hi]. With no multiplier the sum is the result (int32 outputs: MatMulInteger, ConvInteger)."""
     if multiplier is None:
         return acc
-    scaled = E.round_(E.cast("float32", acc) * multiplier) + float(zero_point)
-    # Saturated by comparisons, not by minimum/maximum: those propagate NaN (ONNX's Min and Max), which an int32
-    # sum times a finite multiplier never is, and their NaN tests kept gcc from vectorising the epilogue fully.
-    low, high = E.const(float(lo), "float32"), E.const(float(hi), "float32")
-    return E.cast(dtype, E.select(scaled < low, low, E.select(scaled > high, high, scaled)))
+    return E.cast(dtype, _saturated(E.round_(E.cast("float32", acc) * multiplier) + float(zero_point), lo, hi))
+
+
+def _saturated(value: E.Expr, lo: int, hi: int) -> E.Expr:
+    """`value` clamped to [lo, hi] by comparisons, not by minimum and maximum: those propagate NaN (ONNX's Min and
+    Max), and their NaN tests kept gcc from vectorising an epilogue fully (a k-mask juggle per vector). A NaN
+    stays NaN either way, and its cast to an integer is undefined either way."""
+    low, high = E.const(float(lo), value.dtype), E.const(float(hi), value.dtype)
+    return E.select(value < low, low, E.select(value > high, high, value))
 
 
 DOT_GROUP = 4  # k values per int32 lane of the u8 x s8 dot product (vpdpbusd's group)
