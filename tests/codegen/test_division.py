@@ -75,15 +75,18 @@ def test_division_by_any_normal_divisor(divide, y):
 
 
 def test_only_an_invariant_divisor_takes_the_reciprocal():
-    """x / y[j] in the loop over j stays a division; x / s, with s read once, is the corrected reciprocal."""
+    """x / y[j] in the loop over j stays a division, as does s / 3 (the loop does not change it: gcc hoists it);
+    x / s, with s read once, is the corrected reciprocal."""
     x, y = te.placeholder((64,), name="x"), te.placeholder((64,), name="y")
     s = te.placeholder((), name="s")
-    by_vector = te.compute((64,), lambda j: x[j] / y[j], name="by_vector")
-    by_scalar = te.compute((64,), lambda j: x[j] / s[()], name="by_scalar")
+    cases = {"by_vector": (lambda j: x[j] / y[j], [x, y]), "by_scalar": (lambda j: x[j] / s[()], [x, s]),
+             "invariant": (lambda j: x[j] * (s[()] / 3.0), [x, s])}
     fma = Target(flags=frozenset({"avx2", "fma"}))
     texts = {}
-    for out, inputs in ((by_vector, [x, y]), (by_scalar, [x, s])):
+    for name, (body, inputs) in cases.items():
+        out = te.compute((64,), body, name=name)
         sch = default_schedule(out, fma)
-        texts[out.name] = CRenderer(fma).render_function(lower(sch.state, out.name, inputs + [sch.state.outputs[0]]))
+        texts[name] = CRenderer(fma).render_function(lower(sch.state, name, inputs + [sch.state.outputs[0]]))
     assert "tg_div_by" not in texts["by_vector"] and " / " in texts["by_vector"]
     assert "tg_div_by(" in texts["by_scalar"]
+    assert "tg_div_by" not in texts["invariant"] and " / " in texts["invariant"]

@@ -32,7 +32,7 @@ void softmax_4x6x40_team(void** args, tg_team* tg) {
       }
       #pragma omp simd
       for (int64_t i2 = 0; i2 < 40; ++i2) {
-        Y[((i0_i1_fused * 40) + i2)] = (Y_exp[i2] * tg_div_by(1.0f, Y_expsum[0]));
+        Y[((i0_i1_fused * 40) + i2)] = (Y_exp[i2] * (1.0f / Y_expsum[0]));
       }
     }
   }

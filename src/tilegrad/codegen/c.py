@@ -289,17 +289,22 @@ class CRenderer(Renderer):
     def expr(self, e: E.Expr) -> str:
         if type(e) is E.Select and e.dtype == "float32" and safe_anyway(e.t) and safe_anyway(e.f):
             return f"TG_BLEND_F32({self.expr(e.cond)}, {self.expr(e.t)}, {self.expr(e.f)})"
-        if type(e) is E.Div and e.dtype == "float32" and self._by_reciprocal(e.b):
+        if type(e) is E.Div and e.dtype == "float32" and self._by_reciprocal(e):
             return f"tg_div_by({self.expr(e.a)}, {self.expr(e.b)})"
         return super().expr(e)
 
-    def _by_reciprocal(self, divisor: E.Expr) -> bool:
-        """Whether a division by `divisor` is `tg_div_by`'s: the divisor is the same in every iteration of the
-        innermost loop around it, and not a power of two (whose exact reciprocal gcc multiplies by itself)."""
-        if "fma" not in self.target.flags or self._innermost is None or self._innermost in E.free_vars(divisor):
+    def _by_reciprocal(self, e: E.Div) -> bool:
+        """Whether `e` is `tg_div_by`'s: its divisor is the same in every iteration of the innermost loop around
+        it and its dividend is not, and the divisor is no power of two (whose exact reciprocal gcc multiplies by
+        itself). A division the loop does not change at all is left to gcc, which hoists it: as a call inside
+        an invariant expression (1 / sqrt(var + eps) in a LayerNorm) it kept gcc from vectorising the loop."""
+        inner = self._innermost
+        if "fma" not in self.target.flags or inner is None:
             return False
-        return not (type(divisor) is E.Const and math.isfinite(divisor.value) and divisor.value != 0
-                    and math.frexp(divisor.value)[0] in (0.5, -0.5))
+        if inner in E.free_vars(e.b) or inner not in E.free_vars(e.a):
+            return False
+        return not (type(e.b) is E.Const and math.isfinite(e.b.value) and e.b.value != 0
+                    and math.frexp(e.b.value)[0] in (0.5, -0.5))
 
     @property
     def alignment(self) -> int:
