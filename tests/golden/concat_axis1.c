@@ -4,8 +4,9 @@ void concat_axis1_team(void** args, tg_team* tg) {
   float* restrict Y = (float*)args[2];
   if (tg->tid == 0) {
     for (int64_t i0 = 0; i0 < 2; ++i0) {
+      #pragma omp simd
       for (int64_t i1 = 0; i1 < 8; ++i1) {
-        #pragma omp simd
+        #pragma GCC unroll 4
         for (int64_t i2 = 0; i2 < 4; ++i2) {
           Y[((i0 * 32) + (i1 * 4) + i2)] = ((i1 < 3) ? A[((i0 * 12) + (i1 * 4) + i2)] : B[((((i0 * 20) + (i1 * 4)) + i2) - 12)]);
         }

@@ -143,6 +143,9 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
         _schedule_window(sch, s, target, None)
         return
     inner = spatial[-1]
+    if not reduce and len(spatial) > 1 and extent(s, inner) <= FEW_INNER < extent(s, spatial[-2]):
+        _vectorize_around_few(sch, s, spatial, target)
+        return
     # a byte output (quantize_linear's) needs a vector of bytes, 4x the float lanes, for gcc to vectorise it
     lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)
     vec_outer, vec_inner = sch.split(s.name, inner, lanes) if extent(s, inner) > lanes else (None, inner)
@@ -152,6 +155,23 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
     parallel_outer(sch, s, outer, target, reduce_work * extent(s, vec_inner) * _element_weight(sch, s))
     if extent(s, vec_inner) > 1:
         sch.vectorize(s.name, vec_inner)
+
+
+FEW_INNER = 4  # an innermost axis this short (an image's RGB channels laid out last) is no vector of its own
+
+
+def _vectorize_around_few(sch: Schedule, s: Stage, spatial: list, target: Target) -> None:
+    """The axis around a short innermost one vectorised, the short one unrolled inside it: gcc then stores the
+    few elements of each vector lane as one interleaved group (an NCHW image quantized into NHWC: 3 channels a
+    pixel), where vectorising the short axis itself ran one pixel at a time."""
+    around, few = spatial[-2:]
+    lanes = target.vector_lanes
+    vec_outer, vec_inner = sch.split(s.name, around, lanes) if extent(s, around) > lanes else (None, around)
+    outer = spatial[:-2] + ([vec_outer] if vec_outer else [])
+    sch.reorder(s.name, *outer, vec_inner, few)
+    parallel_outer(sch, s, outer, target, extent(s, vec_inner) * extent(s, few) * _element_weight(sch, s))
+    sch.vectorize(s.name, vec_inner)
+    sch.unroll(s.name, few)
 
 
 CALL_READS = 8  # a transcendental function (tanh, exp, erf) costs about as much as this many reads
