@@ -6,7 +6,6 @@ ulp); zeros, infinities and NaNs as division's."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
