@@ -11,7 +11,9 @@ import numpy as np
 from tilegrad import te
 from tilegrad.te import nn
 from tilegrad.te.nn.nchwc import conv2d_nchwc
+from tilegrad.ir import lookup
 from tilegrad.kernel import build, lower_kernel
+from tilegrad.loop.dot4 import use_dot4
 from tilegrad.loop.ir import For, Intrinsic, Kernel, Seq, Store, walk
 from tilegrad.loop.prefetch import DISTANCE, MAX_LINES, PREFETCH, prefetch_streams
 from tilegrad.target import Target
@@ -119,3 +121,19 @@ def test_the_compiled_convolution_with_prefetches_equals_numpy():
         for kx in range(3):
             want += np.einsum("nchw,oc->nohw", padded[:, :, ky:ky + 9, kx:kx + 9], w[:, :, ky, kx])
     np.testing.assert_allclose(got.transpose(0, 1, 4, 2, 3).reshape(1, 32, 9, 9), want, rtol=1e-4, atol=1e-3)
+
+
+def test_an_int8_gemms_weights_are_prefetched_through_the_dot_product():
+    """The int8 GEMM's tile reads its packed weights through the dot-product intrinsic's address (loop/dot4.py):
+    those addresses stream 64 bytes a k group and are prefetched, one call per column panel; the sums the
+    intrinsic writes and A's 4 bytes a step are not."""
+    op = lookup("quantized_matmul")
+    m, k, n = 24, 512, 64  # 128 k groups, 4 panels of 16
+    phs = [te.placeholder((m, k), "uint8", "a"), te.placeholder((n // 16, k // 4, 16, 4), "int8", "w"),
+           te.placeholder((n,), "int32", "bias")]
+    out = op.compute(*phs, **op.bind_attrs({"n": n, "out_dtype": "int32"}, "test"))
+    target = Target(flags=frozenset({"avx512f", "avx512_vnni"}), vector_bits=512)
+    loop = use_dot4(lower_kernel((phs, [out]), target=target))
+    calls = _prefetches(prefetch_streams(loop))
+    assert {b.name for c in calls for b, _ in c.operands} == {"w"}
+    assert len(calls) == n // 16

@@ -5,11 +5,12 @@ from L2, L3 or memory, through a hardware prefetcher that stops at each 4 KiB pa
 ahead to keep one core's stream busy. A direct convolution reads its weights the same way, one vector per output
 channel block per step of its reduction, but over a nest of loops (input channel blocks, channels, window rows,
 columns) whose weights lie in that order, one contiguous stream. `prefetch_streams` gives each innermost serial
-loop, for each kernel parameter it reads (never writes) whose index moves by at least a cache line per iteration
-and then on contiguously through the perfectly nested serial loops around it for at least `MIN_STEPS` steps in
-all (static extents), `Intrinsic("prefetch")` calls at the top of its body for the lines that the step
-`DISTANCE` steps later reads (one per distinct line of the inner unrolled and vectorised loops, at most
-`MAX_LINES`). The loads themselves are unchanged, so the kernel computes the same; a prefetch past a buffer's end
+loop, for each kernel parameter it reads (never writes; by a load, or through an intrinsic's operand: the int8
+GEMM's weights, which loop/dot4.py's dot product reads by address) whose index moves by at least a cache line
+per iteration and then on contiguously through the perfectly nested serial loops around it for at least
+`MIN_STEPS` steps in all (static extents), `Intrinsic("prefetch")` calls at the top of its body for the lines
+that the step `DISTANCE` steps later reads (one per distinct line of the inner unrolled and vectorised loops, at
+most `MAX_LINES`). The loads themselves are unchanged, so the kernel computes the same; a prefetch past a buffer's end
 reads nothing and faults nowhere. Made just before rendering, like loop/dot4.py, so features and bounds read the
 plain loops. docs/benchmarks.md (machine E) has the measurements that set DISTANCE.
 """
@@ -32,7 +33,9 @@ LINE = 64
 
 def prefetch_streams(k: Kernel) -> Kernel:
     """`k` with the streams of its long reduction loops prefetched; `k` itself where there are none."""
-    readonly = set(k.params) - {s.buffer for s in walk(k.body) if isinstance(s, Store)}
+    written = {s.buffer for s in walk(k.body) if isinstance(s, Store)}
+    written |= {s.operands[0][0] for s in walk(k.body) if isinstance(s, Intrinsic) and s.name != PREFETCH}
+    readonly = set(k.params) - written
     body = _rewrite(k.body, readonly)
     return k if body is k.body else Kernel(k.name, k.params, body, k.dims)
 
@@ -72,20 +75,28 @@ def _prefetches(nest: tuple[For, ...], body: Stmt, readonly: set) -> list[Intrin
     inner = {x.var: x.extent.value for x in loops if type(x.extent) is E.Const}
     unknown = {x.var for x in loops} - set(inner)  # bound by a loop of varying extent: no one line to fetch
     calls, seen = [], set()
-    for s in walk(body):
-        if not isinstance(s, Store):
+    for load in _reads(body):
+        if load.buffer not in readonly or load in seen:
             continue
-        for load in E.loads(s.value):
-            if load.buffer not in readonly or load in seen:
-                continue
-            seen.add(load)
-            flat = _flat(load)
-            if unknown & E.free_vars(flat):
-                continue
-            var, steps = _stream(flat, nest, itemsize(load.buffer.dtype))
-            if steps >= MIN_STEPS:
-                calls += _lines_ahead(load, flat, var, inner)
+        seen.add(load)
+        flat = _flat(load)
+        if unknown & E.free_vars(flat):
+            continue
+        var, steps = _stream(flat, nest, itemsize(load.buffer.dtype))
+        if steps >= MIN_STEPS:
+            calls += _lines_ahead(load, flat, var, inner)
     return calls
+
+
+def _reads(body: Stmt):
+    """The elements `body` reads: its stores' loads, and the operands its intrinsics read from (loop/dot4.py's
+    dot product: an int8 GEMM's weights, read through their address; its first operand is the sum it writes)."""
+    for s in walk(body):
+        if isinstance(s, Store):
+            yield from E.loads(s.value)
+        elif isinstance(s, Intrinsic) and s.name != PREFETCH:
+            for buffer, indices in s.operands[1:]:
+                yield E.Load(buffer, indices)
 
 
 def _stream(flat: E.Expr, nest: tuple[For, ...], size: int) -> tuple[E.Var | None, int]:
