@@ -135,9 +135,9 @@ static inline float tg_erff(float x) {
    computes exactly (Markstein's theorem: r the rounded 1 / y and q within an ulp of x / y, q + (x - q y) r
    rounds to x / y). A y past 2^126, whose reciprocal would be denormal, is scaled by 2^-64 first. Zeros,
    infinities and NaNs come out as division's; so does every quotient with x and x / y at least 2^-100 in size
-   (tests/codegen/test_division.py), which the corrections need as normal floats; below, within an ulp. A
-   division of an AVX-512 vector is one instruction every 10-16 cycles on Intel cores: GELU's x / sqrt(2) and a
-   quantization's x / scale were most of an int8 product's epilogue. */
+   (tests/codegen/test_division.py), which the corrections need as normal floats; below, within an ulp. The
+   divider is not pipelined as the multiply-adds are: GELU's x / sqrt(2) and a quantization's x / scale in an
+   epilogue waited on it. */
 static inline float tg_div_by(float x, float y) {
   float s = fabsf(y) > 0x1p126f ? 0x1p-64f : 1.0f, ys = y * s, r = 1.0f / ys;
   float q = x * r, e = fmaf(-q, ys, x), c = fmaf(e, r, q);
