@@ -30,7 +30,8 @@ def _nhwc_quantized(channels: int, height: int, width: int):
 def test_quantized_nchw_to_nhwc_matches_the_interpreter(channels, height, width):
     inputs, out = _nhwc_quantized(channels, height, width)
     rng = np.random.default_rng(width)
-    arrays = [rng.standard_normal(inputs[0].shape).astype(np.float32) * 3, np.array(0.02, np.float32), np.array(120, np.uint8)]
+    arrays = [rng.standard_normal(inputs[0].shape).astype(np.float32) * 3, np.array(0.02, np.float32),
+              np.array(120, np.uint8)]
     sch = default_schedule(out, host())
     got = build(sch, args=inputs + [sch.state.outputs[0]]).run(*arrays)
     want = interpret(out, {t.name: a for t, a in zip(inputs, arrays)})

@@ -5,6 +5,7 @@ convolution with the zero point folded into the bias and the requantization epil
 from __future__ import annotations
 
 import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings

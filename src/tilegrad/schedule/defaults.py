@@ -148,13 +148,22 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
         return
     # a byte output (quantize_linear's) needs a vector of bytes, 4x the float lanes, for gcc to vectorise it
     lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)
-    vec_outer, vec_inner = sch.split(s.name, inner, lanes) if extent(s, inner) > lanes else (None, inner)
-    outer = spatial[:-1] + ([vec_outer] if vec_outer else [])
+    vec_outer, vec_inner = _vector_split(sch, s, inner, lanes)
+    outer = spatial[:-1] + vec_outer
     if reduce:
         sch.reorder(s.name, *outer, *reduce, vec_inner)
     parallel_outer(sch, s, outer, target, reduce_work * extent(s, vec_inner) * _element_weight(sch, s))
     if extent(s, vec_inner) > 1:
         sch.vectorize(s.name, vec_inner)
+
+
+def _vector_split(sch: Schedule, s: Stage, axis: str, lanes: int) -> tuple[list, str]:
+    """`axis` split into a vector of `lanes` inside (the whole axis where it is no longer): ([the outer loop, if
+    any], the vector loop)."""
+    if extent(s, axis) <= lanes:
+        return [], axis
+    outer, inner = sch.split(s.name, axis, lanes)
+    return [outer], inner
 
 
 FEW_INNER = 4  # an innermost axis this short (an image's RGB channels laid out last) is no vector of its own
@@ -165,9 +174,8 @@ def _vectorize_around_few(sch: Schedule, s: Stage, spatial: list, target: Target
     few elements of each vector lane as one interleaved group (an NCHW image quantized into NHWC: 3 channels a
     pixel), where vectorising the short axis itself ran one pixel at a time."""
     around, few = spatial[-2:]
-    lanes = target.vector_lanes
-    vec_outer, vec_inner = sch.split(s.name, around, lanes) if extent(s, around) > lanes else (None, around)
-    outer = spatial[:-2] + ([vec_outer] if vec_outer else [])
+    vec_outer, vec_inner = _vector_split(sch, s, around, target.vector_lanes)
+    outer = spatial[:-2] + vec_outer
     sch.reorder(s.name, *outer, vec_inner, few)
     parallel_outer(sch, s, outer, target, extent(s, vec_inner) * extent(s, few) * _element_weight(sch, s))
     sch.vectorize(s.name, vec_inner)
