@@ -278,3 +278,31 @@ def test_an_add_of_a_constant_stays_float_and_a_residual_add_is_quantized():
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": xs[0]})[0]
     np.testing.assert_allclose(q.module(xs[0]), want, rtol=0, atol=0.1 * float(np.abs(want).max()))
+
+
+def test_a_product_of_two_activations_stays_float_inside_one_attention_kernel():
+    """Attention's Q K^T and P V have no constant weight, so no integer kernel: they keep no QDQ pairs, and the
+    chain from the projections' outputs to P V is formed into one attention node."""
+    from onnx import helper, numpy_helper
+
+    from tilegrad.api import compile_with_report
+    from tilegrad.quant.qdq import plan
+
+    rng = np.random.default_rng(1)
+    ws = {n: numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32) / 4, n) for n in "qkvo"}
+    nodes = [helper.make_node("MatMul", ["x", n], [n + "x"]) for n in "qkv"]
+    nodes += [helper.make_node("Transpose", ["kx"], ["kt"], perm=[0, 2, 1]),
+              helper.make_node("MatMul", ["qx", "kt"], ["s"]), helper.make_node("Mul", ["s", "scale"], ["ss"]),
+              helper.make_node("Softmax", ["ss"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "vx"], ["a"]),
+              helper.make_node("MatMul", ["a", "o"], ["y"])]
+    inits = [*ws.values(), numpy_helper.from_array(np.float32(0.25), "scale")]
+    g = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8, 16])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8, 16])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert plan(model, per_channel=True).activations == ["x", "qx", "kx", "vx", "a", "y"]
+    xs = [rng.standard_normal((2, 8, 16)).astype(np.float32) for _ in range(4)]
+    q = tilegrad.quantize(model, xs, "max_min")
+    graph = compile_with_report(q.model).graph
+    assert [n.op for n in graph.nodes].count("attention") == 1
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xs[0]})
+    np.testing.assert_allclose(q.module(xs[0]), want[0], rtol=0, atol=0.05 * float(np.abs(want[0]).max()))

@@ -59,6 +59,8 @@ def plan(model: onnx.ModelProto, per_channel: bool) -> Plan:
         if n.op_type not in QUANTIZED_OPS or _adds_constant(n, constants):
             continue
         axis = _weight_axis(n, init)
+        if axis is False and n.op_type in WEIGHTED_OPS:
+            continue  # a product of two activations: see `_weight_axis`
         if axis is not False:
             weights.setdefault(n.input[1], axis if per_channel else None)
             layers.append(n)
@@ -81,7 +83,12 @@ def _adds_constant(n: onnx.NodeProto, constants: set[str]) -> bool:
 
 
 def _weight_axis(n: onnx.NodeProto, init: dict) -> int | None | bool:
-    """The output-channel axis of `n`'s weight (input 1) when it is an initializer; False when `n` has none."""
+    """The output-channel axis of `n`'s weight (input 1) when it is an initializer; False when `n` has none.
+
+    A Conv, Gemm or MatMul with no constant weight (attention's Q K^T and P V) is not quantized: the integer
+    kernels multiply by constant packed weights (ir/integer_products.py), so its QDQ pairs would only add
+    roundings and kernels around a float product, and keep the attention chain from becoming one kernel
+    (passes/attention.py)."""
     if n.op_type not in WEIGHTED_OPS or len(n.input) < 2 or n.input[1] not in init:
         return False
     rank = len(init[n.input[1]].dims)
