@@ -96,9 +96,11 @@ static inline __attribute__((always_inline)) float tg_expf(float x) {
   return x != x ? x : out;
 }
 /* tanh: the odd Taylor series (to x^15, error < 1e-7) below 0.55, else 1 - 2 / (exp(2|x|) + 1). Both branches are
-   computed and one is selected, so gcc vectorises it like tg_expf. */
+   computed and one is selected, so gcc vectorises it like tg_expf. The clamp puts its bound first (`b < a ? b :
+   a`, which a NaN fails) so that a NaN flows through to the result; fabsf and copysignf are one bitwise
+   operation each, where a comparison and a select were two or three (see tg_erff). */
 static inline float tg_tanhf(float x) {
-  float a = x < 0.0f ? -x : x;
+  float a = fabsf(x);
   float x2 = x * x;
   float small = x * (((((((-0.0014558343870513183f * x2
       + 0.003592128036572481f) * x2
@@ -108,27 +110,25 @@ static inline float tg_tanhf(float x) {
       + 0.13333333333333333f) * x2
       + -0.3333333333333333f) * x2
       + 1.0f);
-  float e = tg_expf(2.0f * (a < 10.0f ? a : 10.0f));
-  float large = 1.0f - 2.0f / (e + 1.0f);
-  large = x < 0.0f ? -large : large;
-  return x != x ? x : a < 0.55f ? small : large;
+  float e = tg_expf(2.0f * (10.0f < a ? 10.0f : a));
+  float large = copysignf(1.0f - 2.0f / (e + 1.0f), x);
+  return a < 0.55f ? small : large;
 }
 /* erf: one rational function x P(x^2) / Q(x^2), degrees 5 and 5 in x^2, fitted for the least relative error on
    [0, 3.925] by reweighted least squares (under 4e-7 in float); past 3.925 erf rounds to 1 in float. Eleven
    multiply-adds and one division, no exp and no second branch: a GELU epilogue is a large part of its product's
-   time. */
+   time, and it is bound by the vector operations it issues, so the sign is taken and restored by bitwise
+   operations and a NaN propagates through clamps that it fails, with no test of its own. */
 static inline float tg_erff(float x) {
-  float a = x < 0.0f ? -x : x;
-  a = a < 3.925f ? a : 3.925f;
+  float a = fabsf(x);
+  a = 3.925f < a ? 3.925f : a;
   float t = a * a;
   float p = ((((2.046186637e-06f * t + 2.848340373e-04f) * t + 3.771943506e-03f) * t + 5.276741087e-02f) * t
       + 1.905789971e-01f) * t + 1.128379107e+00f;
   float q = ((((3.804895096e-05f * t + 1.163719222e-03f) * t + 1.498196833e-02f) * t + 1.141766757e-01f) * t
       + 5.022289753e-01f) * t + 1.0f;
   float r = a * p / q;
-  r = r < 1.0f ? r : 1.0f;
-  r = x < 0.0f ? -r : r;
-  return x != x ? x : r;
+  return copysignf(1.0f < r ? 1.0f : r, x);
 }
 /* x / y for a y that the loop around does not change, correctly rounded with no division in the loop: gcc hoists
    1 / y out of it, and the quotient by that reciprocal is corrected once by its remainder, which one multiply-add
