@@ -14,8 +14,11 @@ from tilegrad.te.nn.nchwc import conv2d_nchwc
 from tilegrad.ir import lookup
 from tilegrad.kernel import build, lower_kernel
 from tilegrad.loop.dot4 import use_dot4
-from tilegrad.loop.ir import For, Intrinsic, Kernel, Seq, Store, walk
-from tilegrad.loop.prefetch import DISTANCE, MAX_LINES, PREFETCH, prefetch_streams
+from tilegrad.dtype import itemsize
+from tilegrad.loop.ir import Allocate, For, IfThenElse, Intrinsic, Kernel, Seq, Store, walk
+from tilegrad.loop.prefetch import DISTANCE, MAX_LINES, PREFETCH, PREFETCH_L2, prefetch_streams
+from tilegrad.te import expr as E
+from tilegrad.te.evaluate import evaluate
 from tilegrad.target import Target
 
 M, K, N = 20, 256, 96
@@ -42,7 +45,7 @@ def test_the_gemms_panel_is_prefetched_ahead_one_call_per_line():
     reduction = next(s for s in walk(prefetch_streams(loop).body)
                      if isinstance(s, For) and isinstance(s.body, Seq) and isinstance(s.body.stmts[0], Intrinsic))
     assert reduction.kind == "serial" and reduction.extent.value == K
-    assert len(reduction.body.stmts) - 1 == 1  # a panel row of 16 float32s: one line
+    assert len(_prefetches(reduction)) == 1  # a panel row of 16 float32s: one line
     (_, indices), = reduction.body.stmts[0].operands
     moved = [str(i) for i in indices]
     assert any(f"{reduction.var.name} + {DISTANCE}" in text or f"{DISTANCE} + {reduction.var.name}" in text
@@ -137,3 +140,99 @@ def test_an_int8_gemms_weights_are_prefetched_through_the_dot_product():
     calls = _prefetches(prefetch_streams(loop))
     assert {b.name for c in calls for b, _ in c.operands} == {"w"}
     assert len(calls) == n // 16
+
+
+
+def _path_to(stmt, target, loops=()):
+    """The loops around `target` inside `stmt`, outermost first; None where it is not there."""
+    if stmt is target:
+        return loops
+    if isinstance(stmt, For):
+        return _path_to(stmt.body, target, (*loops, stmt))
+    children = stmt.stmts if isinstance(stmt, Seq) else [getattr(stmt, n) for n in ("body", "then", "orelse")
+                                                         if getattr(stmt, n, None) is not None]
+    return next((found for c in children if (found := _path_to(c, target, loops)) is not None), None)
+
+
+def _weight_lines_by_tile(k: Kernel, weights: str) -> tuple[dict, dict]:
+    """Run `k`'s loops on indices alone: for each tile (the values of the loops around the loop that prefetches into
+    L2), the lines of `weights` it reads and the lines it prefetches into L2."""
+    (branch,) = [s for s in walk(k.body) if isinstance(s, IfThenElse) and isinstance(s.then, Intrinsic)
+                 and s.then.name == PREFETCH_L2]
+    outer = _path_to(k.body, branch)[:-1]
+    read, fetched = {}, {}
+
+    def line(buffer, indices, env):
+        flat = 0
+        for i, d in zip(indices, buffer.shape):
+            flat = flat * d + int(evaluate(i, env))
+        return flat * itemsize(buffer.dtype) // 64
+
+    def run(s, env):
+        if isinstance(s, For):
+            n = int(evaluate(s.extent, env))
+            for v in sorted({0, n - 1}) if s.kind == "vectorized" else range(n):  # contiguous lanes: both ends
+                run(s.body, {**env, s.var: v})
+        elif isinstance(s, Seq):
+            for x in s.stmts:
+                run(x, env)
+        elif isinstance(s, IfThenElse):
+            if evaluate(s.cond, env):
+                run(s.then, env)
+            elif s.orelse is not None:
+                run(s.orelse, env)
+        elif isinstance(s, Allocate):
+            run(s.body, env)
+        else:
+            tile = tuple(env.get(x.var) for x in outer)
+            if isinstance(s, Intrinsic) and s.name == PREFETCH_L2:
+                fetched.setdefault(tile, set()).add(line(*s.operands[0], env))
+            elif isinstance(s, Intrinsic) and s.name != PREFETCH:
+                read.setdefault(tile, set()).update(line(b, i, env) for b, i in s.operands if b.name == weights)
+            elif isinstance(s, Store):
+                read.setdefault(tile, set()).update(line(x.buffer, x.indices, env) for x in E.loads(s.value)
+                                                    if x.buffer.name == weights)
+    run(k.body, {})
+    return read, fetched
+
+
+def _check_next_blocks_fetched(k: Kernel, weights: str) -> None:
+    """Each tile prefetches only lines of the block after its own, and the tiles of a block together fetch all of
+    the next block's lines that tiles read."""
+    read, fetched = _weight_lines_by_tile(k, weights)
+    blocks = sorted({min(lines) for lines in read.values() if lines})
+    assert len(blocks) >= 2 and all(fetched.values())
+    by_block = {b: set().union(*(read[t] for t in read if read[t] and min(read[t]) == b)) for b in blocks}
+    for tile, lines in fetched.items():
+        if read.get(tile):
+            mine = blocks.index(min(read[tile]))
+            if mine + 1 < len(blocks):
+                assert lines <= by_block[blocks[mine + 1]], tile
+    for before, after in zip(blocks, blocks[1:]):
+        got = set().union(*(fetched.get(t, set()) for t in read if read[t] and min(read[t]) == before))
+        assert by_block[after] <= got
+
+
+def test_tiles_that_share_a_weight_block_bring_the_next_one_into_l2_between_them():
+    """The fp32 panel GEMM and the int8 GEMM: the row tiles of one column chunk read the same block of packed
+    weights; between them they prefetch the next chunk's block into L2, each its share, and no other lines."""
+    _, _, fp32 = _panel_gemm(Target.with_lanes(16))
+    _check_next_blocks_fetched(prefetch_streams(fp32), "w")
+    op = lookup("quantized_matmul")
+    m, k, n = 48, 256, 128  # 8 row tiles of 6, 64 k groups, 2 chunks of 4 panels
+    phs = [te.placeholder((m, k), "uint8", "a"), te.placeholder((n // 16, k // 4, 16, 4), "int8", "w"),
+           te.placeholder((n,), "int32", "bias")]
+    out = op.compute(*phs, **op.bind_attrs({"n": n, "out_dtype": "int32"}, "test"))
+    target = Target(flags=frozenset({"avx512f", "avx512_vnni"}), vector_bits=512)
+    _check_next_blocks_fetched(prefetch_streams(use_dot4(lower_kernel((phs, [out]), target=target))), "w")
+
+
+def test_a_block_read_by_one_tile_alone_gets_no_l2_prefetch():
+    """Eight rows, one row tile a column chunk: no tile after it reads the block, so nothing is brought for it."""
+    op = lookup("quantized_matmul")
+    phs = [te.placeholder((4, 256), "uint8", "a"), te.placeholder((8, 64, 16, 4), "int8", "w"),
+           te.placeholder((128,), "int32", "bias")]
+    out = op.compute(*phs, **op.bind_attrs({"n": 128, "out_dtype": "int32"}, "test"))
+    target = Target(flags=frozenset({"avx512f", "avx512_vnni"}), vector_bits=512)
+    k = prefetch_streams(use_dot4(lower_kernel((phs, [out]), target=target)))
+    assert _prefetches(k) and not [s for s in walk(k.body) if isinstance(s, Intrinsic) and s.name == PREFETCH_L2]

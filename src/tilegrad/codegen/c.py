@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..dtype import is_unsigned, itemsize
-from ..loop.prefetch import PREFETCH
+from ..loop.prefetch import PREFETCH, PREFETCH_L2
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
 from ..te import expr as E
 from ..te.simplify import simplify
@@ -151,6 +151,9 @@ static inline float tg_div_by(float x, float y) {
    on their bits: gcc sinks a read used by one arm of `c ? a : b` into a branch, which no loop vectorises. */
 #define TG_BLEND_F32(c, a, b) ({ union { float f; int32_t i; } _a = {(a)}, _b = {(b)}; int32_t _m = -(int32_t)(c); \
                                  _a.i = (_a.i & _m) | (_b.i & ~_m); _a.f; })
+/* A prefetch into L2 only (prefetcht1): a block that the next tiles read (loop/prefetch.py), kept out of the L1
+   that this tile's own operands stream through. */
+#define tg_prefetch_l2(p) __builtin_prefetch((p), 0, 2)
 """ + KEPT + TEAM + CALL
 
 
@@ -259,7 +262,7 @@ class CRenderer(Renderer):
     narrow = {"bfloat16": "tg_float_to_bf16"}
     helpers = {"bfloat16": BFLOAT16}
     promoted = ("int8", "uint8", "int16", "uint16")
-    intrinsics = {PREFETCH: "__builtin_prefetch", **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
+    intrinsics = {PREFETCH: "__builtin_prefetch", PREFETCH_L2: "tg_prefetch_l2", **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
                                                      for kind in ("u8s8", "u8s7") for lanes in (8, 16)}}
     intrinsic_helpers = DOT4
     prefetches_streams = True

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtype import is_unsigned
 from ..loop.dot4 import use_dot4
-from ..loop.prefetch import PREFETCH, prefetch_streams
+from ..loop.prefetch import PREFETCHES, prefetch_streams
 from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, walk
 from ..loop.tails import version_tails
 from ..target import Target, host
@@ -145,7 +145,7 @@ class Renderer:
             if self.barrier is not None:  # a serial rendering of a GPU kernel needs none
                 self._emit(ind, self.barrier)
         elif isinstance(s, Intrinsic):
-            self._uses_intrinsics |= s.name != PREFETCH
+            self._uses_intrinsics |= s.name not in PREFETCHES
             args = ", ".join(f"&{b.name}[{self._flat(b, idx)}]" for b, idx in s.operands)
             self._emit(ind, f"{self.intrinsics[s.name]}({args});")
         else:
@@ -269,7 +269,7 @@ def _scalar_reads(k: Kernel) -> dict[E.Load, str]:
     start it is one read, always in bounds (a constant index within the buffer's numeric shape)."""
     params = set(k.params)
     written = {s.buffer for s in walk(k.body) if isinstance(s, Store)}
-    written |= {b for s in walk(k.body) if isinstance(s, Intrinsic) and s.name != PREFETCH for b, _ in s.operands}
+    written |= {b for s in walk(k.body) if isinstance(s, Intrinsic) and s.name not in PREFETCHES for b, _ in s.operands}
     out: dict[E.Load, str] = {}
     for s in walk(k.body):
         if not isinstance(s, Store):
