@@ -262,8 +262,9 @@ class CRenderer(Renderer):
     narrow = {"bfloat16": "tg_float_to_bf16"}
     helpers = {"bfloat16": BFLOAT16}
     promoted = ("int8", "uint8", "int16", "uint16")
-    intrinsics = {PREFETCH: "__builtin_prefetch", PREFETCH_L2: "tg_prefetch_l2", **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
-                                                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}}
+    intrinsics = {PREFETCH: "__builtin_prefetch", PREFETCH_L2: "tg_prefetch_l2",
+                  **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
+                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}}
     intrinsic_helpers = DOT4
     prefetches_streams = True
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",

@@ -12,12 +12,12 @@ per iteration and then on contiguously through the perfectly nested serial loops
 that the step `DISTANCE` steps later reads (one per distinct line of the inner unrolled and vectorised loops, at
 most `MAX_LINES`).
 
-A GEMM's tiles of one column chunk read the same block of B one after another, each from L2 but the first: that
-one waits on memory for the whole block, a thirteenth of a cold product's time (docs/benchmarks.md, machine E).
-Where the loops around a single-loop stream walk such blocks in turn (the block's base the same for R >= 2
-consecutive tiles, then one step further, and so on), each tile also brings into L2 its R-th of the next block,
-a line per iteration of its first steps (`Intrinsic("prefetch_l2")`), so that the next chunk's first tile finds
-its block there too.
+A GEMM's tiles of one column chunk read the same block of B one after another, each from L2 but the first, which
+waits on memory for the whole block. Where the loops around a single-loop stream walk such blocks in turn (the
+block's base the same for R >= 2 consecutive tiles, then one step further, and so on), each tile also brings
+into L2 its R-th of the next block, a line per iteration of its first steps (`Intrinsic("prefetch_l2")`), so
+that the next chunk's first tile finds its block there too. A stream through a nest of short loops (a direct
+convolution's weights) is left out: the test in its innermost loop cost more than the prefetch saved.
 
 The loads themselves are unchanged, so the kernel computes the same; a prefetch past a buffer's end reads nothing
 and faults nowhere. Made just before rendering, like loop/dot4.py, so features and bounds read the plain loops.
@@ -161,8 +161,8 @@ def _lines_ahead(load: E.Load, flat: E.Expr, var: E.Var, inner: dict) -> list[In
 def _next_block(buffer, flats: list[E.Expr], stream: For, inner: dict, outer: tuple[For, ...]) -> list[Stmt]:
     """For a `buffer` that the tile reads at the offsets `flats` over `stream` and the loops `inner` inside it, and
     that the tiles of `outer` read in blocks (`_block_walk`): this tile's share of the next block prefetched into
-    L2, a line per step of the stream, at its first steps. None where the tiles do not walk blocks so, or where a
-    share has more lines than the stream has steps."""
+    L2, a line per step of the stream, at its first steps. Nothing where the tiles do not walk blocks so, or where
+    a share has more lines than the stream has steps."""
     size = itemsize(buffer.dtype)
     spans = {stream.var: stream.extent.value, **inner}
     base = _base(flats[0], spans)
