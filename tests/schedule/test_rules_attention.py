@@ -114,8 +114,8 @@ def test_products_accumulate_in_register_tiles():
     _, _, k = _kernel([(1, 12, 128, 64)] * 3)
     buffers = _allocations(k.loop.body, {})
     lanes = host().vector_lanes
-    narrow = host().vector_registers <= 16  # AVX2: 6 query rows x 2 vectors of keys, else 8 x a vector
-    assert _extents(buffers["attention_scores_local"][0]) == ([1, 1, 6, 2 * lanes] if narrow else [1, 1, 8, lanes])
+    narrow = host().vector_registers <= 16  # AVX2: 6 query rows x 2 vectors of keys, else 8 x 2 (they divide 128)
+    assert _extents(buffers["attention_scores_local"][0]) == [1, 1, 6 if narrow else 8, 2 * lanes]
     assert _extents(buffers["attention_pv"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of Dv
     assert "float* restrict attention_keys = attention_keys_stack;" in k.source  # K^T read through restrict
     assert _extents(buffers["attention_max_rf"][0]) == [lanes, 1, 1, 1]  # a vector of partial maxima per row

@@ -129,7 +129,7 @@ def test_per_block_state_lives_in_local_buffers_of_a_row_block_and_one_key_block
     assert extents["attention_bmax"] == extents["attention_bsum"] == [1, 1, 4, rows]  # 4 key blocks x rows
     assert extents["attention_bacc"] == [1, 1, 4, rows, 64]  # acc_b: key blocks x rows x Dv
     assert extents["attention_scores"] == extents["attention_exp"] == [1, 1, 1, rows, 64]  # one key block at a time
-    tile = [6, 2 * lanes] if host().vector_registers <= 16 else [8, lanes]  # AVX2's 6 x 2 vectors, else 8 x 1
+    tile = [6 if host().vector_registers <= 16 else 8, 2 * lanes]  # AVX2's 6 x 2 vectors, else 8 x 2 (of 64)
     assert extents["attention_bacc_local"] == [1, 1, 1, *tile]  # acc_b's register tile
     assert extents["attention_scores_local"] == [1, 1, 1, *tile]  # the scores' register tile
     assert extents["attention_num"] == [1, 1, 8, lanes]  # the merge, as the output's register tile

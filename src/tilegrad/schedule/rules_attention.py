@@ -35,8 +35,11 @@ from .state import Stage
 from .tiling import extent, values
 
 ROWS_PER_BLOCK = 16  # query rows per block: the block's buffers hold this many rows of scores
-TILE_ROWS = 8  # query rows of a register tile of one vector of columns: 8 accumulators (faster than 4 x 2 vectors
-# on BERT's shape, as for batch_matmul's tile)
+TILE_ROWS = 8  # query rows of a register tile (faster than 4 rows x 2 vectors on BERT's shape, as for batch_matmul)
+# Vectors of keys in the scores' tile, the first that divides the keys: two give 16 FMAs for 8 broadcasts and 2
+# loads a step, where one gave 8 for 9 loads (docs/benchmarks.md, machine E, thirtieth session); a width that
+# leaves a partial tile (ViT's 197 keys, padded to 13 vectors) is slower than one vector.
+SCORES_TILE_VECTORS = (2, 1)
 # With 16 vector registers (AVX2) the scores' tile is 6 query rows x 2 vectors of keys (12 accumulators, 2 vectors
 # of K^T and a broadcast: 8 loads per 12 FMAs, where 8 x 1 loads 9 per 8) in blocks of 24 rows, whole tiles
 # (docs/benchmarks.md, "Machine A, thirteenth session").
@@ -145,7 +148,8 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     st = sch.state.stage(scores)
     *outer, i, j = [a.name for a in st.op.axes]
     rows, keys = extent(st, i), extent(st, j)
-    mr_d, nr_d = min(rows, TILE_ROWS), min(keys, lanes)
+    wide = next((k * lanes for k in SCORES_TILE_VECTORS if keys % (k * lanes) == 0), lanes)
+    mr_d, nr_d = min(rows, TILE_ROWS), min(keys, wide)
     if _narrow(target) and keys >= NARROW_SCORES_TILE[1] * lanes:
         mr_d, nr_d = min(rows, NARROW_SCORES_TILE[0]), NARROW_SCORES_TILE[1] * lanes
     mr = knobs.choice(f"{scores}_mr", values(mr_d, range(1, 9), rows), mr_d)
