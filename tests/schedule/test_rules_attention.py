@@ -116,7 +116,7 @@ def test_products_accumulate_in_register_tiles():
     lanes = host().vector_lanes
     narrow = host().vector_registers <= 16  # AVX2: 6 query rows x 2 vectors of keys, else 8 x 2 (they divide 128)
     assert _extents(buffers["attention_scores_local"][0]) == [1, 1, 6 if narrow else 8, 2 * lanes]
-    assert _extents(buffers["attention_pv"][0]) == [1, 1, 8, lanes]  # 8 query rows x a vector of Dv
+    assert _extents(buffers["attention_pv"][0]) == [1, 1, 8, lanes if narrow else 2 * lanes]  # rows x Dv
     assert "float* restrict attention_keys = attention_keys_stack;" in k.source  # K^T read through restrict
     assert _extents(buffers["attention_max_rf"][0]) == [lanes, 1, 1, 1]  # a vector of partial maxima per row
 

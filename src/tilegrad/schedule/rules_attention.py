@@ -36,10 +36,10 @@ from .tiling import extent, values
 
 ROWS_PER_BLOCK = 16  # query rows per block: the block's buffers hold this many rows of scores
 TILE_ROWS = 8  # query rows of a register tile (faster than 4 rows x 2 vectors on BERT's shape, as for batch_matmul)
-# Vectors of keys in the scores' tile, the first that divides the keys: two give 16 FMAs for 8 broadcasts and 2
-# loads a step, where one gave 8 for 9 loads (docs/benchmarks.md, machine E, thirtieth session); a width that
-# leaves a partial tile (ViT's 197 keys, padded to 13 vectors) is slower than one vector.
-SCORES_TILE_VECTORS = (2, 1)
+# Vectors of columns (keys, or Dv) in both products' tiles, the first that divides them: two give 16 FMAs for 8
+# broadcasts and 2 loads a step, where one gave 8 for 9 loads (docs/benchmarks.md, machine E, thirtieth
+# session); a width that leaves a partial tile (ViT's 197 keys, padded to 13 vectors) is slower than one vector.
+TILE_VECTORS = (2, 1)
 # With 16 vector registers (AVX2) the scores' tile is 6 query rows x 2 vectors of keys (12 accumulators, 2 vectors
 # of K^T and a broadcast: 8 loads per 12 FMAs, where 8 x 1 loads 9 per 8) in blocks of 24 rows, whole tiles
 # (docs/benchmarks.md, "Machine A, thirteenth session").
@@ -111,7 +111,7 @@ def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Targ
     # which its register tiles divide (docs/dynamic.md); the rows past Lq are skipped.
     rows_d = rows_per_block(target) if s.op.attrs.get("dynamic_queries") else min(lq, rows_per_block(target))
     rows = knobs.choice(f"{s.name}_rows", values(rows_d, (1, 2, 4, 8, 16, 32, 64), lq), rows_d)
-    mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes)
+    mr_d, nr_d = min(rows_d, TILE_ROWS), min(dv, lanes if _narrow(target) else _tile_columns(dv, lanes))
     mr = knobs.choice(f"{s.name}_mr", values(mr_d, range(1, 9), rows_d), mr_d)
     nr = knobs.choice(f"{s.name}_nr", values(nr_d, (lanes * k for k in (1, 2, 3, 4)), -(-dv // lanes) * lanes), nr_d)
     i0, i1 = sch.split(s.name, i, rows)
@@ -148,8 +148,7 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     st = sch.state.stage(scores)
     *outer, i, j = [a.name for a in st.op.axes]
     rows, keys = extent(st, i), extent(st, j)
-    wide = next((k * lanes for k in SCORES_TILE_VECTORS if keys % (k * lanes) == 0), lanes)
-    mr_d, nr_d = min(rows, TILE_ROWS), min(keys, wide)
+    mr_d, nr_d = min(rows, TILE_ROWS), min(keys, _tile_columns(keys, lanes))
     if _narrow(target) and keys >= NARROW_SCORES_TILE[1] * lanes:
         mr_d, nr_d = min(rows, NARROW_SCORES_TILE[0]), NARROW_SCORES_TILE[1] * lanes
     mr = knobs.choice(f"{scores}_mr", values(mr_d, range(1, 9), rows), mr_d)
@@ -164,6 +163,11 @@ def _scores_tiles(sch: Schedule, scores: str, out: str, block: str, target: Targ
     sch.reorder(local, *louter, *[a.name for a in lst.op.reduce_axes], li, lj)
     sch.unroll(local, li)
     sch.vectorize(local, lj)
+
+
+def _tile_columns(columns: int, lanes: int) -> int:
+    """The columns of a product's register tile: the first of TILE_VECTORS vectors that divides `columns`."""
+    return next((k * lanes for k in TILE_VECTORS if columns % (k * lanes) == 0), lanes)
 
 
 def rows_per_block(target: Target) -> int:
