@@ -121,6 +121,29 @@ def test_products_accumulate_in_register_tiles():
     assert _extents(buffers["attention_max_rf"][0]) == [lanes, 1, 1, 1]  # a vector of partial maxima per row
 
 
+def test_the_transposed_keys_are_copied_a_vector_of_keys_at_a_time_over_d():
+    """K^T's copy reads each vector of keys from that many rows of K: the vectors of keys are its outer loop and D
+    is inside, so that a few rows' pages are read at a time, not every row's for each of D's values."""
+    _, _, k = _kernel([(1, 12, 128, 64)] * 3)
+    lanes = host().vector_lanes
+    (store,) = [s for s in L.walk(k.loop.body) if isinstance(s, L.Store) and s.buffer.name == "attention_keys"]
+    loops = _loops_around(k.loop.body, store)
+    assert [int(x.extent.value) for x in loops[-3:]] == [128 // lanes, 64, lanes] and loops[-1].kind == "vectorized"
+
+
+def _loops_around(stmt, target, loops=()):
+    if stmt is target:
+        return loops
+    children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
+                L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
+    for child in children:
+        found = None if child is None else _loops_around(child, target, (*loops, stmt) if isinstance(stmt, L.For)
+                                                          else loops)
+        if found is not None:
+            return found
+    return None
+
+
 def _extents(buffer):
     return [int(d.value) for d in buffer.shape]
 

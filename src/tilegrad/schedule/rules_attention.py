@@ -133,7 +133,13 @@ def _row_blocks(sch: Schedule, s: Stage, producers: dict[str, str], target: Targ
             parallel_outer(sch, sch.state.stage(copy), sch.loops(copy)[:-1], target, inner)
         else:
             sch.compute_at(copy, s.name, loops[loops.index(block) - 1] if per_head else block)
-        sch.vectorize(copy, sch.loops(copy)[-1])
+        *_, outer, contiguous = sch.loops(copy)
+        if copy == keys and keys_at != KEYS_ONCE and inner % lanes == 0 and inner > lanes:
+            # K^T is a transpose: a vector of keys reads that many rows of K, each on its own pages; a vector's
+            # keys outside D keep those few rows' pages in the TLB (all of Lk's rows were hundreds of pages)
+            blocks, contiguous = sch.split(copy, contiguous, lanes)
+            sch.reorder(copy, blocks, outer, contiguous)
+        sch.vectorize(copy, contiguous)
     if "attention_logits" in producers:  # the mask's add and the -inf selects, recomputed by their readers
         sch.compute_inline(producers["attention_logits"])
     return block, e0, e1
