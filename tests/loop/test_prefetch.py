@@ -142,7 +142,6 @@ def test_an_int8_gemms_weights_are_prefetched_through_the_dot_product():
     assert len(calls) == n // 16
 
 
-
 def _path_to(stmt, target, loops=()):
     """The loops around `target` inside `stmt`, outermost first; None where it is not there."""
     if stmt is target:

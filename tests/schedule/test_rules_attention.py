@@ -79,12 +79,16 @@ def _allocations(stmt, found, loops=()):
         found[stmt.buffer.name] = (stmt.buffer, loops)
     if isinstance(stmt, L.For):
         loops = (*loops, stmt.var.name)
+    for child in _children(stmt):
+        _allocations(child, found, loops)
+    return found
+
+
+def _children(stmt):
+    """The statements directly inside a loop-IR statement."""
     children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
                 L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
-    for child in children:
-        if child is not None:
-            _allocations(child, found, loops)
-    return found
+    return [c for c in children if c is not None]
 
 
 def test_scores_live_in_local_buffers_of_a_row_block():
@@ -132,16 +136,11 @@ def test_the_transposed_keys_are_copied_a_vector_of_keys_at_a_time_over_d():
 
 
 def _loops_around(stmt, target, loops=()):
+    """The loops around `target` inside `stmt`, outermost first; None where it is not there."""
     if stmt is target:
         return loops
-    children = {L.For: lambda s: [s.body], L.Allocate: lambda s: [s.body], L.Seq: lambda s: s.stmts,
-                L.IfThenElse: lambda s: [s.then, s.orelse]}.get(type(stmt), lambda s: [])(stmt)
-    for child in children:
-        found = None if child is None else _loops_around(child, target, (*loops, stmt) if isinstance(stmt, L.For)
-                                                          else loops)
-        if found is not None:
-            return found
-    return None
+    inside = (*loops, stmt) if isinstance(stmt, L.For) else loops
+    return next((found for c in _children(stmt) if (found := _loops_around(c, target, inside)) is not None), None)
 
 
 def _extents(buffer):

@@ -177,13 +177,13 @@ def _next_block(buffer, flats: list[E.Expr], stream: For, inner: dict, outer: tu
     walked = _block_walk(base, outer)
     if walked is None:
         return []
-    tiles, step, tile = walked
+    reuse, step, tile = walked
     lines = -(-(top + 1) * size // LINE)
-    share = -(-lines // tiles)
+    share = -(-lines // reuse)
     if share > stream.extent.value:
         return []
     per_line = LINE // size
-    line = simplify(E.floormod(tile, tiles) * share + stream.var)  # of the next block
+    line = simplify(E.floormod(tile, reuse) * share + stream.var)  # of the next block
     index = (*(E.Const(0, E.INDEX) for _ in buffer.shape[1:]), simplify(base + step + line * per_line))
     return [IfThenElse((stream.var < share) & (line < lines), Intrinsic(PREFETCH_L2, ((buffer, index),)))]
 
