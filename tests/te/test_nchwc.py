@@ -455,3 +455,21 @@ def test_intels_avx512_tiles_two_channel_blocks_of_fourteen_columns(width, colum
     text = str(default_schedule(nchwc.conv2d_nchwc(x, w), intel).trace)
     assert "split(conv2d_nchwc.cb, factor=2)" in text
     assert f"split(conv2d_nchwc.w, factor={columns})" in text
+
+
+@settings(max_examples=12, deadline=None)
+@given(kernel=st.sampled_from([1, 3, 5]), stride=st.sampled_from([1, 2]), dilation=st.sampled_from([1, 2]),
+       width=st.integers(5, 17), in_place=st.sampled_from([None, 0, 1]))
+def test_a_convolution_reads_its_padding_in_place_or_from_a_copy(kernel, stride, dilation, width, in_place):
+    """By default a window that reaches one pixel past the edges, undilated, reads its input in place (guarded;
+    no padded copy), a wider or dilated one a padded copy made first. Either way, and with the parameter forced,
+    the numbers equal the reference's, on rows whose tiles leave a tail."""
+    pad = dilation * (kernel // 2)
+    x, w = te.placeholder((1, 2, 9, width, 8), name="X"), te.placeholder((2, 16, kernel, kernel, 8), name="W")
+    out = nchwc.conv2d_nchwc(x, w, stride, pad, dilation)
+    knobs = Defaults() if in_place is None else _Forced(_pad_in_place=in_place)
+    kernel_ = build(default_schedule(out, Target.with_lanes(8), knobs=knobs), args=[x, w, out])
+    copied = bool(pad) and (not in_place if in_place is not None else pad > 1 or dilation > 1)
+    assert ("_pad[" in kernel_.source) == copied
+    args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w)]
+    np.testing.assert_allclose(kernel_.run(*args), interpret(out, dict(zip("XW", args))), rtol=1e-4, atol=1e-4)

@@ -12,9 +12,10 @@ row with little guarded tail (28, 56 or 112 columns, not 14 or 7; not on a one-r
 narrow for enough accumulators (7 or 5 columns: fewer than MIN_CHAINS), in a strided 1 x 1 convolution, and in an
 unstrided one, whose tiles run along its pixels as one row (`default_flat`); else one block wide and as many
 columns as the registers hold (docs/passes.md, "Layout", has the measurements); the blocks per tile remain a
-parameter for the search. A depthwise convolution with a window larger than 3 x 3, or on a map streamed from
-memory, reads a padded copy of its input made per output row, its window's rows of one channel block
-(`default_pad_per_row`), so its inner loop reads without bounds checks."""
+parameter for the search. A convolution whose window reaches one pixel past the edges reads its input in place,
+guarded, else a padded copy (`default_pad_in_place`). A depthwise convolution with a window larger than 3 x 3,
+or on a map streamed from memory, reads a padded copy of its input made per output row, its window's rows of one
+channel block (`default_pad_per_row`), so its inner loop reads without bounds checks."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
         h, w = None, sch.fuse(s.name, h, w)
     elif pixels:
         read_in_place(sch, s, acc)
+    elif conv and window_pads(sch, s, acc):
+        if knobs.pick(f"{s.name}_pad_in_place", (0, 1), default_pad_in_place(anchor.attrs)):
+            read_in_place(sch, s, acc)
     width = extent(s, w)
     dynamic = set(s.op.attrs.get(DYNAMIC_AXES, ())) & {a.name for a in s.op.axes[2:4]}
     default = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs), flat,
@@ -104,10 +108,23 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_t
 
 
 def read_in_place(sch: Schedule, s: Stage, acc: str) -> None:
-    """A strided 1 x 1 convolution whose tiles run along the image's rows reads its input in place: its image of
-    the pixels it reads (te/nn/nchwc.py's `_strided`, a copy made for the tiles along all the pixels) inlined."""
+    """A convolution reads its input in place: the stage between them inlined, be it a strided 1 x 1
+    convolution's image of the pixels it reads (te/nn/nchwc.py's `_strided`, a copy made for the tiles along all
+    the pixels) or the padded copy of a window's input (`default_pad_in_place`)."""
     for p in window_pads(sch, s, acc):
         sch.compute_inline(p.name)
+
+
+def default_pad_in_place(attrs: dict) -> int:
+    """1 (a convolution reads its input in place, each read of the padding guarded) where its window reaches at
+    most one pixel past each edge, undilated; else 0 (it reads a padded copy made first). The copy is a pass over
+    the whole input, read and written, and a barrier before the convolution; read in place, only the tiles that
+    reach the padding run guarded (loop/tails.py versions the tests per row and per tile), and in them gcc
+    branches around the one column's multiply-add whose tap falls in the padding. Where the padding is wider or
+    the window dilated, more of each such tile's columns and rows read padding and the guarded tiles cost more
+    than the copy (the measurements: docs/benchmarks.md, "Machine E, thirty-first session")."""
+    pads = [p for side in attrs.get("padding", ()) for p in side]
+    return int(max(pads, default=0) <= 1 and max(attrs.get("dilation", (1,))) == 1)
 
 
 def pixel_rows(pixels: int, wr: int) -> int:

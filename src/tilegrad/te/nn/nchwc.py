@@ -11,10 +11,11 @@ Weights are packed ahead of time (the graph pass does it once, on constants): a 
 (C / x, KH, KW, x). A bias comes as (O / x, x). Index variables are named n, cb (channel block), h, w and ci (the
 channel inside the block).
 
-Padding: a convolution reads a padded copy of its input (`{name}_pad`, tagged "blocked_pad" so that the default
-inlining leaves it a stage of its own), since a bounds check on every multiply-add costs more than the copy; a
-depthwise convolution or a pool reads through a guard instead, since it does a few operations per load and an
-extra pass over memory to pad would cost it more than the guard.
+Padding: a convolution's padded input is a stage of its own (`{name}_pad`, tagged "blocked_pad" so that the
+default inlining leaves it so), which the schedule makes a whole copy or inlines, each read guarded, where the
+guarded reads are few (schedule/rules_nchwc.py's `default_pad_in_place`); a depthwise convolution or a pool reads
+through a guard, since it does a few operations per load and an extra pass over memory to pad would cost it more
+than the guard.
 
 Tags: the transforms are plain "injective" copies; a convolution's stages are tagged "conv2d_nchwc" (its
 reduction, and the bias addition when there is one), a depthwise convolution's "depthwise_conv2d_nchwc", a pool's

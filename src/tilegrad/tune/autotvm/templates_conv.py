@@ -12,9 +12,9 @@ from ...schedule.parallel import parallel_count
 from ...schedule.reductions import attach_window, reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
-from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_flat, default_pad_per_row,
-                                     default_rows_outer, kblock_choices, pixel_rows, place_depthwise_pads,
-                                     read_in_place, strided_pointwise, tile_columns)
+from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_flat, default_pad_in_place,
+                                     default_pad_per_row, default_rows_outer, kblock_choices, pixel_rows,
+                                     place_depthwise_pads, read_in_place, strided_pointwise, tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -128,8 +128,13 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     depthwise = anchor.tag == "depthwise_conv2d_nchwc"
     if depthwise:
         cfg.define_knob("pad_per_row", (0, 1), default_pad_per_row(sch, acc, target))
+    padded = conv and not pixels and window_pads(sch, s, acc)
+    if padded:
+        cfg.define_knob("pad_in_place", (0, 1), default_pad_in_place(anchor.attrs))
 
     per_tile, kblocks = cfg["blocks"].val, cfg["kblocks"].val
+    if padded and cfg["pad_in_place"].val:
+        read_in_place(sch, s, acc)
     if kblocks > 1:
         accumulate_partitions(sch, acc, kblocks, per_tile, cfg["tile_w"].factors[0], target, Defaults())
     if cfg["flat"].val:
