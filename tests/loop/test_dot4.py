@@ -103,3 +103,55 @@ def test_target_names_its_int8_dot_product():
     assert Target(flags=frozenset({"avx2", "avx_vnni"})).int8_dot == "avx_vnni"
     assert Target(flags=frozenset({"avx2"})).int8_dot == "avx2"
     assert Target(flags=frozenset({"neon"})).int8_dot == "scalar"
+
+
+def _depthwise(shape, kernel, stride, pads, taps_grouped=True):
+    """A channels-last u8 depthwise convolution with int32 outputs, its taps grouped."""
+    op = lookup("quantized_conv2d")
+    c = shape[3]
+    phs = [te.placeholder(shape, "uint8", "x"), te.placeholder((c, 1, kernel, kernel), "int8", "w"),
+           te.placeholder((c,), "int32", "bias")]
+    attrs = {"strides": [stride, stride], "pads": pads, "group": c, "x_zero_point": 3, "out_dtype": "int32",
+             "layout": "NHWC", "taps_grouped": taps_grouped}
+    return phs, op.compute(*phs, **op.bind_attrs(attrs, "test"))
+
+
+def test_a_depthwise_convolutions_grouped_taps_become_the_transposed_call():
+    """Four pixels of 16 channels, contiguous, times each channel's four weights: one call per pixel and vector
+    of channels, which AVX-512 VNNI with VBMI spells as vpermb and vpdpbusd."""
+    phs, out = _depthwise((1, 6, 9, 48), 3, 1, [1, 1, 1, 1])
+    target = Target(flags=frozenset({"avx2", "avx512f", "avx512_vnni", "avx512vbmi"}))
+    loop = lower_kernel((phs, [out]), target=target)
+    calls = [s for s in _statements(use_dot4(loop).body) if isinstance(s, Intrinsic)]
+    assert calls and {c.name for c in calls} == {"dot4t_u8s8x16"}
+    with config.override(extra_cflags=("-mavx512vnni", "-mavx512vbmi", "-mavx512f")):
+        asm = assemble(render_kernel(loop, target))
+    assert "vpermb" in asm and "vpdpbusd" in asm
+
+
+@pytest.mark.parametrize("extra", [(), ("-mno-avx512vbmi",)], ids=["native", "plain_c"])
+@pytest.mark.parametrize("shape,kernel,stride,pads", [((1, 7, 10, 20), 3, 1, [1, 1, 1, 1]),
+                                                      ((1, 9, 12, 48), 3, 2, [1, 0, 1, 2]),
+                                                      ((2, 6, 7, 32), 5, 1, [2, 2, 2, 2])])
+def test_grouped_taps_are_bit_exact_at_the_edges_of_the_bytes(extra, shape, kernel, stride, pads):
+    """u8 255 times s8 -128 and 127, channels past the last whole vector, both strides and a 5-wide window (two
+    groups, three taps of zeros): the sums equal NumPy's in int64, on every path this CPU runs."""
+    rng = np.random.default_rng(5)
+    c = shape[3]
+    x = rng.integers(0, 255, shape, endpoint=True).astype(np.uint8)
+    x[..., : c // 2] = 255
+    w = rng.integers(-128, 127, (c, 1, kernel, kernel), endpoint=True).astype(np.int8)
+    w[: c // 4], w[c // 4: c // 2] = -128, 127
+    bias = rng.integers(-1000, 1000, c).astype(np.int32)
+    phs, out = _depthwise(shape, kernel, stride, pads)
+    with config.override(extra_cflags=extra):
+        got = build((phs, [out]), target=host()).run(x, w, bias)
+    top, left, bottom, right = pads
+    xp = np.pad(x.astype(np.int64), ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=3)
+    oh, ow = got.shape[1:3]
+    want = np.zeros(got.shape, np.int64) + bias
+    for r in range(kernel):
+        for q in range(kernel):
+            taps = xp[:, r: r + stride * (oh - 1) + 1: stride, q: q + stride * (ow - 1) + 1: stride]
+            want += taps * w[:, 0, r, q].astype(np.int64)
+    np.testing.assert_array_equal(got, want)

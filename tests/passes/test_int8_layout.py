@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tilegrad
 from tilegrad.frontend.load import import_model
 from tilegrad.passes import optimize
+from tilegrad.target import Target
 
 RNG = np.random.default_rng(0)
 
@@ -81,6 +82,15 @@ def test_the_chain_is_channels_last_between_one_transpose_at_each_end():
     assert [op for op, _ in ops].count("transpose") == 2  # x in, y out: the residual reads x's NHWC copy
     assert all(layout in (None, "NHWC") for _, layout in ops)
     assert any("NHWC int8 chain" in note for r in report.records for note in r.notes)
+
+
+@pytest.mark.parametrize("flags,grouped", [({"avx2", "avx512f", "avx512_vnni", "avx512vbmi"}, True),
+                                           ({"avx2", "avx512f", "avx512_vnni"}, False), ({"avx2"}, False)])
+def test_the_depthwise_convolution_groups_its_taps_where_a_permute_and_vpdpbusd_do_a_group(flags, grouped):
+    graph, _ = optimize(import_model(inverted_residual(8, 4, 9, 1), None, None), 2, disable=("fuse",),
+                        target=Target(flags=frozenset(flags)))
+    (depthwise,) = [n for n in graph.nodes if n.op == "quantized_conv2d"]
+    assert depthwise.attrs["taps_grouped"] is grouped
 
 
 def test_a_lone_quantized_convolution_stays_nchw():

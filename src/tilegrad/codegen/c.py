@@ -219,6 +219,26 @@ static inline void tg_dot4_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t*
   tg_dot4_u8s8x8(acc + 8, a, w + 32);
 #endif
 }
+/* acc[j] += a[j] * w[4j] + a[16 + j] * w[4j + 1] + a[32 + j] * w[4j + 2] + a[48 + j] * w[4j + 3] for j < 16
+   (loop/dot4.py's transposed form: a depthwise convolution's four pixels of 16 channels): with AVX-512 VNNI and
+   VBMI one vpermb gathers each lane's four bytes, then one vpdpbusd; elsewhere plain C. */
+static inline void tg_dot4t_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t* w) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VBMI__)
+  static const uint8_t lanes_together[64] __attribute__((aligned(64))) = {
+    0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51,
+    4, 20, 36, 52, 5, 21, 37, 53, 6, 22, 38, 54, 7, 23, 39, 55,
+    8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59,
+    12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63,
+  };
+  __m512i grouped = _mm512_permutexvar_epi8(_mm512_load_si512((const void*)lanes_together),
+                                            _mm512_loadu_si512((const void*)a));
+  __m512i c = _mm512_loadu_si512((const void*)acc);
+  _mm512_storeu_si512((void*)acc, _mm512_dpbusd_epi32(c, grouped, _mm512_loadu_si512((const void*)w)));
+#else
+  for (int j = 0; j < 16; ++j)
+    acc[j] += a[j] * w[4 * j] + a[16 + j] * w[4 * j + 1] + a[32 + j] * w[4 * j + 2] + a[48 + j] * w[4 * j + 3];
+#endif
+}
 /* The same sums where every weight lies in [-64, 64] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
    vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15), and vpmaddwd by ones adds the pairs. */
 static inline void tg_dot4_u8s7x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
@@ -264,7 +284,7 @@ class CRenderer(Renderer):
     promoted = ("int8", "uint8", "int16", "uint16")
     intrinsics = {PREFETCH: "__builtin_prefetch", PREFETCH_L2: "tg_prefetch_l2",
                   **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
-                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}}
+                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}, "dot4t_u8s8x16": "tg_dot4t_u8s8x16"}
     intrinsic_helpers = DOT4
     prefetches_streams = True
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",

@@ -17,6 +17,15 @@ With 7-bit weights the group is written as two int16 pair sums (te.nn.quantized.
         acc[.. j] = acc[.. j] + (int32)((int16)a[.. 2h] * (int16)w[.. 4 j + 2h] + (int16)a[.. 2h + 1] * ...)
 
 which becomes `dot4_u8s7x<L>`: AVX2's vpmaddubsw forms exactly those pair sums.
+
+A depthwise convolution's grouped taps (te.nn.quantized's `_grouped_taps`) give each lane its own four values,
+the group's values a vector apart (a[.. L g + j]: four pixels of 16 channels, contiguous):
+
+    for j in 0..16:
+      for g in 0..4:
+        acc[.. j] = acc[.. j] + (int32)a[.. 16 g + j] * (int32)w[.. 4 j + g]
+
+which becomes `dot4t_u8s8x16`: one byte permute puts each lane's four values together, then one vpdpbusd.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from .ir import Allocate, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store
 
 GROUP = 4
 LANES = (8, 16)  # the int32 columns one intrinsic call covers
+TRANSPOSED_LANES = (16,)  # those of the transposed form (below)
 
 
 def use_dot4(k: Kernel) -> Kernel:
@@ -76,13 +86,18 @@ def _dot4(s: For) -> Intrinsic | None:
     if loads is None:
         return None
     a, w = loads
-    operands = ((store.buffer, store.indices, 1, 0), (a.buffer, a.indices, 0, step),
+    lanes = s.extent.value
+    name = f"dot4_{kind}x{lanes}"
+    if kind == "u8s8" and lanes in TRANSPOSED_LANES and _strides(a.buffer, a.indices, j, g) == [1, lanes]:
+        name, a_steps = f"dot4t_{kind}x{lanes}", (1, lanes)  # a's group values a vector apart
+    else:
+        a_steps = (0, step)
+    operands = ((store.buffer, store.indices, 1, 0), (a.buffer, a.indices, *a_steps),
                 (w.buffer, w.indices, GROUP, step))
     if not all(_strides(b, idx, j, g) == [sj, sg] for b, idx, sj, sg in operands):
         return None
     zero = {j: E.Const(0, j.dtype), g: E.Const(0, g.dtype)}
-    return Intrinsic(f"dot4_{kind}x{s.extent.value}",
-                     tuple((b, tuple(simplify(E.substitute(i, zero)) for i in idx)) for b, idx, _, _ in operands))
+    return Intrinsic(name, tuple((b, tuple(simplify(E.substitute(i, zero)) for i in idx)) for b, idx, _, _ in operands))
 
 
 def _products(e: E.Expr, dtype: str) -> tuple[E.Load, E.Load] | None:

@@ -8,9 +8,9 @@ one layer to the next, the GEMM reads its input in place and writes its rows as 
 convolution vectorises across channels. This pass:
 
 1. plans, in graph order, which nodes run channels-last: the seeds are `quantized_im2col_conv` and the depthwise
-   `quantized_conv2d` (group = C = O); the layout then flows to element-wise and broadcasting ops of a
-   channels-last input (a residual's dequantize, add and quantize) whose other operands are constants or
-   channels-last too;
+   `quantized_conv2d` (group = C = O; its taps grouped for the dot product where the target can, `groups_taps`);
+   the layout then flows to element-wise and broadcasting ops of a channels-last input (a residual's dequantize,
+   add and quantize) whose other operands are constants or channels-last too;
 2. rewrites them with layout "NHWC" (a quantize or dequantize with a per-channel axis gets the axis's new place,
    a broadcast constant is transposed once here) and transposes only where an NCHW value meets a channels-last
    consumer or a channels-last value an NCHW consumer or a graph output, once per value.
@@ -28,6 +28,7 @@ import numpy as np
 from ..ir.graph import Graph, Node, Value
 from ..ir.ops.quant import pack_conv_weight_numpy, unpack_conv_weight
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
+from ..target import Target
 from ..te.nn.quantized import DOT_GROUP, group_channels
 from .context import PassContext
 from .editor import GraphEditor
@@ -147,6 +148,8 @@ class _Rewrite:
             if node.op == "quantized_im2col_conv" and x.shape[1] % DOT_GROUP:
                 rest[0] = ed.const(_whole_group_weights(rest[0].data, node), f"{node.name}_wgroups")
                 attrs["whole_groups"] = True
+            if node.op == "quantized_conv2d" and groups_taps(self.ctx.target):
+                attrs["taps_grouped"] = True
             return ed.op(node.op, self._to_nhwc(x, node), *(ed.get(v) for v in rest), name=node.name, **attrs)
         if node.op in PER_CHANNEL:
             x, *params = node.inputs
@@ -154,6 +157,13 @@ class _Rewrite:
             return ed.op(node.op, self._to_nhwc(x, node), *(ed.get(v) for v in params), name=node.name,
                          **{**node.attrs, "axis": axis})
         return ed.op(node.op, *(self._to_nhwc(v, node) for v in node.inputs), name=node.name, **node.attrs)
+
+
+def groups_taps(target: Target) -> bool:
+    """Whether a channels-last depthwise convolution sums its taps in groups of 4 (te.nn.quantized's
+    `_grouped_taps`): where one byte permute (AVX-512 VBMI) and vpdpbusd (AVX-512 VNNI) do a group of 16
+    channels; elsewhere each tap's bytes are widened and multiplied as before."""
+    return target.int8_dot == "avx512_vnni" and "avx512vbmi" in target.flags
 
 
 def _whole_group_weights(wpack: np.ndarray, node: Node) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from ..target import Target
+from ..te.nn.quantized import TAP_LANES
 from .knobs import Knobs
 from .packed_gemm import Tile, row_blocks, stage_tagged, tile_output_loops
 from .parallel import parallel_outer
@@ -67,8 +68,10 @@ def schedule_int8_matmul(sch: Schedule, s: Stage, target: Target, anchor, knobs:
 def schedule_depthwise_nhwc(sch: Schedule, s: Stage, target: Target, anchor, knobs: Knobs) -> None:
     """A register tile of up to DEPTHWISE_COLUMNS pixels of a row by one vector of byte channels (4 vectors of
     int32 sums: gcc sizes a loop's vectors by its narrowest type, so a tile of one int32 vector of channels ran
-    on 16-byte vectors; docs/quantization.md has the figures) accumulates over the taps, then is requantized and stored as bytes; output
-    rows run in parallel, each computing the padded input rows it reads (a few rows, in cache)."""
+    on 16-byte vectors; docs/quantization.md has the figures) accumulates over the taps, then is requantized and
+    stored as bytes; output rows run in parallel, each computing the padded input rows it reads (a few rows, in
+    cache). With its taps grouped (te.nn.quantized's `_grouped_taps`), the tile is `grouped_channels` wide and
+    its innermost loops, 16 channels by a group's 4 taps, go to the dot-product instruction (loop/dot4.py)."""
     local = anchor.accumulator or sch.cache_write(s.name)
     pads = [p for p in window_pads(sch, s, local) if p.op.tag == "pad"]  # not the weights' copy
     n, h, w, c = [a.name for a in s.op.axes]
@@ -76,8 +79,9 @@ def schedule_depthwise_nhwc(sch: Schedule, s: Stage, target: Target, anchor, kno
     lanes = target.vector_lanes
     wr = knobs.choice(f"{s.name}_wr", tuple(range(1, min(width, 2 * DEPTHWISE_COLUMNS) + 1)),
                       largest_divisor(width, DEPTHWISE_COLUMNS))
+    grouped = "taps_grouped" in sch.state.stage(local).op.attrs
     w0, w1 = sch.split(s.name, w, wr)
-    c0, c1 = sch.split(s.name, c, min(4 * lanes, channels))
+    c0, c1 = sch.split(s.name, c, grouped_channels(channels) if grouped else min(4 * lanes, channels))
     sch.reorder(s.name, n, h, w0, c0, w1, c1)
     parallel_outer(sch, s, [n, h], target, width * channels * reduction_work(sch, local))
     sch.vectorize(s.name, c1)
@@ -90,6 +94,21 @@ def schedule_depthwise_nhwc(sch: Schedule, s: Stage, target: Target, anchor, kno
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
     *outer, lw, lc = [a.name for a in lst.op.axes]
+    if grouped:  # each pixel's vectors of 16 channels, then a group's 4 taps: loop/dot4.py's transposed nest
+        *reduce, group = reduce
+        lv, lj = sch.split(local, lc, TAP_LANES)
+        sch.reorder(local, *outer, *reduce, lw, lv, lj, group)
+        sch.unroll(local, lw)
+        sch.unroll(local, lv)
+        return
     sch.reorder(local, *outer, *reduce, lw, lc)
     sch.unroll(local, lw)
     sch.vectorize(local, lc)
+
+
+def grouped_channels(channels: int) -> int:
+    """The channels of a register tile of the grouped-taps depthwise convolution: the most whole vectors of
+    TAP_LANES, up to four, that divide the channels (144: 3 x 16, without the guarded tail 64 + 64 + 16 has), or
+    four vectors where the channels are no whole number of them."""
+    vectors = [v for v in (4, 3, 2, 1) if channels % (v * TAP_LANES) == 0]
+    return min(channels, (vectors[0] if vectors else 4) * TAP_LANES)

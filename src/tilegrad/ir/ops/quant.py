@@ -194,7 +194,7 @@ def _channels_last_ref(ref, x: np.ndarray, *args, layout: str, **attrs) -> np.nd
 
 
 def _qconv_type(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-                out_dtype, weight_bits, layout="NCHW"):
+                out_dtype, weight_bits, layout="NCHW", taps_grouped=False):
     if len(x.shape) != 4:
         raise ShapeError(f"quantized_conv2d takes x (N, C, H, W) or (N, H, W, C), got {list(x.shape)}")
     channels_last = _channels_last(layout, "quantized_conv2d")
@@ -213,7 +213,7 @@ def _qconv_ref(x, w, bias, multiplier=None, *, layout="NCHW", **attrs):
 
 
 def _qconv_nchw_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo,
-                    hi, out_dtype, weight_bits):
+                    hi, out_dtype, weight_bits, taps_grouped=False):
     flat = list(pads or [0] * 4)
     xp = np.pad(x, ((0, 0), (0, 0), (flat[0], flat[2]), (flat[1], flat[3])), constant_values=x_zero_point)
     acc = conv_ref(xp.astype(np.float64), w.astype(np.float64), strides=strides, pads=None, dilations=dilations,
@@ -223,21 +223,27 @@ def _qconv_nchw_ref(x, w, bias, multiplier=None, *, x_zero_point, strides, pads,
 
 
 def _qconv_te(x, w, bias, multiplier=None, *, x_zero_point, strides, pads, dilations, group, zero_point, lo, hi,
-              out_dtype, weight_bits, layout="NCHW"):
+              out_dtype, weight_bits, layout="NCHW", taps_grouped=False):
     stride, pad_pairs, dilation = window_attrs("quantized_conv2d", 2, strides, pads, dilations)
     if layout == "NHWC":
         return nn.quantized_depthwise_nhwc(x, w, bias, multiplier, x_zero_point, stride, pad_pairs, dilation,
-                                           zero_point, lo, hi, out_dtype, name="qconv")
+                                           zero_point, lo, hi, out_dtype, name="qconv", taps_grouped=taps_grouped)
     return nn.quantized_conv2d(x, w, bias, multiplier, x_zero_point, stride, pad_pairs, dilation, int(group),
                                zero_point, lo, hi, out_dtype, weight_bits, name="qconv")
 
 
 declare("quantized_conv2d", kind=OUT_FUSABLE, num_inputs=(3, 4), infer=_qconv_type, reference=_qconv_ref,
         compute=_qconv_te, flops=conv_flops,
-        attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE, "layout": "NCHW"}, samples=(
+        attrs={"x_zero_point": 0, **_ATTRS, **_EPILOGUE, "layout": "NCHW", "taps_grouped": False}, samples=(
             Sample((((1, 9, 8, 20), "uint8"), ((20, 1, 3, 3), "int8"), ((20,), "int32"), ((20,), "float32")),
                    {"strides": [2, 1], "pads": [1, 0, 1, 2], "group": 20, "x_zero_point": 7, "zero_point": 5,
                     "layout": "NHWC"}),
+            Sample((((1, 9, 8, 20), "uint8"), ((20, 1, 3, 3), "int8"), ((20,), "int32"), ((20,), "float32")),
+                   {"strides": [2, 1], "pads": [1, 0, 1, 2], "group": 20, "x_zero_point": 7, "zero_point": 5,
+                    "layout": "NHWC", "taps_grouped": True}),
+            Sample((((1, 7, 11, 48), "uint8"), ((48, 1, 5, 5), "int8"), ((48,), "int32"), ((48,), "float32")),
+                   {"pads": [2, 2, 2, 2], "group": 48, "x_zero_point": 9, "zero_point": 3, "layout": "NHWC",
+                    "taps_grouped": True}),
             Sample((((2, 6, 5, 3), "int8"), ((3, 1, 2, 3), "int8"), ((3,), "int32"), ((), "float32")),
                    {"dilations": [2, 1], "group": 3, "x_zero_point": -3, "lo": -128, "hi": 127,
                     "out_dtype": "int8", "layout": "NHWC"}),

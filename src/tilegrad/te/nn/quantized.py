@@ -242,30 +242,83 @@ def quantized_im2col_conv(x: te.Tensor, wpack: te.Tensor, bias: te.Tensor, multi
 
 def quantized_depthwise_nhwc(x: te.Tensor, w: te.Tensor, bias: te.Tensor, multiplier: te.Tensor | None,
                              x_zero_point: int, stride, pads, dilation, zero_point: int, lo: int, hi: int,
-                             out_dtype: str, name: str = "qconv") -> te.Tensor:
+                             out_dtype: str, name: str = "qconv", taps_grouped: bool = False) -> te.Tensor:
     """requantize(depthwise conv(x, w) + bias) with x (N, H, W, C) u8/s8 and w (C, 1, KH, KW) s8: each output
     pixel's channels are a run of bytes, so a vector of channels accumulates its taps in int32 (tag
     "depthwise_nhwc", schedule/rules_int8.py) where NCHW's strided windows gave one channel at a time. The
-    weights are read as (KH, KW, C), `{name}_wt`, a copy of a few KiB, so that a tap's channels are a run too."""
+    weights are read as (KH, KW, C), `{name}_wt`, a copy of a few KiB, so that a tap's channels are a run too.
+    With `taps_grouped` (u8 activations, the window undilated along the row) the sum is `_grouped_taps`'s."""
     check_rank(x, 4, "quantized_depthwise_nhwc", "N, H, W, C")
-    batch, height, width, channels = x.shape
+    _, height, width, channels = x.shape
     if w.shape[:2] != (channels, 1):
         raise ShapeError(f"quantized_depthwise_nhwc: weights must be ({channels}, 1, KH, KW), got {list(w.shape)}")
     win = Window.of("quantized_depthwise_nhwc", (height, width), w.shape[2:], stride, pads, dilation)
-    oh, ow = win.out_sizes
-    xp = _padded_nhwc(x, win.pads, x_zero_point, channels, f"{name}_pad", "pad") if any(map(any, win.pads)) else x
-    (sh, sw), (dh, dw) = win.stride, win.dilation
-    wt = te.compute((*w.shape[2:], channels), lambda r_, q_, c: w[c, 0, r_, q_], name=f"{name}_wt", tag="pack")
-    r, q = te.reduce_axis(w.shape[2], "r"), te.reduce_axis(w.shape[3], "q")
-    acc = te.compute((batch, oh, ow, channels),
-                     lambda n_, h, w_, c: te.sum(E.cast("int32", xp[n_, h * sh + r * dh, w_ * sw + q * dw, c])
-                                                 * E.cast("int32", wt[r, q, c]), axis=[r, q]),
-                     name=f"{name}_acc", tag="depthwise_nhwc")
+    if taps_grouped and x.dtype == "uint8" and win.dilation[1] == 1:
+        acc = _grouped_taps(x, w, win, x_zero_point, name)
+    else:
+        acc = _tap_by_tap(x, w, win, x_zero_point, name)
 
     def output(n_, h, w_, c):
         return requantize(acc[n_, h, w_, c] + bias[c], _scale(multiplier, c), zero_point, lo, hi, out_dtype)
 
     return te.compute(acc.shape, output, name=name, tag="elemwise")
+
+
+def _tap_by_tap(x: te.Tensor, w: te.Tensor, win: Window, x_zero_point: int, name: str) -> te.Tensor:
+    """The depthwise int32 sums, one tap at a time: each tap's vector of channels widened and multiplied."""
+    batch, _, _, channels = x.shape
+    xp = _padded_nhwc(x, win.pads, x_zero_point, channels, f"{name}_pad", "pad") if any(map(any, win.pads)) else x
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+    wt = te.compute((*w.shape[2:], channels), lambda r_, q_, c: w[c, 0, r_, q_], name=f"{name}_wt", tag="pack")
+    r, q = te.reduce_axis(w.shape[2], "r"), te.reduce_axis(w.shape[3], "q")
+    return te.compute((batch, *win.out_sizes, channels),
+                      lambda n_, h, w_, c: te.sum(E.cast("int32", xp[n_, h * sh + r * dh, w_ * sw + q * dw, c])
+                                                  * E.cast("int32", wt[r, q, c]), axis=[r, q]),
+                      name=f"{name}_acc", tag="depthwise_nhwc")
+
+
+TAP_LANES = 16  # channels per block of the grouped-taps form: one vector of int32 sums (AVX-512)
+
+
+def _grouped_taps(x: te.Tensor, w: te.Tensor, win: Window, x_zero_point: int, name: str) -> te.Tensor:
+    """The depthwise int32 sums with a row's taps in groups of DOT_GROUP, for the u8 x s8 dot product: the padded
+    input (`{name}_pad`) is laid out in blocks of TAP_LANES channels, (N, H', C / 16, W', 16), so that the 4
+    neighbouring pixels a group reads for 16 channels are 64 contiguous bytes, and the weights (`{name}_wt`) as
+    (KH, ceil(KW / 4), C', 4), zero past KW: then a group of one output pixel and 16 channels is one transposing
+    byte permute and one vpdpbusd (loop/dot4.py's transposed form) where the tap-by-tap form widens each byte to
+    32 bits and multiplies. The rows are padded on the right to the last group's pixels (weights zero there)."""
+    batch, height, width, channels = x.shape
+    kh, kw = w.shape[2:]
+    (sh, sw), (dh, _) = win.stride, win.dilation
+    (top, bottom), (left, _) = win.pads
+    oh, ow = win.out_sizes
+    groups = -(-kw // DOT_GROUP)
+    blocks = -(-channels // TAP_LANES)
+    padded_width = (ow - 1) * sw + groups * DOT_GROUP
+    fill = E.const(x_zero_point, x.dtype)
+
+    def padded(n_, h, cb, w_, lane):
+        c = cb * TAP_LANES + lane
+        inside = in_bounds((h - top, w_ - left, c), (height, width, channels))
+        return E.select(inside, x[n_, h - top, w_ - left, E.minimum(c, channels - 1)], fill)
+
+    xb = te.compute((batch, height + top + bottom, blocks, padded_width, TAP_LANES), padded,
+                    name=f"{name}_pad", tag="pad")
+    wt = te.compute((kh, groups, blocks * TAP_LANES, DOT_GROUP),
+                    lambda r_, g_, c, t: E.select((g_ * DOT_GROUP + t < kw) & (c < channels),
+                                                  w[E.minimum(c, channels - 1), 0, r_,
+                                                    E.minimum(g_ * DOT_GROUP + t, kw - 1)],
+                                                  E.const(0, w.dtype)),
+                    name=f"{name}_wt", tag="pack")
+    r, g, t = te.reduce_axis(kh, "r"), te.reduce_axis(groups, "g"), te.reduce_axis(DOT_GROUP, "t")
+
+    def body(n_, h, w_, c):
+        lanes = E.floordiv(c, TAP_LANES), E.floormod(c, TAP_LANES)
+        tap = xb[n_, h * sh + r * dh, lanes[0], w_ * sw + g * DOT_GROUP + t, lanes[1]]
+        return te.sum(E.cast("int32", tap) * E.cast("int32", wt[r, g, c, t]), axis=[r, g, t])
+
+    return te.compute((batch, oh, ow, channels), body, name=f"{name}_acc", tag="depthwise_nhwc",
+                      attrs={"taps_grouped": True})
 
 
 def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
