@@ -36,19 +36,27 @@ def test_bool_masks_and_casts():
     assert bool_out.dtype == np.bool_ and (bool_out == (x > 0)).all()
 
 
+@pytest.mark.parametrize("extra", [(), ("-mno-avx512f",)], ids=["native", "no_avx512"])
+@pytest.mark.parametrize("width", [64, 24])
 @pytest.mark.parametrize("dtype, lo, hi", [("uint8", 0, 255), ("int8", -128, 127)])
-def test_bytes_computed_in_float_are_rendered_through_a_float_array_and_round_like_numpy(dtype, lo, hi):
+def test_bytes_computed_in_float_are_rendered_through_a_float_array_and_round_like_numpy(dtype, lo, hi, width,
+                                                                                       extra):
     """A requantization (x / s rounded half to even, plus a zero point, clamped, cast to a byte) in a vectorized
-    loop: its floats are computed in their own loop, so they run in whole float vectors (codegen/c.py)."""
+    loop: its floats are computed in their own loop, so they run in whole float vectors, and narrowed to bytes
+    16 at a time by a helper where the loop is whole vectors of 16 (codegen/c.py); on every path the bytes are
+    NumPy's."""
+    from tilegrad import config
     from tilegrad.codegen.c import render_c
     from tilegrad.loop import lower
 
-    a = te.placeholder((4, 64), "float32", name="A")
+    a = te.placeholder((4, width), "float32", name="A")
     clamped = lambda i, j: te.minimum(te.maximum(te.round(a[i, j] / 0.37) + 3.0, float(lo)), float(hi))  # noqa: E731
-    q = te.compute((4, 64), lambda i, j: te.cast(dtype, clamped(i, j)), name="Q")
+    q = te.compute((4, width), lambda i, j: te.cast(dtype, clamped(i, j)), name="Q")
     sch = default_schedule(q)
-    assert "tg_wide_" in render_c(lower(sch.state, "q", [a, sch.state.outputs[0]]))
-    x = (np.random.default_rng(3).standard_normal((4, 64)) * 40).astype("float32")
+    source = render_c(lower(sch.state, "q", [a, sch.state.outputs[0]]))
+    assert "tg_wide_" in source and (f"tg_narrow_{dtype}_tx16(&" in source) == (width % 16 == 0)
+    x = (np.random.default_rng(3).standard_normal((4, width)) * 40).astype("float32")
     x[0, :4] = [0.185, -0.185, 0.555, 0.37 * 200]  # ties at +-0.5 steps, and past the clamp
     want = np.clip(np.round(x / np.float32(0.37)) + 3, lo, hi).astype(dtype)
-    np.testing.assert_array_equal(build(sch).run(x), want)
+    with config.override(extra_cflags=extra):
+        np.testing.assert_array_equal(build(sch).run(x), want)

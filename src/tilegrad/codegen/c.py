@@ -173,6 +173,8 @@ static inline uint16_t tg_float_to_bf16(float f) {
 #endif
 """
 
+NARROW_LANES = 16  # floats narrowed to bytes per helper call (`tg_narrow_*`, in DOT4's text)
+
 DOT4 = """\
 #ifndef TG_DOT4
 #define TG_DOT4
@@ -239,6 +241,23 @@ static inline void tg_dot4t_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t
     acc[j] += a[j] * w[4 * j] + a[16 + j] * w[4 * j + 1] + a[32 + j] * w[4 * j + 2] + a[48 + j] * w[4 * j + 3];
 #endif
 }
+/* 16 floats holding integers in range, stored as bytes (a requantization's last step, codegen/c.py's narrowed
+   stores): with AVX-512 one vcvttps2dq and one vpmovdb, where gcc's own vectorisation of the byte loop took
+   four 4-lane conversions and three byte permutes. */
+static inline void tg_narrow_uint8_tx16(uint8_t* dst, const float* src) {
+#if defined(__AVX512F__)
+  _mm_storeu_si128((__m128i*)dst, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_loadu_ps(src))));
+#else
+  for (int i = 0; i < 16; ++i) dst[i] = (uint8_t)src[i];
+#endif
+}
+static inline void tg_narrow_int8_tx16(int8_t* dst, const float* src) {
+#if defined(__AVX512F__)
+  _mm_storeu_si128((__m128i*)dst, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_loadu_ps(src))));
+#else
+  for (int i = 0; i < 16; ++i) dst[i] = (int8_t)src[i];
+#endif
+}
 /* The same sums where every weight lies in [-64, 64] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
    vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15), and vpmaddwd by ones adds the pairs. */
 static inline void tg_dot4_u8s7x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
@@ -302,11 +321,20 @@ class CRenderer(Renderer):
         v, n, wide = s.var.name, s.extent.value, f"tg_wide_{s.var.name}"
         self._emit(ind, f"{{ float {wide}[{n}] __attribute__((aligned(64)));")
         target = f"{narrowed.buffer.name}[{self._flat(narrowed.buffer, narrowed.indices)}]"
-        for line in (f"{wide}[{v}] = {self._in_loop(s.var, self.expr, narrowed.value.a)};",
-                     f"{target} = (({self.types[narrowed.buffer.dtype]}){wide}[{v}]);"):
+        dtype = self.types[narrowed.buffer.dtype]
+        lines = [f"{wide}[{v}] = {self._in_loop(s.var, self.expr, narrowed.value.a)};"]
+        by_sixteen = n % NARROW_LANES == 0 and _unit_stride(narrowed, s.var)
+        if not by_sixteen:
+            lines.append(f"{target} = (({dtype}){wide}[{v}]);")
+        for line in lines:
             self._emit(ind + 1, self.simd)
             self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
             self._emit(ind + 2, line)
+            self._emit(ind + 1, "}")
+        if by_sixteen:  # whole vectors narrowed by `tg_narrow_*` (DOT4's helpers)
+            self._uses_intrinsics = True
+            self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; {v} += {NARROW_LANES}) {{")
+            self._emit(ind + 2, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
             self._emit(ind + 1, "}")
         self._emit(ind, "}")
 
@@ -489,6 +517,15 @@ def _narrowed_float_store(s: For, lanes: int) -> Store | None:
     value = body.value
     narrow = body.buffer.dtype in ("int8", "uint8") and type(value) is E.Cast
     return body if narrow and value.a.dtype == "float32" else None
+
+
+def _unit_stride(store: Store, var: E.Var) -> bool:
+    """Whether `store`'s element moves by one for each step of `var`."""
+    flat = E.Const(0, E.INDEX)
+    for extent, i in zip(store.buffer.shape, store.indices):
+        flat = flat * extent + i
+    step = simplify(E.substitute(flat, {var: var + 1}) - flat)
+    return type(step) is E.Const and step.value == 1
 
 
 def safe_anyway(e: E.Expr) -> bool:
