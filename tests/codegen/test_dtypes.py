@@ -60,3 +60,32 @@ def test_bytes_computed_in_float_are_rendered_through_a_float_array_and_round_li
     want = np.clip(np.round(x / np.float32(0.37)) + 3, lo, hi).astype(dtype)
     with config.override(extra_cflags=extra):
         np.testing.assert_array_equal(build(sch).run(x), want)
+
+
+@pytest.mark.parametrize("extra", [(), ("-mno-avx512f",)], ids=["native", "no_avx512"])
+@pytest.mark.parametrize("dtype, zero_point, lo, hi", [("uint8", 3, 0, 255), ("uint8", 0, 0, 6),
+                                                      ("int8", -5, -128, 127)])
+def test_a_requantization_saturated_by_comparisons_narrows_through_its_helper_like_numpy(dtype, zero_point, lo, hi,
+                                                                                       extra):
+    """te.nn.quantized's requantize (round half to even, plus the zero point, saturated by comparisons, cast to
+    a byte) in rows of whole vectors of 16 goes to `tg_requantize_*`, which clamps before it rounds: ties, values
+    past either bound and values whose int32 conversion would overflow give NumPy's bytes on every path."""
+    from tilegrad import config
+    from tilegrad.codegen.c import render_c
+    from tilegrad.loop import lower
+    from tilegrad.te.nn.quantized import requantize
+
+    a = te.placeholder((4, 32), "int32", name="A")
+    m = te.placeholder((32,), "float32", name="M")
+    q = te.compute((4, 32), lambda i, j: requantize(a[i, j], m[j], zero_point, lo, hi, dtype), name="Q")
+    sch = default_schedule(q)
+    assert f"tg_requantize_{dtype}_tx16(&" in render_c(lower(sch.state, "q", [a, m, sch.state.outputs[0]]))
+    rng = np.random.default_rng(4)
+    acc = rng.integers(-3000, 3000, (4, 32)).astype(np.int32)
+    acc[0, :6] = [1, 3, -1, -3, 2**31 - 1, -2**31]  # ties at 0.5 and 1.5 steps, and the int32 extremes
+    mult = np.full(32, 0.5, np.float32)
+    mult[6:] = rng.uniform(0.001, 0.2, 26).astype(np.float32)
+    mult[4:6] = 4.0  # scaled past the int32 range
+    want = np.clip(np.rint(acc.astype(np.float32) * mult) + zero_point, lo, hi).astype(dtype)
+    with config.override(extra_cflags=extra):
+        np.testing.assert_array_equal(build(sch).run(acc, mult), want)

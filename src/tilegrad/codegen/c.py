@@ -258,6 +258,29 @@ static inline void tg_narrow_int8_tx16(int8_t* dst, const float* src) {
   for (int i = 0; i < 16; ++i) dst[i] = (int8_t)src[i];
 #endif
 }
+/* 16 floats x requantized to bytes: round(x) (half to even) + zero, saturated to [lo, hi], all integers. With
+   AVX-512, x is clamped to [lo - zero, hi - zero] first (rounding commutes with a clamp to integers), so that
+   one vcvtps2dq rounds it in the default rounding mode and no int32 overflows; then the zero point is added and
+   vpmovdb narrows: 6 operations where the rounding, compare-and-blend saturation and conversion took 8. */
+#if defined(__AVX512F__)
+#define TG_REQUANTIZE(T)                                                                              \
+  static inline void tg_requantize_##T##x16(T* dst, const float* x, float zero, float lo, float hi) { \
+    __m512 v = _mm512_max_ps(_mm512_loadu_ps(x), _mm512_set1_ps(lo - zero));                         \
+    v = _mm512_min_ps(v, _mm512_set1_ps(hi - zero));                                                  \
+    __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32((int32_t)zero));            \
+    _mm_storeu_si128((__m128i*)dst, _mm512_cvtepi32_epi8(q));                                         \
+  }
+#else
+#define TG_REQUANTIZE(T)                                                                              \
+  static inline void tg_requantize_##T##x16(T* dst, const float* x, float zero, float lo, float hi) { \
+    for (int i = 0; i < 16; ++i) {                                                                    \
+      float v = nearbyintf(x[i]) + zero;                                                              \
+      dst[i] = (T)(v < lo ? lo : v > hi ? hi : v);                                                    \
+    }                                                                                                 \
+  }
+#endif
+TG_REQUANTIZE(uint8_t)
+TG_REQUANTIZE(int8_t)
 /* The same sums where every weight lies in [-64, 64] (loop/dot4.py's u8s7 form): on AVX2 without VNNI,
    vpmaddubsw's int16 pair sums cannot saturate (2 * 255 * 64 < 2^15), and vpmaddwd by ones adds the pairs. */
 static inline void tg_dot4_u8s7x8(int32_t* acc, const uint8_t* a, const int8_t* w) {
@@ -322,8 +345,10 @@ class CRenderer(Renderer):
         self._emit(ind, f"{{ float {wide}[{n}] __attribute__((aligned(64)));")
         target = f"{narrowed.buffer.name}[{self._flat(narrowed.buffer, narrowed.indices)}]"
         dtype = self.types[narrowed.buffer.dtype]
-        lines = [f"{wide}[{v}] = {self._in_loop(s.var, self.expr, narrowed.value.a)};"]
         by_sixteen = n % NARROW_LANES == 0 and _unit_stride(narrowed, s.var)
+        saturated = _saturation(narrowed.value.a) if by_sixteen else None
+        scaled = saturated[0] if saturated else narrowed.value.a
+        lines = [f"{wide}[{v}] = {self._in_loop(s.var, self.expr, scaled)};"]
         if not by_sixteen:
             lines.append(f"{target} = (({dtype}){wide}[{v}]);")
         for line in lines:
@@ -331,10 +356,14 @@ class CRenderer(Renderer):
             self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
             self._emit(ind + 2, line)
             self._emit(ind + 1, "}")
-        if by_sixteen:  # whole vectors narrowed by `tg_narrow_*` (DOT4's helpers)
+        if by_sixteen:  # whole vectors narrowed by `tg_narrow_*` or `tg_requantize_*` (DOT4's helpers)
             self._uses_intrinsics = True
             self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; {v} += {NARROW_LANES}) {{")
-            self._emit(ind + 2, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
+            if saturated:
+                bounds = ", ".join(self._const(c) for c in saturated[1:])
+                self._emit(ind + 2, f"tg_requantize_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}], {bounds});")
+            else:
+                self._emit(ind + 2, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
             self._emit(ind + 1, "}")
         self._emit(ind, "}")
 
@@ -517,6 +546,23 @@ def _narrowed_float_store(s: For, lanes: int) -> Store | None:
     value = body.value
     narrow = body.buffer.dtype in ("int8", "uint8") and type(value) is E.Cast
     return body if narrow and value.a.dtype == "float32" else None
+
+
+def _saturation(e: E.Expr) -> tuple[E.Expr, E.Const, E.Const, E.Const] | None:
+    """(x, zero point, lo, hi) where `e` is a requantization's last steps, round(x) + zero point saturated to
+    [lo, hi] by comparisons (te.nn.quantized's `_saturated`), all three float constants; else None."""
+    if not (type(e) is E.Select and type(e.cond) is E.LT and type(e.f) is E.Select and type(e.f.cond) is E.LT):
+        return None
+    value, lo, inner = e.cond.a, e.t, e.f
+    hi = inner.t
+    if not (e.cond.b == lo and inner.cond.a == hi and inner.cond.b == value and inner.f == value):
+        return None
+    zero = E.Const(0.0, "float32")
+    if type(value) is E.Add and type(value.b) is E.Const:
+        value, zero = value.a, value.b
+    if not (type(value) is E.Round and all(type(c) is E.Const for c in (lo, hi, zero))):
+        return None
+    return value.args[0], zero, lo, hi
 
 
 def _unit_stride(store: Store, var: E.Var) -> bool:
