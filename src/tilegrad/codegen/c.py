@@ -345,26 +345,38 @@ class CRenderer(Renderer):
         self._emit(ind, f"{{ float {wide}[{n}] __attribute__((aligned(64)));")
         target = f"{narrowed.buffer.name}[{self._flat(narrowed.buffer, narrowed.indices)}]"
         dtype = self.types[narrowed.buffer.dtype]
-        by_sixteen = n % NARROW_LANES == 0 and _unit_stride(narrowed, s.var)
-        saturated = _saturation(narrowed.value.a) if by_sixteen else None
+        if n < NARROW_LANES or not _unit_stride(narrowed, s.var):
+            for line in (f"{wide}[{v}] = {self._in_loop(s.var, self.expr, narrowed.value.a)};",
+                         f"{target} = (({dtype}){wide}[{v}]);"):
+                self._emit(ind + 1, self.simd)
+                self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
+                self._emit(ind + 2, line)
+                self._emit(ind + 1, "}")
+            self._emit(ind, "}")
+            return
+        # Whole vectors of NARROW_LANES, each computed and then narrowed by `tg_narrow_*` or `tg_requantize_*`
+        # (DOT4's helpers); where they do not divide the row, the last vector overlaps the one before it and
+        # rewrites a few of its values, the same ones, where gcc ran the rest as a scalar tail (24 channels: 16
+        # in a vector, 8 at some 40 scalar operations each).
+        self._uses_intrinsics = True
+        saturated = _saturation(narrowed.value.a)
         scaled = saturated[0] if saturated else narrowed.value.a
-        lines = [f"{wide}[{v}] = {self._in_loop(s.var, self.expr, scaled)};"]
-        if not by_sixteen:
-            lines.append(f"{target} = (({dtype}){wide}[{v}]);")
-        for line in lines:
-            self._emit(ind + 1, self.simd)
-            self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; ++{v}) {{")
-            self._emit(ind + 2, line)
-            self._emit(ind + 1, "}")
-        if by_sixteen:  # whole vectors narrowed by `tg_narrow_*` or `tg_requantize_*` (DOT4's helpers)
-            self._uses_intrinsics = True
-            self._emit(ind + 1, f"for (int64_t {v} = 0; {v} < {n}; {v} += {NARROW_LANES}) {{")
-            if saturated:
-                bounds = ", ".join(self._const(c) for c in saturated[1:])
-                self._emit(ind + 2, f"tg_requantize_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}], {bounds});")
-            else:
-                self._emit(ind + 2, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
-            self._emit(ind + 1, "}")
+        first = f"{v}_vector"
+        self._emit(ind + 1, f"for (int64_t {first} = 0; {first} < {n}; {first} += {NARROW_LANES}) {{")
+        last = n - NARROW_LANES
+        start = first if n % NARROW_LANES == 0 else f"({first} < {last} ? {first} : {last})"
+        self._emit(ind + 2, self.simd)
+        self._emit(ind + 2, f"for (int64_t {v} = {start}; {v} < {start} + {NARROW_LANES}; ++{v}) {{")
+        self._emit(ind + 3, f"{wide}[{v}] = {self._in_loop(s.var, self.expr, scaled)};")
+        self._emit(ind + 2, "}")
+        self._emit(ind + 2, f"{{ const int64_t {v} = {start};")
+        if saturated:
+            bounds = ", ".join(self._const(c) for c in saturated[1:])
+            self._emit(ind + 3, f"tg_requantize_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}], {bounds});")
+        else:
+            self._emit(ind + 3, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
+        self._emit(ind + 2, "}")
+        self._emit(ind + 1, "}")
         self._emit(ind, "}")
 
     def expr(self, e: E.Expr) -> str:
