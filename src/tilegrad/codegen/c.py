@@ -174,6 +174,7 @@ static inline uint16_t tg_float_to_bf16(float f) {
 """
 
 NARROW_LANES = 16  # floats narrowed to bytes per helper call (`tg_narrow_*`, in DOT4's text)
+BYTE_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
 DOT4 = """\
 #ifndef TG_DOT4
@@ -354,29 +355,42 @@ class CRenderer(Renderer):
                 self._emit(ind + 1, "}")
             self._emit(ind, "}")
             return
-        # Whole vectors of NARROW_LANES, each computed and then narrowed by `tg_narrow_*` or `tg_requantize_*`
-        # (DOT4's helpers); where they do not divide the row, the last vector overlaps the one before it and
-        # rewrites a few of its values, the same ones, where gcc ran the rest as a scalar tail (24 channels: 16
-        # in a vector, 8 at some 40 scalar operations each).
+        # Whole vectors of NARROW_LANES narrowed by `tg_narrow_*` or `tg_requantize_*` (DOT4's helpers); where
+        # they do not divide the row, a last vector overlapping the one before it computes and rewrites a few of
+        # the same values, where gcc ran the rest as a scalar tail (24 channels: 8 at some 40 scalar operations
+        # each). Bytes the row reads are widened in a loop of their own, and a requantized value's round trip
+        # through a byte dropped: a byte among the floats has gcc size the vectors by the byte, four floats to
+        # an xmm register.
         self._uses_intrinsics = True
         saturated = _saturation(narrowed.value.a)
-        scaled = saturated[0] if saturated else narrowed.value.a
-        first = f"{v}_vector"
-        self._emit(ind + 1, f"for (int64_t {first} = 0; {first} < {n}; {first} += {NARROW_LANES}) {{")
-        last = n - NARROW_LANES
-        start = first if n % NARROW_LANES == 0 else f"({first} < {last} ? {first} : {last})"
-        self._emit(ind + 2, self.simd)
-        self._emit(ind + 2, f"for (int64_t {v} = {start}; {v} < {start} + {NARROW_LANES}; ++{v}) {{")
-        self._emit(ind + 3, f"{wide}[{v}] = {self._in_loop(s.var, self.expr, scaled)};")
-        self._emit(ind + 2, "}")
-        self._emit(ind + 2, f"{{ const int64_t {v} = {start};")
-        if saturated:
-            bounds = ", ".join(self._const(c) for c in saturated[1:])
-            self._emit(ind + 3, f"tg_requantize_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}], {bounds});")
-        else:
-            self._emit(ind + 3, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
-        self._emit(ind + 2, "}")
-        self._emit(ind + 1, "}")
+        scaled = _exact_byte_round_trips(saturated[0] if saturated else narrowed.value.a)
+        whole = n - n % NARROW_LANES
+        spans = [(0, whole)] + ([(n - NARROW_LANES, n)] if whole < n else [])
+        byte_loads = sorted(_byte_loads(scaled, s.var), key=str)
+        for k in range(len(byte_loads)):
+            self._emit(ind + 1, f"int32_t tg_bytes{k}_{v}[{n}] __attribute__((aligned(64)));")
+        widened = {load: f"tg_bytes{k}_{v}[{v}]" for k, load in enumerate(byte_loads)}
+        for lo, hi in spans:
+            loop = f"for (int64_t {v} = {lo}; {v} < {hi}; ++{v}) {{"
+            lines = [f"tg_bytes{k}_{v}[{v}] = {self._in_loop(s.var, self.expr, load)};"
+                     for k, load in enumerate(byte_loads)]
+            outer_scalars, self._scalars = self._scalars, {**self._scalars, **widened}
+            try:
+                lines.append(f"{wide}[{v}] = {self._in_loop(s.var, self.expr, scaled)};")
+            finally:
+                self._scalars = outer_scalars
+            for line in lines:
+                self._emit(ind + 1, self.simd)
+                self._emit(ind + 1, loop)
+                self._emit(ind + 2, line)
+                self._emit(ind + 1, "}")
+            self._emit(ind + 1, f"for (int64_t {v} = {lo}; {v} < {hi}; {v} += {NARROW_LANES}) {{")
+            if saturated:
+                bounds = ", ".join(self._const(c) for c in saturated[1:])
+                self._emit(ind + 2, f"tg_requantize_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}], {bounds});")
+            else:
+                self._emit(ind + 2, f"tg_narrow_{dtype}x{NARROW_LANES}(&{target}, &{wide}[{v}]);")
+            self._emit(ind + 1, "}")
         self._emit(ind, "}")
 
     def expr(self, e: E.Expr) -> str:
@@ -575,6 +589,25 @@ def _saturation(e: E.Expr) -> tuple[E.Expr, E.Const, E.Const, E.Const] | None:
     if not (type(value) is E.Round and all(type(c) is E.Const for c in (lo, hi, zero))):
         return None
     return value.args[0], zero, lo, hi
+
+
+def _byte_loads(e: E.Expr, var: E.Var) -> set:
+    """The reads of one-byte elements in `e` that move with `var`."""
+    return {x for x in E.loads(e) if x.buffer.dtype in BYTE_RANGES and var in E.free_vars(x)}
+
+
+def _exact_byte_round_trips(e: E.Expr) -> E.Expr:
+    """`e` with each float32 <- byte <- float32 cast pair of a requantized value (a quantized tensor dequantized
+    in the same kernel) dropped: the value is an integer saturated to the byte's range, which the round trip
+    leaves as it is, and a byte cast among the floats would size gcc's vectors by the byte."""
+    def drop(x: E.Expr) -> E.Expr:
+        if type(x) is E.Cast and x.dtype == "float32" and type(x.a) is E.Cast and x.a.dtype in BYTE_RANGES:
+            found = _saturation(x.a.a)
+            lo, hi = BYTE_RANGES[x.a.dtype]
+            if found and lo <= found[2].value and found[3].value <= hi:
+                return drop(x.a.a)
+        return E.map_children(x, drop)
+    return drop(e)
 
 
 def _unit_stride(store: Store, var: E.Var) -> bool:
