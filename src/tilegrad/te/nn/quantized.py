@@ -270,11 +270,12 @@ def _tap_by_tap(x: te.Tensor, w: te.Tensor, win: Window, x_zero_point: int, name
     xp = _padded_nhwc(x, win.pads, x_zero_point, channels, f"{name}_pad", "pad") if any(map(any, win.pads)) else x
     (sh, sw), (dh, dw) = win.stride, win.dilation
     wt = te.compute((*w.shape[2:], channels), lambda r_, q_, c: w[c, 0, r_, q_], name=f"{name}_wt", tag="pack")
-    r, q = te.reduce_axis(w.shape[2], "r"), te.reduce_axis(w.shape[3], "q")
+    kh = w.shape[2]
+    r, q = te.reduce_axis(kh, "r"), te.reduce_axis(w.shape[3], "q")
     return te.compute((batch, *win.out_sizes, channels),
                       lambda n_, h, w_, c: te.sum(E.cast("int32", xp[n_, h * sh + r * dh, w_ * sw + q * dw, c])
                                                   * E.cast("int32", wt[r, q, c]), axis=[r, q]),
-                      name=f"{name}_acc", tag="depthwise_nhwc")
+                      name=f"{name}_acc", tag="depthwise_nhwc", attrs={"window_rows": (kh, sh, dh)})
 
 
 TAP_LANES = 16  # channels per block of the grouped-taps form: one vector of int32 sums (AVX-512)
@@ -318,7 +319,7 @@ def _grouped_taps(x: te.Tensor, w: te.Tensor, win: Window, x_zero_point: int, na
         return te.sum(E.cast("int32", tap) * E.cast("int32", wt[r, g, c, t]), axis=[r, g, t])
 
     return te.compute((batch, oh, ow, channels), body, name=f"{name}_acc", tag="depthwise_nhwc",
-                      attrs={"taps_grouped": True})
+                      attrs={"taps_grouped": True, "window_rows": (kh, sh, dh)})
 
 
 def _scale(multiplier: te.Tensor | None, channel) -> E.Expr | None:
