@@ -49,8 +49,8 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     the tile may span several panels (`tile_panels`), as it must to keep enough FMA chains in flight when it has
     few rows. With `row_span`, it spans by default as many panels as keep at most that many accumulators, and the
     output's row runs over all of them in one vectorised loop (an epilogue that narrows to bytes: gcc sizes a
-    loop's vectors by its narrowest type, so 16 columns of bytes ran on 16-byte vectors). Returns the panels per
-    tile."""
+    loop's vectors by its narrowest type, so 16 columns of bytes ran on 16-byte vectors), the tile's rows
+    unrolled so that their epilogues' long chains interleave. Returns the panels per tile."""
     mr, nr, mb, mb_d = tile
     i, j = sch.loops(s.name)[-2:]  # the rows (fused, where the output has more axes) and the columns
     m, panels = extent(s, i), -(-extent(s, j) // nr)
@@ -82,6 +82,8 @@ def tile_output_loops(sch: Schedule, s: Stage, padded: str, tile: Tile, target: 
     parallel_grain(sch, s, [lp for lp, _ in outer], [e for _, e in outer], target,
                    mb_d * nr * nc * per_tile * reduction_work(sch, padded), knobs)
     sch.vectorize(s.name, sch.fuse(s.name, *tile_panels, j1) if row_span and tile_panels else j1)
+    if row_span:
+        sch.unroll(s.name, i11)
     if kblocks > 1:
         loops = sch.loops(s.name)  # the parallel grain may have fused the outer loops
         sch.compute_at(padded, s.name, loops[loops.index(i10) - 1])
