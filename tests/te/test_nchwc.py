@@ -24,6 +24,8 @@ from tilegrad.te.specialize import DYNAMIC_AXES, specialize
 from tilegrad.te.interpret import interpret
 from tilegrad.te.nn import nchwc
 
+from ..schedule.forced import Forced
+
 RNG = np.random.default_rng(0)
 
 
@@ -240,16 +242,6 @@ def test_avx512_tiles_two_channel_blocks_of_at_most_seven_columns(width, blocks,
     np.testing.assert_allclose(got, interpret(out, {"X": xv, "W": wv}), rtol=1e-4, atol=1e-4)
 
 
-class _Forced(Defaults):
-    """The defaults, with the parameters whose names end in one of `forced`'s keys set to its value."""
-
-    def __init__(self, **forced):
-        self.forced = forced
-
-    def pick(self, name, values, default):
-        return next((v for k, v in self.forced.items() if name.endswith(k)), super().pick(name, values, default))
-
-
 @pytest.mark.parametrize("kernel,stride,two", [(1, 2, True), (1, 1, True), (3, 2, False)])
 def test_avx2_tiles_two_blocks_where_a_pointwise_convolution_strides(kernel, stride, two):
     """A strided 1 x 1 convolution reads each broadcast from its own cache line, which no other tap shares: two
@@ -278,7 +270,7 @@ def test_a_pointwise_convolution_tiles_its_pixels_as_one_row(size, blocks, cin, 
     w = te.placeholder((blocks, cin * 8, 1, 1, 8), name="W")
     b = te.placeholder((blocks, 8), name="B") if bias else None
     out = nchwc.conv2d_nchwc(x, w, stride, bias=b)
-    sch = default_schedule(out, Target.with_lanes(lanes), knobs=_Forced(_flat=flat, _blocks=per_tile))
+    sch = default_schedule(out, Target.with_lanes(lanes), knobs=Forced(_flat=flat, _blocks=per_tile))
     assert ("fuse(conv2d_nchwc, loops=[h, w])" in str(sch.trace)) == bool(flat)
     assert ("compute_inline(conv2d_nchwc_strided)" in str(sch.trace)) == (stride > 1 and not flat)
     inputs = [x, w] + ([b] if bias else [])
@@ -294,7 +286,7 @@ def test_a_two_block_tile_steps_columns_outside_its_blocks():
     AVX2's 16 registers) and spilled accumulators to the stack."""
     x = te.placeholder((1, 4, 14, 14, 8), name="X")
     w = te.placeholder((4, 32, 1, 1, 8), name="W")
-    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(8), knobs=_Forced(_blocks=2)).trace)
+    text = str(default_schedule(nchwc.conv2d_nchwc(x, w), Target.with_lanes(8), knobs=Forced(_blocks=2)).trace)
     assert "reorder(conv2d_nchwc_pixels, order=[n, h, rcb, rci, ry, rx, p, cb, ci])" in text
 
 
@@ -305,7 +297,7 @@ def test_rows_outside_or_inside_the_channel_blocks_give_the_same_numbers(rows_ou
     x = te.placeholder((1, 2, 9, 13, 8), name="X")
     w, bias = te.placeholder((4, 16, 3, 3, 8), name="W"), te.placeholder((4, 8), name="B")
     out = nchwc.conv2d_nchwc(x, w, 1, 1, bias=bias)
-    sch = default_schedule(out, Target.with_lanes(8), knobs=_Forced(_rows_outer=rows_outer, _blocks=blocks))
+    sch = default_schedule(out, Target.with_lanes(8), knobs=Forced(_rows_outer=rows_outer, _blocks=blocks))
     args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w, bias)]
     got = build(sch, args=[x, w, bias, out]).run(*args)
     want = interpret(out, dict(zip("XWB", args)))
@@ -369,7 +361,7 @@ def test_partitions_of_the_input_channels_give_the_same_numbers(kblocks, blocked
         te.placeholder((2, 8), name="B")
     padding = ((1, 1), (1, 1)) if taps is None else ((-1, 0), (0, -2))
     out = nchwc.conv2d_nchwc(x, w, 1, padding, (2, 1), bias=bias, taps=taps)
-    sch = default_schedule(out, Target.with_lanes(8), knobs=_Forced(_kblocks=kblocks))
+    sch = default_schedule(out, Target.with_lanes(8), knobs=Forced(_kblocks=kblocks))
     assert "rfactor" in str(sch.trace)
     args = [RNG.standard_normal(t.shape).astype("float32") for t in (x, w, bias)]
     got = build(sch, args=[x, w, bias, out]).run(*args)
@@ -427,7 +419,7 @@ def test_a_depthwise_convolution_reads_its_padding_per_row_or_guarded(kernel, si
     way the numbers equal the reference's, tail tile included."""
     x, w = te.placeholder((1, 2, size, 13, 8), name="X"), te.placeholder((2, kernel, kernel, 8), name="W")
     out = nchwc.depthwise_conv2d_nchwc(x, w, stride, kernel // 2)
-    knobs = Defaults() if per_row is None else _Forced(_pad_per_row=per_row)
+    knobs = Defaults() if per_row is None else Forced(_pad_per_row=per_row)
     kernel_ = build(default_schedule(out, Target.with_lanes(8), knobs=knobs), args=[x, w, out])
     update = next(line for line in kernel_.source.splitlines() if "* W[" in line)
     copied = per_row if per_row is not None else kernel > 3
@@ -467,7 +459,7 @@ def test_a_convolution_reads_its_padding_in_place_or_from_a_copy(kernel, stride,
     pad = dilation * (kernel // 2)
     x, w = te.placeholder((1, 2, 9, width, 8), name="X"), te.placeholder((2, 16, kernel, kernel, 8), name="W")
     out = nchwc.conv2d_nchwc(x, w, stride, pad, dilation)
-    knobs = Defaults() if in_place is None else _Forced(_pad_in_place=in_place)
+    knobs = Defaults() if in_place is None else Forced(_pad_in_place=in_place)
     kernel_ = build(default_schedule(out, Target.with_lanes(8), knobs=knobs), args=[x, w, out])
     copied = bool(pad) and (not in_place if in_place is not None else pad > 1 or dilation > 1)
     assert ("_pad[" in kernel_.source) == copied

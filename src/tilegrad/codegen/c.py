@@ -357,10 +357,9 @@ class CRenderer(Renderer):
             return
         # Whole vectors of NARROW_LANES narrowed by `tg_narrow_*` or `tg_requantize_*` (DOT4's helpers); where
         # they do not divide the row, a last vector overlapping the one before it computes and rewrites a few of
-        # the same values, where gcc ran the rest as a scalar tail (24 channels: 8 at some 40 scalar operations
-        # each). Bytes the row reads are widened in a loop of their own, and a requantized value's round trip
-        # through a byte dropped: a byte among the floats has gcc size the vectors by the byte, four floats to
-        # an xmm register.
+        # the same values, where gcc ran the rest as a scalar tail. Bytes the row reads are widened in a loop of
+        # their own, and a requantized value's round trip through a byte dropped: a byte among the floats has gcc
+        # size the vectors by the byte, four floats to an xmm register.
         self._uses_intrinsics = True
         saturated = _saturation(narrowed.value.a)
         scaled = _exact_byte_round_trips(saturated[0] if saturated else narrowed.value.a)

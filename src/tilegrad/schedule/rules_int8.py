@@ -121,9 +121,9 @@ PAD_COPY_BYTES = 48 * 1024  # the most a padded copy of a block of rows takes by
 def default_pad_rows(rows: int, window_rows: tuple[int, int, int], row_bytes: int) -> int:
     """Output rows per padded copy of the input rows they read (`row_bytes` a padded input row): a copy per row
     reads each input row once for each output row whose window holds it (3 times for a 3 x 3 window, stride 1),
-    a copy per block of rows once per block, the window's overlap between blocks copied twice; on MobileNetV2 the
-    copies took a third of the grouped-taps kernels (perf annotate, machine E). The largest block of PAD_ROWS
-    whose copy fits PAD_COPY_BYTES and that leaves at least 4 blocks to share out."""
+    a copy per block of rows once per block, the window's overlap between blocks copied twice (docs/quantization.md
+    has the measurements). The largest block of PAD_ROWS whose copy fits PAD_COPY_BYTES and that leaves at least
+    4 blocks to share out."""
     taps, stride, dilation = window_rows
     fits = [r for r in PAD_ROWS if r == 1 or (rows // r >= 4
                                               and ((r - 1) * stride + (taps - 1) * dilation + 1) * row_bytes
