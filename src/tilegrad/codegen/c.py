@@ -383,6 +383,7 @@ class CRenderer(Renderer):
                 self._emit(ind + 1, loop)
                 self._emit(ind + 2, line)
                 self._emit(ind + 1, "}")
+        for lo, hi in spans:  # every read before the first write: the row may be written in place over its input
             self._emit(ind + 1, f"for (int64_t {v} = {lo}; {v} < {hi}; {v} += {NARROW_LANES}) {{")
             if saturated:
                 bounds = ", ".join(self._const(c) for c in saturated[1:])
