@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from ..dtype import is_unsigned, itemsize
+from ..dtype import INT_RANGES, is_unsigned, itemsize
+from ..loop.dot4 import flat_index
 from ..loop.prefetch import PREFETCH, PREFETCH_L2
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
 from ..te import expr as E
@@ -174,7 +175,7 @@ static inline uint16_t tg_float_to_bf16(float f) {
 """
 
 NARROW_LANES = 16  # floats narrowed to bytes per helper call (`tg_narrow_*`, in DOT4's text)
-BYTE_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+BYTES = ("uint8", "int8")
 
 DOT4 = """\
 #ifndef TG_DOT4
@@ -245,20 +246,18 @@ static inline void tg_dot4t_u8s8x16(int32_t* acc, const uint8_t* a, const int8_t
 /* 16 floats holding integers in range, stored as bytes (a requantization's last step, codegen/c.py's narrowed
    stores): with AVX-512 one vcvttps2dq and one vpmovdb, where gcc's own vectorisation of the byte loop took
    four 4-lane conversions and three byte permutes. */
-static inline void tg_narrow_uint8_tx16(uint8_t* dst, const float* src) {
+#define TG_NARROW(T)                                                                                  \
+  static inline void tg_narrow_##T##x16(T* dst, const float* src) {                                   \
+    TG_NARROW_BODY(T)                                                                                 \
+  }
 #if defined(__AVX512F__)
+#define TG_NARROW_BODY(T) \
   _mm_storeu_si128((__m128i*)dst, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_loadu_ps(src))));
 #else
-  for (int i = 0; i < 16; ++i) dst[i] = (uint8_t)src[i];
+#define TG_NARROW_BODY(T) for (int i = 0; i < 16; ++i) dst[i] = (T)src[i];
 #endif
-}
-static inline void tg_narrow_int8_tx16(int8_t* dst, const float* src) {
-#if defined(__AVX512F__)
-  _mm_storeu_si128((__m128i*)dst, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_loadu_ps(src))));
-#else
-  for (int i = 0; i < 16; ++i) dst[i] = (int8_t)src[i];
-#endif
-}
+TG_NARROW(uint8_t)
+TG_NARROW(int8_t)
 /* 16 floats x requantized to bytes: round(x) (half to even) + zero, saturated to [lo, hi], all integers. With
    AVX-512, x is clamped to [lo - zero, hi - zero] first (rounding commutes with a clamp to integers), so that
    one vcvtps2dq rounds it in the default rounding mode and no int32 overflows; then the zero point is added and
@@ -570,7 +569,7 @@ def _narrowed_float_store(s: For, lanes: int) -> Store | None:
     if s.kind != "vectorized" or type(s.extent) is not E.Const or s.extent.value < lanes or type(body) is not Store:
         return None
     value = body.value
-    narrow = body.buffer.dtype in ("int8", "uint8") and type(value) is E.Cast
+    narrow = body.buffer.dtype in BYTES and type(value) is E.Cast
     return body if narrow and value.a.dtype == "float32" else None
 
 
@@ -593,7 +592,7 @@ def _saturation(e: E.Expr) -> tuple[E.Expr, E.Const, E.Const, E.Const] | None:
 
 def _byte_loads(e: E.Expr, var: E.Var) -> set:
     """The reads of one-byte elements in `e` that move with `var`."""
-    return {x for x in E.loads(e) if x.buffer.dtype in BYTE_RANGES and var in E.free_vars(x)}
+    return {x for x in E.loads(e) if x.buffer.dtype in BYTES and var in E.free_vars(x)}
 
 
 def _exact_byte_round_trips(e: E.Expr) -> E.Expr:
@@ -601,9 +600,9 @@ def _exact_byte_round_trips(e: E.Expr) -> E.Expr:
     in the same kernel) dropped: the value is an integer saturated to the byte's range, which the round trip
     leaves as it is, and a byte cast among the floats would size gcc's vectors by the byte."""
     def drop(x: E.Expr) -> E.Expr:
-        if type(x) is E.Cast and x.dtype == "float32" and type(x.a) is E.Cast and x.a.dtype in BYTE_RANGES:
+        if type(x) is E.Cast and x.dtype == "float32" and type(x.a) is E.Cast and x.a.dtype in BYTES:
             found = _saturation(x.a.a)
-            lo, hi = BYTE_RANGES[x.a.dtype]
+            lo, hi = INT_RANGES[x.a.dtype]
             if found and lo <= found[2].value and found[3].value <= hi:
                 return drop(x.a.a)
         return E.map_children(x, drop)
@@ -612,9 +611,7 @@ def _exact_byte_round_trips(e: E.Expr) -> E.Expr:
 
 def _unit_stride(store: Store, var: E.Var) -> bool:
     """Whether `store`'s element moves by one for each step of `var`."""
-    flat = E.Const(0, E.INDEX)
-    for extent, i in zip(store.buffer.shape, store.indices):
-        flat = flat * extent + i
+    flat = flat_index(store.buffer, store.indices)
     step = simplify(E.substitute(flat, {var: var + 1}) - flat)
     return type(step) is E.Const and step.value == 1
 
