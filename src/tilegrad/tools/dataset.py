@@ -3,6 +3,7 @@ measured on this machine, and the training of `MLPCostModel` on them (TenSet's r
 
     python -m tilegrad.tools.dataset generate --db DATASET.db --minutes 30 [--suite zoo] [--per-task N] [--seed S]
     python -m tilegrad.tools.dataset train --db DATASET.db [--suite zoo] [--held-out bert,vgg16] [--out PATH]
+    python -m tilegrad.tools.dataset retest --db DATASET.db [--suite zoo] [--tasks 100] [--minutes M]
 
 Suites: "full" is small torch modules at the shapes of ResNet-50, MobileNetV2, BERT-base/GPT-2, ViT-B/16 and
 DCGAN (convolutions 7x7/3x3/1x1, depthwise 3x3, dense layers, attention's matmuls, softmax, layer norm, pooling,
@@ -22,7 +23,9 @@ never measured again). Records carry the machine's fingerprint, so databases of 
 origin, and holds out a seeded tenth of the suite's models (or those named): every task of a held-out model is
 validated on and never trained on, so the held-out ranking metrics are those of networks the model has not seen.
 The tree model trained on the same split is the baseline. The weights go to `--out` (by default the package's
-pretrained model) with a JSON provenance file beside them.
+pretrained model) with a JSON provenance file beside them. `retest` times a sample of recorded programs again and
+says on what share of pairs the two measurements agree: about the most any model's pairwise accuracy on the
+labels can be.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from torch import nn
 from ..ir.graph import Graph, Node, Value
 from ..tune.cost_model.mlp import LABELS, NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.cost_model.model import labelling_peaks, speed_of
-from ..tune.cost_model.trees import TreeCostModel, ranking_accuracy, top_k_recall
+from ..tune.cost_model.trees import TreeCostModel, pair_counts, ranking_accuracy, top_k_recall
 from ..tune.measure import MeasureInput, Measurer
 from ..tune.model import model_graph
 from ..tune.records import Database, Record, machine_fingerprint
@@ -584,6 +587,60 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
     return provenance
 
 
+# -- retest ------------------------------------------------------------------------------------------------------
+
+WIDE_SPREAD = 2.0  # a task whose recorded programs' 90th and 10th latency percentiles are this far apart
+
+
+def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str = "full", min_programs: int = 4,
+           minutes: float | None = None) -> dict:
+    """Time the recorded programs of up to `tasks` random tasks again (those with at least `min_programs` valid
+    records on this machine; stopping after `minutes` if given) and compare the two orders: the share of each
+    task's pairs that the new timings order as the recorded ones did, pooled as `ranking_accuracy` pools them.
+
+    Two measurements of the same programs agree on no more than that share, so it is what a cost model's pairwise
+    accuracy on these labels can be read against: a perfect model of the programs' speed scores no higher than
+    about it. Tasks whose programs all run within WIDE_SPREAD of each other are reported apart, as their orders
+    are mostly noise. Nothing is written to the database."""
+    loaded = suite_for(db_path, suite)
+    deadline = math.inf if minutes is None else time.monotonic() + 60 * minutes
+    agree = {"all": [0.0, 0], "narrow": [0.0, 0], "wide": [0.0, 0]}
+    ratios, measured = [], 0
+    with Database(db_path) as db, Measurer(seed=seed) as measurer:
+        chosen = [t for t in loaded.tasks if sum(r.valid for r in db.records(t.key)) >= min_programs]
+        random.Random(seed).shuffle(chosen)
+        for task in chosen[:tasks]:
+            if time.monotonic() >= deadline:
+                break
+            space = TaskSpace(task)
+            recorded: dict[Candidate, float] = {}
+            for rec in db.records(task.key):
+                c = space.from_origin(rec.origin)
+                if c is not None and rec.valid:
+                    recorded[c] = min(recorded.get(c, math.inf), rec.latency)
+            if len(recorded) < 2:
+                continue
+            results = measurer.measure([MeasureInput(task, space.trace(c)) for c in recorded])
+            old = np.array(list(recorded.values()))
+            new = np.array([r.latency if r.valid else math.inf for r in results])
+            ok = np.isfinite(new)
+            correct, pairs = pair_counts(1 / new[ok], 1 / old[ok])
+            spread = np.quantile(old, 0.9) / np.quantile(old, 0.1)
+            for kind in ("all", "wide" if spread >= WIDE_SPREAD else "narrow"):
+                agree[kind][0] += correct
+                agree[kind][1] += pairs
+            ratios += list(new[ok] / old[ok])
+            measured += 1
+    share = {k: round(c / p, 4) if p else None for k, (c, p) in agree.items()}
+    return {"machine": machine_fingerprint(), "tasks": measured, "programs": len(ratios),
+            "pairs": agree["all"][1], "agreement": share["all"],
+            "agreement_within_spread": {f"below {WIDE_SPREAD:g}x": share["narrow"],
+                                        f"{WIDE_SPREAD:g}x and above": share["wide"]},
+            "pairs_within_spread": {f"below {WIDE_SPREAD:g}x": agree["narrow"][1],
+                                    f"{WIDE_SPREAD:g}x and above": agree["wide"][1]},
+            "median_new_over_recorded": round(float(np.median(ratios)), 4) if ratios else None}
+
+
 # -- command line ------------------------------------------------------------------------------------------------
 
 
@@ -611,8 +668,17 @@ def main(argv: list[str] | None = None) -> None:
                     help="what the model predicts: the fraction of the roofline, or of the task's best")
     tr.add_argument("--held-out", default=None,
                     help="comma-separated models to validate on and never train on (default: a seeded tenth)")
+    rt = commands.add_parser("retest", help="time recorded programs again: how far two measurements agree")
+    rt.add_argument("--db", required=True)
+    rt.add_argument("--tasks", type=int, default=100, help="random tasks whose programs are timed again")
+    rt.add_argument("--minutes", type=float, default=None, help="stop after this long")
+    rt.add_argument("--seed", type=int, default=0)
+    rt.add_argument("--suite", choices=sorted(SUITES), default="full")
     args = parser.parse_args(argv)
-    if args.command == "generate":
+    if args.command == "retest":
+        print(json.dumps(retest(args.db, tasks=args.tasks, seed=args.seed, suite=args.suite, minutes=args.minutes),
+                         indent=2))
+    elif args.command == "generate":
         n = generate(args.db, args.minutes, per_task=args.per_task, seed=args.seed, suite=args.suite,
                      progress=not args.no_progress, fresh_suite=args.fresh_suite)
         print(f"measured {n} programs into {args.db}")

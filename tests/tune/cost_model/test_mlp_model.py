@@ -175,6 +175,15 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     model.load(out)
     assert model.fitted and model.num_features == 320
 
+    capsys.readouterr()
+    dataset.main(["retest", "--db", str(db), "--suite", "small", "--tasks", "2"])
+    again = json.loads(capsys.readouterr().out)
+    # two tasks' four programs timed again, each task's up to six pairs compared with the recorded order
+    assert again["tasks"] == 2 and again["programs"] == 8 and 0 < again["pairs"] <= 12
+    assert 0 <= again["agreement"] <= 1 and sum(again["pairs_within_spread"].values()) == again["pairs"]
+    with sqlite3.connect(db) as con:  # nothing written
+        assert con.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 4 * tasks
+
 
 def test_a_suite_keeps_its_tasks_without_their_large_weights():
     """A suite of whole models keeps one node per task and no large weight (zeros that take no memory); the

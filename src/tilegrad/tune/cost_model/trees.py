@@ -210,13 +210,13 @@ def ranking_accuracy(model: CostModel, x: np.ndarray, throughput: np.ndarray, gr
     correct = pairs = 0.0
     for key in np.unique(keys):
         rows = np.flatnonzero(keys == key)
-        c, p = _pair_counts(scores[rows], tp[rows])
+        c, p = pair_counts(scores[rows], tp[rows])
         correct += c
         pairs += p
     return correct / pairs if pairs else float("nan")
 
 
-def _pair_counts(scores: np.ndarray, tp: np.ndarray, block: int = 512) -> tuple[float, int]:
+def pair_counts(scores: np.ndarray, tp: np.ndarray, block: int = 512) -> tuple[float, int]:
     """(correctly ordered pairs, ties counting half; pairs with different throughput), in row blocks."""
     correct = 0.0
     pairs = 0
