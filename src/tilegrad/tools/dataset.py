@@ -503,11 +503,7 @@ def _task_rows(db_path: str | Path, tasks: list[Task], peaks) -> tuple[list, lis
             if not records:
                 continue
             space = TaskSpace(task)
-            latency: dict[Candidate, float] = {}
-            for rec in records:
-                c = space.from_origin(rec.origin)
-                if c is not None:
-                    latency[c] = min(latency.get(c, math.inf), rec.latency)
+            latency = _recorded_latencies(space, records)
             if not latency:
                 continue
             x = space.features(list(latency))
@@ -517,6 +513,16 @@ def _task_rows(db_path: str | Path, tasks: list[Task], peaks) -> tuple[list, lis
             tps.append(speed_of(task, np.array(list(latency.values()))[ok], peaks))
             groups += [task.key] * int(ok.sum())
     return xs, tps, groups, dropped
+
+
+def _recorded_latencies(space: TaskSpace, records: list[Record]) -> dict[Candidate, float]:
+    """Each recorded candidate of `space` and its lowest latency among `records` (infinite where it failed)."""
+    latency: dict[Candidate, float] = {}
+    for rec in records:
+        c = space.from_origin(rec.origin)
+        if c is not None:
+            latency[c] = min(latency.get(c, math.inf), rec.latency)
+    return latency
 
 
 def _top1_throughput(model, x: np.ndarray, tp: np.ndarray, groups: np.ndarray) -> float:
@@ -608,16 +614,15 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
     ratios, measured = [], 0
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         chosen = [t for t in loaded.tasks if sum(r.valid for r in db.records(t.key)) >= min_programs]
+        if not chosen:
+            raise ValueError(f"{db_path}: no task of the {suite} suite has {min_programs} valid records on this "
+                             "machine; run `generate` first")
         random.Random(seed).shuffle(chosen)
         for task in chosen[:tasks]:
             if time.monotonic() >= deadline:
                 break
             space = TaskSpace(task)
-            recorded: dict[Candidate, float] = {}
-            for rec in db.records(task.key):
-                c = space.from_origin(rec.origin)
-                if c is not None and rec.valid:
-                    recorded[c] = min(recorded.get(c, math.inf), rec.latency)
+            recorded = {c: t for c, t in _recorded_latencies(space, db.records(task.key)).items() if math.isfinite(t)}
             if len(recorded) < 2:
                 continue
             results = measurer.measure([MeasureInput(task, space.trace(c)) for c in recorded])

@@ -183,6 +183,8 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     assert 0 <= again["agreement"] <= 1 and sum(again["pairs_within_spread"].values()) == again["pairs"]
     with sqlite3.connect(db) as con:  # nothing written
         assert con.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 4 * tasks
+    with pytest.raises(ValueError, match="run `generate` first"):
+        dataset.retest(tmp_path / "empty.db", suite="small")
 
 
 def test_a_suite_keeps_its_tasks_without_their_large_weights():
