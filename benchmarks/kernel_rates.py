@@ -17,6 +17,7 @@ convolution tilegrad runs by Winograd; int8 rows count 2 operations per multiply
     python benchmarks/kernel_rates.py                 # the table
     python benchmarks/kernel_rates.py --json          # one JSON document: {"machine": {...}, "rows": [...]}
     python benchmarks/kernel_rates.py --only conv3x3,gemm --rounds 21 --warm
+    python benchmarks/kernel_rates.py --warm --burst 5   # threads kept awake: the kernel, not the wake-up
 """
 
 from __future__ import annotations
@@ -220,8 +221,10 @@ def _onnxruntime(model: onnx.ModelProto):
     return lambda x: sess.run(None, {"x": x})[0]
 
 
-def measure(case: Case, rounds: int, flush, peaks) -> dict:
-    """Both runtimes on `case`, `rounds` interleaved rounds, each call after `flush`; the row of the table."""
+def measure(case: Case, rounds: int, flush, peaks, burst: int = 0) -> dict:
+    """Both runtimes on `case`, `rounds` interleaved rounds, each call after `flush`; the row of the table. With
+    a `burst`, each turn is one untimed call after `flush` and then `burst` timed calls back to back: the kernel
+    with its threads awake, as a model's neighbouring kernels keep them."""
     compiled = tilegrad.compile(case.model)
     ort = _onnxruntime(case.model)
     contenders = {"tilegrad": lambda: compiled(case.x), "onnxruntime": lambda: ort(case.x)}
@@ -232,9 +235,12 @@ def measure(case: Case, rounds: int, flush, peaks) -> dict:
     for _ in range(rounds):
         for name, call in contenders.items():
             flush()
-            start = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - start)
+            if burst:
+                call()
+            for _ in range(max(burst, 1)):
+                start = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - start)
     ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
     intensity = case.flops / case.bytes
     memory_bound = intensity < peaks.fma_gflops / peaks.bandwidth_gbs
@@ -283,6 +289,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (the median is reported)")
     parser.add_argument("--only", default="", help="comma-separated kinds or name fragments")
     parser.add_argument("--warm", action="store_true", help="no cache flush before each call")
+    parser.add_argument("--burst", type=int, default=0,
+                        help="per turn, one untimed call and then this many timed back to back (threads awake)")
     args = parser.parse_args(argv)
     wanted = [w for w in args.only.split(",") if w]
     chosen = [c for c in cases() if not wanted or any(w == c.kind or w in c.name for w in wanted)]
@@ -292,12 +300,13 @@ def main(argv=None) -> int:
     flush = (lambda: None) if args.warm else Flush()
     rows = []
     for i, case in enumerate(chosen):
-        rows.append(measure(case, args.rounds, flush, peaks))
+        rows.append(measure(case, args.rounds, flush, peaks, args.burst))
         if not args.json:
             print(f"[{i + 1}/{len(chosen)}] {case.name}", file=sys.stderr)
     _int8_against_float32(rows)
     if args.json:
-        print(json.dumps({"machine": dataclasses.asdict(peaks), "cold": not args.warm, "rows": rows}))
+        print(json.dumps({"machine": dataclasses.asdict(peaks), "cold": not args.warm, "burst": args.burst,
+                          "rows": rows}))
     else:
         print(_table(rows, peaks))
     return 0

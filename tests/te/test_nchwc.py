@@ -66,6 +66,31 @@ def test_layout_transforms_round_trip_with_zero_padded_lanes():
 
 
 
+@settings(max_examples=12, deadline=None)
+@given(channels=st.integers(1, 40), width=st.integers(1, 37), block=st.sampled_from([4, 8, 16]),
+       dtype=st.sampled_from(["float32", "uint8"]))
+def test_compiled_layout_copies_equal_numpys_for_any_channels_and_width(channels, width, block, dtype):
+    """The copies in and out of the blocked layout, tiled in squares of pixels x a block's channels, on every
+    tail: channels that are not whole blocks, rows that are not whole vectors."""
+    xv = RNG.integers(0, 255, (2, channels, 3, width)).astype(dtype)
+    x = te.placeholder(xv.shape, name="X", dtype=dtype)
+    blocked = _compiled(nchwc.to_blocked(x, block), [x], [xv])
+    np.testing.assert_array_equal(blocked, block_array(xv, block))
+    b = te.placeholder(blocked.shape, name="B", dtype=dtype)
+    np.testing.assert_array_equal(_compiled(nchwc.from_blocked(b, channels), [b], [blocked]), xv)
+
+
+def test_layout_copies_unroll_a_blocks_channels_inside_a_vector_of_pixels():
+    """Both sides then move whole vectors: a vector along the channels or along the pixels alone touches one
+    element per cache line of the other side."""
+    x = te.placeholder((1, 20, 5, 19), name="X")
+    text = str(default_schedule(nchwc.to_blocked(x, 8), Target.with_lanes(8)).trace)
+    assert "reorder(to_blocked, order=[n, cb, h, w_0, w_1, ci])" in text and "unroll(to_blocked.ci)" in text
+    b = te.placeholder((1, 3, 5, 19, 8), name="B")
+    text = str(default_schedule(nchwc.from_blocked(b, 20), Target.with_lanes(8)).trace)
+    assert "reorder(from_blocked, order=[n, c_0, h, w_0, w_1, c_1])" in text and "unroll(from_blocked.c_1)" in text
+
+
 @pytest.mark.parametrize("channels,inner,block", [(11, 4, 8), (20, 8, 16), (20, 16, 8), (16, 16, 8), (4, 16, 8)])
 def test_reblock_equals_unblocking_then_blocking_and_zeroes_the_lanes_past_the_channels(channels, inner, block):
     """The padding lanes of the input hold garbage (an element-wise op need not keep them zero); the output's are

@@ -37,7 +37,8 @@ Taps = tuple[tuple[int, int], tuple[int, int]]
 
 
 def to_blocked(x: te.Tensor, block: int, name: str = "to_blocked") -> te.Tensor:
-    """x (N, C, H, W) as (N, ceil(C / block), H, W, block), the channels past C zero."""
+    """x (N, C, H, W) as (N, ceil(C / block), H, W, block), the channels past C zero. Its attrs name the block
+    it transposes with the pixels (`transpose_block`: schedule/defaults.py tiles such a copy in squares)."""
     if x.ndim != 4:
         raise ShapeError(f"to_blocked: {x.name} must be (N, C, H, W), got shape {x.shape}")
     if block < 1:
@@ -52,7 +53,7 @@ def to_blocked(x: te.Tensor, block: int, name: str = "to_blocked") -> te.Tensor:
         return E.select(c < channels, x[n, E.minimum(c, channels - 1), h, w], zero)
 
     return te.compute((n, -(-channels // block), height, width, block), body, name=name, tag="injective",
-                      attrs={"block": block})
+                      attrs={"block": block, "transpose_block": block})
 
 
 def from_blocked(x: te.Tensor, channels: int, name: str = "from_blocked") -> te.Tensor:
@@ -63,7 +64,7 @@ def from_blocked(x: te.Tensor, channels: int, name: str = "from_blocked") -> te.
     if not (blocks - 1) * block < channels <= blocks * block:
         raise ShapeError(f"from_blocked: {channels} channels do not fill the last of {blocks} blocks of {block}")
     return te.compute((n, channels, height, width), lambda n, c, h, w: x[n, c // block, h, w, c % block],
-                      name=name, tag="injective", attrs={"channels": channels})
+                      name=name, tag="injective", attrs={"channels": channels, "transpose_block": block})
 
 
 def reblock(x: te.Tensor, block: int, channels: int, name: str = "reblock") -> te.Tensor:
