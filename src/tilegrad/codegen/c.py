@@ -14,6 +14,7 @@ import math
 
 from ..dtype import INT_RANGES, is_unsigned, itemsize
 from ..loop.dot4 import flat_index
+from ..loop.transpose import TILES
 from ..loop.prefetch import PREFETCH, PREFETCH_L2
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
 from ..te import expr as E
@@ -174,6 +175,29 @@ static inline uint16_t tg_float_to_bf16(float f) {
 #endif
 """
 
+TRANSPOSES = """\
+#ifndef TG_TRANSPOSES
+#define TG_TRANSPOSES
+/* out[r * so + c] = in[r + c * si] for r, c < T, elements of the type's size (loop/transpose.py): the tile's
+   rows of the input copied whole into a square on the stack, then each row of the output written whole, a vector
+   along c whose T elements of each lane gcc gathers from the square by permutes (an interleaved group). */
+#define TG_TRANSPOSE(NAME, TYPE, T) \\
+static inline void NAME(void* restrict to, const void* restrict from, int64_t so, int64_t si) { \\
+  TYPE* restrict out = (TYPE*)to; const TYPE* restrict in = (const TYPE*)from; \\
+  TYPE square[T * T] __attribute__((aligned(64))); \\
+  for (int c = 0; c < T; ++c) { \\
+    _Pragma("omp simd") for (int r = 0; r < T; ++r) square[c * T + r] = in[c * si + r]; \\
+  } \\
+  _Pragma("omp simd") for (int c = 0; c < T; ++c) { \\
+    _Pragma("GCC unroll 16") for (int r = 0; r < T; ++r) out[r * so + c] = square[c * T + r]; \\
+  } \\
+}
+TG_TRANSPOSE(tg_transpose_1x16, uint8_t, 16)
+TG_TRANSPOSE(tg_transpose_4x8, uint32_t, 8)
+TG_TRANSPOSE(tg_transpose_4x16, uint32_t, 16)
+#endif
+"""
+
 NARROW_LANES = 16  # floats narrowed to bytes per helper call (`tg_narrow_*`, in DOT4's text)
 BYTES = ("uint8", "int8")
 
@@ -326,8 +350,10 @@ class CRenderer(Renderer):
     promoted = ("int8", "uint8", "int16", "uint16")
     intrinsics = {PREFETCH: "__builtin_prefetch", PREFETCH_L2: "tg_prefetch_l2",
                   **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
-                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}, "dot4t_u8s8x16": "tg_dot4t_u8s8x16"}
-    intrinsic_helpers = DOT4
+                     for kind in ("u8s8", "u8s7") for lanes in (8, 16)}, "dot4t_u8s8x16": "tg_dot4t_u8s8x16",
+                  **{f"transpose_{size}x{side}": f"tg_transpose_{size}x{side}"
+                     for size, sides in TILES.items() for side in sides}}
+    intrinsic_helpers = DOT4 + TRANSPOSES
     prefetches_streams = True
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",

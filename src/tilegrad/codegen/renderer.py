@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dtype import is_unsigned
 from ..loop.dot4 import use_dot4
+from ..loop.transpose import use_transposes
 from ..loop.prefetch import PREFETCHES, prefetch_streams
 from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, walk
 from ..loop.tails import version_tails
@@ -67,7 +68,7 @@ class Renderer:
         if self.versions_tails:
             k = version_tails(k)
         if self.intrinsics:
-            k = use_dot4(k)
+            k = use_transposes(use_dot4(k))
         if self.prefetches_streams:
             k = prefetch_streams(k)
         self._lines: list[str] = []
@@ -146,7 +147,8 @@ class Renderer:
                 self._emit(ind, self.barrier)
         elif isinstance(s, Intrinsic):
             self._uses_intrinsics |= s.name not in PREFETCHES
-            args = ", ".join(f"&{b.name}[{self._flat(b, idx)}]" for b, idx in s.operands)
+            args = ", ".join([f"&{b.name}[{self._flat(b, idx)}]" for b, idx in s.operands]
+                             + [self.expr(v) for v in s.values])
             self._emit(ind, f"{self.intrinsics[s.name]}({args});")
         else:
             raise TypeError(f"no C rendering for {type(s).__name__}")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ..te import expr as E
 from ..te.simplify import simplify
-from .ir import Allocate, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store
+from .ir import For, Intrinsic, Kernel, Store, rewrite_nests
 
 GROUP = 4
 LANES = (8, 16)  # the int32 columns one intrinsic call covers
@@ -41,28 +41,8 @@ TRANSPOSED_LANES = (16,)  # those of the transposed form (below)
 
 def use_dot4(k: Kernel) -> Kernel:
     """`k` with each int8 dot-product nest given to the intrinsic; `k` itself when there is none."""
-    body = _rewrite(k.body)
+    body = rewrite_nests(k.body, _dot4)
     return k if body is k.body else Kernel(k.name, k.params, body, k.dims)
-
-
-def _rewrite(s: Stmt) -> Stmt:
-    if isinstance(s, For):
-        found = _dot4(s)
-        if found is not None:
-            return found
-        body = _rewrite(s.body)
-        return s if body is s.body else For(s.var, s.extent, s.kind, body, s.unroll_if)
-    if isinstance(s, Seq):
-        stmts = tuple(_rewrite(x) for x in s.stmts)
-        return s if all(a is b for a, b in zip(stmts, s.stmts)) else Seq(stmts)
-    if isinstance(s, IfThenElse):
-        then = _rewrite(s.then)
-        orelse = None if s.orelse is None else _rewrite(s.orelse)
-        return s if then is s.then and orelse is s.orelse else IfThenElse(s.cond, then, orelse)
-    if isinstance(s, Allocate):
-        body = _rewrite(s.body)
-        return s if body is s.body else Allocate(s.buffer, body)
-    return s
 
 
 def _dot4(s: For) -> Intrinsic | None:
@@ -88,13 +68,13 @@ def _dot4(s: For) -> Intrinsic | None:
     a, w = loads
     lanes = s.extent.value
     name = f"dot4_{kind}x{lanes}"
-    if kind == "u8s8" and lanes in TRANSPOSED_LANES and _strides(a.buffer, a.indices, j, g) == [1, lanes]:
+    if kind == "u8s8" and lanes in TRANSPOSED_LANES and strides(a.buffer, a.indices, j, g) == [1, lanes]:
         name, a_steps = f"dot4t_{kind}x{lanes}", (1, lanes)  # a's group values a vector apart
     else:
         a_steps = (0, step)
     operands = ((store.buffer, store.indices, 1, 0), (a.buffer, a.indices, *a_steps),
                 (w.buffer, w.indices, GROUP, step))
-    if not all(_strides(b, idx, j, g) == [sj, sg] for b, idx, sj, sg in operands):
+    if not all(strides(b, idx, j, g) == [sj, sg] for b, idx, sj, sg in operands):
         return None
     zero = {j: E.Const(0, j.dtype), g: E.Const(0, g.dtype)}
     return Intrinsic(name, tuple((b, tuple(simplify(E.substitute(i, zero)) for i in idx)) for b, idx, _, _ in operands))
@@ -146,7 +126,7 @@ def _widened(e: E.Expr, dtype: str) -> E.Load | None:
     return None
 
 
-def _strides(buffer, indices, j: E.Var, g: E.Var) -> list[int | None]:
+def strides(buffer, indices, j: E.Var, g: E.Var) -> list[int | None]:
     """How far the flat (row-major) element moves for one step of j and of g: constants, or None."""
     flat = flat_index(buffer, indices)
     steps = []

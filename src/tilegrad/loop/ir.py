@@ -83,12 +83,14 @@ class Barrier(Stmt):
 @dataclasses.dataclass(frozen=True)
 class Intrinsic(Stmt):
     """A call of an instruction the target has and the loops do not say: `name` (a renderer spells it, from its
-    `intrinsics` table) on the addresses of buffer elements (`operands`: buffer and indices each). Made by
-    target lowering just before rendering (loop/dot4.py), never by lowering a schedule, so the loop IR that
-    features and bounds read keeps the plain loops."""
+    `intrinsics` table) on the addresses of buffer elements (`operands`: buffer and indices each), then on
+    `values` (strides, as integers). Made by target lowering just before rendering (loop/dot4.py,
+    loop/transpose.py), never by lowering a schedule, so the loop IR that features and bounds read keeps the
+    plain loops."""
 
     name: str
     operands: tuple[tuple[Buffer, tuple[E.Expr, ...]], ...]
+    values: tuple[E.Expr, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +128,28 @@ def walk(s: Stmt):
         yield from walk(s.then)
         if s.orelse is not None:
             yield from walk(s.orelse)
+
+
+def rewrite_nests(s: Stmt, replace) -> Stmt:
+    """`s` with each loop nest for which `replace(loop)` gives a statement replaced by it (outermost first; a
+    replaced nest is not looked into); `s` itself when nothing was replaced."""
+    if isinstance(s, For):
+        found = replace(s)
+        if found is not None:
+            return found
+        body = rewrite_nests(s.body, replace)
+        return s if body is s.body else For(s.var, s.extent, s.kind, body, s.unroll_if)
+    if isinstance(s, Seq):
+        stmts = tuple(rewrite_nests(x, replace) for x in s.stmts)
+        return s if all(a is b for a, b in zip(stmts, s.stmts)) else Seq(stmts)
+    if isinstance(s, IfThenElse):
+        then = rewrite_nests(s.then, replace)
+        orelse = None if s.orelse is None else rewrite_nests(s.orelse, replace)
+        return s if then is s.then and orelse is s.orelse else IfThenElse(s.cond, then, orelse)
+    if isinstance(s, Allocate):
+        body = rewrite_nests(s.body, replace)
+        return s if body is s.body else Allocate(s.buffer, body)
+    return s
 
 
 def has_parallel(s: Stmt) -> bool:

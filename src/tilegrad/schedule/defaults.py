@@ -146,6 +146,10 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
     if not reduce and block in TRANSPOSED_BLOCKS:
         _transpose_in_squares(sch, s, spatial, block, target)
         return
+    moved = None if reduce else _moved_axes(sch, s, target)
+    if moved is not None:
+        _transpose_in_tiles(sch, s, spatial, *moved, target)
+        return
     inner = spatial[-1]
     if not reduce and len(spatial) > 1 and extent(s, inner) <= FEW_INNER < extent(s, spatial[-2]):
         _vectorize_around_few(sch, s, spatial, target)
@@ -200,6 +204,40 @@ def _transpose_in_squares(sch: Schedule, s: Stage, spatial: list, block: int, ta
         cb, ci = sch.split(s.name, c, block)
         spatial = [n, cb, h, w, ci]
     _vectorize_around_few(sch, s, spatial, target)
+
+
+# The square tiles a transposing copy is lowered in (loop/transpose.py's helpers), by the element's bytes: 16
+# bytes are one SSE vector a row; 8 or 16 four-byte elements an AVX2 or AVX-512 vector.
+TRANSPOSE_TILES = {1: (16,), 4: (8, 16)}
+
+
+def _moved_axes(sch: Schedule, s: Stage, target: Target) -> tuple[str, str, int] | None:
+    """(r, c, T) of a copy that moves an axis: c the output's innermost axis, r the one the input's innermost
+    index is, both at least a tile `T` long (loop/transpose.py's sides for the element's size); else None."""
+    body, names = s.op.body, [a.name for a in s.op.axes]
+    inlined = {id(st.tensor) for st in sch.state.stages if st.attach == "inline"}
+    if type(body) is not E.Load or id(body.buffer) in inlined or body.buffer.dtype != s.tensor.dtype:
+        return None
+    last, c = body.indices[-1], names[-1] if names else None
+    if type(last) is not E.Var or last.name not in names or last.name == c:
+        return None
+    if not any(c in {v.name for v in E.free_vars(i)} for i in body.indices):
+        return None
+    size = itemsize(s.tensor.dtype)
+    side = max([t for t in TRANSPOSE_TILES.get(size, ()) if t * size <= target.vector_lanes * 4], default=0)
+    return (last.name, c, side) if side and min(extent(s, last.name), extent(s, c)) >= side else None
+
+
+def _transpose_in_tiles(sch: Schedule, s: Stage, spatial: list, r: str, c: str, side: int, target: Target) -> None:
+    """A copy that moves axis `r` (the input's contiguous one) past `c` (the output's), in squares of `side` x
+    `side` elements that the target lowering gives to a transposing helper (loop/transpose.py); a vector along
+    `c` in the partial squares at the edges."""
+    r0, r1 = sch.split(s.name, r, side)
+    c0, c1 = sch.split(s.name, c, side)
+    outer = [a for a in spatial if a not in (r, c)] + [r0, c0]
+    sch.reorder(s.name, *outer, r1, c1)
+    parallel_outer(sch, s, outer, target, side * side)
+    sch.vectorize(s.name, c1)
 
 
 CALL_READS = 8  # a transcendental function (tanh, exp, erf) costs about as much as this many reads

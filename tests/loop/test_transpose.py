@@ -1,0 +1,70 @@
+"""The transposing copy's lowering (loop/transpose.py) and its schedule (schedule/defaults.py): a copy that moves
+an axis runs in squares, each full square one call of the helper for its element size, the partial squares at
+the edges plain loops, and every form equals NumPy's transpose on shapes with tails on both axes."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilegrad import te
+from tilegrad.kernel import build, lower_kernel, render_kernel
+from tilegrad.loop.ir import For, Intrinsic, Store, walk
+from tilegrad.loop.tails import version_tails
+from tilegrad.loop.transpose import use_transposes
+from tilegrad.schedule.defaults import default_schedule
+from tilegrad.target import Target
+
+RNG = np.random.default_rng(0)
+
+
+def _channels_last(x: te.Tensor) -> te.Tensor:
+    n, c, h, w = x.shape
+    return te.compute((n, h, w, c), lambda n, h, w, c: x[n, c, h, w], name="nhwc", tag="injective")
+
+
+def _channels_first(x: te.Tensor) -> te.Tensor:
+    n, h, w, c = x.shape
+    return te.compute((n, c, h, w), lambda n, c, h, w: x[n, h, w, c], name="nchw", tag="injective")
+
+
+@settings(max_examples=12, deadline=None)
+@given(channels=st.integers(1, 40), width=st.integers(1, 40), dtype=st.sampled_from(["float32", "uint8", "int32"]),
+       first=st.booleans())
+def test_compiled_transposes_equal_numpys_on_every_tail(channels, width, dtype, first):
+    shape = (2, 3, width, channels) if first else (2, channels, 3, width)
+    xv = RNG.integers(0, 255, shape).astype(dtype)
+    x = te.placeholder(shape, dtype, "x")
+    out = (_channels_first if first else _channels_last)(x)
+    got = build(default_schedule(out), args=[x, out]).run(xv)
+    np.testing.assert_array_equal(got, xv.transpose((0, 3, 1, 2) if first else (0, 2, 3, 1)))
+
+
+def _calls_and_loops(dtype: str, lanes: int):
+    x = te.placeholder((1, 40, 3, 37), dtype, "x")
+    kernel = lower_kernel(([x], [_channels_last(x)]), target=Target.with_lanes(lanes))
+    lowered = use_transposes(version_tails(kernel))  # as the renderer does: full squares apart from the edges
+    calls = [s for s in walk(lowered.body) if isinstance(s, Intrinsic)]
+    stores = [s for s in walk(lowered.body) if isinstance(s, Store)]
+    return kernel, calls, stores
+
+
+def test_full_squares_become_calls_of_the_helper_for_their_element_size():
+    """40 channels x 37 pixels: 2 x 2 full squares of 16, the partial ones at the edges left as loops."""
+    for dtype, lanes, name in [("float32", 16, "transpose_4x16"), ("float32", 8, "transpose_4x8"),
+                               ("uint8", 16, "transpose_1x16"), ("uint8", 8, "transpose_1x16")]:
+        kernel, calls, stores = _calls_and_loops(dtype, lanes)
+        assert calls and {c.name for c in calls} == {name}, (dtype, lanes)
+        assert [b.name for b, _ in calls[0].operands] == ["nhwc", "x"]
+        assert stores, "the partial squares keep their loops"
+    source = render_kernel(kernel, Target.with_lanes(8))
+    assert "tg_transpose_1x16(&nhwc[" in source and source.count("#define TG_TRANSPOSES") == 1
+
+
+def test_a_copy_that_moves_no_axis_is_left_alone():
+    x = te.placeholder((4, 40, 37), "float32", "x")
+    copy = te.compute(x.shape, lambda a, b, c: x[a, b, c] * 2.0, name="twice", tag="injective")
+    kernel = lower_kernel(([x], [copy]), target=Target.with_lanes(16))
+    assert use_transposes(kernel) is kernel
+    assert any(isinstance(s, For) for s in walk(kernel.body))
