@@ -21,7 +21,8 @@ from tilegrad.te import expr as E
 from tilegrad.te.evaluate import evaluate
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.te import nn
-from tilegrad.te.nn.nchwc import depthwise_conv2d_nchwc
+from tilegrad.te.interpret import interpret
+from tilegrad.te.nn.nchwc import conv2d_nchwc, depthwise_conv2d_nchwc
 
 
 def _matmul(m: int, n: int, k: int):
@@ -252,3 +253,30 @@ def test_the_first_failing_index_of_a_tile_check(c, d, bound, strict):
     holds = (lambda v: v * c + d < bound) if strict else (lambda v: v * c + d <= bound)
     want = next(v for v in range(0, 1000) if not holds(v))
     assert max(0, evaluate(first, {"n": bound})) == want
+
+
+def _tap_row_tests(kernel: Kernel) -> list[IfThenElse]:
+    """The tests of a tap row loop's body that skip it (no else) in the versioned kernel."""
+    return [s.body for s in walk(version_tails(kernel).body)
+            if isinstance(s, For) and s.var.name.startswith("ry") and isinstance(s.body, IfThenElse)
+            and s.body.orelse is None]
+
+
+def test_a_dilated_windows_tap_rows_in_the_padding_are_skipped():
+    """A dilated convolution's tap row that falls in the padding adds only zeros: its loop body runs under a test
+    of the row (no else), without the select where it holds; an undilated window has no such test. The numbers
+    equal the plain convolution's."""
+    x, w = te.placeholder((1, 2, 9, 12, 8), name="X"), te.placeholder((2, 16, 3, 3, 8), name="W")
+    dilated, plain = conv2d_nchwc(x, w, 1, 2, 2), conv2d_nchwc(x, w, 1, 1, 1)
+    tests = _tap_row_tests(lower_kernel(([x, w], [dilated])))
+    assert tests and not any(isinstance(s, Store) and type(s.value.b) is E.Select
+                             for t in tests for s in walk(t.then))
+    assert not _tap_row_tests(lower_kernel(([x, w], [plain])))
+    xv, wv = (np.random.default_rng(0).standard_normal(t.shape).astype("float32") for t in (x, w))
+    got = build(default_schedule(dilated), args=[x, w, dilated]).run(xv, wv)
+    x4 = te.placeholder((1, 16, 9, 12), name="X4")
+    w4 = te.placeholder((16, 16, 3, 3), name="W4")
+    xs = xv.transpose(0, 1, 4, 2, 3).reshape(1, 16, 9, 12)
+    ws = wv.transpose(0, 4, 1, 2, 3).reshape(16, 16, 3, 3)
+    want = interpret(nn.conv2d(x4, w4, 1, 2, 2), {"X4": xs, "W4": ws})
+    np.testing.assert_allclose(got.transpose(0, 1, 4, 2, 3).reshape(want.shape), want, rtol=1e-4, atol=1e-4)

@@ -40,10 +40,11 @@ def version_tails(k: Kernel) -> Kernel:
     check per tile and per row (see the module docstring)."""
     plan: dict[int, dict] = {}  # id(For) -> {guard atom: (the atom at the tile's worst corner, at its best)}
     selects: dict[int, dict] = {}  # the same for the conditions of selects in stored values
-    _plan(k.body, [], plan, selects)
+    taps: dict[int, set] = {}  # id(For) -> the selects' atoms tested again per iteration of that tap loop
+    _plan(k.body, [], plan, selects, taps)
     plan, selects = ({loop: {a: c for a, c in atoms.items() if c is not None} for loop, atoms in p.items()}
                      for p in (plan, selects))
-    body = _clamp(_rewrite(k.body, plan, selects) if plan or selects else k.body)
+    body = _clamp(_rewrite(k.body, plan, selects, taps) if plan or selects else k.body)
     return k if body == k.body else dataclasses.replace(k, body=body)
 
 
@@ -53,24 +54,49 @@ def _atoms(cond: E.Expr) -> list[E.Expr]:
     return [cond]
 
 
-def _plan(s: Stmt, loops: list[For], plan: dict, selects: dict) -> None:
+def _plan(s: Stmt, loops: list[For], plan: dict, selects: dict, taps: dict) -> None:
     if isinstance(s, For):
-        _plan(s.body, loops + [s], plan, selects)
+        _plan(s.body, loops + [s], plan, selects, taps)
     elif isinstance(s, Seq):
         for x in s.stmts:
-            _plan(x, loops, plan, selects)
+            _plan(x, loops, plan, selects, taps)
     elif isinstance(s, Allocate):
-        _plan(s.body, loops, plan, selects)
+        _plan(s.body, loops, plan, selects, taps)
     elif isinstance(s, IfThenElse):
         if s.orelse is None:
             for atom in _atoms(s.cond):
                 _place(plan, atom, _hoist(atom, loops, innermost=True))
-        _plan(s.then, loops, plan, selects)
+        _plan(s.then, loops, plan, selects, taps)
         if s.orelse is not None:
-            _plan(s.orelse, loops, plan, selects)
+            _plan(s.orelse, loops, plan, selects, taps)
     elif isinstance(s, Store):
         for atom in _select_atoms(s.value):
             _place(selects, atom, _hoist(atom, loops, innermost=False))
+            loop = _tap_loop(atom, loops, s)
+            if loop is not None:
+                taps.setdefault(id(loop), set()).add(atom)
+
+
+def _tap_loop(atom: E.Expr, loops: list[For], store: Store) -> For | None:
+    """The serial loop, inside the outermost one `atom` reads, where `atom` reads its last loop, if `store` adds
+    nothing when the atom fails (an accumulation of a product with a select on it: a dilated window's tap row
+    in the padding); else None. There the tap is skipped where the atom fails and read without the select where
+    it holds."""
+    names = {v.name for v in E.free_vars(atom)}
+    depths = [d for d, lp in enumerate(loops) if lp.var.name in names]
+    if len(depths) < 2 or loops[depths[-1]].kind != "serial" or not _adds_nothing(store, {atom}):
+        return None
+    return loops[depths[-1]]
+
+
+def _adds_nothing(store: Store, failing: set[E.Expr]) -> bool:
+    """Whether `store` is `acc = acc + select(c, a * b, 0)` with an atom of `failing` in c: a tap whose whole
+    product is tested (te/nn/nchwc.py's `_tap_row`), not a read in place of one operand (a depthwise
+    convolution's or a pool's padding), whose windows are too small to pay for a test per tap row."""
+    v = store.value
+    return (type(v) is E.Add and type(v.a) is E.Load and v.a.buffer is store.buffer
+            and v.a.indices == store.indices and type(v.b) is E.Select and type(v.b.t) is E.Mul
+            and type(v.b.f) is E.Const and v.b.f.value == 0 and bool(failing & set(_atoms(v.b.cond))))
 
 
 def _place(plan: dict, atom: E.Expr, placed) -> None:
@@ -128,9 +154,12 @@ def _hoist(atom: E.Expr, loops: list[For], innermost: bool) -> tuple[For, tuple[
     return loops[at], (whole, some)
 
 
-def _rewrite(s: Stmt, plan: dict, selects: dict) -> Stmt:
+def _rewrite(s: Stmt, plan: dict, selects: dict, taps: dict) -> Stmt:
     if isinstance(s, For):
-        body = _rewrite(s.body, plan, selects)
+        body = _rewrite(s.body, plan, selects, taps)
+        tested = taps.get(id(s))
+        if tested:
+            body = IfThenElse(E.all_of(sorted(tested, key=str)), _strip_selects(body, tested))
         atoms = plan.get(id(s))
         if atoms:
             body = _last_tile_known(_version(body, atoms), s)
@@ -142,12 +171,12 @@ def _rewrite(s: Stmt, plan: dict, selects: dict) -> Stmt:
             body = IfThenElse(whole, _strip_selects(body, set(padding)), body)
         return _split_at_partial_tiles(dataclasses.replace(s, body=body))
     if isinstance(s, Seq):
-        return seq(_rewrite(x, plan, selects) for x in s.stmts)
+        return seq(_rewrite(x, plan, selects, taps) for x in s.stmts)
     if isinstance(s, Allocate):
-        return dataclasses.replace(s, body=_rewrite(s.body, plan, selects))
+        return dataclasses.replace(s, body=_rewrite(s.body, plan, selects, taps))
     if isinstance(s, IfThenElse):
-        orelse = None if s.orelse is None else _rewrite(s.orelse, plan, selects)
-        return dataclasses.replace(s, then=_rewrite(s.then, plan, selects), orelse=orelse)
+        orelse = None if s.orelse is None else _rewrite(s.orelse, plan, selects, taps)
+        return dataclasses.replace(s, then=_rewrite(s.then, plan, selects, taps), orelse=orelse)
     return s
 
 

@@ -123,15 +123,16 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
         def body(n, cb, h, w, ci):
             y, z = win.padded_taps((h, w), (ry, rx))
             first = rcb if groups is None else groups.start_block(cb, inner) + rcb
-            return te.sum(xp[n, first, y, z, rci] * wpack[cb, rcb * inner + rci, ry + y0, rx + x0, ci],
-                          axis=[rcb, rci, ry, rx])
+            product = xp[n, first, y, z, rci] * wpack[cb, rcb * inner + rci, ry + y0, rx + x0, ci]
+            return te.sum(_tap_row(win, x.shape[2], y, product), axis=[rcb, rci, ry, rx])
     else:
         rc = te.reduce_axis(in_channels, "rc")
 
         def body(n, cb, h, w, ci):
             y, z = win.padded_taps((h, w), (ry, rx))
             channel = rc if groups is None else groups.start(cb) + rc
-            return te.sum(xp[n, channel, y, z] * wpack[cb, rc, ry + y0, rx + x0, ci], axis=[rc, ry, rx])
+            product = xp[n, channel, y, z] * wpack[cb, rc, ry + y0, rx + x0, ci]
+            return te.sum(_tap_row(win, x.shape[2], y, product), axis=[rc, ry, rx])
 
     attrs = {**win.attrs(), "kernel": (kh, kw), "block": block}
     acc_name = name if bias is None else f"{name}_acc"
@@ -141,6 +142,16 @@ def conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, dilation=1
         out = te.compute((x.shape[0], blocks, *win.out_sizes, block), body, name=acc_name, tag="conv2d_nchwc",
                          attrs=attrs)
     return _add_bias(out, bias, name, "conv2d_nchwc", attrs)
+
+
+def _tap_row(win: Window, height: int, y: E.Expr, product: E.Expr) -> E.Expr:
+    """A tap's `product`, read from row `y` of the padded input, under a test that the row lies in the input
+    where the window is dilated: a dilated tap row in the padding multiplies zeros for many output rows, and the
+    test lets loop/tails.py skip such a tap row whole (ONNX Runtime's kernel skips them too)."""
+    (top, _), _ = win.stage_pads
+    if win.dilation[0] == 1 or top == 0:
+        return product
+    return E.select((y >= top) & (y < top + height), product, E.const(0, product.dtype))
 
 
 def pointwise(attrs: dict) -> bool:
