@@ -20,6 +20,10 @@ columns'), so that an interior tile of an interior row runs its whole accumulati
 the guarded tile's accumulators on the stack and read through masked loads, depending on the last tile's size
 (docs/benchmarks.md, "Machine A, seventeenth session").
 
+A convolution's tap whose whole product is tested (a dilated window's tap row, te/nn/nchwc.py's `_tap_row`) is
+also versioned at the tap loop, the last its test reads: skipped where the tap row lies in the padding (it adds
+zeros), run without the test where it does not, so that the edge rows' guarded copy multiplies no padded row.
+
 Code generation only: feature formulas and the cost model see the kernel as lowered, one version of each tile.
 """
 
@@ -79,9 +83,9 @@ def _plan(s: Stmt, loops: list[For], plan: dict, selects: dict, taps: dict) -> N
 
 def _tap_loop(atom: E.Expr, loops: list[For], store: Store) -> For | None:
     """The serial loop, inside the outermost one `atom` reads, where `atom` reads its last loop, if `store` adds
-    nothing when the atom fails (an accumulation of a product with a select on it: a dilated window's tap row
-    in the padding); else None. There the tap is skipped where the atom fails and read without the select where
-    it holds."""
+    nothing when the atom fails (an accumulation of a tested product: a dilated window's tap row in the
+    padding); else None. There the tap is skipped where the atom fails and read without the test where it
+    holds."""
     names = {v.name for v in E.free_vars(atom)}
     depths = [d for d, lp in enumerate(loops) if lp.var.name in names]
     if len(depths) < 2 or loops[depths[-1]].kind != "serial" or not _adds_nothing(store, {atom}):
