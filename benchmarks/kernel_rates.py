@@ -292,6 +292,8 @@ def main(argv=None) -> int:
     parser.add_argument("--burst", type=int, default=0,
                         help="per turn, one untimed call and then this many timed back to back (threads awake)")
     args = parser.parse_args(argv)
+    if args.burst < 0:
+        parser.error(f"--burst takes a count of calls, 0 or more, got {args.burst}")
     wanted = [w for w in args.only.split(",") if w]
     chosen = [c for c in cases() if not wanted or any(w == c.kind or w in c.name for w in wanted)]
     if not chosen:
