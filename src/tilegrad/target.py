@@ -24,6 +24,7 @@ class Target:
     cores: int = 1
     cache_line_bytes: int = 64
     l1d_bytes: int = 32 * 1024
+    l1d_ways: int = 8  # associativity: lines l1d_bytes / l1d_ways apart share a set
     l2_bytes: int = 512 * 1024
     l3_bytes: int = 16 * 1024 * 1024
     min_parallel_work: int = 1 << 14  # elements below which threads cost more than they give
@@ -87,6 +88,7 @@ def host() -> Target:
     caches = _cache_sizes()
     return Target(model=model, vendor=vendor, flags=flags, vector_bits=vector_bits, cores=os.cpu_count() or 1,
                   cache_line_bytes=caches.get("line", 64), l1d_bytes=caches.get("L1d", 32 * 1024),
+                  l1d_ways=caches.get("L1d_ways", 8),
                   l2_bytes=caches.get("L2", 512 * 1024), l3_bytes=caches.get("L3", 16 * 1024 * 1024))
 
 
@@ -154,10 +156,11 @@ def _cpuinfo() -> tuple[str, str, frozenset[str]]:
     return model or platform.processor() or platform.machine(), vendor, flags
 
 
-def _cache_sizes() -> dict[str, int]:
-    """Per-core cache sizes in bytes from sysfs (cpu0), keyed L1d, L2, L3, and the line size."""
+def _cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[str, int]:
+    """Per-core cache sizes in bytes from sysfs (cpu0), keyed L1d, L2, L3, the line size and the L1 data cache's
+    ways (L1d_ways)."""
     sizes: dict[str, int] = {}
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+    for index in sorted(root.glob("index*")):
         try:
             level = (index / "level").read_text().strip()
             kind = (index / "type").read_text().strip()
@@ -168,7 +171,17 @@ def _cache_sizes() -> dict[str, int]:
         if kind in ("Data", "Unified"):
             sizes[f"L{level}" + ("d" if level == "1" else "")] = size
             sizes.setdefault("line", line)
+            if level == "1":
+                sizes.update(_ways(index))
     return sizes
+
+
+def _ways(index: Path) -> dict[str, int]:
+    try:
+        ways = int((index / "ways_of_associativity").read_text().strip())
+    except (OSError, ValueError):
+        return {}
+    return {"L1d_ways": ways} if ways > 0 else {}
 
 
 def _bytes(text: str) -> int:

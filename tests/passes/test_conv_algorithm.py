@@ -17,7 +17,8 @@ from tilegrad.frontend.onnx import import_onnx
 from tilegrad.ir.graph import GraphBuilder
 from tilegrad.ir.interpret import run_reference
 from tilegrad.passes import optimize
-from tilegrad.passes.conv_algorithm import conv_algorithm, matmul_panel, matmul_tile_rows, winograd_block
+from tilegrad.passes.conv_algorithm import (conv_algorithm, matmul_panel, matmul_tile_rows, rows_per_l1_set,
+                                           winograd_block)
 from tilegrad.target import Target, host
 from tilegrad.passes.context import PassContext
 from tilegrad.schedule.defaults import default_schedule
@@ -300,6 +301,19 @@ def test_the_gemm_tile_has_the_rows_that_pad_least():
     assert [matmul_tile_rows(r, avx512) for r in (1, 5, 6, 12, 16, 17, 24, 40, 56, 112, 128, 197, 512)] == \
         [1, 5, 6, 6, 8, 6, 8, 8, 14, 14, 8, 8, 14]
     assert [matmul_tile_rows(r, avx2) for r in (1, 16, 128)] == [1, 6, 6]
+
+
+def test_a_gemm_tile_whose_rows_of_a_share_one_l1_set_beyond_its_ways_is_left_out():
+    """The tile reads its rows of A in place: 14 rows 4 KiB apart (k = 1024 floats) fall into one set of a
+    32 KiB 8-way L1 and evicted each other at every step of k, so such a product runs tiles of 8; rows 2 KiB
+    apart share a set 7 at a time and keep 14, as do rows 4000 bytes apart; 4100 bytes apart they crowd one set
+    again. A 12-way L1 of 48 KiB has the same 4 KiB span per way."""
+    avx512 = dataclasses.replace(Target.with_lanes(16), l1d_bytes=32 * 1024, l1d_ways=8)
+    assert [rows_per_l1_set(14, b, avx512) for b in (2048, 4000, 4096, 4100, 8192)] == [7, 1, 14, 14, 14]
+    assert [matmul_tile_rows(1024, avx512, 2, b) for b in (None, 2048, 4000, 4096, 4100, 12288)] == \
+        [14, 14, 14, 8, 8, 8]
+    wide = dataclasses.replace(avx512, l1d_bytes=48 * 1024, l1d_ways=12)
+    assert matmul_tile_rows(1024, wide, 2, 4096) == 8 and matmul_tile_rows(1024, wide, 2, 3072) == 14
 
 
 def test_intels_avx512_gemm_panels_are_three_vectors_wide_with_tiles_of_eight_rows():

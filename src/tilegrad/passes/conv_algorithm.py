@@ -37,12 +37,14 @@ varies the choices).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import NamedTuple
 
 import numpy as np
 
+from ..dtype import itemsize
 from ..errors import ShapeError, TilegradError
 from ..ir.graph import Derivation, Node, Value
 from ..mapped import release_pages
@@ -296,9 +298,9 @@ def panel_vectors(target: Target, n: int) -> int:
     """Vectors per GEMM panel: MATMUL_PANEL_VECTORS, so that each row of the register tile holds two accumulators
     (one vector per row gives a 6-row tile 6 FMA chains, too few to cover their latency on two FMA ports); three on
     Intel's AVX-512 cores where that pads the `n` columns no more than two do or by at most PANEL_PADDING of them
-    (768, 3072, 4096 or 50257 columns; not 512 or 1024): a tile of 8 rows x 3 vectors (24 accumulators) reads a third less of A per FMA than 8 x 2, which the
-    L2 feeds slowly there, and the transformers' products ran faster (docs/benchmarks.md, machine E). AMD's
-    AVX-512 was not measured with it."""
+    (768, 3072, 4096 or 50257 columns; not 512 or 1024): a tile of 8 rows x 3 vectors (24 accumulators) reads a
+    third less of A per FMA than 8 x 2, which the L2 feeds slowly there, and the transformers' products ran faster
+    (docs/benchmarks.md, machine E). AMD's AVX-512 was not measured with it."""
     if target.vector_registers >= 32 and target.vendor == "GenuineIntel":
         wide, narrow = (v * target.vector_lanes for v in (INTEL_PANEL_VECTORS, MATMUL_PANEL_VECTORS))
         padding = [-(-n // w) * w - n for w in (wide, narrow)]
@@ -307,21 +309,32 @@ def panel_vectors(target: Target, n: int) -> int:
     return MATMUL_PANEL_VECTORS
 
 
-def matmul_tile_rows(rows, target: Target, vectors: int = MATMUL_PANEL_VECTORS) -> int:
+def matmul_tile_rows(rows, target: Target, vectors: int = MATMUL_PANEL_VECTORS,
+                     row_bytes: int | None = None) -> int:
     """Rows of the GEMM's register tile: the rows themselves where there are fewer than 6 (a decoding step's one
     row padded to 6 multiplied five rows of zeros; its tile spans panels instead, schedule/packed_gemm.py); else,
     of 6, 8 and (from `4 * TALL_TILE_ROWS` rows on) `TALL_TILE_ROWS`, those the registers hold beside the panel's
     `vectors` and a broadcast, the cheapest: padded rows are whole wasted FMAs, and each step of a tile also
     loads one row of the B panel (streamed from L2 when k is long) for all its rows, about TILE_STEP_LOAD of a
     row's FMAs. So 128 rows run as 16 tiles of 8, not 10 of 14, and 112 as 8 of 14 (the measurements:
-    docs/passes.md, "Convolution algorithms")."""
+    docs/passes.md, "Convolution algorithms"). Where A's rows lie `row_bytes` apart, a tile whose rows would
+    share one L1 set more often than the set has ways is left out (`rows_per_l1_set`): a tile reads its rows of A
+    in place, and 14 rows 4 KiB apart evicted each other from an 8-way L1 at every step of k."""
     if isinstance(rows, int) and rows < 6:
         return rows
     if not isinstance(rows, int):
         return 6
     tiles = [mr for mr in (TALL_TILE_ROWS, 8) if mr * vectors + 3 <= target.vector_registers
-             and (mr < TALL_TILE_ROWS or rows >= 4 * TALL_TILE_ROWS)]
+             and (mr < TALL_TILE_ROWS or rows >= 4 * TALL_TILE_ROWS)
+             and (row_bytes is None or rows_per_l1_set(mr, row_bytes, target) <= target.l1d_ways)]
     return min((*tiles, 6), key=lambda mr: -(-rows // mr) * mr * (1 + TILE_STEP_LOAD / mr))
+
+
+def rows_per_l1_set(rows: int, row_bytes: int, target: Target) -> int:
+    """The most of `rows` rows `row_bytes` apart (read at one offset each) that fall into one set of the L1 data
+    cache, whose sets repeat every `l1d_bytes / l1d_ways` bytes."""
+    sets = target.l1d_bytes // target.l1d_ways // target.cache_line_bytes
+    return max(collections.Counter(r * row_bytes // target.cache_line_bytes % sets for r in range(rows)).values())
 
 
 def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[Value, ...], target: Target, *,
@@ -335,8 +348,14 @@ def _panel_matmul(ed: GraphEditor, node: Node, a: Value, w: Value, bias: tuple[V
     lead = a.shape[:-1]
     rows = a if len(a.shape) == 2 else ed.op("reshape", a, name=f"{node.name}_rows", shape=(-1, a.shape[-1]))
     out = ed.op("panel_matmul", rows, wpack, *bias, name=node.name, n=n,
-                mr=matmul_tile_rows(rows_of_a, target, vectors), alpha=float(alpha), beta=float(beta))
+                mr=matmul_tile_rows(rows_of_a, target, vectors, _row_bytes(a)), alpha=float(alpha), beta=float(beta))
     return out if len(a.shape) == 2 else ed.op("reshape", out, name=f"{node.name}_unrows", shape=(*lead, n))
+
+
+def _row_bytes(a: Value) -> int | None:
+    """How far apart A's rows lie in memory, where its row length is known."""
+    k = a.shape[-1]
+    return k * itemsize(a.dtype) if isinstance(k, int) else None
 
 
 def _matmul(ed: GraphEditor, node: Node, ctx: PassContext) -> Value | None:
