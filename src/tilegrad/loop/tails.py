@@ -22,7 +22,12 @@ the guarded tile's accumulators on the stack and read through masked loads, depe
 
 A convolution's tap whose whole product is tested (a dilated window's tap row, te/nn/nchwc.py's `_tap_row`) is
 also versioned at the tap loop, the last its test reads: skipped where the tap row lies in the padding (it adds
-zeros), run without the test where it does not, so that the edge rows' guarded copy multiplies no padded row.
+zeros), run without the test where it does not, so that the edge rows' guarded copy multiplies no padded row;
+the rows proven inside the input test no tap row at all.
+
+A select's test that reads one loop's index alone (a padding copy's row) is versioned at that loop: a row inside
+the input is copied without it. Left in the vector loop, gcc built its mask from the one bit, bit by bit, for
+every vector of the row.
 
 Code generation only: feature formulas and the cost model see the kernel as lowered, one version of each tile.
 """
@@ -128,13 +133,15 @@ def _hoist(atom: E.Expr, loops: list[For], innermost: bool) -> tuple[For, tuple[
     iteration space (it holds everywhere in it, or somewhere), or None when the atom is not a bound on a tile
     (fewer than two loops, not monotone). A guard is checked just inside the outer of its two innermost loops
     (`innermost`: the tile's columns); a select's condition, a window's padding, at its outermost loop (the
-    tile, or the row), so that the whole tile's accumulation, not one tap, runs without it."""
+    tile, or the row), so that the whole tile's accumulation, not one tap, runs without it; one that reads a
+    single loop's index and no memory (a padding copy's row test) at that loop, so that a row inside the input is
+    copied without it."""
     if type(atom) not in (E.LT, E.LE):
         return None
     names = {v.name for v in E.free_vars(atom)}
     depths = [d for d, lp in enumerate(loops) if lp.var.name in names]
-    if len(depths) < 2:
-        return None
+    if len(depths) < 2 and (innermost or not depths or E.loads(atom)):
+        return None  # a guard bounds a tile; a select's test of one loop's index (a padding copy's row) is hoisted
     at = depths[-2] if innermost else depths[0]
     if loops[at].kind == "vectorized":
         return None
@@ -185,7 +192,8 @@ def _rewrite(s: Stmt, plan: dict, selects: dict, taps: dict) -> Stmt:
 
 
 def _strip_selects(s: Stmt, proven: set[E.Expr]) -> Stmt:
-    """`s` with the atoms in `proven` taken as true in the conditions of its stored values' selects."""
+    """`s` with the atoms in `proven` taken as true in the conditions of its stored values' selects and of its
+    branches (a tap row's test, `_tap_loop`, in a row proven inside the input)."""
     if isinstance(s, For):
         return dataclasses.replace(s, body=_strip_selects(s.body, proven))
     if isinstance(s, Seq):
@@ -193,8 +201,12 @@ def _strip_selects(s: Stmt, proven: set[E.Expr]) -> Stmt:
     if isinstance(s, Allocate):
         return dataclasses.replace(s, body=_strip_selects(s.body, proven))
     if isinstance(s, IfThenElse):
+        then = _strip_selects(s.then, proven)
         orelse = None if s.orelse is None else _strip_selects(s.orelse, proven)
-        return dataclasses.replace(s, then=_strip_selects(s.then, proven), orelse=orelse)
+        kept = [a for a in _atoms(s.cond) if a not in proven]
+        if not kept:
+            return then
+        return dataclasses.replace(s, cond=E.all_of(kept), then=then, orelse=orelse)
     if isinstance(s, Store):
         return dataclasses.replace(s, value=_strip(s.value, proven))
     return s
