@@ -100,6 +100,8 @@ def tune_tasks(tasks: Sequence[Task], db: str | Path, policy: str | SearchPolicy
                     if r.valid and not r.abandoned:
                         st.note_timing(r.run_s)
                 st.observe(batch, [r.latency for r in results])
+                if hasattr(st.search, "observe"):  # a search that learns from what its batches measured
+                    st.search.observe(batch, [r.latency for r in results])
                 st.trials += len(batch)
                 run.done += len(batch)
                 run.report(st)

@@ -216,3 +216,52 @@ def test_gradient_search_measures_distinct_valid_schedules_on_a_small_matmul(tmp
     assert all(row[0] == "timeout" for row in failed) and len(failed) <= len(searched) // 4, failed
     assert all(row[1] > 0 for row in searched if row[2] is None)
     assert min(row[1] for row in rows if row[2] is None) <= r.best_s <= r.default_s  # best_s: a median of re-timings
+
+
+def _rounds(search, space, latency_of, rounds: int, n: int = 8):
+    """`rounds` rounds of propose then observe, the latencies from `latency_of(score at proposal)`; the last batch
+    and everything measured (candidate -> latency)."""
+    measured: dict = {}
+    batch = []
+    for _ in range(rounds):
+        best = sorted(measured, key=measured.get)
+        batch = search.propose(set(measured), best, n)
+        latencies = [latency_of(search._proposed.get(c, -9.0)) for c in batch]
+        search.observe(batch, latencies)
+        measured.update(zip(batch, latencies))
+    return batch, measured
+
+
+def test_proposals_the_model_rules_out_are_not_measured(matmul_task):
+    """Where the measured batches ran in the order the model scored them (no mistakes, confusion 0), a round
+    measures only what scores at least as well as the fastest measured candidate, or is of a structure not
+    measured yet, and at least `min_measure`; before `screen_after` batches, whole batches."""
+    space = TaskSpace(matmul_task(32, 64, 48))
+    model = MLPCostModel(seed=2)
+    options = GradientPolicy(seeds=4, steps=20, screen_after=2, min_measure=2)
+    search = GradientSearch(space, model, options, seed=0)
+    second, measured = _rounds(search, space, lambda s: math.exp(-s), 2)
+    assert len(second) == 8 and len(measured) == 16
+    fastest = min(measured, key=measured.get)
+    bar = space.scores(model, [fastest])[0]
+    known = {space.structure_key(c) for c in measured}
+    third = search.propose(set(measured), sorted(measured, key=measured.get), 8)
+    scores = dict(zip(third, space.scores(model, third)))
+    ruled_out = [c for c in third if scores[c] < bar - 1e-9 and space.structure_key(c) in known]
+    assert len(third) >= 2 and len(ruled_out) <= max(0, 2 - sum(1 for c in third if c not in ruled_out))
+
+
+def test_a_model_that_misorders_its_batches_screens_nothing(matmul_task):
+    """Batches that ran in the reverse of the model's order: its confusion spans its scores, so every round
+    measures a whole batch."""
+    space = TaskSpace(matmul_task(32, 64, 48))
+    search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(seeds=4, steps=20), seed=0)
+    batch, _ = _rounds(search, space, lambda s: math.exp(s), 4)
+    assert len(batch) == 8
+
+
+def test_screening_off_measures_whole_batches(matmul_task):
+    space = TaskSpace(matmul_task(32, 64, 48))
+    search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(seeds=4, steps=20, screen=False), seed=0)
+    batch, _ = _rounds(search, space, lambda s: math.exp(-s), 4)
+    assert len(batch) == 8

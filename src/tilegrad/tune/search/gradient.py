@@ -24,6 +24,15 @@ the MLP's layers (one call for the points of every structure, which costs hardly
 penalties, then Adam; PyTorch's autograd would spend most of a step on dispatch.
 Structural choices (compute location, parallel grain) stay those of each seed; Felix's objective sums over
 sketches, which here are the seeds' structures.
+
+Measurements go only where the model may be wrong (`screen`): once the tuner has reported `screen_after` of the
+task's batches (`observe`), a proposal the model scores below the task's fastest measured candidate by more than
+the model's own confusion on this task is not measured, unless its structure has never been measured here (a new
+candidate, where this task's data has not corrected the model yet). The confusion is read off the model's past
+mistakes: within each measured batch, the pairs it ordered wrongly (the one it scored higher ran slower by more
+than NOISE), and the `confusion_quantile` of their score gaps over the last CONFUSION_BATCHES batches; a batch
+is never cut below `min_measure`. A slow candidate costs more to time than a fast one, so the measurements the
+model can vouch for are the costliest to spend.
 """
 
 from __future__ import annotations
@@ -41,6 +50,10 @@ from ...schedule.space import MAX_INNERMOST, Space, divisors
 from ..adam import Adam
 from .policy import register_policy
 from .space import Candidate, TaskSpace
+
+
+NOISE = 0.03  # latencies closer than this (relative) are one speed: an order between them is no mistake
+CONFUSION_BATCHES = 4  # the recent batches whose misordered pairs set the confusion (the model learns as it goes)
 
 
 @register_policy("gradient")
@@ -64,6 +77,10 @@ class GradientPolicy:
     patience: int = 50  # stop a structure's descent once this many steps round to no point not seen before
     new_structures: int = 2  # structures of a sketch not derived before that one round's seeds may open
     seed_pool: int = 4  # random points drawn per random seed, the cost model's favourites kept
+    screen: bool = True  # measure only the proposals the model cannot rule out, and new structures
+    screen_after: int = 2  # batches of the task measured before the model's confusion is trusted
+    confusion_quantile: float = 0.9
+    min_measure: int = 2  # proposals measured a round at least, screened or not
 
     def for_task(self, space: TaskSpace, model, seed: int) -> GradientSearch:
         return GradientSearch(space, model, self, seed)
@@ -202,6 +219,8 @@ class GradientSearch:
         self.rng = random.Random(seed)
         self._boxes: dict[tuple, ParameterBox] = {}
         self._known: dict[tuple, None] = {}  # structures whose smooth features this search has derived
+        self._proposed: dict[Candidate, float] = {}  # the last batch, with the scores it was proposed on
+        self._mistakes: list[list[float]] = []  # per measured batch: the score gaps of the pairs it misordered
 
     def propose(self, measured: set[Candidate], best: list[Candidate], n: int) -> list[Candidate]:
         """The next `n` candidates: `measured` are never proposed again; `best` (best first) give some of the
@@ -214,17 +233,42 @@ class GradientSearch:
         for c in seeds:
             groups[self.space.structure_key(c)].append(c)
         found = dict.fromkeys(c for c in self._descend(groups) if c not in measured)
-        ranked = self._rank(list(found))
-        batch = ranked[:n]
+        ranked, scores = self._ranked(list(found))
+        batch = self._screened(ranked, scores, measured, best, n)
         taken = set(batch) | measured
         for _ in range(8 * n):  # too few distinct points: random valid ones fill the batch
-            if len(batch) >= n:
+            if len(batch) >= n or len(batch) < len(ranked):
                 break
             c = self.space.sample(self.rng)
             if c not in taken:
                 batch.append(c)
                 taken.add(c)
+        self._proposed = dict(zip(ranked, scores))
         return batch
+
+    def observe(self, batch: list[Candidate], latencies: list[float]) -> None:
+        """The latencies the tuner measured for `batch` (infinite: failed): the pairs of it that the model, at
+        proposal, ordered wrongly (`screen`)."""
+        timed = [(self._proposed[c], t) for c, t in zip(batch, latencies) if c in self._proposed and math.isfinite(t)]
+        gaps = [si - sj for si, ti in timed for sj, tj in timed if si > sj and ti > tj * (1 + NOISE)]
+        if len(timed) > 1:
+            self._mistakes = [*self._mistakes[1 - CONFUSION_BATCHES:], gaps]
+
+    def _screened(self, ranked: list[Candidate], scores: np.ndarray, measured: set[Candidate],
+                  best: list[Candidate], n: int) -> list[Candidate]:
+        """The first `n` of `ranked` that the model cannot rule out: scored no lower than the fastest measured
+        candidate's score less the model's confusion on this task, or of a structure not measured here yet; at
+        least `min_measure` of them. All of them while the confusion is not known."""
+        opt = self.options
+        incumbent = next((c for c in best if c in measured), None)
+        if not opt.screen or incumbent is None or len(self._mistakes) < opt.screen_after:
+            return ranked[:n]
+        gaps = [g for batch in self._mistakes for g in batch]
+        confusion = float(np.quantile(gaps, opt.confusion_quantile)) if gaps else 0.0
+        bar = float(self.space.scores(self.model, [incumbent])[0]) - confusion
+        known = {self.space.structure_key(c) for c in measured}
+        keep = [c for c, s in zip(ranked, scores) if s >= bar or self.space.structure_key(c) not in known]
+        return (keep + [c for c in ranked if c not in keep])[:max(min(n, opt.min_measure), min(n, len(keep)))]
 
     def _default_seeds(self) -> list[Candidate]:
         """The default point and `default_seeds - 1` neighbours of it, those whose smooth features exist: the
@@ -327,7 +371,12 @@ class GradientSearch:
         return out
 
     def _rank(self, cands: list[Candidate]) -> list[Candidate]:
+        return self._ranked(cands)[0]
+
+    def _ranked(self, cands: list[Candidate]) -> tuple[list[Candidate], np.ndarray]:
+        """`cands` best-scored first, and their scores in that order."""
         if not cands:
-            return []
+            return [], np.zeros(0)
         scores = self.space.scores(self.model, cands)
-        return [cands[i] for i in np.argsort(-scores, kind="stable")]
+        order = np.argsort(-scores, kind="stable")
+        return [cands[i] for i in order], scores[order]

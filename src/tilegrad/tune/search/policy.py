@@ -27,6 +27,8 @@ class TaskSearch(Protocol):
         first."""
         ...
 
+    # Optional: `observe(batch, latencies)`, told after each measured batch what it measured (infinite: failed).
+
 
 class SearchPolicy(Protocol):
     """A way to search, configured once and bound to each task by the tuner."""
