@@ -30,6 +30,10 @@ models.py or `zoo:<name>`, a zoo architecture at full size (the cost model's hel
     python benchmarks/search_efficiency.py --budget 600                      # ResNet-50 and BERT-base
     python benchmarks/search_efficiency.py --only resnet50 --budget 300 --json out.json --plot out.png
     python benchmarks/search_efficiency.py --only zoo:squeezenet1_0,zoo:mobilevit --budget 300
+    python benchmarks/search_efficiency.py --only bert_base --policies gradient,gradient:screen=0,autotvm
+
+`--policies` names the contenders, the first compared with the others; `name:field=value` is a registered
+policy with one of its settings changed (an ablation).
 """
 
 from __future__ import annotations
@@ -54,12 +58,13 @@ from tilegrad.tune.confirm import retime
 from tilegrad.tune.measure import MeasureInput, Measurer
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.results import TuneResult
+from tilegrad.tune.search import make_policy
 from tilegrad.tune.task import Task, extract_tasks
 from tilegrad.tune.tuner import tune_tasks
 from tilegrad.tune.tuning_run import TuneOptions
 
 NETWORKS = {"resnet50": "ResNet-50", "bert_base": "BERT-base"}  # the default; any of models.py, or zoo:<name>
-POLICIES = ("gradient", "evolutionary", "autotvm")
+POLICIES = ("gradient", "evolutionary", "autotvm")  # the default contenders
 LEVELS = (0.90, 0.95, 0.99)
 TRIALS_PER_TASK = 64  # the fixed measurement budget a policy's latency is also compared at
 
@@ -74,7 +79,20 @@ def network(name: str):
     return MODELS[name]()
 
 
-def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: bool, turn_s: float) -> dict:
+def policy_of(label: str):
+    """The policy a `--policies` entry names: `name`, or `name:field=value` (a setting changed)."""
+    name, _, setting = label.partition(":")
+    policy = make_policy(name)
+    if not setting:
+        return policy
+    field, _, value = setting.partition("=")
+    default = getattr(policy, field)
+    return dataclasses.replace(policy, **{field: type(default)(float(value)) if not isinstance(default, bool)
+                                          else value.lower() in ("1", "true", "yes")})
+
+
+def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: bool, turn_s: float,
+                policies: tuple[str, ...] = POLICIES) -> dict:
     module, args = network(name)
     tasks = extract_tasks(model_graph(_export(module.eval(), args)))
     base = workdir / f"{name}-base.db"
@@ -84,7 +102,7 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
 
     def search(policy: str):
         def job(clock) -> TuneResult:
-            db = workdir / f"{name}-{policy}.db"
+            db = workdir / f"{name}-{policy.replace(':', '-').replace('=', '')}.db"
             if scratch:
                 db.unlink(missing_ok=True)
             else:
@@ -95,10 +113,10 @@ def run_network(name: str, budget: float, workdir: Path, seed: int, scratch: boo
                     Measurer(cfg=dataclasses.replace(config.get(), cache_dir=Path(cache))) as measurer:
                 # The search alone: no final confirmation.
                 options = TuneOptions(budget=budget, seed=seed, from_defaults=not scratch, confirm=0)
-                return tune_tasks(tasks, db, policy, options, measurer=measurer, clock=clock)
+                return tune_tasks(tasks, db, policy_of(policy), options, measurer=measurer, clock=clock)
         return job
 
-    runs: dict[str, TuneResult] = run_by_turns({p: search(p) for p in POLICIES}, turn_s=turn_s)
+    runs: dict[str, TuneResult] = run_by_turns({p: search(p) for p in policies}, turn_s=turn_s)
     curves = {}
     for policy, result in runs.items():
         # A round that ends after the budget does not count: the policies are compared at equal time.
@@ -163,7 +181,7 @@ def retimed_curves(tasks: list[Task], runs: dict[str, TuneResult], budget: float
 
 
 def table(results: list[dict]) -> str:
-    head = (f"{'network':<10} {'policy':<13} {'trials':>6} {'rechecks':>8} {'own final':>9} {'re-timed':>9} "
+    head = (f"{'network':<10} {'policy':<18} {'trials':>6} {'rechecks':>8} {'own final':>9} {'re-timed':>9} "
             f"{'own/re':>6} {f'at {TRIALS_PER_TASK}/task':>11}" + "".join(f" {f'{round(p * 100)}% at s (n)':>17}"
                                                                           for p in LEVELS))
     lines = [head]
@@ -176,20 +194,21 @@ def table(results: list[dict]) -> str:
             final = "-" if c["final_ms"] is None else f"{c['final_ms']:.2f}"
             ratio = "-" if c["own_over_retimed"] is None else f"{c['own_over_retimed']:.3f}"
             fixed = "never" if c["ms_at_fixed_trials"] is None else f"{c['ms_at_fixed_trials']:.2f}"
-            lines.append(f"{r['network']:<10} {policy:<13} {c['trials']:>6} {c['rechecks']:>8} {own:>9} {final:>9} "
+            lines.append(f"{r['network']:<10} {policy:<18} {c['trials']:>6} {c['rechecks']:>8} {own:>9} {final:>9} "
                          f"{ratio:>6} {fixed:>11}{cells}")
         lines.append(f"{r['network']:<10} hand-written defaults: {r['untuned_ms']:.2f} ms at the start, "
                      f"{r['untuned_retimed_ms']:.2f} ms re-timed with the bests")
-        g = r["policies"]["gradient"]
-        for other in POLICIES[1:]:
+        first, *others = r["policies"]
+        g = r["policies"][first]
+        for other in others:
             e = r["policies"][other]
             if g["ms_at_fixed_trials"] and e["ms_at_fixed_trials"]:
-                lines.append(f"{r['network']:<10} at {TRIALS_PER_TASK} trials per task: gradient "
+                lines.append(f"{r['network']:<10} at {TRIALS_PER_TASK} trials per task: {first} "
                              f"{e['ms_at_fixed_trials'] / g['ms_at_fixed_trials']:.2f}x faster than {other}")
             for p in LEVELS:
                 key = f"time_to_{round(p * 100)}"
                 if g[key] is not None and e[key] is not None and max(g[key], e[key]) > 0:
-                    lines.append(f"{r['network']:<10} {round(p * 100)}%: gradient reached it "
+                    lines.append(f"{r['network']:<10} {round(p * 100)}%: {first} reached it "
                                  f"{e[key] / max(g[key], 1e-9):.1f}x sooner than {other}")
     return "\n".join(lines)
 
@@ -229,6 +248,9 @@ def main(argv=None) -> int:
                    help="seconds of its own time each policy runs before handing the machine to the next")
     p.add_argument("--start", choices=("scratch", "defaults"), default="scratch",
                    help="search from nothing (the papers' setting) or from the hand-written default schedules")
+    p.add_argument("--policies", default=",".join(POLICIES),
+                   help="contenders, comma-separated, the first compared with the others: a policy's name, or "
+                        "name:field=value for one setting changed")
     p.add_argument("--workdir", default=None, help="where the records databases go (default: a temporary dir)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
     p.add_argument("--plot", default=None, metavar="PNG", help="plot best-so-far curves (needs matplotlib)")
@@ -238,7 +260,8 @@ def main(argv=None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         results = []
         for name in args.only.split(","):
-            results.append(run_network(name, args.budget, workdir, args.seed, args.start == "scratch", args.turn))
+            results.append(run_network(name, args.budget, workdir, args.seed, args.start == "scratch", args.turn,
+                                       tuple(args.policies.split(","))))
             if args.json:  # written after each network, so a long run keeps what it has
                 Path(args.json).write_text(json.dumps(results, indent=1))
     print(table(results))
