@@ -265,3 +265,11 @@ def test_screening_off_measures_whole_batches(matmul_task):
     search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(seeds=4, steps=20, screen=False), seed=0)
     batch, _ = _rounds(search, space, lambda s: math.exp(-s), 4)
     assert len(batch) == 8
+
+
+def test_a_tasks_first_batch_is_short_and_led_by_the_hand_written_point(matmul_task):
+    space = TaskSpace(matmul_task(32, 64, 48))
+    search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(seeds=4, steps=20, first_measure=5), seed=0)
+    first = search.propose(set(), [], 16)
+    assert len(first) == 5 and first[0] == space.default()
+    assert len(search.propose(set(first), first[:1], 16)) == 16

@@ -25,7 +25,9 @@ penalties, then Adam; PyTorch's autograd would spend most of a step on dispatch.
 Structural choices (compute location, parallel grain) stay those of each seed; Felix's objective sums over
 sketches, which here are the seeds' structures.
 
-Measurements go only where the model may be wrong (`screen`): once the tuner has reported `screen_after` of the
+A task's first batch, measured before anything of the task is known, is short (`first_measure`) and led by the
+hand-written point, so that every task of a network has a figure after fewer measurements. Later measurements go
+only where the model may be wrong (`screen`): once the tuner has reported `screen_after` of the
 task's batches (`observe`), a proposal the model scores below the task's fastest measured candidate by more than
 the model's own confusion on this task is not measured, unless its structure has never been measured here (a new
 candidate, where this task's data has not corrected the model yet). The confusion is read off the model's past
@@ -81,6 +83,7 @@ class GradientPolicy:
     screen_after: int = 2  # batches of the task measured before the model's confusion is trusted
     confusion_quantile: float = 0.9
     min_measure: int = 2  # proposals measured a round at least, screened or not
+    first_measure: int = 8  # a task's first batch: the hand-written point and the model's favourites
 
     def for_task(self, space: TaskSpace, model, seed: int) -> GradientSearch:
         return GradientSearch(space, model, self, seed)
@@ -234,6 +237,12 @@ class GradientSearch:
             groups[self.space.structure_key(c)].append(c)
         found = dict.fromkeys(c for c in self._descend(groups) if c not in measured)
         ranked, scores = self._ranked(list(found))
+        if not measured:  # nothing of the task known yet: a short batch led by the hand-written point
+            n = min(n, opt.first_measure)
+            if self.space.default() in ranked:
+                first = ranked.index(self.space.default())
+                order = [first] + [k for k in range(len(ranked)) if k != first]
+                ranked, scores = [ranked[k] for k in order], scores[order]
         batch = self._screened(ranked, scores, measured, best, n)
         taken = set(batch) | measured
         for _ in range(8 * n):  # too few distinct points: random valid ones fill the batch
