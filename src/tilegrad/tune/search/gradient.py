@@ -8,9 +8,9 @@ smooth (`smooth.py`) and written in x' = ln x, they give a differentiable object
 with C the MLP cost model (higher is faster) and p_r <= 0 the constraints of the parameter space: each tile
 variable at least 1 and at most the one outside it (the inner products of a split shrink inwards), the outermost at
 most its loop's extent, the innermost at most MAX_INNERMOST, each choice within its values, and the target's
-limits a sketch declares as linear in x' (`Space.limit`: a GPU's threads per block, registers, shared tiles). Divisibility is not a
-constraint of the optimisation: every visited point is rounded, each tile variable to the divisor of the one
-outside it nearest in log space, each choice to its nearest value.
+limits a sketch declares as linear in x' (`Space.limit`: a GPU's threads per block, registers, shared tiles).
+Divisibility is not a constraint of the optimisation: every visited point is rounded, each tile variable to the
+divisor of the one outside it nearest in log space, each choice to its nearest value.
 
 One round (Algorithm 1 of Felix) for a task: start from the best measured points, the default sketch's hand-written
 point and a neighbour of it, and the cost model's favourites among valid points drawn by rejection sampling
