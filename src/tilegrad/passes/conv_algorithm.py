@@ -333,7 +333,7 @@ def matmul_tile_rows(rows, target: Target, vectors: int = MATMUL_PANEL_VECTORS,
 def rows_per_l1_set(rows: int, row_bytes: int, target: Target) -> int:
     """The most of `rows` rows `row_bytes` apart (read at one offset each) that fall into one set of the L1 data
     cache, whose sets repeat every `l1d_bytes / l1d_ways` bytes."""
-    sets = target.l1d_bytes // target.l1d_ways // target.cache_line_bytes
+    sets = max(1, target.l1d_bytes // target.l1d_ways // target.cache_line_bytes)  # (fully associative: one)
     return max(collections.Counter(r * row_bytes // target.cache_line_bytes % sets for r in range(rows)).values())
 
 
