@@ -15,7 +15,9 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
                     for (int64_t w = 0; w < 7; ++w) {
                       Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] = 0.0f;
                     }
+                    #pragma GCC unroll 3
                     for (int64_t kh = 0; kh < 3; ++kh) {
+                      #pragma GCC unroll 3
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 7; ++w) {
@@ -41,7 +43,9 @@ void avg_pool2d_ceil_team(void** args, tg_team* tg) {
                     for (int64_t w = 0; w < 7; ++w) {
                       Y_sum[((Y_sum_n * 7) + (Y_sum_c * 7) + (Y_sum_h * 7) + w)] = 0.0f;
                     }
+                    #pragma GCC unroll 3
                     for (int64_t kh = 0; kh < 3; ++kh) {
+                      #pragma GCC unroll 3
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 7; ++w) {

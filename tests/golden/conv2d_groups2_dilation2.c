@@ -26,8 +26,11 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
                   for (int64_t w = 0; w < 14; ++w) {
                     Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = 0.0f;
                   }
+                  #pragma GCC unroll 2
                   for (int64_t rc = 0; rc < 2; ++rc) {
+                    #pragma GCC unroll 3
                     for (int64_t kh = 0; kh < 3; ++kh) {
+                      #pragma GCC unroll 3
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 14; ++w) {
@@ -65,8 +68,11 @@ void conv2d_groups2_dilation2_team(void** args, tg_team* tg) {
                   for (int64_t w = 0; w < 14; ++w) {
                     Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = 0.0f;
                   }
+                  #pragma GCC unroll 2
                   for (int64_t rc = 0; rc < 2; ++rc) {
+                    #pragma GCC unroll 3
                     for (int64_t kh = 0; kh < 3; ++kh) {
+                      #pragma GCC unroll 3
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 14; ++w) {

@@ -14,8 +14,11 @@ void conv2d_transpose_stride2_team(void** args, tg_team* tg) {
                 for (int64_t w = 0; w < 14; ++w) {
                   Y_local[((n * 14) + (c * 14) + (h * 14) + w)] = 0.0f;
                 }
+                #pragma GCC unroll 4
                 for (int64_t rc = 0; rc < 4; ++rc) {
+                  #pragma GCC unroll 3
                   for (int64_t kh = 0; kh < 3; ++kh) {
+                    #pragma GCC unroll 3
                     for (int64_t kw = 0; kw < 3; ++kw) {
                       #pragma omp simd
                       for (int64_t w = 0; w < 14; ++w) {

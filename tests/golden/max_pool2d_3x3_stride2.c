@@ -15,7 +15,9 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
                     for (int64_t w = 0; w < 6; ++w) {
                       Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)] = (-INFINITY);
                     }
+                    #pragma GCC unroll 3
                     for (int64_t kh = 0; kh < 3; ++kh) {
+                      #pragma GCC unroll 3
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 6; ++w) {
@@ -41,7 +43,9 @@ void max_pool2d_3x3_stride2_team(void** args, tg_team* tg) {
                     for (int64_t w = 0; w < 6; ++w) {
                       Y_local[((Y_local_n * 6) + (Y_local_c * 6) + (Y_local_h * 6) + w)] = (-INFINITY);
                     }
+                    #pragma GCC unroll 3
                     for (int64_t kh = 0; kh < 3; ++kh) {
+                      #pragma GCC unroll 3
                       for (int64_t kw = 0; kw < 3; ++kw) {
                         #pragma omp simd
                         for (int64_t w = 0; w < 6; ++w) {

@@ -199,6 +199,21 @@ def test_a_lone_dilated_or_grouped_convolution_runs_blocked(dilation, group):
     np.testing.assert_allclose(compile_graph(out)(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("width, blocked", [(15, True), (16, False), (37, False)])
+def test_a_lone_depthwise_convolution_is_blocked_only_on_short_rows(width, blocked):
+    """Alone between NCHW ops (ConvNeXt's), a depthwise convolution on rows of two vectors or more (16 columns at
+    8 lanes) runs in NCHW, without the two transforms; on shorter rows it runs blocked."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 5, width))
+    y = b.op("relu", _conv(b, x, 16, kernel=3, group=16))
+    g = b.build(b.op("transpose", y, perm=[0, 2, 3, 1]), ["y"])
+    out, _ = _run_pass(g)
+    assert ("depthwise_conv_nchwc" in _ops(out)) == blocked
+    assert len(_transforms(out)) == (2 if blocked else 0)
+    x = _inputs(g)
+    np.testing.assert_allclose(compile_graph(out)(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_graphs_without_convolutions_are_returned_as_they_are():
     b = GraphBuilder()
     x = b.input("x", (1, 8, 4, 4))

@@ -39,6 +39,7 @@ from ..ir.graph import Graph, Node, Value
 from ..ir.ops.layout import block_array
 from ..ir.registry import BROADCAST, ELEMWISE, lookup
 from ..target import Target
+from ..te.dims import representative
 from ..te.nn.conv_groups import BlockGroups
 from .editor import GraphEditor
 from .context import PassContext
@@ -59,7 +60,7 @@ def layout(g: Graph, ctx: PassContext) -> Graph:
     """Keep chains of convolutions in the blocked channel layout NCHW[x]c, transforming only at their ends."""
     default, named = _requested_blocks(g, ctx)
     planned = _plan(g, default, named)
-    chains = [c for c in planned_chains(g, planned) if _worth_blocking(c)]
+    chains = [c for c in planned_chains(g, planned) if _worth_blocking(c, ctx.target)]
     if not chains:
         return g
     return _Rewrite(g, chains, planned, ctx).run()
@@ -124,13 +125,20 @@ def planned_chains(g: Graph, planned: dict[int, int]) -> list[list[Node]]:
     return list(chains.values())
 
 
-def _worth_blocking(chain: list[Node]) -> bool:
+def _worth_blocking(chain: list[Node], target: Target) -> bool:
     """A lone `blocked_conv` or `winograd_conv` already reads and writes NCHW in the same kernel; blocking it alone
-    would mostly add a copy of its output. Two convolutions, or any depthwise one or pool, gain; and so does a lone
-    dilated or grouped direct convolution, whose NCHW form runs well below its blocked one, where a lone dense
-    one loses a little to the copy (docs/benchmarks.md, "Machine A, twenty-second session")."""
+    would mostly add a copy of its output. Two convolutions, or a pool, gain; and so does a lone dilated or grouped
+    direct convolution, whose NCHW form runs well below its blocked one, where a lone dense one loses a little to
+    the copy (docs/benchmarks.md, "Machine A, twenty-second session"). A lone depthwise convolution (ConvNeXt's,
+    between a residual sum and a permute) gains only where its rows are short: on rows of at least two vectors
+    its NCHW form runs as fast as the blocked one without the two copies, each a pass over the image
+    (docs/benchmarks.md, "Machine F, thirty-fifth session")."""
     heavy = [n for n in chain if n.op in BLOCKED_OPS]
-    return len(heavy) > 1 or heavy[0].op not in CONVOLUTIONS or _dilated_or_grouped(heavy[0])
+    if len(heavy) > 1:
+        return True
+    if heavy[0].op == "conv":
+        return representative(heavy[0].outputs[0].shape[3]) < 2 * target.vector_lanes
+    return heavy[0].op not in CONVOLUTIONS or _dilated_or_grouped(heavy[0])
 
 
 def _dilated_or_grouped(node: Node) -> bool:

@@ -20,7 +20,8 @@ from ..te.tensor import Tensor
 from .knobs import Defaults, Knobs
 from .parallel import parallel_grain, parallel_outer
 from .patterns import epilogue_anchor, row_axes
-from .reductions import attach_window, reduction_work, vectorised_row_reduction, window_pads
+from .reductions import (UNROLLED_TAPS, attach_window, pads_per_plane, reduction_work, vectorised_row_reduction,
+                         window_pads)
 from .rules import (
     CONV_TAGS,
     INJECTIVE_TAGS,
@@ -262,8 +263,11 @@ def _element_weight(sch: Schedule, s: Stage) -> int:
 
 def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str | None) -> None:
     """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
-    this window reads is computed per output row (a few rows of input, in cache) instead of as a whole copy.
-    `accumulator` is the window stage when `s` is its fused epilogue."""
+    this window reads is computed per plane where each output plane reads one input plane that fits in cache,
+    else per output row (a few rows of input), instead of as a whole copy. A window of at most UNROLLED_TAPS taps
+    is unrolled: gcc then keeps the accumulator in a register, where a loop over the taps loaded and stored it at
+    every tap (each multiply-add waited on the store before it). `accumulator` is the window stage when `s` is
+    its fused epilogue."""
     lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)  # a byte output: a vector of bytes
     *outer, w = [a.name for a in s.op.axes]
     wext = extent(s, w)
@@ -272,12 +276,16 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
     local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
     parallel_outer(sch, s, outer, target, wext * reduction_work(sch, local))
-    attach_window(sch, s.name, pads, local, w0, w1)
+    attach_window(sch, s.name, pads, local, w0, w1, per_plane=pads_per_plane(sch, local, pads, target))
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
     *local_outer, local_w = [a.name for a in lst.op.axes]
     sch.reorder(local, *local_outer, *reduce, local_w)
+    if reduction_work(sch, local) <= UNROLLED_TAPS:
+        for loop in reduce:
+            sch.unroll(local, loop)
     sch.vectorize(local, local_w)
+
 
 
 def _contiguous_reduction(s: Stage) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..dtype import itemsize
 from ..target import Target
 from .knobs import Knobs
 from .schedule import Schedule
@@ -48,12 +49,29 @@ def window_pads(sch: Schedule, s: Stage, window: str) -> list[Stage]:
             and [r.name for r in sch.state.readers(p.tensor)] == [window]]
 
 
-def attach_window(sch: Schedule, out: str, pads: list[Stage], local: str, w0: str, w1: str) -> None:
+def attach_window(sch: Schedule, out: str, pads: list[Stage], local: str, w0: str, w1: str,
+                  per_plane: bool = False) -> None:
     """The output's vector of columns `w1`; each padding stage computed per output row (a few rows of input, in
-    cache) rather than as a whole copy; the accumulator at the tile loop `w0`, so it stays in registers."""
+    cache), or, `per_plane`, per loop around the rows (a plane's padded copy, each input row copied once where
+    per row it is copied once for every tap row), rather than as a whole copy; the accumulator at the tile loop
+    `w0`, so it stays in registers."""
     sch.vectorize(out, w1)
-    row = sch.loops(out)[-3]
+    loops = sch.loops(out)
+    row = loops[-4] if per_plane and len(loops) >= 4 else loops[-3]
     for p in pads:
         sch.compute_at(p.name, out, row)
         sch.vectorize(p.name, sch.loops(p.name)[-1])
     sch.compute_at(local, out, w0)
+
+
+UNROLLED_TAPS = 49  # the largest window whose taps a rule unrolls: a 7 x 7 depthwise convolution's (ConvNeXt's)
+ONE_PLANE_WINDOWS = {"depthwise_conv2d", "pool"}  # windows whose output plane reads one input plane
+
+
+def pads_per_plane(sch: Schedule, window: str, pads: list[Stage], target: Target) -> bool:
+    """Whether `window`'s padding is best made per plane: each output plane reads one input plane, and each
+    padded plane (the last two axes of a padding stage) fits a quarter of L2, where it stays in cache for the
+    rows that read it."""
+    return sch.state.stage(window).op.tag in ONE_PLANE_WINDOWS and all(
+        math.prod(extent(p, a.name) for a in p.op.axes[-2:]) * itemsize(p.tensor.dtype) <= target.l2_bytes // 4
+        for p in pads)

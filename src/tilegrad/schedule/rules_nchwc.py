@@ -76,7 +76,7 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
     columns = _register_tile(sch, s, acc, (n, cb, h, w, ci), per_tile, wr, rows_outer, target, knobs, row_tiles)
     if anchor.tag == "depthwise_conv2d_nchwc":
         place_depthwise_pads(sch, s, acc, columns,
-                             knobs.pick(f"{s.name}_pad_per_row", (0, 1), default_pad_per_row(sch, acc, target)))
+                             knobs.pick(f"{s.name}_pad_per_row", PAD_PLACES, default_pad_per_row(sch, acc, target)))
 
 
 def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_tile: int, wr, rows_outer: int,
@@ -133,29 +133,38 @@ def pixel_rows(pixels: int, wr: int) -> int:
     return max(1, round(math.isqrt(pixels) / wr))
 
 
+PAD_PLACES = (0, 1, 2)  # a depthwise convolution's padding read in place, copied per output row, per plane
+
+
 def default_pad_per_row(sch: Schedule, acc: str, target: Target) -> int:
-    """1 (the padded input made per output row) where a depthwise convolution's window is larger than 3 x 3, or
-    its input and output outgrow L3; else 0 (reads guarded in place). gcc turns the guarded reads of a 5 x 5
-    window into a scalar loop and masked loads; those of a 3 x 3 window it vectorises, and then the per-row copy
-    is the slower on maps in cache and the faster on maps streamed from memory (docs/benchmarks.md, "Machine A,
-    thirteenth session")."""
+    """Where a depthwise convolution's padded input is made (PAD_PLACES): 1 or 2 (a copy per output row, or per
+    plane where the padded plane of one channel block fits a quarter of L2) where its window is larger than
+    3 x 3, or its input and output outgrow L3; else 0 (reads guarded in place). gcc turns the guarded reads of a
+    5 x 5 window into a scalar loop and masked loads; those of a 3 x 3 window it vectorises, and then the per-row
+    copy is the slower on maps in cache and the faster on maps streamed from memory (docs/benchmarks.md, "Machine
+    A, thirteenth session"). A copy per row copies each input row once for every tap row that reads it; per
+    plane, once (MNASNet's 5 x 5 on 7 x 7 maps: docs/benchmarks.md, "Machine F, thirty-fifth session")."""
     pads = window_pads(sch, sch.state.stage(acc), acc)
     if not pads:
         return 0
     x = pads[0].op.inputs[0]
     streamed = 2 * math.prod(x.shape) * itemsize(x.dtype) > target.l3_bytes
-    return int(reduction_work(sch, acc) > 9 or streamed)
+    if not (reduction_work(sch, acc) > 9 or streamed):
+        return 0
+    plane = math.prod(extent(pads[0], a.name) for a in pads[0].op.axes[2:]) * itemsize(x.dtype)
+    return 2 if plane <= target.l2_bytes // 4 else 1
 
 
-def place_depthwise_pads(sch: Schedule, s: Stage, acc: str, columns: str, per_row: int) -> None:
-    """A depthwise convolution's padded input: made per output row (`per_row`; its window's rows of one channel
-    block, in L1, read by the inner loop without bounds checks; each channel block reads only its own lanes), or
+def place_depthwise_pads(sch: Schedule, s: Stage, acc: str, columns: str, place: int) -> None:
+    """A depthwise convolution's padded input (`place`, one of PAD_PLACES): made per output row (its window's
+    rows of one channel block, in L1, read by the inner loop without bounds checks; each channel block reads
+    only its own lanes) or per plane (the loop around the rows, where the rows are a loop of their own), or
     inlined, each read guarded. `columns` is the loop over the row's register tiles."""
     loops = sch.loops(s.name)
-    row = loops[loops.index(columns) - 1]
+    at = loops.index(columns) - (2 if place == 2 and loops.index(columns) >= 2 else 1)
     for p in window_pads(sch, s, acc):
-        if per_row:
-            sch.compute_at(p.name, s.name, row)
+        if place:
+            sch.compute_at(p.name, s.name, loops[at])
             sch.vectorize(p.name, sch.loops(p.name)[-1])
         else:
             sch.compute_inline(p.name)

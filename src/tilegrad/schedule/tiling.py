@@ -23,7 +23,8 @@ def values(default: int, candidates, limit: int) -> tuple[int, ...]:
 
 def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:
     """(columns, channels) of the register tile: whole vectors of output columns where the width allows, else a
-    divisor of the width (a tile that overshoots the row would need bounds checks in the innermost loop), and as
+    divisor of the width (a tile that overshoots the row runs its last tile guarded), unless no divisor fills half
+    a vector on a row of more than two (a prime width, 37: the divisor 1 ran scalar), then one vector; and as
     many channels as fill the accumulator registers."""
     if width % (2 * lanes) == 0:
         wr = 2 * lanes
@@ -31,5 +32,7 @@ def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> 
         wr = lanes
     else:
         wr = largest_divisor(width, 2 * lanes)
+        if wr < lanes // 2 and width > 2 * lanes:
+            wr = lanes
     vectors = -(-wr // lanes)
     return wr, largest_divisor(channels, max(1, accumulators // vectors))

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...schedule.parallel import parallel_count
-from ...schedule.reductions import attach_window, reduction_work, window_pads
+from ...schedule.reductions import UNROLLED_TAPS, attach_window, pads_per_plane, reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
-from ...schedule.rules_nchwc import (accumulate_partitions, default_blocks, default_flat, default_pad_in_place,
-                                     default_pad_per_row, default_rows_outer, kblock_choices, pixel_rows,
-                                     place_depthwise_pads, read_in_place, strided_pointwise, tile_columns)
+from ...schedule.rules_nchwc import (PAD_PLACES, accumulate_partitions, default_blocks, default_flat,
+                                     default_pad_in_place, default_pad_per_row, default_rows_outer, kblock_choices,
+                                     pixel_rows, place_depthwise_pads, read_in_place, strided_pointwise,
+                                     tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...schedule.tiling import conv_tile
@@ -61,8 +62,9 @@ def schedule_conv2d(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor
 
 @register_template("depthwise_conv2d", "depthwise_conv2d")
 def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
-    """A vector of output columns accumulates in registers over the window; a padding stage only the window reads
-    is computed per output row; the outer loops run in parallel up to the grain knob."""
+    """A vector of output columns accumulates in registers over the window, its taps unrolled or not; a padding
+    stage only the window reads is computed per output row or per plane; the outer loops run in parallel up to
+    the grain knob."""
     *outer, w = [a.name for a in s.op.axes]
     wext = extent(s, w)
     wr_d, _ = conv_tile(1, wext, target.vector_lanes)
@@ -76,15 +78,17 @@ def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anc
     work = wext * reduction_work(sch, local)
     cfg.define_knob("grain", range(len(outer) + 1), parallel_count(outer_extents, target, work))
     cfg.define_reorder("order_reduce", reduce)
-    cfg.define_annotate("ann_reduce", reduce[-1:], "try_unroll")
+    unrolled = reduction_work(sch, local) <= UNROLLED_TAPS
+    cfg.define_annotate("ann_reduce", reduce, "try_unroll", default=("unroll" if unrolled else "none",) * len(reduce))
+    cfg.define_knob("pad_per_plane", (0, 1), int(pads_per_plane(sch, local, pads, target)))
 
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
     parallelize(sch, s.name, outer, cfg["grain"].val)
-    attach_window(sch, s.name, pads, local, w0, w1)
+    attach_window(sch, s.name, pads, local, w0, w1, per_plane=bool(cfg["pad_per_plane"].val))
     *local_outer, local_w = [a.name for a in sch.state.stage(local).op.axes]
     order = [reduce[i] for i in cfg["order_reduce"].perm]
     sch.reorder(local, *local_outer, *order, local_w)
-    cfg["ann_reduce"].apply(sch, local, order[-1:])
+    cfg["ann_reduce"].apply(sch, local, order)
     sch.vectorize(local, local_w)
 
 
@@ -127,7 +131,7 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     cfg.define_annotate("ann_tile", ["w"], "try_unroll", default=("unroll",))
     depthwise = anchor.tag == "depthwise_conv2d_nchwc"
     if depthwise:
-        cfg.define_knob("pad_per_row", (0, 1), default_pad_per_row(sch, acc, target))
+        cfg.define_knob("pad_per_row", PAD_PLACES, default_pad_per_row(sch, acc, target))
     padded = conv and not pixels and window_pads(sch, s, acc)
     if padded:
         cfg.define_knob("pad_in_place", (0, 1), default_pad_in_place(anchor.attrs))
