@@ -16,9 +16,9 @@ from ..te.tiling import row_tile
 from .knobs import Knobs
 from .packed_gemm import Tile, row_blocks, stage_tagged, tile_output_loops
 from .parallel import parallel_grain, parallel_outer
-from .reductions import reduction_order, reduction_work
+from .reductions import reduction_order, reduction_work, window_pads
 from .rules import Anchor, rule
-from .rules_nchwc import pairs_pay
+from .rules_nchwc import default_pad_in_place, pairs_pay, read_in_place
 from .schedule import Schedule
 from .state import Stage
 from .tiling import extent
@@ -132,6 +132,9 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
         work = width * block * per_tile * reduction_work(sch, blocked)
     parallel_grain(sch, s, outer, extents, target, work, knobs)
     sch.compute_at(blocked, s.name, w0)
+    padded = window_pads(sch, sch.state.stage(blocked), blocked)
+    if padded and knobs.pick(f"{s.name}_pad_in_place", (0, 1), default_packed_pad_in_place(anchor.attrs)):
+        read_in_place(sch, sch.state.stage(blocked), blocked)
     bn, bc, bh, bw, bb, *reduce = sch.loops(blocked)
     reduce = reduction_order(knobs, blocked, reduce)
     if per_tile == 1:
@@ -142,6 +145,14 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     if knobs.pick(f"{blocked}_unroll", (0, 1), 1):
         sch.unroll(blocked, bw)
     sch.vectorize(blocked, bb)
+
+
+def default_packed_pad_in_place(attrs: dict) -> int:
+    """1 (the packed convolution reads its NCHW input in place, the tiles that reach the padding guarded, as the
+    NCHWc rule's `default_pad_in_place` says) for a 2-D window; 0 (a padded copy first) for a 1-D one, a row of
+    height 1 (Whisper's k3: in place, gcc took the weights from memory at every multiply-add of the interior
+    tiles, 1.16x the time; docs/benchmarks.md, "Machine F, thirty-fifth session")."""
+    return int(attrs["kernel"][0] > 1 and default_pad_in_place(attrs))
 
 
 def _chunk_tiles(sch: Schedule, blocked: str, tiles: int, target: Target) -> int:

@@ -160,8 +160,11 @@ class Window:
 
     @property
     def stage_pads(self) -> tuple[tuple[int, int], ...]:
-        """The padding a padded copy of the input adds: the positive sides (a negative one crops by reading past)."""
-        return tuple((max(lo, 0), max(hi, 0)) for lo, hi in self.pads)
+        """The padding a padded copy of the input adds: the positive sides (a negative one crops by reading past),
+        the trailing side only as far as some window reads it (a stride-2 3 x 3 window over 56 pixels never reads
+        its right pad: the copy's column and every read's test of it would be dead)."""
+        return tuple((max(lo, 0), max(_read_after(size, k, s, lo, hi, d, out), 0)) for size, k, s, (lo, hi), d, out
+                     in zip(self.sizes, self.kernel, self.stride, self.pads, self.dilation, self.out_sizes))
 
     def padded_taps(self, out, taps) -> tuple[E.Expr, ...]:
         """The same coordinates in an input padded by `stage_pads` beforehand."""
@@ -170,3 +173,10 @@ class Window:
 
     def attrs(self) -> dict:
         return {"stride": self.stride, "padding": self.pads, "dilation": self.dilation}
+
+
+def _read_after(size, kernel: int, stride: int, before: int, after: int, dilation: int, out) -> int:
+    """How much of the trailing pad `after` the last window reads (all of it where a size is dynamic)."""
+    if isinstance(size, E.Expr) or isinstance(out, E.Expr):
+        return after
+    return min(after, (out - 1) * stride + (kernel - 1) * dilation - before - (size - 1))

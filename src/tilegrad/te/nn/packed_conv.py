@@ -77,8 +77,8 @@ def blocked_conv2d(x: te.Tensor, wpack: te.Tensor, out_channels: int, stride=1, 
     win = Window.of("blocked_conv2d", (height, width), (kh, kw), stride, padding, dilation)
     stride, dilation, pads, (oh, ow) = win.stride, win.dilation, win.pads, win.out_sizes
     attrs = {"stride": stride, "padding": pads, "dilation": dilation, "kernel": (kh, kw), "block": block}
-    if any(lo or hi for lo, hi in pads):
-        x = pad(x, ((0, 0), (0, 0), *pads), name=f"{name}_pad")
+    if any(lo or hi for lo, hi in win.stage_pads):
+        x = pad(x, ((0, 0), (0, 0), *win.stage_pads), name=f"{name}_pad")
     rc, ry, rx = te.reduce_axis(in_channels, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     (sh, sw), (dh, dw) = stride, dilation
 

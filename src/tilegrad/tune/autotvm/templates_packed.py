@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 
 from ...schedule.parallel import parallel_count
-from ...schedule.reductions import reduction_work
+from ...schedule.reductions import reduction_work, window_pads
 from ...schedule.rules import Anchor
-from ...schedule.rules_packed import default_packed_blocks
+from ...schedule.rules_nchwc import read_in_place
+from ...schedule.rules_packed import default_packed_blocks, default_packed_pad_in_place
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...te.tiling import row_tile
@@ -76,7 +77,7 @@ def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target,
 def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """A register tile of output columns x one or two channel blocks (vectorised) accumulates over the input
     channels and taps in the order the knob says, and is copied out to NCHW; images, channel blocks and rows run
-    in parallel up to the grain."""
+    in parallel up to the grain; a padded input is read in place or through a padded copy."""
     block = anchor.attrs["block"]
     blocked = _stage_tagged(sch, "packed_conv2d_tiles")
     n, c, h, w = [a.name for a in s.op.axes]
@@ -95,6 +96,9 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     cfg.define_knob("grain", range(4), parallel_count(outer, target, width * block * reduction_work(sch, blocked)))
     cfg.define_reorder("order_reduce", reduce)
     cfg.define_annotate("ann_tile", ["w"], "try_unroll", default=("unroll",))
+    padded = bool(window_pads(sch, sch.state.stage(blocked), blocked))
+    if padded:
+        cfg.define_knob("pad_in_place", (0, 1), default_packed_pad_in_place(anchor.attrs))
 
     per_tile = cfg["blocks"].val
     c0, c1 = sch.split(s.name, c, block * per_tile)
@@ -103,6 +107,8 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     sch.reorder(s.name, n, c0, h, w0, *channels, w1)
     parallelize(sch, s.name, [n, c0, h], cfg["grain"].val)
     sch.compute_at(blocked, s.name, w0)
+    if padded and cfg["pad_in_place"].val:
+        read_in_place(sch, sch.state.stage(blocked), blocked)
     bn, bc, bh, bw, bb, *reduce = sch.loops(blocked)
     order = [reduce[k] for k in cfg["order_reduce"].perm]
     if per_tile == 1:
