@@ -9,6 +9,7 @@ from tilegrad import te
 from tilegrad.errors import ShapeError
 from tilegrad.te import nn
 from tilegrad.te.interpret import interpret
+from tilegrad.te.tensor import topo_order
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
@@ -43,3 +44,19 @@ def test_packed_ops_reject_bad_arguments():
         nn.packed_conv2d(te.placeholder((1, 4, 5, 5), name="X"), te.placeholder((8, 2, 3, 3), name="W"))
     with pytest.raises(ShapeError, match="panel sizes must be positive"):
         nn.packed_matmul(te.placeholder((4, 3), name="A"), te.placeholder((3, 2), name="B"), mr=0)
+
+
+@pytest.mark.parametrize("size, kernel, stride, pad, padded", [
+    (56, 3, 2, 1, (57, 57)),     # ResNet-50's strided 3 x 3: no window reads the right pad, which is dropped
+    (224, 7, 2, 3, (230, 230)),  # its stem: the last window reads part of the right pad, kept whole
+    (28, 3, 1, 1, (30, 30)),
+])
+def test_the_padded_copy_drops_a_trailing_pad_no_window_reads(size, kernel, stride, pad, padded):
+    x, w = te.placeholder((1, 3, size, size), name="x"), te.placeholder((8, 3, kernel, kernel), name="w")
+    out = nn.packed_conv2d(x, w, stride=stride, padding=pad, block=8, name="y")
+    copy = next(t for t in topo_order([out]) if t.name == "y_pad")
+    assert tuple(copy.shape[2:]) == padded
+    xv = np.random.default_rng(0).standard_normal(x.shape).astype("float32")
+    wv = np.random.default_rng(1).standard_normal(w.shape).astype("float32")
+    want = interpret(nn.conv2d(x, w, stride=stride, padding=pad), {"x": xv, "w": wv})
+    np.testing.assert_allclose(interpret(out, {"x": xv, "w": wv}), want, rtol=1e-4, atol=1e-4)

@@ -161,8 +161,9 @@ class Window:
     @property
     def stage_pads(self) -> tuple[tuple[int, int], ...]:
         """The padding a padded copy of the input adds: the positive sides (a negative one crops by reading past),
-        the trailing side only as far as some window reads it (a stride-2 3 x 3 window over 56 pixels never reads
-        its right pad: the copy's column and every read's test of it would be dead)."""
+        less a trailing pad that no window reads (a stride-2 3 x 3 window over 56 pixels never reads its right
+        pad: the copy's column and every read's test of it would be dead). One read in part stays whole: rows one
+        element shorter ran ResNet-50's 7 x 7 stem 1.06x slower (229 floats against 230)."""
         return tuple((max(lo, 0), max(_read_after(size, k, s, lo, hi, d, out), 0)) for size, k, s, (lo, hi), d, out
                      in zip(self.sizes, self.kernel, self.stride, self.pads, self.dilation, self.out_sizes))
 
@@ -176,7 +177,7 @@ class Window:
 
 
 def _read_after(size, kernel: int, stride: int, before: int, after: int, dilation: int, out) -> int:
-    """How much of the trailing pad `after` the last window reads (all of it where a size is dynamic)."""
+    """The trailing pad `after`, or 0 where no window reads it (known only for static sizes)."""
     if isinstance(size, E.Expr) or isinstance(out, E.Expr):
         return after
-    return min(after, (out - 1) * stride + (kernel - 1) * dilation - before - (size - 1))
+    return after if (out - 1) * stride + (kernel - 1) * dilation - before >= size else 0
