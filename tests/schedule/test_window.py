@@ -60,11 +60,15 @@ def _pad_loop(sch):
     return len(sch.loops("y")) - sch.loops("y").index(pad.attach[1])
 
 
-def test_the_padded_plane_is_made_once_where_it_fits_and_per_row_where_it_does_not():
-    inputs, out = _depthwise(64, 20, 37, 3, 1)  # channels enough that the rows run inside the plane's loop
-    roomy = Target.with_lanes(16)
-    assert _pad_loop(_check(inputs, out, roomy)) == 4
-    assert _pad_loop(_check(inputs, out, dataclasses.replace(roomy, l2_bytes=4 * 1024))) == 3
+@pytest.mark.parametrize("channels, cores, l2_kib, enclosing", [
+    (8, 2, 1024, 4),   # four planes a thread: the rows stay serial inside each plane, its padding made once
+    (64, 2, 4, 3),     # a plane past a quarter of L2: padded per row
+    (4, 2, 1024, 3),   # too few planes to share out: the rows run in parallel, each padded alone
+])
+def test_the_padded_plane_is_made_once_where_it_fits_and_the_planes_share_out(channels, cores, l2_kib, enclosing):
+    inputs, out = _depthwise(channels, 20, 37, 3, 1)
+    target = dataclasses.replace(Target.with_lanes(16), cores=cores, l2_bytes=l2_kib * 1024)
+    assert _pad_loop(_check(inputs, out, target)) == enclosing
 
 
 def test_a_pool_on_a_prime_width_matches_the_interpreter():

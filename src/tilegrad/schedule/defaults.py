@@ -275,8 +275,12 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
     pads = window_pads(sch, s, accumulator or s.name)
     local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
+    per_plane = pads_per_plane(sch, local, pads, target)
+    planes = outer[:-1]
+    if per_plane and math.prod(extent(s, a) for a in planes) >= PLANES_PER_THREAD * target.cores:
+        outer = planes  # the rows stay a loop of their own, inside the plane its padding is made for
     parallel_outer(sch, s, outer, target, wext * reduction_work(sch, local))
-    attach_window(sch, s.name, pads, local, w0, w1, per_plane=pads_per_plane(sch, local, pads, target))
+    attach_window(sch, s.name, pads, local, w0, w1, per_plane=per_plane)
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]
     *local_outer, local_w = [a.name for a in lst.op.axes]
@@ -286,6 +290,9 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
             sch.unroll(local, loop)
     sch.vectorize(local, local_w)
 
+
+
+PLANES_PER_THREAD = 4  # planes enough to share out whole: a window padded per plane keeps its rows serial
 
 
 def _contiguous_reduction(s: Stage) -> str | None:
