@@ -245,12 +245,12 @@ def _conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, b
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())
     ctx.note(f"{node.name}: {algorithm} ({why}); multiplies: {counts}; estimated multiply-adds: {estimates}")
-    out = _emit(ed, node, algorithm, x, w, bias, ctx.target)
+    out = emit(ed, node, algorithm, x, w, bias, ctx.target)
     ctx.decisions.setdefault("conv_algorithm", {})[node.name] = ConvChoice(algorithm, tuple(costs), out.name)
     return out
 
 
-def _emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias: list[Value],
+def emit(ed: GraphEditor, node: Node, algorithm: str, x: Value, w: Value, bias: list[Value],
           target: Target) -> Value:
     """The convolution as `algorithm`'s op over its laid-out weights."""
     a = node.attrs

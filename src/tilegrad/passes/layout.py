@@ -263,7 +263,7 @@ class _Rewrite:
             x, wpack, *bias = node.inputs
             a = node.attrs
             source = self.blocked[id(x)] if id(x) in self.blocked else ed.get(x)  # NCHW at a chain's start
-            weight = _unpack_conv_weight(wpack.data, a["out_channels"])
+            weight = unpack_conv_weight(wpack.data, a["out_channels"])
             in_lanes = source.shape[1] * source.shape[4] if len(source.shape) == 5 else x.shape[1]
             packed = ed.const(_pack_conv_weight(weight, b, in_lanes), f"{node.name}_wnchwc")
             return ed.op("conv_nchwc", source, packed, *self._bias(bias, node), name=node.name,
@@ -324,7 +324,7 @@ def _relayout_constant(data: np.ndarray, block: int) -> np.ndarray:
     return block_array(padded, block)
 
 
-def _unpack_conv_weight(wpack: np.ndarray, out_channels: int) -> np.ndarray:
+def unpack_conv_weight(wpack: np.ndarray, out_channels: int) -> np.ndarray:
     """`conv_weight_pack`'s (O / b, C, KH, KW, b) back to OIHW."""
     blocks, channels, kh, kw, block = wpack.shape
     return wpack.transpose(0, 4, 1, 2, 3).reshape(blocks * block, channels, kh, kw)[:out_channels]

@@ -33,6 +33,7 @@ from .fuse import fuse
 from .hoist_slice import hoist_slice
 from .int8_layout import int8_layout
 from .layout import layout
+from .pointwise_gemm import pointwise_gemm
 from .quantize import fold_qdq
 from .simplify import simplify
 from .sink_reshape import sink_reshape
@@ -59,6 +60,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("conv_algorithm", conv_algorithm, level=1, targets=("cpu",)),
     Pass("sink_reshape", sink_reshape, level=2),
     Pass("layout", layout, level=2, targets=("cpu",)),
+    Pass("pointwise_gemm", pointwise_gemm, level=2, targets=("cpu",)),
     Pass("int8_layout", int8_layout, level=2, targets=("cpu",)),
     Pass("conv_regions", conv_regions, level=2, targets=("cpu",)),
     Pass("cse_late", eliminate_common_subexpressions, level=1),
