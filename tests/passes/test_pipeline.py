@@ -17,7 +17,7 @@ def test_the_pipeline_runs_the_passes_in_this_order_at_these_levels():
         ("fold_qdq", 1, both), ("fold_constants", 1, both), ("simplify", 1, both), ("cse", 1, both),
         ("bn_fold", 1, both), ("fold_bias", 1, both), ("hoist_slice", 2, both), ("attention", 2, both),
         ("expand", 2, both), ("conv_algorithm", 1, cpu), ("sink_reshape", 2, both), ("layout", 2, cpu),
-        ("int8_layout", 2, cpu), ("conv_regions", 2, cpu), ("cse_late", 1, both),
+        ("pointwise_gemm", 2, cpu), ("int8_layout", 2, cpu), ("conv_regions", 2, cpu), ("cse_late", 1, both),
         ("fuse", 1, both),
     ]
 
