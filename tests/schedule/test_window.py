@@ -22,6 +22,7 @@ from tilegrad.te import nn
 from tilegrad.te import tensor as te
 from tilegrad.te.interpret import interpret
 from tilegrad.te.nn import nchwc
+from tilegrad.tune.autotvm import find_template
 
 
 def _depthwise(channels, height, width, kernel, stride):
@@ -90,3 +91,11 @@ def test_a_blocked_5x5_window_pads_each_plane_once_where_it_fits(l2_kib, place):
     inputs, out = _blocked_depthwise(72, 7, 5, 16)  # blocks enough that the rows run inside the blocks' loop
     assert default_pad_per_row(Schedule([out]), "y", target) == place
     assert _pad_loop(_check(inputs, out, target)) == {2: 5, 1: 4}[place]  # the lanes' loop inside the columns
+
+
+def test_the_autotvm_template_starts_where_the_rule_does_with_planes_shared_out():
+    inputs, out = _depthwise(16, 20, 37, 3, 1)  # 16 planes: the rows would join the parallel loop
+    target = dataclasses.replace(Target.with_lanes(16), cores=2)
+    template = find_template([out])
+    config = template.space([out], target).default()
+    assert template.schedule(config, [out], target).trace == default_schedule(out, target).trace

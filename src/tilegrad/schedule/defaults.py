@@ -20,8 +20,8 @@ from ..te.tensor import Tensor
 from .knobs import Defaults, Knobs
 from .parallel import parallel_grain, parallel_outer
 from .patterns import epilogue_anchor, row_axes
-from .reductions import (UNROLLED_TAPS, attach_window, pads_per_plane, reduction_work, vectorised_row_reduction,
-                         window_pads)
+from .reductions import (UNROLLED_TAPS, attach_window, pads_per_plane, planes_share_out, reduction_work,
+                         vectorised_row_reduction, window_pads)
 from .rules import (
     CONV_TAGS,
     INJECTIVE_TAGS,
@@ -276,9 +276,8 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
     local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
     per_plane = pads_per_plane(sch, local, pads, target)
-    planes = outer[:-1]
-    if per_plane and math.prod(extent(s, a) for a in planes) >= PLANES_PER_THREAD * target.cores:
-        outer = planes  # the rows stay a loop of their own, inside the plane its padding is made for
+    if per_plane and planes_share_out([extent(s, a) for a in outer], target):
+        outer = outer[:-1]  # the rows stay a loop of their own, inside the plane its padding is made for
     parallel_outer(sch, s, outer, target, wext * reduction_work(sch, local))
     attach_window(sch, s.name, pads, local, w0, w1, per_plane=per_plane)
     lst = sch.state.stage(local)
@@ -289,10 +288,6 @@ def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str |
         for loop in reduce:
             sch.unroll(local, loop)
     sch.vectorize(local, local_w)
-
-
-
-PLANES_PER_THREAD = 4  # planes enough to share out whole: a window padded per plane keeps its rows serial
 
 
 def _contiguous_reduction(s: Stage) -> str | None:

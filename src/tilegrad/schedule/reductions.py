@@ -64,6 +64,7 @@ def attach_window(sch: Schedule, out: str, pads: list[Stage], local: str, w0: st
     sch.compute_at(local, out, w0)
 
 
+PLANES_PER_THREAD = 4  # planes enough to share out whole: a window padded per plane keeps its rows serial
 UNROLLED_TAPS = 49  # the largest window whose taps a rule unrolls: a 7 x 7 depthwise convolution's (ConvNeXt's)
 ONE_PLANE_WINDOWS = {"depthwise_conv2d", "pool"}  # windows whose output plane reads one input plane
 
@@ -75,3 +76,9 @@ def pads_per_plane(sch: Schedule, window: str, pads: list[Stage], target: Target
     return sch.state.stage(window).op.tag in ONE_PLANE_WINDOWS and all(
         math.prod(extent(p, a.name) for a in p.op.axes[-2:]) * itemsize(p.tensor.dtype) <= target.l2_bytes // 4
         for p in pads)
+
+
+def planes_share_out(outer: list[int], target: Target) -> bool:
+    """Whether the planes (the extents of the loops around the rows, `outer` less its last, the rows) give every
+    thread PLANES_PER_THREAD or more, so that the parallel loop may leave the rows out."""
+    return math.prod(outer[:-1]) >= PLANES_PER_THREAD * target.cores

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...schedule.parallel import parallel_count
-from ...schedule.reductions import UNROLLED_TAPS, attach_window, pads_per_plane, reduction_work, window_pads
+from ...schedule.reductions import (UNROLLED_TAPS, attach_window, pads_per_plane, planes_share_out, reduction_work,
+                                     window_pads)
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
 from ...schedule.rules_nchwc import (PAD_PLACES, accumulate_partitions, default_blocks, default_flat,
@@ -76,11 +77,13 @@ def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anc
     cfg.define_split("tile_w", wext, 2, max_innermost=2 * target.vector_lanes, default=(wr_d,))
     outer_extents = [extent(s, a) for a in outer]
     work = wext * reduction_work(sch, local)
-    cfg.define_knob("grain", range(len(outer) + 1), parallel_count(outer_extents, target, work))
+    per_plane = pads_per_plane(sch, local, pads, target)
+    shared = outer_extents[:-1] if per_plane and planes_share_out(outer_extents, target) else outer_extents
+    cfg.define_knob("grain", range(len(outer) + 1), parallel_count(shared, target, work))
     cfg.define_reorder("order_reduce", reduce)
     unrolled = reduction_work(sch, local) <= UNROLLED_TAPS
     cfg.define_annotate("ann_reduce", reduce, "try_unroll", default=("unroll" if unrolled else "none",) * len(reduce))
-    cfg.define_knob("pad_per_plane", (0, 1), int(pads_per_plane(sch, local, pads, target)))
+    cfg.define_knob("pad_per_plane", (0, 1), int(per_plane))
 
     w0, w1 = cfg["tile_w"].apply(sch, s.name, w)
     parallelize(sch, s.name, outer, cfg["grain"].val)
