@@ -7,7 +7,7 @@ scattered store per element. Over a short reduction (few input channels: MobileN
 its peak. A 1 x 1 convolution in NCHW is already the product W (O x C) by X (C x pixels), whose rows are NCHW's
 rows: as `im2col_conv` (its columns are the input itself) every store is a whole vector. Where the reduction
 holds more than SHORT_REDUCTION_VECTORS vectors the direct kernel's register tile is worth its copy-out and it
-stays (ResNet-50's 64 -> 256: the GEMM 1.08x the time; docs/benchmarks.md, "Machine F, thirty-fifth session").
+stays (ResNet-50's 64 -> 256; docs/benchmarks.md, "Machine F, thirty-fifth session").
 An algorithm the options ask for (`conv_algorithm`, tuning's choices) is left as it is.
 """
 

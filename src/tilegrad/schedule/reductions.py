@@ -73,9 +73,13 @@ def pads_per_plane(sch: Schedule, window: str, pads: list[Stage], target: Target
     """Whether `window`'s padding is best made per plane: each output plane reads one input plane, and each
     padded plane (the last two axes of a padding stage) fits a quarter of L2, where it stays in cache for the
     rows that read it."""
-    return sch.state.stage(window).op.tag in ONE_PLANE_WINDOWS and all(
-        math.prod(extent(p, a.name) for a in p.op.axes[-2:]) * itemsize(p.tensor.dtype) <= target.l2_bytes // 4
-        for p in pads)
+    return sch.state.stage(window).op.tag in ONE_PLANE_WINDOWS and all(plane_fits(p, 2, target) for p in pads)
+
+
+def plane_fits(pad: Stage, axes: int, target: Target) -> bool:
+    """Whether a plane of padding stage `pad`, its last `axes` axes, fits a quarter of L2."""
+    plane = math.prod(extent(pad, a.name) for a in pad.op.axes[-axes:])
+    return plane * itemsize(pad.tensor.dtype) <= target.l2_bytes // 4
 
 
 def planes_share_out(outer: list[int], target: Target) -> bool:

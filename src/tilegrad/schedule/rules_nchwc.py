@@ -27,7 +27,7 @@ from ..te.specialize import DYNAMIC_AXES
 from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
-from .reductions import reduction_order, reduction_work, window_pads
+from .reductions import plane_fits, reduction_order, reduction_work, window_pads
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
@@ -151,8 +151,7 @@ def default_pad_per_row(sch: Schedule, acc: str, target: Target) -> int:
     streamed = 2 * math.prod(x.shape) * itemsize(x.dtype) > target.l3_bytes
     if not (reduction_work(sch, acc) > 9 or streamed):
         return 0
-    plane = math.prod(extent(pads[0], a.name) for a in pads[0].op.axes[2:]) * itemsize(x.dtype)
-    return 2 if plane <= target.l2_bytes // 4 else 1
+    return 2 if plane_fits(pads[0], 3, target) else 1  # a channel block's plane: rows, columns and lanes
 
 
 def place_depthwise_pads(sch: Schedule, s: Stage, acc: str, columns: str, place: int) -> None:

@@ -151,7 +151,7 @@ def default_packed_pad_in_place(attrs: dict) -> int:
     """1 (the packed convolution reads its NCHW input in place, the tiles that reach the padding guarded, as the
     NCHWc rule's `default_pad_in_place` says) for a 2-D window; 0 (a padded copy first) for a 1-D one, a row of
     height 1 (Whisper's k3: in place, gcc took the weights from memory at every multiply-add of the interior
-    tiles, 1.16x the time; docs/benchmarks.md, "Machine F, thirty-fifth session")."""
+    tiles; docs/benchmarks.md, "Machine F, thirty-fifth session")."""
     return int(attrs["kernel"][0] > 1 and default_pad_in_place(attrs))
 
 

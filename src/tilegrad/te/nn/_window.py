@@ -163,7 +163,7 @@ class Window:
         """The padding a padded copy of the input adds: the positive sides (a negative one crops by reading past),
         less a trailing pad that no window reads (a stride-2 3 x 3 window over 56 pixels never reads its right
         pad: the copy's column and every read's test of it would be dead). One read in part stays whole: rows one
-        element shorter ran ResNet-50's 7 x 7 stem 1.06x slower (229 floats against 230)."""
+        element shorter ran ResNet-50's 7 x 7 stem slower (docs/passes.md, "Layout")."""
         return tuple((max(lo, 0), max(_read_after(size, k, s, lo, hi, d, out), 0)) for size, k, s, (lo, hi), d, out
                      in zip(self.sizes, self.kernel, self.stride, self.pads, self.dilation, self.out_sizes))
 
