@@ -46,7 +46,7 @@ import numpy as np
 
 from ..dtype import itemsize
 from ..errors import ShapeError, TilegradError
-from ..ir.graph import Derivation, Node, Value
+from ..ir.graph import Derivation, Node, TensorType, Value
 from ..mapped import release_pages
 from ..ir.registry import lookup
 from ..target import Target
@@ -54,8 +54,9 @@ from ..te.nn import im2col, winograd
 from ..te.dims import representative
 from ..te.nn.conv_groups import BlockGroups
 from ..te.tiling import row_tile
-from .editor import GraphEditor, map_nodes
 from .context import PassContext
+from .conv_phases import Phases, from_phases, phases_of, to_phases
+from .editor import GraphEditor, map_nodes
 
 CONV_BLOCK = 16  # output channels per block of a packed convolution: two AVX2 vectors, one AVX-512 vector
 MATMUL_PANEL_VECTORS = 2  # vectors per panel of a packed constant matmul operand (and per GEMM register tile row)
@@ -123,11 +124,38 @@ def _winograd_terms(m: int, matrix: str) -> int:
     return (alpha + (alpha if matrix == "BT" else m)) * nonzeros
 
 
+def _winograd_form(x: Value, w: Value, attrs: dict) -> tuple[Value, dict, Phases | None] | None:
+    """The input and attributes Winograd runs a convolution as, and its phases where it runs a dilated one
+    undilated over them (passes/conv_phases.py); None where it applies to neither."""
+    if _winograd_applies(w, attrs) is None:
+        return x, attrs, None
+    phases = phases_of(x.shape, attrs)
+    undilated = {**attrs, "dilations": [1, 1], "pads": list(phases.pads)} if phases else None
+    if phases is None or _winograd_applies(w, undilated) is not None:
+        return None
+    return Value(x.name, TensorType(phases.input_shape(x.shape), x.dtype)), undilated, phases
+
+
+def _taps_inside(size: int, kernel: int, pad: int, dilation: int, out: int) -> float:
+    """The share of a stride-1 kernel's taps along one axis that read inside the input, over its outputs."""
+    inside = sum(0 <= o - pad + t * dilation < size for o in range(out) for t in range(kernel))
+    return inside / (out * kernel)
+
+
 def multiplies(x: Value, w: Value, attrs: dict) -> dict[str, int]:
-    """The multiplications of each algorithm: the direct convolution's, and Winograd's GEMMs'."""
+    """The multiplications of each algorithm: the direct convolution's, and Winograd's GEMMs'. A dilated
+    convolution's direct ones count only its taps inside the input: the blocked kernel skips the kernel rows
+    that fall in the padding, and passes/conv_regions.py splits off the bands whose columns do where that pays."""
     n, c, o, oh, ow, kh, kw = _shape(x, w, attrs)
     out = {"direct": n * o * oh * ow * c * kh * kw}
-    if _winograd_applies(w, attrs) is None:
+    phases = phases_of(x.shape, attrs)
+    if phases is not None:
+        h, wd, p = x.shape[2], x.shape[3], attrs["pads"] or (0,) * 4
+        out["direct"] = round(out["direct"] * _taps_inside(h, kh, p[0], phases.dilations[0], oh)
+                              * _taps_inside(wd, kw, p[1], phases.dilations[1], ow))
+    form = _winograd_form(x, w, attrs)
+    if form is not None:
+        n, c, o, oh, ow, _, _ = _shape(form[0], w, form[1])
         for m in (2, 4):
             out[f"winograd{m}"] = (m + 2) ** 2 * n * -(-oh // m) * -(-ow // m) * c * o
     return out
@@ -154,14 +182,19 @@ def estimate_costs(x: Value, w: Value, attrs: dict, target: Target) -> dict[str,
     width = -(-ow // im2col.position_tile(ow)) * im2col.position_tile(ow)
     costs["im2col"] = (macs["direct"] * IM2COL_SLOWDOWN + TRANSFORM * n * oh * width * c * kh * kw
                        + load * weights)
+    form = _winograd_form(x, w, attrs)
+    if form is None:
+        return costs
+    xw, attrs_w, phases = form
+    n, c, o, oh, ow, _, _ = _shape(xw, w, attrs_w)
+    regroup = 0 if phases is None else TRANSFORM * n * (c * xw.shape[2] * xw.shape[3] + o * oh * ow)
     for m in (2, 4):
-        if f"winograd{m}" in macs:
-            th, tw = -(-oh // m), -(-ow // m)
-            tiles = n * th * tw
-            padded_input = n * c * (th * m + 2) * (tw * m + 2)
-            transforms = _winograd_terms(m, "BT") * tiles * c + _winograd_terms(m, "AT") * tiles * o + padded_input
-            costs[f"winograd{m}"] = (macs[f"winograd{m}"] + TRANSFORM * transforms
-                                     + load * (m + 2) ** 2 * o * c)
+        th, tw = -(-oh // m), -(-ow // m)
+        tiles = n * th * tw
+        padded_input = n * c * (th * m + 2) * (tw * m + 2)
+        transforms = _winograd_terms(m, "BT") * tiles * c + _winograd_terms(m, "AT") * tiles * o + padded_input
+        costs[f"winograd{m}"] = (macs[f"winograd{m}"] + TRANSFORM * transforms + load * (m + 2) ** 2 * o * c
+                                 + regroup)
     return costs
 
 
@@ -245,8 +278,15 @@ def _conv2d(ed: GraphEditor, node: Node, ctx: PassContext, x: Value, w: Value, b
     counts = ", ".join(f"{k} {_count(v)}" for k, v in multiplies(x, w, a).items())
     estimates = ", ".join(f"{k} {_count(v)}" for k, v in costs.items())
     ctx.note(f"{node.name}: {algorithm} ({why}); multiplies: {counts}; estimated multiply-adds: {estimates}")
-    out = emit(ed, node, algorithm, x, w, bias, ctx.target)
-    ctx.decisions.setdefault("conv_algorithm", {})[node.name] = ConvChoice(algorithm, tuple(costs), out.name)
+    form = _winograd_form(x, w, a) if algorithm.startswith("winograd") else None
+    if form is not None and form[2] is not None:
+        _, undilated, phases = form
+        kernel = emit(ed, dataclasses.replace(node, attrs=undilated), algorithm, to_phases(ed, x, phases, node.name),
+                      w, bias, ctx.target)
+        out = from_phases(ed, kernel, phases, node.outputs[0].shape, node.name)
+    else:
+        kernel = out = emit(ed, node, algorithm, x, w, bias, ctx.target)
+    ctx.decisions.setdefault("conv_algorithm", {})[node.name] = ConvChoice(algorithm, tuple(costs), kernel.name)
     return out
 
 
