@@ -32,7 +32,7 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
             } else {
               for (int64_t C_local_i0 = 0; C_local_i0 < 1; ++C_local_i0) {
                 #pragma GCC unroll 8
-                for (int64_t i1 = 0; i1 < TG_MIN(4, (((i1_0 * -17) - (i1_1_0 * 4)) + 17)); ++i1) {
+                for (int64_t i1 = 0; i1 < (((i1_0 * -17) - (i1_1_0 * 4)) + 17); ++i1) {
                   #pragma omp simd
                   for (int64_t i2 = 0; i2 < 9; ++i2) {
                     C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] = 0.0f;
@@ -41,7 +41,7 @@ void batch_matmul_3x17x12x9_team(void** args, tg_team* tg) {
                 for (int64_t k_0 = 0; k_0 < 1; ++k_0) {
                   for (int64_t k_1 = 0; k_1 < 12; ++k_1) {
                     #pragma GCC unroll 8
-                    for (int64_t i1 = 0; i1 < TG_MIN(4, (((i1_0 * -17) - (i1_1_0 * 4)) + 17)); ++i1) {
+                    for (int64_t i1 = 0; i1 < (((i1_0 * -17) - (i1_1_0 * 4)) + 17); ++i1) {
                       #pragma omp simd
                       for (int64_t i2 = 0; i2 < 9; ++i2) {
                         C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] = (C_local[((C_local_i0 * 36) + (i1 * 9) + i2)] + (A[((i0 * 204) + (i1_0 * 204) + (i1_1_0 * 48) + (C_local_i0 * 204) + (k_0 * 12) + k_1 + (i1 * 12))] * B[((i0 * 108) + (i2_0 * 9) + (C_local_i0 * 108) + (k_0 * 108) + (k_1 * 9) + i2)]));

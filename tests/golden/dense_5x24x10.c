@@ -18,7 +18,7 @@ void dense_5x24x10_team(void** args, tg_team* tg) {
             }
           } else {
             #pragma GCC unroll 8
-            for (int64_t i = 0; i < TG_MIN(4, (((i0_0 * -5) - (i0_1_0 * 4)) + 5)); ++i) {
+            for (int64_t i = 0; i < (((i0_0 * -5) - (i0_1_0 * 4)) + 5); ++i) {
               #pragma omp simd
               for (int64_t j = 0; j < 10; ++j) {
                 Y_matmul[((i * 10) + j)] = 0.0f;
@@ -41,7 +41,7 @@ void dense_5x24x10_team(void** args, tg_team* tg) {
             for (int64_t k_0 = 0; k_0 < 1; ++k_0) {
               for (int64_t k_1 = 0; k_1 < 24; ++k_1) {
                 #pragma GCC unroll 8
-                for (int64_t i = 0; i < TG_MIN(4, (((i0_0 * -5) - (i0_1_0 * 4)) + 5)); ++i) {
+                for (int64_t i = 0; i < (((i0_0 * -5) - (i0_1_0 * 4)) + 5); ++i) {
                   #pragma omp simd
                   for (int64_t j = 0; j < 10; ++j) {
                     Y_matmul[((i * 10) + j)] = (Y_matmul[((i * 10) + j)] + (X[((i0_0 * 120) + (i0_1_0 * 96) + (k_0 * 24) + k_1 + (i * 24))] * W[((i1_0 * 240) + (k_0 * 24) + k_1 + (j * 24))]));

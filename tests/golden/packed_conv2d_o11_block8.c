@@ -30,7 +30,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
                           if ((((co * 8) + 7) < 11)) {
                             #pragma omp simd
                             for (int64_t cb = 0; cb < 8; ++cb) {
-                              Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] = (Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] + (((0 <= (((rx + (w * 2)) + (w_0 * 10)) - 1)) ? X[(((((((((b * 450) + (b_c_0_h_fused * 10)) + (h * 10)) + (rc * 90)) + rx) + (ry * 10)) + (w * 2)) + (w_0 * 10)) - 11)] : 0.0f) * W[((rc * 9) + (ry * 3) + rx + (TG_MIN((cb + (co * 8)), 10) * 45))]));
+                              Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] = (Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] + (((0 <= (((rx + (w * 2)) + (w_0 * 10)) - 1)) ? X[(((((((((b * 450) + (b_c_0_h_fused * 10)) + (h * 10)) + (rc * 90)) + rx) + (ry * 10)) + (w * 2)) + (w_0 * 10)) - 11)] : 0.0f) * W[((rc * 9) + (ry * 3) + rx + (co * 360) + (cb * 45))]));
                             }
                           } else {
                             #pragma omp simd
@@ -86,7 +86,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
                           if ((((co * 8) + 7) < 11)) {
                             #pragma omp simd
                             for (int64_t cb = 0; cb < 8; ++cb) {
-                              Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] = (Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] + (((((0 <= (((b_c_0_h_fused + h) + ry) - 1)) && ((((b_c_0_h_fused + h) + ry) - 1) < 9)) && (0 <= (((rx + (w * 2)) + (w_0 * 10)) - 1))) ? X[(((((((((b * 450) + (b_c_0_h_fused * 10)) + (h * 10)) + (rc * 90)) + rx) + (ry * 10)) + (w * 2)) + (w_0 * 10)) - 11)] : 0.0f) * W[((rc * 9) + (ry * 3) + rx + (TG_MIN((cb + (co * 8)), 10) * 45))]));
+                              Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] = (Y_blocked[((b * 80) + (h * 40) + (w * 8) + (co * 40) + cb)] + (((((0 <= (((b_c_0_h_fused + h) + ry) - 1)) && ((((b_c_0_h_fused + h) + ry) - 1) < 9)) && (0 <= (((rx + (w * 2)) + (w_0 * 10)) - 1))) ? X[(((((((((b * 450) + (b_c_0_h_fused * 10)) + (h * 10)) + (rc * 90)) + rx) + (ry * 10)) + (w * 2)) + (w_0 * 10)) - 11)] : 0.0f) * W[((rc * 9) + (ry * 3) + rx + (co * 360) + (cb * 45))]));
                             }
                           } else {
                             #pragma omp simd

@@ -11,7 +11,7 @@ void packed_matmul_37x29x13_bt_team(void** args, tg_team* tg) {
         for (int64_t kk = 0; kk < 13; ++kk) {
           #pragma omp simd
           for (int64_t ji = 0; ji < 8; ++ji) {
-            C_bpack[((jo * 104) + (kk * 8) + ji)] = B[(kk + (TG_MIN((ji + (jo * 8)), 28) * 13))];
+            C_bpack[((jo * 104) + (kk * 8) + ji)] = B[((jo * 104) + kk + (ji * 13))];
           }
         }
       } else {

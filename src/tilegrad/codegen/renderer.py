@@ -16,6 +16,7 @@ from ..loop.dot4 import use_dot4
 from ..loop.transpose import use_transposes
 from ..loop.prefetch import PREFETCHES, prefetch_streams
 from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, walk
+from ..loop.simplify import simplify_rendered
 from ..loop.tails import version_tails
 from ..target import Target, host
 from ..te import expr as E
@@ -71,6 +72,7 @@ class Renderer:
             k = use_transposes(use_dot4(k))
         if self.prefetches_streams:
             k = prefetch_streams(k)
+        k = simplify_rendered(k)
         self._lines: list[str] = []
         self._depths = _loop_depths(k.body)
         self._scalars = _scalar_reads(k)

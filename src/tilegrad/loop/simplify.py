@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..te import expr as E
-from ..te.simplify import simplify
+from ..te.simplify import canonical, from_linear, linear, simplify
 from .ir import Allocate, Buffer, For, IfThenElse, Kernel, Seq, Stmt, Store, seq
 
 
@@ -24,9 +24,17 @@ def simplify_kernel(k: Kernel) -> Kernel:
     return _Rewrite({}).kernel(k)
 
 
+def simplify_rendered(k: Kernel) -> Kernel:
+    """`simplify_kernel` for a kernel about to be rendered, after loop/tails.py's versions and the intrinsics:
+    each branch's expressions know what its condition proves of the loop indices (`narrowed`), and statements
+    that hold no loop of their own (barriers, intrinsic calls, prefetches) stay as they are."""
+    return _Rewrite({}, keep_others=True).kernel(k)
+
+
 class _Rewrite:
-    def __init__(self, env: dict[str, E.Expr]):
+    def __init__(self, env: dict[str, E.Expr], keep_others: bool = False):
         self.env = dict(env)
+        self.keep_others = keep_others
         self.buffers: dict[int, Buffer] = {}
 
     def kernel(self, k: Kernel) -> Kernel:
@@ -75,10 +83,16 @@ class _Rewrite:
             return seq(parts) if parts else None
         if isinstance(s, IfThenElse):
             cond = self.expr(s.cond)
-            then = self.stmt(s.then)
-            orelse = None if s.orelse is None else self.stmt(s.orelse)
             if type(cond) is E.Const:
-                return then if cond.value else orelse
+                branch = s.then if cond.value else s.orelse
+                return None if branch is None else self.stmt(branch)
+            holds, fails = (narrowed(cond, self.env, True), narrowed(cond, self.env, False)) if self.keep_others \
+                else ({}, {})
+            if holds is None or fails is None:  # the test is decided within the loops' ranges
+                branch = s.then if holds is not None else s.orelse
+                return None if branch is None else self._within(holds if holds is not None else fails, branch)
+            then = self._within(holds, s.then)
+            orelse = None if s.orelse is None else self._within(fails, s.orelse)
             if then is None and orelse is None:
                 return None
             if then is None:
@@ -88,4 +102,56 @@ class _Rewrite:
             buf = self._buffer(s.buffer)
             body = self.stmt(s.body)
             return None if body is None else Allocate(buf, body)
+        if self.keep_others:
+            return s
         raise TypeError(f"unknown statement {type(s).__name__}")
+
+    def _within(self, ranges: dict[str, E.Var] | None, s: Stmt) -> Stmt | None:
+        """`s` simplified with the loop indices of `ranges` known to lie in their narrower ranges; None where
+        `ranges` is None (it never runs)."""
+        if ranges is None:
+            return None
+        saved = {name: self.env[name] for name in ranges}
+        self.env.update(ranges)
+        try:
+            return self.stmt(s)
+        finally:
+            self.env.update(saved)
+
+
+def narrowed(cond: E.Expr, env: dict[str, E.Expr], holds: bool) -> dict[str, E.Var] | None:
+    """The loop indices of `env` whose range `cond` (true where `holds`, else false) narrows, by name, or None
+    where it cannot be so within their ranges (the branch never runs). A guarded vector loop's full-width
+    branch, `16 * i + 15 < 28`, holds only for i = 0, and then an index that splits `16 * i + j` by 28 is proved
+    to stay within one row and drops its division (a channel shuffle's reshaped transpose)."""
+    if type(cond) is E.And and holds:  # the second test narrows what the first left
+        first = narrowed(cond.a, env, True)
+        second = None if first is None else narrowed(cond.b, {**env, **first}, True)
+        return None if second is None else {**first, **second}
+    if type(cond) is E.Not:
+        return narrowed(cond.a, env, not holds)
+    if type(cond) not in (E.LT, E.LE) or not E.is_int(cond.a.dtype):
+        return {}
+    # a < b holds: a - b < 0 (a - b <= -1); fails: b - a <= 0. a <= b holds: a - b <= 0; fails: b - a <= -1.
+    strict = type(cond) is E.LT
+    difference = E.sub(cond.a, cond.b) if holds else E.sub(cond.b, cond.a)
+    terms, constant = linear(canonical(difference))
+    limit = -constant - (1 if strict == holds else 0)  # sum of terms <= limit
+    out = {}
+    for mono, k in terms.items():
+        var = env.get(mono[0].name) if len(mono) == 1 and type(mono[0]) is E.Var else None
+        if type(var) is not E.Var:
+            continue
+        rest = from_linear({m: j for m, j in terms.items() if m != mono}, 0, cond.a.dtype).lo
+        if rest == -E.INF:
+            continue
+        lo, hi = var.lo, var.hi
+        if k > 0:
+            hi = min(hi, (limit - rest) // k)
+        else:
+            lo = max(lo, -((limit - rest) // -k))
+        if lo > hi:
+            return None
+        if (lo, hi) != (var.lo, var.hi):
+            out[var.name] = E.Var(var.name, var.dtype, lo, hi, var.upper)
+    return out
