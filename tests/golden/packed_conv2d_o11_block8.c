@@ -22,6 +22,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
                 }
                 for (int64_t rc = 0; rc < 5; ++rc) {
                   for (int64_t ry = 0; ry < 3; ++ry) {
+                    #pragma GCC unroll 3
                     for (int64_t rx = 0; rx < 3; ++rx) {
                       #pragma GCC unroll 5
                       for (int64_t w = 0; w < 5; ++w) {
@@ -78,6 +79,7 @@ void packed_conv2d_o11_block8_team(void** args, tg_team* tg) {
                 }
                 for (int64_t rc = 0; rc < 5; ++rc) {
                   for (int64_t ry = 0; ry < 3; ++ry) {
+                    #pragma GCC unroll 3
                     for (int64_t rx = 0; rx < 3; ++rx) {
                       #pragma GCC unroll 5
                       for (int64_t w = 0; w < 5; ++w) {

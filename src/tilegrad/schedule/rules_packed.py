@@ -24,6 +24,9 @@ from .state import Stage
 from .tiling import extent
 
 
+UNROLLED_TAPS = 8  # the longest innermost tap loop the packed convolution unrolls (`default_packed_unroll_taps`)
+
+
 @rule("packed_matmul")
 def schedule_packed_matmul(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs,
                             tiles_per_block: int = 9) -> None:
@@ -144,7 +147,18 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
         sch.unroll(blocked, bc)
     if knobs.pick(f"{blocked}_unroll", (0, 1), 1):
         sch.unroll(blocked, bw)
+    if extent(sch.state.stage(blocked), reduce[-1]) <= UNROLLED_TAPS and knobs.pick(
+            f"{blocked}_unroll_taps", (0, 1), default_packed_unroll_taps(anchor.attrs)):
+        sch.unroll(blocked, reduce[-1])
     sch.vectorize(blocked, bb)
+
+
+def default_packed_unroll_taps(attrs: dict) -> int:
+    """1 (the innermost reduction loop, a row of at most UNROLLED_TAPS taps, unrolled) for a 2-D window: the 7 x 7
+    stem's loop of seven taps ran each iteration's 14 multiply-adds behind a loop's overhead, and the strided
+    3 x 3s' of three likewise; 0 for a 1-D one, which ran slower unrolled (Whisper's k3; the figures:
+    docs/benchmarks.md, "Machine F, thirty-sixth session")."""
+    return int(attrs["kernel"][0] > 1)
 
 
 def default_packed_pad_in_place(attrs: dict) -> int:

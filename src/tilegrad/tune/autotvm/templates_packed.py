@@ -13,7 +13,8 @@ from ...schedule.parallel import parallel_count
 from ...schedule.reductions import reduction_work, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.rules_nchwc import read_in_place
-from ...schedule.rules_packed import default_packed_blocks, default_packed_pad_in_place
+from ...schedule.rules_packed import (UNROLLED_TAPS, default_packed_blocks, default_packed_pad_in_place,
+                                      default_packed_unroll_taps)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...te.tiling import row_tile
@@ -77,7 +78,8 @@ def schedule_packed_matmul(cfg: Config, sch: Schedule, s: Stage, target: Target,
 def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
     """A register tile of output columns x one or two channel blocks (vectorised) accumulates over the input
     channels and taps in the order the knob says, and is copied out to NCHW; images, channel blocks and rows run
-    in parallel up to the grain; a padded input is read in place or through a padded copy."""
+    in parallel up to the grain; a padded input is read in place or through a padded copy; the innermost
+    tap loop unrolled or not."""
     block = anchor.attrs["block"]
     blocked = _stage_tagged(sch, "packed_conv2d_tiles")
     n, c, h, w = [a.name for a in s.op.axes]
@@ -99,6 +101,7 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     padded = bool(window_pads(sch, sch.state.stage(blocked), blocked))
     if padded:
         cfg.define_knob("pad_in_place", (0, 1), default_packed_pad_in_place(anchor.attrs))
+    cfg.define_knob("unroll_taps", (0, 1), default_packed_unroll_taps(anchor.attrs))
 
     per_tile = cfg["blocks"].val
     c0, c1 = sch.split(s.name, c, block * per_tile)
@@ -117,6 +120,8 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
         sch.reorder(blocked, bn, bh, *order, bw, bc, bb)
         sch.unroll(blocked, bc)
     cfg["ann_tile"].apply(sch, blocked, [bw])
+    if cfg["unroll_taps"].val and extent(sch.state.stage(blocked), order[-1]) <= UNROLLED_TAPS:
+        sch.unroll(blocked, order[-1])
     sch.vectorize(blocked, bb)
 
 
