@@ -66,6 +66,8 @@ def attach_window(sch: Schedule, out: str, pads: list[Stage], local: str, w0: st
 
 PLANES_PER_THREAD = 4  # planes enough to share out whole: a window padded per plane keeps its rows serial
 UNROLLED_TAPS = 49  # the largest window whose taps a rule unrolls: a 7 x 7 depthwise convolution's (ConvNeXt's)
+UNROLLED_TAP_ROW = 8  # the longest row of taps a convolution's register tile unrolls (`unroll_tap_row`)
+TAP_ROW_TILES = ("conv2d_nchwc", "packed_conv2d_tiles")  # the register tiles whose reduction ends in a tap row
 ONE_PLANE_WINDOWS = {"depthwise_conv2d", "pool"}  # windows whose output plane reads one input plane
 
 
@@ -86,3 +88,23 @@ def planes_share_out(outer: list[int], target: Target) -> bool:
     """Whether the planes (the extents of the loops around the rows, `outer` less its last, the rows) give every
     thread PLANES_PER_THREAD or more, so that the parallel loop may leave the rows out."""
     return math.prod(outer[:-1]) >= PLANES_PER_THREAD * target.cores
+
+
+def unroll_tap_row(sch: Schedule, stage: str, reduce: list[str], knobs: Knobs) -> None:
+    """Unroll the innermost of a convolution register tile's reduction loops `reduce` where it is the row of
+    taps of a window `unrolls_tap_row` takes (a parameter, on by default there)."""
+    st = sch.state.stage(stage)
+    if st.op.tag not in TAP_ROW_TILES:
+        return
+    ry, rx = [a.name for a in st.op.reduce_axes][-2:]
+    if reduce[-1] == rx and unrolls_tap_row((extent(st, ry), extent(st, rx))) and knobs.pick(
+            f"{stage}_unroll_taps", (0, 1), 1):
+        sch.unroll(stage, rx)
+
+
+def unrolls_tap_row(kernel: tuple[int, int]) -> bool:
+    """Whether a register tile unrolls its window's row of taps, innermost in its reduction: a row of at most
+    UNROLLED_TAP_ROW taps of a window of more than one row. The 7 x 7 stem's loop of seven ran each iteration's
+    multiply-adds behind a loop's overhead, and the strided 3 x 3s' of three likewise; a 1-D window's row ran
+    slower unrolled (Whisper's k3; the figures: docs/benchmarks.md, "Machine F, thirty-sixth session")."""
+    return kernel[0] > 1 and 1 < kernel[1] <= UNROLLED_TAP_ROW

@@ -27,7 +27,7 @@ from ..te.specialize import DYNAMIC_AXES
 from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
-from .reductions import plane_fits, reduction_order, reduction_work, window_pads
+from .reductions import plane_fits, reduction_order, reduction_work, unroll_tap_row, window_pads
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
@@ -183,6 +183,7 @@ def _tile_reduction(sch: Schedule, acc: str, per_tile: int, knobs: Knobs) -> Non
         sch.reorder(acc, an, acb, ah, *reduce, aw, aci)
     if knobs.pick(f"{acc}_unroll", (0, 1), 1):
         sch.unroll(acc, aw)
+    unroll_tap_row(sch, acc, reduce, knobs)
     sch.vectorize(acc, aci)
 
 

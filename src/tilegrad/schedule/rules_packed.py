@@ -16,15 +16,12 @@ from ..te.tiling import row_tile
 from .knobs import Knobs
 from .packed_gemm import Tile, row_blocks, stage_tagged, tile_output_loops
 from .parallel import parallel_grain, parallel_outer
-from .reductions import reduction_order, reduction_work, window_pads
+from .reductions import reduction_order, reduction_work, unroll_tap_row, window_pads
 from .rules import Anchor, rule
 from .rules_nchwc import default_pad_in_place, pairs_pay, read_in_place
 from .schedule import Schedule
 from .state import Stage
 from .tiling import extent
-
-
-UNROLLED_TAPS = 8  # the longest innermost tap loop the packed convolution unrolls (`default_packed_unroll_taps`)
 
 
 @rule("packed_matmul")
@@ -147,18 +144,8 @@ def schedule_packed_conv(sch: Schedule, s: Stage, target: Target, anchor: Anchor
         sch.unroll(blocked, bc)
     if knobs.pick(f"{blocked}_unroll", (0, 1), 1):
         sch.unroll(blocked, bw)
-    if extent(sch.state.stage(blocked), reduce[-1]) <= UNROLLED_TAPS and knobs.pick(
-            f"{blocked}_unroll_taps", (0, 1), default_packed_unroll_taps(anchor.attrs)):
-        sch.unroll(blocked, reduce[-1])
+    unroll_tap_row(sch, blocked, reduce, knobs)
     sch.vectorize(blocked, bb)
-
-
-def default_packed_unroll_taps(attrs: dict) -> int:
-    """1 (the innermost reduction loop, a row of at most UNROLLED_TAPS taps, unrolled) for a 2-D window: the 7 x 7
-    stem's loop of seven taps ran each iteration's 14 multiply-adds behind a loop's overhead, and the strided
-    3 x 3s' of three likewise; 0 for a 1-D one, which ran slower unrolled (Whisper's k3; the figures:
-    docs/benchmarks.md, "Machine F, thirty-sixth session")."""
-    return int(attrs["kernel"][0] > 1)
 
 
 def default_packed_pad_in_place(attrs: dict) -> int:

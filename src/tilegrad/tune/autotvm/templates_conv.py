@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...errors import ScheduleError
 from ...schedule.parallel import parallel_count
 from ...schedule.reductions import (UNROLLED_TAPS, attach_window, pads_per_plane, planes_share_out, reduction_work,
-                                     window_pads)
+                                    unrolls_tap_row, window_pads)
 from ...schedule.rules import Anchor
 from ...schedule.knobs import Defaults
 from ...schedule.rules_nchwc import (PAD_PLACES, accumulate_partitions, default_blocks, default_flat,
@@ -138,6 +138,9 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     padded = conv and not pixels and window_pads(sch, s, acc)
     if padded:
         cfg.define_knob("pad_in_place", (0, 1), default_pad_in_place(anchor.attrs))
+    tap_row = conv and not pixels and unrolls_tap_row(anchor.attrs["kernel"])
+    if tap_row:
+        cfg.define_knob("unroll_taps", (0, 1), 1)
 
     per_tile, kblocks = cfg["blocks"].val, cfg["kblocks"].val
     if padded and cfg["pad_in_place"].val:
@@ -171,6 +174,8 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     else:
         sch.reorder(acc, an, acb, ah, *order, aw, aci)
     cfg["ann_tile"].apply(sch, acc, [aw])
+    if tap_row and cfg["unroll_taps"].val and order[-1] == reduce[-1]:  # the row of taps innermost
+        sch.unroll(acc, order[-1])
     sch.vectorize(acc, aci)
     if depthwise:
         place_depthwise_pads(sch, s, acc, w0, cfg["pad_per_row"].val)

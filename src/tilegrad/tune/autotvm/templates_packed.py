@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 
 from ...schedule.parallel import parallel_count
-from ...schedule.reductions import reduction_work, window_pads
+from ...schedule.reductions import reduction_work, unrolls_tap_row, window_pads
 from ...schedule.rules import Anchor
 from ...schedule.rules_nchwc import read_in_place
-from ...schedule.rules_packed import (UNROLLED_TAPS, default_packed_blocks, default_packed_pad_in_place,
-                                      default_packed_unroll_taps)
+from ...schedule.rules_packed import default_packed_blocks, default_packed_pad_in_place
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
 from ...te.tiling import row_tile
@@ -90,6 +89,7 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     blocks_d = default_packed_blocks(width, vectors, channel_blocks, ACCUMULATORS, target)
     wr_d = row_tile(width, max(1, budget // blocks_d))
     reduce = sch.loops(blocked)[5:]
+    kernel = anchor.attrs["kernel"]
 
     cfg.define_knob("blocks", (1, 2) if channel_blocks > 1 else (1,), blocks_d)
     cfg.define_split("tile_w", width, 2, "candidate", candidates=[(v,) for v in range(1, min(width, budget) + 1)],
@@ -101,7 +101,9 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
     padded = bool(window_pads(sch, sch.state.stage(blocked), blocked))
     if padded:
         cfg.define_knob("pad_in_place", (0, 1), default_packed_pad_in_place(anchor.attrs))
-    cfg.define_knob("unroll_taps", (0, 1), default_packed_unroll_taps(anchor.attrs))
+    tap_row = unrolls_tap_row(kernel)
+    if tap_row:
+        cfg.define_knob("unroll_taps", (0, 1), 1)
 
     per_tile = cfg["blocks"].val
     c0, c1 = sch.split(s.name, c, block * per_tile)
@@ -120,7 +122,7 @@ def schedule_packed_conv(cfg: Config, sch: Schedule, s: Stage, target: Target, a
         sch.reorder(blocked, bn, bh, *order, bw, bc, bb)
         sch.unroll(blocked, bc)
     cfg["ann_tile"].apply(sch, blocked, [bw])
-    if cfg["unroll_taps"].val and extent(sch.state.stage(blocked), order[-1]) <= UNROLLED_TAPS:
+    if tap_row and cfg["unroll_taps"].val and order[-1] == reduce[-1]:  # the tap row innermost
         sch.unroll(blocked, order[-1])
     sch.vectorize(blocked, bb)
 
