@@ -28,13 +28,13 @@ def simplify_rendered(k: Kernel) -> Kernel:
     """`simplify_kernel` for a kernel about to be rendered, after loop/tails.py's versions and the intrinsics:
     each branch's expressions know what its condition proves of the loop indices (`narrowed`), and statements
     that hold no loop of their own (barriers, intrinsic calls, prefetches) stay as they are."""
-    return _Rewrite({}, keep_others=True).kernel(k)
+    return _Rewrite({}, rendered=True).kernel(k)
 
 
 class _Rewrite:
-    def __init__(self, env: dict[str, E.Expr], keep_others: bool = False):
+    def __init__(self, env: dict[str, E.Expr], rendered: bool = False):
         self.env = dict(env)
-        self.keep_others = keep_others
+        self.rendered = rendered  # `simplify_rendered`'s: branches narrow the indices, other statements kept
         self.buffers: dict[int, Buffer] = {}
 
     def kernel(self, k: Kernel) -> Kernel:
@@ -86,8 +86,9 @@ class _Rewrite:
             if type(cond) is E.Const:
                 branch = s.then if cond.value else s.orelse
                 return None if branch is None else self.stmt(branch)
-            holds, fails = (narrowed(cond, self.env, True), narrowed(cond, self.env, False)) if self.keep_others \
-                else ({}, {})
+            holds, fails = {}, {}
+            if self.rendered:
+                holds, fails = narrowed(cond, self.env, True), narrowed(cond, self.env, False)
             if holds is None or fails is None:  # the test is decided within the loops' ranges
                 branch = s.then if holds is not None else s.orelse
                 return None if branch is None else self._within(holds if holds is not None else fails, branch)
@@ -102,7 +103,7 @@ class _Rewrite:
             buf = self._buffer(s.buffer)
             body = self.stmt(s.body)
             return None if body is None else Allocate(buf, body)
-        if self.keep_others:
+        if self.rendered:
             return s
         raise TypeError(f"unknown statement {type(s).__name__}")
 
