@@ -39,7 +39,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,7 @@ from ..ir.graph import Graph, Node, Value
 from ..tune.cost_model.mlp import LABELS, NUM_FEATURES, PRETRAINED, MLPCostModel
 from ..tune.cost_model.model import labelling_peaks, speed_of
 from ..tune.cost_model.trees import TreeCostModel, pair_counts, ranking_accuracy, top_k_recall
-from ..tune.measure import MeasureInput, Measurer
+from ..tune.measure import MeasureInput, MeasureResult, Measurer
 from ..tune.model import model_graph
 from ..tune.records import Database, Record, machine_fingerprint
 from ..tune.search.space import Candidate, TaskSpace
@@ -418,7 +418,7 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
     for name, why in loaded.failed.items():
         print(f"left out {name}: {why}", file=sys.stderr)
     tasks = loaded.tasks
-    added = 0
+    added, failures = 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         samplers = []
         for t in tasks:
@@ -442,7 +442,9 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
                         break
                     batch = s.propose(min(BATCH, per_task - len(s.seen)))
                     inputs = [MeasureInput(s.task, s.space.trace(c)) for c in batch]
-                    for c, inp, r in zip(batch, inputs, measurer.measure(inputs) if inputs else []):
+                    results = measurer.measure(inputs) if inputs else []
+                    failures.note(s.task, results)
+                    for c, inp, r in zip(batch, inputs, results):
                         policy = "default" if c == s.space.default() else "random"
                         db.add(Record.from_measurement(inp, r, origin=s.space.origin(c, policy)))
                         s.seen.add(c)
@@ -452,7 +454,32 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
                                         "min left")
         finally:
             bar.close()
+            if failures.counts:
+                print(f"{failures}", file=sys.stderr)
     return added
+
+
+class _Failures:
+    """The measurements that failed, counted by kind, with the first few errors: a random program may fail to
+    build or time out, but a run whose failures go unreported hides a broken runner (or kernel) behind its
+    counts."""
+
+    EXAMPLES = 5
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.examples: list[str] = []
+
+    def note(self, task: Task, results: Sequence[MeasureResult]) -> None:
+        for r in results:
+            if not r.valid:
+                self.counts[r.error_kind] = self.counts.get(r.error_kind, 0) + 1
+                if len(self.examples) < self.EXAMPLES:
+                    self.examples.append(f"{task.name}: {r.error_kind}: {(r.error or '').strip()[:400]}")
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.counts.items()))
+        return "\n".join([f"failed measurements: {kinds}", *(f"  {e}" for e in self.examples)])
 
 
 # -- train -------------------------------------------------------------------------------------------------------
@@ -611,7 +638,7 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
     loaded = suite_for(db_path, suite)
     deadline = math.inf if minutes is None else time.monotonic() + 60 * minutes
     agree = {"all": [0.0, 0], "narrow": [0.0, 0], "wide": [0.0, 0]}
-    ratios, measured = [], 0
+    ratios, measured, failures = [], 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         chosen = [t for t in loaded.tasks if sum(r.valid for r in db.records(t.key)) >= min_programs]
         if not chosen:
@@ -628,6 +655,7 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
             results = measurer.measure([MeasureInput(task, space.trace(c)) for c in recorded])
             old = np.array(list(recorded.values()))
             new = np.array([r.latency if r.valid else math.inf for r in results])
+            failures.note(task, results)
             ok = np.isfinite(new)
             correct, pairs = pair_counts(1 / new[ok], 1 / old[ok])
             spread = np.quantile(old, 0.9) / np.quantile(old, 0.1)
@@ -643,7 +671,8 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
                                         f"{WIDE_SPREAD:g}x and above": share["wide"]},
             "pairs_within_spread": {f"below {WIDE_SPREAD:g}x": agree["narrow"][1],
                                     f"{WIDE_SPREAD:g}x and above": agree["wide"][1]},
-            "median_new_over_recorded": round(float(np.median(ratios)), 4) if ratios else None}
+            "median_new_over_recorded": round(float(np.median(ratios)), 4) if ratios else None,
+            "failed": failures.counts, "failures": failures.examples}
 
 
 # -- command line ------------------------------------------------------------------------------------------------

@@ -151,6 +151,8 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     generate = ["generate", "--db", str(db), "--minutes", "1", "--per-task", "4", "--suite", "small",
                 "--no-progress"]
     dataset.main(generate)
+    first = capsys.readouterr()
+    assert "failed measurements" not in first.err, first.err  # each random program of these tasks builds and runs
     with sqlite3.connect(db) as con:
         origins = [json.loads(o) for (o,) in con.execute("SELECT origin FROM records")]
     tasks = len(dataset.suite_tasks("small"))
@@ -179,7 +181,8 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     dataset.main(["retest", "--db", str(db), "--suite", "small", "--tasks", "2"])
     again = json.loads(capsys.readouterr().out)
     # two tasks' four programs timed again, each task's up to six pairs compared with the recorded order
-    assert again["tasks"] == 2 and again["programs"] == 8 and 0 < again["pairs"] <= 12
+    assert again["tasks"] == 2 and again["programs"] == 8 and 0 < again["pairs"] <= 12, again
+    assert again["failed"] == {} and again["failures"] == []
     assert 0 <= again["agreement"] <= 1 and sum(again["pairs_within_spread"].values()) == again["pairs"]
     with sqlite3.connect(db) as con:  # nothing written
         assert con.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 4 * tasks
