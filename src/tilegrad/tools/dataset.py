@@ -634,11 +634,12 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
     Two measurements of the same programs agree on no more than that share, so it is what a cost model's pairwise
     accuracy on these labels can be read against: a perfect model of the programs' speed scores no higher than
     about it. Tasks whose programs all run within WIDE_SPREAD of each other are reported apart, as their orders
-    are mostly noise. Nothing is written to the database."""
+    are mostly noise. Of the `timed` programs, those whose new measurement failed are counted by kind (`failed`)
+    and compare nothing. Nothing is written to the database."""
     loaded = suite_for(db_path, suite)
     deadline = math.inf if minutes is None else time.monotonic() + 60 * minutes
     agree = {"all": [0.0, 0], "narrow": [0.0, 0], "wide": [0.0, 0]}
-    ratios, measured, failures = [], 0, _Failures()
+    ratios, measured, timed, failures = [], 0, 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         chosen = [t for t in loaded.tasks if sum(r.valid for r in db.records(t.key)) >= min_programs]
         if not chosen:
@@ -653,6 +654,7 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
             if len(recorded) < 2:
                 continue
             results = measurer.measure([MeasureInput(task, space.trace(c)) for c in recorded])
+            timed += len(results)
             old = np.array(list(recorded.values()))
             new = np.array([r.latency if r.valid else math.inf for r in results])
             failures.note(task, results)
@@ -665,7 +667,7 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
             ratios += list(new[ok] / old[ok])
             measured += 1
     share = {k: round(c / p, 4) if p else None for k, (c, p) in agree.items()}
-    return {"machine": machine_fingerprint(), "tasks": measured, "programs": len(ratios),
+    return {"machine": machine_fingerprint(), "tasks": measured, "timed": timed, "programs": len(ratios),
             "pairs": agree["all"][1], "agreement": share["all"],
             "agreement_within_spread": {f"below {WIDE_SPREAD:g}x": share["narrow"],
                                         f"{WIDE_SPREAD:g}x and above": share["wide"]},
