@@ -50,9 +50,10 @@ def test_a_gpu_task_space_has_the_gpu_sketch_and_features(gpu_matmul_space):
 def test_gradient_search_proposes_valid_gpu_candidates_and_raises_the_score(gpu_matmul_space):
     space = gpu_matmul_space
     model = MLPCostModel(num_features=space.num_features, seed=1)
-    search = GradientSearch(space, model, GradientPolicy(seeds=6, steps=120, best_seeds=0), seed=0)
-    proposed = search.propose(set(), [], 8)
-    assert len(set(proposed)) == 8 and all(space.valid(c) for c in proposed)
+    search = GradientSearch(space, model, GradientPolicy(seeds=6, steps=120, best_seeds=0, first_measure=8), seed=0)
+    first = search.propose(set(), [], 8)  # from the hand-written point alone
+    proposed = search.propose(set(first), first[:1], 8)  # and from random seeds of every sketch
+    assert len(set(first)) == len(set(proposed)) == 8 and all(space.valid(c) for c in first + proposed)
     assert any(space.sketches[c.sketch].name == "gpu_tiling" for c in proposed)
     seeds = [s for s in search._sample_seeds(6) if space.sketches[s.sketch].name == "gpu_tiling"]
     assert seeds

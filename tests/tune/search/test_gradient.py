@@ -139,7 +139,7 @@ def test_rounding_far_outside_the_box_gives_the_extremes():
 
 def test_a_round_proposes_distinct_valid_unmeasured_candidates(matmul_task):
     space = TaskSpace(matmul_task(16, 32, 24))
-    options = GradientPolicy(seeds=4, steps=30, measure_per_round=8)
+    options = GradientPolicy(seeds=4, steps=30, measure_per_round=8, first_measure=8)
     search = GradientSearch(space, MLPCostModel(), options, seed=0)
     first = search.propose(set(), [], 8)
     assert len(first) == 8 and len(set(first)) == 8
@@ -238,7 +238,7 @@ def test_proposals_the_model_rules_out_are_not_measured(matmul_task):
     measured yet, and at least `min_measure`; before `screen_after` batches, whole batches."""
     space = TaskSpace(matmul_task(32, 64, 48))
     model = MLPCostModel(seed=2)
-    options = GradientPolicy(seeds=4, steps=20, screen_after=2, min_measure=2)
+    options = GradientPolicy(seeds=4, steps=20, screen_after=2, min_measure=2, first_measure=8)
     search = GradientSearch(space, model, options, seed=0)
     second, measured = _rounds(search, space, lambda s: math.exp(-s), 2)
     assert len(second) == 8 and len(measured) == 16
@@ -267,9 +267,12 @@ def test_screening_off_measures_whole_batches(matmul_task):
     assert len(batch) == 8
 
 
-def test_a_tasks_first_batch_is_short_and_led_by_the_hand_written_point(matmul_task):
+def test_a_tasks_first_batch_is_short_and_led_by_the_hand_written_point(matmul_task, monkeypatch):
     space = TaskSpace(matmul_task(32, 64, 48))
     search = GradientSearch(space, MLPCostModel(seed=2), GradientPolicy(seeds=4, steps=20, first_measure=5), seed=0)
+    drawn = []
+    monkeypatch.setattr(search, "_model_seeds", lambda n, taken: drawn.append(n) or [])
     first = search.propose(set(), [], 16)
     assert len(first) == 5 and first[0] == space.default()
-    assert len(search.propose(set(first), first[:1], 16)) == 16
+    assert drawn == []  # the first round descends from the hand-written point alone: no random seeds derived
+    assert len(search.propose(set(first), first[:1], 16)) == 16 and drawn == [2]  # 4 seeds: 2 known, 2 drawn

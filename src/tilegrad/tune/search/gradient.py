@@ -26,7 +26,10 @@ Structural choices (compute location, parallel grain) stay those of each seed; F
 sketches, which here are the seeds' structures.
 
 A task's first batch, measured before anything of the task is known, is short (`first_measure`) and led by the
-hand-written point, so that every task of a network has a figure after fewer measurements. Later measurements go
+hand-written point, so that every task of a network has a figure after fewer measurements; its round descends
+from the hand-written point and its neighbour only, since the random seeds' new structures cost a derivation of
+their formulas each, most of a round's proposal, and a network's estimate waits on every task's first figure.
+The cost model's favourite random seeds enter from the task's second round on. Later measurements go
 only where the model may be wrong (`screen`): once the tuner has reported `screen_after` of the
 task's batches (`observe`), a proposal the model scores below the task's fastest measured candidate by more than
 the model's own confusion on this task is not measured, unless its structure has never been measured here (a new
@@ -83,7 +86,7 @@ class GradientPolicy:
     screen_after: int = 2  # batches of the task measured before the model's confusion is trusted
     confusion_quantile: float = 0.9
     min_measure: int = 2  # proposals measured a round at least, screened or not
-    first_measure: int = 8  # a task's first batch: the hand-written point and the model's favourites
+    first_measure: int = 4  # a task's first batch: the hand-written point and the descent's favourites
 
     def for_task(self, space: TaskSpace, model, seed: int) -> GradientSearch:
         return GradientSearch(space, model, self, seed)
@@ -231,7 +234,8 @@ class GradientSearch:
         opt = self.options
         seeds = [c for c in best[:opt.best_seeds] if self._smooth(c) is not None]
         seeds += [c for c in self._default_seeds() if c not in seeds]
-        seeds += self._model_seeds(opt.seeds - len(seeds), measured | set(seeds))
+        if measured:  # a first round descends from the hand-written point alone (the module doc says why)
+            seeds += self._model_seeds(opt.seeds - len(seeds), measured | set(seeds))
         groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for c in seeds:
             groups[self.space.structure_key(c)].append(c)
