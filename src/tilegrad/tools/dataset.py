@@ -455,7 +455,7 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
         finally:
             bar.close()
             if failures.counts:
-                print(f"{failures}", file=sys.stderr)
+                print(failures, file=sys.stderr)
     return added
 
 
