@@ -39,6 +39,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -467,13 +468,13 @@ class _Failures:
     EXAMPLES = 5
 
     def __init__(self):
-        self.counts: dict[str, int] = {}
+        self.counts: Counter[str] = Counter()
         self.examples: list[str] = []
 
     def note(self, task: Task, results: Sequence[MeasureResult]) -> None:
         for r in results:
             if not r.valid:
-                self.counts[r.error_kind] = self.counts.get(r.error_kind, 0) + 1
+                self.counts[r.error_kind] += 1
                 if len(self.examples) < self.EXAMPLES:
                     self.examples.append(f"{task.name}: {r.error_kind}: {(r.error or '').strip()[:400]}")
 
@@ -634,12 +635,12 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
     Two measurements of the same programs agree on no more than that share, so it is what a cost model's pairwise
     accuracy on these labels can be read against: a perfect model of the programs' speed scores no higher than
     about it. Tasks whose programs all run within WIDE_SPREAD of each other are reported apart, as their orders
-    are mostly noise. Of the `timed` programs, those whose new measurement failed are counted by kind (`failed`)
-    and compare nothing. Nothing is written to the database."""
+    are mostly noise. A program whose new measurement failed compares nothing and is counted by kind (`failed`).
+    Nothing is written to the database."""
     loaded = suite_for(db_path, suite)
     deadline = math.inf if minutes is None else time.monotonic() + 60 * minutes
     agree = {"all": [0.0, 0], "narrow": [0.0, 0], "wide": [0.0, 0]}
-    ratios, measured, timed, failures = [], 0, 0, _Failures()
+    ratios, measured, failures = [], 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         chosen = [t for t in loaded.tasks if sum(r.valid for r in db.records(t.key)) >= min_programs]
         if not chosen:
@@ -654,7 +655,6 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
             if len(recorded) < 2:
                 continue
             results = measurer.measure([MeasureInput(task, space.trace(c)) for c in recorded])
-            timed += len(results)
             old = np.array(list(recorded.values()))
             new = np.array([r.latency if r.valid else math.inf for r in results])
             failures.note(task, results)
@@ -667,7 +667,7 @@ def retest(db_path: str | Path, *, tasks: int = 100, seed: int = 0, suite: str =
             ratios += list(new[ok] / old[ok])
             measured += 1
     share = {k: round(c / p, 4) if p else None for k, (c, p) in agree.items()}
-    return {"machine": machine_fingerprint(), "tasks": measured, "timed": timed, "programs": len(ratios),
+    return {"machine": machine_fingerprint(), "tasks": measured, "programs": len(ratios),
             "pairs": agree["all"][1], "agreement": share["all"],
             "agreement_within_spread": {f"below {WIDE_SPREAD:g}x": share["narrow"],
                                         f"{WIDE_SPREAD:g}x and above": share["wide"]},
