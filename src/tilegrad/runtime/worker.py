@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,9 +54,11 @@ class Reply:
 class Worker:
     """One child process running `python -m module *args`, started on first use and again after a failure."""
 
-    def __init__(self, module: str, args: Sequence[str] = (), *, start_timeout_s: float = 120.0):
+    def __init__(self, module: str, args: Sequence[str] = (), *, start_timeout_s: float = 120.0,
+                 env: Mapping[str, str] | None = None):
         self.module = module
         self.args = [str(a) for a in args]
+        self.env = dict(env or {})  # set in the child's environment, over this process's
         self.start_timeout_s = start_timeout_s
         self.requests_served = 0  # by the current child
         self._proc: subprocess.Popen | None = None
@@ -153,7 +155,7 @@ class Worker:
     def _spawn(self) -> None:
         if self._proc is not None:
             self.close()
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
         self._stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty child cannot block on a full pipe
         self._proc = subprocess.Popen(

@@ -1,4 +1,5 @@
 import math
+import os
 import pickle
 import statistics
 from pathlib import Path
@@ -16,7 +17,7 @@ from tilegrad.tune.measure import ERROR_KINDS, MeasureInput, Measurer, MeasureRe
 from tilegrad.tune.measure.result import Built
 from tilegrad.tune.measure.builder import _WithoutWeights
 from tilegrad.runtime.timing import MAX_SPREAD, spread
-from tilegrad.tune.measure.runner import cold_parameters, run_each
+from tilegrad.tune.measure.runner import cold_parameters, pinned_team, run_each
 from tilegrad.tune.task import extract_tasks
 
 REPEATS = 2
@@ -273,3 +274,37 @@ def test_the_weights_are_timed_cold_and_the_activations_as_their_producer_left_t
         assert r.valid, r.detail
         latency[cold] = min(r.costs)  # the floor: a busy host's stalls inflate a median of either, never a cold floor
     assert latency["weights"] > 1.3 * latency["none"]  # the weights come from memory, not from the caches
+
+
+def _cpus_of_threads(pid: int) -> list[set[int]]:
+    """The CPUs each thread of process `pid` may run on (its Cpus_allowed_list)."""
+    out = []
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        line = next(ln for ln in status.read_text().splitlines() if ln.startswith("Cpus_allowed_list:"))
+        cpus = set()
+        for part in line.split(":")[1].strip().split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        out.append(cpus)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists() or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux's /proc and two CPUs for a team of two threads")
+def test_the_timing_workers_threads_each_hold_a_cpu_of_their_own(cfg, monkeypatch):
+    monkeypatch.delenv("OMP_PROC_BIND", raising=False)
+    monkeypatch.delenv("OMP_PLACES", raising=False)
+    task = matmul_task(256, 256, 256)
+    with Measurer(builders=1, num_threads=2, repeats=1, min_repeat_s=0.001, cfg=cfg) as m:
+        (result,) = m.measure([MeasureInput(task, task.default_trace())])
+        assert result.valid, result.error
+        pinned = [cpus for cpus in _cpus_of_threads(m.runner._worker.pid) if len(cpus) == 1]
+    assert len(pinned) >= 2 and len({min(c) for c in pinned}) == len(pinned)  # the team: one CPU each, all apart
+
+
+def test_a_binding_the_environment_chose_is_left_alone(monkeypatch):
+    monkeypatch.delenv("OMP_PLACES", raising=False)
+    monkeypatch.setenv("OMP_PROC_BIND", "false")
+    assert pinned_team() == {}
+    monkeypatch.delenv("OMP_PROC_BIND")
+    assert pinned_team() == {"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"}

@@ -14,7 +14,8 @@ whose first warm call is `abandon_slower_than` times slower than the fastest thi
 (the task's default, once `limit_by_default` has named it) is timed no further: that call is its one cost (or the
 warm-up's, when it is twice past that bar). It cannot win, and on a task whose default is a hand-written kernel
 most random schedules are tens of times slower, so their repeats would fill the rounds. A repeat during which
-another process held the kernel's cores is taken again (`runtime/interference.py`).
+another process held the kernel's cores is taken again (`runtime/interference.py`). The worker's threads are pinned
+one to a CPU each (`pinned_team`).
 
 Another runner (devices on a Ray cluster: `ray_runner.py`) implements the same five methods.
 """
@@ -22,6 +23,7 @@ Another runner (devices on a Ray cluster: `ray_runner.py`) implements the same f
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import tempfile
 from collections.abc import Callable, Sequence
@@ -49,6 +51,17 @@ MIN_RUN_TIMEOUT_S = 1.0
 # Calls shorter than this are never abandoned: a single call of a microsecond kernel is mostly thread wake-up.
 ABANDON_FLOOR_S = 1e-3
 COLD = ("weights", "all", "none")  # which buffers a timed call finds out of cache: the constants', every one, none
+
+
+def pinned_team() -> dict[str, str]:
+    """The OpenMP settings that give each of the timing worker's threads a CPU of its own (unless the environment
+    binds them its own way). Unbound, a team thread woken after an idle spell may be placed on the CPU of the
+    thread that woke it (seen on a 2-vCPU KVM guest, the other CPU idle) and stay there for tens of milliseconds,
+    until the load balancer moves it: the two threads then take turns at every barrier, and a 0.14 ms Winograd
+    kernel timed 3.8 ms, abandoned as 27 times slower than its default."""
+    if "OMP_PROC_BIND" in os.environ or "OMP_PLACES" in os.environ:
+        return {}
+    return {"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"}
 
 
 class Runner(Protocol):
@@ -127,7 +140,7 @@ class LocalRunner:
         self.seed = seed
         self._dir = tempfile.TemporaryDirectory(prefix="tilegrad-run-")
         self._harness = str(harness_library(cfg))
-        self._worker = Worker("tilegrad.runtime._runner")
+        self._worker = Worker("tilegrad.runtime._runner", env=pinned_team())
         self._inputs: dict[str, _Inputs] = {}
         self._references: dict[str, list[np.ndarray]] = {}
         self._run_limits: dict[str, float] = {}
