@@ -86,7 +86,7 @@ class GradientPolicy:
     screen_after: int = 2  # batches of the task measured before the model's confusion is trusted
     confusion_quantile: float = 0.9
     min_measure: int = 2  # proposals measured a round at least, screened or not
-    first_measure: int = 4  # a task's first batch: the hand-written point and the descent's favourites
+    first_measure: int = 2  # a task's first batch: the hand-written point and the descent's favourite
 
     def for_task(self, space: TaskSpace, model, seed: int) -> GradientSearch:
         return GradientSearch(space, model, self, seed)
