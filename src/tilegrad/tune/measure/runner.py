@@ -57,8 +57,8 @@ def pinned_team() -> dict[str, str]:
     """The OpenMP settings that give each of the timing worker's threads a CPU of its own (unless the environment
     binds them its own way). Unbound, a team thread woken after an idle spell may be placed on the CPU of the
     thread that woke it (seen on a 2-vCPU KVM guest, the other CPU idle) and stay there for tens of milliseconds,
-    until the load balancer moves it: the two threads then take turns at every barrier, and a 0.14 ms Winograd
-    kernel timed 3.8 ms, abandoned as 27 times slower than its default."""
+    until the load balancer moves it: the two threads then take turns at every barrier, and a fast kernel times
+    many times slower than it runs and is abandoned (docs/tuning.md has the figures)."""
     if "OMP_PROC_BIND" in os.environ or "OMP_PLACES" in os.environ:
         return {}
     return {"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"}
