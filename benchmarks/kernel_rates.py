@@ -176,6 +176,7 @@ def cases() -> list[Case]:
         conv("depthwise", "mnasnet dw 5x5 480 14", 480, 480, 14, 5, group=480),
         conv("depthwise", "mnasnet dw 5x5 1152 7", 1152, 1152, 7, 5, group=1152),
         conv("grouped", "resnext50 3x3 g32 128->128 56", 128, 128, 56, 3, group=32),
+        conv("grouped", "resnext50 3x3 g32 256->256 28", 256, 256, 28, 3, group=32),
         conv("grouped", "resnext50 3x3 g32 512->512 14", 512, 512, 14, 3, group=32),
         conv("dilated", "deeplabv3 3x3 d2 256->256 28", 256, 256, 28, 3, dilation=2),
         conv("dilated", "deeplabv3 3x3 d4 512->512 14", 512, 512, 14, 3, dilation=4),

@@ -183,10 +183,12 @@ def test_a_lone_convolution_is_left_to_blocked_conv():
     assert _ops(packed).count("blocked_conv") == 2
 
 
-@pytest.mark.parametrize("dilation, group", [(2, 1), (3, 1), (1, 4)])
-def test_a_lone_dilated_or_grouped_convolution_runs_blocked(dilation, group):
+@pytest.mark.parametrize("dilation, group, op", [(2, 1, "conv_nchwc"), (3, 1, "conv_nchwc"), (1, 2, "conv_nchwc"),
+                                               (1, 4, "lane_group_conv_nchwc")])
+def test_a_lone_dilated_or_grouped_convolution_runs_blocked(dilation, group, op):
     """Their NCHW form runs well below the blocked one (passes/layout.py, `_worth_blocking`): the lone
-    convolution is blocked, with one transform back for the output."""
+    convolution is blocked, reading its NCHW input in place (one transform back for the output), or, with groups
+    inside one vector (4 channels a group against 8 lanes), blocked first (two transforms)."""
     b = GraphBuilder()
     x = b.input("x", (1, 16, 11, 11))
     w = _const(b, 16, 16 // group, 3, 3)
@@ -194,7 +196,7 @@ def test_a_lone_dilated_or_grouped_convolution_runs_blocked(dilation, group):
                                   group=group)), ["y"])
     out, _ = _run_pass(g)
     _check_meaning(g, out)
-    assert _ops(out).count("conv_nchwc") == 1 and len(_transforms(out)) == 1
+    assert _ops(out).count(op) == 1 and len(_transforms(out)) == (2 if op.startswith("lane") else 1)
     x = _inputs(g)
     np.testing.assert_allclose(compile_graph(out)(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
@@ -343,13 +345,19 @@ def resnext_block(channels=32, width=32, groups=8, size=9, stride=1):
     return b.build(b.op("relu", y if stride > 1 else b.op("add", y, x)), ["y"])
 
 
-@pytest.mark.parametrize("width,groups,stride", [(32, 8, 1), (32, 2, 2), (48, 12, 1)])
+@pytest.mark.parametrize("width,groups,stride", [(32, 8, 1), (32, 2, 2), (48, 12, 1), (32, 16, 2)])
 def test_a_grouped_convolution_runs_blocked_in_the_chain(width, groups, stride):
+    """With blocks of 8 lanes, groups of 4 or 2 channels lie inside one vector (the rotations of
+    te/nn/lane_groups.py); groups of 16 span two blocks (the blocked kernel of te/nn/conv_groups.py)."""
     g = resnext_block(width=width, groups=groups, stride=stride)
     out, _ = _run_pass(g)
     _check_meaning(g, out)
-    (grouped,) = [n for n in out.nodes if n.op == "conv_nchwc" and n.attrs["group_channels"]]
-    assert grouped.attrs["group_channels"] == [width // groups] * 2 and grouped.inputs[0].shape[-1] == 8
+    if width // groups < 8:
+        (grouped,) = [n for n in out.nodes if n.op == "lane_group_conv_nchwc"]
+        assert grouped.inputs[1].shape[1] == width // groups and grouped.inputs[0].shape[-1] == 8
+    else:
+        (grouped,) = [n for n in out.nodes if n.op == "conv_nchwc" and n.attrs["group_channels"]]
+        assert grouped.attrs["group_channels"] == [width // groups] * 2 and grouped.inputs[0].shape[-1] == 8
     x = _inputs(g)
     np.testing.assert_allclose(compile_graph(optimize(g, 2)[0])(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 

@@ -16,6 +16,7 @@ from ..dtype import INT_RANGES, is_unsigned, itemsize
 from ..loop.dot4 import flat_index
 from ..loop.transpose import TILES
 from ..loop.prefetch import PREFETCH, PREFETCH_L2
+from ..loop.rotations import GROUPS as ROTATION_GROUPS, LANES as ROTATION_LANES, helpers as rotation_helpers
 from ..loop.ir import Allocate, For, IfThenElse, Kernel, Seq, Stmt, Store, has_parallel
 from ..te import expr as E
 from ..te.simplify import simplify
@@ -352,8 +353,10 @@ class CRenderer(Renderer):
                   **{f"dot4_{kind}x{lanes}": f"tg_dot4_{kind}x{lanes}"
                      for kind in ("u8s8", "u8s7") for lanes in (8, 16)}, "dot4t_u8s8x16": "tg_dot4t_u8s8x16",
                   **{f"transpose_{size}x{side}": f"tg_transpose_{size}x{side}"
-                     for size, sides in TILES.items() for side in sides}}
-    intrinsic_helpers = DOT4 + TRANSPOSES
+                     for size, sides in TILES.items() for side in sides},
+                  **{f"rotate_sum_{k}x{lanes}": f"tg_rotate_sum_{k}x{lanes}"
+                     for lanes in ROTATION_LANES for k in ROTATION_GROUPS if k < lanes}}
+    intrinsic_helpers = DOT4 + TRANSPOSES + rotation_helpers()
     prefetches_streams = True
     calls = {E.Exp: "exp", E.Log: "log", E.Sqrt: "sqrt", E.Tanh: "tanh", E.Erf: "erf", E.Sin: "sin", E.Cos: "cos",
              E.Floor: "floor", E.Ceil: "ceil", E.Round: "nearbyint", E.Pow: "pow", E.Abs: "fabs",

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dtype import is_unsigned
 from ..loop.dot4 import use_dot4
+from ..loop.rotations import use_rotations
 from ..loop.transpose import use_transposes
 from ..loop.prefetch import PREFETCHES, prefetch_streams
 from ..loop.ir import Allocate, Barrier, Buffer, For, IfThenElse, Intrinsic, Kernel, Seq, Stmt, Store, walk
@@ -69,7 +70,7 @@ class Renderer:
         if self.versions_tails:
             k = version_tails(k)
         if self.intrinsics:
-            k = use_transposes(use_dot4(k))
+            k = use_rotations(use_transposes(use_dot4(k)))
         if self.prefetches_streams:
             k = prefetch_streams(k)
         k = simplify_rendered(k)

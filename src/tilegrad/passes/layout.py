@@ -6,16 +6,18 @@ layer to the next (ir/ops/layout.py), activations need no copy-out, and depthwis
 across a block of channels. This pass:
 
 1. plans, in graph order, which nodes run blocked: the seeds are `blocked_conv` (a grouped one where its groups
-   line up with the node's block), `winograd_conv` (as `winograd_conv_nchwc`, which reads either layout) and
+   line up with the node's block; groups of k in and k out inside one vector as `lane_group_conv_nchwc`, whose
+   k rotations waste no multiply-add: te/nn/lane_groups.py), `winograd_conv` (as `winograd_conv_nchwc`, which
+   reads either layout) and
    depthwise `conv` (groups = C = O) with constant weights; the layout then
    flows to element-wise and broadcasting ops of a blocked input (their other operands being constants, re-laid
    out here, or NCHW values of the same channels), to max, average and global average pooling, and to a concat
    along channels whose parts are all whole blocks;
 2. rewrites them, repacking the weights and biases once, and inserts the transforms only where an NCHW value meets
    a blocked consumer (`layout_to_blocked`) or a blocked value an NCHW consumer or a graph output
-   (`layout_from_blocked`). Each value gets at most one transform each way (per block), and a value that is already blocked
-   is never unblocked for a blocked consumer, so no from/to pair is ever adjacent. A convolution at the start of
-   a chain reads its NCHW input directly.
+   (`layout_from_blocked`). Each value gets at most one transform each way (per block), and a value that is
+   already blocked is never unblocked for a blocked consumer, so no from/to pair is ever adjacent. A convolution
+   at the start of a chain reads its NCHW input directly (not `lane_group_conv_nchwc`: its lanes are channels).
 
 Each node has a block size. `ctx.options["layout_block"]` is one block for the whole graph, or a dict from
 convolution name (the imported `conv`'s) to its block (tune/algorithms.py varies them; the others take the
@@ -41,6 +43,7 @@ from ..ir.registry import BROADCAST, ELEMWISE, lookup
 from ..target import Target
 from ..te.dims import representative
 from ..te.nn.conv_groups import BlockGroups
+from ..te.nn.lane_groups import lane_group_size, pack_lane_groups
 from .editor import GraphEditor
 from .context import PassContext
 
@@ -290,8 +293,13 @@ class _Rewrite:
         start), its weights repacked for those blocks."""
         x, wpack, *bias = node.inputs
         a = node.attrs
-        groups = _groups(node, self.planned[id(node)])
+        block = self.planned[id(node)]
+        groups = _groups(node, block)
         weight = BlockGroups.of(x.shape[1], a["out_channels"], a["group"], wpack.shape[4]).unpack(wpack.data)
+        if lane_group_size(x.shape[1], a["out_channels"], a["group"], block):
+            packed = self.ed.const(pack_lane_groups(weight, block), f"{node.name}_wlanes")
+            return self.ed.op("lane_group_conv_nchwc", self._to_blocked(x, node), packed, *self._bias(bias, node),
+                              name=node.name, strides=a["strides"], pads=a["pads"], dilations=a["dilations"])
         source = self._to_blocked(x, node) if id(x) in self.blocked else self.ed.get(x)
         packed = self.ed.const(groups.pack(weight), f"{node.name}_wnchwc")
         return self.ed.op("conv_nchwc", source, packed, *self._bias(bias, node), name=node.name, strides=a["strides"],

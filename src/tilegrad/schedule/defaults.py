@@ -42,6 +42,7 @@ from . import (  # noqa: F401
     rules_attention,
     rules_conv_algorithms,
     rules_int8,
+    rules_lane_groups,
     rules_nchwc,
     rules_packed,
     rules_row_epilogue,

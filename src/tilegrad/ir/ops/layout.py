@@ -16,6 +16,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...te.nn import nchwc
 from ...te.nn.conv_groups import BlockGroups
+from ...te.nn.lane_groups import unpack_lane_groups
 from ..registry import INJECTIVE, OUT_FUSABLE, REDUCTION, Sample, TensorType, declare
 from .operands import float_dtype
 from .windows import (
@@ -191,6 +192,36 @@ def _depthwise_te(x, wpack, bias=None, *, strides, pads, dilations):
                                            name="depthwise_conv_nchwc")
 
 
+def _lane_group_type(x, upack, bias=None, *, strides, pads, dilations):
+    float_dtype(x, upack, bias)
+    _check_blocked(x)
+    if len(upack.shape) != 5 or upack.shape[0] != x.shape[1] or upack.shape[4] != x.shape[4]:
+        raise ShapeError(f"expected weights packed as (C / b, k, KH, KW, b) = ({x.shape[1]}, k, KH, KW, "
+                         f"{x.shape[4]}), got {upack.shape}")
+    blocks, k, kh, kw, block = upack.shape
+    if block % k or k >= block:
+        raise ShapeError(f"groups of {k} channels must divide a block of {block} lanes")
+    _check_packed_bias(bias, blocks, block)
+    nchw = _nchw(x)
+    weight = TensorType((nchw.shape[1], k, kh, kw), upack.dtype)
+    (out,) = conv_type(nchw, weight, strides=strides, pads=pads, dilations=dilations, group=nchw.shape[1] // k)
+    return [_blocked(out, block)]
+
+
+def _lane_group_ref(x, upack, bias=None, *, strides, pads, dilations):
+    nchw = unblock_array(x)
+    flat = None if bias is None else bias.reshape(-1)
+    y = conv_ref(nchw, unpack_lane_groups(upack), flat, strides=strides, pads=pads, dilations=dilations,
+                 group=nchw.shape[1] // upack.shape[1])
+    return block_array(y, x.shape[4])
+
+
+def _lane_group_te(x, upack, bias=None, *, strides, pads, dilations):
+    stride, pad_pairs, dilation = window_attrs("lane_group_conv_nchwc", 2, strides, pads, dilations)
+    return nchwc.lane_group_conv2d_nchwc(x, upack, stride, pad_pairs, dilation, bias=bias,
+                                         name="lane_group_conv_nchwc")
+
+
 _CONV_ATTRS = {"strides": None, "pads": None, "dilations": None}
 declare("conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3),
         attrs={**_CONV_ATTRS, "group_channels": None, "taps": None},
@@ -217,6 +248,13 @@ declare("depthwise_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV
                    {"dilations": [2, 1], "pads": [2, 1, 2, 1]}),
         ))
 
+declare("lane_group_conv_nchwc", kind=OUT_FUSABLE, num_inputs=(2, 3), attrs=_CONV_ATTRS, infer=_lane_group_type,
+        reference=_lane_group_ref, compute=_lane_group_te, samples=(
+            Sample((((1, 2, 9, 8, 8), "float32"), ((2, 4, 3, 3, 8), "float32"), ((2, 8), "float32")),
+                   {"strides": [2, 1], "pads": [1, 1, 1, 1]}),
+            Sample((((1, 1, 7, 6, 8), "float32"), ((1, 2, 3, 3, 8), "float32")),
+                   {"dilations": [2, 1], "pads": [2, 1, 2, 1]}),
+        ))
 
 # ---- pools ----
 

@@ -8,6 +8,9 @@ out_per_group groups and multiplies that many times the weights the convolution 
 price of keeping the dense kernel's register tile and full vectors, where the generic grouped convolution runs
 scalar.
 
+In the blocked layout, groups of k in and k out channels inside one vector run without the waste as rotations
+(te/nn/lane_groups.py); this blocking serves the other groupings.
+
 Blocks line up with groups when one divides the other (b % out_per_group == 0 or out_per_group % b == 0) and the
 output channels fill whole blocks; then the blocks' spans tile the input channels exactly. Other groupings keep
 the generic convolution (`BlockGroups.of` says None).

@@ -216,6 +216,45 @@ def depthwise_conv2d_nchwc(x: te.Tensor, wpack: te.Tensor, stride=1, padding=0, 
     return _add_bias(out, bias, name, "depthwise_conv2d_nchwc", attrs)
 
 
+def lane_group_conv2d_nchwc(x: te.Tensor, upack: te.Tensor, stride=1, padding=0, dilation=1,
+                            bias: te.Tensor | None = None, name: str = "lane_group_conv2d_nchwc") -> te.Tensor:
+    """A grouped conv2d whose groups of k channels (in and out) lie inside one block, of blocked x
+    (N, C / b, H, W, b) with weights packed as (C / b, k, KH, KW, b) (te/nn/lane_groups.py): the k rotations'
+    window sums `{name}_rot` (N, C / b, k, OH, OW, b), lane-wise, then the output, each lane summing its group's
+    rotated accumulators (`{name}_sum` where a bias is added after). The stages are tagged
+    "lane_group_conv2d_nchwc" (schedule/rules_lane_groups.py)."""
+    if x.ndim != 5 or upack.ndim != 5 or upack.shape[0] != x.shape[1] or upack.shape[4] != x.shape[4]:
+        raise ShapeError(f"lane_group_conv2d_nchwc: expected x (N, C / b, H, W, b) and packed weights "
+                         f"(C / b, k, KH, KW, b) with the same blocks, got {x.shape} and {upack.shape}")
+    check_same_dtype([x, upack], "lane_group_conv2d_nchwc")
+    blocks, k, kh, kw, block = upack.shape
+    if block % k or k >= block:
+        raise ShapeError(f"lane_group_conv2d_nchwc: groups of {k} channels must divide a block of {block} lanes")
+    _check_bias("lane_group_conv2d_nchwc", bias, blocks, block)
+    win = Window.of("lane_group_conv2d_nchwc", x.shape[2:4], (kh, kw), stride, padding, dilation)
+    xp = _pad_spatial(x, win.stage_pads, f"{name}_pad")
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    attrs = {**win.attrs(), "kernel": (kh, kw), "block": block, "group_size": k}
+
+    def rotation(n, cb, d, h, w, ci):
+        y, z = win.padded_taps((h, w), (ry, rx))
+        return te.sum(xp[n, cb, y, z, ci] * upack[cb, d, ry, rx, ci], axis=[ry, rx])
+
+    rot = te.compute((x.shape[0], blocks, k, *win.out_sizes, block), rotation, name=f"{name}_rot",
+                     tag="lane_group_conv2d_nchwc", attrs=attrs)
+
+    def rotations_summed(n, cb, h, w, ci):
+        first = ci // k * k  # the group's first lane
+        total = rot[n, cb, 0, h, w, ci]
+        for d in range(1, k):
+            total = total + rot[n, cb, d, h, w, first + (ci + d) % k]
+        return total
+
+    out = te.compute((x.shape[0], blocks, *win.out_sizes, block), rotations_summed,
+                     name=name if bias is None else f"{name}_sum", tag="lane_group_conv2d_nchwc", attrs=attrs)
+    return _add_bias(out, bias, name, "lane_group_conv2d_nchwc", attrs)
+
+
 def max_pool2d_nchwc(x: te.Tensor, kernel, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                      name: str = "max_pool2d_nchwc") -> te.Tensor:
     """The maximum over each window of blocked x (N, C / b, H, W, b); padding never counts."""
