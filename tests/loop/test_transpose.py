@@ -68,3 +68,15 @@ def test_a_copy_that_moves_no_axis_is_left_alone():
     kernel = lower_kernel(([x], [copy]), target=Target.with_lanes(16))
     assert use_transposes(kernel) is kernel
     assert any(isinstance(s, For) for s in walk(kernel.body))
+
+
+def test_a_transpose_seen_through_a_reshape_runs_in_squares():
+    """NCHW pixels gathered as rows of channels, a transpose then a reshape inlined into one copy (a transposed
+    convolution's product reads them so): the copy is found through the inlined stage and runs in squares."""
+    x = te.placeholder((1, 48, 3, 16), "float32", "x")
+    nhwc = _channels_last(x)
+    rows = te.compute((48, 48), lambda p, c: nhwc[0, p // 16, p % 16, c], name="rows", tag="injective")
+    kernel = build(default_schedule(rows, Target.with_lanes(16)), args=[x, rows], target=Target.with_lanes(16))
+    assert "tg_transpose_4x16(&" in kernel.source
+    xv = RNG.standard_normal((1, 48, 3, 16)).astype(np.float32)
+    np.testing.assert_array_equal(kernel.run(xv), xv.transpose(0, 2, 3, 1).reshape(48, 48))

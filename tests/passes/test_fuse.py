@@ -113,6 +113,32 @@ def test_a_merge_that_would_make_a_cycle_is_refused():
     _check_same(g, fused, compiled=True)
 
 
+@pytest.mark.parametrize("perms, channels, apart", [([(0, 3, 1, 2)], 16, True), ([(0, 2, 1, 3)], 16, False),
+                                                    ([(0, 3, 1, 2), (0, 2, 3, 1)], 16, False),
+                                                    ([(0, 3, 1, 2)], 3, False)])
+def test_an_overlap_add_stays_apart_from_a_transpose_that_moves_its_last_axis(perms, channels, apart):
+    """A transposed convolution's col2im (channels last) then its NCHW transpose: fused, the transpose's loop
+    order would read each output's taps one channel at a time. A transpose that keeps the channels last, or one
+    moved back by a later transpose (DCGAN's batch norm in NCHW between two layers), or a run of 3 channels (no
+    vector) fuses. The stitching explorer's `refusal` says the same."""
+    from tilegrad.passes.fusion_rules import GraphIndex, refusal
+
+    b = GraphBuilder()
+    cols = b.input("cols", (1, 5, 5, 4, 4, channels))
+    h = b.op("col2im", cols, strides=(2, 2), begins=(1, 1), sizes=(10, 10))
+    for k, perm in enumerate(perms):
+        h = b.op("transpose", h, perm=perm)
+        if k == 0:
+            h = b.op("relu", h)
+    g = b.build(h)
+    fused = _fused(g)
+    together = [ops for ops in _bodies(fused) if "col2im" in ops and "transpose" in ops]
+    assert bool(together) != apart
+    reason = refusal(GraphIndex(g), frozenset(range(len(g.nodes))))
+    assert (reason is not None and "moves the last axis" in reason) == apart
+    _check_same(g, fused, compiled=True)
+
+
 def test_small_independent_element_wise_ops_fuse_horizontally():
     b = GraphBuilder()
     x, y = b.input("x", (8, 8)), b.input("y", (16,))

@@ -34,7 +34,7 @@ from ..ir.registry import INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, lookup
 from ..te.dims import upper_shape
 from .editor import GraphEditor
 from .fusion_rules import (HORIZONTAL_MAX_ELEMENTS, MAX_FUSED_DEPTH, MAX_FUSED_SIZE, POINTWISE, fits_rows,
-                           fusion_kind, row_shape)
+                           fusion_kind, row_shape, transposes_an_overlap_add)
 from .context import PassContext
 
 
@@ -106,7 +106,8 @@ class _Fusion:
                 return row_shape(n) == P.rows and (G.kind != REDUCTION or G.rows == P.rows)
             return nkind in POINTWISE and (G.kind == INJECTIVE or G.rows == P.rows)
         # P is an injective group: it inlines into whatever reads it, if nothing else does.
-        if not self._single_reader(v):
+        if not self._single_reader(v) or transposes_an_overlap_add(self.g, self.consumers,
+                                                                   [self.g.nodes[i] for i in P.nodes], n):
             return False
         if G.kind == OUT_FUSABLE:
             return False

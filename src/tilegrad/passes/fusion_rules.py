@@ -19,7 +19,8 @@ value, below):
 - a reduction read inside the pattern works row by row (its op declares `rows`), and everything downstream of it
   keeps the same rows, so the default schedule computes it once per row block and reuses it (a sub-root);
 - no path leaves the pattern and re-enters it (the kernel would have to run both before and after the outside op);
-- at most MAX_FUSED_DEPTH ops in a chain and MAX_FUSED_SIZE ops in the output's expression, reads counted.
+- at most MAX_FUSED_DEPTH ops in a chain and MAX_FUSED_SIZE ops in the output's expression, reads counted;
+- no overlap-add (OVERLAP_ADDS) under a transpose that moves its last axis (`transposes_an_overlap_add`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ..ir.graph import Graph, Node, Value
 from ..ir.registry import BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, OUT_FUSABLE, REDUCTION, TensorType, lookup
 
 POINTWISE = (ELEMWISE, BROADCAST)
+OVERLAP_ADDS = {"col2im"}  # ops whose every output element sums several runs of their input's last axis
+OVERLAP_RUN = 8  # the shortest such run worth a kernel of its own: an AVX2 vector (DCGAN's 3-channel image is not)
 HORIZONTAL_MAX_ELEMENTS = 1 << 12  # outputs up to this size are small enough that a kernel call dominates
 MAX_FUSED_DEPTH = 32  # the longest chain of ops in one group
 MAX_FUSED_SIZE = 512  # the most ops in the expression of one node's output, each read of a producer counted
@@ -124,7 +127,59 @@ def refusal(ix: GraphIndex, members: frozenset[int]) -> str | None:
     reason = _row_refusal(ix, nodes, kinds)
     if reason:
         return reason
+    moved = next((n for n in nodes.values() if transposes_an_overlap_add(ix.g, ix.consumers, nodes.values(), n)),
+                 None)
+    if moved is not None:
+        return f"{_name(moved)} moves the last axis of an overlap-add in the pattern"
     return _size_refusal(ix, nodes)
+
+
+def transposes_an_overlap_add(g: Graph, consumers: dict[int, list[int]], members: Iterable[Node], n: Node) -> bool:
+    """Whether `n` is a transpose that moves the last axis (a run of at least OVERLAP_RUN) of an overlap-add among
+    `members` (a group it would join) for good: the element-wise ops and transposes that alone read it after
+    (`consumers`: value id -> reader positions in `g`) do not move it back. Fused, the kernel's loops then run in
+    the moved order, and the overlap-add's runs of its last axis, vectors on their own, are read one element at a
+    time: DCGAN's col2im to NCHW took 0.090 ms fused, 0.009 and 0.010 ms as two kernels (docs/benchmarks.md,
+    "Machine F, thirty-ninth session"). Moved back (a chain of transposed convolutions with a batch norm in
+    NCHW between them), the fused kernel's loops keep the run innermost."""
+    if n.op != "transpose" or n.inputs[0].shape[-1] < OVERLAP_RUN or not _reads_an_overlap_add(n, members):
+        return False
+    rank = len(n.inputs[0].shape)
+    axis = _moved(n, rank - 1)  # where the run's axis is in n's output
+    v = n.outputs[0]
+    while len(consumers.get(id(v), [])) == 1 and id(v) not in {id(o) for o in g.outputs}:
+        reader = g.nodes[consumers[id(v)][0]]
+        if reader.op == "transpose":
+            axis = _moved(reader, axis)
+        elif not (fusion_kind(reader) == INJECTIVE and lookup(reader.op).kind in POINTWISE
+                  and reader.outputs[0].shape == v.shape):
+            break
+        v = reader.outputs[0]
+    return axis != len(v.shape) - 1
+
+
+def _reads_an_overlap_add(n: Node, members: Iterable[Node]) -> bool:
+    """Whether `n` reads an overlap-add among `members` through element-wise ops of its shape alone, so that its
+    input's last axis is the overlap-add's run."""
+    made_by = {id(o): m for m in members for o in m.outputs}
+    v = n.inputs[0]
+    while id(v) in made_by:
+        p = made_by[id(v)]
+        if p.op in OVERLAP_ADDS:
+            return True
+        same = [i for i in p.inputs if i.shape == v.shape]
+        if lookup(p.op).kind not in POINTWISE or not same:
+            return False
+        v = same[0]
+    return False
+
+
+def _moved(n: Node, axis: int) -> int:
+    """Where transpose `n` puts its input's `axis`."""
+    rank = len(n.inputs[0].shape)
+    perm = n.attrs.get("perm")
+    perm = list(reversed(range(rank))) if perm is None else list(perm)
+    return perm.index(axis)
 
 
 def _product_regions(ix: GraphIndex, nodes: dict[int, Node], kinds: dict[int, str],

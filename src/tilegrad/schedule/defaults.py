@@ -16,6 +16,7 @@ from ..backend import backend_for
 from ..dtype import itemsize
 from ..target import Target, host
 from ..te import expr as E
+from ..te.simplify import simplify
 from ..te.tensor import Tensor
 from .knobs import Defaults, Knobs
 from .parallel import parallel_grain, parallel_outer
@@ -213,20 +214,49 @@ TRANSPOSE_TILES = {1: (16,), 4: (8, 16)}
 
 
 def _moved_axes(sch: Schedule, s: Stage, target: Target) -> tuple[str, str, int] | None:
-    """(r, c, T) of a copy that moves an axis: c the output's innermost axis, r the one the input's innermost
-    index is, both at least a tile `T` long (loop/transpose.py's sides for the element's size); else None."""
-    body, names = s.op.body, [a.name for a in s.op.axes]
-    inlined = {id(st.tensor) for st in sch.state.stages if st.attach == "inline"}
-    if type(body) is not E.Load or id(body.buffer) in inlined or body.buffer.dtype != s.tensor.dtype:
+    """(r, c, T) of a copy that moves an axis: c the output's innermost axis, r the one that steps the input one
+    element at a time (seen through the copies inlined into `s`: a transpose then a reshape, as a transposed
+    convolution's pixels are gathered for its product), both at least a tile `T` long (loop/transpose.py's sides
+    for the element's size); else None."""
+    names = [a.name for a in s.op.axes]
+    load = _copied_load(sch, s.op.body)
+    if load is None or load.buffer.dtype != s.tensor.dtype or not names:
         return None
-    last, c = body.indices[-1], names[-1] if names else None
-    if type(last) is not E.Var or last.name not in names or last.name == c:
-        return None
-    if not any(c in {v.name for v in E.free_vars(i)} for i in body.indices):
+    flat = _flat(load)
+    r = next((a.name for a in s.op.axes if _step(flat, a, s.op.axes) == 1), None)
+    c = names[-1]
+    if r is None or r == c or not _step(flat, s.op.axes[-1], s.op.axes):
         return None
     size = itemsize(s.tensor.dtype)
     side = max([t for t in TRANSPOSE_TILES.get(size, ()) if t * size <= target.vector_lanes * 4], default=0)
-    return (last.name, c, side) if side and min(extent(s, last.name), extent(s, c)) >= side else None
+    return (r, c, side) if side and min(extent(s, r), extent(s, c)) >= side else None
+
+
+def _copied_load(sch: Schedule, body: E.Expr) -> E.Load | None:
+    """The load of a stage's input that `body` copies, looking through the copies inlined into it; None if
+    `body` computes anything."""
+    inlined = {id(st.tensor): st for st in sch.state.stages if st.attach == "inline"}
+    while type(body) is E.Load and id(body.buffer) in inlined:
+        op = inlined[id(body.buffer)].op
+        if type(op.body) is not E.Load:
+            return None
+        body = E.substitute(op.body, dict(zip(op.axes, body.indices)))
+    return body if type(body) is E.Load else None
+
+
+def _flat(load: E.Load) -> E.Expr:
+    """The row-major element number `load` reads."""
+    flat: E.Expr = E.const(0, E.INDEX)
+    for extent_, index in zip(load.buffer.shape, load.indices):
+        flat = flat * extent_ + index
+    return flat
+
+
+def _step(flat: E.Expr, axis: E.Var, axes) -> int | None:
+    """How far the element `flat` moves for one step of `axis` from the origin: a constant, or None."""
+    origin = {a: E.const(0, a.dtype) for a in axes}
+    delta = simplify(E.substitute(flat, {**origin, axis: E.const(1, axis.dtype)}) - E.substitute(flat, origin))
+    return delta.value if type(delta) is E.Const else None
 
 
 def _transpose_in_tiles(sch: Schedule, s: Stage, spatial: list, r: str, c: str, side: int, target: Target) -> None:

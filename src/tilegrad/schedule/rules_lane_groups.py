@@ -55,7 +55,7 @@ def schedule_lane_groups(sch: Schedule, s: Stage, target: Target, anchor: Anchor
         _, tw, tci = sch.loops(total.name)[-3:]
         sch.unroll(total.name, tw)
         sch.unroll(total.name, tci)
-    *_, rd, rh, rw, rci = [a.name for a in sch.state.stage(rot).op.axes]
+    *_, rd, _, rw, rci = [a.name for a in sch.state.stage(rot).op.axes]
     reduce = [lp for lp in sch.loops(rot) if sch.state.stage(rot).loops[lp].is_reduce]
     outer = [lp for lp in sch.loops(rot) if lp not in reduce and lp not in (rd, rw, rci)]
     sch.reorder(rot, *outer, *reduce, rw, rd, rci)
