@@ -142,7 +142,10 @@ def transposes_an_overlap_add(g: Graph, consumers: dict[int, list[int]], members
     time: DCGAN's col2im to NCHW took 0.090 ms fused, 0.009 and 0.010 ms as two kernels (docs/benchmarks.md,
     "Machine F, thirty-ninth session"). Moved back (a chain of transposed convolutions with a batch norm in
     NCHW between them), the fused kernel's loops keep the run innermost."""
-    if n.op != "transpose" or n.inputs[0].shape[-1] < OVERLAP_RUN or not _reads_an_overlap_add(n, members):
+    members = list(members)
+    if n.op != "transpose" or not any(m.op in OVERLAP_ADDS for m in members):  # (col2im's shapes are static)
+        return False
+    if not _reads_an_overlap_add(n, members) or n.inputs[0].shape[-1] < OVERLAP_RUN:
         return False
     rank = len(n.inputs[0].shape)
     axis = _moved(n, rank - 1)  # where the run's axis is in n's output
