@@ -13,7 +13,7 @@ from tilegrad.passes import optimize
 from tilegrad.target import Target
 
 RNG = np.random.default_rng(0)
-EIGHT = Target.with_lanes(8)  # a short reduction: up to 16 input channels
+EIGHT = Target.with_lanes(8)  # a short reduction: up to 32 input channels
 
 
 def _conv(b, x, out_channels, kernel=1):
@@ -37,7 +37,7 @@ def _check(g, out):
     np.testing.assert_allclose(compile_graph(out, target=EIGHT)(*x), run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("channels, kernel, gemm", [(16, 1, True), (3, 1, True), (17, 1, False), (16, 3, False)])
+@pytest.mark.parametrize("channels, kernel, gemm", [(32, 1, True), (3, 1, True), (33, 1, False), (16, 3, False)])
 def test_a_lone_pointwise_convolution_over_a_short_reduction_runs_as_a_gemm(channels, kernel, gemm):
     g = _lone(channels, kernel)
     out, _ = optimize(g, 2, target=EIGHT)
