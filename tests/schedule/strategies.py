@@ -1,10 +1,12 @@
-"""Hypothesis strategies: random *valid* schedules, drawn step by step against a live Schedule."""
+"""Hypothesis strategies: random *valid* schedules, drawn step by step against a live Schedule, and random points
+of a sketch."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
 from tilegrad.schedule import Schedule
+from tilegrad.schedule.space import Sketch
 
 
 def _consumer_of(sch: Schedule, name: str):
@@ -109,3 +111,18 @@ class DrawnKnobs:
         return self.drawn[name]
 
     pick = choice
+
+
+@st.composite
+def sketch_points(draw, sketch: Sketch) -> dict:
+    """A point of `sketch`: structural choices in the order the trace makes them, then the numeric ones."""
+    params: dict = {}
+    while True:
+        _, space = sketch.space(params)
+        pending = [c for c in space.structural if c.var not in params]
+        if not pending:
+            break
+        params[pending[0].var] = draw(st.sampled_from(pending[0].values))
+    for c in space.choices:
+        params[c.var] = draw(st.sampled_from(c.values))
+    return params

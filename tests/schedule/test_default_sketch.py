@@ -32,6 +32,8 @@ from tilegrad.tune.model import model_graph
 from tilegrad.tune.task import extract_tasks
 from tilegrad.workloads import WORKLOADS
 
+from .strategies import sketch_points
+
 
 def _p(shape, name):
     return te.placeholder(shape, "float32", name)
@@ -172,27 +174,12 @@ def test_defaults_refuse_a_default_outside_the_values():
 # -- every point compiles and matches -----------------------------------------------------------------------------
 
 
-@st.composite
-def _points(draw, sketch: Sketch) -> dict:
-    """A point of `sketch`: structural choices in the order the trace makes them, then the numeric ones."""
-    params: dict = {}
-    while True:
-        _, space = sketch.space(params)
-        pending = [c for c in space.structural if c.var not in params]
-        if not pending:
-            break
-        params[pending[0].var] = draw(st.sampled_from(pending[0].values))
-    for c in space.choices:
-        params[c.var] = draw(st.sampled_from(c.values))
-    return params
-
-
 @settings(max_examples=8, deadline=None)
 @given(data=st.data())
 @pytest.mark.parametrize("rule", sorted(RULE_WORKLOADS))
 def test_random_points_of_each_rule_match_the_interpreter(rule, data):
     name = RULE_WORKLOADS[rule]
-    _check(name, data.draw(_points(_default_sketch(name))))
+    _check(name, data.draw(sketch_points(_default_sketch(name))))
 
 
 NON_DIVIDING = [  # tiles that leave tails, with the other choices off their defaults

@@ -18,6 +18,7 @@ from tilegrad.target import Target
 from tilegrad.te import nn
 
 from .forced import Forced
+from .strategies import sketch_points
 
 M, K, N = 37, 21, 40
 TARGETS = {"dot4": Target(flags=frozenset({"avx2"})), "vectorised": Target(flags=frozenset())}
@@ -51,15 +52,7 @@ def test_default_point_is_the_default_schedule_and_has_parameters(path):
 @pytest.mark.parametrize("path", sorted(TARGETS))
 def test_random_points_are_bit_exact(path, data):
     sketch = generate_sketches(lambda: [_gemm()[1]], TARGETS[path])[0]
-    params: dict = {}
-    while True:
-        _, space = sketch.space(params)
-        pending = [c for c in space.structural if c.var not in params]
-        if not pending:
-            break
-        params[pending[0].var] = data.draw(st.sampled_from(pending[0].values))
-    for c in space.choices:
-        params[c.var] = data.draw(st.sampled_from(c.values))
+    params = data.draw(sketch_points(sketch))
     inputs, output = _gemm()
     sch = Schedule([output])
     sch.state = apply_trace([output], sketch.bind(params))

@@ -27,6 +27,8 @@ from tilegrad.te import expr as E
 from tilegrad.te.nn.lane_groups import lane_group_size, pack_lane_groups, unpack_lane_groups
 from tilegrad.te.nn.nchwc import lane_group_conv2d_nchwc
 
+from .strategies import sketch_points
+
 OP = lookup("lane_group_conv_nchwc")
 
 
@@ -108,15 +110,7 @@ def test_default_point_is_the_default_schedule_and_has_parameters():
 def test_random_points_match_the_reference(data):
     target = Target.with_lanes(16)
     sketch = generate_sketches(lambda: [_conv(8, 2, (7, 10), 16, stride=2)[1]], target)[0]
-    params: dict = {}
-    while True:
-        _, space = sketch.space(params)
-        pending = [c for c in space.structural if c.var not in params]
-        if not pending:
-            break
-        params[pending[0].var] = data.draw(st.sampled_from(pending[0].values))
-    for c in space.choices:
-        params[c.var] = data.draw(st.sampled_from(c.values))
+    params = data.draw(sketch_points(sketch))
     inputs, output = _conv(8, 2, (7, 10), 16, stride=2)
     sch = Schedule([output])
     sch.state = apply_trace([output], sketch.bind(params))
