@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 from ..dtype import INT_RANGES, is_unsigned, itemsize
-from ..loop.dot4 import flat_index
 from ..loop.transpose import TILES
 from ..loop.prefetch import PREFETCH, PREFETCH_L2
 from ..loop.rotations import GROUPS as ROTATION_GROUPS, LANES as ROTATION_LANES, helpers as rotation_helpers
@@ -640,7 +639,7 @@ def _exact_byte_round_trips(e: E.Expr) -> E.Expr:
 
 def _unit_stride(store: Store, var: E.Var) -> bool:
     """Whether `store`'s element moves by one for each step of `var`."""
-    flat = flat_index(store.buffer, store.indices)
+    flat = E.flat_index(store.buffer, store.indices)
     step = simplify(E.substitute(flat, {var: var + 1}) - flat)
     return type(step) is E.Const and step.value == 1
 

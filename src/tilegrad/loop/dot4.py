@@ -107,16 +107,8 @@ def _pairs(e: E.Expr) -> tuple[E.Load, E.Load] | None:
 
 def _offset(x: E.Load, y: E.Load) -> int | None:
     """How many elements `y` lies after `x` in their (shared) buffer, if that is a constant."""
-    delta = simplify(flat_index(y.buffer, y.indices) - flat_index(x.buffer, x.indices))
+    delta = simplify(E.flat_index(y.buffer, y.indices) - E.flat_index(x.buffer, x.indices))
     return delta.value if type(delta) is E.Const else None
-
-
-def flat_index(buffer, indices) -> E.Expr:
-    """The row-major element number of `indices` in `buffer`."""
-    flat: E.Expr = E.Const(0, E.INDEX)
-    for extent, i in zip(buffer.shape, indices):
-        flat = flat * extent + i
-    return flat
 
 
 def _widened(e: E.Expr, dtype: str) -> E.Load | None:
@@ -128,7 +120,7 @@ def _widened(e: E.Expr, dtype: str) -> E.Load | None:
 
 def strides(buffer, indices, j: E.Var, g: E.Var) -> list[int | None]:
     """How far the flat (row-major) element moves for one step of j and of g: constants, or None."""
-    flat = flat_index(buffer, indices)
+    flat = E.flat_index(buffer, indices)
     steps = []
     for var, other in ((j, g), (g, j)):
         base = {var: E.Const(0, var.dtype), other: E.Const(0, other.dtype)}

@@ -95,7 +95,7 @@ def _prefetches(nest: tuple[For, ...], body: Stmt, readonly: set, outer: tuple[F
         if load.buffer not in readonly or load in seen:
             continue
         seen.add(load)
-        flat = _flat(load)
+        flat = simplify(E.flat_index(load.buffer, load.indices))
         if unknown & E.free_vars(flat):
             continue
         var, steps = _stream(flat, nest, itemsize(load.buffer.dtype))
@@ -103,8 +103,8 @@ def _prefetches(nest: tuple[For, ...], body: Stmt, readonly: set, outer: tuple[F
             calls += _lines_ahead(load, flat, var, inner)
             if len(nest) == 1 and load.buffer not in blocks:
                 blocks.add(load.buffer)
-                calls += _next_block(load.buffer, [_flat(x) for x in _reads(body) if x.buffer is load.buffer],
-                                     nest[0], inner, outer)
+                reads = [simplify(E.flat_index(x.buffer, x.indices)) for x in _reads(body) if x.buffer is load.buffer]
+                calls += _next_block(load.buffer, reads, nest[0], inner, outer)
     return calls
 
 
@@ -219,14 +219,6 @@ def _block_walk(base: E.Expr, outer: tuple[For, ...]) -> tuple[int, int, E.Expr]
 
 def _consts(point: dict) -> dict:
     return {v: E.Const(i, E.INDEX) for v, i in point.items()}
-
-
-def _flat(load: E.Load) -> E.Expr:
-    """The load's row-major element offset."""
-    flat: E.Expr = E.Const(0, E.INDEX)
-    for idx, dim in zip(load.indices, load.buffer.shape):
-        flat = flat * dim + idx
-    return simplify(flat)
 
 
 def _coefficient(flat: E.Expr, var: E.Var) -> int | None:

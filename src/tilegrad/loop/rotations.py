@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from ..te import expr as E
 from ..te.simplify import simplify
-from .dot4 import flat_index
 from .ir import For, Intrinsic, Kernel, Store, rewrite_nests
 
 LANES = (8, 16)  # the vector widths (floats) the helpers are written for
@@ -43,12 +42,12 @@ def _rotated_sum(s: For) -> Intrinsic | None:
     loads = _summands(store.value)
     if len(loads) not in GROUPS or len(loads) >= lanes or len({ld.buffer.name for ld in loads}) != 1:
         return None
-    if _offsets(flat_index(store.buffer, store.indices), lane, lanes) != list(range(lanes)):
+    if _offsets(E.flat_index(store.buffer, store.indices), lane, lanes) != list(range(lanes)):
         return None
-    base = E.substitute(flat_index(loads[0].buffer, loads[0].indices), {lane: E.Const(0, lane.dtype)})
+    base = E.substitute(E.flat_index(loads[0].buffer, loads[0].indices), {lane: E.Const(0, lane.dtype)})
     by_rotation = {}
     for ld in loads:
-        offsets = _offsets(flat_index(ld.buffer, ld.indices), lane, lanes, base)
+        offsets = _offsets(E.flat_index(ld.buffer, ld.indices), lane, lanes, base)
         if offsets is None or ld.buffer.dtype != "float32":
             return None
         start = min(offsets)

@@ -139,9 +139,9 @@ def transposes_an_overlap_add(g: Graph, consumers: dict[int, list[int]], members
     `members` (a group it would join) for good: the element-wise ops and transposes that alone read it after
     (`consumers`: value id -> reader positions in `g`) do not move it back. Fused, the kernel's loops then run in
     the moved order, and the overlap-add's runs of its last axis, vectors on their own, are read one element at a
-    time: DCGAN's col2im to NCHW took 0.090 ms fused, 0.009 and 0.010 ms as two kernels (docs/benchmarks.md,
-    "Machine F, thirty-ninth session"). Moved back (a chain of transposed convolutions with a batch norm in
-    NCHW between them), the fused kernel's loops keep the run innermost."""
+    time; apart, each kernel runs in its own order (docs/benchmarks.md, "Machine F, thirty-ninth session"). Moved
+    back (a chain of transposed convolutions with a batch norm in NCHW between them), the fused kernel's loops
+    keep the run innermost."""
     members = list(members)
     if n.op != "transpose" or not any(m.op in OVERLAP_ADDS for m in members):  # (col2im's shapes are static)
         return False

@@ -7,9 +7,8 @@ scattered store per element. Over a short reduction (few input channels: MobileN
 its peak. A 1 x 1 convolution in NCHW is already the product W (O x C) by X (C x pixels), whose rows are NCHW's
 rows: as `im2col_conv` (its columns are the input itself) every store is a whole vector. Where the reduction
 holds more than SHORT_REDUCTION_VECTORS vectors the direct kernel's register tile is worth its copy-out and it
-stays. ResNet-50's 64 -> 256 on 56 x 56 (4 vectors with AVX-512) ran 1.08x the time as a GEMM when this pass
-came (docs/benchmarks.md, "Machine F, thirty-fifth session"), 0.95-0.98x in five ABBA rounds since ("Machine F,
-thirty-ninth session"): the limit is 4 vectors.
+stays; ResNet-50's 64 -> 256 (4 vectors with AVX-512) measured faster as the GEMM (docs/benchmarks.md,
+"Machine F, thirty-ninth session"; slower in the thirty-fifth, before the kernels changed).
 An algorithm the options ask for (`conv_algorithm`, tuning's choices) is left as it is.
 """
 

@@ -222,7 +222,7 @@ def _moved_axes(sch: Schedule, s: Stage, target: Target) -> tuple[str, str, int]
     load = _copied_load(sch, s.op.body)
     if load is None or load.buffer.dtype != s.tensor.dtype or not names:
         return None
-    flat = _flat(load)
+    flat = E.flat_index(load.buffer, load.indices)
     r = next((a.name for a in s.op.axes if _step(flat, a, s.op.axes) == 1), None)
     c = names[-1]
     if r is None or r == c or not _step(flat, s.op.axes[-1], s.op.axes):
@@ -242,14 +242,6 @@ def _copied_load(sch: Schedule, body: E.Expr) -> E.Load | None:
             return None
         body = E.substitute(op.body, dict(zip(op.axes, body.indices)))
     return body if type(body) is E.Load else None
-
-
-def _flat(load: E.Load) -> E.Expr:
-    """The row-major element number `load` reads."""
-    flat: E.Expr = E.const(0, E.INDEX)
-    for extent_, index in zip(load.buffer.shape, load.indices):
-        flat = flat * extent_ + index
-    return flat
 
 
 def _step(flat: E.Expr, axis: E.Var, axes) -> int | None:

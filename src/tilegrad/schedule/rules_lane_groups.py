@@ -3,11 +3,11 @@
 A register tile holds `wr` output columns x the k rotations of one channel block: each step of the window loads
 one input vector per column and multiplies it into the column's k accumulators by k weight vectors, which stay
 in registers across the columns. After the window the tile's output lanes sum their group's rotated
-accumulators: that loop over the lanes is unrolled, not vectorised, so that gcc's straight-line vectoriser sees
-each rotation as a permutation of one vector it loads (vpermilps for groups of 4); as a vectorised loop it
-gathers every lane. Images, channel blocks and rows run in parallel; a window reaching one pixel past each edge
-reads its input in place (the tiles at the edges guarded), a wider one a padded copy, as the NCHWc convolution
-does (rules_nchwc.py)."""
+accumulators, a loop over the lanes that loop/rotations.py lowers to one helper call (whole vectors permuted by
+constant shuffles: vpermilps for groups of 4), into the output or, under an epilogue, a local vector the
+epilogue then reads lane-wise. Images, channel blocks and rows run in parallel; a window reaching one pixel past
+each edge reads its input in place (the tiles at the edges guarded), a wider one a padded copy, as the NCHWc
+convolution does (rules_nchwc.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ def schedule_lane_groups(sch: Schedule, s: Stage, target: Target, anchor: Anchor
         sch.unroll(s.name, ci)
     else:
         sch.vectorize(s.name, ci)
-        sch.set_scope(total.name, "local")
         sch.compute_at(total.name, s.name, w0)
         _, tw, tci = sch.loops(total.name)[-3:]
         sch.unroll(total.name, tw)
@@ -69,8 +68,8 @@ def schedule_lane_groups(sch: Schedule, s: Stage, target: Target, anchor: Anchor
 def default_columns(width: int, k: int, target: Target) -> int:
     """The tile's columns: the most that divide the row within `column_budget`, where they keep MIN_CHAINS
     accumulators; else the fewest tiles a row, the last guarded (`row_tile`). A guarded tail of one or two
-    columns cost ResNeXt's 3 x 3 more than a narrower tile does (groups of 8 on 28 columns: 2 columns 0.15 ms,
-    3 columns and a tail 0.17; groups of 4 on 56: 7 columns 0.145 ms, 6 and a tail 0.20)."""
+    columns cost ResNeXt's 3 x 3 more than a narrower tile does (docs/benchmarks.md, "Machine F, thirty-ninth
+    session")."""
     budget = column_budget(k, target)
     fitting = [c for c in range(min(width, budget), 0, -1) if width % c == 0 and c * k >= MIN_CHAINS]
     return fitting[0] if fitting else row_tile(width, budget)

@@ -905,6 +905,14 @@ def loads(e: Expr) -> list[Load]:
     return out
 
 
+def flat_index(buffer, indices) -> Expr:
+    """The row-major element number of `indices` in `buffer` (anything with a shape: a tensor, a loop buffer)."""
+    flat: Expr = Const(0, INDEX)
+    for extent, i in zip(buffer.shape, indices):
+        flat = flat * extent + i
+    return flat
+
+
 def substitute(e: Expr, mapping: dict) -> Expr:
     """Replace variables (keys: Var or name) by expressions or numbers; a number takes the variable's dtype."""
     if not mapping:
