@@ -35,7 +35,7 @@ from .rules import (
 )
 from .schedule import Schedule
 from .state import Stage
-from .tiling import conv_tile, extent, values
+from .tiling import WINDOW_VECTORS, conv_tile, extent, values, window_columns
 
 # The rule modules register their rules (in RULES, KERNEL_RULES) as they are imported: this import is what fills
 # the registry `default_schedule` dispatches on.
@@ -100,12 +100,12 @@ def _dispatch(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Kn
     elif tag in CONV_TAGS and anchor.attrs.get("groups", 1) == 1:
         _schedule_conv(sch, s, target, anchor, knobs)
     elif anchor.accumulator is not None and tag in WINDOW_TAGS:
-        _schedule_window(sch, s, target, anchor.accumulator)
+        _schedule_window(sch, s, target, anchor.accumulator, knobs)
     elif anchor.accumulator is not None:  # an epilogue on an op without a tiled rule: compute it per output row
-        _schedule_generic(sch, s, target)
+        _schedule_generic(sch, s, target, knobs)
         sch.compute_at(anchor.accumulator, s.name, sch.loops(s.name)[0])
     else:
-        _schedule_generic(sch, s, target)
+        _schedule_generic(sch, s, target, knobs)
 
 
 def _feeds_conv(readers: list[Stage]) -> bool:
@@ -118,7 +118,7 @@ def _tile(n: int, sizes: Sequence[int]) -> int:
     return next((t for t in sizes if n % t == 0), next((t for t in sizes if t <= n), n))
 
 
-def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
+def _schedule_generic(sch: Schedule, s: Stage, target: Target, knobs: Knobs) -> None:
     """Element-wise, injective and reductions: parallel outer spatial loops and a vectorised innermost spatial
     loop. A reduction along the inputs' contiguous axis keeps its reduction innermost instead; a sliding window
     (pooling, depthwise convolution) accumulates a vector of outputs in registers."""
@@ -143,7 +143,7 @@ def _schedule_generic(sch: Schedule, s: Stage, target: Target) -> None:
             parallel_outer(sch, s, spatial, target, reduce_work)
         return
     if reduce and contiguous == "window":
-        _schedule_window(sch, s, target, None)
+        _schedule_window(sch, s, target, None, knobs)
         return
     block = s.op.attrs.get("transpose_block", 0)
     if not reduce and block in TRANSPOSED_BLOCKS:
@@ -284,24 +284,26 @@ def _element_weight(sch: Schedule, s: Stage) -> int:
     return max(1, cost // 2)
 
 
-def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str | None) -> None:
-    """A vector of outputs along the row accumulates in registers over the window; a padding stage that only
-    this window reads is computed per plane where each output plane reads one input plane that fits in cache,
-    else per output row (a few rows of input), instead of as a whole copy. A window of at most UNROLLED_TAPS taps
-    is unrolled: gcc then keeps the accumulator in a register, where a loop over the taps loaded and stored it at
-    every tap (each multiply-add waited on the store before it). `accumulator` is the window stage when `s` is
-    its fused epilogue."""
+def _schedule_window(sch: Schedule, s: Stage, target: Target, accumulator: str | None, knobs: Knobs) -> None:
+    """A tile of output columns along the row (`window_columns`, a parameter, as is the parallel grain)
+    accumulates in registers over the window; a padding stage that only this window reads is computed per plane
+    where each output plane reads one input plane that fits in cache, else per output row (a few rows of input),
+    instead of as a whole copy. A window of at most UNROLLED_TAPS taps is unrolled: gcc then keeps the accumulator
+    in a register, where a loop over the taps loaded and stored it at every tap (each multiply-add waited on the
+    store before it). `accumulator` is the window stage when `s` is its fused epilogue."""
     lanes = target.vector_lanes * 4 // min(itemsize(s.tensor.dtype), 4)  # a byte output: a vector of bytes
     *outer, w = [a.name for a in s.op.axes]
     wext = extent(s, w)
-    wr, _ = conv_tile(1, wext, lanes)
+    wr_d = window_columns(wext, lanes)
+    wr = knobs.pick(f"{s.name}_window_columns", values(wr_d, (lanes * k for k in (1, 2, 4, WINDOW_VECTORS)), wext),
+                    wr_d)
     pads = window_pads(sch, s, accumulator or s.name)
     local = accumulator or sch.cache_write(s.name)
     w0, w1 = sch.split(s.name, w, wr)
     per_plane = pads_per_plane(sch, local, pads, target)
     if per_plane and planes_share_out([extent(s, a) for a in outer], target):
         outer = outer[:-1]  # the rows stay a loop of their own, inside the plane its padding is made for
-    parallel_outer(sch, s, outer, target, wext * reduction_work(sch, local))
+    parallel_grain(sch, s, outer, None, target, wext * reduction_work(sch, local), knobs)
     attach_window(sch, s.name, pads, local, w0, w1, per_plane=per_plane)
     lst = sch.state.stage(local)
     reduce = [lp for lp in lst.leaves if lst.loops[lp].is_reduce]

@@ -21,6 +21,18 @@ def values(default: int, candidates, limit: int) -> tuple[int, ...]:
     return tuple(sorted({default} | {v for v in candidates if v <= limit}))
 
 
+WINDOW_VECTORS = 8  # the most vectors of output columns a sliding window's register tile accumulates
+
+
+def window_columns(width: int, lanes: int) -> int:
+    """Columns of a sliding window's register tile (a depthwise convolution or pooling on rows of pixels): the
+    whole row where it spans at most WINDOW_VECTORS vectors, else its largest divisor within them, else one vector
+    (a prime width; the last tile guarded). Each vector is a chain of one multiply-add per tap: one chain waited
+    on its own latency at every tap, where several run side by side."""
+    wr = width if width <= WINDOW_VECTORS * lanes else largest_divisor(width, WINDOW_VECTORS * lanes)
+    return lanes if wr < lanes // 2 and width > 2 * lanes else wr
+
+
 def conv_tile(channels: int, width: int, lanes: int, accumulators: int = 12) -> tuple[int, int]:
     """(columns, channels) of the register tile: whole vectors of output columns where the width allows, else a
     divisor of the width (a tile that overshoots the row runs its last tile guarded), unless no divisor fills half

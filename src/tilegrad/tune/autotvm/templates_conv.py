@@ -19,7 +19,7 @@ from ...schedule.rules_nchwc import (PAD_PLACES, accumulate_partitions, default_
                                      tile_columns)
 from ...schedule.schedule import Schedule
 from ...schedule.state import Stage
-from ...schedule.tiling import conv_tile
+from ...schedule.tiling import WINDOW_VECTORS, conv_tile, window_columns
 from ...target import Target
 from .space import ConfigEntity, ConfigSpace
 from .template import extent, parallelize, register_template
@@ -63,18 +63,18 @@ def schedule_conv2d(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor
 
 @register_template("depthwise_conv2d", "depthwise_conv2d")
 def schedule_depthwise(cfg: Config, sch: Schedule, s: Stage, target: Target, anchor: Anchor) -> None:
-    """A vector of output columns accumulates in registers over the window, its taps unrolled or not; a padding
+    """A tile of output columns accumulates in registers over the window, its taps unrolled or not; a padding
     stage only the window reads is computed per output row or per plane; the outer loops run in parallel up to
     the grain knob."""
     *outer, w = [a.name for a in s.op.axes]
     wext = extent(s, w)
-    wr_d, _ = conv_tile(1, wext, target.vector_lanes)
+    wr_d = window_columns(wext, target.vector_lanes)
     pads = window_pads(sch, s, anchor.accumulator or s.name)
     local = anchor.accumulator or sch.cache_write(s.name)
     s = sch.state.stage(s.name)
     reduce = [lp for lp in sch.state.stage(local).leaves if sch.state.stage(local).loops[lp].is_reduce]
 
-    cfg.define_split("tile_w", wext, 2, max_innermost=2 * target.vector_lanes, default=(wr_d,))
+    cfg.define_split("tile_w", wext, 2, max_innermost=WINDOW_VECTORS * target.vector_lanes, default=(wr_d,))
     outer_extents = [extent(s, a) for a in outer]
     work = wext * reduction_work(sch, local)
     per_plane = pads_per_plane(sch, local, pads, target)
