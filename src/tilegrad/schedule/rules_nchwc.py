@@ -27,7 +27,8 @@ from ..te.specialize import DYNAMIC_AXES
 from ..te.tiling import row_tile
 from .knobs import Knobs
 from .parallel import parallel_grain
-from .reductions import plane_fits, reduction_order, reduction_work, unroll_tap_row, window_pads
+from .reductions import (plane_fits, planes_share_out, reduction_order, reduction_work, unroll_tap_row,
+                         window_pads)
 from .rules import Anchor, rule
 from .schedule import Schedule
 from .state import Stage
@@ -73,18 +74,22 @@ def schedule_blocked_window(sch: Schedule, s: Stage, target: Target, anchor: Anc
         accumulate_partitions(sch, acc, kblocks, per_tile, wr, target, knobs)
         acc = None
     row_tiles = pixel_rows(width, wr_d) if flat else None
-    columns = _register_tile(sch, s, acc, (n, cb, h, w, ci), per_tile, wr, rows_outer, target, knobs, row_tiles)
+    place = None
     if anchor.tag == "depthwise_conv2d_nchwc":
-        place_depthwise_pads(sch, s, acc, columns,
-                             knobs.pick(f"{s.name}_pad_per_row", PAD_PLACES, default_pad_per_row(sch, acc, target)))
+        place = knobs.pick(f"{s.name}_pad_per_row", PAD_PLACES, default_pad_per_row(sch, acc, target))
+    columns = _register_tile(sch, s, acc, (n, cb, h, w, ci), per_tile, wr, rows_outer, target, knobs, row_tiles,
+                             planes_apart=place == 2)
+    if place is not None:
+        place_depthwise_pads(sch, s, acc, columns, place)
 
 
 def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_tile: int, wr, rows_outer: int,
-                   target: Target, knobs: Knobs, row_tiles: int | None = None) -> str:
+                   target: Target, knobs: Knobs, row_tiles: int | None = None, planes_apart: bool = False) -> str:
     """Tile stage `s`, its `loops` (n, cb, h, w, ci; h None where the pixels are one loop w, then taken in rows
     of `row_tiles` tiles), in `wr` columns x `per_tile` channel blocks, its leading loops in parallel, and compute
-    its reduction `acc` (unless None: computed elsewhere) per tile, the tile's accumulators innermost. Returns
-    the loop over a row's tiles."""
+    its reduction `acc` (unless None: computed elsewhere) per tile, the tile's accumulators innermost. With
+    `planes_apart` (a padded copy made per plane), the rows stay out of the parallel loop where the planes give
+    every thread enough, so that the plane loop the copy needs exists. Returns the loop over a row's tiles."""
     n, cb, h, w, ci = loops
     width, block = extent(s, w), extent(s, ci)
     w0, w1 = sch.split(s.name, w, wr)
@@ -99,6 +104,8 @@ def _register_tile(sch: Schedule, s: Stage, acc: str | None, loops: tuple, per_t
     if rows_outer or cb1 or flat:
         sch.reorder(s.name, *outer, w0, *cb1, w1, ci)
     work = width * block * per_tile * (1 if acc is None else reduction_work(sch, acc))
+    if planes_apart and not rows_outer and planes_share_out([extent(s, lp) for lp in outer], target):
+        outer = outer[:-1]
     parallel_grain(sch, s, outer, None, target, work, knobs)
     sch.vectorize(s.name, ci)
     if acc is not None:

@@ -108,6 +108,7 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
     flat_d = default_flat(target) if pixels else 0
     width, block = extent(s, w) * (extent(s, h) if flat_d else 1), extent(s, ci)
     conv = anchor.tag == "conv2d_nchwc"
+    depthwise = anchor.tag == "depthwise_conv2d_nchwc"
     two = conv and extent(s, cb) > 1
     blocks_d = default_blocks(width, block, extent(s, cb), target, strided_pointwise(anchor.attrs),
                               bool(flat_d), reduction_work(sch, acc), one_row=s.tensor.shape[2] == 1) if two else 1
@@ -127,12 +128,14 @@ def schedule_blocked(cfg: Config, sch: Schedule, s: Stage, target: Target, ancho
         blocks_out = -(-extent(s, cb) // blocks_d)
         rows_blocks = [extent(s, h), blocks_out] if rows_d else [blocks_out, extent(s, h)]
         grain_d = parallel_count([extent(s, n), *rows_blocks], target, width * block * blocks_d)
-    else:
-        grain_d = parallel_count([extent(s, a) for a in (n, cb, h)], target, width * block * reduction_work(sch, acc))
+    else:  # a depthwise padding made per plane keeps the rows out where the planes share out, as the rule does
+        loops = [extent(s, a) for a in (n, cb, h)]
+        if depthwise and default_pad_per_row(sch, acc, target) == 2 and planes_share_out(loops, target):
+            loops = loops[:-1]
+        grain_d = parallel_count(loops, target, width * block * reduction_work(sch, acc))
     cfg.define_knob("grain", range(4), grain_d)
     cfg.define_reorder("order_reduce", reduce)
     cfg.define_annotate("ann_tile", ["w"], "try_unroll", default=("unroll",))
-    depthwise = anchor.tag == "depthwise_conv2d_nchwc"
     if depthwise:
         cfg.define_knob("pad_per_row", PAD_PLACES, default_pad_per_row(sch, acc, target))
     padded = conv and not pixels and window_pads(sch, s, acc)
