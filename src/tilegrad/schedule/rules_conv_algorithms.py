@@ -140,10 +140,15 @@ def schedule_im2col_output(sch: Schedule, s: Stage, target: Target, anchor: Anch
     sch.vectorize(s.name, w1)
 
 
+ROWS_PER_THREAD = 4  # output rows enough to share out whole: fewer (a 1-D convolution's one) share the columns
+
+
 @rule("im2col_gemm")
 def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor, knobs: Knobs) -> None:
     """W @ cols per image, one output row at a time (rows in parallel): that row's columns are built first (a
-    slab that stays in cache), then every mr channels x nr positions register tile accumulates over all of k."""
+    slab that stays in cache), then every mr channels x nr positions register tile accumulates over all of k.
+    Where the rows are too few to share out (a 1-D convolution has one), the row's tiles of nr positions run in
+    parallel instead, each building its own panel of columns first, then every tile of mr channels over it."""
     mr, nr = anchor.attrs["mr"], anchor.attrs["nr"]
     cols = next(t.name for t in s.op.inputs if getattr(t.op, "tag", None) == "im2col")
     local = sch.cache_write(s.name)
@@ -151,12 +156,18 @@ def schedule_im2col_gemm(sch: Schedule, s: Stage, target: Target, anchor: Anchor
     n, o, h, w = [a.name for a in s.op.axes]
     o0, o1 = sch.split(s.name, o, mr)
     w0, w1 = sch.split(s.name, w, nr)
-    sch.reorder(s.name, n, h, o0, w0, o1, w1)
-    parallel_grain(sch, s, [n, h], None, target, extent(s, o) * extent(s, w) * reduction_work(sch, local), knobs)
+    work = extent(s, o) * reduction_work(sch, local)
+    if extent(s, n) * extent(s, h) < ROWS_PER_THREAD * target.cores:
+        sch.reorder(s.name, n, h, w0, o0, o1, w1)
+        parallel_grain(sch, s, [n, h, w0], None, target, work * nr, knobs)
+    else:
+        sch.reorder(s.name, n, h, o0, w0, o1, w1)
+        parallel_grain(sch, s, [n, h], None, target, work * extent(s, w), knobs)
     sch.vectorize(s.name, w1)
-    sch.compute_at(cols, s.name, sch.loops(s.name)[sch.loops(s.name).index(o0) - 1])
+    loops = sch.loops(s.name)
+    sch.compute_at(cols, s.name, loops[loops.index(o0) - 1])
     sch.vectorize(cols, sch.loops(cols)[-1])
-    sch.compute_at(local, s.name, w0)
+    sch.compute_at(local, s.name, loops[loops.index(o1) - 1])
     lst = sch.state.stage(local)
     *_, lo, _, lw = [a.name for a in lst.op.axes]
     sch.reorder(local, lst.leaves[-1], lo, lw)
