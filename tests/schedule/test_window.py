@@ -1,7 +1,8 @@
 """A sliding window in NCHW (depthwise convolution, pooling): the whole row up to 8 vectors as the register tile,
-else a divisor of it, with a guarded last tile where no divisor fills a vector (a prime width), the taps unrolled, the padded input made per plane where the plane fits a
-quarter of L2 and per output row where it does not; the results equal the reference interpreter's on every
-width, stride and window."""
+else a divisor of it, with a guarded last tile where no divisor fills a vector (a prime width), the taps unrolled,
+the padded input made per plane where the plane fits a quarter of L2 and per output row where it does not; the
+results equal the reference interpreter's on every width, stride and window. The blocked depthwise convolution
+pads a plane once where it fits, its rows out of the parallel loop."""
 
 from __future__ import annotations
 
