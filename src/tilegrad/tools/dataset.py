@@ -410,8 +410,12 @@ class _Sampler:
 
 
 def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: int = 0, suite: str = "full",
-             progress: bool = True, fresh_suite: bool = False) -> int:
-    """Measure random programs of the suite's tasks, round-robin, for `minutes`; returns how many were added."""
+             progress: bool = True, fresh_suite: bool = False, models: set[str] | None = None) -> int:
+    """Measure random programs of the suite's tasks, round-robin, for `minutes`; returns how many were added.
+
+    `models` keeps the tasks that are kernels of those models only: the zoo suite's 2,928 tasks take days to
+    measure a dozen programs each, so a new machine's first hours go to a few models' tasks, enough programs a
+    task to rank them, rather than two a task of every model."""
     from tqdm import tqdm
 
     deadline = time.monotonic() + 60 * minutes
@@ -419,6 +423,9 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
     for name, why in loaded.failed.items():
         print(f"left out {name}: {why}", file=sys.stderr)
     tasks = loaded.tasks
+    if models is not None:
+        wanted = _known(loaded, models)
+        tasks = [t for t in tasks if loaded.models[t.key] & wanted]
     added, failures = 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         samplers = []
@@ -513,7 +520,9 @@ def load_dataset(db_path: str | Path, tasks: list[Task], peaks=None, workers: in
 
         # spawned, not forked: a fork of a process whose torch and OpenMP threads are running may hang
         with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn")) as pool:
-            parts = list(pool.map(_task_rows, [db_path] * len(chunks), chunks, [peaks] * len(chunks)))
+            # slim: a restored task's broadcast weights would be pickled whole (a zoo suite's, tens of GB)
+            slim = [[_slim(t) for t in chunk] for chunk in chunks]
+            parts = list(pool.map(_task_rows, [db_path] * len(chunks), slim, [peaks] * len(chunks)))
     xs = [x for part in parts for x in part[0]]
     if not xs:
         raise ValueError(f"{db_path}: no records of the suite's tasks on this machine; run `generate` first")
@@ -530,7 +539,7 @@ def _task_rows(db_path: str | Path, tasks: list[Task], peaks) -> tuple[list, lis
             records = db.records(task.key)
             if not records:
                 continue
-            space = TaskSpace(task)
+            space = TaskSpace(_restored(task))
             latency = _recorded_latencies(space, records)
             if not latency:
                 continue
@@ -579,6 +588,14 @@ def held_out_models(suite: Suite, fraction: float = HELD_OUT_FRACTION, seed: int
     return set(np.random.default_rng(seed).choice(names, size=min(count, len(names)), replace=False).tolist())
 
 
+def _known(suite: Suite, models: set[str]) -> set[str]:
+    """`models`, every one a model of `suite` (else ValueError, naming those that are not)."""
+    unknown = models - suite.model_names()
+    if unknown:
+        raise ValueError(f"models {sorted(unknown)} are not in the suite; it has {sorted(suite.model_names())}")
+    return models
+
+
 def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TRAIN_EPOCHS, suite: str = "full",
           seed: int = 0, threads: int = 1, held_out: set[str] | None = None, label: str = "task") -> dict:
     """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that.
@@ -586,10 +603,7 @@ def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TR
     Validation is on held-out models (`held_out`, or a seeded tenth of the suite's): the tasks of those models,
     none of which the model trained on, so the figures say how it ranks programs of networks it has never seen."""
     loaded = suite_for(db_path, suite)
-    held_out = held_out if held_out is not None else held_out_models(loaded, seed=seed)
-    unknown = held_out - loaded.model_names()
-    if unknown:
-        raise ValueError(f"held-out models {sorted(unknown)} are not in the {suite} suite")
+    held_out = _known(loaded, held_out) if held_out is not None else held_out_models(loaded, seed=seed)
     model = MLPCostModel(seed=seed, threads=threads, label=label)
     data = load_dataset(db_path, loaded.tasks, labelling_peaks(model), workers=threads)
     in_validation = np.array([bool(loaded.models[key] & held_out) for key in data.groups])
@@ -692,6 +706,8 @@ def main(argv: list[str] | None = None) -> None:
     gen.add_argument("--no-progress", action="store_true")
     gen.add_argument("--fresh-suite", action="store_true",
                      help="import the suite's workloads again rather than read the task list beside the database")
+    gen.add_argument("--models", default=None,
+                     help="comma-separated models of the suite: measure only the tasks that are their kernels")
     tr = commands.add_parser("train", help="train the MLP cost model on a generated database")
     tr.add_argument("--db", required=True)
     tr.add_argument("--out", default=str(PRETRAINED), help="weights (.npz); the provenance .json goes beside")
@@ -716,7 +732,8 @@ def main(argv: list[str] | None = None) -> None:
                          indent=2))
     elif args.command == "generate":
         n = generate(args.db, args.minutes, per_task=args.per_task, seed=args.seed, suite=args.suite,
-                     progress=not args.no_progress, fresh_suite=args.fresh_suite)
+                     progress=not args.no_progress, fresh_suite=args.fresh_suite,
+                     models=set(args.models.split(",")) if args.models else None)
         print(f"measured {n} programs into {args.db}")
     else:
         held_out = set(args.held_out.split(",")) if args.held_out else None

@@ -141,6 +141,18 @@ def test_pretrained_weights_load_with_their_provenance():
     assert provenance["programs"] > 0 and provenance["validation"]["pairwise_accuracy"] > 0.5
 
 
+def test_pretrained_weights_are_those_of_the_programs_isa_where_they_ship(tmp_path, monkeypatch):
+    general = tmp_path / "mlp_cost_model.npz"
+    monkeypatch.setattr(mlp_model, "PRETRAINED", general)
+    MLPCostModel(seed=1).save(general)
+    own = MLPCostModel(seed=2)
+    own.update(np.random.default_rng(0).normal(size=(8, 320)), np.linspace(0.1, 1, 8), ["t"] * 8, epochs=1)
+    own.save(tmp_path / "mlp_cost_model.avx512.npz")
+    assert mlp_model.pretrained_path("avx512") == tmp_path / "mlp_cost_model.avx512.npz"
+    assert mlp_model.pretrained_path("avx2") == general
+    assert MLPCostModel.pretrained("avx512").fitted and not MLPCostModel.pretrained("avx2").fitted
+
+
 def test_missing_pretrained_weights_give_a_fresh_model(tmp_path, monkeypatch):
     monkeypatch.setattr(mlp_model, "PRETRAINED", tmp_path / "none.npz")
     with pytest.warns(UserWarning, match="no pretrained cost model"):
@@ -195,6 +207,18 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
         assert con.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 5 * tasks
     with pytest.raises(ValueError, match="run `generate` first"):
         dataset.retest(tmp_path / "empty.db", suite="small")
+
+
+def test_generate_keeps_to_the_models_named(tmp_path):
+    db = tmp_path / "data.db"
+    suite = dataset.load_suite("small")
+    model = "dense_16x32x24"
+    dataset.generate(db, 1, per_task=2, suite="small", progress=False, models={model})
+    with dataset.Database(db) as records:
+        measured = {t.key for t in suite.tasks if records.records(t.key)}
+    assert measured and measured == {t.key for t in suite.tasks if model in suite.models[t.key]}
+    with pytest.raises(ValueError, match=r"\['resnet'\] are not in the suite"):
+        dataset.generate(db, 1, suite="small", progress=False, models={"resnet"})
 
 
 def test_failed_measurements_are_counted_by_kind_with_the_first_errors():

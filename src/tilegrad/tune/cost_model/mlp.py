@@ -47,6 +47,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ...target import host
 from ..adam import Adam
 
 NUM_FEATURES = 320  # features.aggregate: sum and max over stores of 160 per-store features
@@ -63,6 +64,14 @@ ROOFLINE_CAP = 2.0  # a "roofline" label above 1: data found in a cache beat the
 LABELS = ("task", "roofline")
 PRETRAINED = Path(__file__).parent / "pretrained" / "mlp_cost_model.npz"
 _FORMAT = "tilegrad.mlp_cost_model/1"
+
+
+def pretrained_path(isa: str | None = None) -> Path:
+    """The shipped weights for programs of `isa` (`Target.isa`; the host's by default): those trained on a machine
+    of that ISA (`mlp_cost_model.<isa>.npz`) where they ship, else PRETRAINED. A program's features name its
+    vector width and registers, so a model trained on one ISA's programs ranks another's worse (docs/tuning.md)."""
+    own = PRETRAINED.with_name(f"{PRETRAINED.stem}.{isa or host().isa}{PRETRAINED.suffix}")
+    return own if own.exists() else PRETRAINED
 
 
 class _Net(nn.Module):
@@ -106,14 +115,16 @@ class MLPCostModel:
         self._arrays = None  # (net, its layers as NumPy views) for score_and_gradient
 
     @classmethod
-    def pretrained(cls, **options) -> MLPCostModel:
-        """The model trained by `python -m tilegrad.tools.dataset train` and shipped with the package; a fresh
-        (untrained) model, with a warning, if the weights are missing."""
+    def pretrained(cls, isa: str | None = None, **options) -> MLPCostModel:
+        """The model trained by `python -m tilegrad.tools.dataset train` and shipped with the package, for `isa`
+        (`pretrained_path`; the host's by default); a fresh (untrained) model, with a warning, if the weights are
+        missing."""
         model = cls(**options)
-        if PRETRAINED.exists():
-            model.load(PRETRAINED)
+        path = pretrained_path(isa)
+        if path.exists():
+            model.load(path)
         else:
-            warnings.warn(f"no pretrained cost model at {PRETRAINED}; using an untrained MLP (train one with "
+            warnings.warn(f"no pretrained cost model at {path}; using an untrained MLP (train one with "
                           "`python -m tilegrad.tools.dataset train --db DATASET.db`)", stacklevel=2)
         return model
 
