@@ -20,7 +20,7 @@ import torch
 from tilegrad.tools import dataset
 from tilegrad.tune.cost_model import mlp as mlp_model
 from tilegrad.tune.cost_model.mlp import MLPCostModel, normalised_throughput
-from tilegrad.tune.cost_model.trees import ranking_accuracy
+from tilegrad.tune.cost_model.trees import pair_counts, ranking_accuracy
 
 
 def _load_tree_tests():
@@ -203,6 +203,7 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
         warnings.warn(f"retest: measurements failed: {again['failures']}")
     assert 0 < again["pairs"] <= 2 * math.comb(5, 2)
     assert 0 <= again["agreement"] <= 1 and sum(again["pairs_within_spread"].values()) == again["pairs"]
+    assert again["ceiling"] >= again["agreement"]
     with sqlite3.connect(db) as con:  # nothing written
         assert con.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 5 * tasks
     with pytest.raises(ValueError, match="run `generate` first"):
@@ -219,6 +220,50 @@ def test_generate_keeps_to_the_models_named(tmp_path):
     assert measured and measured == {t.key for t in suite.tasks if model in suite.models[t.key]}
     with pytest.raises(ValueError, match=r"\['resnet'\] are not in the suite"):
         dataset.generate(db, 1, suite="small", progress=False, models={"resnet"})
+
+
+def test_retest_record_times_the_programs_timed_once_and_keeps_the_least(tmp_path):
+    db = tmp_path / "data.db"
+    model = "dense_16x32x24"
+    dataset.generate(db, 1, per_task=4, suite="small", progress=False, models={model})
+    with dataset.Database(db) as records:
+        before = {t.key: records.records(t.key) for t in dataset.load_suite("small").tasks}
+    first = dataset.retest(db, suite="small", min_programs=2, models={model}, record=True)
+    with dataset.Database(db) as records:
+        after = {k: records.records(k) for k in before}
+    timed = {k for k, recs in before.items() if sum(r.valid for r in recs) >= 2}
+    assert timed and first["tasks"] == len(timed)
+    for key, recs in after.items():  # each program of a retested task timed once more, tagged as a re-timing
+        new = recs[len(before[key]):]
+        assert len(new) == (sum(r.valid for r in before[key]) if key in timed else 0)
+        assert all(json.loads(r.origin)["policy"] == "retest" for r in new)
+    task = next(t for t in dataset.load_suite("small").tasks if t.key in timed)
+    space = dataset.TaskSpace(task)
+    least = dataset._recorded_latencies(space, after[task.key])
+    for c, latency in least.items():  # the label is the least of the program's timings
+        if math.isinf(latency):  # a failed program is not timed again
+            continue
+        mine = [r.latency for r in after[task.key] if space.from_origin(r.origin) == c]
+        assert len(mine) == 2 and latency == min(mine)
+    again = dataset.retest(db, suite="small", min_programs=2, models={model}, record=True)
+    assert again["tasks"] == 0  # resumable: every program is timed twice now
+    with pytest.raises(ValueError, match=r"\['resnet'\] are not in the suite"):
+        dataset.retest(db, suite="small", models={"resnet"})
+
+
+def test_the_ceiling_bounds_a_perfect_models_agreement_with_one_noisy_timing():
+    rng = np.random.default_rng(0)
+    for noise in (0.3, 1.0, 2.0):
+        truth = rng.normal(size=400)  # a perfect model's scores; two timings of the same programs, noisy alike
+        first, second = truth + noise * rng.normal(size=400), truth + noise * rng.normal(size=400)
+        agreement = np.divide(*pair_counts(first, second))
+        perfect = np.divide(*pair_counts(truth, first))
+        assert agreement + 0.02 < perfect <= dataset.accuracy_ceiling(agreement)
+    flips = rng.random((2, 20000)) < 0.1  # every pair equally hard: each timing flips a tenth of them
+    agreement = np.mean(flips[0] == flips[1])
+    assert dataset.accuracy_ceiling(agreement) == pytest.approx(0.9, abs=0.01)
+    assert dataset.accuracy_ceiling(1.0) == 1.0 and dataset.accuracy_ceiling(0.5) == 0.5
+    assert dataset.accuracy_ceiling(None) is None
 
 
 def test_failed_measurements_are_counted_by_kind_with_the_first_errors():
