@@ -423,10 +423,7 @@ def generate(db_path: str | Path, minutes: float, *, per_task: int = 400, seed: 
     loaded = suite_for(db_path, suite, progress, fresh_suite)
     for name, why in loaded.failed.items():
         print(f"left out {name}: {why}", file=sys.stderr)
-    tasks = loaded.tasks
-    if models is not None:
-        wanted = _known(loaded, models)
-        tasks = [t for t in tasks if loaded.models[t.key] & wanted]
+    tasks = _tasks_of(loaded, models)
     added, failures = 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
         samplers = []
@@ -609,6 +606,14 @@ def _known(suite: Suite, models: set[str]) -> set[str]:
     return models
 
 
+def _tasks_of(suite: Suite, models: set[str] | None) -> list[Task]:
+    """The suite's tasks that are kernels of `models` (every task for None); ValueError naming unknown models."""
+    if models is None:
+        return suite.tasks
+    wanted = _known(suite, models)
+    return [t for t in suite.tasks if suite.models[t.key] & wanted]
+
+
 def train(db_path: str | Path, out: str | Path = PRETRAINED, *, epochs: int = TRAIN_EPOCHS, suite: str = "full",
           seed: int = 0, threads: int = 1, held_out: set[str] | None = None, label: str = "task") -> dict:
     """Train the MLP on the suite's records, write it to `out` and its provenance beside it; returns that.
@@ -677,13 +682,11 @@ def retest(db_path: str | Path, *, tasks: int | None = 100, seed: int = 0, suite
     from tqdm import tqdm
 
     loaded = suite_for(db_path, suite)
-    if models is not None:
-        _known(loaded, models)
+    wanted = _tasks_of(loaded, models)
     deadline = math.inf if minutes is None else time.monotonic() + 60 * minutes
     agree = {"all": [0.0, 0], "narrow": [0.0, 0], "wide": [0.0, 0]}
     ratios, measured, failures = [], 0, _Failures()
     with Database(db_path) as db, Measurer(seed=seed) as measurer:
-        wanted = loaded.tasks if models is None else [t for t in loaded.tasks if loaded.models[t.key] & models]
         chosen = [t for t in wanted if sum(r.valid for r in db.records(t.key)) >= min_programs]
         if not chosen:
             raise ValueError(f"{db_path}: no task of the {suite} suite has {min_programs} valid records on this "
