@@ -29,7 +29,7 @@ import torch
 
 from tilegrad.kernel import lower_kernel
 from tilegrad.tune.cost_model.mlp import MLPCostModel
-from tilegrad.tune.features.extract import aggregate
+from tilegrad.tune.features.extract import program_vector
 from tilegrad.tune.features.formulas import FeatureFormulas
 from tilegrad.tune.felix.smooth import SmoothFormulas
 from tilegrad.tune.model import model_graph
@@ -94,7 +94,7 @@ def workload_items(task) -> tuple[int, dict[str, Callable[[], object]]]:
     search = GradientSearch(space, MLPCostModel.pretrained(), GradientPolicy(steps=1, patience=10**6), seed=0)
     groups = {key: cands[:SEEDS]}
     search._descend(groups)  # derives the smoothed formulas once, outside the timing
-    rows = aggregate(formulas.evaluate(batch))
+    rows = program_vector(formulas.evaluate(batch))
     throughput = np.random.default_rng(0).uniform(0.1, 1.0, BATCH)
     labels = [task.key] * BATCH
     return len(formulas.variables), {

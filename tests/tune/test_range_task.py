@@ -10,7 +10,7 @@ from tilegrad.kernel import lower_kernel
 from tilegrad.te.dims import evaluate
 from tilegrad.tune.cost_model import make_cost_model
 from tilegrad.tune.distribution import kernels_of, sample_points
-from tilegrad.tune.features.extract import aggregate
+from tilegrad.tune.features.extract import program_vector
 from tilegrad.tune.features.formulas import FeatureFormulas
 from tilegrad.tune.measure.result import MeasureInput, MeasureResult
 from tilegrad.tune.range_task import PointsMeasurer, RangeSpace, RangeTask
@@ -42,10 +42,10 @@ def test_features_bound_at_each_point_are_the_features_of_the_program_there(rang
         per_point = space.point_formulas(space.structure_key(default))
         assert per_point is not None, task.name
         values = {v: np.array([default.values[v]]) for v in per_point[0].variables}
-        bound = [aggregate(f.evaluate(values))[0] for f in per_point]
+        bound = [program_vector(f.evaluate(values))[0] for f in per_point]
         for at, features in zip(task.at_points, bound):
             made = lower_kernel(at.compute(), space.trace(default), name="candidate")
-            np.testing.assert_allclose(features, aggregate(FeatureFormulas(made, []).evaluate({}))[0], atol=1e-9)
+            np.testing.assert_allclose(features, program_vector(FeatureFormulas(made, []).evaluate({}))[0], atol=1e-9)
         assert not np.allclose(bound[0], bound[-1])  # the formulas are of the dimension too
 
 
@@ -67,7 +67,7 @@ def test_scores_are_the_work_weighted_sum_of_the_model_at_the_points(range_tasks
             formulas = space.point_formulas(space.structure_key(c))
             if formulas is not None:
                 values = {v: np.array([c.values[v]]) for v in formulas[k].variables}
-                expected[i] += weight * aggregate(formulas[k].evaluate(values))[0].sum()
+                expected[i] += weight * np.nansum(program_vector(formulas[k].evaluate(values))[0])
     np.testing.assert_allclose(space.scores(_SumModel(), cands), expected)
     np.testing.assert_allclose(space.features(cands[:1]), space._features(cands[:1], lambda key: space._at_point(
         key, task.heaviest)))

@@ -20,6 +20,7 @@ from tilegrad.errors import TilegradError
 from tilegrad.tune.cost_model import COST_MODELS, make_cost_model, register_cost_model
 from tilegrad.tune.cost_model.model import throughput_of
 from tilegrad.tune.cost_model.trees import RELEVANCE_LEVELS, TreeCostModel, ranking_accuracy, relevance, top_k_recall
+from tilegrad.tune.features.extract import STORE_SLOTS
 
 CORES, L1, L2, VECTOR = 8, 32 * 1024, 1024 * 1024, 8
 PEAK = 2 * VECTOR * 2 * 3e9  # flop/s per core: 2 FMA units x 8 lanes x 2 flops x 3 GHz
@@ -200,6 +201,20 @@ def test_bad_input_says_what_is_wrong():
         model.predict(np.zeros((2, 4)))
     with pytest.raises(ValueError, match="one of each"):
         model.update(np.zeros((2, 3)), [1.0], ["a", "a"])
+
+
+def test_trees_read_the_columns_they_are_given():
+    x, tp, groups = _benchmark(20, seed=0)
+    wide = np.concatenate([x, np.full((len(x), 5), np.nan)], axis=1)
+    model = TreeCostModel(read=lambda m: m[:, :x.shape[1]])
+    model.update(wide, tp, groups)
+    plain = TreeCostModel()
+    plain.update(x, tp, groups)
+    assert model.num_features == x.shape[1]
+    np.testing.assert_array_equal(model.predict(wide), plain.predict(x))
+    program_vectors = make_cost_model("trees")  # the search's trees: the sums and maxes of program vectors
+    program_vectors.update(np.ones((2, (2 + STORE_SLOTS) * 4)), [1.0, 2.0], ["a", "a"])
+    assert program_vectors.num_features == 8
 
 
 def test_save_and_load_round_trip(tmp_path):

@@ -19,7 +19,8 @@ import torch
 
 from tilegrad.tools import dataset
 from tilegrad.tune.cost_model import mlp as mlp_model
-from tilegrad.tune.cost_model.mlp import MLPCostModel, normalised_throughput
+from tilegrad.tune.cost_model.mlp import NUM_FEATURES, MLPCostModel, normalised_throughput
+from tilegrad.tune.features.extract import STORE_SLOTS, program_vector
 from tilegrad.tune.cost_model.trees import pair_counts, ranking_accuracy
 
 
@@ -36,7 +37,7 @@ WIDTH = 21  # the analytical machine's features
 
 
 def _trained(rows_per_task: int, seed: int, epochs: int = 50) -> MLPCostModel:
-    model = MLPCostModel(num_features=WIDTH)
+    model = MLPCostModel(num_features=WIDTH, per_store=False)
     model.update(*_benchmark(rows_per_task, seed=seed), epochs=epochs)
     return model
 
@@ -79,7 +80,7 @@ def test_an_update_goes_over_its_new_rows_with_earlier_rows_replayed():
 
 def test_torch_thread_count_is_restored():
     before = torch.get_num_threads()
-    model = MLPCostModel(num_features=WIDTH, threads=max(1, before - 1) if before > 1 else 2)
+    model = MLPCostModel(num_features=WIDTH, per_store=False, threads=max(1, before - 1) if before > 1 else 2)
     x, tp, groups = _benchmark(5, seed=4)
     model.update(x, tp, groups, epochs=1)
     model.predict(x)
@@ -87,9 +88,11 @@ def test_torch_thread_count_is_restored():
 
 
 def test_bad_input_says_what_is_wrong():
-    model = MLPCostModel(num_features=3)
+    model = MLPCostModel(num_features=3, per_store=False)
     with pytest.raises(ValueError, match="3 columns"):
         model.predict(np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="21 is not"):
+        MLPCostModel(num_features=21)
     with pytest.raises(ValueError, match="one of each"):
         model.update(np.zeros((2, 3)), [1.0], ["a", "a"])
 
@@ -97,12 +100,12 @@ def test_bad_input_says_what_is_wrong():
 def test_save_and_load_round_trip(tmp_path):
     x, tp, groups = _benchmark(20, seed=7)
     x[::5, 2] = np.nan  # non-finite features read as 0
-    model = MLPCostModel(num_features=WIDTH, hidden=32, seed=5)
+    model = MLPCostModel(num_features=WIDTH, hidden=32, seed=5, per_store=False)
     model.update(x, tp, groups, epochs=3)
     model.save(tmp_path / "model.npz")
     loaded = MLPCostModel()
     loaded.load(tmp_path / "model.npz")
-    assert (loaded.num_features, loaded.hidden, loaded.fitted) == (WIDTH, 32, True)
+    assert (loaded.num_features, loaded.hidden, loaded.fitted, loaded.per_store) == (WIDTH, 32, True, False)
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
     assert np.isfinite(loaded.predict(x)).all()
 
@@ -130,15 +133,64 @@ def test_score_and_gradient_are_the_nets_and_autograds():
     np.testing.assert_allclose(model.score_and_gradient(x)[0], model.predict(x), rtol=1e-5, atol=1e-6)
 
 
-def test_pretrained_weights_load_with_their_provenance():
-    model = MLPCostModel.pretrained()
-    assert model.fitted and (model.num_features, model.hidden) == (320, 256)
-    assert model.net.layers[0].weight.shape == (256, 320)
-    x = np.random.default_rng(0).normal(size=(4, 320))
+def _programs(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """Programs of two stores of 3 features, in twins: stores (a, b, e), (c, d, f) and (a, d, e), (c, b, f), whose
+    sums and maxes over stores are the same. The speed is set by each store alone: 1 over the sum over stores of
+    the product of its first two features."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(count // 2):
+        (a, b, e), (c, d, f) = rng.integers(1, 16, size=(2, 3)).astype(float)
+        rows += [np.array([[a, b, e], [c, d, f]]), np.array([[a, d, e], [c, b, f]])]
+    return rows, np.array([1.0 / (r[:, 0] * r[:, 1]).sum() for r in rows])
+
+
+def _vectors(rows: list[np.ndarray]) -> np.ndarray:
+    return np.stack([program_vector(r) for r in rows])
+
+
+def test_a_per_store_model_ranks_what_the_sums_over_stores_lose():
+    rows, speed = _programs(600, seed=0)
+    held_rows, held_speed = _programs(300, seed=1)
+    groups = [f"t{k // 2 % 6}" for k in range(len(rows))]  # twins in one task
+    held_groups = [f"t{k // 2 % 6}" for k in range(len(held_rows))]
+    accuracy = {}
+    for per_store in (True, False):  # the second reads the vectors' aggregate part alone
+        model = MLPCostModel(num_features=(2 + STORE_SLOTS) * 3 if per_store else 6, per_store=per_store, hidden=64)
+        model.update(_vectors(rows), speed, groups, epochs=60)
+        accuracy[per_store] = ranking_accuracy(model, _vectors(held_rows), held_speed, held_groups)
+    assert accuracy[True] > 0.9 and accuracy[True] > accuracy[False] + 0.03, accuracy
+
+
+def test_per_store_score_and_gradient_are_the_nets_and_autograds():
+    rows, speed = _programs(40, seed=2)
+    rows[0] = np.ones((STORE_SLOTS + 3, 3))  # more stores than slots: the last slot sums the rest
+    rows[1] = rows[1][:1]
+    x = _vectors(rows)
+    model = MLPCostModel(num_features=x.shape[1], hidden=32, seed=1)
+    model.update(x, speed, ["t"] * len(x), epochs=3)
+    scores, grad = model.score_and_gradient(x)
+    np.testing.assert_allclose(scores, model.predict(x), rtol=1e-5, atol=1e-6)
+    feats = torch.tensor(x, dtype=torch.float32, requires_grad=True)
+    model.net(feats).sum().backward()
+    expected = torch.nan_to_num(feats.grad).numpy()
+    np.testing.assert_allclose(grad, expected, rtol=1e-4, atol=1e-6)
+    assert np.isfinite(grad).all() and np.abs(grad[:, 6:]).sum() > 0
+    assert np.all(grad[:, :6] == 0)  # the aggregate part is not read
+    assert np.all(grad[1, 9:] == 0) and np.abs(grad[1, 6:9]).sum() > 0  # nor the slots of stores a program lacks
+
+
+@pytest.mark.parametrize("path", sorted(mlp_model.PRETRAINED.parent.glob("*.npz")), ids=lambda p: p.name)
+def test_pretrained_weights_load_with_their_provenance(path):
+    model = MLPCostModel()
+    model.load(path)
+    assert model.fitted and model.hidden == 256
+    x = np.random.default_rng(0).normal(size=(4, NUM_FEATURES))  # program vectors, whichever part the model reads
     x[0] = np.nan
     assert model.predict(x).shape == (4,) and np.isfinite(model.predict(x)).all()
-    provenance = json.loads(mlp_model.PRETRAINED.with_suffix(".json").read_text())
+    provenance = json.loads(path.with_suffix(".json").read_text())
     assert provenance["programs"] > 0 and provenance["validation"]["pairwise_accuracy"] > 0.5
+    assert mlp_model.PRETRAINED.exists()  # the weights for CPUs without their own
 
 
 def test_pretrained_weights_are_those_of_the_programs_isa_where_they_ship(tmp_path, monkeypatch):
@@ -146,7 +198,7 @@ def test_pretrained_weights_are_those_of_the_programs_isa_where_they_ship(tmp_pa
     monkeypatch.setattr(mlp_model, "PRETRAINED", general)
     MLPCostModel(seed=1).save(general)
     own = MLPCostModel(seed=2)
-    own.update(np.random.default_rng(0).normal(size=(8, 320)), np.linspace(0.1, 1, 8), ["t"] * 8, epochs=1)
+    own.update(np.random.default_rng(0).normal(size=(8, NUM_FEATURES)), np.linspace(0.1, 1, 8), ["t"] * 8, epochs=1)
     own.save(tmp_path / "mlp_cost_model.avx512.npz")
     assert mlp_model.pretrained_path("avx512") == tmp_path / "mlp_cost_model.avx512.npz"
     assert mlp_model.pretrained_path("avx2") == general
@@ -157,7 +209,7 @@ def test_missing_pretrained_weights_give_a_fresh_model(tmp_path, monkeypatch):
     monkeypatch.setattr(mlp_model, "PRETRAINED", tmp_path / "none.npz")
     with pytest.warns(UserWarning, match="no pretrained cost model"):
         model = MLPCostModel.pretrained()
-    assert not model.fitted and model.predict(np.zeros((2, 320))).shape == (2,)
+    assert not model.fitted and model.predict(np.zeros((2, NUM_FEATURES))).shape == (2,)
 
 
 def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
@@ -187,7 +239,7 @@ def test_dataset_cli_generates_resumes_and_trains(tmp_path, capsys):
     assert set(provenance["validation"]) >= {"pairwise_accuracy", "top1_recall", "top5_recall"}
     model = MLPCostModel()
     model.load(out)
-    assert model.fitted and model.num_features == 320
+    assert model.fitted and model.num_features == NUM_FEATURES and model.per_store
 
     capsys.readouterr()
     dataset.main(["retest", "--db", str(db), "--suite", "small", "--tasks", "2"])
@@ -315,7 +367,7 @@ def test_roofline_labels_are_the_speeds_given_and_survive_saving(tmp_path):
     x = rng.normal(size=(64, 320))
     speed = np.where(x[:, 0] > 0, 0.8, 0.1)  # task "a" near the roofline, task "b" far from it
     groups = np.where(x[:, 0] > 0, "a", "b")
-    model = MLPCostModel(label="roofline")
+    model = MLPCostModel(label="roofline", num_features=320, per_store=False)
     model.update(x, speed, groups, epochs=60)
     scores = model.predict(x)
     assert scores[groups == "a"].mean() > scores[groups == "b"].mean() + 0.3

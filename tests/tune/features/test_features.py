@@ -19,7 +19,8 @@ from tilegrad.schedule import Schedule, apply_trace
 from tilegrad.te import expr as E
 from tilegrad.te import nn
 from tilegrad.te.evaluate import EVAL_NUMPY
-from tilegrad.tune.features.extract import BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, aggregate, extract, features
+from tilegrad.tune.features.extract import (BUFFER_SLOTS, FEATURE_NAMES, POSITIONS, STORE_SLOTS, aggregate, extract,
+                                            features, program_vector, store_slots)
 from tilegrad.tune.features.formulas import FeatureFormulas
 
 from ...schedule.strategies import valid_schedules
@@ -354,6 +355,19 @@ def test_aggregate_is_log_of_sum_and_max():
     batch = aggregate(np.stack([rows, rows]))
     assert batch.shape == (2, 6)
     assert aggregate(np.zeros((0, 3))).shape == (6,)
+
+
+def test_the_program_vector_is_the_aggregate_then_each_store_in_its_slot():
+    rows = np.array([[0.0, 0.0, -3.0], [3.0, 7.0, 0.0]])
+    vector = program_vector(rows)
+    assert vector.shape == ((2 + STORE_SLOTS) * 3,)
+    np.testing.assert_allclose(vector[:6], aggregate(rows))
+    np.testing.assert_allclose(vector[6:12], [0.0, 0.0, -2.0, 2.0, 3.0, 0.0])  # each store's row, in order
+    assert np.isnan(vector[12:]).all()  # the slots of stores the program lacks are missing
+    many = np.ones((STORE_SLOTS + 2, 3))  # the stores from the last slot on are summed into it
+    np.testing.assert_allclose(store_slots(many)[-1], np.log2(1.0 + 3.0))
+    np.testing.assert_allclose(store_slots(many)[:-1], 1.0)
+    np.testing.assert_array_equal(program_vector(np.stack([rows, rows]))[1], vector)
 
 
 # -- batches ----------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from tilegrad.schedule.schedule import apply_trace
 from tilegrad.schedule.sketch import generate_sketches
 from tilegrad.target import GPUS
 from tilegrad.te import nn
-from tilegrad.tune.features.extract import FEATURE_NAMES, extract, feature_count
+from tilegrad.tune.features.extract import FEATURE_NAMES, STORE_SLOTS, extract, feature_count
 from tilegrad.tune.features.formulas import FeatureFormulas
 from tilegrad.tune.features.gpu import GPU_FEATURE_NAMES
 
@@ -74,8 +74,8 @@ def test_coalescing_counts_the_sectors_a_warp_touches():
 def test_cpu_kernels_keep_the_cpu_features_only():
     k = lower(Schedule(_matmul()).state, "k")
     assert extract(k).names == FEATURE_NAMES
-    assert feature_count(False) == 2 * len(FEATURE_NAMES)
-    assert feature_count(True) == 2 * (len(FEATURE_NAMES) + len(GPU_FEATURE_NAMES))
+    assert feature_count(False) == (2 + STORE_SLOTS) * len(FEATURE_NAMES)
+    assert feature_count(True) == (2 + STORE_SLOTS) * (len(FEATURE_NAMES) + len(GPU_FEATURE_NAMES))
 
 
 def test_bank_conflicts_grow_with_the_shared_stride_up_to_a_warp():

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from tilegrad.target import Target
+from tilegrad.tune.features.extract import aggregate_part
 from tilegrad.tune.model import model_graph
 from tilegrad.tune.search.space import Candidate, TaskSpace
 from tilegrad.tune.task import extract_tasks
@@ -23,7 +24,8 @@ def test_every_sketch_of_a_conv_block_has_finite_features():
         space = TaskSpace(task)
         cands = [Candidate.of(i, sk.sample(rng)) for i, sk in enumerate(space.sketches) for _ in range(2)]
         for c, f in zip(cands, space.features(cands)):
-            assert np.isfinite(f).all(), f"{task.name}, sketch {space.sketches[c.sketch].name}: unknown features"
+            derived = np.isfinite(aggregate_part(f)).all()  # (the slots of stores a program lacks are NaN)
+            assert derived, f"{task.name}, sketch {space.sketches[c.sketch].name}: unknown features"
 
 
 def test_a_pointwise_convolution_along_its_pixels_has_a_space():
@@ -39,4 +41,4 @@ def test_a_pointwise_convolution_along_its_pixels_has_a_space():
     assert [v for k, v in default.items() if k.endswith("_flat")] == [1]
     rng = random.Random(0)
     cands = [space.default()] + [Candidate.of(0, space.sketches[0].sample(rng)) for _ in range(4)]
-    assert all(np.isfinite(f).all() for f in space.features(cands))
+    assert all(np.isfinite(aggregate_part(f)).all() for f in space.features(cands))

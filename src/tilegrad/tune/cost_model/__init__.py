@@ -15,9 +15,12 @@ from .model import throughput_of as throughput_of
 
 def _trees() -> CostModel:
     require("lightgbm", "tune", "the LightGBM cost model (Ansor's evolutionary search)")
+    from ..features.extract import aggregate_part
     from .trees import TreeCostModel
 
-    return TreeCostModel()
+    # Ansor's trees read the sums and maxes over stores: the store slots rank a point better but fit 5 to 7 times
+    # slower, at every round of a search (docs/tuning.md)
+    return TreeCostModel(read=aggregate_part)
 
 
 def _xgb_rank() -> CostModel:

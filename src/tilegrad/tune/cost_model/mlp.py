@@ -1,10 +1,16 @@
-"""A differentiable cost model for Felix: TenSet's MLP over the aggregated program features.
+"""A differentiable cost model for Felix: TenSet's MLP over each store of a program.
 
 Felix's gradient search backpropagates from the model's score through the feature formulas to the schedule
-variables, which a tree model cannot serve. This is TenSet's multi-layer perceptron: four linear layers
-(320 -> 256 -> 256 -> 256 -> 1, ReLU between, about 215,000 parameters) over the same aggregated feature vectors
-as `TreeCostModel` (`features.aggregate`). Non-finite features (programs whose features are not derived) read as
-0, and each feature is centred and scaled by statistics fixed at the first training, kept with the weights.
+variables, which a tree model cannot serve. This is TenSet's per-store multi-layer perceptron: an encoder (two
+linear layers, 160 -> 256 -> 256, ReLU after each) reads each store's row of the program vector
+(`features.program_vector`: the store slots), its outputs are summed over the program's stores, and three linear
+layers (256 -> 256 -> 256 -> 1) read the sum: about 240,000 parameters. The sums and maxes over stores that a
+program vector starts with blur what each store does: an MLP over them ranks held-out programs worse than the
+per-store one (0.823 against 0.837, docs/tuning.md) and worse than trees. `per_store=False` gives that model, four
+linear layers (320 -> 256 -> 256 -> 256 -> 1) over the aggregate part, which the weights shipped for CPUs without
+their own (`pretrained_path`) still are. Non-finite features (programs whose features are not derived, slots
+without a store) read as missing, and each feature is centred and scaled by statistics fixed at the first
+training, kept with the weights.
 
 The model predicts normalised throughput, one of two ways (`label`). "task": throughput over the best throughput
 of its task among the rows given, so 1 is the task's best program and 0 a failed one, whatever the task's absolute
@@ -49,8 +55,9 @@ from torch.nn import functional as F
 
 from ...target import host
 from ..adam import Adam
+from ..features.extract import STORE_SLOTS, feature_count
 
-NUM_FEATURES = 320  # features.aggregate: sum and max over stores of 160 per-store features
+NUM_FEATURES = feature_count(gpu=False)  # features.program_vector of a CPU kernel
 HIDDEN = 256
 RANK_WEIGHT = 0.3
 TEMPERATURE = 0.3  # score differences of about this size already order a pair confidently
@@ -75,7 +82,8 @@ def pretrained_path(isa: str | None = None) -> Path:
 
 
 class _Net(nn.Module):
-    """Four linear layers over standardised features; one score per row."""
+    """Four linear layers over standardised features; one score per row. It reads the leading columns it was made
+    for: all of a plain matrix, the aggregate part of a program vector."""
 
     def __init__(self, num_features: int, hidden: int):
         super().__init__()
@@ -89,26 +97,134 @@ class _Net(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x[:, :len(self.mean)]
         x = torch.where(torch.isfinite(x), x, torch.zeros_like(x))
         return self.layers((x - self.mean) * self.scale).squeeze(-1)
+
+    def standardise_by(self, x: np.ndarray) -> None:
+        _set_statistics(self, x[:, :len(self.mean)])
+
+    def stacks(self) -> list[nn.Sequential]:
+        return [self.layers]
+
+    def score_and_gradient(self, x: np.ndarray, arrays: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """`MLPCostModel.score_and_gradient`, for this net, whose tensors `arrays` views (`_arrays`)."""
+        (mean, scale), ((weights, biases),) = arrays
+        read = x[:, :len(mean)]
+        finite = np.isfinite(read)
+        h, back = _dense_stack((np.where(finite, read, 0.0).astype(np.float32) - mean) * scale, weights, biases)
+        grad = np.zeros(x.shape)
+        grad[:, :len(mean)] = np.where(finite, back(np.ones((len(x), 1), np.float32)) * scale, 0.0)
+        return h[:, 0].astype(np.float64), grad
+
+
+class _StoreNet(nn.Module):
+    """An encoder over each store's standardised row (`features.store_slots`), summed over the program's stores,
+    and three linear layers over the sum; one score per row of program vectors."""
+
+    def __init__(self, num_features: int, hidden: int):
+        super().__init__()
+        self.width = num_features // (2 + STORE_SLOTS)  # one store's features
+        self.register_buffer("mean", torch.zeros(self.width))
+        self.register_buffer("scale", torch.ones(self.width))
+        self.encoder = nn.Sequential(nn.Linear(self.width, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.layers = nn.Sequential(
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        stores = self._stores(x)
+        present = torch.isfinite(stores).all(dim=-1)
+        encoded = self.encoder((stores[present] - self.mean) * self.scale)
+        summed = torch.zeros(len(x), encoded.shape[1], dtype=encoded.dtype).index_add(
+            0, present.nonzero()[:, 0], encoded)
+        return self.layers(summed).squeeze(-1)
+
+    def standardise_by(self, x: np.ndarray) -> None:
+        stores = self._stores(x)
+        _set_statistics(self, stores[np.isfinite(stores).all(axis=-1)])
+
+    def stacks(self) -> list[nn.Sequential]:
+        return [self.encoder, self.layers]
+
+    def score_and_gradient(self, x: np.ndarray, arrays: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """`MLPCostModel.score_and_gradient`, for this net, whose tensors `arrays` views (`_arrays`): the encoder
+        runs on the stores present only."""
+        (mean, scale), (encoder, layers) = arrays
+        stores = self._stores(x)
+        present = np.isfinite(stores).all(axis=-1)
+        encoded, encoder_back = _dense_stack((stores[present].astype(np.float32) - mean) * scale, *encoder,
+                                             relu_last=True)
+        owner = np.nonzero(present)[0]
+        summed = np.zeros((len(x), encoded.shape[1]), np.float32)
+        np.add.at(summed, owner, encoded)
+        h, back = _dense_stack(summed, *layers)
+        grad = np.zeros(stores.shape)
+        grad[present] = encoder_back(back(np.ones((len(x), 1), np.float32))[owner]) * scale
+        return h[:, 0].astype(np.float64), np.concatenate([np.zeros((len(x), 2 * self.width)),
+                                                           grad.reshape(len(x), -1)], axis=1)
+
+    def _stores(self, x):
+        return x[:, 2 * self.width:].reshape(len(x), STORE_SLOTS, self.width)
+
+
+def _set_statistics(net: nn.Module, x: np.ndarray) -> None:
+    """Centre and scale each feature by the first training data; a near-constant feature is only centred
+    (a tiny spread would turn an unseen value into a huge input)."""
+    finite = np.where(np.isfinite(x), x, 0.0).astype(np.float64)
+    net.mean.copy_(torch.from_numpy(finite.mean(axis=0)))
+    net.scale.copy_(torch.from_numpy(1.0 / np.maximum(finite.std(axis=0), 1.0)))
+
+
+def _arrays(net: nn.Module) -> tuple:
+    """((mean, scale), ((weights, biases) of each of `net.stacks()`)) of `net`, as NumPy views of its tensors."""
+    linears = [[m for m in stack if isinstance(m, nn.Linear)] for stack in net.stacks()]
+    return ((net.mean.numpy(), net.scale.numpy()),
+            [([m.weight.detach().numpy() for m in ms], [m.bias.detach().numpy() for m in ms]) for ms in linears])
+
+
+def _dense_stack(h: np.ndarray, weights: list, biases: list, relu_last: bool = False) -> tuple:
+    """`h` through linear layers with ReLU between them (and after the last, with `relu_last`), in NumPy; and the
+    function taking a gradient with respect to the output to one with respect to `h`."""
+    active = []
+    for k, (w, b) in enumerate(zip(weights, biases)):
+        h = h @ w.T + b
+        active.append(h > 0 if relu_last or k < len(weights) - 1 else None)
+        if active[-1] is not None:
+            h = h * active[-1]
+
+    def back(grad: np.ndarray) -> np.ndarray:
+        for w, on in zip(reversed(weights), reversed(active)):
+            grad = (grad if on is None else grad * on) @ w
+        return grad
+
+    return h, back
 
 
 class MLPCostModel:
     """The CostModel protocol (predict/update/save/load) plus `score`, differentiable, for gradient search.
 
     `seed` fixes the initial weights and the batch order; `threads` is the torch thread count used while
-    predicting and training (1 by default, so the model does not compete with measurement).
+    predicting and training (1 by default, so the model does not compete with measurement). `per_store`: read each
+    store of program vectors (`num_features` wide); else the rows as they are, or a program vector's aggregate part
+    where `num_features` is its width.
     """
 
     def __init__(self, *, num_features: int = NUM_FEATURES, hidden: int = HIDDEN, seed: int = 0, threads: int = 1,
-                 label: str = "task"):
+                 label: str = "task", per_store: bool = True):
         if label not in LABELS:
             raise ValueError(f"label must be one of {', '.join(LABELS)}, got {label!r}")
+        if per_store and num_features % (2 + STORE_SLOTS):
+            raise ValueError(f"a per-store model reads program vectors, (2 + {STORE_SLOTS}) x one store's features "
+                             f"wide; {num_features} is not (pass per_store=False for other rows)")
         self.num_features, self.hidden, self.threads, self.label = num_features, hidden, threads, label
+        self.per_store = per_store
         self._rng = np.random.default_rng(seed)
         with torch.random.fork_rng(devices=[]):  # seeded initial weights without touching the global generator
             torch.manual_seed(seed)
-            self.net = _Net(num_features, hidden)
+            self.net = self._make_net()
         self.net.eval()
         self.fitted = False  # the feature statistics are set by the first update (or loaded)
         self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # every update's rows, for fine-tuning
@@ -132,31 +248,10 @@ class MLPCostModel:
         """Predicted normalised throughput of each row of `x` (n, num_features) and its gradient in `x`, in
         NumPy: the gradient search calls this at every Adam step on a handful of rows, where PyTorch's
         autograd would be mostly dispatch; these are the net's layers written out in its own float32 (features NaN
-        or infinite are zero, as in `_Net.forward`, and pass no gradient)."""
-        mean, scale, weights, biases = self._layer_arrays()
-        finite = np.isfinite(x)
-        h = (np.where(finite, x, 0.0).astype(np.float32) - mean) * scale
-        active = []
-        for k, (w, b) in enumerate(zip(weights, biases)):
-            h = h @ w.T + b
-            if k < len(weights) - 1:  # ReLU between the linear layers
-                active.append(h > 0)
-                h = h * active[-1]
-        grad = np.broadcast_to(weights[-1], (len(x), weights[-1].shape[1]))
-        for w, on in zip(reversed(weights[:-1]), reversed(active)):
-            grad = (grad * on) @ w
-        return h[:, 0].astype(np.float64), np.where(finite, grad * scale, 0.0)
-
-    def _layer_arrays(self) -> tuple:
-        """(mean, scale, weights, biases) of the net as NumPy views of its tensors: training and loading write into
-        those tensors in place, so the views stay current for as long as `self.net` is the same module (iterating
-        the module's parameters at every call would cost as much as the small products themselves)."""
-        if self._arrays is None or self._arrays[0] is not self.net:
-            linears = [m for m in self.net.layers if isinstance(m, nn.Linear)]
-            self._arrays = (self.net, (self.net.mean.numpy(), self.net.scale.numpy(),
-                                       [m.weight.detach().numpy() for m in linears],
-                                       [m.bias.detach().numpy() for m in linears]))
-        return self._arrays[1]
+        or infinite are missing, as in the net's `forward`, and pass no gradient)."""
+        if self._arrays is None or self._arrays[0] is not self.net:  # views stay current while the net lives
+            self._arrays = (self.net, _arrays(self.net))
+        return self.net.score_and_gradient(self._check_features(x), self._arrays[1])
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         x = self._check_features(x)
@@ -179,7 +274,7 @@ class MLPCostModel:
         if not len(x):
             return
         if not self.fitted:
-            self._set_statistics(x)
+            self.net.standardise_by(x)
         self._rows.append((x, np.asarray(throughput, np.float64), groups))
         fresh = len(x)
         x = np.concatenate([r[0] for r in self._rows])
@@ -196,7 +291,7 @@ class MLPCostModel:
         state = {f"state.{k}": v.numpy() for k, v in self.net.state_dict().items()}
         with open(path, "wb") as f:
             np.savez(f, format=np.array(_FORMAT), num_features=self.num_features, hidden=self.hidden,
-                     fitted=self.fitted, label=np.array(self.label), **state)
+                     fitted=self.fitted, label=np.array(self.label), per_store=self.per_store, **state)
 
     def load(self, path: str | Path) -> None:
         """Replace this model's weights (and sizes) by those saved at `path`."""
@@ -206,25 +301,25 @@ class MLPCostModel:
             self.num_features, self.hidden = int(f["num_features"]), int(f["hidden"])
             self.fitted = bool(f["fitted"])
             self.label = str(f["label"]) if "label" in f.files else "task"  # (saved before labels had a choice)
+            self.per_store = bool(f["per_store"]) if "per_store" in f.files else False  # (saved before it had one)
             state = {k.removeprefix("state."): torch.from_numpy(f[k]) for k in f.files if k.startswith("state.")}
-        self.net = _Net(self.num_features, self.hidden)
+        self.net = self._make_net()
         self.net.load_state_dict(state)
         self.net.eval()
         self._rows = []
 
+    def _make_net(self) -> nn.Module:
+        return (_StoreNet if self.per_store else _Net)(self.num_features, self.hidden)
+
     def _check_features(self, x: np.ndarray) -> np.ndarray:
         x = np.array(x, dtype=np.float32, ndmin=2)
-        if x.ndim != 2 or x.shape[1] != self.num_features:
+        widths = {self.num_features}
+        if not self.per_store:  # a program vector whose aggregate part is what this model reads
+            widths.add(self.num_features // 2 * (2 + STORE_SLOTS))
+        if x.ndim != 2 or x.shape[1] not in widths:
             raise ValueError(f"features must be a matrix with {self.num_features} columns (one row per "
                              f"candidate), got shape {x.shape}")
         return x
-
-    def _set_statistics(self, x: np.ndarray) -> None:
-        """Centre and scale each feature by the first training data; a near-constant feature is only centred
-        (a tiny spread would turn an unseen value into a huge input)."""
-        finite = np.where(np.isfinite(x), x, 0.0).astype(np.float64)
-        self.net.mean.copy_(torch.from_numpy(finite.mean(axis=0)))
-        self.net.scale.copy_(torch.from_numpy(1.0 / np.maximum(finite.std(axis=0), 1.0)))
 
     def _train(self, x: torch.Tensor, labels: torch.Tensor, group_ids: np.ndarray, epochs: int,
                first_new: int) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -124,7 +124,9 @@ class TreeCostModel(RankingTrees):
     """LightGBM lambdarank trees over per-task relevance levels; random scores before the first useful update.
 
     `params` override the LightGBM defaults below (e.g. `{"num_leaves": 63}`); `num_rounds` is the number of trees.
-    `threads` is LightGBM's thread count: 1 by default, so training does not compete with measurement.
+    `threads` is LightGBM's thread count: 1 by default, so training does not compete with measurement. `read`, where
+    given, picks the columns the trees read from each matrix handed in (`features.aggregate_part`: the sums and
+    maxes of program vectors alone).
     """
 
     DEFAULT_PARAMS: ClassVar[dict] = {
@@ -146,8 +148,14 @@ class TreeCostModel(RankingTrees):
         threads: int = 1,
         params: dict | None = None,
         rng: np.random.Generator | None = None,
+        read: Callable[[np.ndarray], np.ndarray] | None = None,
     ):
         super().__init__(num_rounds, {**self.DEFAULT_PARAMS, **(params or {}), "num_threads": threads}, rng)
+        self.read = read
+
+    def _check_features(self, x: np.ndarray) -> np.ndarray:
+        x = np.array(x, dtype=np.float64, ndmin=2)
+        return super()._check_features(x if self.read is None else self.read(x))
 
     def _fit(self, x: np.ndarray, levels: np.ndarray, sizes: list[int]) -> lgb.Booster:
         data = lgb.Dataset(x, label=levels, group=sizes, params={"verbose": -1})

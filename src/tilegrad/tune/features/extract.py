@@ -40,9 +40,17 @@ CURVE_POINTS = 10
 ALLOC = ("alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod", "local_bytes")
 KERNEL = ("is_output_store", "output_written_once", "kernel_stores")
 
+STORE_SLOTS = 16  # stores a program vector lists one by one: all of them in 97% of the zoo's programs
+
+
+def store_feature_count(gpu: bool) -> int:
+    """The features of one store: a CPU or a GPU kernel's."""
+    return len(FEATURE_NAMES) + (len(gpu_features.GPU_FEATURE_NAMES) if gpu else 0)
+
+
 def feature_count(gpu: bool) -> int:
-    """The length of a program's aggregated feature vector (`aggregate`): a CPU or a GPU kernel's."""
-    return 2 * (len(FEATURE_NAMES) + (len(gpu_features.GPU_FEATURE_NAMES) if gpu else 0))
+    """The length of a program's vector (`program_vector`): a CPU or a GPU kernel's."""
+    return (2 + STORE_SLOTS) * store_feature_count(gpu)
 
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -123,14 +131,45 @@ def features(kernel: Kernel, gpu: bool | None = None) -> np.ndarray:
     return extract(kernel, gpu).to_numpy()
 
 
+def program_vector(rows: np.ndarray) -> np.ndarray:
+    """What the cost models read of a program: its `aggregate`, then its `store_slots`, flattened. `rows` is
+    (n_stores, F) or (batch, n_stores, F); the result is ((2 + STORE_SLOTS) F,) or (batch, (2 + STORE_SLOTS) F).
+    The sums and maxes blur what each store does (a program's stores are 3.9 on average, up to 25); the slots keep
+    it, for a model that reads each store (`cost_model/mlp.py`) or a tree that splits on any of them."""
+    rows = np.asarray(rows, np.float64)
+    slots = store_slots(rows)
+    return np.concatenate([aggregate(rows), slots.reshape(slots.shape[:-2] + (-1,))], axis=-1)
+
+
 def aggregate(rows: np.ndarray) -> np.ndarray:
-    """One vector per program for a tree model: sign(x) log2(1 + |x|) of the sum over stores, then of the max over
-    stores. `rows` is (n_stores, F) or (batch, n_stores, F); the result is (2F,) or (batch, 2F)."""
+    """sign(x) log2(1 + |x|) of the sum over stores, then of the max over stores. `rows` is (n_stores, F) or
+    (batch, n_stores, F); the result is (2F,) or (batch, 2F)."""
     rows = np.asarray(rows, np.float64)
     if rows.shape[-2] == 0:
         return np.zeros(rows.shape[:-2] + (2 * rows.shape[-1],))
-    stacked = np.concatenate([rows.sum(axis=-2), rows.max(axis=-2)], axis=-1)
-    return np.sign(stacked) * np.log2(1.0 + np.abs(stacked))
+    return signed_log(np.concatenate([rows.sum(axis=-2), rows.max(axis=-2)], axis=-1))
+
+
+def store_slots(rows: np.ndarray) -> np.ndarray:
+    """sign(x) log2(1 + |x|) of each store's row, in program order, in STORE_SLOTS slots: (..., STORE_SLOTS, F).
+    The stores from the last slot on are summed into it; the slots of absent stores are NaN (missing)."""
+    stores = rows.shape[-2]
+    if stores > STORE_SLOTS:
+        rows = np.concatenate([rows[..., :STORE_SLOTS - 1, :], rows[..., STORE_SLOTS - 1:, :].sum(axis=-2,
+                                                                                             keepdims=True)], axis=-2)
+    out = np.full(rows.shape[:-2] + (STORE_SLOTS, rows.shape[-1]), np.nan)
+    out[..., :rows.shape[-2], :] = signed_log(rows)
+    return out
+
+
+def aggregate_part(x: np.ndarray) -> np.ndarray:
+    """The `aggregate` columns of program vectors `x` (..., (2 + STORE_SLOTS) F)."""
+    return x[..., :2 * (x.shape[-1] // (2 + STORE_SLOTS))]
+
+
+def signed_log(x: np.ndarray) -> np.ndarray:
+    """sign(x) log2(1 + |x|): counts and sizes spanning many orders of magnitude, on a scale a model can read."""
+    return np.sign(x) * np.log2(1.0 + np.abs(x))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ structures new to the search per round), so that a pretrained model's knowledge 
 run Adam for `steps` steps from all of them at once (one batch per structure, the structures in lockstep), round
 every point visited, drop duplicates and points already measured, rank the rest by the model on their exact
 features, and propose the best (as many as the tuner asks: `measure_per_round` by default). The objective and its
-gradient are chained by hand in NumPy (`_objective_gradients`): the smoothed formulas' C tape, the aggregation,
+gradient are chained by hand in NumPy (`_objective_gradients`): the smoothed formulas' C tape, the program vector,
 the MLP's layers (one call for the points of every structure, which costs hardly more than a call for one), the
 penalties, then Adam; PyTorch's autograd would spend most of a step on dispatch.
 Structural choices (compute location, parallel grain) stay those of each seed; Felix's objective sums over
@@ -53,6 +53,7 @@ import numpy as np
 
 from ...schedule.space import MAX_INNERMOST, Space, divisors
 from ..adam import Adam
+from ..features.extract import STORE_SLOTS, signed_log
 from .policy import register_policy
 from .space import Candidate, TaskSpace
 
@@ -176,21 +177,34 @@ def _log(v: int) -> float:
 
 
 def log_features(rows: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """`features.aggregate` (sign(x) log2(1 + |x|) of the sum, then of the max, over the stores of rows (batch,
-    stores, features)) and the function taking a gradient with respect to it to one with respect to `rows` (the
-    max's to the first store that attains it)."""
+    """`features.program_vector` of rows (batch, stores, features), and the function taking a gradient with
+    respect to it to one with respect to `rows`. Its aggregate part is sign(x) log2(1 + |x|) of the sum, then of
+    the max, over the stores (the max's gradient goes to the first store that attains it); its slots are the same
+    of each store's row (the stores past the last slot summed into it; an absent store's slot passes nothing)."""
     batch, stores, width = rows.shape
     at = (np.arange(batch)[:, None], rows.argmax(axis=1), np.arange(width)[None, :])  # each max's (point, store, f)
     stacked = np.concatenate([rows.sum(axis=1), rows[at]], axis=1)
-    slope = np.sign(stacked) ** 2 / ((1.0 + np.abs(stacked)) * math.log(2))
+    kept = min(stores, STORE_SLOTS)
+    slots = np.concatenate([rows[:, :kept - 1], rows[:, kept - 1:].sum(axis=1, keepdims=True)], axis=1)
+    slope, slot_slope = _signed_log_slope(stacked), _signed_log_slope(slots)
+    value = np.concatenate([signed_log(stacked), np.full((batch, STORE_SLOTS * width), np.nan)], axis=1)
+    value[:, 2 * width:(2 + kept) * width] = signed_log(slots).reshape(batch, -1)
 
     def vjp(grad: np.ndarray) -> np.ndarray:
-        g = grad * slope
+        g = grad[:, :2 * width] * slope
         out = np.repeat(g[:, None, :width], stores, axis=1)
         out[at] += g[:, width:]
+        per_slot = grad[:, 2 * width:(2 + kept) * width].reshape(batch, kept, width) * slot_slope
+        out[:, :kept - 1] += per_slot[:, :-1]
+        out[:, kept - 1:] += per_slot[:, -1:]
         return out
 
-    return np.sign(stacked) * np.log2(1.0 + np.abs(stacked)), vjp
+    return value, vjp
+
+
+def _signed_log_slope(x: np.ndarray) -> np.ndarray:
+    """d/dx of sign(x) log2(1 + |x|) (0 at 0, where the sign's square is)."""
+    return np.sign(x) ** 2 / ((1.0 + np.abs(x)) * math.log(2))
 
 
 class _Descent:

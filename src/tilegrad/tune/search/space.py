@@ -22,7 +22,7 @@ from ...schedule.sketch import generate_sketches
 from ...schedule.space import Sketch, Space
 from ...schedule.trace import Trace
 from ...te import expr as E
-from ..features.extract import aggregate, feature_count
+from ..features.extract import feature_count, program_vector
 from ..features.formulas import FeatureFormulas
 from ..task import Task
 
@@ -190,7 +190,7 @@ class TaskSpace:
         return model.predict(self.features(candidates))
 
     def features(self, candidates: list[Candidate]) -> np.ndarray:
-        """One aggregated feature vector per candidate, evaluated in one batch per sketch structure. A
+        """One program vector (`features.program_vector`) per candidate, evaluated in one batch per sketch structure. A
         structure whose symbolic program cannot be derived gets NaN features (the model treats them as
         missing)."""
         return self._features(candidates, self._formulas_for)
@@ -206,7 +206,7 @@ class TaskSpace:
                 continue
             batch = {v: np.array([candidates[i].values[v] for i in idx], np.int64) for v in formulas.variables}
             rows = formulas.evaluate(batch) if batch else np.repeat(formulas.evaluate({}), len(idx), axis=0)
-            vectors = aggregate(rows)
+            vectors = program_vector(rows)
             if out is None:
                 out = np.full((len(candidates), vectors.shape[1]), np.nan)
             out[idx] = vectors
