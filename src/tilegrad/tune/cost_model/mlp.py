@@ -6,7 +6,7 @@ linear layers, 160 -> 256 -> 256, ReLU after each) reads each store's row of the
 (`features.program_vector`: the store slots), its outputs are summed over the program's stores, and three linear
 layers (256 -> 256 -> 256 -> 1) read the sum: about 240,000 parameters. The sums and maxes over stores that a
 program vector starts with blur what each store does: an MLP over them ranks held-out programs worse than the
-per-store one (0.823 against 0.837, docs/tuning.md) and worse than trees. `per_store=False` gives that model, four
+per-store one, and worse than trees (docs/tuning.md). `per_store=False` gives that model, four
 linear layers (320 -> 256 -> 256 -> 256 -> 1) over the aggregate part, which the weights shipped for CPUs without
 their own (`pretrained_path`) still are. Non-finite features (programs whose features are not derived, slots
 without a store) read as missing, and each feature is centred and scaled by statistics fixed at the first

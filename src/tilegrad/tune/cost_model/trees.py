@@ -154,8 +154,7 @@ class TreeCostModel(RankingTrees):
         self.read = read
 
     def _check_features(self, x: np.ndarray) -> np.ndarray:
-        x = np.array(x, dtype=np.float64, ndmin=2)
-        return super()._check_features(x if self.read is None else self.read(x))
+        return super()._check_features(x if self.read is None else self.read(np.asarray(x)))
 
     def _fit(self, x: np.ndarray, levels: np.ndarray, sizes: list[int]) -> lgb.Booster:
         data = lgb.Dataset(x, label=levels, group=sizes, params={"verbose": -1})

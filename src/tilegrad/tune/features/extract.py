@@ -134,8 +134,8 @@ def features(kernel: Kernel, gpu: bool | None = None) -> np.ndarray:
 def program_vector(rows: np.ndarray) -> np.ndarray:
     """What the cost models read of a program: its `aggregate`, then its `store_slots`, flattened. `rows` is
     (n_stores, F) or (batch, n_stores, F); the result is ((2 + STORE_SLOTS) F,) or (batch, (2 + STORE_SLOTS) F).
-    The sums and maxes blur what each store does (a program's stores are 3.9 on average, up to 25); the slots keep
-    it, for a model that reads each store (`cost_model/mlp.py`) or a tree that splits on any of them."""
+    The sums and maxes blur what each store does; the slots keep it, for a model that reads each store
+    (`cost_model/mlp.py`) or a tree that splits on any of them."""
     rows = np.asarray(rows, np.float64)
     slots = store_slots(rows)
     return np.concatenate([aggregate(rows), slots.reshape(slots.shape[:-2] + (-1,))], axis=-1)
@@ -153,13 +153,19 @@ def aggregate(rows: np.ndarray) -> np.ndarray:
 def store_slots(rows: np.ndarray) -> np.ndarray:
     """sign(x) log2(1 + |x|) of each store's row, in program order, in STORE_SLOTS slots: (..., STORE_SLOTS, F).
     The stores from the last slot on are summed into it; the slots of absent stores are NaN (missing)."""
-    stores = rows.shape[-2]
-    if stores > STORE_SLOTS:
-        rows = np.concatenate([rows[..., :STORE_SLOTS - 1, :], rows[..., STORE_SLOTS - 1:, :].sum(axis=-2,
-                                                                                             keepdims=True)], axis=-2)
+    rows = fold_stores(rows)
     out = np.full(rows.shape[:-2] + (STORE_SLOTS, rows.shape[-1]), np.nan)
     out[..., :rows.shape[-2], :] = signed_log(rows)
     return out
+
+
+def fold_stores(rows: np.ndarray) -> np.ndarray:
+    """`rows` (..., n_stores, F) with the stores from the last slot on summed into one: (..., min(n_stores,
+    STORE_SLOTS), F)."""
+    if rows.shape[-2] <= STORE_SLOTS:
+        return rows
+    return np.concatenate([rows[..., :STORE_SLOTS - 1, :], rows[..., STORE_SLOTS - 1:, :].sum(axis=-2, keepdims=True)],
+                          axis=-2)
 
 
 def aggregate_part(x: np.ndarray) -> np.ndarray:

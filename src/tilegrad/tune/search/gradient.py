@@ -53,7 +53,7 @@ import numpy as np
 
 from ...schedule.space import MAX_INNERMOST, Space, divisors
 from ..adam import Adam
-from ..features.extract import STORE_SLOTS, signed_log
+from ..features.extract import STORE_SLOTS, fold_stores, signed_log
 from .policy import register_policy
 from .space import Candidate, TaskSpace
 
@@ -184,8 +184,8 @@ def log_features(rows: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], n
     batch, stores, width = rows.shape
     at = (np.arange(batch)[:, None], rows.argmax(axis=1), np.arange(width)[None, :])  # each max's (point, store, f)
     stacked = np.concatenate([rows.sum(axis=1), rows[at]], axis=1)
-    kept = min(stores, STORE_SLOTS)
-    slots = np.concatenate([rows[:, :kept - 1], rows[:, kept - 1:].sum(axis=1, keepdims=True)], axis=1)
+    slots = fold_stores(rows)
+    kept = slots.shape[1]
     slope, slot_slope = _signed_log_slope(stacked), _signed_log_slope(slots)
     value = np.concatenate([signed_log(stacked), np.full((batch, STORE_SLOTS * width), np.nan)], axis=1)
     value[:, 2 * width:(2 + kept) * width] = signed_log(slots).reshape(batch, -1)
