@@ -10,11 +10,13 @@ from hypothesis import strategies as st
 
 from tilegrad import te
 from tilegrad.kernel import build, lower_kernel, render_kernel
+from tilegrad.loop.dot4 import strides
 from tilegrad.loop.ir import For, Intrinsic, Store, walk
 from tilegrad.loop.tails import version_tails
 from tilegrad.loop.transpose import use_transposes
 from tilegrad.schedule.defaults import default_schedule
 from tilegrad.target import Target
+from tilegrad.te import expr as E
 
 RNG = np.random.default_rng(0)
 
@@ -80,3 +82,24 @@ def test_a_transpose_seen_through_a_reshape_runs_in_squares():
     assert "tg_transpose_4x16(&" in kernel.source
     xv = RNG.standard_normal((1, 48, 3, 16)).astype(np.float32)
     np.testing.assert_array_equal(kernel.run(xv), xv.transpose(0, 2, 3, 1).reshape(48, 48))
+
+
+def _mobilevit_fold(x: te.Tensor) -> te.Tensor:
+    """MobileViT's 2 x 2 patches folded back into an image: pixel (h, w) of channel p is patch position
+    (h % 2, w % 2) of patch (h // 2, w // 2)."""
+    return te.compute((1, 144, 32, 32), lambda n, p, h, w: x[h % 2 * 2 + w % 2, h // 2 * 16 + w // 2, p],
+                      name="fold", tag="injective")
+
+
+def test_a_square_whose_index_is_strided_only_at_its_corner_keeps_its_loops():
+    """The fold's read moves 36,864 elements from w = 0 to 1 and 144 from 0 to 2: taken as a square of stride
+    36,864 from its first step, the copy read 16 rows past the input's end (a SIGSEGV); it is not a transpose."""
+    x = te.placeholder((4, 256, 144), "float32", "x")
+    w, r = E.Var("w", lo=0, hi=15), E.Var("r", lo=0, hi=15)
+    assert strides(x, (w % 2, w // 2 * 16, r), r, w) == [None, None]
+    assert strides(x, (E.const(0), w // 8 * 8 + w % 8, r), r, w) == [1, 144]  # a split loop's two indices: affine
+    out = _mobilevit_fold(x)
+    kernel = build(default_schedule(out, Target.with_lanes(16)), args=[x, out], target=Target.with_lanes(16))
+    xv = RNG.standard_normal((4, 256, 144)).astype(np.float32)
+    want = xv.reshape(2, 2, 16, 16, 144).transpose(4, 2, 0, 3, 1).reshape(1, 144, 32, 32)
+    np.testing.assert_array_equal(kernel.run(xv), want)

@@ -31,7 +31,7 @@ which becomes `dot4t_u8s8x16`: one byte permute puts each lane's four values tog
 from __future__ import annotations
 
 from ..te import expr as E
-from ..te.simplify import simplify
+from ..te.simplify import linear_merged, simplify
 from .ir import For, Intrinsic, Kernel, Store, rewrite_nests
 
 GROUP = 4
@@ -119,12 +119,14 @@ def _widened(e: E.Expr, dtype: str) -> E.Load | None:
 
 
 def strides(buffer, indices, j: E.Var, g: E.Var) -> list[int | None]:
-    """How far the flat (row-major) element moves for one step of j and of g: constants, or None."""
-    flat = E.flat_index(buffer, indices)
-    steps = []
-    for var, other in ((j, g), (g, j)):
-        base = {var: E.Const(0, var.dtype), other: E.Const(0, other.dtype)}
-        moved = {var: E.Const(1, var.dtype), other: E.Const(0, other.dtype)}
-        delta = simplify(E.substitute(flat, moved) - E.substitute(flat, base))
-        steps.append(delta.value if type(delta) is E.Const else None)
-    return steps
+    """How far the flat (row-major) element moves for one step of j and of g: constants, or None where the index
+    is not exactly affine in them. A step read off one move would be wrong elsewhere in the tile: the flat index
+    `j % 2 * 36864 + j // 2 * 144` moves 36,864 from j = 0 to 1, and 144 from 0 to 2."""
+    terms, _ = linear_merged(simplify(E.flat_index(buffer, indices)))
+    steps = {j.name: 0, g.name: 0}
+    for mono, k in terms.items():
+        if len(mono) == 1 and type(mono[0]) is E.Var and mono[0].name in steps:
+            steps[mono[0].name] += k
+        elif any(v.name in steps for atom in mono for v in E.free_vars(atom)):
+            return [None, None]
+    return [steps[j.name], steps[g.name]]
