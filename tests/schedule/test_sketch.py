@@ -22,6 +22,7 @@ from tilegrad.schedule.defaults import default_schedule
 from tilegrad.schedule.sketch import MAX_LOCATIONS, MAX_PARALLEL_GRAINS, UNROLL_STEPS, generate_sketches
 from tilegrad.schedule.space import MAX_INNERMOST, Choice, Sketch, Tiling, divisors, factorizations
 from tilegrad.te.interpret import interpret
+from tilegrad.te.nn.attention import attention
 from tilegrad.te.nn.nchwc import conv2d_nchwc
 from tilegrad.workloads import WORKLOADS
 
@@ -48,8 +49,16 @@ def _long_sum():
     return [x], te.compute((3,), lambda i: te.sum(x[i, k], axis=[k]), name="Y")
 
 
+def _attention_heads_as_queries():
+    """An attention written in (B, Lq, H, Dv) with as many heads as queries: its output has its `pv` stage's
+    shape, but reads it with heads and queries swapped, so a fused tile of the output needs a tile of `pv` along
+    the swapped axes."""
+    q, k, v = (te.placeholder((1, 4, 4, 8), "float32", n) for n in "QKV")
+    return [q, k, v], attention(q, k, v, out_layout="bshd", name="Y")
+
+
 MAKERS = {**WORKLOADS, "conv2d_nchwc_pad": _conv2d_nchwc, "reduction_chain": _reduction_chain,
-          "long_sum": _long_sum}
+          "long_sum": _long_sum, "attention_heads_as_queries": _attention_heads_as_queries}
 
 
 @functools.cache
@@ -140,6 +149,19 @@ def test_layer_norm_reductions_use_rfactor():
     for values in widths.values():  # proper divisors of the reduction, above 1
         assert values == tuple(d for d in divisors(64) if 1 < d < 64)
     assert _kinds(sketch, sketch.sample(random.Random(2)))["rfactor"] == 2
+
+
+def test_a_fused_tile_of_a_permuted_consumer_tiles_the_producer_along_the_swapped_axes():
+    """Every location of the exp-sum, before the output's tiling splits its loop, lowers and gives NumPy's
+    numbers; the output's tile splits `pv`'s heads by the tile of its own heads axis."""
+    sketch = next(s for n, s in _sketches("attention_heads_as_queries").items() if "tile_fused" in n.split("+"))
+    rng = random.Random(3)
+    for at in sketch.space({})[1].structural[0].values:
+        params = sketch.sample(rng, {"Y_expsum_at": at}) if "simple" in sketch.name else sketch.sample(rng)
+        _check("attention_heads_as_queries", sketch, params)
+        splits = {(a["stage"], a["loop"]): a["factor"] for a in (dict(s.args) for s in sketch.bind(params).steps
+                                                                  if s.kind == "split")}
+        assert splits[("Y_pv", "i1")] == params["Y_pv_i2_t3"] and splits[("Y_pv", "i2")] == params["Y_pv_i1_t3"]
 
 
 def test_rfactor_only_for_a_long_reduction_over_a_small_output():
@@ -261,7 +283,7 @@ test_random_cache_write_tilings = _annotations("tile_cache_write", ["matmul_64x4
                                                                     "batch_matmul_3x17x12x9"])
 test_random_in_place_tilings = _annotations("tile", ["matmul_64x48x40", "depthwise_conv2d_c8_stride2",
                                                      "packed_matmul_37x29x13_bt"])
-test_random_fused_tilings = _annotations("tile_fused", ["dense_5x24x10"])
+test_random_fused_tilings = _annotations("tile_fused", ["dense_5x24x10", "attention_heads_as_queries"])
 test_random_rfactors = _annotations("rfactor", ["layernorm_6x64", "long_sum"])
 test_random_simple_schedules = _annotations("simple", ["softmax_4x6x40", "reduction_chain", "conv2d_nchwc_pad",
                                                        "avg_pool2d_ceil"])

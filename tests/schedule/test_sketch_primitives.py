@@ -28,6 +28,19 @@ def test_parallel_outer_fuses_and_keeps_attachments():
     np.testing.assert_allclose(build(sch).run(x), x * 2 + 1)
 
 
+def test_a_split_moves_what_is_computed_at_the_loop_to_its_inner_part():
+    """A sketch picks a stage's location among its consumer's loops before tiling them: computed once per
+    iteration of the split loop is computed once per iteration of its inner part (the attention's exp-sum at a
+    loop that its output's tiling splits)."""
+    a, c = _chain()
+    sch = Schedule(c)
+    sch.compute_at("B", "C", "i")
+    i0, i1 = sch.split("C", "i", 4)
+    assert sch.state.stage("B").attach == ("C", i1)
+    x = np.random.rand(16, 24).astype("float32")
+    np.testing.assert_allclose(build(sch).run(x), x * 2 + 1)
+
+
 def test_structural_choices_stay_variables_in_the_trace():
     a, c = _chain()
     where, grain = E.Var("where", E.INDEX, 0, 2), E.Var("grain", E.INDEX, 0, 2)

@@ -57,6 +57,12 @@ def split(st: LoopState, stage: str, loop: str, factor=None, nparts=None, exact=
                                 outer_ext if nparts is not None else None, bool(exact)))
     i = s.leaves.index(loop)
     s.leaves[i:i + 1] = [outer, inner]
+    for other in st.stages:  # computed once per iteration of `loop` is computed once per iteration of its inner
+        if isinstance(other.attach, tuple) and other.attach == (stage, loop):
+            if other.shares_loops:
+                raise ScheduleError(f"split of {stage}.{loop}: {other.name} runs in the loops up to it "
+                                    "(compute_with); split before sharing them")
+            other.attach = (stage, inner)
     return outer, inner
 
 

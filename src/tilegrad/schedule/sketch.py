@@ -22,6 +22,7 @@ from collections.abc import Callable
 from ..backend import backend_for
 from ..errors import ScheduleError
 from ..te import expr as E
+from ..te.simplify import simplify
 from ..te.tensor import Tensor
 from ..target import Target, host
 from .defaults import default_schedule
@@ -86,7 +87,8 @@ class _Analysis:
             readers = self.effective_readers(n)
             if len(readers) == 1 and readers[0] in self.outputs:
                 c = self.stages[readers[0]]
-                if not c.op.reduce_axes and c.tensor.shape == s.tensor.shape and c.name not in self.fused.values():
+                if (not c.op.reduce_axes and c.tensor.shape == s.tensor.shape and c.name not in self.fused.values()
+                        and self.axis_map(n, c.name) is not None):
                     self.fused[n] = c.name
 
     def _inlinable(self, s: Stage) -> bool:
@@ -100,6 +102,33 @@ class _Analysis:
         for r in self.readers[name]:
             out.extend(self.effective_readers(r) if r in self.inline else [r])
         return list(dict.fromkeys(out))
+
+    def axis_map(self, producer: str, consumer: str) -> dict[str, str] | None:
+        """Per axis of `producer`, the axis of `consumer` that indexes it, where every read (through inlined
+        stages) is at the consumer's axes, permuted: the consumer's tile then needs a tile of the producer along
+        the mapped axes (an attention whose output layout swaps heads and queries of one extent). An axis of
+        extent 1 may be read at any index and maps to none. None for any other read."""
+        reads: list[tuple[E.Expr, ...]] = []
+
+        def collect(body: E.Expr, names: dict[str, E.Expr]) -> None:
+            for load in E.loads(body):
+                indices = tuple(simplify(E.substitute(i, names)) for i in load.indices)
+                if load.buffer.name == producer:
+                    reads.append(indices)
+                elif load.buffer.name in self.inline:
+                    inlined = self.stages[load.buffer.name].op
+                    collect(inlined.body, {a.name: i for a, i in zip(inlined.axes, indices)})
+        c, p = self.stages[consumer].op, self.stages[producer].op
+        collect(c.body, {})
+        if not reads or any(r != reads[0] for r in reads):
+            return None
+        axes, out = {a.name for a in c.axes}, {}
+        for a, i in zip(p.axes, reads[0]):
+            if type(i) is E.Var and i.name in axes:
+                out[a.name] = i.name
+            elif a.upper.value != 1:
+                return None
+        return out if len(set(out.values())) == len(out) else None
 
     def options(self, name: str) -> list[str]:
         s = self.stages[name]
@@ -153,10 +182,12 @@ def _apply_plan(sch: Schedule, space: Space, plan: dict[str, str], analysis: _An
         if decision == "inline":
             sch.compute_inline(name)
         elif decision == "tile_fused":
-            roots.append(_multi_level_tiling(sch, space, name, analysis.fused[name], target))
+            consumer = analysis.fused[name]
+            roots.append(_multi_level_tiling(sch, space, name, consumer, analysis.axis_map(name, consumer)))
         elif decision == "tile_cache_write":
             local = sch.cache_write(name)
-            roots.append(_multi_level_tiling(sch, space, local, name, target))
+            axes = [a.name for a in sch.state.stage(name).op.axes]
+            roots.append(_multi_level_tiling(sch, space, local, name, dict(zip(axes, axes))))
         elif decision == "tile":
             roots.append(_tile_in_place(sch, space, name, target))
         elif decision == "rfactor":
@@ -181,10 +212,11 @@ def _extent(sch: Schedule, name: str, loop: str) -> int:
 
 
 def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: str,
-                        target: Target) -> tuple[str, list[str]]:
+                        axis_map: dict[str, str]) -> tuple[str, list[str]]:
     """SSRSRS: the consumer's spatial loops split twice (levels 0 and 1); the producer computed at the last
-    level-1 loop, its region split once more (levels 2 and 3) and its reductions split in two, ordered
-    r0 s2 r1 s3; the innermost loop vectorised, the producer auto-unrolled."""
+    level-1 loop, its region split once more (levels 2 and 3; `axis_map` names the consumer axis of each producer
+    axis) and its reductions split in two, ordered r0 s2 r1 s3; the innermost loop vectorised, the producer
+    auto-unrolled."""
     axes = [a.name for a in sch.state.stage(consumer).op.axes]
     level0, level1, level2 = [], [], []
     inner: dict[str, E.Var] = {}
@@ -203,9 +235,10 @@ def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: st
     sch.reorder(consumer, *level0, *level1, *level2)
     attach = (level1 or level0)[-1]
     sch.compute_at(producer, consumer, attach)
-    p_axes = [a.name for a in sch.state.stage(producer).op.axes]
     s2, s3 = [], []
-    for pa, ca in zip(p_axes, axes):
+    p_axes = [a.name for a in sch.state.stage(producer).op.axes]
+    for pa in p_axes:
+        ca = axis_map.get(pa)
         if ca in inner:
             o, i = sch.split(producer, pa, inner[ca], exact=True)
             s2.append(o)
@@ -214,7 +247,7 @@ def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: st
             s2.append(pa)
     r0, r1 = _split_reductions(sch, space, producer)
     sch.reorder(producer, *r0, *s2, *r1, *s3)
-    if s3 and axes[-1] in inner:
+    if s3 and axis_map.get(p_axes[-1]) in inner:
         sch.vectorize(producer, s3[-1])
     sch.auto_unroll(producer, space.choice(f"{producer}_unroll", UNROLL_STEPS))
     if level2 and axes[-1] in inner:
