@@ -194,6 +194,24 @@ def test_fused_task_is_shipped_without_its_weights_and_checks_against_its_refere
     assert result.valid and result.checked, result.error
 
 
+def test_an_input_with_data_is_measured_and_checked_with_it(measurer):
+    """A layer norm's epsilon is a kernel input: drawn at random, it sits near minus some row's variance, and the
+    check compares quotients by nearly zero (the records' `wrong` layer norms)."""
+    b = GraphBuilder()
+    x = b.input("x", (64, 96))
+    centred = b.op("sub", x, b.op("reduce_mean", x, axes=(1,), keepdims=1))
+    variance = b.op("reduce_mean", b.op("mul", centred, centred), axes=(1,), keepdims=1)
+    eps = b.const(np.array(1e-5, dtype="float32"), "eps")
+    g, _ = optimize(b.build(b.op("div", centred, b.op("sqrt", b.op("add", variance, eps)))), 2)
+    (task,) = extract_tasks(g)
+    arrays = task.random_inputs(seed=3)
+    (slot,) = [i for i, v in enumerate(task.node.inputs) if v.data is not None]
+    assert arrays[slot] == np.float32(1e-5)
+    assert np.abs(task.reference(arrays)[0]).max() < 96 ** 0.5
+    result = measurer.measure_one(task, task.default_trace())
+    assert result.valid and result.checked, result.error
+
+
 def test_results_sort_failures_last():
     assert MeasureResult((3.0, 1.0, 2.0)).latency == 2.0
     assert MeasureResult((), "crash", "boom").latency == math.inf
