@@ -84,6 +84,20 @@ def test_a_transpose_seen_through_a_reshape_runs_in_squares():
     np.testing.assert_array_equal(kernel.run(xv), xv.transpose(0, 2, 3, 1).reshape(48, 48))
 
 
+def test_a_reshape_merging_axes_is_read_as_one_axis_under_a_split_that_overshoots():
+    """LeViT's feature map [1, 256, 7, 7] read as tokens [1, 49, 256]: the inlined reshape's index over q < 49 is
+    q % 7 + q // 7 % 7 * 7, which is q. Split by 16, q is q_0 * 16 + q_1, past 49 in the last tile; simplified only
+    then, every element computed those divisions and gathered its operand (14 us, the simple sketch's 3 us).
+    Simplified in the compute's axes, the copy is a transpose, and its full squares call the helper."""
+    x = te.placeholder((1, 256, 7, 7), "float32", "x")
+    tokens = te.compute((1, 256, 49), lambda n, c, q: x[n, c, q // 7 % 7, q % 7], name="tokens", tag="injective")
+    out = te.compute((1, 49, 256), lambda n, q, c: tokens[n, c, q], name="t", tag="injective")
+    kernel = build(default_schedule(out, Target.with_lanes(16)), args=[x, out], target=Target.with_lanes(16))
+    assert "tg_transpose_4x16(&" in kernel.source
+    xv = RNG.standard_normal((1, 256, 7, 7)).astype(np.float32)
+    np.testing.assert_array_equal(kernel.run(xv), xv.reshape(1, 256, 49).transpose(0, 2, 1))
+
+
 def _mobilevit_fold(x: te.Tensor) -> te.Tensor:
     """MobileViT's 2 x 2 patches folded back into an image: pixel (h, w) of channel p is patch position
     (h % 2, w % 2) of patch (h // 2, w // 2)."""

@@ -164,7 +164,7 @@ class _Lowering:
         body = op.body.source if type(op.body) is E.Reduce else op.body
         mapping = {a.name: v for a, v in zip(op.axes, global_index)}
         mapping.update({a.name: values[a.name] for a in op.reduce_axes})
-        source = self._expand(E.substitute(self._expand(body), mapping))
+        source = self._expand(E.substitute(_indices_simplified(self._expand(body)), mapping))
         guards = [g for g in guards if g != _TRUE]
         kinds, unroll_if = _kinds(s, extents)
         self.info[s.name] = _StageInfo(s, leaf_vars, kinds, unroll_if, local_index, source, guards, enclosing,
@@ -386,6 +386,18 @@ def _axis_values(s: Stage, leaf_vars: list[E.Var], extents: dict[str, E.Expr]):
             values[rel.outer] = simplify(values[rel.fused] // inner_ext)
             values[rel.inner] = simplify(values[rel.fused] % inner_ext)
     return values, guards
+
+
+def _indices_simplified(body: E.Expr) -> E.Expr:
+    """`body` with each read's indices simplified while they are still in the compute's axes, whose ranges are
+    exact: an inlined reshape's `q % 7 + q // 7 % 7 * 7` over q < 49 is q. Once a split that overshoots (49 by 16)
+    gives q as `q_0 * 16 + q_1`, no range proves it below 49 (only the tail's guard does), and every element of
+    the nest would compute those divisions and gather its operand."""
+    def go(x: E.Expr) -> E.Expr:
+        if type(x) is E.Load:
+            return E.Load(x.buffer, tuple(simplify(go(i)) for i in x.indices))
+        return E.map_children(x, go)
+    return go(body)
 
 
 def _fold(name: str, reducer: Reducer, buf: Buffer, idx, value: E.Expr, guards: list[E.Expr]):
