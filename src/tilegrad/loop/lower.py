@@ -164,7 +164,7 @@ class _Lowering:
         body = op.body.source if type(op.body) is E.Reduce else op.body
         mapping = {a.name: v for a, v in zip(op.axes, global_index)}
         mapping.update({a.name: values[a.name] for a in op.reduce_axes})
-        source = self._expand(E.substitute(_indices_simplified(self._expand(body)), mapping))
+        source = self._expand(E.substitute(_reads_simplified(self._expand(body), mapping), mapping))
         guards = [g for g in guards if g != _TRUE]
         kinds, unroll_if = _kinds(s, extents)
         self.info[s.name] = _StageInfo(s, leaf_vars, kinds, unroll_if, local_index, source, guards, enclosing,
@@ -388,14 +388,29 @@ def _axis_values(s: Stage, leaf_vars: list[E.Var], extents: dict[str, E.Expr]):
     return values, guards
 
 
-def _indices_simplified(body: E.Expr) -> E.Expr:
-    """`body` with each read's indices simplified while they are still in the compute's axes, whose ranges are
-    exact: an inlined reshape's `q % 7 + q // 7 % 7 * 7` over q < 49 is q. Once a split that overshoots (49 by 16)
-    gives q as `q_0 * 16 + q_1`, no range proves it below 49 (only the tail's guard does), and every element of
-    the nest would compute those divisions and gather its operand."""
+def _reads_simplified(body: E.Expr, mapping: dict[str, E.Expr]) -> E.Expr:
+    """`body` with a read's indices simplified while they are still in the compute's axes, whose ranges are exact,
+    where that leaves fewer divisions in its element number once `mapping` puts the loops in. An inlined
+    reshape's `q % 7 + q // 7 % 7 * 7` over q < 49 is q; once a split that overshoots (49 by 16) gives q as
+    `q_0 * 16 + q_1`, which reaches 63 in the last tile, no range proves the divisions away, and every element
+    computed them and gathered its operand. Simplified apart, though, an index's dimensions may lose the sum that
+    its element number merges whole: a flat reshape's (i // 64, i % 64) over a split i."""
+    def divisions(load_indices: tuple[E.Expr, ...], buffer) -> int:
+        flat = simplify(E.flat_index(buffer, [E.substitute(i, mapping) for i in load_indices]))
+        stack, count = [flat], 0
+        while stack:
+            x = stack.pop()
+            count += type(x) in (E.FloorDiv, E.FloorMod)
+            stack.extend(x.children())
+        return count
+
     def go(x: E.Expr) -> E.Expr:
         if type(x) is E.Load:
-            return E.Load(x.buffer, tuple(simplify(go(i)) for i in x.indices))
+            indices = tuple(go(i) for i in x.indices)
+            simpler = tuple(simplify(i) for i in indices)
+            if simpler != indices and divisions(simpler, x.buffer) < divisions(indices, x.buffer):
+                indices = simpler
+            return E.Load(x.buffer, indices)
         return E.map_children(x, go)
     return go(body)
 
