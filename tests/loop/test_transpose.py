@@ -98,6 +98,23 @@ def test_a_reshape_merging_axes_is_read_as_one_axis_under_a_split_that_overshoot
     np.testing.assert_array_equal(kernel.run(xv), xv.reshape(1, 256, 49).transpose(0, 2, 1))
 
 
+def test_a_flat_reshape_under_a_split_keeps_reading_its_input_in_order():
+    """The same simplification must not lose a merge: [1, 49, 8, 64] read flat as [49, 512] is (0, i0, i1 // 64,
+    i1 % 64) in the axes; with i1 split by 16 and fused with i0, those dimensions simplified one by one come out
+    as f % 32 // 4 * 64 + f % 4 * 16 + f // 32 * 512, where the whole composite merges to f * 16 (a stream)."""
+    x = te.placeholder((1, 49, 8, 64), "float32", "x")
+    flat = te.compute((49, 512), lambda i, j: x[(i * 512 + j) // 25088, (i * 512 + j) // 512 % 49,
+                                                 (i * 512 + j) // 64 % 8, (i * 512 + j) % 64], name="flat",
+                      tag="injective")
+    out = te.compute((49, 512), lambda i, j: E.maximum(flat[i, j], E.const(0.0, "float32")), name="relu",
+                     tag="elemwise")
+    kernel = build(default_schedule(out, Target.with_lanes(16)), args=[x, out], target=Target.with_lanes(16))
+    reads = [line for line in kernel.source.splitlines() if "x[" in line]
+    assert reads and not any("%" in line or "/" in line for line in reads), reads
+    xv = RNG.standard_normal((1, 49, 8, 64)).astype(np.float32)
+    np.testing.assert_array_equal(kernel.run(xv), np.maximum(xv.reshape(49, 512), 0))
+
+
 def _mobilevit_fold(x: te.Tensor) -> te.Tensor:
     """MobileViT's 2 x 2 patches folded back into an image: pixel (h, w) of channel p is patch position
     (h % 2, w % 2) of patch (h // 2, w // 2)."""
