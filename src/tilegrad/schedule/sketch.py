@@ -80,6 +80,7 @@ class _Analysis:
         self.readers = {s.name: [r.name for r in st.readers(s.tensor)] for s in st.stages}
         self.inline = {n for n in self.order if self._inlinable(self.stages[n])}
         self.fused = {}  # tiled producer -> its element-wise consumer (an output of the same shape)
+        self.fused_axes = {}  # tiled producer -> the consumer axis of each of its axes (`axis_map`)
         for n in self.order:
             s = self.stages[n]
             if n in self.outputs or not _has_reuse(s):
@@ -87,9 +88,10 @@ class _Analysis:
             readers = self.effective_readers(n)
             if len(readers) == 1 and readers[0] in self.outputs:
                 c = self.stages[readers[0]]
-                if (not c.op.reduce_axes and c.tensor.shape == s.tensor.shape and c.name not in self.fused.values()
-                        and self.axis_map(n, c.name) is not None):
-                    self.fused[n] = c.name
+                if not c.op.reduce_axes and c.tensor.shape == s.tensor.shape and c.name not in self.fused.values():
+                    axes = self.axis_map(n, c.name)
+                    if axes is not None:
+                        self.fused[n], self.fused_axes[n] = c.name, axes
 
     def _inlinable(self, s: Stage) -> bool:
         if s.name in self.outputs or s.op.reduce_axes or "pad" in s.op.tag:
@@ -182,8 +184,7 @@ def _apply_plan(sch: Schedule, space: Space, plan: dict[str, str], analysis: _An
         if decision == "inline":
             sch.compute_inline(name)
         elif decision == "tile_fused":
-            consumer = analysis.fused[name]
-            roots.append(_multi_level_tiling(sch, space, name, consumer, analysis.axis_map(name, consumer)))
+            roots.append(_multi_level_tiling(sch, space, name, analysis.fused[name], analysis.fused_axes[name]))
         elif decision == "tile_cache_write":
             local = sch.cache_write(name)
             axes = [a.name for a in sch.state.stage(name).op.axes]
@@ -235,8 +236,8 @@ def _multi_level_tiling(sch: Schedule, space: Space, producer: str, consumer: st
     sch.reorder(consumer, *level0, *level1, *level2)
     attach = (level1 or level0)[-1]
     sch.compute_at(producer, consumer, attach)
-    s2, s3 = [], []
     p_axes = [a.name for a in sch.state.stage(producer).op.axes]
+    s2, s3 = [], []
     for pa in p_axes:
         ca = axis_map.get(pa)
         if ca in inner:
